@@ -1,0 +1,67 @@
+// Argument conversion shared by the binding files. No logic lives here beyond
+// translating between Python objects and core types.
+#pragma once
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+
+#include "zenith/error.h"
+#include "zenith/ir.h"
+
+namespace zenith::py {
+namespace nb = nanobind;
+
+inline DType dtype_from_dlpack(nb::dlpack::dtype d) {
+  using C = nb::dlpack::dtype_code;
+  if (d.lanes != 1) fail("vector dtypes are not supported");
+  switch (C(d.code)) {
+    case C::Float:
+      if (d.bits == 32) return DType::f32;
+      if (d.bits == 16) return DType::f16;
+      break;
+    case C::Bfloat:
+      if (d.bits == 16) return DType::bf16;
+      break;
+    case C::Int:
+      if (d.bits == 64) return DType::i64;
+      if (d.bits == 32) return DType::i32;
+      break;
+    case C::Bool: return DType::b8;
+    default: break;
+  }
+  fail("unsupported tensor dtype (code ", int(d.code), ", ", int(d.bits), " bits)");
+}
+
+inline nb::dlpack::dtype dlpack_from_dtype(DType d) {
+  using C = nb::dlpack::dtype_code;
+  switch (d) {
+    case DType::f32: return {uint8_t(C::Float), 32, 1};
+    case DType::f16: return {uint8_t(C::Float), 16, 1};
+    case DType::bf16: return {uint8_t(C::Bfloat), 16, 1};
+    case DType::i64: return {uint8_t(C::Int), 64, 1};
+    case DType::i32: return {uint8_t(C::Int), 32, 1};
+    case DType::b8: return {uint8_t(C::Bool), 8, 1};
+  }
+  return {};
+}
+
+inline DType dtype_from_name(const std::string& s) {
+  DType d;
+  if (!parse_dtype(s, &d)) fail("unknown dtype name '", s, "'");
+  return d;
+}
+
+using CpuArray = nb::ndarray<nb::ro, nb::device::cpu>;
+
+// Checks an incoming array is dense row-major, naming it on failure.
+inline void require_contiguous(const CpuArray& a, const std::string& what) {
+  int64_t expect = 1;
+  for (size_t d = a.ndim(); d-- > 0;) {
+    if (a.shape(d) != 1 && a.stride(d) != expect) fail(what, ": tensor is not contiguous");
+    expect *= int64_t(a.shape(d));
+  }
+}
+
+void init_ir(nb::module_& m);
+void init_runtime(nb::module_& m);
+
+}  // namespace zenith::py

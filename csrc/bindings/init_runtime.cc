@@ -1,0 +1,53 @@
+// Bindings for compiling a graph into an Executable and calling it. Tensors cross
+// without copies in both directions (DLPack); the GIL is released while kernels run.
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include "convert.h"
+#include "zenith/runtime.h"
+
+namespace zenith::py {
+
+void init_runtime(nb::module_& m) {
+  nb::class_<Executable>(m, "Executable")
+      .def(
+          "__init__",
+          [](Executable* self, const Graph& g, std::vector<std::string> symbol_inputs) {
+            new (self) Executable(g, Device::kCPU, std::move(symbol_inputs));
+          },
+          nb::arg("graph"), nb::arg("symbol_inputs") = std::vector<std::string>{})
+      .def(
+          "run",
+          [](const Executable& exe, const std::vector<CpuArray>& arrays, const std::vector<int64_t>& ints) {
+            std::vector<InTensor> ins;
+            ins.reserve(arrays.size());
+            for (size_t i = 0; i < arrays.size(); ++i) {
+              const CpuArray& a = arrays[i];
+              require_contiguous(a, "input " + std::to_string(i));
+              InTensor t{a.data(), dtype_from_dlpack(a.dtype()), {}};
+              for (size_t d = 0; d < a.ndim(); ++d) t.shape.push_back(int64_t(a.shape(d)));
+              ins.push_back(std::move(t));
+            }
+            std::vector<OutTensor> outs;
+            {
+              nb::gil_scoped_release nogil;
+              outs = exe.run(ins, ints);
+            }
+            nb::list result;
+            for (auto& o : outs) {
+              auto* keep = new std::shared_ptr<void>(o.storage);
+              nb::capsule owner(keep, [](void* p) noexcept { delete static_cast<std::shared_ptr<void>*>(p); });
+              std::vector<size_t> shape(o.shape.begin(), o.shape.end());
+              nb::ndarray<nb::pytorch, nb::device::cpu> arr(o.data, shape.size(), shape.data(), owner, nullptr,
+                                                            dlpack_from_dtype(o.dtype));
+              result.append(arr.cast());
+            }
+            return result;
+          },
+          nb::arg("inputs"), nb::arg("ints") = std::vector<int64_t>{})
+      .def_prop_ro("arena_bytes", &Executable::planned_arena_bytes)
+      .def_prop_ro("num_plans", &Executable::num_plans)
+      .def_prop_ro("graph_text", [](const Executable& e) { return print_graph(e.graph()); });
+}
+
+}  // namespace zenith::py

@@ -1,0 +1,14 @@
+#include "convert.h"
+
+NB_MODULE(_C, m) {
+  m.doc() = "Zenith's C++ core: IR, passes and CPU runtime";
+  nanobind::register_exception_translator([](const std::exception_ptr& p, void*) {
+    try {
+      std::rethrow_exception(p);
+    } catch (const zenith::Error& e) {
+      PyErr_SetString(PyExc_RuntimeError, e.what());
+    }
+  });
+  zenith::py::init_ir(m);
+  zenith::py::init_runtime(m);
+}

@@ -1,0 +1,378 @@
+// Single-precision GEMM (packed panels + a 6x16 register-tile micro-kernel written
+// with GCC vector extensions, so it compiles to AVX2/FMA, SSE or NEON as built) and
+// the ops built on it: matmul, addmm, conv2d (im2col), sdpa.
+// ref_sgemm is the scalar reference the tests hold sgemm to.
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+
+#include "zenith/error.h"
+#include "zenith/kernels/kernels.h"
+
+namespace zenith {
+
+void ref_sgemm(int64_t M, int64_t N, int64_t K, float alpha, const float* a, int64_t a_rs, int64_t a_cs,
+               const float* b, int64_t b_rs, int64_t b_cs, float* c, int64_t ldc, bool accumulate) {
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = 0; n < N; ++n) {
+      double s = 0;
+      for (int64_t k = 0; k < K; ++k) s += double(a[m * a_rs + k * a_cs]) * double(b[k * b_rs + n * b_cs]);
+      float v = float(alpha * s);
+      c[m * ldc + n] = accumulate ? c[m * ldc + n] + v : v;
+    }
+}
+
+namespace {
+
+typedef float v8f __attribute__((vector_size(32)));
+constexpr int64_t MR = 6, NR = 16, KC = 256, MC = 96, NC = 1024;
+
+inline v8f load8(const float* p) {
+  v8f v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+inline void store8(float* p, v8f v) { std::memcpy(p, &v, sizeof v); }
+inline v8f splat(float x) { return v8f{x, x, x, x, x, x, x, x}; }
+
+struct AlignedBuf {
+  float* p = nullptr;
+  size_t n = 0;
+  ~AlignedBuf() { std::free(p); }
+  float* get(size_t want) {
+    if (want > n) {
+      std::free(p);
+      n = want;
+      p = static_cast<float*>(std::aligned_alloc(64, ((want * sizeof(float)) + 63) / 64 * 64));
+      ZENITH_CHECK(p, "sgemm: out of memory");
+    }
+    return p;
+  }
+};
+
+// kc x NR panel of B, zero-padded past n.
+void pack_b(int64_t kc, int64_t nr, const float* b, int64_t b_rs, int64_t b_cs, float* dst) {
+  for (int64_t k = 0; k < kc; ++k) {
+    const float* src = b + k * b_rs;
+    float* d = dst + k * NR;
+    if (nr == NR && b_cs == 1) {
+      std::memcpy(d, src, NR * sizeof(float));
+    } else {
+      int64_t j = 0;
+      for (; j < nr; ++j) d[j] = src[j * b_cs];
+      for (; j < NR; ++j) d[j] = 0;
+    }
+  }
+}
+
+// MR x kc panel of A (times alpha), k-major, zero-padded past mr.
+void pack_a(int64_t kc, int64_t mr, float alpha, const float* a, int64_t a_rs, int64_t a_cs, float* dst) {
+  for (int64_t k = 0; k < kc; ++k) {
+    float* d = dst + k * MR;
+    int64_t r = 0;
+    for (; r < mr; ++r) d[r] = alpha * a[r * a_rs + k * a_cs];
+    for (; r < MR; ++r) d[r] = 0;
+  }
+}
+
+void ukernel_6x16(int64_t kc, const float* ap, const float* bp, float* c, int64_t ldc, int64_t mr, int64_t nr,
+                  bool add) {
+  v8f acc[MR][2];
+  for (int r = 0; r < MR; ++r) acc[r][0] = acc[r][1] = v8f{};
+  for (int64_t k = 0; k < kc; ++k) {
+    v8f b0 = load8(bp + k * NR), b1 = load8(bp + k * NR + 8);
+    const float* a = ap + k * MR;
+#pragma GCC unroll 6
+    for (int r = 0; r < MR; ++r) {
+      v8f av = splat(a[r]);
+      acc[r][0] += av * b0;
+      acc[r][1] += av * b1;
+    }
+  }
+  if (mr == MR && nr == NR) {
+    for (int r = 0; r < MR; ++r) {
+      float* cr = c + r * ldc;
+      if (add) {
+        store8(cr, load8(cr) + acc[r][0]);
+        store8(cr + 8, load8(cr + 8) + acc[r][1]);
+      } else {
+        store8(cr, acc[r][0]);
+        store8(cr + 8, acc[r][1]);
+      }
+    }
+    return;
+  }
+  alignas(32) float tmp[MR][NR];
+  for (int r = 0; r < MR; ++r) {
+    store8(tmp[r], acc[r][0]);
+    store8(tmp[r] + 8, acc[r][1]);
+  }
+  for (int64_t r = 0; r < mr; ++r)
+    for (int64_t j = 0; j < nr; ++j) c[r * ldc + j] = add ? c[r * ldc + j] + tmp[r][j] : tmp[r][j];
+}
+
+// Few rows: stream B once instead of packing it.
+void small_m(int64_t M, int64_t N, int64_t K, float alpha, const float* a, int64_t a_rs, int64_t a_cs, const float* b,
+             int64_t b_rs, int64_t b_cs, float* c, int64_t ldc, bool accumulate) {
+  for (int64_t m = 0; m < M; ++m) {
+    float* cr = c + m * ldc;
+    if (b_cs == 1) {  // row-major B: axpy over rows of B
+      if (!accumulate) std::fill_n(cr, N, 0.0f);
+      for (int64_t k = 0; k < K; ++k) {
+        float av = alpha * a[m * a_rs + k * a_cs];
+        const float* br = b + k * b_rs;
+        for (int64_t n = 0; n < N; ++n) cr[n] += av * br[n];
+      }
+    } else {  // B^T row-major (b_rs == 1): dot products
+      for (int64_t n = 0; n < N; ++n) {
+        const float* bc = b + n * b_cs;
+        float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+        int64_t k = 0;
+        if (a_cs == 1 && b_rs == 1) {
+          const float* ar = a + m * a_rs;
+          for (; k + 4 <= K; k += 4) {
+            s0 += ar[k] * bc[k];
+            s1 += ar[k + 1] * bc[k + 1];
+            s2 += ar[k + 2] * bc[k + 2];
+            s3 += ar[k + 3] * bc[k + 3];
+          }
+        }
+        for (; k < K; ++k) s0 += a[m * a_rs + k * a_cs] * bc[k * b_rs];
+        float v = alpha * ((s0 + s1) + (s2 + s3));
+        cr[n] = accumulate ? cr[n] + v : v;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void sgemm(int64_t M, int64_t N, int64_t K, float alpha, const float* a, int64_t a_rs, int64_t a_cs, const float* b,
+           int64_t b_rs, int64_t b_cs, float* c, int64_t ldc, bool accumulate) {
+  if (M == 0 || N == 0) return;
+  if (K == 0) {
+    if (!accumulate)
+      for (int64_t m = 0; m < M; ++m) std::fill_n(c + m * ldc, N, 0.0f);
+    return;
+  }
+  if (M <= 4 && (b_cs == 1 || b_rs == 1)) {
+    small_m(M, N, K, alpha, a, a_rs, a_cs, b, b_rs, b_cs, c, ldc, accumulate);
+    return;
+  }
+  thread_local AlignedBuf abuf, bbuf;
+  for (int64_t jc = 0; jc < N; jc += NC) {
+    int64_t nc = std::min(NC, N - jc);
+    int64_t npanels = (nc + NR - 1) / NR;
+    for (int64_t pc = 0; pc < K; pc += KC) {
+      int64_t kc = std::min(KC, K - pc);
+      bool add = accumulate || pc > 0;
+      float* bp = bbuf.get(size_t(npanels * kc * NR));
+      for (int64_t p = 0; p < npanels; ++p)
+        pack_b(kc, std::min(NR, nc - p * NR), b + pc * b_rs + (jc + p * NR) * b_cs, b_rs, b_cs, bp + p * kc * NR);
+      for (int64_t ic = 0; ic < M; ic += MC) {
+        int64_t mc = std::min(MC, M - ic);
+        int64_t mpanels = (mc + MR - 1) / MR;
+        float* ap = abuf.get(size_t(mpanels * kc * MR));
+        for (int64_t q = 0; q < mpanels; ++q)
+          pack_a(kc, std::min(MR, mc - q * MR), alpha, a + (ic + q * MR) * a_rs + pc * a_cs, a_rs, a_cs,
+                 ap + q * kc * MR);
+        for (int64_t p = 0; p < npanels; ++p)
+          for (int64_t q = 0; q < mpanels; ++q)
+            ukernel_6x16(kc, ap + q * kc * MR, bp + p * kc * NR, c + (ic + q * MR) * ldc + jc + p * NR, ldc,
+                         std::min(MR, mc - q * MR), std::min(NR, nc - p * NR), add);
+      }
+    }
+  }
+}
+
+// ---- matmul: a[..., M, K] @ b[..., K, N] with broadcast batch dims ----
+void run_matmul(const KernelCtx& c) {
+  const TensorRef &a = c.in[0], &b = c.in[1];
+  TensorRef& o = c.out[0];
+  int ro = o.rank();
+  int64_t M = o.shape[size_t(ro - 2)], N = o.shape[size_t(ro - 1)], K = a.shape[size_t(a.rank() - 1)];
+  std::vector<int64_t> batch(o.shape.begin(), o.shape.end() - 2);
+  int64_t nb = 1;
+  for (int64_t d : batch) nb *= d;
+  // batch strides of a and b (0 where broadcast)
+  auto bstrides = [&](const TensorRef& t) {
+    std::vector<int64_t> s(batch.size(), 0);
+    int64_t stride = t.shape[size_t(t.rank() - 1)] * t.shape[size_t(t.rank() - 2)];
+    int tb = t.rank() - 2;
+    for (int d = tb - 1, od = int(batch.size()) - 1; d >= 0; --d, --od) {
+      s[size_t(od)] = t.shape[size_t(d)] == 1 ? 0 : stride;
+      stride *= t.shape[size_t(d)];
+    }
+    return s;
+  };
+  std::vector<int64_t> sa = bstrides(a), sb = bstrides(b);
+  std::vector<int64_t> idx(batch.size(), 0);
+  for (int64_t i = 0; i < nb; ++i) {
+    int64_t oa = 0, ob = 0;
+    for (size_t d = 0; d < batch.size(); ++d) {
+      oa += idx[d] * sa[d];
+      ob += idx[d] * sb[d];
+    }
+    sgemm(M, N, K, 1.0f, a.as<float>() + oa, K, 1, b.as<float>() + ob, N, 1, o.as<float>() + i * M * N, N, false);
+    for (int d = int(batch.size()) - 1; d >= 0; --d) {
+      if (++idx[size_t(d)] < batch[size_t(d)]) break;
+      idx[size_t(d)] = 0;
+    }
+  }
+}
+
+// ---- addmm: beta * bias + alpha * (a @ b) ----
+void run_addmm(const KernelCtx& c) {
+  const TensorRef &bias = c.in[0], &a = c.in[1], &b = c.in[2];
+  TensorRef& o = c.out[0];
+  int64_t M = o.shape[0], N = o.shape[1], K = a.shape[1];
+  float alpha = float(c.node.f("alpha", 1.0)), beta = float(c.node.f("beta", 1.0));
+  float* po = o.as<float>();
+  // Broadcast the bias into the output, then accumulate the product on top.
+  const float* pb = bias.as<float>();
+  int64_t br = bias.rank() == 2 ? bias.shape[0] : 1;
+  int64_t bc = bias.rank() >= 1 ? bias.shape[size_t(bias.rank() - 1)] : 1;
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = 0; n < N; ++n) {
+      float v = pb[(br == 1 ? 0 : m) * bc + (bc == 1 ? 0 : n)];
+      po[m * N + n] = beta == 0.0f ? 0.0f : beta * v;
+    }
+  sgemm(M, N, K, alpha, a.as<float>(), K, 1, b.as<float>(), N, 1, po, N, true);
+}
+
+// ---- conv2d: im2col + GEMM per image and group; depthwise has a direct loop ----
+void run_conv2d(const KernelCtx& c) {
+  const TensorRef &x = c.in[0], &w = c.in[1];
+  TensorRef& o = c.out[0];
+  auto st = c.node.const_ints("stride"), pd = c.node.const_ints("padding"), dl = c.node.const_ints("dilation");
+  int64_t G = c.node.i("groups", 1);
+  bool has_bias = c.node.i("has_bias", 0) != 0;
+  int64_t N = x.shape[0], C = x.shape[1], H = x.shape[2], W = x.shape[3];
+  int64_t OC = w.shape[0], ICg = w.shape[1], KH = w.shape[2], KW = w.shape[3];
+  int64_t OH = o.shape[2], OW = o.shape[3];
+  int64_t OCg = OC / G;
+  const float* px = x.as<float>();
+  const float* pw = w.as<float>();
+  float* po = o.as<float>();
+  const float* pb = has_bias ? c.in[2].as<float>() : nullptr;
+  if (o.numel() == 0) return;
+  bool depthwise = G == C && ICg == 1 && OCg == 1;
+  if (depthwise) {
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t ch = 0; ch < C; ++ch) {
+        const float* xi = px + (n * C + ch) * H * W;
+        const float* wk = pw + ch * KH * KW;
+        float* oi = po + (n * OC + ch) * OH * OW;
+        float bv = pb ? pb[ch] : 0.0f;
+        for (int64_t oh = 0; oh < OH; ++oh)
+          for (int64_t ow = 0; ow < OW; ++ow) {
+            float s = bv;
+            for (int64_t kh = 0; kh < KH; ++kh) {
+              int64_t ih = oh * st[0] - pd[0] + kh * dl[0];
+              if (ih < 0 || ih >= H) continue;
+              for (int64_t kw = 0; kw < KW; ++kw) {
+                int64_t iw = ow * st[1] - pd[1] + kw * dl[1];
+                if (iw < 0 || iw >= W) continue;
+                s += xi[ih * W + iw] * wk[kh * KW + kw];
+              }
+            }
+            oi[oh * OW + ow] = s;
+          }
+      }
+    return;
+  }
+  bool pointwise = KH == 1 && KW == 1 && st[0] == 1 && st[1] == 1 && pd[0] == 0 && pd[1] == 0;
+  int64_t rows = ICg * KH * KW, cols = OH * OW;
+  std::vector<float> col(pointwise ? 0 : size_t(rows * cols));
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t g = 0; g < G; ++g) {
+      const float* xg = px + (n * C + g * ICg) * H * W;
+      const float* B = xg;
+      if (!pointwise) {
+        for (int64_t ic = 0; ic < ICg; ++ic)
+          for (int64_t kh = 0; kh < KH; ++kh)
+            for (int64_t kw = 0; kw < KW; ++kw) {
+              float* dst = col.data() + ((ic * KH + kh) * KW + kw) * cols;
+              for (int64_t oh = 0; oh < OH; ++oh) {
+                int64_t ih = oh * st[0] - pd[0] + kh * dl[0];
+                for (int64_t ow = 0; ow < OW; ++ow) {
+                  int64_t iw = ow * st[1] - pd[1] + kw * dl[1];
+                  dst[oh * OW + ow] = (ih >= 0 && ih < H && iw >= 0 && iw < W) ? xg[(ic * H + ih) * W + iw] : 0.0f;
+                }
+              }
+            }
+        B = col.data();
+      }
+      float* og = po + (n * OC + g * OCg) * cols;
+      if (pb) {
+        for (int64_t oc = 0; oc < OCg; ++oc) std::fill_n(og + oc * cols, cols, pb[g * OCg + oc]);
+      }
+      sgemm(OCg, cols, rows, 1.0f, pw + g * OCg * rows, rows, 1, B, cols, 1, og, cols, pb != nullptr);
+    }
+}
+
+// ---- sdpa: softmax(q k^T * scale + mask) v per (batch, head), grouped-query aware ----
+void run_sdpa(const KernelCtx& c) {
+  const TensorRef &q = c.in[0], &k = c.in[1], &v = c.in[2];
+  TensorRef& o = c.out[0];
+  bool has_mask = c.node.i("has_mask", 0) != 0;
+  bool causal = c.node.i("is_causal", 0) != 0;
+  int64_t B = q.shape[0], H = q.shape[1], L = q.shape[2], E = q.shape[3];
+  int64_t Hk = k.shape[1], S = k.shape[2], Ev = v.shape[3];
+  float scale = c.node.has("scale") ? float(c.node.f("scale")) : 1.0f / std::sqrt(float(E));
+  if (o.numel() == 0) return;
+  int64_t group = H / Hk;
+  // Mask broadcast strides over (B, H, L, S).
+  std::vector<int64_t> ms(4, 0);
+  const TensorRef* mask = has_mask ? &c.in[3] : nullptr;
+  if (mask) {
+    std::vector<int64_t> cs = contiguous_strides(mask->shape);
+    int off = 4 - mask->rank();
+    for (int d = 0; d < mask->rank(); ++d) ms[size_t(off + d)] = mask->shape[size_t(d)] == 1 ? 0 : cs[size_t(d)];
+  }
+  std::vector<float> scores(size_t(L * S));
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < H; ++h) {
+      int64_t hk = h / group;
+      const float* qp = q.as<float>() + (b * H + h) * L * E;
+      const float* kp = k.as<float>() + (b * Hk + hk) * S * E;
+      const float* vp = v.as<float>() + (b * Hk + hk) * S * Ev;
+      float* op = o.as<float>() + (b * H + h) * L * Ev;
+      // scores = q @ k^T: B(e, s) = k[s, e] -> b_rs = 1, b_cs = E
+      sgemm(L, S, E, scale, qp, E, 1, kp, 1, E, scores.data(), S, false);
+      for (int64_t i = 0; i < L; ++i) {
+        float* row = scores.data() + i * S;
+        if (mask) {
+          int64_t base = b * ms[0] + h * ms[1] + i * ms[2];
+          if (mask->dtype == DType::b8) {
+            const bool* mp = mask->as<bool>();
+            for (int64_t j = 0; j < S; ++j)
+              if (!mp[base + j * ms[3]]) row[j] = -INFINITY;
+          } else {
+            const float* mp = mask->as<float>();
+            for (int64_t j = 0; j < S; ++j) row[j] += mp[base + j * ms[3]];
+          }
+        }
+        if (causal)  // torch aligns the causal mask to the top-left corner
+          for (int64_t j = i + 1; j < S; ++j) row[j] = -INFINITY;
+        float m = -INFINITY;
+        for (int64_t j = 0; j < S; ++j) m = std::max(m, row[j]);
+        if (m == -INFINITY) {  // fully masked row: torch's CPU kernel yields NaN here
+          for (int64_t j = 0; j < S; ++j) row[j] = NAN;
+          continue;
+        }
+        double sum = 0;
+        for (int64_t j = 0; j < S; ++j) {
+          row[j] = std::exp(row[j] - m);
+          sum += row[j];
+        }
+        float inv = float(1.0 / sum);
+        for (int64_t j = 0; j < S; ++j) row[j] *= inv;
+      }
+      sgemm(L, Ev, S, 1.0f, scores.data(), S, 1, vp, Ev, 1, op, Ev, false);
+    }
+}
+
+}  // namespace zenith

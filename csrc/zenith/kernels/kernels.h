@@ -1,0 +1,60 @@
+// Kernel interface. A kernel reads its node's attributes (already resolved to
+// constants by the runtime) and dense row-major input/output buffers. Every kernel
+// is found through the op table (kernel_for); each fast kernel has a plain scalar
+// reference beside it in the same file (ref_*) that the tests compare against.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "zenith/ir.h"
+
+namespace zenith {
+
+struct TensorRef {
+  void* data = nullptr;
+  DType dtype = DType::f32;
+  std::vector<int64_t> shape;
+  int rank() const { return int(shape.size()); }
+  int64_t numel() const {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    return n;
+  }
+  template <typename T> T* as() const { return static_cast<T*>(data); }
+};
+
+struct KernelCtx {
+  const Node& node;  // attributes resolved to constants
+  const std::vector<TensorRef>& in;
+  std::vector<TensorRef>& out;
+};
+
+using KernelFn = void (*)(const KernelCtx&);
+
+// The kernel for `op`, or nullptr for ops without kernel work (reshape, constant).
+KernelFn kernel_for(Op op);
+// True if the op's kernel handles every dtype itself (data movement); other ops run
+// float16/bfloat16 values through float32 (the runtime converts around them).
+bool kernel_is_dtype_generic(Op op);
+
+// ---- GEMM, used by matmul, addmm, conv2d and sdpa ----
+// C[m, n] = alpha * sum_k A(m, k) B(k, n) + (accumulate ? C[m, n] : 0), with A(m, k) at
+// a[m * a_rs + k * a_cs] and B(k, n) at b[k * b_rs + n * b_cs]; C is row-major with leading dim ldc.
+void sgemm(int64_t M, int64_t N, int64_t K, float alpha, const float* a, int64_t a_rs, int64_t a_cs, const float* b,
+           int64_t b_rs, int64_t b_cs, float* c, int64_t ldc, bool accumulate);
+void ref_sgemm(int64_t M, int64_t N, int64_t K, float alpha, const float* a, int64_t a_rs, int64_t a_cs,
+               const float* b, int64_t b_rs, int64_t b_cs, float* c, int64_t ldc, bool accumulate);
+
+// Copies the strided view (shape, strides in elements, base pointer) into dst, dense.
+void strided_copy(void* dst, const void* src, size_t elem, const std::vector<int64_t>& shape,
+                  const std::vector<int64_t>& strides);
+
+// Dense row-major strides of `shape`.
+std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& shape);
+
+// Per-op kernels, declared for the table in kernels.cc.
+#define OP(name, nin, nout, traits) void run_##name(const KernelCtx&);
+#include "zenith/ops.def"
+#undef OP
+
+}  // namespace zenith

@@ -1,0 +1,354 @@
+// Data movement, indexing, sources and pooling. Movement kernels work on element
+// bytes, so every dtype goes through the same code.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "zenith/error.h"
+#include "zenith/kernels/kernels.h"
+
+namespace zenith {
+
+void cast_buffer(const void* src, DType sd, void* dst, DType dd, int64_t n);  // elementwise.cc
+
+void strided_copy(void* dst, const void* src, size_t elem, const std::vector<int64_t>& shape,
+                  const std::vector<int64_t>& strides) {
+  int r = int(shape.size());
+  int64_t numel = 1;
+  for (int64_t d : shape) numel *= d;
+  if (numel == 0) return;
+  char* out = static_cast<char*>(dst);
+  const char* in = static_cast<const char*>(src);
+  if (r == 0) {
+    std::memcpy(out, in, elem);
+    return;
+  }
+  int64_t inner = shape[size_t(r - 1)], is = strides[size_t(r - 1)];
+  std::vector<int64_t> idx(size_t(r), 0);
+  int64_t off = 0;
+  for (int64_t o = 0; o < numel; o += inner) {
+    const char* s = in + off * int64_t(elem);
+    char* d = out + o * int64_t(elem);
+    if (is == 1) {
+      std::memcpy(d, s, size_t(inner) * elem);
+    } else if (elem == 4) {
+      for (int64_t i = 0; i < inner; ++i) std::memcpy(d + i * 4, s + i * is * 4, 4);
+    } else {
+      for (int64_t i = 0; i < inner; ++i) std::memcpy(d + size_t(i) * elem, s + i * is * int64_t(elem), elem);
+    }
+    for (int dd = r - 2; dd >= 0; --dd) {
+      size_t du = size_t(dd);
+      off += strides[du];
+      if (++idx[du] < shape[du]) break;
+      off -= strides[du] * shape[du];
+      idx[du] = 0;
+    }
+  }
+}
+
+void run_reshape(const KernelCtx&) {}  // aliases its input; the runtime shares the buffer
+void run_constant(const KernelCtx&) {}
+
+void run_copy(const KernelCtx& c) {
+  std::memcpy(c.out[0].data, c.in[0].data, size_t(c.in[0].numel()) * dtype_size(c.in[0].dtype));
+}
+
+void run_permute(const KernelCtx& c) {
+  const TensorRef& x = c.in[0];
+  auto perm = c.node.const_ints("perm");
+  std::vector<int64_t> cs = contiguous_strides(x.shape), st;
+  for (int64_t p : perm) st.push_back(cs[size_t(p < 0 ? p + x.rank() : p)]);
+  strided_copy(c.out[0].data, x.data, dtype_size(x.dtype), c.out[0].shape, st);
+}
+
+void run_expand(const KernelCtx& c) {
+  const TensorRef& x = c.in[0];
+  const auto& os = c.out[0].shape;
+  std::vector<int64_t> cs = contiguous_strides(x.shape), st(os.size(), 0);
+  size_t off = os.size() - size_t(x.rank());
+  for (size_t d = 0; d < size_t(x.rank()); ++d) st[off + d] = x.shape[d] == 1 ? 0 : cs[d];
+  strided_copy(c.out[0].data, x.data, dtype_size(x.dtype), os, st);
+}
+
+void run_slice(const KernelCtx& c) {
+  const TensorRef& x = c.in[0];
+  int64_t d = c.node.i("dim");
+  if (d < 0) d += x.rank();
+  int64_t L = x.shape[size_t(d)], start = c.node.i("start"), step = c.node.i("step", 1);
+  if (start < 0) start += L;
+  start = std::clamp<int64_t>(start, 0, L);
+  std::vector<int64_t> st = contiguous_strides(x.shape);
+  const char* base = static_cast<const char*>(x.data) + start * st[size_t(d)] * int64_t(dtype_size(x.dtype));
+  st[size_t(d)] *= step;
+  strided_copy(c.out[0].data, base, dtype_size(x.dtype), c.out[0].shape, st);
+}
+
+void run_cat(const KernelCtx& c) {
+  TensorRef& o = c.out[0];
+  int64_t d = c.node.i("dim");
+  if (d < 0) d += o.rank();
+  size_t es = dtype_size(o.dtype);
+  int64_t outer = 1;
+  for (int64_t i = 0; i < d; ++i) outer *= o.shape[size_t(i)];
+  int64_t out_row = 1;
+  for (int64_t i = d; i < o.rank(); ++i) out_row *= o.shape[size_t(i)];
+  int64_t col = 0;
+  for (const TensorRef& x : c.in) {
+    int64_t row = 1;
+    for (int64_t i = d; i < x.rank(); ++i) row *= x.shape[size_t(i)];
+    for (int64_t r = 0; r < outer; ++r)
+      std::memcpy(static_cast<char*>(o.data) + size_t(r * out_row + col) * es,
+                  static_cast<const char*>(x.data) + size_t(r * row) * es, size_t(row) * es);
+    col += row;
+  }
+}
+
+namespace {
+void fill_value(void* dst, DType dt, int64_t n, double v) {
+  switch (dt) {
+    case DType::f32: std::fill_n(static_cast<float*>(dst), n, float(v)); break;
+    case DType::f16: std::fill_n(static_cast<uint16_t*>(dst), n, f32_to_f16(float(v))); break;
+    case DType::bf16: std::fill_n(static_cast<uint16_t*>(dst), n, f32_to_bf16(float(v))); break;
+    case DType::i64: std::fill_n(static_cast<int64_t*>(dst), n, int64_t(v)); break;
+    case DType::i32: std::fill_n(static_cast<int32_t*>(dst), n, int32_t(v)); break;
+    case DType::b8: std::fill_n(static_cast<bool*>(dst), n, v != 0.0); break;
+  }
+}
+}  // namespace
+
+void run_pad(const KernelCtx& c) {
+  const TensorRef& x = c.in[0];
+  TensorRef& o = c.out[0];
+  auto pad = c.node.const_ints("pad");
+  fill_value(o.data, o.dtype, o.numel(), c.node.f("value", 0.0));
+  size_t es = dtype_size(x.dtype);
+  int r = x.rank();
+  // The overlap of input and output, per dim (negative pads crop).
+  std::vector<int64_t> shape(static_cast<size_t>(r), 0), src_off(static_cast<size_t>(r), 0), dst_off(static_cast<size_t>(r), 0);
+  for (int d = 0; d < r; ++d) {
+    int k = r - 1 - d;  // pad pairs run from the last dim backwards
+    int64_t lo = size_t(k) < pad.size() / 2 ? pad[size_t(2 * k)] : 0;
+    src_off[size_t(d)] = lo < 0 ? -lo : 0;
+    dst_off[size_t(d)] = lo > 0 ? lo : 0;
+    shape[size_t(d)] = std::max<int64_t>(
+        0, std::min(x.shape[size_t(d)] - src_off[size_t(d)], o.shape[size_t(d)] - dst_off[size_t(d)]));
+  }
+  std::vector<int64_t> xs = contiguous_strides(x.shape), os = contiguous_strides(o.shape);
+  int64_t sbase = 0, dbase = 0;
+  for (int d = 0; d < r; ++d) {
+    sbase += src_off[size_t(d)] * xs[size_t(d)];
+    dbase += dst_off[size_t(d)] * os[size_t(d)];
+  }
+  // Copy row by row: gather the overlap densely, then scatter into the output rows.
+  int64_t n = 1;
+  for (int64_t s : shape) n *= s;
+  if (n == 0) return;
+  std::vector<char> tmp(size_t(n) * es);
+  strided_copy(tmp.data(), static_cast<const char*>(x.data) + sbase * int64_t(es), es, shape, xs);
+  int64_t inner = r ? shape[size_t(r - 1)] : 1;
+  std::vector<int64_t> idx(size_t(r), 0);
+  for (int64_t i = 0; i < n; i += inner) {
+    int64_t doff = dbase;
+    for (int d = 0; d < r - 1; ++d) doff += idx[size_t(d)] * os[size_t(d)];
+    std::memcpy(static_cast<char*>(o.data) + doff * int64_t(es), tmp.data() + i * int64_t(es), size_t(inner) * es);
+    for (int d = r - 2; d >= 0; --d) {
+      if (++idx[size_t(d)] < shape[size_t(d)]) break;
+      idx[size_t(d)] = 0;
+    }
+  }
+}
+
+namespace {
+int64_t load_index(const TensorRef& idx, int64_t i) {
+  return idx.dtype == DType::i64 ? idx.as<int64_t>()[i] : int64_t(idx.as<int32_t>()[i]);
+}
+int64_t check_index(int64_t v, int64_t size, const char* op) {
+  if (v < 0) v += size;
+  ZENITH_CHECK(v >= 0 && v < size, op, ": index ", v, " is out of bounds for size ", size);
+  return v;
+}
+}  // namespace
+
+void run_embedding(const KernelCtx& c) {
+  const TensorRef &w = c.in[0], &idx = c.in[1];
+  int64_t rows = w.shape[0], dim = w.shape[1];
+  size_t rb = size_t(dim) * dtype_size(w.dtype);
+  int64_t n = idx.numel();
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t r = load_index(idx, i);
+    ZENITH_CHECK(r >= 0 && r < rows, "embedding: index ", r, " is out of range for ", rows, " rows");
+    std::memcpy(static_cast<char*>(c.out[0].data) + size_t(i) * rb, static_cast<const char*>(w.data) + size_t(r) * rb, rb);
+  }
+}
+
+void run_index_select(const KernelCtx& c) {
+  const TensorRef &x = c.in[0], &idx = c.in[1];
+  int64_t d = c.node.i("dim");
+  if (d < 0) d += x.rank();
+  int64_t outer = 1, inner = 1;
+  for (int64_t i = 0; i < d; ++i) outer *= x.shape[size_t(i)];
+  for (int64_t i = d + 1; i < x.rank(); ++i) inner *= x.shape[size_t(i)];
+  int64_t size = x.shape[size_t(d)], n = idx.numel();
+  size_t es = dtype_size(x.dtype), rb = size_t(inner) * es;
+  char* out = static_cast<char*>(c.out[0].data);
+  const char* in = static_cast<const char*>(x.data);
+  std::vector<int64_t> ids(static_cast<size_t>(n), 0);
+  for (int64_t j = 0; j < n; ++j) ids[size_t(j)] = check_index(load_index(idx, j), size, "index_select");
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t j = 0; j < n; ++j)
+      std::memcpy(out + size_t(o * n + j) * rb, in + size_t(o * size + ids[size_t(j)]) * rb, rb);
+}
+
+void run_gather(const KernelCtx& c) {
+  const TensorRef &x = c.in[0], &idx = c.in[1];
+  int64_t d = c.node.i("dim");
+  if (d < 0) d += x.rank();
+  size_t es = dtype_size(x.dtype);
+  std::vector<int64_t> xs = contiguous_strides(x.shape);
+  int r = idx.rank();
+  int64_t n = idx.numel();
+  std::vector<int64_t> pos(size_t(r), 0);
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t off = 0;
+    for (int k = 0; k < r; ++k) {
+      int64_t p = k == d ? check_index(load_index(idx, i), x.shape[size_t(k)], "gather") : pos[size_t(k)];
+      off += p * xs[size_t(k)];
+    }
+    std::memcpy(static_cast<char*>(c.out[0].data) + size_t(i) * es, static_cast<const char*>(x.data) + size_t(off) * es, es);
+    for (int k = r - 1; k >= 0; --k) {
+      if (++pos[size_t(k)] < idx.shape[size_t(k)]) break;
+      pos[size_t(k)] = 0;
+    }
+  }
+}
+
+void run_tril(const KernelCtx& c) {
+  const TensorRef& x = c.in[0];
+  int64_t diag = c.node.i("diagonal", 0);
+  bool upper = c.node.i("upper", 0) != 0;
+  int64_t R = x.shape[size_t(x.rank() - 2)], C = x.shape[size_t(x.rank() - 1)];
+  size_t es = dtype_size(x.dtype);
+  int64_t mats = (R * C != 0) ? x.numel() / (R * C) : 0;
+  const char* in = static_cast<const char*>(x.data);
+  char* out = static_cast<char*>(c.out[0].data);
+  for (int64_t m = 0; m < mats; ++m)
+    for (int64_t i = 0; i < R; ++i)
+      for (int64_t j = 0; j < C; ++j) {
+        size_t off = size_t((m * R + i) * C + j) * es;
+        bool keep = upper ? (j - i >= diag) : (j - i <= diag);
+        if (keep) std::memcpy(out + off, in + off, es);
+        else std::memset(out + off, 0, es);
+      }
+}
+
+void run_full(const KernelCtx& c) { fill_value(c.out[0].data, c.out[0].dtype, c.out[0].numel(), c.node.f("value")); }
+
+void run_arange(const KernelCtx& c) {
+  TensorRef& o = c.out[0];
+  double start = c.node.f("start"), step = c.node.f("step");
+  int64_t n = o.numel();
+  switch (o.dtype) {
+    case DType::i64:
+      for (int64_t i = 0; i < n; ++i) o.as<int64_t>()[i] = int64_t(start) + i * int64_t(step);
+      break;
+    case DType::i32:
+      for (int64_t i = 0; i < n; ++i) o.as<int32_t>()[i] = int32_t(int64_t(start) + i * int64_t(step));
+      break;
+    case DType::f32:
+      for (int64_t i = 0; i < n; ++i) o.as<float>()[i] = float(start + double(i) * step);
+      break;
+    default: fail("arange: no kernel for dtype ", dtype_name(o.dtype));
+  }
+}
+
+// ---- pooling (float32; (N)CHW) ----
+namespace {
+struct PoolGeom {
+  int64_t planes, H, W, OH, OW;
+};
+PoolGeom geom(const TensorRef& x, const TensorRef& o) {
+  int r = x.rank();
+  PoolGeom g;
+  g.H = x.shape[size_t(r - 2)];
+  g.W = x.shape[size_t(r - 1)];
+  g.OH = o.shape[size_t(r - 2)];
+  g.OW = o.shape[size_t(r - 1)];
+  g.planes = (g.H * g.W != 0) ? x.numel() / (g.H * g.W) : 0;
+  return g;
+}
+}  // namespace
+
+void run_max_pool2d(const KernelCtx& c) {
+  const TensorRef& x = c.in[0];
+  PoolGeom g = geom(x, c.out[0]);
+  auto k = c.node.const_ints("kernel"), st = c.node.const_ints("stride"), pd = c.node.const_ints("padding");
+  std::vector<int64_t> dl = c.node.has("dilation") ? c.node.const_ints("dilation") : std::vector<int64_t>{1, 1};
+  for (int64_t p = 0; p < g.planes; ++p) {
+    const float* xi = x.as<float>() + p * g.H * g.W;
+    float* oi = c.out[0].as<float>() + p * g.OH * g.OW;
+    for (int64_t oh = 0; oh < g.OH; ++oh)
+      for (int64_t ow = 0; ow < g.OW; ++ow) {
+        float m = -INFINITY;
+        for (int64_t kh = 0; kh < k[0]; ++kh) {
+          int64_t ih = oh * st[0] - pd[0] + kh * dl[0];
+          if (ih < 0 || ih >= g.H) continue;
+          for (int64_t kw = 0; kw < k[1]; ++kw) {
+            int64_t iw = ow * st[1] - pd[1] + kw * dl[1];
+            if (iw < 0 || iw >= g.W) continue;
+            float v = xi[ih * g.W + iw];
+            if (v > m || std::isnan(v)) m = v;
+            if (std::isnan(m)) break;
+          }
+        }
+        oi[oh * g.OW + ow] = m;
+      }
+  }
+}
+
+void run_avg_pool2d(const KernelCtx& c) {
+  const TensorRef& x = c.in[0];
+  PoolGeom g = geom(x, c.out[0]);
+  auto k = c.node.const_ints("kernel"), st = c.node.const_ints("stride"), pd = c.node.const_ints("padding");
+  bool include_pad = c.node.i("count_include_pad", 1) != 0;
+  for (int64_t p = 0; p < g.planes; ++p) {
+    const float* xi = x.as<float>() + p * g.H * g.W;
+    float* oi = c.out[0].as<float>() + p * g.OH * g.OW;
+    for (int64_t oh = 0; oh < g.OH; ++oh)
+      for (int64_t ow = 0; ow < g.OW; ++ow) {
+        int64_t h0 = oh * st[0] - pd[0], w0 = ow * st[1] - pd[1];
+        int64_t h1 = std::min(h0 + k[0], g.H + pd[0]), w1 = std::min(w0 + k[1], g.W + pd[1]);
+        int64_t area = (h1 - h0) * (w1 - w0);
+        h0 = std::max<int64_t>(h0, 0);
+        w0 = std::max<int64_t>(w0, 0);
+        h1 = std::min(h1, g.H);
+        w1 = std::min(w1, g.W);
+        if (!include_pad) area = (h1 - h0) * (w1 - w0);
+        double s = 0;
+        for (int64_t ih = h0; ih < h1; ++ih)
+          for (int64_t iw = w0; iw < w1; ++iw) s += xi[ih * g.W + iw];
+        oi[oh * g.OW + ow] = float(s / double(area));
+      }
+  }
+}
+
+void run_adaptive_avg_pool2d(const KernelCtx& c) {
+  const TensorRef& x = c.in[0];
+  PoolGeom g = geom(x, c.out[0]);
+  for (int64_t p = 0; p < g.planes; ++p) {
+    const float* xi = x.as<float>() + p * g.H * g.W;
+    float* oi = c.out[0].as<float>() + p * g.OH * g.OW;
+    for (int64_t oh = 0; oh < g.OH; ++oh) {
+      int64_t h0 = oh * g.H / g.OH, h1 = ((oh + 1) * g.H + g.OH - 1) / g.OH;
+      for (int64_t ow = 0; ow < g.OW; ++ow) {
+        int64_t w0 = ow * g.W / g.OW, w1 = ((ow + 1) * g.W + g.OW - 1) / g.OW;
+        double s = 0;
+        for (int64_t ih = h0; ih < h1; ++ih)
+          for (int64_t iw = w0; iw < w1; ++iw) s += xi[ih * g.W + iw];
+        oi[oh * g.OW + ow] = float(s / double((h1 - h0) * (w1 - w0)));
+      }
+    }
+  }
+}
+
+}  // namespace zenith

@@ -1,0 +1,333 @@
+// Reductions and normalizations. Each reduction is viewed as (outer, reduced, inner)
+// over a contiguous block of dims; a reduction over non-adjacent dims runs as
+// successive single-block reductions.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "zenith/error.h"
+#include "zenith/kernels/kernels.h"
+
+namespace zenith {
+namespace {
+
+struct Split {
+  int64_t outer = 1, red = 1, inner = 1;
+};
+
+Split split_at(const std::vector<int64_t>& shape, int lo, int hi) {  // reduce dims [lo, hi)
+  Split s;
+  for (int d = 0; d < int(shape.size()); ++d) {
+    if (d < lo) s.outer *= shape[size_t(d)];
+    else if (d < hi) s.red *= shape[size_t(d)];
+    else s.inner *= shape[size_t(d)];
+  }
+  return s;
+}
+
+enum class RKind { kSum, kMean, kMax, kMin, kProd };
+
+template <typename T, typename Acc>
+void reduce_block(const T* x, T* y, Split s, RKind k) {
+  for (int64_t o = 0; o < s.outer; ++o) {
+    for (int64_t i = 0; i < s.inner; ++i) {
+      const T* p = x + o * s.red * s.inner + i;
+      Acc acc;
+      switch (k) {
+        case RKind::kSum:
+        case RKind::kMean: acc = 0; break;
+        case RKind::kProd: acc = 1; break;
+        case RKind::kMax: acc = std::numeric_limits<T>::lowest(); break;
+        case RKind::kMin: acc = std::numeric_limits<T>::max(); break;
+      }
+      bool nan = false;
+      for (int64_t r = 0; r < s.red; ++r) {
+        Acc v = Acc(p[r * s.inner]);
+        switch (k) {
+          case RKind::kSum:
+          case RKind::kMean: acc += v; break;
+          case RKind::kProd: acc *= v; break;
+          case RKind::kMax:
+            if constexpr (std::is_floating_point_v<Acc>) nan |= std::isnan(v);
+            acc = v > acc ? v : acc;
+            break;
+          case RKind::kMin:
+            if constexpr (std::is_floating_point_v<Acc>) nan |= std::isnan(v);
+            acc = v < acc ? v : acc;
+            break;
+        }
+      }
+      if (k == RKind::kMean) acc = s.red ? acc / Acc(s.red) : Acc(NAN);
+      if constexpr (std::is_floating_point_v<Acc>)
+        if (nan) acc = NAN;
+      y[o * s.inner + i] = T(acc);
+    }
+  }
+}
+
+// Sum of floats accumulates in double for rows that are long, so results stay within
+// float rounding of PyTorch's pairwise sums.
+template <typename T>
+void reduce_typed(const TensorRef& x, TensorRef& out, const std::vector<bool>& mask, RKind k) {
+  std::vector<int64_t> shape = x.shape;
+  std::vector<T> tmp_a, tmp_b;
+  const T* src = x.as<T>();
+  int r = int(shape.size());
+  bool any = false;
+  // Process maximal runs of reduced dims from the last to the first.
+  int d = r - 1;
+  int64_t total_red = 1;
+  for (int i = 0; i < r; ++i)
+    if (mask[size_t(i)]) total_red *= shape[size_t(i)];
+  while (d >= 0) {
+    if (!mask[size_t(d)]) {
+      --d;
+      continue;
+    }
+    int hi = d + 1;
+    while (d >= 0 && mask[size_t(d)]) --d;
+    int lo = d + 1;
+    Split s = split_at(shape, lo, hi);
+    bool last = true;
+    for (int e = 0; e < lo; ++e) last = last && !mask[size_t(e)];
+    std::vector<T>& dst_buf = (src == tmp_a.data() && !tmp_a.empty()) ? tmp_b : tmp_a;
+    T* dst;
+    if (last) {
+      dst = out.as<T>();
+    } else {
+      dst_buf.assign(size_t(s.outer * s.inner), T());
+      dst = dst_buf.data();
+    }
+    RKind kk = (k == RKind::kMean) ? RKind::kSum : k;
+    if constexpr (std::is_same_v<T, float>) reduce_block<T, double>(src, dst, s, kk);
+    else reduce_block<T, T>(src, dst, s, kk);
+    for (int e = lo; e < hi; ++e) shape[size_t(e)] = 1;
+    src = dst;
+    any = true;
+  }
+  if (!any) {
+    std::memcpy(out.data, x.data, size_t(x.numel()) * sizeof(T));
+    return;
+  }
+  if (k == RKind::kMean) {
+    T* o = out.as<T>();
+    int64_t n = out.numel();
+    for (int64_t i = 0; i < n; ++i) o[i] = total_red ? T(o[i] / T(total_red)) : T(NAN);
+  }
+}
+
+void run_reduce(const KernelCtx& c, RKind k) {
+  const TensorRef& x = c.in[0];
+  int r = x.rank();
+  std::vector<bool> mask(size_t(r), false);
+  std::vector<int64_t> dims = c.node.const_ints("dims");
+  if (dims.empty()) std::fill(mask.begin(), mask.end(), true);
+  for (int64_t d : dims) mask[size_t(d < 0 ? d + r : d)] = true;
+  if (x.numel() == 0 || r == 0) {
+    // Empty reductions: sum 0, prod 1, mean NaN; max/min of nothing is an error in torch.
+    int64_t n = c.out[0].numel();
+    if (r == 0 && x.numel() == 1) {
+      std::memcpy(c.out[0].data, x.data, dtype_size(x.dtype));
+      return;
+    }
+    ZENITH_CHECK(k != RKind::kMax && k != RKind::kMin, "reduce: max/min over an empty dimension");
+    double fill = k == RKind::kProd ? 1.0 : (k == RKind::kMean ? NAN : 0.0);
+    if (c.out[0].dtype == DType::f32) std::fill_n(c.out[0].as<float>(), n, float(fill));
+    else if (c.out[0].dtype == DType::i64) std::fill_n(c.out[0].as<int64_t>(), n, int64_t(fill));
+    else if (c.out[0].dtype == DType::i32) std::fill_n(c.out[0].as<int32_t>(), n, int32_t(fill));
+    else fail("reduce: empty input of dtype ", dtype_name(x.dtype));
+    return;
+  }
+  switch (x.dtype) {
+    case DType::f32: reduce_typed<float>(x, c.out[0], mask, k); break;
+    case DType::i64: reduce_typed<int64_t>(x, c.out[0], mask, k); break;
+    case DType::i32: reduce_typed<int32_t>(x, c.out[0], mask, k); break;
+    case DType::b8: {  // sum of bools counts them, as int64
+      std::vector<int64_t> tmp(size_t(x.numel()));
+      for (int64_t i = 0; i < x.numel(); ++i) tmp[size_t(i)] = x.as<bool>()[i];
+      TensorRef t{tmp.data(), DType::i64, x.shape};
+      if (c.out[0].dtype == DType::i64) {
+        reduce_typed<int64_t>(t, c.out[0], mask, k);
+      } else {
+        std::vector<int64_t> o(size_t(c.out[0].numel()));
+        TensorRef to{o.data(), DType::i64, c.out[0].shape};
+        reduce_typed<int64_t>(t, to, mask, k);
+        for (size_t i = 0; i < o.size(); ++i) c.out[0].as<bool>()[i] = o[i] != 0;
+      }
+      break;
+    }
+    default: fail("reduce: no kernel for dtype ", dtype_name(x.dtype));
+  }
+}
+
+}  // namespace
+
+void run_reduce_sum(const KernelCtx& c) { run_reduce(c, RKind::kSum); }
+void run_reduce_mean(const KernelCtx& c) { run_reduce(c, RKind::kMean); }
+void run_reduce_max(const KernelCtx& c) { run_reduce(c, RKind::kMax); }
+void run_reduce_min(const KernelCtx& c) { run_reduce(c, RKind::kMin); }
+void run_reduce_prod(const KernelCtx& c) { run_reduce(c, RKind::kProd); }
+
+void run_argmax(const KernelCtx& c) {
+  const TensorRef& x = c.in[0];
+  ZENITH_CHECK(x.numel() > 0, "argmax: empty input");
+  Split s;
+  if (c.node.has("dim")) {
+    int64_t d = c.node.i("dim");
+    if (d < 0) d += std::max(x.rank(), 1);
+    s = x.rank() == 0 ? Split{} : split_at(x.shape, int(d), int(d) + 1);
+  } else {
+    s.red = x.numel();
+  }
+  int64_t* y = c.out[0].as<int64_t>();
+  auto body = [&](auto t) {
+    using T = decltype(t);
+    const T* p = x.as<T>();
+    for (int64_t o = 0; o < s.outer; ++o)
+      for (int64_t i = 0; i < s.inner; ++i) {
+        const T* q = p + o * s.red * s.inner + i;
+        int64_t best = 0;
+        T bv = q[0];
+        for (int64_t r = 1; r < s.red; ++r) {
+          T v = q[r * s.inner];
+          if constexpr (std::is_floating_point_v<T>) {
+            if (std::isnan(bv)) break;  // the first NaN wins, as in torch
+            if (std::isnan(v) || v > bv) { bv = v; best = r; }
+          } else if (v > bv) {
+            bv = v;
+            best = r;
+          }
+        }
+        y[o * s.inner + i] = best;
+      }
+  };
+  if (x.dtype == DType::f32) body(float{});
+  else if (x.dtype == DType::i64) body(int64_t{});
+  else if (x.dtype == DType::i32) body(int32_t{});
+  else fail("argmax: no kernel for dtype ", dtype_name(x.dtype));
+}
+
+void run_cumsum(const KernelCtx& c) {
+  const TensorRef& x = c.in[0];
+  int64_t d = c.node.i("dim");
+  if (d < 0) d += std::max(x.rank(), 1);
+  Split s = x.rank() == 0 ? Split{} : split_at(x.shape, int(d), int(d) + 1);
+  auto body = [&](auto t) {
+    using T = decltype(t);
+    const T* p = x.as<T>();
+    T* q = c.out[0].as<T>();
+    for (int64_t o = 0; o < s.outer; ++o)
+      for (int64_t i = 0; i < s.inner; ++i) {
+        T acc = 0;
+        for (int64_t r = 0; r < s.red; ++r) {
+          int64_t k = (o * s.red + r) * s.inner + i;
+          acc += p[k];
+          q[k] = acc;
+        }
+      }
+  };
+  if (x.dtype == DType::f32) body(float{});
+  else if (x.dtype == DType::i64) body(int64_t{});
+  else if (x.dtype == DType::i32) body(int32_t{});
+  else fail("cumsum: no kernel for dtype ", dtype_name(x.dtype));
+}
+
+// ---- softmax ----
+namespace {
+void softmax_impl(const KernelCtx& c, bool log) {
+  const TensorRef& x = c.in[0];
+  int64_t d = c.node.i("dim");
+  if (d < 0) d += std::max(x.rank(), 1);
+  Split s = x.rank() == 0 ? Split{} : split_at(x.shape, int(d), int(d) + 1);
+  const float* p = x.as<float>();
+  float* q = c.out[0].as<float>();
+  std::vector<float> row(size_t(s.red));
+  for (int64_t o = 0; o < s.outer; ++o)
+    for (int64_t i = 0; i < s.inner; ++i) {
+      const float* src = p + o * s.red * s.inner + i;
+      float* dst = q + o * s.red * s.inner + i;
+      float m = -INFINITY;
+      for (int64_t r = 0; r < s.red; ++r) {
+        row[size_t(r)] = src[r * s.inner];
+        m = std::isnan(row[size_t(r)]) ? NAN : std::max(m, row[size_t(r)]);
+      }
+      if (m == -INFINITY) m = 0;  // an all -inf row gives NaN below, as in torch
+      double sum = 0;
+      for (int64_t r = 0; r < s.red; ++r) sum += std::exp(row[size_t(r)] - m);
+      if (log) {
+        float ls = float(std::log(sum)) + m;
+        for (int64_t r = 0; r < s.red; ++r) dst[r * s.inner] = row[size_t(r)] - ls;
+      } else {
+        float inv = float(1.0 / sum);
+        for (int64_t r = 0; r < s.red; ++r) dst[r * s.inner] = std::exp(row[size_t(r)] - m) * inv;
+      }
+    }
+}
+}  // namespace
+
+void run_softmax(const KernelCtx& c) { softmax_impl(c, false); }
+void run_log_softmax(const KernelCtx& c) { softmax_impl(c, true); }
+
+// ---- normalization ----
+void run_layer_norm(const KernelCtx& c) {
+  const TensorRef& x = c.in[0];
+  int64_t k = c.node.i("normalized_ndim");
+  float eps = float(c.node.f("eps"));
+  int64_t n = 1;
+  for (int64_t d = x.rank() - k; d < x.rank(); ++d) n *= x.shape[size_t(d)];
+  int64_t rows = n ? x.numel() / n : 0;
+  const float* w = c.in[1].as<float>();
+  const float* b = c.in[2].as<float>();
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* p = x.as<float>() + r * n;
+    float* q = c.out[0].as<float>() + r * n;
+    double mean = 0;
+    for (int64_t i = 0; i < n; ++i) mean += p[i];
+    mean /= double(n);
+    double var = 0;
+    for (int64_t i = 0; i < n; ++i) var += (p[i] - mean) * (p[i] - mean);
+    var /= double(n);
+    float rstd = float(1.0 / std::sqrt(var + eps));
+    float mu = float(mean);
+    for (int64_t i = 0; i < n; ++i) q[i] = (p[i] - mu) * rstd * w[i] + b[i];
+  }
+}
+
+void run_rms_norm(const KernelCtx& c) {
+  const TensorRef& x = c.in[0];
+  int64_t k = c.node.i("normalized_ndim");
+  float eps = float(c.node.f("eps"));
+  int64_t n = 1;
+  for (int64_t d = x.rank() - k; d < x.rank(); ++d) n *= x.shape[size_t(d)];
+  int64_t rows = n ? x.numel() / n : 0;
+  const float* w = c.in[1].as<float>();
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* p = x.as<float>() + r * n;
+    float* q = c.out[0].as<float>() + r * n;
+    double ss = 0;
+    for (int64_t i = 0; i < n; ++i) ss += double(p[i]) * p[i];
+    float rs = float(1.0 / std::sqrt(ss / double(n) + eps));
+    for (int64_t i = 0; i < n; ++i) q[i] = p[i] * rs * w[i];
+  }
+}
+
+void run_batch_norm(const KernelCtx& c) {
+  const TensorRef& x = c.in[0];
+  float eps = float(c.node.f("eps"));
+  int64_t N = x.shape[0], C = x.shape[1];
+  if (N * C == 0) return;
+  int64_t inner = x.numel() / (N * C);
+  const float *w = c.in[1].as<float>(), *b = c.in[2].as<float>(), *mu = c.in[3].as<float>(), *var = c.in[4].as<float>();
+  for (int64_t ch = 0; ch < C; ++ch) {
+    float scale = w[ch] / std::sqrt(var[ch] + eps);
+    float shift = b[ch] - mu[ch] * scale;
+    for (int64_t i = 0; i < N; ++i) {
+      const float* p = x.as<float>() + (i * C + ch) * inner;
+      float* q = c.out[0].as<float>() + (i * C + ch) * inner;
+      for (int64_t j = 0; j < inner; ++j) q[j] = p[j] * scale + shift;
+    }
+  }
+}
+
+}  // namespace zenith

@@ -1,0 +1,630 @@
+// The op table and each op's shape/dtype inference. Inference works on symbolic
+// dims (compile time) and on constant dims (the runtime, after binding symbols).
+#include <algorithm>
+#include <cstring>
+
+#include "zenith/error.h"
+#include "zenith/ir.h"
+
+namespace zenith {
+namespace {
+
+using Types = std::vector<TensorType>;
+
+const TensorType& in(const Graph& g, const Node& n, size_t i) { return g.type(n.inputs.at(i)); }
+
+int64_t norm_dim(int64_t d, int rank, const char* op) {
+  int r = std::max(rank, 1);
+  ZENITH_CHECK(d >= -r && d < r, op, ": dim ", d, " out of range for rank ", rank);
+  return d < 0 ? d + r : d;
+}
+
+SymInt sym_mul(const SymInt& a, const SymInt& b) {
+  if (a.is_const() && b.is_const()) return a.value() * b.value();
+  if (a.is_const() && a.value() == 1) return b;
+  if (b.is_const() && b.value() == 1) return a;
+  auto e = std::make_shared<SymExpr>();
+  e->kind = SymExpr::kMul;
+  auto wrap = [](const SymInt& s) -> SymExprPtr {
+    if (!s.is_const()) return s.expr();
+    auto c = std::make_shared<SymExpr>();
+    c->value = s.value();
+    return c;
+  };
+  e->a = wrap(a);
+  e->b = wrap(b);
+  return SymInt(SymExprPtr(e));
+}
+
+SymInt sym_add_const(const SymInt& a, int64_t c) {
+  if (a.is_const()) return a.value() + c;
+  if (c == 0) return a;
+  auto e = std::make_shared<SymExpr>();
+  e->kind = SymExpr::kAdd;
+  e->a = a.expr();
+  auto k = std::make_shared<SymExpr>();
+  k->value = c;
+  e->b = k;
+  return SymInt(SymExprPtr(e));
+}
+
+Types same_as_input(const Graph& g, const Node& n) { return {in(g, n, 0)}; }
+
+Types unary_float(const Graph& g, const Node& n) {
+  const auto& t = in(g, n, 0);
+  ZENITH_CHECK(is_float(t.dtype), op_info(n.op).name, ": needs a floating input, got ", dtype_name(t.dtype));
+  return {t};
+}
+
+Types unary_numeric(const Graph& g, const Node& n) {
+  const auto& t = in(g, n, 0);
+  ZENITH_CHECK(t.dtype != DType::b8, op_info(n.op).name, ": bool input not supported");
+  return {t};
+}
+
+Types bool_unary(const Graph& g, const Node& n) {
+  TensorType t = in(g, n, 0);
+  if (n.op == Op::logical_not) {
+    t.dtype = DType::b8;
+  } else {  // isnan
+    t.dtype = DType::b8;
+  }
+  return {t};
+}
+
+Types infer_cast(const Graph& g, const Node& n) {
+  TensorType t = in(g, n, 0);
+  t.dtype = DType(n.i("dtype"));
+  return {t};
+}
+
+Types binary(const Graph& g, const Node& n, bool to_bool) {
+  const auto& a = in(g, n, 0);
+  const auto& b = in(g, n, 1);
+  const char* name = op_info(n.op).name;
+  ZENITH_CHECK(a.dtype == b.dtype, name, ": input dtypes differ (", dtype_name(a.dtype), " vs ",
+               dtype_name(b.dtype), "); the importer inserts casts");
+  TensorType t;
+  t.dtype = to_bool ? DType::b8 : a.dtype;
+  t.shape = broadcast_shapes(a.shape, b.shape, name);
+  return {t};
+}
+Types binary_arith(const Graph& g, const Node& n) {
+  ZENITH_CHECK(in(g, n, 0).dtype != DType::b8 || n.op == Op::maximum || n.op == Op::minimum ||
+                   n.op == Op::mul || n.op == Op::add,
+               op_info(n.op).name, ": bool inputs not supported");
+  return binary(g, n, false);
+}
+Types binary_cmp(const Graph& g, const Node& n) { return binary(g, n, true); }
+Types binary_logical(const Graph& g, const Node& n) {
+  ZENITH_CHECK(in(g, n, 0).dtype == DType::b8 && in(g, n, 1).dtype == DType::b8, op_info(n.op).name,
+               ": needs bool inputs");
+  return binary(g, n, true);
+}
+
+Types infer_where(const Graph& g, const Node& n) {
+  const auto& c = in(g, n, 0);
+  const auto& a = in(g, n, 1);
+  const auto& b = in(g, n, 2);
+  ZENITH_CHECK(c.dtype == DType::b8, "where: condition must be bool, got ", dtype_name(c.dtype));
+  ZENITH_CHECK(a.dtype == b.dtype, "where: branch dtypes differ");
+  TensorType t;
+  t.dtype = a.dtype;
+  t.shape = broadcast_shapes(broadcast_shapes(c.shape, a.shape, "where"), b.shape, "where");
+  return {t};
+}
+
+std::vector<bool> reduced_mask(const Node& n, int rank, const char* op) {
+  std::vector<bool> m(size_t(rank), false);
+  auto dims = n.const_ints("dims");
+  if (dims.empty())
+    std::fill(m.begin(), m.end(), true);  // torch: an empty dim list reduces everything
+  for (int64_t d : dims) m[size_t(norm_dim(d, rank, op))] = true;
+  return m;
+}
+
+Types infer_reduce(const Graph& g, const Node& n) {
+  const auto& x = in(g, n, 0);
+  const char* name = op_info(n.op).name;
+  auto m = reduced_mask(n, x.rank(), name);
+  bool keep = n.i("keepdim", 0) != 0;
+  TensorType t;
+  t.dtype = x.dtype;
+  if (n.op == Op::reduce_mean) ZENITH_CHECK(is_float(x.dtype), "reduce_mean: needs a floating input");
+  if (n.op == Op::reduce_sum && x.dtype == DType::b8) t.dtype = DType::i64;
+  for (int d = 0; d < x.rank(); ++d) {
+    if (!m[size_t(d)]) t.shape.push_back(x.shape[size_t(d)]);
+    else if (keep) t.shape.push_back(1);
+  }
+  return {t};
+}
+
+Types infer_argmax(const Graph& g, const Node& n) {
+  const auto& x = in(g, n, 0);
+  TensorType t;
+  t.dtype = DType::i64;
+  bool keep = n.i("keepdim", 0) != 0;
+  if (!n.has("dim")) {  // over the flattened tensor
+    if (keep) t.shape.assign(size_t(x.rank()), SymInt(1));
+    return {t};
+  }
+  int64_t d = norm_dim(n.i("dim"), x.rank(), "argmax");
+  for (int i = 0; i < x.rank(); ++i) {
+    if (i != d) t.shape.push_back(x.shape[size_t(i)]);
+    else if (keep) t.shape.push_back(1);
+  }
+  return {t};
+}
+
+Types infer_dim_op(const Graph& g, const Node& n) {
+  const auto& x = in(g, n, 0);
+  norm_dim(n.i("dim"), x.rank(), op_info(n.op).name);
+  if (n.op == Op::softmax || n.op == Op::log_softmax)
+    ZENITH_CHECK(is_float(x.dtype), op_info(n.op).name, ": needs a floating input");
+  return {x};
+}
+
+Types infer_norm(const Graph& g, const Node& n) {
+  const auto& x = in(g, n, 0);
+  int64_t k = n.i("normalized_ndim");
+  ZENITH_CHECK(k >= 1 && k <= x.rank(), op_info(n.op).name, ": normalized_ndim ", k, " for rank ", x.rank());
+  ZENITH_CHECK(is_float(x.dtype), op_info(n.op).name, ": needs a floating input");
+  return {x};
+}
+
+Types infer_batch_norm(const Graph& g, const Node& n) {
+  const auto& x = in(g, n, 0);
+  ZENITH_CHECK(x.rank() >= 2, "batch_norm: input rank ", x.rank(), " < 2");
+  return {x};
+}
+
+bool dims_match(const SymInt& a, const SymInt& b) {
+  if (a.is_const() && b.is_const()) return a.value() == b.value();
+  return true;  // symbolic: PyTorch's guards established equality
+}
+
+Types infer_matmul(const Graph& g, const Node& n) {
+  const auto& a = in(g, n, 0);
+  const auto& b = in(g, n, 1);
+  ZENITH_CHECK(a.rank() >= 2 && b.rank() >= 2, "matmul: inputs need rank >= 2, got ", a.rank(), " and ",
+               b.rank());
+  ZENITH_CHECK(a.dtype == b.dtype && is_float(a.dtype), "matmul: needs equal floating dtypes");
+  const SymInt& ka = a.shape[size_t(a.rank() - 1)];
+  const SymInt& kb = b.shape[size_t(b.rank() - 2)];
+  ZENITH_CHECK(dims_match(ka, kb), "matmul: inner dims differ (", ka.str(g.symbols), " vs ", kb.str(g.symbols), ")");
+  Shape ba(a.shape.begin(), a.shape.end() - 2), bb(b.shape.begin(), b.shape.end() - 2);
+  TensorType t;
+  t.dtype = a.dtype;
+  t.shape = broadcast_shapes(ba, bb, "matmul");
+  t.shape.push_back(a.shape[size_t(a.rank() - 2)]);
+  t.shape.push_back(b.shape[size_t(b.rank() - 1)]);
+  return {t};
+}
+
+Types infer_addmm(const Graph& g, const Node& n) {
+  const auto& a = in(g, n, 1);
+  const auto& b = in(g, n, 2);
+  ZENITH_CHECK(a.rank() == 2 && b.rank() == 2, "addmm: needs 2-D operands");
+  ZENITH_CHECK(dims_match(a.shape[1], b.shape[0]), "addmm: inner dims differ");
+  TensorType t;
+  t.dtype = a.dtype;
+  t.shape = {a.shape[0], b.shape[1]};
+  broadcast_shapes(in(g, n, 0).shape, t.shape, "addmm");
+  return {t};
+}
+
+SymInt conv_out(const SymInt& i, int64_t k, int64_t s, int64_t p, int64_t d, bool ceil_mode) {
+  if (!i.is_const()) {
+    // (i + 2p - d(k-1) - 1) // s + 1 ; symbolic spatial dims are rare, keep the formula exact.
+    SymInt num = sym_add_const(i, 2 * p - d * (k - 1) - 1);
+    auto e = std::make_shared<SymExpr>();
+    e->kind = SymExpr::kFloorDiv;
+    e->a = num.expr();
+    auto c = std::make_shared<SymExpr>();
+    c->value = s;
+    e->b = c;
+    ZENITH_CHECK(!ceil_mode, "pooling: ceil_mode with a symbolic spatial dim is not supported");
+    return sym_add_const(SymInt(SymExprPtr(e)), 1);
+  }
+  int64_t num = i.value() + 2 * p - d * (k - 1) - 1;
+  int64_t o = (ceil_mode ? (num + s - 1) / s : num / s) + 1;
+  if (ceil_mode && (o - 1) * s >= i.value() + p) --o;  // last window must start inside the input
+  return o;
+}
+
+Types infer_conv2d(const Graph& g, const Node& n) {
+  const auto& x = in(g, n, 0);
+  const auto& w = in(g, n, 1);
+  ZENITH_CHECK(x.rank() == 4 && w.rank() == 4, "conv2d: needs NCHW input and OIHW weight");
+  ZENITH_CHECK(w.is_static(), "conv2d: weight shape must be static");
+  auto st = n.const_ints("stride"), pd = n.const_ints("padding"), dl = n.const_ints("dilation");
+  int64_t groups = n.i("groups", 1);
+  ZENITH_CHECK(x.shape[1].is_const() && x.shape[1].value() == w.shape[1].value() * groups,
+               "conv2d: input channels ", x.shape[1].str(g.symbols), " != weight ", w.shape[1].value(), " x groups ",
+               groups);
+  TensorType t;
+  t.dtype = x.dtype;
+  t.shape = {x.shape[0], w.shape[0],
+             conv_out(x.shape[2], w.shape[2].value(), st[0], pd[0], dl[0], false),
+             conv_out(x.shape[3], w.shape[3].value(), st[1], pd[1], dl[1], false)};
+  return {t};
+}
+
+Types infer_pool(const Graph& g, const Node& n) {
+  const auto& x = in(g, n, 0);
+  ZENITH_CHECK(x.rank() == 4 || x.rank() == 3, op_info(n.op).name, ": needs (N)CHW input");
+  auto k = n.const_ints("kernel"), st = n.const_ints("stride"), pd = n.const_ints("padding");
+  std::vector<int64_t> dl = n.has("dilation") ? n.const_ints("dilation") : std::vector<int64_t>{1, 1};
+  bool ceil_mode = n.i("ceil_mode", 0) != 0;
+  TensorType t = x;
+  int r = x.rank();
+  t.shape[size_t(r - 2)] = conv_out(x.shape[size_t(r - 2)], k[0], st[0], pd[0], dl[0], ceil_mode);
+  t.shape[size_t(r - 1)] = conv_out(x.shape[size_t(r - 1)], k[1], st[1], pd[1], dl[1], ceil_mode);
+  return {t};
+}
+
+Types infer_adaptive_pool(const Graph& g, const Node& n) {
+  TensorType t = in(g, n, 0);
+  auto os = n.ints("output_size");
+  int r = t.rank();
+  ZENITH_CHECK(r >= 3 && os.size() == 2, "adaptive_avg_pool2d: needs (N)CHW input and 2 output sizes");
+  t.shape[size_t(r - 2)] = os[0];
+  t.shape[size_t(r - 1)] = os[1];
+  return {t};
+}
+
+Types infer_sdpa(const Graph& g, const Node& n) {
+  const auto& q = in(g, n, 0);
+  const auto& k = in(g, n, 1);
+  const auto& v = in(g, n, 2);
+  ZENITH_CHECK(q.rank() == 4 && k.rank() == 4 && v.rank() == 4, "sdpa: needs (B, H, L, E) operands");
+  ZENITH_CHECK(q.dtype == k.dtype && k.dtype == v.dtype && is_float(q.dtype), "sdpa: needs equal floating dtypes");
+  if (q.shape[1].is_const() && k.shape[1].is_const())
+    ZENITH_CHECK(q.shape[1].value() % k.shape[1].value() == 0, "sdpa: query heads ", q.shape[1].value(),
+                 " not a multiple of key heads ", k.shape[1].value());
+  if (n.i("has_mask", 0)) {
+    const auto& m = in(g, n, 3);
+    ZENITH_CHECK(m.dtype == DType::b8 || m.dtype == q.dtype, "sdpa: mask must be bool or the query dtype");
+  }
+  TensorType t = q;
+  t.shape[3] = v.shape[3];
+  return {t};
+}
+
+Types infer_reshape(const Graph& g, const Node& n) {
+  const auto& x = in(g, n, 0);
+  TensorType t;
+  t.dtype = x.dtype;
+  t.shape = n.ints("shape");
+  for (auto& d : t.shape) ZENITH_CHECK(!d.is_const() || d.value() >= 0, "reshape: negative dim in target shape");
+  if (x.is_static() && t.is_static())
+    ZENITH_CHECK(x.static_numel() == t.static_numel(), "reshape: ", x.static_numel(), " elements into ",
+                 t.static_numel());
+  return {t};
+}
+
+Types infer_permute(const Graph& g, const Node& n) {
+  const auto& x = in(g, n, 0);
+  auto p = n.const_ints("perm");
+  ZENITH_CHECK(int(p.size()) == x.rank(), "permute: perm has ", p.size(), " entries for rank ", x.rank());
+  std::vector<bool> seen(p.size(), false);
+  TensorType t;
+  t.dtype = x.dtype;
+  for (int64_t d : p) {
+    d = norm_dim(d, x.rank(), "permute");
+    ZENITH_CHECK(!seen[size_t(d)], "permute: repeated dim");
+    seen[size_t(d)] = true;
+    t.shape.push_back(x.shape[size_t(d)]);
+  }
+  return {t};
+}
+
+Types infer_expand(const Graph& g, const Node& n) {
+  const auto& x = in(g, n, 0);
+  const auto& s = n.ints("shape");
+  ZENITH_CHECK(s.size() >= size_t(x.rank()), "expand: target rank below input rank");
+  TensorType t;
+  t.dtype = x.dtype;
+  t.shape = s;
+  size_t off = s.size() - size_t(x.rank());
+  for (size_t i = 0; i < size_t(x.rank()); ++i) {
+    const SymInt& xd = x.shape[i];
+    if (xd.is_const() && xd.value() == 1) continue;
+    ZENITH_CHECK(dims_match(xd, s[off + i]), "expand: dim ", i, " of size ", xd.str(g.symbols), " cannot become ",
+                 s[off + i].str(g.symbols));
+  }
+  return {t};
+}
+
+Types infer_slice(const Graph& g, const Node& n) {
+  TensorType t = in(g, n, 0);
+  int64_t d = norm_dim(n.i("dim"), t.rank(), "slice");
+  int64_t step = n.i("step", 1);
+  ZENITH_CHECK(step >= 1, "slice: step must be positive");
+  const SymInt& size = t.shape[size_t(d)];
+  const SymInt& s = n.ints("start")[0];
+  const SymInt& e = n.ints("end")[0];
+  if (size.is_const() && s.is_const() && e.is_const()) {
+    int64_t L = size.value(), a = s.value(), b = e.value();
+    if (a < 0) a += L;
+    if (b < 0) b += L;
+    a = std::clamp<int64_t>(a, 0, L);
+    b = std::clamp<int64_t>(b, a, L);
+    t.shape[size_t(d)] = (b - a + step - 1) / step;
+  } else {
+    ZENITH_CHECK(n.has("out_size"), "slice: symbolic bounds need the out_size attribute");
+    t.shape[size_t(d)] = n.ints("out_size")[0];
+  }
+  return {t};
+}
+
+Types infer_cat(const Graph& g, const Node& n) {
+  ZENITH_CHECK(!n.inputs.empty(), "cat: no inputs");
+  TensorType t = in(g, n, 0);
+  int64_t d = norm_dim(n.i("dim"), t.rank(), "cat");
+  SymInt total = 0;
+  bool sym = false;
+  for (size_t i = 0; i < n.inputs.size(); ++i) {
+    const auto& x = in(g, n, i);
+    ZENITH_CHECK(x.dtype == t.dtype, "cat: input ", i, " has dtype ", dtype_name(x.dtype));
+    ZENITH_CHECK(x.rank() == t.rank(), "cat: input ", i, " has rank ", x.rank());
+    const SymInt& s = x.shape[size_t(d)];
+    if (s.is_const() && total.is_const()) total = total.value() + s.value();
+    else sym = true;
+  }
+  if (sym) {
+    ZENITH_CHECK(n.has("out_size"), "cat: symbolic sizes need the out_size attribute");
+    total = n.ints("out_size")[0];
+  }
+  t.shape[size_t(d)] = total;
+  return {t};
+}
+
+Types infer_pad(const Graph& g, const Node& n) {
+  TensorType t = in(g, n, 0);
+  auto p = n.const_ints("pad");
+  ZENITH_CHECK(p.size() % 2 == 0 && p.size() / 2 <= size_t(t.rank()), "pad: bad pad list");
+  for (size_t i = 0; i < p.size() / 2; ++i) {
+    size_t d = size_t(t.rank()) - 1 - i;
+    t.shape[d] = sym_add_const(t.shape[d], p[2 * i] + p[2 * i + 1]);
+  }
+  return {t};
+}
+
+Types infer_embedding(const Graph& g, const Node& n) {
+  const auto& w = in(g, n, 0);
+  const auto& idx = in(g, n, 1);
+  ZENITH_CHECK(w.rank() == 2, "embedding: weight must be 2-D");
+  ZENITH_CHECK(idx.dtype == DType::i64 || idx.dtype == DType::i32, "embedding: indices must be integer");
+  TensorType t;
+  t.dtype = w.dtype;
+  t.shape = idx.shape;
+  t.shape.push_back(w.shape[1]);
+  return {t};
+}
+
+Types infer_index_select(const Graph& g, const Node& n) {
+  const auto& x = in(g, n, 0);
+  const auto& idx = in(g, n, 1);
+  ZENITH_CHECK(idx.dtype == DType::i64 || idx.dtype == DType::i32, "index_select: index must be integer");
+  int64_t d = norm_dim(n.i("dim"), x.rank(), "index_select");
+  TensorType t;
+  t.dtype = x.dtype;
+  t.shape.assign(x.shape.begin(), x.shape.begin() + d);
+  t.shape.insert(t.shape.end(), idx.shape.begin(), idx.shape.end());
+  t.shape.insert(t.shape.end(), x.shape.begin() + d + 1, x.shape.end());
+  return {t};
+}
+
+Types infer_gather(const Graph& g, const Node& n) {
+  const auto& x = in(g, n, 0);
+  const auto& idx = in(g, n, 1);
+  ZENITH_CHECK(idx.rank() == x.rank(), "gather: index rank differs from input rank");
+  norm_dim(n.i("dim"), x.rank(), "gather");
+  TensorType t;
+  t.dtype = x.dtype;
+  t.shape = idx.shape;
+  return {t};
+}
+
+Types infer_tril(const Graph& g, const Node& n) {
+  const auto& x = in(g, n, 0);
+  ZENITH_CHECK(x.rank() >= 2, "tril: needs rank >= 2");
+  return {x};
+}
+
+Types infer_constant(const Graph&, const Node& n) {
+  TensorType t;
+  t.dtype = DType(n.i("dtype"));
+  t.shape = n.ints("shape");
+  return {t};
+}
+
+Types infer_arange(const Graph&, const Node& n) {
+  TensorType t;
+  t.dtype = DType(n.i("dtype"));
+  ZENITH_CHECK(n.has("size"), "arange: needs its size attribute");
+  t.shape = {n.ints("size")[0]};
+  return {t};
+}
+
+// Table glue: every op names its inference function here, once.
+#define INFER_neg unary_numeric
+#define INFER_abs unary_numeric
+#define INFER_exp unary_float
+#define INFER_log unary_float
+#define INFER_log1p unary_float
+#define INFER_expm1 unary_float
+#define INFER_sqrt unary_float
+#define INFER_rsqrt unary_float
+#define INFER_reciprocal unary_float
+#define INFER_sin unary_float
+#define INFER_cos unary_float
+#define INFER_tanh unary_float
+#define INFER_erf unary_float
+#define INFER_sigmoid unary_float
+#define INFER_relu unary_numeric
+#define INFER_gelu unary_float
+#define INFER_silu unary_float
+#define INFER_hardswish unary_float
+#define INFER_hardsigmoid unary_float
+#define INFER_floor unary_numeric
+#define INFER_ceil unary_numeric
+#define INFER_clamp unary_numeric
+#define INFER_logical_not bool_unary
+#define INFER_isnan bool_unary
+#define INFER_cast infer_cast
+#define INFER_add binary_arith
+#define INFER_sub binary_arith
+#define INFER_mul binary_arith
+#define INFER_div binary_arith
+#define INFER_pow binary_arith
+#define INFER_remainder binary_arith
+#define INFER_maximum binary_arith
+#define INFER_minimum binary_arith
+#define INFER_eq binary_cmp
+#define INFER_ne binary_cmp
+#define INFER_lt binary_cmp
+#define INFER_le binary_cmp
+#define INFER_gt binary_cmp
+#define INFER_ge binary_cmp
+#define INFER_logical_and binary_logical
+#define INFER_logical_or binary_logical
+#define INFER_where infer_where
+#define INFER_reduce_sum infer_reduce
+#define INFER_reduce_mean infer_reduce
+#define INFER_reduce_max infer_reduce
+#define INFER_reduce_min infer_reduce
+#define INFER_reduce_prod infer_reduce
+#define INFER_argmax infer_argmax
+#define INFER_cumsum infer_dim_op
+#define INFER_softmax infer_dim_op
+#define INFER_log_softmax infer_dim_op
+#define INFER_layer_norm infer_norm
+#define INFER_rms_norm infer_norm
+#define INFER_batch_norm infer_batch_norm
+#define INFER_matmul infer_matmul
+#define INFER_addmm infer_addmm
+#define INFER_conv2d infer_conv2d
+#define INFER_sdpa infer_sdpa
+#define INFER_max_pool2d infer_pool
+#define INFER_avg_pool2d infer_pool
+#define INFER_adaptive_avg_pool2d infer_adaptive_pool
+#define INFER_reshape infer_reshape
+#define INFER_copy same_as_input
+#define INFER_permute infer_permute
+#define INFER_expand infer_expand
+#define INFER_slice infer_slice
+#define INFER_cat infer_cat
+#define INFER_pad infer_pad
+#define INFER_embedding infer_embedding
+#define INFER_index_select infer_index_select
+#define INFER_gather infer_gather
+#define INFER_tril infer_tril
+#define INFER_constant infer_constant
+#define INFER_full infer_constant
+#define INFER_arange infer_arange
+
+const OpInfo kOps[] = {
+#define OP(name, nin, nout, traits) {#name, nin, nout, traits, INFER_##name},
+#include "zenith/ops.def"
+#undef OP
+};
+static_assert(sizeof(kOps) / sizeof(kOps[0]) == size_t(Op::kCount), "op table and enum disagree");
+
+}  // namespace
+
+const OpInfo& op_info(Op op) { return kOps[size_t(op)]; }
+
+bool parse_op(const std::string& name, Op* out) {
+  for (int i = 0; i < kNumOps; ++i)
+    if (name == kOps[i].name) {
+      *out = Op(i);
+      return true;
+    }
+  return false;
+}
+
+bool parse_dtype(const std::string& s, DType* out) {
+  for (int i = 0; i < kNumDTypes; ++i)
+    if (s == dtype_name(DType(i))) {
+      *out = DType(i);
+      return true;
+    }
+  return false;
+}
+
+Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
+  size_t r = std::max(a.size(), b.size());
+  Shape out(r);
+  for (size_t i = 0; i < r; ++i) {
+    const SymInt* x = i < r - a.size() ? nullptr : &a[i - (r - a.size())];
+    const SymInt* y = i < r - b.size() ? nullptr : &b[i - (r - b.size())];
+    if (!x) { out[i] = *y; continue; }
+    if (!y) { out[i] = *x; continue; }
+    if (x->is_const() && x->value() == 1) out[i] = *y;
+    else if (y->is_const() && y->value() == 1) out[i] = *x;
+    else if (x->is_const() && y->is_const()) {
+      ZENITH_CHECK(x->value() == y->value(), op, ": shapes do not broadcast (", x->value(), " vs ", y->value(),
+                   " at dim ", i, ")");
+      out[i] = *x;
+    } else {
+      out[i] = x->is_const() ? *x : *y;  // a constant pins the symbol; otherwise guards made them equal
+    }
+  }
+  return out;
+}
+
+// ---- Node attribute access ----
+int64_t Node::i(const std::string& k) const {
+  auto it = attrs.find(k);
+  ZENITH_CHECK(it != attrs.end() && !it->second.ints.empty(), op_info(op).name, ": missing int attribute '", k, "'");
+  ZENITH_CHECK(it->second.ints[0].is_const(), op_info(op).name, ": attribute '", k, "' is symbolic");
+  return it->second.ints[0].value();
+}
+int64_t Node::i(const std::string& k, int64_t dflt) const { return has(k) ? i(k) : dflt; }
+const std::vector<SymInt>& Node::ints(const std::string& k) const {
+  auto it = attrs.find(k);
+  ZENITH_CHECK(it != attrs.end(), op_info(op).name, ": missing attribute '", k, "'");
+  return it->second.ints;
+}
+std::vector<int64_t> Node::const_ints(const std::string& k) const {
+  std::vector<int64_t> r;
+  for (const auto& s : ints(k)) {
+    ZENITH_CHECK(s.is_const(), op_info(op).name, ": attribute '", k, "' is symbolic");
+    r.push_back(s.value());
+  }
+  return r;
+}
+double Node::f(const std::string& k) const {
+  auto it = attrs.find(k);
+  ZENITH_CHECK(it != attrs.end() && !it->second.floats.empty(), op_info(op).name, ": missing float attribute '", k,
+               "'");
+  return it->second.floats[0];
+}
+double Node::f(const std::string& k, double dflt) const { return has(k) ? f(k) : dflt; }
+void Node::set_ints(const std::string& k, std::vector<SymInt> v) {
+  Attr a;
+  a.kind = Attr::kInts;
+  a.ints = std::move(v);
+  attrs[k] = std::move(a);
+}
+void Node::set_floats(const std::string& k, std::vector<double> v) {
+  Attr a;
+  a.kind = Attr::kFloats;
+  a.floats = std::move(v);
+  attrs[k] = std::move(a);
+}
+
+bool TensorType::is_static() const {
+  for (const auto& d : shape)
+    if (!d.is_const()) return false;
+  return true;
+}
+int64_t TensorType::static_numel() const {
+  int64_t n = 1;
+  for (const auto& d : shape) n *= d.value();
+  return n;
+}
+
+}  // namespace zenith

@@ -1,0 +1,103 @@
+// Canonicalization: removes ops that do nothing and collapses chains, so later passes
+// and the runtime see one spelling of each computation:
+//   copy(x) -> x; reshape/expand/cast/permute that leave x unchanged -> x;
+//   reshape(reshape(x)) -> reshape(x); full-range slice -> x; cat of one input -> x;
+//   x + 0, x - 0, x * 1, x / 1 with a scalar constant -> x (same dtype and shape only).
+// Leaves alone: anything whose identity depends on symbolic values it cannot prove equal.
+#include <cstring>
+
+#include "zenith/passes/passes.h"
+
+namespace zenith {
+
+namespace {
+bool same_shape(const Shape& a, const Shape& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (!a[i].same(b[i])) return false;
+  return true;
+}
+
+// True if v is a one-element constant equal to `x`.
+bool is_scalar_const(const Graph& g, int v, double x) {
+  int p = g.values[size_t(v)].producer;
+  if (p < 0) return false;
+  const Node& n = g.nodes[size_t(p)];
+  if (n.op != Op::constant || !g.type(v).is_static() || g.type(v).static_numel() != 1) return false;
+  switch (g.type(v).dtype) {
+    case DType::f32: { float f; std::memcpy(&f, n.constant->data, 4); return f == float(x); }
+    case DType::i64: { int64_t f; std::memcpy(&f, n.constant->data, 8); return double(f) == x; }
+    case DType::i32: { int32_t f; std::memcpy(&f, n.constant->data, 4); return double(f) == x; }
+    default: return false;
+  }
+}
+}  // namespace
+
+int canonicalize(Graph& g) {
+  int changes = 0;
+  g.reindex();
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    Node& n = g.nodes[i];
+    if (n.outputs.size() != 1) continue;
+    int out = n.outputs[0];
+    const TensorType& ot = g.type(out);
+    int forward = -1;  // input value that `out` equals, if any
+    switch (n.op) {
+      case Op::copy: forward = n.inputs[0]; break;
+      case Op::reshape:
+      case Op::expand:
+      case Op::cast: {
+        const TensorType& it = g.type(n.inputs[0]);
+        if (it.dtype == ot.dtype && same_shape(it.shape, ot.shape)) forward = n.inputs[0];
+        break;
+      }
+      case Op::permute: {
+        auto p = n.const_ints("perm");
+        bool id = true;
+        for (size_t k = 0; k < p.size(); ++k) id = id && (p[k] == int64_t(k) || p[k] == int64_t(k) - int64_t(p.size()));
+        if (id) forward = n.inputs[0];
+        break;
+      }
+      case Op::slice: {
+        const TensorType& it = g.type(n.inputs[0]);
+        if (same_shape(it.shape, ot.shape)) forward = n.inputs[0];
+        break;
+      }
+      case Op::cat:
+        if (n.inputs.size() == 1) forward = n.inputs[0];
+        break;
+      case Op::add:
+      case Op::sub:
+      case Op::mul:
+      case Op::div: {
+        double unit = (n.op == Op::mul || n.op == Op::div) ? 1.0 : 0.0;
+        if (n.op == Op::div && n.i("rounding", 0) != 0) break;
+        for (int k = 0; k < 2; ++k) {
+          if (k == 0 && (n.op == Op::sub || n.op == Op::div)) continue;  // only x - 0, x / 1
+          int c = n.inputs[size_t(k)], x = n.inputs[size_t(1 - k)];
+          if (is_scalar_const(g, c, unit) && g.type(x).dtype == ot.dtype && same_shape(g.type(x).shape, ot.shape)) {
+            forward = x;
+            break;
+          }
+        }
+        break;
+      }
+      default: break;
+    }
+    if (forward >= 0) {
+      replace_all_uses(g, out, forward);
+      ++changes;
+      continue;
+    }
+    if (n.op == Op::reshape) {  // reshape(reshape(x)) -> reshape(x)
+      int p = g.values[size_t(n.inputs[0])].producer;
+      if (p >= 0 && g.nodes[size_t(p)].op == Op::reshape) {
+        n.inputs[0] = g.nodes[size_t(p)].inputs[0];
+        ++changes;
+      }
+    }
+  }
+  return changes;
+}
+
+}  // namespace zenith

@@ -1,0 +1,30 @@
+// Graph-to-graph passes. Each returns how many rewrites it made; the pipeline
+// (pipeline.cc) runs them in a fixed, named order and reports per pass.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "zenith/ir.h"
+
+namespace zenith {
+
+int dead_code_elimination(Graph& g);
+int constant_folding(Graph& g);
+int common_subexpression_elimination(Graph& g);
+int canonicalize(Graph& g);
+
+struct PassReport {
+  std::string name;
+  int changes = 0;
+};
+
+// The default pipeline. With verify_each, the verifier runs after every pass and a
+// failure names the pass that broke the graph.
+std::vector<PassReport> run_default_pipeline(Graph& g, bool verify_each = false);
+
+// Shared helpers for passes.
+void replace_all_uses(Graph& g, int from, int to);
+// Drops the nodes whose flag is set and refreshes producer indices.
+void erase_nodes(Graph& g, const std::vector<bool>& dead);
+
+}  // namespace zenith

@@ -1,0 +1,38 @@
+// The default pass pipeline, in order. Canonicalize first so CSE sees one spelling,
+// fold constants, merge duplicates, then drop what became dead.
+#include "zenith/error.h"
+#include "zenith/passes/passes.h"
+
+namespace zenith {
+
+namespace {
+struct PassEntry {
+  const char* name;
+  int (*run)(Graph&);
+};
+const PassEntry kPipeline[] = {
+    {"canonicalize", canonicalize},
+    {"constant_folding", constant_folding},
+    {"cse", common_subexpression_elimination},
+    {"dce", dead_code_elimination},
+};
+}  // namespace
+
+std::vector<PassReport> run_default_pipeline(Graph& g, bool verify_each) {
+  std::vector<PassReport> reports;
+  for (const PassEntry& p : kPipeline) {
+    int n = p.run(g);
+    g.reindex();
+    if (verify_each) {
+      try {
+        verify(g);
+      } catch (const Error& e) {
+        fail("after pass ", p.name, ": ", e.what());
+      }
+    }
+    reports.push_back({p.name, n});
+  }
+  return reports;
+}
+
+}  // namespace zenith

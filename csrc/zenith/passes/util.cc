@@ -1,0 +1,22 @@
+#include "zenith/passes/passes.h"
+
+namespace zenith {
+
+void replace_all_uses(Graph& g, int from, int to) {
+  for (Node& n : g.nodes)
+    for (int& v : n.inputs)
+      if (v == from) v = to;
+  for (int& v : g.outputs)
+    if (v == from) v = to;
+}
+
+void erase_nodes(Graph& g, const std::vector<bool>& dead) {
+  std::vector<Node> kept;
+  kept.reserve(g.nodes.size());
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    if (!dead[i]) kept.push_back(std::move(g.nodes[i]));
+  g.nodes = std::move(kept);
+  g.reindex();
+}
+
+}  // namespace zenith

@@ -1,0 +1,367 @@
+#include "zenith/runtime.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+#include "zenith/error.h"
+#include "zenith/kernels/kernels.h"
+
+namespace zenith {
+
+void cast_buffer(const void* src, DType sd, void* dst, DType dd, int64_t n);  // kernels/elementwise.cc
+
+namespace {
+constexpr size_t kAlign = 64;
+size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+std::shared_ptr<void> aligned_buffer(size_t bytes) {
+  void* p = std::aligned_alloc(kAlign, align_up(std::max<size_t>(bytes, 1)));
+  ZENITH_CHECK(p, "runtime: out of memory allocating ", bytes, " bytes");
+  return std::shared_ptr<void>(p, std::free);
+}
+
+bool is_half(DType d) { return d == DType::f16 || d == DType::bf16; }
+}  // namespace
+
+// Where a value's bytes live during one call.
+struct Storage {
+  enum Kind : uint8_t { kArena, kInput, kConst, kOutput } kind = kArena;
+  size_t bytes = 0;   // size of the buffer
+  size_t offset = 0;  // kArena: offset in the arena
+  int index = -1;     // kInput: graph input position; kConst: node index; kOutput: output slot
+  int first = -1;     // kArena: node that writes it
+  int last = -1;      // kArena: last node that reads it (through any alias)
+};
+
+struct Plan {
+  std::vector<std::vector<int64_t>> shapes;  // per value id
+  std::vector<Node> nodes;                   // graph nodes with attributes resolved to constants
+  std::vector<int> storage_of;               // per value id
+  std::vector<Storage> storages;
+  std::vector<int> output_storage;           // per graph output: storage index
+  size_t arena_bytes = 0;
+  int num_output_buffers = 0;
+};
+
+struct Context {
+  std::shared_ptr<void> arena;
+  size_t arena_bytes = 0;
+  const Plan* bound = nullptr;  // plan the ref vectors below were built for
+  std::vector<std::vector<TensorRef>> ins, outs;
+};
+
+Executable::Executable(Graph g, Device device, std::vector<std::string> symbol_inputs)
+    : graph_(std::move(g)), device_(device) {
+  ZENITH_CHECK(device_ == Device::kCPU, "runtime: no backend for this device");
+  graph_.reindex();
+  verify(graph_);
+  for (const auto& name : symbol_inputs) {
+    int s = graph_.symbols.find(name);
+    // A symbol that no shape mentions is still accepted (and ignored).
+    symbol_inputs_.push_back(s);
+  }
+}
+
+Executable::~Executable() = default;
+
+size_t Executable::planned_arena_bytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return last_plan_ ? last_plan_->arena_bytes : 0;
+}
+
+size_t Executable::num_plans() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return plans_.size();
+}
+
+std::shared_ptr<const Plan> Executable::plan_for(const std::vector<InTensor>& inputs,
+                                                 const std::vector<int64_t>& syms) const {
+  ZENITH_CHECK(inputs.size() == graph_.inputs.size(), "expected ", graph_.inputs.size(), " tensor inputs, got ",
+               inputs.size());
+  ZENITH_CHECK(syms.size() == symbol_inputs_.size(), "expected ", symbol_inputs_.size(), " integer inputs, got ",
+               syms.size());
+  std::vector<int64_t> key;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const InTensor& t = inputs[i];
+    const TensorType& want = graph_.type(graph_.inputs[i]);
+    const std::string name = graph_.value_name(graph_.inputs[i]);
+    ZENITH_CHECK(t.dtype == want.dtype, "input ", i, " (", name, "): dtype ", dtype_name(t.dtype),
+                 " but the graph was compiled for ", dtype_name(want.dtype));
+    ZENITH_CHECK(t.shape.size() == want.shape.size(), "input ", i, " (", name, "): rank ", t.shape.size(),
+                 " but the graph was compiled for rank ", want.shape.size());
+    for (size_t d = 0; d < t.shape.size(); ++d) {
+      ZENITH_CHECK(t.shape[d] >= 0, "input ", i, " (", name, "): negative dim");
+      if (want.shape[d].is_const())
+        ZENITH_CHECK(t.shape[d] == want.shape[d].value(), "input ", i, " (", name, "): dim ", d, " is ", t.shape[d],
+                     " but the graph was compiled for ", want.shape[d].value());
+    }
+    key.push_back(int64_t(t.shape.size()));
+    key.insert(key.end(), t.shape.begin(), t.shape.end());
+  }
+  key.insert(key.end(), syms.begin(), syms.end());
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = plans_.find(key);
+    if (it != plans_.end()) return it->second;
+  }
+  // Bind symbols: integer inputs first, then bare-symbol dims of tensor inputs.
+  std::vector<int64_t> bind(graph_.symbols.names.size(), 0);
+  std::vector<bool> bound(bind.size(), false);
+  auto set = [&](int s, int64_t v, const std::string& where) {
+    if (s < 0) return;
+    if (bound[size_t(s)])
+      ZENITH_CHECK(bind[size_t(s)] == v, where, ": size ", v, " conflicts with ", graph_.symbols.names[size_t(s)],
+                   " = ", bind[size_t(s)], " bound earlier");
+    bind[size_t(s)] = v;
+    bound[size_t(s)] = true;
+  };
+  for (size_t i = 0; i < syms.size(); ++i) set(symbol_inputs_[i], syms[i], "integer input " + std::to_string(i));
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const TensorType& want = graph_.type(graph_.inputs[i]);
+    for (size_t d = 0; d < want.shape.size(); ++d)
+      set(want.shape[d].symbol_index(), inputs[i].shape[d],
+          "input " + std::to_string(i) + " (" + graph_.value_name(graph_.inputs[i]) + ") dim " + std::to_string(d));
+  }
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const TensorType& want = graph_.type(graph_.inputs[i]);
+    for (size_t d = 0; d < want.shape.size(); ++d) {
+      if (want.shape[d].is_const() || want.shape[d].symbol_index() >= 0) continue;
+      int64_t v = want.shape[d].eval(bind);
+      ZENITH_CHECK(v == inputs[i].shape[d], "input ", i, " (", graph_.value_name(graph_.inputs[i]), "): dim ", d,
+                   " is ", inputs[i].shape[d], " but ", want.shape[d].str(graph_.symbols), " = ", v);
+    }
+  }
+  auto plan = build_plan(bind, inputs);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (plans_.size() >= 64) plans_.clear();  // bound the cache under highly dynamic use
+  plans_[key] = plan;
+  last_plan_ = plan;
+  return plan;
+}
+
+std::shared_ptr<const Plan> Executable::build_plan(const std::vector<int64_t>& bind,
+                                                   const std::vector<InTensor>& inputs) const {
+  auto plan = std::make_shared<Plan>();
+  const Graph& g = graph_;
+  plan->shapes.resize(g.values.size());
+  plan->storage_of.assign(g.values.size(), -1);
+  // Concrete shapes: a graph with every symbol replaced by its value, re-inferred.
+  Graph cg;
+  cg.values = g.values;
+  for (size_t i = 0; i < g.inputs.size(); ++i) {
+    auto& t = cg.values[size_t(g.inputs[i])].type;
+    for (size_t d = 0; d < t.shape.size(); ++d) t.shape[d] = inputs[i].shape[d];
+  }
+  plan->nodes = g.nodes;
+  for (size_t ni = 0; ni < plan->nodes.size(); ++ni) {
+    Node& n = plan->nodes[ni];
+    for (auto& [k, a] : n.attrs)
+      for (auto& s : a.ints)
+        if (!s.is_const()) s = SymInt(s.eval(bind));
+    std::vector<TensorType> types;
+    try {
+      types = op_info(n.op).infer(cg, n);
+    } catch (const Error& e) {
+      fail("node ", ni, " (", op_info(n.op).name, ") with the given input shapes: ", e.what());
+    }
+    for (size_t k = 0; k < n.outputs.size(); ++k) cg.values[size_t(n.outputs[k])].type = types[k];
+  }
+  for (size_t v = 0; v < g.values.size(); ++v)
+    for (const auto& d : cg.values[v].type.shape) plan->shapes[v].push_back(d.value());
+
+  auto bytes_of = [&](int v) {
+    int64_t n = 1;
+    for (int64_t d : plan->shapes[size_t(v)]) n *= d;
+    return size_t(n) * dtype_size(g.type(v).dtype);
+  };
+  auto& st = plan->storages;
+  for (size_t i = 0; i < g.inputs.size(); ++i) {
+    Storage s;
+    s.kind = Storage::kInput;
+    s.index = int(i);
+    s.bytes = bytes_of(g.inputs[i]);
+    plan->storage_of[size_t(g.inputs[i])] = int(st.size());
+    st.push_back(s);
+  }
+  for (size_t ni = 0; ni < g.nodes.size(); ++ni) {
+    const Node& n = g.nodes[ni];
+    if (n.op == Op::constant) {
+      Storage s;
+      s.kind = Storage::kConst;
+      s.index = int(ni);
+      s.bytes = n.constant->nbytes;
+      plan->storage_of[size_t(n.outputs[0])] = int(st.size());
+      st.push_back(s);
+      continue;
+    }
+    if (op_info(n.op).traits & kAlias) {
+      plan->storage_of[size_t(n.outputs[0])] = plan->storage_of[size_t(n.inputs[0])];
+    } else {
+      for (int o : n.outputs) {
+        Storage s;
+        s.bytes = bytes_of(o);
+        s.first = int(ni);
+        s.last = int(ni);
+        plan->storage_of[size_t(o)] = int(st.size());
+        st.push_back(s);
+      }
+    }
+    for (int v : n.inputs) {
+      Storage& s = st[size_t(plan->storage_of[size_t(v)])];
+      s.last = std::max(s.last, int(ni));
+    }
+  }
+  // Graph outputs escape: their storages become per-call buffers. An output that is a
+  // graph input or a constant (possibly through a reshape) is copied into one.
+  for (int v : g.outputs) {
+    int si = plan->storage_of[size_t(v)];
+    Storage& s = st[size_t(si)];
+    if (s.kind == Storage::kArena) {
+      s.kind = Storage::kOutput;
+      s.index = plan->num_output_buffers++;
+    }
+    plan->output_storage.push_back(si);
+  }
+  // First-fit offsets for arena storages, largest first, against lifetime overlaps.
+  std::vector<int> order;
+  for (size_t i = 0; i < st.size(); ++i)
+    if (st[i].kind == Storage::kArena) order.push_back(int(i));
+  std::sort(order.begin(), order.end(), [&](int a, int b) {
+    return st[size_t(a)].bytes != st[size_t(b)].bytes ? st[size_t(a)].bytes > st[size_t(b)].bytes : a < b;
+  });
+  std::vector<int> placed;
+  size_t total = 0;
+  for (int si : order) {
+    Storage& s = st[size_t(si)];
+    std::vector<std::pair<size_t, size_t>> busy;
+    for (int pi : placed) {
+      const Storage& p = st[size_t(pi)];
+      if (p.first <= s.last && s.first <= p.last) busy.push_back({p.offset, p.offset + align_up(p.bytes)});
+    }
+    std::sort(busy.begin(), busy.end());
+    size_t off = 0, need = align_up(s.bytes);
+    for (auto [lo, hi] : busy) {
+      if (off + need <= lo) break;
+      off = std::max(off, hi);
+    }
+    s.offset = off;
+    total = std::max(total, off + need);
+    placed.push_back(si);
+  }
+  plan->arena_bytes = total;
+  return plan;
+}
+
+std::vector<OutTensor> Executable::run(const std::vector<InTensor>& inputs,
+                                       const std::vector<int64_t>& symbol_values) const {
+  std::shared_ptr<const Plan> plan = plan_for(inputs, symbol_values);
+  std::unique_ptr<Context> ctx;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!free_contexts_.empty()) {
+      ctx = std::move(free_contexts_.back());
+      free_contexts_.pop_back();
+    }
+  }
+  if (!ctx) ctx = std::make_unique<Context>();
+  // Return the context to the pool on every path, errors included.
+  struct Release {
+    const Executable* self;
+    std::unique_ptr<Context>& c;
+    ~Release() {
+      std::lock_guard<std::mutex> lock(self->mu_);
+      self->free_contexts_.push_back(std::move(c));
+    }
+  } release{this, ctx};
+
+  const Graph& g = graph_;
+  if (ctx->arena_bytes < plan->arena_bytes) {
+    ctx->arena = aligned_buffer(plan->arena_bytes);
+    ctx->arena_bytes = plan->arena_bytes;
+  }
+  std::vector<std::shared_ptr<void>> out_bufs(size_t(plan->num_output_buffers));
+  std::vector<void*> base(plan->storages.size(), nullptr);
+  for (size_t i = 0; i < plan->storages.size(); ++i) {
+    const Storage& s = plan->storages[i];
+    switch (s.kind) {
+      case Storage::kArena: base[i] = static_cast<char*>(ctx->arena.get()) + s.offset; break;
+      case Storage::kInput: base[i] = const_cast<void*>(inputs[size_t(s.index)].data); break;
+      case Storage::kConst: base[i] = const_cast<void*>(g.nodes[size_t(s.index)].constant->data); break;
+      case Storage::kOutput:
+        out_bufs[size_t(s.index)] = aligned_buffer(s.bytes);
+        base[i] = out_bufs[size_t(s.index)].get();
+        break;
+    }
+  }
+  if (ctx->bound != plan.get()) {
+    ctx->ins.assign(plan->nodes.size(), {});
+    ctx->outs.assign(plan->nodes.size(), {});
+    for (size_t ni = 0; ni < plan->nodes.size(); ++ni) {
+      const Node& n = plan->nodes[ni];
+      for (int v : n.inputs) ctx->ins[ni].push_back({nullptr, g.type(v).dtype, plan->shapes[size_t(v)]});
+      for (int v : n.outputs) ctx->outs[ni].push_back({nullptr, g.type(v).dtype, plan->shapes[size_t(v)]});
+    }
+    ctx->bound = plan.get();
+  }
+  for (size_t ni = 0; ni < plan->nodes.size(); ++ni) {
+    const Node& n = plan->nodes[ni];
+    KernelFn fn = kernel_for(n.op);
+    if (!fn) continue;
+    auto& ins = ctx->ins[ni];
+    auto& outs = ctx->outs[ni];
+    for (size_t k = 0; k < n.inputs.size(); ++k) ins[k].data = base[size_t(plan->storage_of[size_t(n.inputs[k])])];
+    for (size_t k = 0; k < n.outputs.size(); ++k) outs[k].data = base[size_t(plan->storage_of[size_t(n.outputs[k])])];
+    bool half = false;
+    if (!kernel_is_dtype_generic(n.op)) {
+      for (auto& t : ins) half |= is_half(t.dtype);
+      for (auto& t : outs) half |= is_half(t.dtype);
+    }
+    if (!half) {
+      fn(KernelCtx{n, ins, outs});
+      continue;
+    }
+    // float16/bfloat16 storage: compute in float32 and round once on the way out.
+    std::vector<TensorRef> fin = ins, fout = outs;
+    std::vector<std::shared_ptr<void>> temps;
+    for (auto& t : fin)
+      if (is_half(t.dtype)) {
+        temps.push_back(aligned_buffer(size_t(t.numel()) * 4));
+        cast_buffer(t.data, t.dtype, temps.back().get(), DType::f32, t.numel());
+        t.data = temps.back().get();
+        t.dtype = DType::f32;
+      }
+    for (auto& t : fout)
+      if (is_half(t.dtype)) {
+        temps.push_back(aligned_buffer(size_t(t.numel()) * 4));
+        t.data = temps.back().get();
+        t.dtype = DType::f32;
+      }
+    fn(KernelCtx{n, fin, fout});
+    for (size_t k = 0; k < outs.size(); ++k)
+      if (is_half(outs[k].dtype)) cast_buffer(fout[k].data, DType::f32, outs[k].data, outs[k].dtype, outs[k].numel());
+  }
+  std::vector<OutTensor> result;
+  for (size_t i = 0; i < g.outputs.size(); ++i) {
+    int v = g.outputs[i];
+    const Storage& s = plan->storages[size_t(plan->output_storage[i])];
+    OutTensor o;
+    o.dtype = g.type(v).dtype;
+    o.shape = plan->shapes[size_t(v)];
+    if (s.kind == Storage::kOutput) {
+      o.storage = out_bufs[size_t(s.index)];
+      o.data = o.storage.get();
+    } else {  // an input or a constant returned as is: give the caller its own copy
+      int64_t n = 1;
+      for (int64_t d : o.shape) n *= d;
+      size_t bytes = size_t(n) * dtype_size(o.dtype);
+      o.storage = aligned_buffer(bytes);
+      o.data = o.storage.get();
+      std::memcpy(o.data, base[size_t(plan->output_storage[i])], bytes);
+    }
+    result.push_back(std::move(o));
+  }
+  return result;
+}
+
+}  // namespace zenith

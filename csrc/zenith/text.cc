@@ -1,0 +1,283 @@
+// The IR's text form:
+//   graph(%x: f32[s0, 4], %w: f32[4, 4]) {
+//     %y: f32[s0, 4] = matmul(%x, %w)
+//     %c: f32[2] = constant() {dtype=[0], shape=[2]} data=0000803f00000040
+//     return (%y)
+//   }
+// Int attributes print as [a, b] (entries may be symbolic), float attributes as f[a, b].
+#include <cctype>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <sstream>
+
+#include "zenith/error.h"
+#include "zenith/ir.h"
+
+namespace zenith {
+namespace {
+
+constexpr size_t kMaxInlineBytes = 64 * 8;
+
+std::string type_str(const Graph& g, const TensorType& t) {
+  std::string s = dtype_name(t.dtype);
+  s += "[";
+  for (size_t i = 0; i < t.shape.size(); ++i) s += (i ? ", " : "") + t.shape[i].str(g.symbols);
+  return s + "]";
+}
+
+std::string float_str(double v) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+
+}  // namespace
+
+std::string print_graph(const Graph& g) {
+  std::ostringstream os;
+  auto val = [&](int v) { return "%" + g.value_name(v); };
+  os << "graph(";
+  for (size_t i = 0; i < g.inputs.size(); ++i)
+    os << (i ? ", " : "") << val(g.inputs[i]) << ": " << type_str(g, g.type(g.inputs[i]));
+  os << ") {\n";
+  for (const Node& n : g.nodes) {
+    os << "  ";
+    for (size_t k = 0; k < n.outputs.size(); ++k)
+      os << (k ? ", " : "") << val(n.outputs[k]) << ": " << type_str(g, g.type(n.outputs[k]));
+    os << " = " << op_info(n.op).name << "(";
+    for (size_t k = 0; k < n.inputs.size(); ++k) os << (k ? ", " : "") << val(n.inputs[k]);
+    os << ")";
+    if (!n.attrs.empty()) {
+      os << " {";
+      bool first = true;
+      for (const auto& [k, a] : n.attrs) {
+        os << (first ? "" : ", ") << k << "=";
+        first = false;
+        if (a.kind == Attr::kInts) {
+          os << "[";
+          for (size_t j = 0; j < a.ints.size(); ++j) os << (j ? ", " : "") << a.ints[j].str(g.symbols);
+          os << "]";
+        } else if (a.kind == Attr::kFloats) {
+          os << "f[";
+          for (size_t j = 0; j < a.floats.size(); ++j) os << (j ? ", " : "") << float_str(a.floats[j]);
+          os << "]";
+        } else {
+          os << '"' << a.str << '"';
+        }
+      }
+      os << "}";
+    }
+    if (n.constant) {
+      if (n.constant->nbytes <= kMaxInlineBytes) {
+        os << " data=";
+        const auto* p = static_cast<const unsigned char*>(n.constant->data);
+        char hex[3];
+        for (size_t b = 0; b < n.constant->nbytes; ++b) {
+          std::snprintf(hex, sizeof hex, "%02x", p[b]);
+          os << hex;
+        }
+        if (n.constant->nbytes == 0) os << "-";
+      } else {
+        os << " data=opaque";
+      }
+    }
+    os << "\n";
+  }
+  os << "  return (";
+  for (size_t i = 0; i < g.outputs.size(); ++i) os << (i ? ", " : "") << val(g.outputs[i]);
+  os << ")\n}\n";
+  return os.str();
+}
+
+namespace {
+
+struct TextParser {
+  const std::string& s;
+  size_t i = 0;
+  Graph g;
+  std::map<std::string, int> ids;
+
+  [[noreturn]] void error(const std::string& what) {
+    size_t line = 1;
+    for (size_t k = 0; k < i && k < s.size(); ++k) line += s[k] == '\n';
+    fail("IR text, line ", line, ": ", what);
+  }
+  void ws() {
+    while (i < s.size() && std::isspace((unsigned char)s[i])) ++i;
+  }
+  bool eat(const char* t) {
+    ws();
+    size_t n = std::strlen(t);
+    if (s.compare(i, n, t) == 0) {
+      i += n;
+      return true;
+    }
+    return false;
+  }
+  void expect(const char* t) {
+    if (!eat(t)) error(std::string("expected '") + t + "'");
+  }
+  std::string ident() {
+    ws();
+    size_t j = i;
+    while (j < s.size() && (std::isalnum((unsigned char)s[j]) || s[j] == '_' || s[j] == '.')) ++j;
+    if (j == i) error("expected a name");
+    std::string r = s.substr(i, j - i);
+    i = j;
+    return r;
+  }
+  // Text up to the next ',' or ']' at bracket depth 0.
+  std::string list_item() {
+    ws();
+    int depth = 0;
+    size_t j = i;
+    while (j < s.size()) {
+      char c = s[j];
+      if (c == '(' || c == '[') ++depth;
+      else if ((c == ')' || c == ']') && depth > 0) --depth;
+      else if ((c == ',' || c == ']') && depth == 0) break;
+      ++j;
+    }
+    std::string r = s.substr(i, j - i);
+    i = j;
+    while (!r.empty() && std::isspace((unsigned char)r.back())) r.pop_back();
+    return r;
+  }
+  std::vector<SymInt> symint_list() {
+    expect("[");
+    std::vector<SymInt> r;
+    if (eat("]")) return r;
+    do r.push_back(parse_symint(list_item(), &g.symbols));
+    while (eat(","));
+    expect("]");
+    return r;
+  }
+  TensorType type() {
+    TensorType t;
+    std::string d = ident();
+    if (!parse_dtype(d, &t.dtype)) error("unknown dtype '" + d + "'");
+    t.shape = symint_list();
+    return t;
+  }
+  int use() {
+    expect("%");
+    std::string n = ident();
+    auto it = ids.find(n);
+    if (it == ids.end()) error("unknown value %" + n);
+    return it->second;
+  }
+
+  void parse() {
+    expect("graph");
+    expect("(");
+    if (!eat(")")) {
+      do {
+        expect("%");
+        std::string n = ident();
+        expect(":");
+        int v = g.add_input(n, type());
+        ids[n] = v;
+      } while (eat(","));
+      expect(")");
+    }
+    expect("{");
+    while (!eat("return")) statement();
+    expect("(");
+    if (!eat(")")) {
+      do g.outputs.push_back(use());
+      while (eat(","));
+      expect(")");
+    }
+    expect("}");
+  }
+
+  void statement() {
+    std::vector<std::pair<std::string, TensorType>> outs;
+    do {
+      expect("%");
+      std::string n = ident();
+      expect(":");
+      outs.push_back({n, type()});
+    } while (eat(","));
+    expect("=");
+    std::string opname = ident();
+    Op op;
+    if (!parse_op(opname, &op)) error("unknown op '" + opname + "'");
+    expect("(");
+    std::vector<int> ins;
+    if (!eat(")")) {
+      do ins.push_back(use());
+      while (eat(","));
+      expect(")");
+    }
+    std::map<std::string, Attr> attrs;
+    if (eat("{")) {
+      do {
+        std::string k = ident();
+        expect("=");
+        Attr a;
+        ws();
+        if (eat("f[")) {
+          a.kind = Attr::kFloats;
+          if (!eat("]")) {
+            do a.floats.push_back(std::strtod(list_item().c_str(), nullptr));
+            while (eat(","));
+            expect("]");
+          }
+        } else if (eat("\"")) {
+          a.kind = Attr::kStr;
+          size_t j = s.find('"', i);
+          if (j == std::string::npos) error("unterminated string");
+          a.str = s.substr(i, j - i);
+          i = j + 1;
+        } else {
+          a.ints = symint_list();
+        }
+        attrs[k] = std::move(a);
+      } while (eat(","));
+      expect("}");
+    }
+    std::vector<int> vs;
+    if (op == Op::constant) {
+      expect("data=");
+      Node tmp;
+      tmp.attrs = attrs;
+      TensorType t;
+      t.dtype = DType(tmp.i("dtype"));
+      t.shape = tmp.ints("shape");
+      size_t nbytes = size_t(t.static_numel()) * dtype_size(t.dtype);
+      std::vector<unsigned char> bytes(nbytes, 0);
+      if (eat("opaque")) {
+        // Large constants do not round-trip; they parse as zeros.
+      } else if (!eat("-")) {
+        ws();
+        for (size_t b = 0; b < nbytes; ++b) {
+          if (i + 2 > s.size()) error("constant data too short");
+          bytes[b] = (unsigned char)std::stoul(s.substr(i, 2), nullptr, 16);
+          i += 2;
+        }
+      }
+      vs = {g.add_owned_constant(t, bytes.data(), nbytes)};
+    } else {
+      vs = g.add_node(op, ins, attrs);
+    }
+    if (vs.size() != outs.size()) error("output count differs from the op's");
+    for (size_t k = 0; k < vs.size(); ++k) {
+      if (ids.count(outs[k].first)) error("value %" + outs[k].first + " defined twice");
+      g.values[size_t(vs[k])].name = outs[k].first;
+      g.values[size_t(vs[k])].type = outs[k].second;  // keep the stated type; verify() checks it
+      ids[outs[k].first] = vs[k];
+    }
+  }
+};
+
+}  // namespace
+
+Graph parse_graph(const std::string& text) {
+  TextParser p{text};
+  p.parse();
+  return std::move(p.g);
+}
+
+}  // namespace zenith

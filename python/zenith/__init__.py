@@ -1,0 +1,38 @@
+"""Zenith: a graph compiler and C++ runtime for PyTorch.
+
+    import zenith
+    model = torch.compile(model, backend="zenith")   # or zenith.compile(model)
+"""
+from __future__ import annotations
+
+import logging
+import os
+
+from zenith import _C  # noqa: F401  (the native core; fails loudly if the build is missing)
+from zenith.api import Report, compile, explain, reset_stats, stats  # noqa: A004
+from zenith.backend import make_backend, zenith_backend
+
+__all__ = ["compile", "explain", "stats", "reset_stats", "Report", "make_backend", "zenith_backend"]
+__version__ = "0.1.0"
+
+_log = logging.getLogger("zenith")
+_level = os.environ.get("ZENITH_LOG", "").upper()
+if _level:
+    _log.setLevel(getattr(logging, _level, logging.INFO))
+    if not _log.handlers:
+        _h = logging.StreamHandler()
+        _h.setFormatter(logging.Formatter("%(message)s"))
+        _log.addHandler(_h)
+
+
+def _register():
+    # Registers "zenith" with Dynamo unless its entry point is about to (loading an
+    # entry point registers the name itself and would see ours as a duplicate).
+    from torch._dynamo.backends import registry
+
+    if "zenith" in registry._COMPILER_FNS or registry._BACKENDS.get("zenith") is not None:
+        return
+    registry.register_backend(zenith_backend, name="zenith")
+
+
+_register()

@@ -1,0 +1,95 @@
+"""The public API: compile, explain, stats."""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+from zenith import backend as _backend
+from zenith.partition import STATS
+
+
+def compile(model, *, dynamic=None, fullgraph=False, mode=None, **options):  # noqa: A001 (mirrors torch.compile)
+    """torch.compile(model) with the Zenith backend.
+
+    Zenith options: passes (run the IR pass pipeline, default True), verify (verify
+    the IR after every pass, default False), fallback (let unsupported ops run in
+    PyTorch, default True; False raises instead).
+    """
+    del mode
+    return torch.compile(model, backend=_backend.make_backend(**options), dynamic=dynamic, fullgraph=fullgraph)
+
+
+@dataclass
+class Report:
+    nodes_total: int = 0
+    nodes_native: int = 0
+    fallback_ops: dict = field(default_factory=dict)
+    passes: dict = field(default_factory=dict)
+    compile_seconds: float = 0.0
+    graphs: int = 0
+    segments: int = 0
+    zenith_ops: dict = field(default_factory=dict)
+
+    def __str__(self):
+        lines = [
+            "Zenith report",
+            f"  graphs compiled   {self.graphs}",
+            f"  ATen nodes        {self.nodes_total}",
+            f"  run natively      {self.nodes_native}"
+            + (f" ({100.0 * self.nodes_native / self.nodes_total:.1f}%)" if self.nodes_total else ""),
+            f"  Zenith segments   {self.segments}",
+            f"  compile seconds   {self.compile_seconds:.3f}",
+            "  passes            " + (", ".join(f"{k}: {v}" for k, v in self.passes.items()) or "-"),
+        ]
+        if self.fallback_ops:
+            lines.append("  fallbacks to PyTorch:")
+            w = max(len(k) for k in self.fallback_ops)
+            for k, e in sorted(self.fallback_ops.items()):
+                lines.append(f"    {k:<{w}}  x{e['count']:<4} {e['reason']}")
+        else:
+            lines.append("  fallbacks to PyTorch: none")
+        if self.zenith_ops:
+            top = sorted(self.zenith_ops.items(), key=lambda kv: -kv[1])
+            lines.append("  Zenith ops: " + ", ".join(f"{k} x{v}" for k, v in top))
+        return "\n".join(lines)
+
+
+def explain(model, *example_inputs, dynamic=None, **options):
+    """Compiles `model` with Zenith, runs it once on `example_inputs`, and reports
+    what ran natively, what fell back (and why) and what the passes changed."""
+    sink = []
+    _backend._REPORT_SINKS.append(sink)
+    try:
+        t0 = time.perf_counter()
+        compiled = compile(model, dynamic=dynamic, **options)
+        with torch.no_grad():
+            compiled(*example_inputs)
+        total = time.perf_counter() - t0
+    finally:
+        _backend._REPORT_SINKS.remove(sink)
+    r = Report(graphs=len(sink), compile_seconds=total)
+    for g in sink:
+        r.nodes_total += g.nodes_total
+        r.nodes_native += g.nodes_native
+        r.segments += g.segments
+        for k, v in g.passes.items():
+            r.passes[k] = r.passes.get(k, 0) + v
+        for k, v in g.zenith_ops.items():
+            r.zenith_ops[k] = r.zenith_ops.get(k, 0) + v
+        for k, e in g.fallback_ops.items():
+            d = r.fallback_ops.setdefault(k, {"count": 0, "reason": e["reason"]})
+            d["count"] += e["count"]
+    return r
+
+
+def stats():
+    """Process-wide counters: graphs_compiled, nodes_native, nodes_fallback, calls,
+    segments_run (Zenith runtime invocations), fallback_node_runs."""
+    return dict(STATS)
+
+
+def reset_stats():
+    for k in STATS:
+        STATS[k] = 0

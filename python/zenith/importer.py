@@ -1,0 +1,784 @@
+"""ATen -> Zenith IR: the conversion table.
+
+Every ATen overload Zenith runs natively has one entry in ``CONVERTERS``; anything
+else falls back to PyTorch with the reason recorded (see partition.py). A converter
+receives a ``Lowering`` context and the fx node, emits Zenith nodes and returns the
+value id(s) the fx node's result maps to. It raises ``Unsupported`` with a reason
+for argument combinations Zenith does not handle.
+"""
+from __future__ import annotations
+
+import math
+import operator
+
+import torch
+
+from zenith import _C
+
+aten = torch.ops.aten
+
+DTYPES = {
+    torch.float32: "f32",
+    torch.float16: "f16",
+    torch.bfloat16: "bf16",
+    torch.int64: "i64",
+    torch.int32: "i32",
+    torch.bool: "b8",
+}
+DTYPE_CODES = {"f32": 0, "f16": 1, "bf16": 2, "i64": 3, "i32": 4, "b8": 5}  # order of ZENITH_DTYPES
+
+
+class Unsupported(Exception):
+    """A node Zenith cannot run; the message is the reason shown to the user."""
+
+
+def sym_str(s):
+    """An int, or the text of a SymInt's expression (parsed by the C++ core)."""
+    if isinstance(s, int):
+        return s
+    if isinstance(s, torch.SymInt):
+        expr = s.node.expr
+        if expr.is_number:
+            return int(expr)
+        text = str(expr)
+        for sym in expr.free_symbols:
+            if not str(sym).startswith("s"):
+                raise Unsupported(f"data-dependent size {text}")
+        return text
+    raise Unsupported(f"non-integer size {s!r}")
+
+
+def meta(n):
+    return n.meta.get("val") if isinstance(n, torch.fx.Node) else None
+
+
+def check_tensor_meta(v, what):
+    if not isinstance(v, torch.Tensor):
+        raise Unsupported(f"{what} is not a tensor")
+    if v.device.type != "cpu":
+        raise Unsupported(f"device {v.device.type}: Zenith has no {v.device.type} backend yet")
+    if v.dtype not in DTYPES:
+        raise Unsupported(f"dtype {v.dtype}")
+    if v.is_sparse or v.layout != torch.strided:
+        raise Unsupported("non-strided layout")
+
+
+class Lowering:
+    """Builds one Zenith graph from a run of fx nodes."""
+
+    def __init__(self, gm=None):
+        self.gm = gm
+        self.g = _C.Graph()
+        self.env = {}  # fx node -> value id (or tuple of ids for multi-output ops)
+        self.inputs = []  # fx nodes that became graph inputs, in order
+        self.const_keepalive = []
+
+    # -- values --
+    def val(self, n):
+        if isinstance(n, torch.fx.Node):
+            if n in self.env:
+                v = self.env[n]
+                if isinstance(v, tuple):
+                    raise Unsupported("tuple used as a tensor")
+                return v
+            if n.op == "get_attr" and self.gm is not None:
+                t = getattr(self.gm, n.target)
+                if isinstance(t, torch.Tensor) and t.device.type == "cpu" and t.dtype in DTYPES:
+                    from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+                    with unset_fake_temporarily():  # compilation runs under fake mode
+                        t = t.detach().contiguous()
+                    self.const_keepalive.append(t)  # the graph borrows this memory
+                    v = self.g.add_constant(t)
+                    self.env[n] = v
+                    return v
+            m = meta(n)
+            check_tensor_meta(m, f"input {n.name}")
+            v = self.g.add_input(n.name, DTYPES[m.dtype], [sym_str(d) for d in m.shape])
+            self.env[n] = v
+            self.inputs.append(n)
+            return v
+        raise Unsupported(f"expected a tensor argument, got {type(n).__name__}")
+
+    def emit(self, op, inputs, **attrs):
+        outs = self.g.add_node(op, list(inputs), attrs)
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def scalar(self, value, dtype):
+        if isinstance(value, (torch.SymInt, torch.SymFloat)):
+            raise Unsupported("symbolic scalar operand")
+        if isinstance(value, float) and dtype in ("i64", "i32", "b8") and value != int(value):
+            raise Unsupported("float scalar with an integer tensor")
+        return self.g.add_scalar(float(value), dtype)
+
+    def dtype(self, v):
+        return self.g.value_dtype(v)
+
+    def shape(self, v):
+        return self.g.value_shape(v)
+
+    def cast(self, v, dtype):
+        if self.dtype(v) == dtype:
+            return v
+        return self.emit("cast", [v], dtype=DTYPE_CODES[dtype])
+
+    def operand(self, a, dtype):
+        """A tensor or Python scalar argument as a value of `dtype`."""
+        if isinstance(a, torch.fx.Node):
+            return self.cast(self.val(a), dtype)
+        if isinstance(a, (bool, int, float)):
+            return self.scalar(a, dtype)
+        raise Unsupported(f"operand of type {type(a).__name__}")
+
+
+def out_meta(node):
+    m = meta(node)
+    if isinstance(m, (list, tuple)):
+        for x in m:
+            if isinstance(x, torch.Tensor):
+                check_tensor_meta(x, f"output of {node.name}")
+        return m
+    check_tensor_meta(m, f"output of {node.name}")
+    return m
+
+
+def out_dtype(node):
+    return DTYPES[out_meta(node).dtype]
+
+
+def out_shape(node):
+    return [sym_str(d) for d in out_meta(node).shape]
+
+
+def norm_dim(d, rank):
+    return d + max(rank, 1) if d < 0 else d
+
+
+def args_of(node, *names_defaults):
+    """Positional-or-keyword arguments of an ATen call as a list, with defaults."""
+    out = []
+    for i, (name, default) in enumerate(names_defaults):
+        if i < len(node.args):
+            out.append(node.args[i])
+        else:
+            out.append(node.kwargs.get(name, default))
+    return out
+
+
+def only_first_output_used(node, what):
+    for u in node.users:
+        if u.target is operator.getitem and u.args[1] != 0 and u.users:
+            raise Unsupported(f"{what}: output {u.args[1]} (training statistics) is not produced")
+
+
+# ---------------------------------------------------------------- converters
+CONVERTERS = {}
+
+
+def register(*targets):
+    def deco(fn):
+        for t in targets:
+            CONVERTERS[t] = fn
+        return fn
+
+    return deco
+
+
+def _unary(op, float_only):
+    def conv(L, node):
+        dt = out_dtype(node)
+        x = L.cast(L.val(node.args[0]), dt) if float_only else L.val(node.args[0])
+        return L.emit(op, [x])
+
+    return conv
+
+
+for _op, _targets, _float in [
+    ("neg", [aten.neg.default], False),
+    ("abs", [aten.abs.default], False),
+    ("exp", [aten.exp.default], True),
+    ("log", [aten.log.default], True),
+    ("log1p", [aten.log1p.default], True),
+    ("expm1", [aten.expm1.default], True),
+    ("sqrt", [aten.sqrt.default], True),
+    ("rsqrt", [aten.rsqrt.default], True),
+    ("reciprocal", [aten.reciprocal.default], True),
+    ("sin", [aten.sin.default], True),
+    ("cos", [aten.cos.default], True),
+    ("tanh", [aten.tanh.default], True),
+    ("erf", [aten.erf.default], True),
+    ("sigmoid", [aten.sigmoid.default], True),
+    ("relu", [aten.relu.default], False),
+    ("silu", [aten.silu.default], True),
+    ("hardswish", [aten.hardswish.default], True),
+    ("hardsigmoid", [aten.hardsigmoid.default], True),
+    ("floor", [aten.floor.default], False),
+    ("ceil", [aten.ceil.default], False),
+    ("isnan", [aten.isnan.default], False),
+]:
+    register(*_targets)(_unary(_op, _float))
+
+
+@register(aten.logical_not.default, aten.bitwise_not.default)
+def _logical_not(L, node):
+    x = L.val(node.args[0])
+    if node.target is aten.bitwise_not.default and L.dtype(x) != "b8":
+        raise Unsupported("bitwise_not on integers")
+    return L.emit("logical_not", [x])
+
+
+@register(aten.gelu.default)
+def _gelu(L, node):
+    (x, approx) = args_of(node, ("self", None), ("approximate", "none"))
+    return L.emit("gelu", [L.val(x)], approximate=1 if approx == "tanh" else 0)
+
+
+@register(aten.clamp.default, aten.hardtanh.default)
+def _clamp(L, node):
+    if node.target is aten.hardtanh.default:
+        x, lo, hi = args_of(node, ("self", None), ("min_val", -1.0), ("max_val", 1.0))
+    else:
+        x, lo, hi = args_of(node, ("self", None), ("min", None), ("max", None))
+    attrs = {}
+    if lo is not None:
+        attrs["min"] = float(lo)
+    if hi is not None:
+        attrs["max"] = float(hi)
+    v = L.cast(L.val(x), out_dtype(node))
+    return L.emit("clamp", [v], **attrs)
+
+
+def _binary(op, cmp=False):
+    def conv(L, node):
+        a, b = node.args[0], node.args[1]
+        if cmp:
+            ma = meta(a) if isinstance(a, torch.fx.Node) else a
+            mb = meta(b) if isinstance(b, torch.fx.Node) else b
+            dt = DTYPES.get(torch.result_type(ma, mb))
+            if dt is None:
+                raise Unsupported("comparison dtype")
+        else:
+            dt = out_dtype(node)
+        alpha = node.kwargs.get("alpha", 1)
+        va = L.operand(a, dt)
+        vb = L.operand(b, dt)
+        if alpha != 1:
+            vb = L.emit("mul", [vb, L.scalar(alpha, dt)])
+        return L.emit(op, [va, vb])
+
+    return conv
+
+
+for _op, _targets in [
+    ("add", [aten.add.Tensor, aten.add.Scalar]),
+    ("sub", [aten.sub.Tensor, aten.sub.Scalar]),
+    ("mul", [aten.mul.Tensor, aten.mul.Scalar]),
+    ("maximum", [aten.maximum.default]),
+    ("minimum", [aten.minimum.default]),
+    ("remainder", [aten.remainder.Tensor, aten.remainder.Scalar]),
+    ("pow", [aten.pow.Tensor_Tensor, aten.pow.Tensor_Scalar]),
+    ("logical_and", [aten.logical_and.default]),
+    ("logical_or", [aten.logical_or.default]),
+]:
+    register(*_targets)(_binary(_op))
+
+for _op, _name in [("eq", "eq"), ("ne", "ne"), ("lt", "lt"), ("le", "le"), ("gt", "gt"), ("ge", "ge")]:
+    register(getattr(aten, _name).Tensor, getattr(aten, _name).Scalar)(_binary(_op, cmp=True))
+
+
+@register(aten.bitwise_and.Tensor, aten.bitwise_or.Tensor)
+def _bitwise(L, node):
+    a, b = L.val(node.args[0]), L.val(node.args[1])
+    if L.dtype(a) != "b8" or L.dtype(b) != "b8":
+        raise Unsupported("bitwise ops on integers")
+    return L.emit("logical_and" if node.target is aten.bitwise_and.Tensor else "logical_or", [a, b])
+
+
+@register(aten.rsub.Scalar, aten.rsub.Tensor)
+def _rsub(L, node):
+    dt = out_dtype(node)
+    alpha = node.kwargs.get("alpha", 1)
+    x = L.operand(node.args[0], dt)
+    if alpha != 1:
+        x = L.emit("mul", [x, L.scalar(alpha, dt)])
+    return L.emit("sub", [L.operand(node.args[1], dt), x])
+
+
+@register(aten.div.Tensor, aten.div.Scalar, aten.div.Tensor_mode, aten.div.Scalar_mode, aten.floor_divide.default)
+def _div(L, node):
+    dt = out_dtype(node)
+    mode = node.kwargs.get("rounding_mode", node.args[2] if len(node.args) > 2 else None)
+    if node.target is aten.floor_divide.default:
+        mode = "floor"
+    rounding = {None: 0, "floor": 1, "trunc": 2}[mode]
+    return L.emit("div", [L.operand(node.args[0], dt), L.operand(node.args[1], dt)], rounding=rounding)
+
+
+@register(aten.pow.Scalar)
+def _pow_scalar(L, node):
+    dt = out_dtype(node)
+    return L.emit("pow", [L.operand(node.args[0], dt), L.operand(node.args[1], dt)])
+
+
+@register(aten.where.self, aten.where.ScalarOther, aten.where.ScalarSelf, aten.where.Scalar)
+def _where(L, node):
+    dt = out_dtype(node)
+    c = L.val(node.args[0])
+    if L.dtype(c) != "b8":
+        c = L.cast(c, "b8")
+    return L.emit("where", [c, L.operand(node.args[1], dt), L.operand(node.args[2], dt)])
+
+
+@register(aten.masked_fill.Scalar, aten.masked_fill.Tensor)
+def _masked_fill(L, node):
+    dt = out_dtype(node)
+    x, mask, value = node.args[:3]
+    if isinstance(value, torch.fx.Node) and meta(value).dim() != 0:
+        raise Unsupported("masked_fill with a non-scalar value")
+    return L.emit("where", [L.val(mask), L.operand(value, dt), L.operand(x, dt)])
+
+
+# -- reductions --
+def _dims_arg(d, rank):
+    if d is None:
+        return []
+    if isinstance(d, int):
+        return [d]
+    return list(d)
+
+
+@register(aten.sum.dim_IntList, aten.sum.default, aten.mean.dim, aten.mean.default, aten.amax.default,
+          aten.amin.default, aten.prod.dim_int, aten.prod.default, aten.any.dim, aten.any.default, aten.any.dims,
+          aten.all.dim, aten.all.default)
+def _reduce(L, node):
+    target = node.target
+    x = L.val(node.args[0])
+    rank = len(L.shape(x))
+    name = target.overloadpacket.__name__
+    dims = _dims_arg(node.args[1] if len(node.args) > 1 else node.kwargs.get("dim"), rank)
+    keep = node.args[2] if len(node.args) > 2 else node.kwargs.get("keepdim", False)
+    if target in (aten.amax.default, aten.amin.default) and not dims:
+        dims = []
+    dt = out_dtype(node)
+    if name in ("any", "all"):
+        x = L.cast(x, "i32")
+        op = "reduce_max" if name == "any" else "reduce_min"
+        r = L.emit(op, [x], dims=dims, keepdim=int(bool(keep)))
+        return L.cast(r, "b8")
+    x = L.cast(x, dt)
+    op = {"sum": "reduce_sum", "mean": "reduce_mean", "amax": "reduce_max", "amin": "reduce_min",
+          "prod": "reduce_prod"}[name]
+    if rank == 0:
+        dims = []
+    return L.emit(op, [x], dims=dims, keepdim=int(bool(keep)))
+
+
+@register(aten.max.dim, aten.min.dim)
+def _max_dim(L, node):
+    x = L.val(node.args[0])
+    d = node.args[1]
+    keep = node.args[2] if len(node.args) > 2 else node.kwargs.get("keepdim", False)
+    if node.target is aten.min.dim:
+        neg = L.emit("neg", [x])
+        values = L.emit("reduce_min", [x], dims=[d], keepdim=int(bool(keep)))
+        idx = L.emit("argmax", [neg], dim=d, keepdim=int(bool(keep)))
+    else:
+        values = L.emit("reduce_max", [x], dims=[d], keepdim=int(bool(keep)))
+        idx = L.emit("argmax", [x], dim=d, keepdim=int(bool(keep)))
+    return (values, idx)
+
+
+@register(aten.argmax.default)
+def _argmax(L, node):
+    x, dim, keep = args_of(node, ("self", None), ("dim", None), ("keepdim", False))
+    attrs = {"keepdim": int(bool(keep))}
+    if dim is not None:
+        attrs["dim"] = dim
+    return L.emit("argmax", [L.val(x)], **attrs)
+
+
+@register(aten.cumsum.default)
+def _cumsum(L, node):
+    dt = out_dtype(node)
+    return L.emit("cumsum", [L.cast(L.val(node.args[0]), dt)], dim=node.args[1])
+
+
+# -- normalization --
+@register(aten._softmax.default, aten._log_softmax.default, aten.softmax.int, aten.log_softmax.int)
+def _softmax(L, node):
+    x = L.cast(L.val(node.args[0]), out_dtype(node))
+    op = "log_softmax" if "log" in node.target.overloadpacket.__name__ else "softmax"
+    return L.emit(op, [x], dim=node.args[1])
+
+
+def _ones_or(L, n, shape_dims, value, dtype):
+    if n is not None:
+        return L.val(n)
+    return L.emit("full", [], shape=shape_dims, value=float(value), dtype=DTYPE_CODES[dtype])
+
+
+@register(aten.native_layer_norm.default)
+def _layer_norm(L, node):
+    only_first_output_used(node, "native_layer_norm")
+    x, shape, w, b, eps = node.args[:5]
+    xv = L.val(x)
+    dt = L.dtype(xv)
+    norm_shape = [sym_str(s) for s in shape]
+    wv = _ones_or(L, w, norm_shape, 1.0, dt)
+    bv = _ones_or(L, b, norm_shape, 0.0, dt)
+    return (L.emit("layer_norm", [xv, wv, bv], normalized_ndim=len(shape), eps=float(eps)), None, None)
+
+
+@register(aten._native_batch_norm_legit_no_training.default)
+def _batch_norm(L, node):
+    only_first_output_used(node, "batch_norm")
+    x, w, b, mean, var, _momentum, eps = node.args[:7]
+    xv = L.val(x)
+    c = L.shape(xv)[1]
+    wv = _ones_or(L, w, [c], 1.0, L.dtype(xv))
+    bv = _ones_or(L, b, [c], 0.0, L.dtype(xv))
+    return (L.emit("batch_norm", [xv, wv, bv, L.val(mean), L.val(var)], eps=float(eps)), None, None)
+
+
+# -- linear algebra --
+@register(aten.mm.default, aten.bmm.default)
+def _mm(L, node):
+    return L.emit("matmul", [L.val(node.args[0]), L.val(node.args[1])])
+
+
+@register(aten.addmm.default)
+def _addmm(L, node):
+    bias, a, b = node.args[:3]
+    beta = node.kwargs.get("beta", 1)
+    alpha = node.kwargs.get("alpha", 1)
+    return L.emit("addmm", [L.val(bias), L.val(a), L.val(b)], alpha=float(alpha), beta=float(beta))
+
+
+@register(aten.convolution.default)
+def _conv(L, node):
+    x, w, b, stride, padding, dilation, transposed, _out_pad, groups = node.args[:9]
+    if transposed:
+        raise Unsupported("transposed convolution")
+    if meta(x).dim() != 4:
+        raise Unsupported(f"convolution over {meta(x).dim() - 2}-d input (only 2-d)")
+    ins = [L.val(x), L.val(w)]
+    ins.append(L.val(b) if b is not None else ins[1])
+    return L.emit("conv2d", ins, stride=list(stride), padding=list(padding), dilation=list(dilation),
+                  groups=groups, has_bias=int(b is not None))
+
+
+@register(aten._scaled_dot_product_flash_attention_for_cpu.default)
+def _sdpa_cpu(L, node):
+    only_first_output_used(node, "sdpa")
+    q, k, v = node.args[:3]
+    dropout = node.args[3] if len(node.args) > 3 else node.kwargs.get("dropout_p", 0.0)
+    causal = node.args[4] if len(node.args) > 4 else node.kwargs.get("is_causal", False)
+    mask = node.kwargs.get("attn_mask")
+    scale = node.kwargs.get("scale")
+    if dropout:
+        raise Unsupported("attention dropout")
+    return (_sdpa_emit(L, q, k, v, mask, causal, scale), None)
+
+
+@register(aten.scaled_dot_product_attention.default)
+def _sdpa(L, node):
+    q, k, v, mask, dropout, causal, scale, gqa = args_of(
+        node, ("query", None), ("key", None), ("value", None), ("attn_mask", None), ("dropout_p", 0.0),
+        ("is_causal", False), ("scale", None), ("enable_gqa", False))
+    if dropout:
+        raise Unsupported("attention dropout")
+    return _sdpa_emit(L, q, k, v, mask, causal, scale)
+
+
+def _sdpa_emit(L, q, k, v, mask, causal, scale):
+    for t in (q, k, v):
+        if meta(t).dim() != 4:
+            raise Unsupported("attention over non-4-d operands")
+    qv = L.val(q)
+    ins = [qv, L.val(k), L.val(v)]
+    attrs = {"is_causal": int(bool(causal)), "has_mask": int(mask is not None)}
+    if scale is not None:
+        attrs["scale"] = float(scale)
+    if mask is not None:
+        mv = L.val(mask)
+        if L.dtype(mv) not in ("b8", L.dtype(qv)):
+            mv = L.cast(mv, L.dtype(qv))
+        ins.append(mv)
+    else:
+        ins.append(qv)
+    return L.emit("sdpa", ins, **attrs)
+
+
+# -- pooling --
+@register(aten.max_pool2d_with_indices.default)
+def _max_pool(L, node):
+    only_first_output_used(node, "max_pool2d")
+    x, kernel, stride, padding, dilation, ceil_mode = args_of(
+        node, ("self", None), ("kernel_size", None), ("stride", []), ("padding", 0), ("dilation", 1),
+        ("ceil_mode", False))
+    pair = lambda v: list(v) * (2 // len(v)) if isinstance(v, (list, tuple)) else [v, v]  # noqa: E731
+    kernel = pair(kernel)
+    stride = pair(stride) if stride else kernel
+    return (L.emit("max_pool2d", [L.val(x)], kernel=kernel, stride=stride, padding=pair(padding),
+                   dilation=pair(dilation), ceil_mode=int(bool(ceil_mode))), None)
+
+
+@register(aten.avg_pool2d.default)
+def _avg_pool(L, node):
+    x, kernel, stride, padding, ceil_mode, include_pad, divisor = args_of(
+        node, ("self", None), ("kernel_size", None), ("stride", []), ("padding", 0), ("ceil_mode", False),
+        ("count_include_pad", True), ("divisor_override", None))
+    if divisor is not None:
+        raise Unsupported("avg_pool2d divisor_override")
+    pair = lambda v: list(v) * (2 // len(v)) if isinstance(v, (list, tuple)) else [v, v]  # noqa: E731
+    kernel = pair(kernel)
+    stride = pair(stride) if stride else kernel
+    return L.emit("avg_pool2d", [L.val(x)], kernel=kernel, stride=stride, padding=pair(padding),
+                  ceil_mode=int(bool(ceil_mode)), count_include_pad=int(bool(include_pad)))
+
+
+@register(aten._adaptive_avg_pool2d.default, aten.adaptive_avg_pool2d.default)
+def _adaptive_pool(L, node):
+    return L.emit("adaptive_avg_pool2d", [L.val(node.args[0])], output_size=[sym_str(s) for s in node.args[1]])
+
+
+# -- data movement --
+@register(aten.view.default, aten._unsafe_view.default, aten.reshape.default, aten.unsqueeze.default,
+          aten.squeeze.dim, aten.squeeze.dims, aten.squeeze.default, aten.flatten.using_ints)
+def _reshape(L, node):
+    return L.emit("reshape", [L.val(node.args[0])], shape=out_shape(node))
+
+
+@register(aten.clone.default, aten.lift_fresh_copy.default, aten.contiguous.default)
+def _copy(L, node):
+    return L.emit("copy", [L.val(node.args[0])])
+
+
+@register(aten.alias.default, aten.detach.default)
+def _alias(L, node):
+    return L.val(node.args[0])
+
+
+@register(aten.permute.default)
+def _permute(L, node):
+    return L.emit("permute", [L.val(node.args[0])], perm=list(node.args[1]))
+
+
+@register(aten.t.default, aten.transpose.int)
+def _transpose(L, node):
+    x = L.val(node.args[0])
+    r = len(L.shape(x))
+    if r < 2:
+        return x
+    d0, d1 = (0, 1) if node.target is aten.t.default else (norm_dim(node.args[1], r), norm_dim(node.args[2], r))
+    perm = list(range(r))
+    perm[d0], perm[d1] = perm[d1], perm[d0]
+    return L.emit("permute", [x], perm=perm)
+
+
+@register(aten.expand.default)
+def _expand(L, node):
+    return L.emit("expand", [L.val(node.args[0])], shape=out_shape(node))
+
+
+def _slice_emit(L, x, dim, start, end, step, out_size):
+    return L.emit("slice", [x], dim=dim, start=start, end=end, step=step, out_size=out_size)
+
+
+@register(aten.slice.Tensor)
+def _slice(L, node):
+    x, dim, start, end, step = args_of(node, ("self", None), ("dim", 0), ("start", None), ("end", None), ("step", 1))
+    xv = L.val(x)
+    rank = len(L.shape(xv))
+    dim = norm_dim(dim, rank)
+    big = 2**62
+    start = 0 if start is None else sym_str(start)
+    end = big if end is None else sym_str(end)
+    if isinstance(end, int) and end > big:
+        end = big
+    return _slice_emit(L, xv, dim, [start], [end], step, [out_shape(node)[dim]])
+
+
+@register(aten.select.int)
+def _select(L, node):
+    x, dim, index = node.args[:3]
+    xv = L.val(x)
+    rank = len(L.shape(xv))
+    dim = norm_dim(dim, rank)
+    index = sym_str(index)
+    if not isinstance(index, int):
+        raise Unsupported("select with a symbolic index")
+    end = index + 1 if index != -1 else 2**62
+    s = _slice_emit(L, xv, dim, [index], [end], 1, [1])
+    return L.emit("reshape", [s], shape=out_shape(node))
+
+
+@register(aten.split.Tensor, aten.split_with_sizes.default)
+def _split(L, node):
+    x = L.val(node.args[0])
+    dim = node.args[2] if len(node.args) > 2 else node.kwargs.get("dim", 0)
+    rank = len(L.shape(x))
+    dim = norm_dim(dim, rank)
+    outs = []
+    start = 0
+    for m in out_meta(node):
+        size = sym_str(m.shape[dim])
+        if not isinstance(size, int) or not isinstance(start, int):
+            raise Unsupported("split with symbolic sizes")
+        outs.append(_slice_emit(L, x, dim, [start], [start + size], 1, [size]))
+        start += size
+    return tuple(outs)
+
+
+@register(aten.cat.default)
+def _cat(L, node):
+    tensors = node.args[0]
+    dim = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", 0)
+    rank = meta(node).dim()
+    # torch.cat skips legacy empty 1-d tensors of a different rank
+    ins = [t for t in tensors if not (meta(t).dim() == 1 and meta(t).shape[0] == 0 and rank != 1)]
+    dt = out_dtype(node)
+    vals = [L.cast(L.val(t), dt) for t in ins]
+    dim = norm_dim(dim, rank)
+    return L.emit("cat", vals, dim=dim, out_size=[out_shape(node)[dim]])
+
+
+@register(aten.stack.default)
+def _stack(L, node):
+    tensors = node.args[0]
+    dim = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", 0)
+    rank = meta(node).dim()
+    dim = norm_dim(dim, rank)
+    shape = out_shape(node)
+    piece = shape[:dim] + [1] + shape[dim + 1:]
+    vals = [L.emit("reshape", [L.val(t)], shape=piece) for t in tensors]
+    return L.emit("cat", vals, dim=dim, out_size=[shape[dim]])
+
+
+@register(aten.constant_pad_nd.default)
+def _pad(L, node):
+    x, pad, value = args_of(node, ("self", None), ("pad", None), ("value", 0))
+    return L.emit("pad", [L.val(x)], pad=[int(p) for p in pad], value=float(value))
+
+
+@register(aten.embedding.default)
+def _embedding(L, node):
+    return L.emit("embedding", [L.val(node.args[0]), L.val(node.args[1])])
+
+
+@register(aten.index_select.default)
+def _index_select(L, node):
+    return L.emit("index_select", [L.val(node.args[0]), L.val(node.args[2])], dim=node.args[1])
+
+
+@register(aten.gather.default)
+def _gather(L, node):
+    return L.emit("gather", [L.val(node.args[0]), L.val(node.args[2])], dim=node.args[1])
+
+
+@register(aten.index.Tensor)
+def _index(L, node):
+    x, indices = node.args[:2]
+    present = [i for i, t in enumerate(indices) if t is not None]
+    if len(present) != 1:
+        raise Unsupported("advanced indexing with several index tensors")
+    idx = indices[present[0]]
+    if meta(idx).dtype == torch.bool:
+        raise Unsupported("boolean-mask indexing (data-dependent shape)")
+    return L.emit("index_select", [L.val(x), L.val(idx)], dim=present[0])
+
+
+@register(aten.tril.default, aten.triu.default)
+def _tril(L, node):
+    diag = node.args[1] if len(node.args) > 1 else node.kwargs.get("diagonal", 0)
+    return L.emit("tril", [L.val(node.args[0])], diagonal=diag, upper=int(node.target is aten.triu.default))
+
+
+@register(aten._to_copy.default, aten.to.dtype)
+def _to_copy(L, node):
+    m = out_meta(node)
+    x = L.val(node.args[0])
+    if DTYPES[m.dtype] == L.dtype(x):
+        return L.emit("copy", [x])
+    return L.emit("cast", [x], dtype=DTYPE_CODES[DTYPES[m.dtype]])
+
+
+# -- sources --
+def _full_like_emit(L, node, value):
+    if isinstance(value, (torch.SymInt, torch.SymFloat)) or isinstance(value, torch.fx.Node):
+        raise Unsupported("symbolic fill value")
+    return L.emit("full", [], shape=out_shape(node), value=float(value), dtype=DTYPE_CODES[out_dtype(node)])
+
+
+@register(aten.full.default, aten.new_full.default)
+def _full(L, node):
+    value = node.args[1] if node.target is aten.full.default else node.args[2]
+    return _full_like_emit(L, node, value)
+
+
+@register(aten.zeros.default, aten.new_zeros.default, aten.zeros_like.default, aten.empty.memory_format,
+          aten.new_empty.default, aten.empty_like.default)
+def _zeros(L, node):
+    return _full_like_emit(L, node, 0.0)
+
+
+@register(aten.ones.default, aten.new_ones.default, aten.ones_like.default)
+def _ones(L, node):
+    return _full_like_emit(L, node, 1.0)
+
+
+@register(aten.full_like.default, aten.fill.Scalar)
+def _full_like(L, node):
+    return _full_like_emit(L, node, node.args[1])
+
+
+@register(aten.scalar_tensor.default)
+def _scalar_tensor(L, node):
+    return _full_like_emit(L, node, node.args[0])
+
+
+@register(aten.arange.default, aten.arange.start, aten.arange.start_step)
+def _arange(L, node):
+    a = list(node.args)
+    if node.target is aten.arange.default:
+        start, end, step = 0, a[0], 1
+    elif node.target is aten.arange.start:
+        start, end, step = a[0], a[1], 1
+    else:
+        start, end, step = a[0], a[1], a[2] if len(a) > 2 else 1
+    for s in (start, step):
+        if not isinstance(s, (int, float)):
+            raise Unsupported("symbolic arange start/step")
+    size = out_shape(node)[0]
+    return L.emit("arange", [], start=float(start), step=float(step), size=[size], dtype=DTYPE_CODES[out_dtype(node)])
+
+
+def _getitem(L, node):
+    src, i = node.args
+    tup = L.env.get(src)
+    if not isinstance(tup, tuple):
+        raise Unsupported("getitem on a value that is not a tuple from Zenith")
+    v = tup[i]
+    if v is None:
+        raise Unsupported(f"output {i} of {src.name} is not produced")
+    return v
+
+
+CONVERTERS[operator.getitem] = _getitem
+
+# Ops Zenith does not run itself and lets AOTAutograd decompose into ones it does.
+DECOMPOSE = [
+    aten.native_group_norm.default, aten.var_mean.correction, aten.var.correction, aten.std.correction,
+    aten.addcmul.default, aten.addcdiv.default, aten.leaky_relu.default, aten.elu.default, aten.softplus.default,
+    aten.baddbmm.default, aten.logsumexp.default, aten.silu_backward.default, aten.mish.default,
+    aten.hardswish_backward.default, aten.hardsigmoid_backward.default, aten.glu.default, aten.linalg_vector_norm.default,
+    aten.squeeze.dims, aten.unbind.int, aten.native_dropout.default, aten._unsafe_index.Tensor, aten.upsample_nearest2d.vec,
+    aten.log_sigmoid_forward.default, aten.threshold_backward.default, aten.mv.default, aten.dot.default,
+    aten.nan_to_num.default, aten.sign.default, aten.roll.default, aten.rot90.default, aten.masked_fill_.Scalar,
+]
+
+
+def decomposition_table():
+    from torch._decomp import get_decompositions
+
+    return get_decompositions([op for op in DECOMPOSE if op not in CONVERTERS])

@@ -1,0 +1,290 @@
+"""Compiles one ATen fx graph (from AOTAutograd) into a callable.
+
+Nodes Zenith supports are grouped into maximal runs ("segments"), each lowered to a
+Zenith graph and run by the C++ runtime. Nodes it does not support run through
+PyTorch between the segments, with one log line per op type giving the reason.
+Scalar (SymInt) nodes are evaluated by PyTorch only where a fallback op or the
+graph's outputs need them; Zenith segments bind symbols from input shapes.
+"""
+from __future__ import annotations
+
+import logging
+import operator
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+from zenith import _C
+from zenith.importer import CONVERTERS, DTYPES, Lowering, Unsupported, meta
+
+log = logging.getLogger("zenith")
+
+
+def _is_tensor_node(n):
+    m = meta(n)
+    if isinstance(m, torch.Tensor):
+        return True
+    if isinstance(m, (list, tuple)):
+        return any(isinstance(x, torch.Tensor) for x in m)
+    return False
+
+
+def _target_name(n):
+    t = n.target
+    if isinstance(t, torch._ops.OpOverload):
+        return f"aten.{t.overloadpacket.__name__}.{t._overloadname}"
+    return getattr(t, "__name__", str(t))
+
+
+@dataclass
+class GraphReport:
+    nodes_total: int = 0
+    nodes_native: int = 0
+    fallback_ops: dict = field(default_factory=dict)  # op name -> {"count": n, "reason": str}
+    passes: dict = field(default_factory=dict)  # pass name -> changes
+    segments: int = 0
+    zenith_ops: dict = field(default_factory=dict)  # Zenith op -> count after passes
+    compile_seconds: float = 0.0
+
+
+def _check_node(node):
+    """None if Zenith can run `node`, else the reason it cannot."""
+    conv = CONVERTERS.get(node.target)
+    if conv is None:
+        return "no Zenith kernel for this op"
+    L = Lowering()
+    try:
+        if node.target is operator.getitem:
+            src = node.args[0]
+            res = _check_node(src)
+            if res:
+                return res
+            sub = Lowering()
+            tup = CONVERTERS[src.target](sub, src)
+            if not isinstance(tup, tuple) or tup[node.args[1]] is None:
+                return f"output {node.args[1]} of {_target_name(src)} is not produced"
+            return None
+        res = conv(L, node)
+        _check_types(L, node, res)
+    except Unsupported as e:
+        return str(e)
+    except RuntimeError as e:  # C++ shape/dtype inference refused the node
+        return f"rejected by Zenith: {e}"
+    return None
+
+
+def _check_types(L, node, res):
+    metas = meta(node)
+    vals = res if isinstance(res, tuple) else (res,)
+    metas = metas if isinstance(metas, (list, tuple)) else (metas,)
+    for v, m in zip(vals, metas):
+        if v is None or not isinstance(m, torch.Tensor):
+            continue
+        if L.dtype(v) != DTYPES.get(m.dtype):
+            raise Unsupported(f"dtype inference gives {L.dtype(v)}, PyTorch says {m.dtype}")
+        shape = L.shape(v)
+        if len(shape) != m.dim():
+            raise Unsupported(f"rank inference gives {len(shape)}, PyTorch says {m.dim()}")
+        for a, b in zip(shape, m.shape):
+            if isinstance(a, int) and isinstance(b, int) and a != b:
+                raise Unsupported(f"shape inference gives {shape}, PyTorch says {list(m.shape)}")
+
+
+class _Segment:
+    def __init__(self):
+        self.nodes = []
+
+    def lower(self, gm, users_outside, options, report):
+        L = Lowering(gm)
+        for n in self.nodes:
+            L.env[n] = CONVERTERS[n.target](L, n)
+        self.out_nodes = [n for n in self.nodes if users_outside(n)]
+        outs = []
+        for n in self.out_nodes:
+            v = L.env[n]
+            if isinstance(v, tuple):
+                raise RuntimeError(f"zenith: tuple value {n.name} escapes its segment")
+            outs.append(v)
+        L.g.set_outputs(outs)
+        if options.get("passes", True):
+            for name, changes in L.g.run_passes(options.get("verify", False)):
+                report.passes[name] = report.passes.get(name, 0) + changes
+        for op, c in L.g.op_counts().items():
+            report.zenith_ops[op] = report.zenith_ops.get(op, 0) + c
+        self.symbols = _graph_symbols(L)
+        self.exe = _C.Executable(L.g, self.symbols)
+        self.in_nodes = L.inputs
+        self.keepalive = L.const_keepalive
+        self.graph = L.g
+
+
+def _graph_symbols(L):
+    names = set()
+    for n in L.inputs:
+        for d in meta(n).shape:
+            if isinstance(d, torch.SymInt):
+                names |= {str(s) for s in d.node.expr.free_symbols}
+    text = str(L.g)
+    # Symbols also appear in attributes (view shapes, slice bounds) of nodes.
+    import re
+
+    names |= set(re.findall(r"\bs\d+\b", text))
+    return sorted(names)
+
+
+def _prep(t):
+    if t.requires_grad:
+        t = t.detach()
+    if not t.is_contiguous():
+        t = t.contiguous()
+    return t
+
+
+STATS = {"graphs_compiled": 0, "nodes_native": 0, "nodes_fallback": 0, "calls": 0, "segments_run": 0,
+         "fallback_node_runs": 0}
+
+
+class CompiledGraph:
+    """The callable AOTAutograd gets back: boxed (takes a list of arguments)."""
+
+    _boxed_call = True
+
+    def __init__(self, gm: torch.fx.GraphModule, options: dict):
+        t0 = time.perf_counter()
+        self.report = GraphReport()
+        self.gm = gm
+        graph = gm.graph
+        nodes = list(graph.nodes)
+        self.placeholders = [n for n in nodes if n.op == "placeholder"]
+        out_node = next(n for n in nodes if n.op == "output")
+
+        # 1. Decide, per node, Zenith or PyTorch.
+        fallback_reason = {}
+        sym_nodes = set()
+        for n in nodes:
+            if n.op != "call_function":
+                continue
+            if not _is_tensor_node(n) and n.target is not operator.getitem:
+                sym_nodes.add(n)
+                continue
+            reason = _check_node(n)
+            if reason:
+                fallback_reason[n] = reason
+        if not options.get("fallback", True) and fallback_reason:
+            n, r = next(iter(fallback_reason.items()))
+            raise RuntimeError(f"zenith: {_target_name(n)} cannot run natively ({r}) and fallback=False")
+
+        # 2. Scalar nodes needed by PyTorch-side consumers run in PyTorch too.
+        needed = set()
+        stack = [a for n in list(fallback_reason) + [out_node] for a in n.all_input_nodes if a in sym_nodes]
+        while stack:
+            s = stack.pop()
+            if s not in needed:
+                needed.add(s)
+                stack.extend(a for a in s.all_input_nodes if a in sym_nodes)
+
+        # 3. Segments: maximal runs of native nodes.
+        self.steps = []  # ("zenith", segment) | ("torch", node)
+        seg = None
+        for n in nodes:
+            if n.op != "call_function":
+                continue
+            if n in sym_nodes and n not in needed:
+                continue
+            if n in fallback_reason or n in needed:
+                seg = None
+                self.steps.append(("torch", n))
+                continue
+            if seg is None:
+                seg = _Segment()
+                self.steps.append(("zenith", seg))
+            seg.nodes.append(n)
+
+        node_step = {}
+        for i, (kind, x) in enumerate(self.steps):
+            for n in (x.nodes if kind == "zenith" else [x]):
+                node_step[n] = i
+
+        def users_outside(n):
+            i = node_step[n]
+            return any(u.op == "output" or node_step.get(u) != i for u in n.users)
+
+        for kind, x in self.steps:
+            if kind == "zenith":
+                x.lower(gm, users_outside, options, self.report)
+
+        # 4. Bookkeeping for calls.
+        self.sym_bind = []  # (placeholder index, dim or None, symbol name)
+        for i, p in enumerate(self.placeholders):
+            m = meta(p)
+            if isinstance(m, torch.SymInt) and m.node.expr.is_symbol:
+                self.sym_bind.append((i, None, str(m.node.expr)))
+            elif isinstance(m, torch.Tensor):
+                for d, s in enumerate(m.shape):
+                    if isinstance(s, torch.SymInt) and s.node.expr.is_symbol:
+                        self.sym_bind.append((i, d, str(s.node.expr)))
+        self.out_spec = out_node.args[0]
+        # Module attributes (tensor constants) that PyTorch-side nodes or outputs may read.
+        self.attrs = {n: getattr(gm, n.target) for n in nodes if n.op == "get_attr"}
+
+        r = self.report
+        counted = [n for n in nodes if n.op == "call_function" and n not in sym_nodes and n.target is not operator.getitem]
+        r.nodes_total = len(counted)
+        r.nodes_native = sum(1 for n in counted if n not in fallback_reason)
+        r.segments = sum(1 for k, _ in self.steps if k == "zenith")
+        for n, reason in fallback_reason.items():
+            if n.target is operator.getitem:
+                continue
+            name = _target_name(n)
+            e = r.fallback_ops.setdefault(name, {"count": 0, "reason": reason})
+            e["count"] += 1
+        for name, e in r.fallback_ops.items():
+            log.info("zenith: %s runs in PyTorch (%d node%s): %s", name, e["count"], "s" * (e["count"] != 1),
+                     e["reason"])
+        r.compile_seconds = time.perf_counter() - t0
+        STATS["graphs_compiled"] += 1
+        STATS["nodes_native"] += r.nodes_native
+        STATS["nodes_fallback"] += r.nodes_total - r.nodes_native
+        log.info("zenith: compiled graph: %d/%d nodes native in %d segment(s), %d fallback op type(s), %.3fs",
+                 r.nodes_native, r.nodes_total, r.segments, len(r.fallback_ops), r.compile_seconds)
+
+    # -- calls --
+    def _symbols(self, args):
+        b = {}
+        for i, d, name in self.sym_bind:
+            a = args[i]
+            b[name] = int(a) if d is None else a.shape[d]
+        return b
+
+    def _run_segment(self, seg, env, syms):
+        ins = [_prep(env[n]) for n in seg.in_nodes]
+        ints = [syms[s] for s in seg.symbols]
+        outs = seg.exe.run(ins, ints)
+        for n, t in zip(seg.out_nodes, outs):
+            env[n] = t
+        STATS["segments_run"] += 1
+
+    def __call__(self, args):
+        STATS["calls"] += 1
+        syms = self._symbols(args) if self.sym_bind else {}
+        env = dict(zip(self.placeholders, args))
+        env.update(self.attrs)
+        args.clear() if isinstance(args, list) else None  # boxed convention: free inputs early
+        for kind, x in self.steps:
+            if kind == "zenith":
+                self._run_segment(x, env, syms)
+            else:
+                a = torch.fx.node.map_arg(x.args, lambda n: env[n])
+                k = torch.fx.node.map_arg(x.kwargs, lambda n: env[n])
+                env[x] = x.target(*a, **k)
+                STATS["fallback_node_runs"] += 1
+        return _map_out(self.out_spec, env)
+
+
+def _map_out(spec, env):
+    if isinstance(spec, torch.fx.Node):
+        return env[spec]
+    if isinstance(spec, (list, tuple)):
+        return type(spec)(_map_out(s, env) for s in spec)
+    return spec
