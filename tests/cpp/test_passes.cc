@@ -1,0 +1,157 @@
+// Each pass: IR in -> expected IR out, with the verifier run after the pass.
+#include <gtest/gtest.h>
+
+#include "zenith/ir.h"
+#include "zenith/passes/passes.h"
+
+using namespace zenith;
+
+namespace {
+std::string run(int (*pass)(Graph&), const std::string& in, int expect_changes) {
+  Graph g = parse_graph(in);
+  int n = pass(g);
+  g.reindex();
+  verify(g);
+  EXPECT_EQ(n, expect_changes);
+  return print_graph(g);
+}
+std::string canon(const std::string& text) { return print_graph(parse_graph(text)); }
+}  // namespace
+
+TEST(Passes, DeadCodeElimination) {
+  std::string out = run(dead_code_elimination, R"(graph(%x: f32[4]) {
+  %a: f32[4] = relu(%x)
+  %b: f32[4] = exp(%x)
+  %c: f32[4] = neg(%b)
+  return (%a)
+})", 2);
+  EXPECT_EQ(out, canon(R"(graph(%x: f32[4]) {
+  %a: f32[4] = relu(%x)
+  return (%a)
+})"));
+}
+
+TEST(Passes, DeadCodeKeepsEverythingLive) {
+  std::string in = R"(graph(%x: f32[4]) {
+  %a: f32[4] = relu(%x)
+  %b: f32[4] = exp(%a)
+  return (%b, %a)
+})";
+  EXPECT_EQ(run(dead_code_elimination, in, 0), canon(in));
+}
+
+TEST(Passes, CommonSubexpressionElimination) {
+  Graph g = parse_graph(R"(graph(%x: f32[4], %y: f32[4]) {
+  %a: f32[4] = add(%x, %y)
+  %b: f32[4] = add(%x, %y)
+  %c: f32[4] = mul(%a, %b)
+  %d: f32[4] = add(%y, %x)
+  return (%c, %d)
+})");
+  EXPECT_EQ(common_subexpression_elimination(g), 1);  // add(y, x) is a different node on purpose
+  EXPECT_EQ(dead_code_elimination(g), 1);
+  verify(g);
+  EXPECT_EQ(print_graph(g), canon(R"(graph(%x: f32[4], %y: f32[4]) {
+  %a: f32[4] = add(%x, %y)
+  %c: f32[4] = mul(%a, %a)
+  %d: f32[4] = add(%y, %x)
+  return (%c, %d)
+})"));
+}
+
+TEST(Passes, CseRespectsAttributes) {
+  std::string in = R"(graph(%x: f32[2, 3]) {
+  %a: f32[2] = reduce_sum(%x) {dims=[1], keepdim=[0]}
+  %b: f32[3] = reduce_sum(%x) {dims=[0], keepdim=[0]}
+  return (%a, %b)
+})";
+  EXPECT_EQ(run(common_subexpression_elimination, in, 0), canon(in));
+}
+
+TEST(Passes, ConstantFolding) {
+  Graph g = parse_graph(R"(graph(%x: f32[2]) {
+  %c: f32[2] = constant() {dtype=[0], shape=[2]} data=0000803f00000040
+  %d: f32[2] = neg(%c)
+  %e: f32[2] = add(%x, %d)
+  return (%e)
+})");
+  EXPECT_EQ(constant_folding(g), 1);
+  EXPECT_EQ(dead_code_elimination(g), 1);
+  verify(g);
+  // neg([1, 2]) = [-1, -2]
+  EXPECT_EQ(print_graph(g), canon(R"(graph(%x: f32[2]) {
+  %d: f32[2] = constant() {dtype=[0], shape=[2]} data=000080bf000000c0
+  %e: f32[2] = add(%x, %d)
+  return (%e)
+})"));
+}
+
+TEST(Passes, ConstantFoldingSourcesAndLimits) {
+  Graph g = parse_graph(R"(graph(%x: i64[3]) {
+  %a: i64[3] = arange() {dtype=[3], size=[3], start=f[0], step=f[1]}
+  %b: i64[3] = add(%x, %a)
+  %big: f32[1024, 1024] = full() {dtype=[0], shape=[1024, 1024], value=f[1]}
+  return (%b, %big)
+})");
+  EXPECT_EQ(constant_folding(g), 1);  // the 4 MiB full() stays a kernel
+  verify(g);
+  EXPECT_EQ(g.nodes[0].op, Op::constant);
+  EXPECT_EQ(g.nodes[2].op, Op::full);
+}
+
+TEST(Passes, ConstantFoldingLeavesSymbolicAlone) {
+  std::string in = R"(graph(%x: f32[s0]) {
+  %a: f32[s0] = full() {dtype=[0], shape=[s0], value=f[1]}
+  %b: f32[s0] = add(%x, %a)
+  return (%b)
+})";
+  EXPECT_EQ(run(constant_folding, in, 0), canon(in));
+}
+
+TEST(Passes, Canonicalize) {
+  Graph g = parse_graph(R"(graph(%x: f32[2, 3]) {
+  %a: f32[2, 3] = copy(%x)
+  %b: f32[6] = reshape(%a) {shape=[6]}
+  %c: f32[3, 2] = reshape(%b) {shape=[3, 2]}
+  %d: f32[3, 2] = permute(%c) {perm=[0, 1]}
+  %one: f32[] = constant() {dtype=[0], shape=[]} data=0000803f
+  %e: f32[3, 2] = mul(%d, %one)
+  %f: f32[3, 2] = cast(%e) {dtype=[0]}
+  return (%f)
+})");
+  EXPECT_EQ(canonicalize(g), 5);
+  dead_code_elimination(g);
+  verify(g);
+  EXPECT_EQ(print_graph(g), canon(R"(graph(%x: f32[2, 3]) {
+  %c: f32[3, 2] = reshape(%x) {shape=[3, 2]}
+  return (%c)
+})"));
+}
+
+TEST(Passes, CanonicalizeKeepsRealWork) {
+  std::string in = R"(graph(%x: f32[2, 3]) {
+  %two: f32[] = constant() {dtype=[0], shape=[]} data=00000040
+  %a: f32[2, 3] = mul(%x, %two)
+  %b: f32[3, 2] = permute(%a) {perm=[1, 0]}
+  %c: f32[1, 2, 3] = expand(%x) {shape=[1, 2, 3]}
+  return (%b, %c)
+})";
+  EXPECT_EQ(run(canonicalize, in, 0), canon(in));
+}
+
+TEST(Passes, PipelineVerifiesEachPass) {
+  Graph g = parse_graph(R"(graph(%x: f32[4]) {
+  %a: f32[4] = copy(%x)
+  %b: f32[4] = relu(%a)
+  %c: f32[4] = relu(%x)
+  %d: f32[4] = add(%b, %c)
+  return (%d)
+})");
+  auto reports = run_default_pipeline(g, true);
+  ASSERT_EQ(reports.size(), 4u);
+  EXPECT_EQ(reports[0].name, "canonicalize");
+  EXPECT_EQ(reports[0].changes, 1);
+  EXPECT_EQ(reports[2].name, "cse");
+  EXPECT_EQ(reports[2].changes, 1);
+  EXPECT_EQ(g.nodes.size(), 2u);
+}

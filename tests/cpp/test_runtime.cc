@@ -1,0 +1,180 @@
+// The runtime on hand-built graphs: results, symbolic shapes, arena reuse, input
+// validation, half-precision storage, and concurrent calls.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <atomic>
+#include <thread>
+
+#include "zenith/error.h"
+#include "zenith/runtime.h"
+
+using namespace zenith;
+
+namespace {
+std::vector<float> iota(size_t n, float start = 0.0f) {
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = start + float(i);
+  return v;
+}
+const float* f(const OutTensor& t) { return static_cast<const float*>(t.data); }
+}  // namespace
+
+TEST(Runtime, ElementwiseChain) {
+  Executable exe(parse_graph(R"(graph(%x: f32[2, 3], %y: f32[3]) {
+  %a: f32[2, 3] = add(%x, %y)
+  %b: f32[2, 3] = relu(%a)
+  %c: f32[2, 3] = mul(%b, %b)
+  return (%c)
+})"));
+  auto x = iota(6, -3.0f), y = iota(3, -1.0f);
+  auto out = exe.run({{x.data(), DType::f32, {2, 3}}, {y.data(), DType::f32, {3}}}, {});
+  ASSERT_EQ(out.size(), 1u);
+  for (int i = 0; i < 6; ++i) {
+    float a = x[size_t(i)] + y[size_t(i % 3)];
+    float r = a > 0 ? a : 0;
+    EXPECT_FLOAT_EQ(f(out[0])[i], r * r);
+  }
+}
+
+TEST(Runtime, SymbolicShapesPlanPerSignature) {
+  Executable exe(parse_graph(R"(graph(%x: f32[s0, 4]) {
+  %r: f32[(s0*2), 2] = reshape(%x) {shape=[(s0*2), 2]}
+  %s: f32[(s0*2)] = reduce_sum(%r) {dims=[1], keepdim=[0]}
+  return (%s)
+})"));
+  for (int64_t n : {1, 3, 7, 3}) {
+    auto x = iota(size_t(n * 4));
+    auto out = exe.run({{x.data(), DType::f32, {n, 4}}}, {});
+    ASSERT_EQ(out[0].shape, std::vector<int64_t>{n * 2});
+    for (int64_t i = 0; i < n * 2; ++i) EXPECT_FLOAT_EQ(f(out[0])[i], x[size_t(2 * i)] + x[size_t(2 * i + 1)]);
+  }
+  EXPECT_EQ(exe.num_plans(), 3u);
+}
+
+TEST(Runtime, SymbolFromIntegerInput) {
+  Executable exe(parse_graph(R"(graph(%x: i64[3]) {
+  %a: i64[s1] = arange() {dtype=[3], size=[s1], start=f[0], step=f[1]}
+  %b: i64[3] = add(%x, %x)
+  return (%a, %b)
+})"), Device::kCPU, {"s1"});
+  std::vector<int64_t> x{1, 2, 3};
+  auto out = exe.run({{x.data(), DType::i64, {3}}}, {5});
+  ASSERT_EQ(out[0].shape, std::vector<int64_t>{5});
+  EXPECT_EQ(static_cast<const int64_t*>(out[0].data)[4], 4);
+}
+
+TEST(Runtime, ArenaReusesDeadBuffers) {
+  // A chain of 8 elementwise ops over 1 MiB values needs only two live buffers at a
+  // time (the last one is an output with its own buffer).
+  std::string text = "graph(%x: f32[262144]) {\n  %v0: f32[262144] = neg(%x)\n";
+  for (int i = 1; i < 8; ++i)
+    text += "  %v" + std::to_string(i) + ": f32[262144] = neg(%v" + std::to_string(i - 1) + ")\n";
+  text += "  return (%v7)\n}\n";
+  Executable exe(parse_graph(text));
+  auto x = iota(262144);
+  auto out = exe.run({{x.data(), DType::f32, {262144}}}, {});
+  EXPECT_FLOAT_EQ(f(out[0])[10], 10.0f);
+  EXPECT_LE(exe.planned_arena_bytes(), 2u * 262144 * 4);
+  EXPECT_GT(exe.planned_arena_bytes(), 0u);
+}
+
+TEST(Runtime, NoReuseWhileStillLive) {
+  // %a is read by the last node, so nothing may overwrite it in between.
+  Executable exe(parse_graph(R"(graph(%x: f32[4]) {
+  %a: f32[4] = neg(%x)
+  %b: f32[4] = exp(%a)
+  %c: f32[4] = neg(%b)
+  %d: f32[4] = add(%c, %a)
+  return (%d)
+})"));
+  auto x = iota(4);
+  auto out = exe.run({{x.data(), DType::f32, {4}}}, {});
+  for (int i = 0; i < 4; ++i) EXPECT_FLOAT_EQ(f(out[0])[i], -std::exp(-x[size_t(i)]) - x[size_t(i)]);
+}
+
+TEST(Runtime, ValidatesInputs) {
+  Executable exe(parse_graph(R"(graph(%x: f32[s0, 4], %y: f32[s0, 4]) {
+  %a: f32[s0, 4] = add(%x, %y)
+  return (%a)
+})"));
+  auto buf = iota(32);
+  auto expect_error = [&](std::vector<InTensor> ins, const char* needle) {
+    try {
+      exe.run(ins, {});
+      ADD_FAILURE() << "no error for " << needle;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  expect_error({{buf.data(), DType::f32, {2, 4}}}, "expected 2 tensor inputs");
+  expect_error({{buf.data(), DType::f32, {2, 4}}, {buf.data(), DType::i64, {2, 4}}}, "input 1 (y): dtype i64");
+  expect_error({{buf.data(), DType::f32, {2, 5}}, {buf.data(), DType::f32, {2, 4}}}, "input 0 (x): dim 1 is 5");
+  expect_error({{buf.data(), DType::f32, {2, 4}}, {buf.data(), DType::f32, {3, 4}}}, "conflicts with s0");
+  expect_error({{buf.data(), DType::f32, {8}}, {buf.data(), DType::f32, {2, 4}}}, "input 0 (x): rank 1");
+}
+
+TEST(Runtime, KernelErrorsPropagate) {
+  Executable exe(parse_graph(R"(graph(%w: f32[3, 2], %i: i64[2]) {
+  %e: f32[2, 2] = embedding(%w, %i)
+  return (%e)
+})"));
+  auto w = iota(6);
+  std::vector<int64_t> ok{0, 2}, bad{0, 3};
+  EXPECT_NO_THROW(exe.run({{w.data(), DType::f32, {3, 2}}, {ok.data(), DType::i64, {2}}}, {}));
+  EXPECT_THROW(exe.run({{w.data(), DType::f32, {3, 2}}, {bad.data(), DType::i64, {2}}}, {}), Error);
+  // The context went back to the pool: the next call still works.
+  EXPECT_NO_THROW(exe.run({{w.data(), DType::f32, {3, 2}}, {ok.data(), DType::i64, {2}}}, {}));
+}
+
+TEST(Runtime, OutputsThatAliasInputsAreCopies) {
+  Executable exe(parse_graph(R"(graph(%x: f32[4]) {
+  %r: f32[2, 2] = reshape(%x) {shape=[2, 2]}
+  return (%r, %x)
+})"));
+  auto x = iota(4);
+  auto out = exe.run({{x.data(), DType::f32, {4}}}, {});
+  EXPECT_NE(out[0].data, x.data());
+  EXPECT_NE(out[1].data, x.data());
+  EXPECT_FLOAT_EQ(f(out[0])[3], 3.0f);
+}
+
+TEST(Runtime, HalfStorageComputesInFloat) {
+  Executable exe(parse_graph(R"(graph(%x: bf16[3], %y: f16[3]) {
+  %a: bf16[3] = exp(%x)
+  %b: f32[3] = cast(%y) {dtype=[0]}
+  return (%a, %b)
+})"));
+  std::vector<uint16_t> x{f32_to_bf16(0.0f), f32_to_bf16(1.0f), f32_to_bf16(-1.0f)};
+  std::vector<uint16_t> y{f32_to_f16(0.5f), f32_to_f16(-2.0f), f32_to_f16(65504.0f)};
+  auto out = exe.run({{x.data(), DType::bf16, {3}}, {y.data(), DType::f16, {3}}}, {});
+  const uint16_t* a = static_cast<const uint16_t*>(out[0].data);
+  EXPECT_EQ(a[1], f32_to_bf16(std::exp(1.0f)));
+  EXPECT_FLOAT_EQ(f(out[1])[2], 65504.0f);
+}
+
+TEST(Runtime, ConcurrentCallsAgree) {
+  Executable exe(parse_graph(R"(graph(%x: f32[s0, 64], %w: f32[64, 64]) {
+  %a: f32[s0, 64] = matmul(%x, %w)
+  %b: f32[s0, 64] = tanh(%a)
+  %c: f32[s0, 64] = softmax(%b) {dim=[-1]}
+  return (%c)
+})"));
+  auto w = iota(64 * 64, -2048.0f);
+  for (auto& v : w) v *= 1e-4f;
+  auto run_rows = [&](int64_t rows) {
+    auto x = iota(size_t(rows * 64));
+    auto out = exe.run({{x.data(), DType::f32, {rows, 64}}, {w.data(), DType::f32, {64, 64}}}, {});
+    return std::vector<float>(f(out[0]), f(out[0]) + rows * 64);
+  };
+  auto ref5 = run_rows(5), ref9 = run_rows(9);
+  std::vector<std::thread> threads;
+  std::atomic<int> bad{0};
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 50; ++i)
+        if (run_rows((t + i) % 2 ? 5 : 9) != ((t + i) % 2 ? ref5 : ref9)) ++bad;
+    });
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(bad.load(), 0);
+}
