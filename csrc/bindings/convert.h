@@ -54,6 +54,8 @@ using CpuArray = nb::ndarray<nb::ro, nb::device::cpu>;
 
 // Checks an incoming array is dense row-major, naming it on failure.
 inline void require_contiguous(const CpuArray& a, const std::string& what) {
+  for (size_t d = 0; d < a.ndim(); ++d)
+    if (a.shape(d) == 0) return;  // empty: strides are meaningless
   int64_t expect = 1;
   for (size_t d = a.ndim(); d-- > 0;) {
     if (a.shape(d) != 1 && a.stride(d) != expect) fail(what, ": tensor is not contiguous");

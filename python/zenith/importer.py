@@ -429,10 +429,17 @@ def _layer_norm(L, node):
     return (L.emit("layer_norm", [xv, wv, bv], normalized_ndim=len(shape), eps=float(eps)), None, None)
 
 
-@register(aten._native_batch_norm_legit_no_training.default)
+@register(aten._native_batch_norm_legit_no_training.default, aten.native_batch_norm.default)
 def _batch_norm(L, node):
     only_first_output_used(node, "batch_norm")
-    x, w, b, mean, var, _momentum, eps = node.args[:7]
+    if node.target is aten.native_batch_norm.default:
+        x, w, b, mean, var, training, _momentum, eps = node.args[:8]
+        if training:
+            raise Unsupported("batch_norm in training mode")
+    else:
+        x, w, b, mean, var, _momentum, eps = node.args[:7]
+    if mean is None or var is None:
+        raise Unsupported("batch_norm without running statistics")
     xv = L.val(x)
     c = L.shape(xv)[1]
     wv = _ones_or(L, w, [c], 1.0, L.dtype(xv))

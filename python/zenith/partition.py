@@ -155,6 +155,7 @@ class CompiledGraph:
         self.report = GraphReport()
         self.gm = gm
         graph = gm.graph
+        graph.eliminate_dead_code()  # ATen graphs are functional; unused tuple items would split segments
         nodes = list(graph.nodes)
         self.placeholders = [n for n in nodes if n.op == "placeholder"]
         out_node = next(n for n in nodes if n.op == "output")
