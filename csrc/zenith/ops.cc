@@ -427,6 +427,40 @@ Types infer_gather(const Graph& g, const Node& n) {
   return {t};
 }
 
+// Advanced indexing (numpy rules): the index tensors broadcast to shape B. If the
+// indexed dims are adjacent, B replaces them in place; otherwise B comes first.
+Types infer_index(const Graph& g, const Node& n) {
+  ZENITH_CHECK(n.inputs.size() >= 2, "index: needs a tensor and at least one index");
+  const auto& x = in(g, n, 0);
+  auto dims = n.const_ints("dims");
+  ZENITH_CHECK(dims.size() == n.inputs.size() - 1, "index: ", dims.size(), " dims for ", n.inputs.size() - 1,
+               " index tensors");
+  Shape b;
+  for (size_t k = 1; k < n.inputs.size(); ++k) {
+    const auto& t = in(g, n, k);
+    ZENITH_CHECK(t.dtype == DType::i64 || t.dtype == DType::i32, "index: index tensors must be integer");
+    b = broadcast_shapes(b, t.shape, "index");
+  }
+  bool adjacent = true;
+  for (size_t k = 0; k < dims.size(); ++k) {
+    ZENITH_CHECK(dims[k] >= 0 && dims[k] < x.rank(), "index: dim ", dims[k], " out of range");
+    if (k && dims[k] != dims[k - 1] + 1) adjacent = false;
+    ZENITH_CHECK(!k || dims[k] > dims[k - 1], "index: dims must ascend");
+  }
+  TensorType t;
+  t.dtype = x.dtype;
+  if (adjacent) {
+    t.shape.assign(x.shape.begin(), x.shape.begin() + dims.front());
+    t.shape.insert(t.shape.end(), b.begin(), b.end());
+    t.shape.insert(t.shape.end(), x.shape.begin() + dims.back() + 1, x.shape.end());
+  } else {
+    t.shape = b;
+    for (int d = 0; d < x.rank(); ++d)
+      if (std::find(dims.begin(), dims.end(), d) == dims.end()) t.shape.push_back(x.shape[size_t(d)]);
+  }
+  return {t};
+}
+
 Types infer_tril(const Graph& g, const Node& n) {
   const auto& x = in(g, n, 0);
   ZENITH_CHECK(x.rank() >= 2, "tril: needs rank >= 2");
@@ -520,6 +554,7 @@ Types infer_arange(const Graph&, const Node& n) {
 #define INFER_embedding infer_embedding
 #define INFER_index_select infer_index_select
 #define INFER_gather infer_gather
+#define INFER_index infer_index
 #define INFER_tril infer_tril
 #define INFER_constant infer_constant
 #define INFER_full infer_constant

@@ -34,6 +34,8 @@ class Unsupported(Exception):
 
 def sym_str(s):
     """An int, or the text of a SymInt's expression (parsed by the C++ core)."""
+    if isinstance(s, torch.fx.Node):  # a scalar node of the graph: use its symbolic value
+        s = meta(s)
     if isinstance(s, int):
         return s
     if isinstance(s, torch.SymInt):
@@ -687,12 +689,12 @@ def _gather(L, node):
 def _index(L, node):
     x, indices = node.args[:2]
     present = [i for i, t in enumerate(indices) if t is not None]
-    if len(present) != 1:
-        raise Unsupported("advanced indexing with several index tensors")
-    idx = indices[present[0]]
-    if meta(idx).dtype == torch.bool:
-        raise Unsupported("boolean-mask indexing (data-dependent shape)")
-    return L.emit("index_select", [L.val(x), L.val(idx)], dim=present[0])
+    for i in present:
+        if meta(indices[i]).dtype == torch.bool:
+            raise Unsupported("boolean-mask indexing (data-dependent shape)")
+    if len(present) == 1:
+        return L.emit("index_select", [L.val(x), L.val(indices[present[0]])], dim=present[0])
+    return L.emit("index", [L.val(x)] + [L.val(indices[i]) for i in present], dims=present)
 
 
 @register(aten.tril.default, aten.triu.default)

@@ -20,7 +20,7 @@ KernelFn kernel_for(Op op) {
 bool kernel_is_dtype_generic(Op op) {
   switch (op) {
     case Op::reshape: case Op::copy: case Op::permute: case Op::expand: case Op::slice: case Op::cat:
-    case Op::pad: case Op::embedding: case Op::index_select: case Op::gather: case Op::tril: case Op::constant:
+    case Op::pad: case Op::embedding: case Op::index_select: case Op::gather: case Op::index: case Op::tril: case Op::constant:
     case Op::full: case Op::where: case Op::cast:
       return true;
     default:

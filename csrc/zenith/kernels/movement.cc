@@ -223,6 +223,82 @@ void run_gather(const KernelCtx& c) {
   }
 }
 
+// Advanced indexing, see infer_index for the output layout. Walks output positions,
+// maps each to a source offset, and copies the trailing dims after the last indexed
+// dim (when they stay trailing) as one block.
+void run_index(const KernelCtx& c) {
+  const TensorRef& x = c.in[0];
+  TensorRef& o = c.out[0];
+  auto dims = c.node.const_ints("dims");
+  size_t k = dims.size();
+  bool adjacent = true;
+  for (size_t i = 1; i < k; ++i) adjacent = adjacent && dims[i] == dims[i - 1] + 1;
+  // Broadcast shape of the indices and each index's strides within it.
+  std::vector<int64_t> b;
+  for (size_t i = 1; i <= k; ++i) {
+    const auto& s = c.in[i].shape;
+    if (s.size() > b.size()) b.insert(b.begin(), s.size() - b.size(), 1);
+    for (size_t d = 0; d < s.size(); ++d) {
+      int64_t& bd = b[b.size() - s.size() + d];
+      if (bd == 1) bd = s[d];
+    }
+  }
+  std::vector<std::vector<int64_t>> istr;
+  for (size_t i = 1; i <= k; ++i) {
+    const auto& s = c.in[i].shape;
+    std::vector<int64_t> cs = contiguous_strides(s), st(b.size(), 0);
+    for (size_t d = 0; d < s.size(); ++d) st[b.size() - s.size() + d] = s[d] == 1 ? 0 : cs[d];
+    istr.push_back(st);
+  }
+  std::vector<int64_t> xs = contiguous_strides(x.shape);
+  size_t es = dtype_size(x.dtype);
+  // Output dims: which come from B and which from x's non-indexed dims.
+  int r = x.rank();
+  std::vector<int> src_dim;  // per output dim: x dim, or -1 - (position in B)
+  if (adjacent) {
+    for (int d = 0; d < dims.front(); ++d) src_dim.push_back(d);
+    for (size_t j = 0; j < b.size(); ++j) src_dim.push_back(-1 - int(j));
+    for (int d = int(dims.back()) + 1; d < r; ++d) src_dim.push_back(d);
+  } else {
+    for (size_t j = 0; j < b.size(); ++j) src_dim.push_back(-1 - int(j));
+    for (int d = 0; d < r; ++d)
+      if (std::find(dims.begin(), dims.end(), d) == dims.end()) src_dim.push_back(d);
+  }
+  // Trailing x dims copied as one block.
+  size_t nblock = 0;
+  int64_t block = 1;
+  while (nblock < src_dim.size() && src_dim[src_dim.size() - 1 - nblock] >= 0 &&
+         src_dim[src_dim.size() - 1 - nblock] > int(dims.back())) {
+    block *= x.shape[size_t(src_dim[src_dim.size() - 1 - nblock])];
+    ++nblock;
+  }
+  size_t outer_rank = src_dim.size() - nblock;
+  int64_t n_outer = 1;
+  for (size_t d = 0; d < outer_rank; ++d) n_outer *= o.shape[d];
+  if (o.numel() == 0) return;
+  std::vector<int64_t> pos(outer_rank, 0), bpos(b.size(), 0);
+  char* out = static_cast<char*>(o.data);
+  const char* in = static_cast<const char*>(x.data);
+  for (int64_t it = 0; it < n_outer; ++it) {
+    int64_t off = 0;
+    for (size_t d = 0; d < outer_rank; ++d) {
+      if (src_dim[d] >= 0) off += pos[d] * xs[size_t(src_dim[d])];
+      else bpos[size_t(-1 - src_dim[d])] = pos[d];
+    }
+    for (size_t i = 0; i < k; ++i) {
+      int64_t e = 0;
+      for (size_t j = 0; j < b.size(); ++j) e += bpos[j] * istr[i][j];
+      int64_t v = check_index(load_index(c.in[i + 1], e), x.shape[size_t(dims[i])], "index");
+      off += v * xs[size_t(dims[i])];
+    }
+    std::memcpy(out + size_t(it * block) * es, in + size_t(off) * es, size_t(block) * es);
+    for (int d = int(outer_rank) - 1; d >= 0; --d) {
+      if (++pos[size_t(d)] < o.shape[size_t(d)]) break;
+      pos[size_t(d)] = 0;
+    }
+  }
+}
+
 void run_tril(const KernelCtx& c) {
   const TensorRef& x = c.in[0];
   int64_t diag = c.node.i("diagonal", 0);

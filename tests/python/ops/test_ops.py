@@ -403,6 +403,19 @@ def test_indexing():
         check(lambda t, i: t.gather(-1, i), [x, gi], covers=["gather"])
 
 
+def test_advanced_index():
+    COVERED.add("index")
+    for dtype in [f32, i64, b8]:
+        x = make((4, 5, 6), dtype)
+        a, b = torch.tensor([[0, 3], [1, 2]]), torch.tensor([4, -1])
+        check(lambda t, i, j: t[i, j], [x, a, b], covers=["index"])  # adjacent, leading
+        check(lambda t, i, j: t[:, i, j], [x, a, torch.tensor([5, 0])], covers=["index"])  # adjacent, inner
+        check(lambda t, i, j: t[i, :, j], [x, a, b], covers=["index"])  # non-adjacent: broadcast dims first
+        check(lambda t, i, j, k: t[i, j, k], [x, torch.tensor([1]), torch.tensor([[0], [4]]), torch.tensor([2, 3, 5])],
+              covers=["index"])
+        check(lambda t, i, j: t[i, j], [x, torch.zeros(0, dtype=i64), torch.zeros(0, dtype=i64)], covers=["index"])
+
+
 def test_tril_triu():
     COVERED.add("tril")
     for dtype in [f32, b8, i64]:
