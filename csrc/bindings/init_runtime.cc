@@ -5,10 +5,13 @@
 
 #include "convert.h"
 #include "zenith/runtime.h"
+#include "zenith/threadpool.h"
 
 namespace zenith::py {
 
 void init_runtime(nb::module_& m) {
+  m.def("set_num_threads", &set_num_threads, "Size of Zenith's kernel thread pool.");
+  m.def("num_threads", &num_threads);
   nb::class_<Executable>(m, "Executable")
       .def(
           "__init__",

@@ -2,6 +2,9 @@
 
 NB_MODULE(_C, m) {
   m.doc() = "Zenith's C++ core: IR, passes and CPU runtime";
+  // Compiled graphs held by Dynamo's caches are still alive at interpreter exit;
+  // that is expected, not a reference leak worth a warning to every user.
+  nanobind::set_leak_warnings(false);
   nanobind::register_exception_translator([](const std::exception_ptr& p, void*) {
     try {
       std::rethrow_exception(p);

@@ -148,10 +148,11 @@ STATS = {"graphs_compiled": 0, "nodes_native": 0, "nodes_fallback": 0, "calls": 
 class CompiledGraph:
     """The callable AOTAutograd gets back: boxed (takes a list of arguments)."""
 
-    _boxed_call = True
-
     def __init__(self, gm: torch.fx.GraphModule, options: dict):
         t0 = time.perf_counter()
+        # An instance attribute: AOTAutograd wraps backward compilers with
+        # functools.wraps, which copies __dict__ but not class attributes.
+        self._boxed_call = True
         self.report = GraphReport()
         self.gm = gm
         graph = gm.graph
@@ -268,6 +269,7 @@ class CompiledGraph:
 
     def __call__(self, args):
         STATS["calls"] += 1
+        _C.set_num_threads(torch.get_num_threads())  # one thread budget shared with PyTorch
         syms = self._symbols(args) if self.sym_bind else {}
         env = dict(zip(self.placeholders, args))
         env.update(self.attrs)

@@ -2,9 +2,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <atomic>
 #include <random>
+#include <stdexcept>
+#include <tuple>
 
 #include "zenith/kernels/kernels.h"
+#include "zenith/threadpool.h"
 
 using namespace zenith;
 
@@ -65,4 +69,39 @@ TEST(Kernels, StridedCopyMatchesIndexing) {
   for (int k = 0; k < 5; ++k)
     for (int i = 0; i < 2; ++i)
       for (int j = 0; j < 3; ++j) EXPECT_EQ(dst[size_t((k * 2 + i) * 3 + j)], src[size_t(i * 15 + j * 5 + k)]);
+}
+
+TEST(ThreadPool, ParallelForCoversRangeOnce) {
+  set_num_threads(2);
+  for (int64_t n : {1, 2, 3, 17, 1000}) {
+    std::vector<int> hits(size_t(n), 0);
+    parallel_for(n, 1, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) ++hits[size_t(i)];
+    });
+    for (int h : hits) ASSERT_EQ(h, 1);
+  }
+  // Nested calls run serially instead of deadlocking; errors propagate.
+  std::atomic<int> inner{0};
+  parallel_for(4, 1, [&](int64_t lo, int64_t hi) {
+    parallel_for(10, 1, [&](int64_t a, int64_t b) { inner += int(b - a); });
+  });
+  EXPECT_EQ(inner.load(), 20);
+  EXPECT_THROW(parallel_for(8, 1, [](int64_t lo, int64_t) {
+                 if (lo > 0) throw std::runtime_error("boom");
+               }),
+               std::runtime_error);
+  set_num_threads(1);
+}
+
+TEST(Kernels, SgemmThreadedMatchesReference) {
+  set_num_threads(2);
+  for (auto [M, N, K] : {std::tuple<int64_t, int64_t, int64_t>{2, 700, 33}, {13, 300, 70}, {200, 20, 50},
+                         {97, 129, 257}}) {
+    auto a = randn(size_t(M * K), 3), b = randn(size_t(K * N), 4);
+    std::vector<float> c(size_t(M * N)), r(size_t(M * N));
+    sgemm(M, N, K, 1.0f, a.data(), K, 1, b.data(), N, 1, c.data(), N, false);
+    ref_sgemm(M, N, K, 1.0f, a.data(), K, 1, b.data(), N, 1, r.data(), N, false);
+    for (size_t i = 0; i < c.size(); ++i) ASSERT_NEAR(c[i], r[i], 1e-4f * std::sqrt(float(K)) * 4);
+  }
+  set_num_threads(1);
 }

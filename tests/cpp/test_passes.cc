@@ -128,6 +128,28 @@ TEST(Passes, Canonicalize) {
 })"));
 }
 
+TEST(Passes, CanonicalizeFoldsTransposeIntoMatmul) {
+  Graph g = parse_graph(R"(graph(%x: f32[3, 4], %w: f32[5, 4], %b: f32[5], %v: f32[2, 5, 4], %p: f32[4, 2, 5]) {
+  %t: f32[4, 5] = permute(%w) {perm=[1, 0]}
+  %y: f32[3, 5] = addmm(%b, %x, %t)
+  %u: f32[2, 4, 5] = permute(%v) {perm=[0, 2, 1]}
+  %z: f32[2, 3, 5] = matmul(%x, %u)
+  %o: f32[2, 4, 5] = permute(%p) {perm=[1, 0, 2]}
+  %q: f32[2, 3, 5] = matmul(%x, %o)
+  return (%y, %z, %q)
+})");
+  EXPECT_EQ(canonicalize(g), 2);  // the batch-dim permute (perm 1,0,2) is real work
+  dead_code_elimination(g);
+  verify(g);
+  EXPECT_EQ(print_graph(g), canon(R"(graph(%x: f32[3, 4], %w: f32[5, 4], %b: f32[5], %v: f32[2, 5, 4], %p: f32[4, 2, 5]) {
+  %y: f32[3, 5] = addmm(%b, %x, %w) {trans_b=[1]}
+  %z: f32[2, 3, 5] = matmul(%x, %v) {trans_b=[1]}
+  %o: f32[2, 4, 5] = permute(%p) {perm=[1, 0, 2]}
+  %q: f32[2, 3, 5] = matmul(%x, %o)
+  return (%y, %z, %q)
+})"));
+}
+
 TEST(Passes, CanonicalizeKeepsRealWork) {
   std::string in = R"(graph(%x: f32[2, 3]) {
   %two: f32[] = constant() {dtype=[0], shape=[]} data=00000040

@@ -10,6 +10,7 @@
 
 #include "zenith/error.h"
 #include "zenith/kernels/kernels.h"
+#include "zenith/threadpool.h"
 
 namespace zenith {
 
@@ -27,7 +28,7 @@ void ref_sgemm(int64_t M, int64_t N, int64_t K, float alpha, const float* a, int
 namespace {
 
 typedef float v8f __attribute__((vector_size(32)));
-constexpr int64_t MR = 6, NR = 16, KC = 256, MC = 96, NC = 1024;
+constexpr int64_t MR = 6, NR = 16, KC = 256, NC = 3072;
 
 inline v8f load8(const float* p) {
   v8f v;
@@ -158,30 +159,48 @@ void sgemm(int64_t M, int64_t N, int64_t K, float alpha, const float* a, int64_t
     return;
   }
   if (M <= 4 && (b_cs == 1 || b_rs == 1)) {
-    small_m(M, N, K, alpha, a, a_rs, a_cs, b, b_rs, b_cs, c, ldc, accumulate);
+    // Memory-bound: split the columns across threads.
+    parallel_for(N, 256, [&](int64_t lo, int64_t hi) {
+      small_m(M, hi - lo, K, alpha, a, a_rs, a_cs, b + lo * b_cs, b_rs, b_cs, c + lo, ldc, accumulate);
+    });
     return;
   }
+  // Buffers belong to the calling thread; pool workers fill disjoint panels of them.
   thread_local AlignedBuf abuf, bbuf;
+  int64_t mpanels = (M + MR - 1) / MR;
   for (int64_t jc = 0; jc < N; jc += NC) {
     int64_t nc = std::min(NC, N - jc);
     int64_t npanels = (nc + NR - 1) / NR;
     for (int64_t pc = 0; pc < K; pc += KC) {
       int64_t kc = std::min(KC, K - pc);
       bool add = accumulate || pc > 0;
+      float* ap = abuf.get(size_t(mpanels * kc * MR));
       float* bp = bbuf.get(size_t(npanels * kc * NR));
-      for (int64_t p = 0; p < npanels; ++p)
+      parallel_for(mpanels, 8, [&](int64_t lo, int64_t hi) {
+        for (int64_t q = lo; q < hi; ++q)
+          pack_a(kc, std::min(MR, M - q * MR), alpha, a + q * MR * a_rs + pc * a_cs, a_rs, a_cs, ap + q * kc * MR);
+      });
+      auto tile = [&](int64_t p, int64_t q) {
+        ukernel_6x16(kc, ap + q * kc * MR, bp + p * kc * NR, c + q * MR * ldc + jc + p * NR, ldc,
+                     std::min(MR, M - q * MR), std::min(NR, nc - p * NR), add);
+      };
+      auto pack_panel = [&](int64_t p) {
         pack_b(kc, std::min(NR, nc - p * NR), b + pc * b_rs + (jc + p * NR) * b_cs, b_rs, b_cs, bp + p * kc * NR);
-      for (int64_t ic = 0; ic < M; ic += MC) {
-        int64_t mc = std::min(MC, M - ic);
-        int64_t mpanels = (mc + MR - 1) / MR;
-        float* ap = abuf.get(size_t(mpanels * kc * MR));
-        for (int64_t q = 0; q < mpanels; ++q)
-          pack_a(kc, std::min(MR, mc - q * MR), alpha, a + (ic + q * MR) * a_rs + pc * a_cs, a_rs, a_cs,
-                 ap + q * kc * MR);
-        for (int64_t p = 0; p < npanels; ++p)
-          for (int64_t q = 0; q < mpanels; ++q)
-            ukernel_6x16(kc, ap + q * kc * MR, bp + p * kc * NR, c + (ic + q * MR) * ldc + jc + p * NR, ldc,
-                         std::min(MR, mc - q * MR), std::min(NR, nc - p * NR), add);
+      };
+      if (npanels >= mpanels || npanels >= 8) {
+        // Threads own column panels: each packs its panels of B, then sweeps all of A.
+        parallel_for(npanels, 1, [&](int64_t lo, int64_t hi) {
+          for (int64_t p = lo; p < hi; ++p) {
+            pack_panel(p);
+            for (int64_t q = 0; q < mpanels; ++q) tile(p, q);
+          }
+        });
+      } else {
+        for (int64_t p = 0; p < npanels; ++p) pack_panel(p);
+        parallel_for(mpanels, 1, [&](int64_t lo, int64_t hi) {
+          for (int64_t p = 0; p < npanels; ++p)
+            for (int64_t q = lo; q < hi; ++q) tile(p, q);
+        });
       }
     }
   }
@@ -193,6 +212,7 @@ void run_matmul(const KernelCtx& c) {
   TensorRef& o = c.out[0];
   int ro = o.rank();
   int64_t M = o.shape[size_t(ro - 2)], N = o.shape[size_t(ro - 1)], K = a.shape[size_t(a.rank() - 1)];
+  bool tb = c.node.i("trans_b", 0) != 0;
   std::vector<int64_t> batch(o.shape.begin(), o.shape.end() - 2);
   int64_t nb = 1;
   for (int64_t d : batch) nb *= d;
@@ -215,7 +235,8 @@ void run_matmul(const KernelCtx& c) {
       oa += idx[d] * sa[d];
       ob += idx[d] * sb[d];
     }
-    sgemm(M, N, K, 1.0f, a.as<float>() + oa, K, 1, b.as<float>() + ob, N, 1, o.as<float>() + i * M * N, N, false);
+    sgemm(M, N, K, 1.0f, a.as<float>() + oa, K, 1, b.as<float>() + ob, tb ? 1 : N, tb ? K : 1,
+          o.as<float>() + i * M * N, N, false);
     for (int d = int(batch.size()) - 1; d >= 0; --d) {
       if (++idx[size_t(d)] < batch[size_t(d)]) break;
       idx[size_t(d)] = 0;
@@ -239,7 +260,8 @@ void run_addmm(const KernelCtx& c) {
       float v = pb[(br == 1 ? 0 : m) * bc + (bc == 1 ? 0 : n)];
       po[m * N + n] = beta == 0.0f ? 0.0f : beta * v;
     }
-  sgemm(M, N, K, alpha, a.as<float>(), K, 1, b.as<float>(), N, 1, po, N, true);
+  bool tb = c.node.i("trans_b", 0) != 0;
+  sgemm(M, N, K, alpha, a.as<float>(), K, 1, b.as<float>(), tb ? 1 : N, tb ? K : 1, po, N, true);
 }
 
 // ---- conv2d: im2col + GEMM per image and group; depthwise has a direct loop ----

@@ -2,7 +2,9 @@
 // and the runtime see one spelling of each computation:
 //   copy(x) -> x; reshape/expand/cast/permute that leave x unchanged -> x;
 //   reshape(reshape(x)) -> reshape(x); full-range slice -> x; cat of one input -> x;
-//   x + 0, x - 0, x * 1, x / 1 with a scalar constant -> x (same dtype and shape only).
+//   x + 0, x - 0, x * 1, x / 1 with a scalar constant -> x (same dtype and shape only);
+//   matmul/addmm(a, permute(b) swapping the last two dims) -> trans_b on b itself, so a
+//   weight transpose is read through strides instead of being copied every call.
 // Leaves alone: anything whose identity depends on symbolic values it cannot prove equal.
 #include <cstring>
 
@@ -88,6 +90,25 @@ int canonicalize(Graph& g) {
       replace_all_uses(g, out, forward);
       ++changes;
       continue;
+    }
+    if (n.op == Op::matmul || n.op == Op::addmm) {
+      size_t bi = n.op == Op::matmul ? 1 : 2;
+      int p = g.values[size_t(n.inputs[bi])].producer;
+      if (p >= 0 && g.nodes[size_t(p)].op == Op::permute) {
+        auto perm = g.nodes[size_t(p)].const_ints("perm");
+        int64_t r = int64_t(perm.size());
+        bool swap_last = r >= 2;
+        for (int64_t k = 0; swap_last && k < r; ++k) {
+          int64_t want = k == r - 2 ? r - 1 : (k == r - 1 ? r - 2 : k);
+          int64_t got = perm[size_t(k)] < 0 ? perm[size_t(k)] + r : perm[size_t(k)];
+          swap_last = got == want;
+        }
+        if (swap_last) {
+          n.inputs[bi] = g.nodes[size_t(p)].inputs[0];
+          n.set_int("trans_b", n.i("trans_b", 0) ? 0 : 1);
+          ++changes;
+        }
+      }
     }
     if (n.op == Op::reshape) {  // reshape(reshape(x)) -> reshape(x)
       int p = g.values[size_t(n.inputs[0])].producer;

@@ -274,6 +274,11 @@ def test_matmul_family():
         check(torch.matmul, [make((2, 3, 5, 7), dtype), make((7, 4), dtype)], covers=["matmul"], tol=tol)
         check(torch.matmul, [transposed((2, 6, 5), dtype), make((2, 5, 3), dtype)], covers=["matmul"], tol=tol)
         check(F.linear, [make((2, 3, 8), dtype), make((5, 8), dtype), make((5,), dtype)], tol=tol)
+        # With passes on, weight transposes fold into the GEMM (trans_b) instead of copies.
+        cg = check(F.linear, [make((7, 8), dtype), make((5, 8), dtype), make((5,), dtype)], tol=tol, passes=True)
+        assert "permute" not in cg.report.zenith_ops, cg.report.zenith_ops
+        check(lambda a, b: a @ b.transpose(-1, -2), [make((2, 3, 6), dtype), make((2, 5, 6), dtype)], tol=tol,
+              passes=True)
 
 
 def test_conv2d():
