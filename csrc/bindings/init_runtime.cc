@@ -12,6 +12,13 @@ namespace zenith::py {
 void init_runtime(nb::module_& m) {
   m.def("set_num_threads", &set_num_threads, "Size of Zenith's kernel thread pool.");
   m.def("num_threads", &num_threads);
+  m.def("profile_enable", &profile_enable);
+  m.def("profile_reset", &profile_reset);
+  m.def("profile_snapshot", [] {
+    nb::dict d;
+    for (auto& [name, e] : profile_snapshot()) d[name.c_str()] = nb::make_tuple(e.calls, e.seconds);
+    return d;
+  });
   nb::class_<Executable>(m, "Executable")
       .def(
           "__init__",

@@ -1,6 +1,8 @@
 #include "zenith/runtime.h"
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 
@@ -23,6 +25,26 @@ std::shared_ptr<void> aligned_buffer(size_t bytes) {
 
 bool is_half(DType d) { return d == DType::f16 || d == DType::bf16; }
 }  // namespace
+
+namespace {
+std::atomic<bool> g_profile{false};
+std::mutex g_profile_mu;
+ProfileEntry g_profile_table[kNumOps];
+}  // namespace
+
+void profile_enable(bool on) { g_profile = on; }
+bool profile_enabled() { return g_profile; }
+void profile_reset() {
+  std::lock_guard<std::mutex> lock(g_profile_mu);
+  for (auto& e : g_profile_table) e = ProfileEntry{};
+}
+std::vector<std::pair<std::string, ProfileEntry>> profile_snapshot() {
+  std::lock_guard<std::mutex> lock(g_profile_mu);
+  std::vector<std::pair<std::string, ProfileEntry>> r;
+  for (int i = 0; i < kNumOps; ++i)
+    if (g_profile_table[i].calls) r.push_back({op_info(Op(i)).name, g_profile_table[i]});
+  return r;
+}
 
 // Where a value's bytes live during one call.
 struct Storage {
@@ -317,6 +339,20 @@ std::vector<OutTensor> Executable::run(const std::vector<InTensor>& inputs,
       for (auto& t : ins) half |= is_half(t.dtype);
       for (auto& t : outs) half |= is_half(t.dtype);
     }
+    const bool prof = g_profile.load(std::memory_order_relaxed);
+    auto t0 = prof ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+    struct Timer {  // adds this node's time to the table when it goes out of scope
+      bool on;
+      Op op;
+      std::chrono::steady_clock::time_point t0;
+      ~Timer() {
+        if (!on) return;
+        double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        std::lock_guard<std::mutex> lock(g_profile_mu);
+        ++g_profile_table[size_t(op)].calls;
+        g_profile_table[size_t(op)].seconds += dt;
+      }
+    } timer{prof, n.op, t0};
     if (!half) {
       fn(KernelCtx{n, ins, outs});
       continue;

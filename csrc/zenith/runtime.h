@@ -38,6 +38,17 @@ struct OutTensor {
 struct Plan;
 struct Context;
 
+// Per-op kernel timing (ZENITH_PROFILE=1 on the Python side). Off by default; when
+// on, each kernel call is timed and added to a process-wide table.
+struct ProfileEntry {
+  int64_t calls = 0;
+  double seconds = 0;
+};
+void profile_enable(bool on);
+bool profile_enabled();
+std::vector<std::pair<std::string, ProfileEntry>> profile_snapshot();
+void profile_reset();
+
 class Executable {
  public:
   // `symbol_inputs` names the symbols that arrive as plain integers at run time

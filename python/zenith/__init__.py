@@ -11,8 +11,9 @@ import os
 from zenith import _C  # noqa: F401  (the native core; fails loudly if the build is missing)
 from zenith.api import Report, compile, explain, reset_stats, stats  # noqa: A004
 from zenith.backend import make_backend, zenith_backend
+from zenith.profiler import _enable_from_env, profile
 
-__all__ = ["compile", "explain", "stats", "reset_stats", "Report", "make_backend", "zenith_backend"]
+__all__ = ["compile", "explain", "stats", "reset_stats", "profile", "Report", "make_backend", "zenith_backend"]
 __version__ = "0.1.0"
 
 _log = logging.getLogger("zenith")
@@ -36,3 +37,4 @@ def _register():
 
 
 _register()
+_enable_from_env()

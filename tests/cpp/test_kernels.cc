@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "zenith/kernels/kernels.h"
+#include "zenith/kernels/vmath.h"
 #include "zenith/threadpool.h"
 
 using namespace zenith;
@@ -104,4 +105,25 @@ TEST(Kernels, SgemmThreadedMatchesReference) {
     for (size_t i = 0; i < c.size(); ++i) ASSERT_NEAR(c[i], r[i], 1e-4f * std::sqrt(float(K)) * 4);
   }
   set_num_threads(1);
+}
+
+TEST(VMath, MatchesLibmWithinBounds) {
+  double worst_exp = 0, worst_erf = 0, worst_tanh = 0;
+  for (int i = -200000; i <= 200000; ++i) {
+    float x = float(i) * 1e-4f * (i % 7 == 0 ? 10.0f : 1.0f);  // dense near 0, up to +-200
+    float e = vexp(x), re = std::exp(x);
+    if (std::isfinite(re) && re > 1e-30f) worst_exp = std::max(worst_exp, std::fabs(double(e) - re) / re);
+    worst_erf = std::max(worst_erf, std::fabs(double(verf(x)) - std::erf(double(x))));
+    double rt = std::tanh(double(x));
+    worst_tanh = std::max(worst_tanh, std::fabs(double(vtanh(x)) - rt) / std::max(std::fabs(rt), 1e-3));
+  }
+  EXPECT_LT(worst_exp, 3e-7);
+  EXPECT_LT(worst_erf, 5e-7);
+  EXPECT_LT(worst_tanh, 1e-6);
+  EXPECT_EQ(vexp(-INFINITY), 0.0f);
+  EXPECT_EQ(vexp(INFINITY), INFINITY);
+  EXPECT_TRUE(std::isnan(vexp(NAN)) && std::isnan(verf(NAN)) && std::isnan(vtanh(NAN)));
+  EXPECT_EQ(verf(INFINITY), 1.0f);
+  EXPECT_EQ(vtanh(-INFINITY), -1.0f);
+  EXPECT_EQ(vsigmoid(-INFINITY), 0.0f);
 }

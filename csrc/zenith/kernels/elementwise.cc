@@ -7,6 +7,8 @@
 
 #include "zenith/error.h"
 #include "zenith/kernels/kernels.h"
+#include "zenith/kernels/vmath.h"
+#include "zenith/threadpool.h"
 
 namespace zenith {
 namespace {
@@ -60,6 +62,8 @@ struct BroadcastIter {
   }
 };
 
+constexpr int64_t kElemChunk = 1 << 14;  // elements per thread chunk, below which loops stay serial
+
 bool same_shape(const TensorRef& a, const TensorRef& b) { return a.shape == b.shape; }
 
 template <typename T, typename R, typename F>
@@ -68,8 +72,9 @@ void binary_map(const TensorRef& a, const TensorRef& b, TensorRef& o, F f) {
   const T* pb = b.as<T>();
   R* po = o.as<R>();
   if (same_shape(a, b) && same_shape(a, o)) {
-    int64_t n = o.numel();
-    for (int64_t i = 0; i < n; ++i) po[i] = f(pa[i], pb[i]);
+    parallel_for(o.numel(), kElemChunk, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) po[i] = f(pa[i], pb[i]);
+    });
     return;
   }
   BroadcastIter it(o.shape, {&a, &b});
@@ -95,8 +100,9 @@ template <typename T, typename F>
 void unary_map(const TensorRef& a, TensorRef& o, F f) {
   const T* p = a.as<T>();
   T* q = o.as<T>();
-  int64_t n = o.numel();
-  for (int64_t i = 0; i < n; ++i) q[i] = f(p[i]);
+  parallel_for(o.numel(), kElemChunk, [&](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i) q[i] = f(p[i]);
+  });
 }
 
 // Dispatches a generic lambda over the numeric dtypes an elementwise op supports.
@@ -118,10 +124,10 @@ template <typename T> T floordiv_int(T a, T b) {
   return q;
 }
 
-float gelu_exact(float x) { return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752f)); }
+float gelu_exact(float x) { return 0.5f * x * (1.0f + verf(x * 0.70710678118654752f)); }
 float gelu_tanh(float x) {
   const float k = 0.7978845608028654f;  // sqrt(2/pi)
-  return 0.5f * x * (1.0f + std::tanh(k * (x + 0.044715f * x * x * x)));
+  return 0.5f * x * (1.0f + vtanh(k * (x + 0.044715f * x * x * x)));
 }
 
 }  // namespace
@@ -137,7 +143,7 @@ std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& shape) {
   void run_##name(const KernelCtx& c) {                              \
     unary_map<float>(c.in[0], c.out[0], [](float x) { return expr; }); \
   }
-FLOAT_UNARY(exp, std::exp(x))
+FLOAT_UNARY(exp, vexp(x))
 FLOAT_UNARY(log, std::log(x))
 FLOAT_UNARY(log1p, std::log1p(x))
 FLOAT_UNARY(expm1, std::expm1(x))
@@ -146,17 +152,18 @@ FLOAT_UNARY(rsqrt, 1.0f / std::sqrt(x))
 FLOAT_UNARY(reciprocal, 1.0f / x)
 FLOAT_UNARY(sin, std::sin(x))
 FLOAT_UNARY(cos, std::cos(x))
-FLOAT_UNARY(tanh, std::tanh(x))
-FLOAT_UNARY(erf, std::erf(x))
-FLOAT_UNARY(sigmoid, 1.0f / (1.0f + std::exp(-x)))
-FLOAT_UNARY(silu, x / (1.0f + std::exp(-x)))
+FLOAT_UNARY(tanh, vtanh(x))
+FLOAT_UNARY(erf, verf(x))
+FLOAT_UNARY(sigmoid, vsigmoid(x))
+FLOAT_UNARY(silu, x * vsigmoid(x))
 FLOAT_UNARY(hardswish, x * std::fmin(std::fmax(x + 3.0f, 0.0f), 6.0f) / 6.0f)
 FLOAT_UNARY(hardsigmoid, std::fmin(std::fmax(x + 3.0f, 0.0f), 6.0f) / 6.0f)
 #undef FLOAT_UNARY
 
 void run_gelu(const KernelCtx& c) {
-  if (c.node.i("approximate", 0)) unary_map<float>(c.in[0], c.out[0], gelu_tanh);
-  else unary_map<float>(c.in[0], c.out[0], gelu_exact);
+  // Lambdas, not function pointers, so the maps inline and vectorize.
+  if (c.node.i("approximate", 0)) unary_map<float>(c.in[0], c.out[0], [](float x) { return gelu_tanh(x); });
+  else unary_map<float>(c.in[0], c.out[0], [](float x) { return gelu_exact(x); });
 }
 
 // ---- unary numeric ops (float and integer) ----

@@ -10,6 +10,7 @@
 
 #include "zenith/error.h"
 #include "zenith/kernels/kernels.h"
+#include "zenith/kernels/vmath.h"
 #include "zenith/threadpool.h"
 
 namespace zenith {
@@ -354,10 +355,12 @@ void run_sdpa(const KernelCtx& c) {
     int off = 4 - mask->rank();
     for (int d = 0; d < mask->rank(); ++d) ms[size_t(off + d)] = mask->shape[size_t(d)] == 1 ? 0 : cs[size_t(d)];
   }
-  std::vector<float> scores(size_t(L * S));
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t h = 0; h < H; ++h) {
-      int64_t hk = h / group;
+  // One (batch, head) pair per task; each thread keeps its own score tile. The GEMMs
+  // inside run serially on the worker (nested parallel_for does not fan out again).
+  parallel_for(B * H, 1, [&](int64_t lo, int64_t hi) {
+    std::vector<float> scores(size_t(L * S));
+    for (int64_t bh = lo; bh < hi; ++bh) {
+      int64_t b = bh / H, h = bh % H, hk = h / group;
       const float* qp = q.as<float>() + (b * H + h) * L * E;
       const float* kp = k.as<float>() + (b * Hk + hk) * S * E;
       const float* vp = v.as<float>() + (b * Hk + hk) * S * Ev;
@@ -380,21 +383,22 @@ void run_sdpa(const KernelCtx& c) {
         if (causal)  // torch aligns the causal mask to the top-left corner
           for (int64_t j = i + 1; j < S; ++j) row[j] = -INFINITY;
         float m = -INFINITY;
-        for (int64_t j = 0; j < S; ++j) m = std::max(m, row[j]);
+        for (int64_t j = 0; j < S; ++j) m = row[j] > m ? row[j] : m;
         if (m == -INFINITY) {  // fully masked row: torch's CPU kernel yields NaN here
           for (int64_t j = 0; j < S; ++j) row[j] = NAN;
           continue;
         }
-        double sum = 0;
+        float sum = 0;
         for (int64_t j = 0; j < S; ++j) {
-          row[j] = std::exp(row[j] - m);
+          row[j] = vexp(row[j] - m);
           sum += row[j];
         }
-        float inv = float(1.0 / sum);
+        float inv = 1.0f / sum;
         for (int64_t j = 0; j < S; ++j) row[j] *= inv;
       }
       sgemm(L, Ev, S, 1.0f, scores.data(), S, 1, vp, Ev, 1, op, Ev, false);
     }
+  });
 }
 
 }  // namespace zenith

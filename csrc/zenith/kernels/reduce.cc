@@ -8,6 +8,8 @@
 
 #include "zenith/error.h"
 #include "zenith/kernels/kernels.h"
+#include "zenith/kernels/vmath.h"
+#include "zenith/threadpool.h"
 
 namespace zenith {
 namespace {
@@ -242,27 +244,37 @@ void softmax_impl(const KernelCtx& c, bool log) {
   Split s = x.rank() == 0 ? Split{} : split_at(x.shape, int(d), int(d) + 1);
   const float* p = x.as<float>();
   float* q = c.out[0].as<float>();
-  std::vector<float> row(size_t(s.red));
-  for (int64_t o = 0; o < s.outer; ++o)
-    for (int64_t i = 0; i < s.inner; ++i) {
+  parallel_for(s.outer * s.inner, std::max<int64_t>(1, 4096 / std::max<int64_t>(s.red, 1)), [&](int64_t lo, int64_t hi) {
+    std::vector<float> row(size_t(s.red));
+    for (int64_t it = lo; it < hi; ++it) {
+      int64_t o = it / s.inner, i = it % s.inner;
       const float* src = p + o * s.red * s.inner + i;
       float* dst = q + o * s.red * s.inner + i;
       float m = -INFINITY;
+      bool nan = false;
       for (int64_t r = 0; r < s.red; ++r) {
-        row[size_t(r)] = src[r * s.inner];
-        m = std::isnan(row[size_t(r)]) ? NAN : std::max(m, row[size_t(r)]);
+        float v = src[r * s.inner];
+        row[size_t(r)] = v;
+        nan |= v != v;
+        m = v > m ? v : m;
       }
+      if (nan) m = NAN;
       if (m == -INFINITY) m = 0;  // an all -inf row gives NaN below, as in torch
-      double sum = 0;
-      for (int64_t r = 0; r < s.red; ++r) sum += std::exp(row[size_t(r)] - m);
+      float sum = 0;
+      for (int64_t r = 0; r < s.red; ++r) {
+        float e = vexp(row[size_t(r)] - m);
+        sum += e;
+        if (!log) row[size_t(r)] = e;
+      }
       if (log) {
-        float ls = float(std::log(sum)) + m;
+        float ls = std::log(sum) + m;
         for (int64_t r = 0; r < s.red; ++r) dst[r * s.inner] = row[size_t(r)] - ls;
       } else {
-        float inv = float(1.0 / sum);
-        for (int64_t r = 0; r < s.red; ++r) dst[r * s.inner] = std::exp(row[size_t(r)] - m) * inv;
+        float inv = 1.0f / sum;
+        for (int64_t r = 0; r < s.red; ++r) dst[r * s.inner] = row[size_t(r)] * inv;
       }
     }
+  });
 }
 }  // namespace
 
@@ -279,19 +291,20 @@ void run_layer_norm(const KernelCtx& c) {
   int64_t rows = n ? x.numel() / n : 0;
   const float* w = c.in[1].as<float>();
   const float* b = c.in[2].as<float>();
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* p = x.as<float>() + r * n;
-    float* q = c.out[0].as<float>() + r * n;
-    double mean = 0;
-    for (int64_t i = 0; i < n; ++i) mean += p[i];
-    mean /= double(n);
-    double var = 0;
-    for (int64_t i = 0; i < n; ++i) var += (p[i] - mean) * (p[i] - mean);
-    var /= double(n);
-    float rstd = float(1.0 / std::sqrt(var + eps));
-    float mu = float(mean);
-    for (int64_t i = 0; i < n; ++i) q[i] = (p[i] - mu) * rstd * w[i] + b[i];
-  }
+  parallel_for(rows, std::max<int64_t>(1, 8192 / std::max<int64_t>(n, 1)), [&](int64_t lo, int64_t hi) {
+    for (int64_t r = lo; r < hi; ++r) {
+      const float* p = x.as<float>() + r * n;
+      float* q = c.out[0].as<float>() + r * n;
+      float sum = 0;  // float partial sums vectorize; a second centred pass keeps the variance exact
+      for (int64_t i = 0; i < n; ++i) sum += p[i];
+      float mu = sum / float(n);
+      float var = 0;
+      for (int64_t i = 0; i < n; ++i) var += (p[i] - mu) * (p[i] - mu);
+      var /= float(n);
+      float rstd = 1.0f / std::sqrt(var + eps);
+      for (int64_t i = 0; i < n; ++i) q[i] = (p[i] - mu) * rstd * w[i] + b[i];
+    }
+  });
 }
 
 void run_rms_norm(const KernelCtx& c) {

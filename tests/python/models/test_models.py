@@ -56,7 +56,7 @@ def test_bert_base():
 
 
 def test_gpt2_small():
-    cfg = transformers.GPT2Config(n_layer=4)
+    cfg = transformers.GPT2Config()  # GPT-2 small: 12 layers, 768 wide
     m = transformers.GPT2LMHeadModel(cfg)
     ids = torch.randint(0, cfg.vocab_size, (1, 20))
     compile_and_compare(m, ids, pick=lambda o: o.logits, tol=dict(rtol=1e-4, atol=2e-5))
@@ -103,16 +103,30 @@ def test_gpt2_generate_greedy_matches_eager():
 
 
 def test_resnet50():
-    m = torchvision.models.resnet50()
+    m = calibrate_batch_norm(torchvision.models.resnet50(), (2, 3, 224, 224))
     compile_and_compare(m, torch.randn(1, 3, 224, 224), tol=dict(rtol=1e-4, atol=1e-4))
+
+
+def calibrate_batch_norm(m, shape):
+    """Running statistics from a few batches, as training would leave them; with the
+    untrained defaults (mean 0, var 1) activations shrink to ~1e-7 through the network
+    and any tolerance would accept any output."""
+    m.train()
+    with torch.no_grad():
+        for _ in range(3):
+            m(torch.randn(*shape))
+    return m.eval()
 
 
 def test_mobilenet_v3_small():
     m = torchvision.models.mobilenet_v3_small()
-    # torchvision initialises the classifier near zero; compare the features instead
-    # of logits whose magnitude is ~1e-9, and the logits with a scale-aware tolerance.
-    compiled = compile_and_compare(m.features, torch.randn(2, 3, 224, 224))
-    assert compiled is not None
+    for lin in (m.classifier[0], m.classifier[3]):  # torchvision's init leaves logits ~1e-9
+        torch.nn.init.normal_(lin.weight, std=lin.in_features ** -0.5)
+    m = calibrate_batch_norm(m, (4, 3, 224, 224))
+    x = torch.randn(2, 3, 224, 224)
+    with torch.no_grad():
+        assert m(x).abs().max() > 1e-3, "logits too small to compare meaningfully"
+    compile_and_compare(m, x)
 
 
 def test_vit_b_16():
