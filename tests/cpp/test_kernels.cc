@@ -3,6 +3,8 @@
 
 #include <cmath>
 #include <atomic>
+#include <cstdlib>
+#include <string>
 #include <random>
 #include <stdexcept>
 #include <tuple>
@@ -22,6 +24,12 @@ std::vector<float> randn(size_t n, unsigned seed) {
   return v;
 }
 }  // namespace
+
+TEST(Kernels, SgemmIsaIsReported) {
+  std::string isa = sgemm_isa();
+  EXPECT_TRUE(isa == "avx2" || isa == "avx512") << isa;
+  if (std::getenv("ZENITH_NO_AVX512")) EXPECT_EQ(isa, "avx2");
+}
 
 TEST(Kernels, SgemmMatchesReferenceOnOddShapes) {
   const int64_t sizes[] = {1, 2, 3, 5, 6, 7, 15, 16, 17, 33, 97, 130, 300};

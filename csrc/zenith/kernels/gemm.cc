@@ -28,16 +28,7 @@ void ref_sgemm(int64_t M, int64_t N, int64_t K, float alpha, const float* a, int
 
 namespace {
 
-typedef float v8f __attribute__((vector_size(32)));
-constexpr int64_t MR = 6, NR = 16, KC = 256, NC = 3072;
-
-inline v8f load8(const float* p) {
-  v8f v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-inline void store8(float* p, v8f v) { std::memcpy(p, &v, sizeof v); }
-inline v8f splat(float x) { return v8f{x, x, x, x, x, x, x, x}; }
+constexpr int64_t KC = 256, NC = 3072;
 
 struct AlignedBuf {
   float* p = nullptr;
@@ -54,8 +45,20 @@ struct AlignedBuf {
   }
 };
 
-// kc x NR panel of B, zero-padded past n.
+// kc x NR panel of B, zero-padded past nr.
+template <int64_t NR>
 void pack_b(int64_t kc, int64_t nr, const float* b, int64_t b_rs, int64_t b_cs, float* dst) {
+  if (b_rs == 1 && b_cs != 1) {  // B^T row-major: read along k, write strided
+    for (int64_t j = 0; j < NR; ++j) {
+      if (j < nr) {
+        const float* src = b + j * b_cs;
+        for (int64_t k = 0; k < kc; ++k) dst[k * NR + j] = src[k];
+      } else {
+        for (int64_t k = 0; k < kc; ++k) dst[k * NR + j] = 0;
+      }
+    }
+    return;
+  }
   for (int64_t k = 0; k < kc; ++k) {
     const float* src = b + k * b_rs;
     float* d = dst + k * NR;
@@ -70,6 +73,7 @@ void pack_b(int64_t kc, int64_t nr, const float* b, int64_t b_rs, int64_t b_cs, 
 }
 
 // MR x kc panel of A (times alpha), k-major, zero-padded past mr.
+template <int64_t MR>
 void pack_a(int64_t kc, int64_t mr, float alpha, const float* a, int64_t a_rs, int64_t a_cs, float* dst) {
   for (int64_t k = 0; k < kc; ++k) {
     float* d = dst + k * MR;
@@ -79,8 +83,25 @@ void pack_a(int64_t kc, int64_t mr, float alpha, const float* a, int64_t a_rs, i
   }
 }
 
-void ukernel_6x16(int64_t kc, const float* ap, const float* bp, float* c, int64_t ldc, int64_t mr, int64_t nr,
-                  bool add) {
+// Writes (or adds) an MR x NR register tile held in `tmp` to C, clipped to mr x nr.
+template <int64_t MR, int64_t NR>
+void store_partial(const float (&tmp)[MR][NR], float* c, int64_t ldc, int64_t mr, int64_t nr, bool add) {
+  for (int64_t r = 0; r < mr; ++r)
+    for (int64_t j = 0; j < nr; ++j) c[r * ldc + j] = add ? c[r * ldc + j] + tmp[r][j] : tmp[r][j];
+}
+
+// ---- x86-64-v3 (AVX2 + FMA) micro-kernel: 6 x 16, 12 ymm accumulators ----
+typedef float v8f __attribute__((vector_size(32)));
+inline v8f load8(const float* p) {
+  v8f v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+inline void store8(float* p, v8f v) { std::memcpy(p, &v, sizeof v); }
+
+void uk_f32_gemm_6x16_avx2(int64_t kc, const float* ap, const float* bp, float* c, int64_t ldc, int64_t mr,
+                           int64_t nr, bool add) {
+  constexpr int MR = 6, NR = 16;
   v8f acc[MR][2];
   for (int r = 0; r < MR; ++r) acc[r][0] = acc[r][1] = v8f{};
   for (int64_t k = 0; k < kc; ++k) {
@@ -88,7 +109,8 @@ void ukernel_6x16(int64_t kc, const float* ap, const float* bp, float* c, int64_
     const float* a = ap + k * MR;
 #pragma GCC unroll 6
     for (int r = 0; r < MR; ++r) {
-      v8f av = splat(a[r]);
+      float x = a[r];
+      v8f av = v8f{x, x, x, x, x, x, x, x};
       acc[r][0] += av * b0;
       acc[r][1] += av * b1;
     }
@@ -96,33 +118,83 @@ void ukernel_6x16(int64_t kc, const float* ap, const float* bp, float* c, int64_
   if (mr == MR && nr == NR) {
     for (int r = 0; r < MR; ++r) {
       float* cr = c + r * ldc;
-      if (add) {
-        store8(cr, load8(cr) + acc[r][0]);
-        store8(cr + 8, load8(cr + 8) + acc[r][1]);
-      } else {
-        store8(cr, acc[r][0]);
-        store8(cr + 8, acc[r][1]);
-      }
+      store8(cr, add ? load8(cr) + acc[r][0] : acc[r][0]);
+      store8(cr + 8, add ? load8(cr + 8) + acc[r][1] : acc[r][1]);
     }
     return;
   }
-  alignas(32) float tmp[MR][NR];
+  alignas(64) float tmp[MR][NR];
   for (int r = 0; r < MR; ++r) {
     store8(tmp[r], acc[r][0]);
     store8(tmp[r] + 8, acc[r][1]);
   }
-  for (int64_t r = 0; r < mr; ++r)
-    for (int64_t j = 0; j < nr; ++j) c[r * ldc + j] = add ? c[r * ldc + j] + tmp[r][j] : tmp[r][j];
+  store_partial<MR, NR>(tmp, c, ldc, mr, nr, add);
 }
+
+// ---- AVX-512 micro-kernel: 8 x 32, 16 zmm accumulators; chosen at run time ----
+#if defined(__x86_64__)
+#pragma GCC push_options
+#pragma GCC target("avx512f")
+typedef float v16f __attribute__((vector_size(64)));
+
+void uk_f32_gemm_8x32_avx512(int64_t kc, const float* ap, const float* bp, float* c, int64_t ldc, int64_t mr,
+                             int64_t nr, bool add) {
+  constexpr int MR = 8, NR = 32;
+  v16f acc[MR][2];
+  for (int r = 0; r < MR; ++r) acc[r][0] = acc[r][1] = v16f{};
+  for (int64_t k = 0; k < kc; ++k) {
+    v16f b0, b1;
+    std::memcpy(&b0, bp + k * NR, 64);
+    std::memcpy(&b1, bp + k * NR + 16, 64);
+    const float* a = ap + k * MR;
+#pragma GCC unroll 8
+    for (int r = 0; r < MR; ++r) {
+      float x = a[r];
+      v16f av = v16f{x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x};  // vbroadcastss from memory
+      acc[r][0] += av * b0;
+      acc[r][1] += av * b1;
+    }
+  }
+  if (mr == MR && nr == NR) {
+    for (int r = 0; r < MR; ++r) {
+      float* cr = c + r * ldc;
+      for (int h = 0; h < 2; ++h) {
+        v16f v = acc[r][h];
+        if (add) {
+          v16f old;
+          std::memcpy(&old, cr + 16 * h, 64);
+          v += old;
+        }
+        std::memcpy(cr + 16 * h, &v, 64);
+      }
+    }
+    return;
+  }
+  alignas(64) float tmp[MR][NR];
+  for (int r = 0; r < MR; ++r) {
+    std::memcpy(tmp[r], &acc[r][0], 64);
+    std::memcpy(tmp[r] + 16, &acc[r][1], 64);
+  }
+  store_partial<MR, NR>(tmp, c, ldc, mr, nr, add);
+}
+#pragma GCC pop_options
+#endif
 
 // Few rows: stream B once instead of packing it.
 void small_m(int64_t M, int64_t N, int64_t K, float alpha, const float* a, int64_t a_rs, int64_t a_cs, const float* b,
              int64_t b_rs, int64_t b_cs, float* c, int64_t ldc, bool accumulate) {
   for (int64_t m = 0; m < M; ++m) {
     float* cr = c + m * ldc;
-    if (b_cs == 1) {  // row-major B: axpy over rows of B
+    if (b_cs == 1) {  // row-major B: axpy over rows of B, four rows per pass over C
       if (!accumulate) std::fill_n(cr, N, 0.0f);
-      for (int64_t k = 0; k < K; ++k) {
+      int64_t k = 0;
+      for (; k + 4 <= K; k += 4) {
+        float a0 = alpha * a[m * a_rs + k * a_cs], a1 = alpha * a[m * a_rs + (k + 1) * a_cs];
+        float a2 = alpha * a[m * a_rs + (k + 2) * a_cs], a3 = alpha * a[m * a_rs + (k + 3) * a_cs];
+        const float *b0 = b + k * b_rs, *b1 = b0 + b_rs, *b2 = b1 + b_rs, *b3 = b2 + b_rs;
+        for (int64_t n = 0; n < N; ++n) cr[n] += (a0 * b0[n] + a1 * b1[n]) + (a2 * b2[n] + a3 * b3[n]);
+      }
+      for (; k < K; ++k) {
         float av = alpha * a[m * a_rs + k * a_cs];
         const float* br = b + k * b_rs;
         for (int64_t n = 0; n < N; ++n) cr[n] += av * br[n];
@@ -130,42 +202,28 @@ void small_m(int64_t M, int64_t N, int64_t K, float alpha, const float* a, int64
     } else {  // B^T row-major (b_rs == 1): dot products
       for (int64_t n = 0; n < N; ++n) {
         const float* bc = b + n * b_cs;
-        float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+        float s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
         int64_t k = 0;
-        if (a_cs == 1 && b_rs == 1) {
+        if (a_cs == 1) {
           const float* ar = a + m * a_rs;
-          for (; k + 4 <= K; k += 4) {
-            s0 += ar[k] * bc[k];
-            s1 += ar[k + 1] * bc[k + 1];
-            s2 += ar[k + 2] * bc[k + 2];
-            s3 += ar[k + 3] * bc[k + 3];
-          }
+          for (; k + 8 <= K; k += 8)
+            for (int u = 0; u < 8; ++u) s[u] += ar[k + u] * bc[k + u];
         }
-        for (; k < K; ++k) s0 += a[m * a_rs + k * a_cs] * bc[k * b_rs];
-        float v = alpha * ((s0 + s1) + (s2 + s3));
+        for (; k < K; ++k) s[0] += a[m * a_rs + k * a_cs] * bc[k];
+        float v = alpha * (((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7])));
         cr[n] = accumulate ? cr[n] + v : v;
       }
     }
   }
 }
 
-}  // namespace
+using MicroKernel = void (*)(int64_t, const float*, const float*, float*, int64_t, int64_t, int64_t, bool);
 
-void sgemm(int64_t M, int64_t N, int64_t K, float alpha, const float* a, int64_t a_rs, int64_t a_cs, const float* b,
-           int64_t b_rs, int64_t b_cs, float* c, int64_t ldc, bool accumulate) {
-  if (M == 0 || N == 0) return;
-  if (K == 0) {
-    if (!accumulate)
-      for (int64_t m = 0; m < M; ++m) std::fill_n(c + m * ldc, N, 0.0f);
-    return;
-  }
-  if (M <= 4 && (b_cs == 1 || b_rs == 1)) {
-    // Memory-bound: split the columns across threads.
-    parallel_for(N, 256, [&](int64_t lo, int64_t hi) {
-      small_m(M, hi - lo, K, alpha, a, a_rs, a_cs, b + lo * b_cs, b_rs, b_cs, c + lo, ldc, accumulate);
-    });
-    return;
-  }
+// The blocked driver: for each (NC, KC) block of B, pack A once (all rows) and B panel
+// by panel, and run the micro-kernel over the tiles, split across the thread pool.
+template <int64_t MR, int64_t NR, MicroKernel UK>
+void sgemm_blocked(int64_t M, int64_t N, int64_t K, float alpha, const float* a, int64_t a_rs, int64_t a_cs,
+                   const float* b, int64_t b_rs, int64_t b_cs, float* c, int64_t ldc, bool accumulate) {
   // Buffers belong to the calling thread; pool workers fill disjoint panels of them.
   thread_local AlignedBuf abuf, bbuf;
   int64_t mpanels = (M + MR - 1) / MR;
@@ -179,14 +237,14 @@ void sgemm(int64_t M, int64_t N, int64_t K, float alpha, const float* a, int64_t
       float* bp = bbuf.get(size_t(npanels * kc * NR));
       parallel_for(mpanels, 8, [&](int64_t lo, int64_t hi) {
         for (int64_t q = lo; q < hi; ++q)
-          pack_a(kc, std::min(MR, M - q * MR), alpha, a + q * MR * a_rs + pc * a_cs, a_rs, a_cs, ap + q * kc * MR);
+          pack_a<MR>(kc, std::min(MR, M - q * MR), alpha, a + q * MR * a_rs + pc * a_cs, a_rs, a_cs, ap + q * kc * MR);
       });
       auto tile = [&](int64_t p, int64_t q) {
-        ukernel_6x16(kc, ap + q * kc * MR, bp + p * kc * NR, c + q * MR * ldc + jc + p * NR, ldc,
-                     std::min(MR, M - q * MR), std::min(NR, nc - p * NR), add);
+        UK(kc, ap + q * kc * MR, bp + p * kc * NR, c + q * MR * ldc + jc + p * NR, ldc, std::min(MR, M - q * MR),
+           std::min(NR, nc - p * NR), add);
       };
       auto pack_panel = [&](int64_t p) {
-        pack_b(kc, std::min(NR, nc - p * NR), b + pc * b_rs + (jc + p * NR) * b_cs, b_rs, b_cs, bp + p * kc * NR);
+        pack_b<NR>(kc, std::min(NR, nc - p * NR), b + pc * b_rs + (jc + p * NR) * b_cs, b_rs, b_cs, bp + p * kc * NR);
       };
       if (npanels >= mpanels || npanels >= 8) {
         // Threads own column panels: each packs its panels of B, then sweeps all of A.
@@ -205,6 +263,43 @@ void sgemm(int64_t M, int64_t N, int64_t K, float alpha, const float* a, int64_t
       }
     }
   }
+}
+
+using Driver = void (*)(int64_t, int64_t, int64_t, float, const float*, int64_t, int64_t, const float*, int64_t,
+                        int64_t, float*, int64_t, bool);
+
+Driver pick_driver() {
+#if defined(__x86_64__)
+  if (!std::getenv("ZENITH_NO_AVX512") && __builtin_cpu_supports("avx512f"))
+    return sgemm_blocked<8, 32, uk_f32_gemm_8x32_avx512>;
+#endif
+  return sgemm_blocked<6, 16, uk_f32_gemm_6x16_avx2>;
+}
+
+}  // namespace
+
+const char* sgemm_isa() {
+  static const char* isa = pick_driver() == sgemm_blocked<6, 16, uk_f32_gemm_6x16_avx2> ? "avx2" : "avx512";
+  return isa;
+}
+
+void sgemm(int64_t M, int64_t N, int64_t K, float alpha, const float* a, int64_t a_rs, int64_t a_cs, const float* b,
+           int64_t b_rs, int64_t b_cs, float* c, int64_t ldc, bool accumulate) {
+  if (M == 0 || N == 0) return;
+  if (K == 0) {
+    if (!accumulate)
+      for (int64_t m = 0; m < M; ++m) std::fill_n(c + m * ldc, N, 0.0f);
+    return;
+  }
+  if (M <= 4 && (b_cs == 1 || b_rs == 1)) {
+    // Memory-bound: split the columns across threads.
+    parallel_for(N, 256, [&](int64_t lo, int64_t hi) {
+      small_m(M, hi - lo, K, alpha, a, a_rs, a_cs, b + lo * b_cs, b_rs, b_cs, c + lo, ldc, accumulate);
+    });
+    return;
+  }
+  static const Driver driver = pick_driver();
+  driver(M, N, K, alpha, a, a_rs, a_cs, b, b_rs, b_cs, c, ldc, accumulate);
 }
 
 // ---- matmul: a[..., M, K] @ b[..., K, N] with broadcast batch dims ----

@@ -42,6 +42,9 @@ bool kernel_is_dtype_generic(Op op);
 // a[m * a_rs + k * a_cs] and B(k, n) at b[k * b_rs + n * b_cs]; C is row-major with leading dim ldc.
 void sgemm(int64_t M, int64_t N, int64_t K, float alpha, const float* a, int64_t a_rs, int64_t a_cs, const float* b,
            int64_t b_rs, int64_t b_cs, float* c, int64_t ldc, bool accumulate);
+// The micro-kernel sgemm runs on this machine: "avx512" or "avx2" (chosen at run
+// time; ZENITH_NO_AVX512=1 forces the AVX2 one).
+const char* sgemm_isa();
 void ref_sgemm(int64_t M, int64_t N, int64_t K, float alpha, const float* a, int64_t a_rs, int64_t a_cs,
                const float* b, int64_t b_rs, int64_t b_cs, float* c, int64_t ldc, bool accumulate);
 
