@@ -2,6 +2,7 @@
 #   make setup  system packages (apt-get), a .venv at the repo root, the build
 #   make demo   compile all-MiniLM-L6-v2 (real weights) with Zenith; eager vs Zenith side by side
 #   make test   C++ unit tests (GoogleTest via ctest) and Python tests (pytest)
+#   make bench  the standard benchmark suite into docs/benchmarks/<date>/
 SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -13,7 +14,9 @@ SOURCES := $(shell find csrc python -name '*.cc' -o -name '*.h' -o -name '*.def'
 CPP_BUILD := build/cpp
 JOBS ?= 2
 
-.PHONY: setup demo test test-cpp test-python system-deps clean
+BENCH_DIR := docs/benchmarks/$(shell date -u +%Y-%m-%d)
+
+.PHONY: setup demo test test-cpp test-python bench system-deps clean
 
 setup: system-deps $(VENV)/.zenith-installed
 
@@ -47,6 +50,14 @@ test-cpp: system-deps
 
 test-python: setup
 	cd tests/python && HF_HUB_OFFLINE=1 ../../$(PY) -m pytest -q -p no:cacheprovider .
+
+# The standard benchmark suite (about 15 minutes here): JSON, markdown and plots in docs/benchmarks/<date>/.
+bench: setup
+	$(PIP) install -q --disable-pip-version-check matplotlib
+	mkdir -p $(BENCH_DIR)
+	HF_HUB_OFFLINE=1 $(VENV)/bin/zenith bench machine gemm-sweep bert-base minilm resnet50 gpt2-decode \
+	  --seqs 32,128 --threads 2 --iterations 20 --json $(BENCH_DIR)/results.json
+	$(VENV)/bin/zenith bench report $(BENCH_DIR)/results.json
 
 clean:
 	rm -rf build $(VENV)

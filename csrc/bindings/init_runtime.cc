@@ -5,6 +5,7 @@
 
 #include "convert.h"
 #include "zenith/runtime.h"
+#include "zenith/kernels/kernels.h"
 #include "zenith/threadpool.h"
 
 namespace zenith::py {
@@ -12,6 +13,7 @@ namespace zenith::py {
 void init_runtime(nb::module_& m) {
   m.def("set_num_threads", &set_num_threads, "Size of Zenith's kernel thread pool.");
   m.def("num_threads", &num_threads);
+  m.def("sgemm_isa", &sgemm_isa, "The SGEMM micro-kernel chosen for this CPU.");
   m.def("profile_enable", &profile_enable);
   m.def("profile_reset", &profile_reset);
   m.def("profile_snapshot", [] {

@@ -1,19 +1,21 @@
-// One process-wide pool of worker threads for kernels. Workers sleep on a
-// condition variable between jobs (no spinning, so an idle Zenith burns no core).
-// The Python layer sizes it from torch.get_num_threads(), so Zenith and PyTorch
-// never run more threads than the user asked for.
+// Kernel parallelism. Zenith runs its parallel loops on OpenMP, the same runtime
+// (libgomp, one copy per process) that PyTorch's CPU ops use, so Zenith and PyTorch
+// share one team of worker threads instead of competing for the cores: when eager
+// ops and Zenith graphs alternate (fallbacks, benchmarks), PyTorch's threads that
+// are still spinning after an op are the very threads Zenith's next loop runs on.
+// The Python layer sizes it from torch.get_num_threads().
 #pragma once
 #include <cstdint>
 #include <functional>
 
 namespace zenith {
 
-void set_num_threads(int n);  // n >= 1; 1 disables the pool
+void set_num_threads(int n);  // n >= 1; 1 runs everything on the calling thread
 int num_threads();
 
 // Runs fn(begin, end) over [0, n) split into contiguous chunks, one per thread,
-// and returns when all are done. If the pool is busy (another caller's job, or a
-// nested call from inside a job), runs fn(0, n) on the calling thread instead.
+// and returns when all are done; the first exception thrown by a chunk is rethrown.
+// Inside another parallel_for (nested) it runs fn(0, n) on the calling thread.
 // `min_chunk` keeps tiny loops serial.
 void parallel_for(int64_t n, int64_t min_chunk, const std::function<void(int64_t, int64_t)>& fn);
 

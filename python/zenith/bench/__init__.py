@@ -1,0 +1,1 @@
+"""Zenith's benchmark suite (`zenith bench`, `python -m zenith.bench`)."""

@@ -1,0 +1,5 @@
+import sys
+
+from zenith.bench.cli import main
+
+sys.exit(main())

@@ -1,0 +1,193 @@
+"""`zenith bench`: run workloads side by side, write a versioned JSON, print a table.
+
+    zenith bench [WORKLOAD ...] [--frameworks eager,inductor,zenith] [--threads 2]
+                 [--iterations 20] [--warmup 3] [--batch 1] [--seq 128] [--new-tokens 32]
+                 [--json PATH]
+    zenith bench report RESULT.json [--out DIR]
+    zenith bench compare BASELINE.json NEW.json [--threshold 5%]
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+import time
+
+from zenith.bench import schema, stats
+
+STANDARD = ["machine", "gemm-sweep", "bert-base", "minilm", "resnet50", "gpt2-decode"]
+
+
+def machine_info(threads):
+    import torch
+
+    from zenith import __version__
+    from zenith import _C  # noqa: F401
+
+    cpu, flags = platform.processor() or "unknown", set()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                elif line.startswith("flags"):
+                    flags = set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    simd = [f for f in ("avx2", "fma", "avx512f", "avx512_vnni", "avx_vnni", "amx_tile") if f in flags]
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                                cwd=os.path.dirname(__file__), timeout=5).stdout.strip() or "unknown"
+    except Exception:
+        commit = "unknown"
+    return {"cpu": cpu, "cores": os.cpu_count(), "threads": threads, "simd": simd, "python": platform.python_version(),
+            "torch": torch.__version__, "zenith": __version__, "zenith_commit": commit,
+            "zenith_sgemm_isa": _sgemm_isa(), "os": platform.platform()}
+
+
+def _sgemm_isa():
+    from zenith import _C
+
+    return _C.sgemm_isa() if hasattr(_C, "sgemm_isa") else "unknown"
+
+
+def run(args):
+    from zenith.bench.workloads import ALL_FRAMEWORKS, WORKLOADS, Config
+
+    names = args.workloads or STANDARD
+    unknown = [n for n in names if n not in WORKLOADS]
+    if unknown:
+        sys.exit(f"unknown workload(s): {', '.join(unknown)}; known: {', '.join(WORKLOADS)}")
+    fws = tuple(f.strip() for f in args.frameworks.split(",") if f.strip())
+    bad = [f for f in fws if f not in ALL_FRAMEWORKS]
+    if bad:
+        sys.exit(f"unknown framework(s): {', '.join(bad)}; known: {', '.join(ALL_FRAMEWORKS)}")
+    t0 = time.time()
+
+    def progress(msg):
+        print(f"[{time.time() - t0:7.1f}s] {msg}", file=sys.stderr, flush=True)
+
+    cfg = Config(frameworks=fws, threads=args.threads, iterations=args.iterations, warmup=args.warmup,
+                 batch=args.batch, seq=args.seq, new_tokens=args.new_tokens, progress=progress)
+    doc = {"schema": schema.SCHEMA, "created": datetime.datetime.now(datetime.timezone.utc).isoformat(),
+           "machine": machine_info(args.threads),
+           "config": {"frameworks": list(fws), "threads": args.threads, "iterations": args.iterations,
+                      "warmup": args.warmup, "batch": args.batch, "seq": args.seq, "new_tokens": args.new_tokens,
+                      "command": " ".join(["zenith bench"] + sys.argv[2:])},
+           "workloads": []}
+    for i, name in enumerate(names):
+        progress(f"({i + 1}/{len(names)}) {name}")
+        seqs = args.seqs if name == "minilm" and args.seqs else [cfg.seq]
+        for s in seqs:
+            cfg.seq = s
+            try:
+                w = WORKLOADS[name](cfg)
+            except Exception as e:  # the run goes on; the failure is in the report
+                w = {"name": name, "params": {}, "results": {fw: {"status": "failed",
+                                                                 "reason": f"{type(e).__name__}: {e}"[:500]}
+                                                            for fw in fws}}
+            doc["workloads"].append(w)
+        cfg.seq = args.seq
+    doc["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    schema.validate(doc)
+    print(render_table(doc))
+    if args.json:
+        os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
+        with open(args.json, "w") as f:
+            json.dump(doc, f, indent=1)
+        print(f"wrote {args.json}", file=sys.stderr)
+    return 0
+
+
+def render_table(doc):
+    lines = []
+    for w in doc["workloads"]:
+        if w["name"] == "machine":
+            lines.append(f"machine: peak sgemm {w['peak_sgemm_gflops']:.1f} GFLOP/s (torch.mm), "
+                         f"memory bandwidth {w['memory_bandwidth_gbs']:.1f} GB/s")
+            continue
+        if w["name"] == "gemm-sweep":
+            lines.append("gemm-sweep (GFLOP/s, zenith/torch.mm throughput ratio with 95% CI):")
+            for row in w["rows"]:
+                z, t = row["results"]["zenith"], row["results"]["torch.mm"]
+                r = z.get("throughput_ratio_vs_torch")
+                ratio = f"{r['median']:.2f} [{r['ci_lo']:.2f}, {r['ci_hi']:.2f}]" if r else "-"
+                lines.append(f"  {row['m']:>5}x{row['n']:<5}x{row['k']:<5} zenith {z.get('gflops', 0):7.1f}  "
+                             f"torch.mm {t.get('gflops', 0):7.1f}  ratio {ratio}")
+            continue
+        lines.append(f"{w['name']} {json.dumps(w['params'])}")
+        for fw, r in w["results"].items():
+            if r["status"] != "ok":
+                lines.append(f"  {fw:<12} {r['status']}: {r['reason']}")
+                continue
+            lat = r["latency"]
+            rv = r.get("ratio_vs_eager")
+            ratio = f"{rv['median']:.2f}x [{rv['ci_lo']:.2f}, {rv['ci_hi']:.2f}] {rv['verdict']}" if rv else ""
+            agree = r.get("agreement", {})
+            agree_s = ", ".join(f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}" for k, v in agree.items())
+            extra = f"  {r['decode_tokens_s']:.1f} tok/s" if "decode_tokens_s" in r else ""
+            lines.append(f"  {fw:<12} median {lat['median'] * 1e3:8.2f} ms  p10 {lat['p10'] * 1e3:8.2f}  "
+                         f"p90 {lat['p90'] * 1e3:8.2f}  cold {r['cold_start_s']:.2f}s  time vs eager {ratio}"
+                         f"{extra}  | {agree_s}")
+    return "\n".join(lines)
+
+
+def compare(args):
+    thr = float(args.threshold.rstrip("%")) / (100.0 if args.threshold.endswith("%") else 1.0)
+    base = schema.validate(json.load(open(args.baseline)))
+    new = schema.validate(json.load(open(args.new)))
+    regressions = 0
+    index = {(w["name"], json.dumps(w["params"], sort_keys=True)): w for w in base["workloads"]}
+    for w in new["workloads"]:
+        b = index.get((w["name"], json.dumps(w["params"], sort_keys=True)))
+        if not b:
+            continue
+        for fw, r in w["results"].items():
+            rb = b["results"].get(fw)
+            if not rb or r.get("status") != "ok" or rb.get("status") != "ok":
+                continue
+            bad, (ratio, lo, hi) = stats.is_regression(rb["samples_s"], r["samples_s"], thr)
+            mark = "REGRESSION" if bad else "ok"
+            print(f"{w['name']:<20} {fw:<10} new/base {ratio:.3f} [{lo:.3f}, {hi:.3f}] {mark}")
+            regressions += bad
+    print(f"{regressions} significant regression(s) above {thr:.0%}")
+    return 1 if regressions else 0
+
+
+def main(argv=None):
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "bench":  # `zenith bench ...` from the console script
+        argv = argv[1:]
+    if argv and argv[0] == "report":
+        from zenith.bench.report import main as report_main
+
+        return report_main(argv[1:])
+    if argv and argv[0] == "compare":
+        ap = argparse.ArgumentParser(prog="zenith bench compare")
+        ap.add_argument("baseline")
+        ap.add_argument("new")
+        ap.add_argument("--threshold", default="5%")
+        return compare(ap.parse_args(argv[1:]))
+    ap = argparse.ArgumentParser(prog="zenith bench", description="Fair, interleaved benchmarks against eager "
+                                 "PyTorch and peers; every contestant's answers are checked.")
+    ap.add_argument("workloads", nargs="*", help=f"default: {' '.join(STANDARD)}")
+    ap.add_argument("--frameworks", default="eager,inductor,zenith")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--iterations", type=int, default=20)
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument("--seq", type=int, default=128)
+    ap.add_argument("--seqs", type=lambda s: [int(x) for x in s.split(",")], default=None,
+                    help="for minilm: several sequence lengths, e.g. 32,128")
+    ap.add_argument("--new-tokens", type=int, default=32)
+    ap.add_argument("--json", default=None)
+    return run(ap.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

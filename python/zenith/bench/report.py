@@ -1,0 +1,131 @@
+"""`zenith bench report RESULT.json [--out DIR]`: markdown with PNG plots.
+
+The markdown quotes every figure with its confidence interval, the agreement with
+eager next to the speed, the machine, and the command that produced the file."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+
+from zenith.bench import schema
+
+
+def _plots(doc, out):
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return [], "matplotlib is not installed: no plots"
+    made = []
+    lat = [w for w in doc["workloads"] if w["name"] not in ("machine", "gemm-sweep")
+           and any(r.get("status") == "ok" for r in w["results"].values())]
+    for w in lat:
+        ok = [(fw, r) for fw, r in w["results"].items() if r.get("status") == "ok"]
+        fig, ax = plt.subplots(figsize=(5, 3))
+        med = [r["latency"]["median"] * 1e3 for _, r in ok]
+        err = [[m - r["latency"]["p10"] * 1e3 for m, (_, r) in zip(med, ok)],
+               [r["latency"]["p90"] * 1e3 - m for m, (_, r) in zip(med, ok)]]
+        ax.bar([fw for fw, _ in ok], med, yerr=err, capsize=4, color=["#888", "#4a7", "#37c", "#c73"][: len(ok)])
+        ax.set_ylabel("latency, ms (median, p10-p90)")
+        ax.set_title(w["name"])
+        fig.tight_layout()
+        name = f"{w['name']}-latency.png"
+        fig.savefig(os.path.join(out, name), dpi=100)
+        plt.close(fig)
+        made.append(name)
+    for w in doc["workloads"]:
+        if w["name"] != "gemm-sweep":
+            continue
+        rows = w["rows"]
+        labels = [f"{r['m']}x{r['n']}x{r['k']}" for r in rows]
+        fig, ax = plt.subplots(figsize=(8, 3.5))
+        x = range(len(rows))
+        ax.bar([i - 0.2 for i in x], [r["results"]["torch.mm"].get("gflops", 0) for r in rows], 0.4, label="torch.mm")
+        ax.bar([i + 0.2 for i in x], [r["results"]["zenith"].get("gflops", 0) for r in rows], 0.4, label="zenith")
+        ax.set_xticks(list(x))
+        ax.set_xticklabels(labels, rotation=45, ha="right", fontsize=7)
+        ax.set_ylabel("GFLOP/s")
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(os.path.join(out, "gemm-sweep.png"), dpi=100)
+        plt.close(fig)
+        made.append("gemm-sweep.png")
+    return made, None
+
+
+def render_markdown(doc, plots=(), note=None):
+    m = doc["machine"]
+    cfg = doc["config"]
+    lines = [f"# Zenith benchmark, {doc['created'][:10]}", "",
+             f"Command: `{cfg.get('command', 'zenith bench')}`", "",
+             f"Machine: {m['cpu']}, {m['cores']} cores, SIMD {', '.join(m.get('simd', []))}; "
+             f"threads used by every contestant: {m['threads']}; torch {m['torch']}, Zenith {m['zenith']} "
+             f"(commit {m['zenith_commit']}, SGEMM kernel {m.get('zenith_sgemm_isa', '?')}). "
+             f"Peak RSS of the run: {doc.get('peak_rss_mib', 0):.0f} MiB.", "",
+             "Method: contestants run interleaved in one process (order rotating each round) after warm-up; "
+             "latency is the median with p10/p90; the ratio to eager is the median of per-round ratios with a "
+             "95% bootstrap interval, and a ratio whose interval contains 1.0 is reported as no difference. "
+             "Every contestant's output is compared with eager's in the same run.", ""]
+    if note:
+        lines += [f"_{note}_", ""]
+    for w in doc["workloads"]:
+        if w["name"] == "machine":
+            lines += ["## machine", "", f"- peak single-precision GEMM (torch.mm, 2048^3): "
+                      f"{w['peak_sgemm_gflops']:.1f} GFLOP/s", f"- memory bandwidth (256 MiB copy, read+write): "
+                      f"{w['memory_bandwidth_gbs']:.1f} GB/s", ""]
+            continue
+        if w["name"] == "gemm-sweep":
+            lines += ["## gemm-sweep", "", "| M x N x K | torch.mm GFLOP/s | Zenith GFLOP/s | Zenith / torch.mm "
+                      "(95% CI) | max rel err |", "|---|---|---|---|---|"]
+            for r in w["rows"]:
+                z, t = r["results"]["zenith"], r["results"]["torch.mm"]
+                q = z.get("throughput_ratio_vs_torch")
+                ratio = f"{q['median']:.2f} [{q['ci_lo']:.2f}, {q['ci_hi']:.2f}]" if q else "-"
+                lines.append(f"| {r['m']}x{r['n']}x{r['k']} | {t.get('gflops', 0):.1f} | {z.get('gflops', 0):.1f} | "
+                             f"{ratio} | {z.get('agreement', {}).get('max_rel_err', float('nan')):.1e} |")
+            lines += [""]
+            continue
+        lines += [f"## {w['name']}", "", f"Parameters: `{json.dumps(w['params'])}`", "",
+                  "| framework | median ms | p10 / p90 ms | time vs eager (95% CI) | cold start s | agreement | notes |",
+                  "|---|---|---|---|---|---|---|"]
+        for fw, r in w["results"].items():
+            if r.get("status") != "ok":
+                lines.append(f"| {fw} | - | - | - | - | - | {r['status']}: {r['reason']} |")
+                continue
+            lat, rv = r["latency"], r.get("ratio_vs_eager")
+            ratio = f"{rv['median']:.2f}x [{rv['ci_lo']:.2f}, {rv['ci_hi']:.2f}] {rv['verdict']}" if rv else "-"
+            ag = r.get("agreement", {})
+            ag_s = "; ".join(f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}" for k, v in ag.items())
+            notes = []
+            if "decode_tokens_s" in r:
+                notes.append(f"{r['decode_tokens_s']:.1f} tok/s, TTFT {r['time_to_first_token_s'] * 1e3:.0f} ms")
+            if "nodes_native" in r:
+                notes.append(f"{r['nodes_native']} nodes native, {r['nodes_fallback']} fallback")
+            lines.append(f"| {fw} | {lat['median'] * 1e3:.2f} | {lat['p10'] * 1e3:.2f} / {lat['p90'] * 1e3:.2f} | "
+                         f"{ratio} | {r['cold_start_s']:.2f} | {ag_s} | {'; '.join(notes)} |")
+        lines += [""]
+        for p in plots:
+            if p.startswith(w["name"] + "-"):
+                lines += [f"![{w['name']}]({p})", ""]
+    if "gemm-sweep.png" in plots:
+        lines += ["![gemm sweep](gemm-sweep.png)", ""]
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="zenith bench report")
+    ap.add_argument("result")
+    ap.add_argument("--out", default=None, help="directory for report.md and plots (default: beside the JSON)")
+    args = ap.parse_args(argv)
+    doc = schema.validate(json.load(open(args.result)))
+    out = args.out or os.path.dirname(os.path.abspath(args.result))
+    os.makedirs(out, exist_ok=True)
+    plots, note = _plots(doc, out)
+    path = os.path.join(out, "report.md")
+    with open(path, "w") as f:
+        f.write(render_markdown(doc, plots, note))
+    print(f"wrote {path}" + (f" and {len(plots)} plot(s)" if plots else ""))
+    return 0

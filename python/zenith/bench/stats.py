@@ -1,0 +1,62 @@
+"""Statistics for benchmark results: order statistics, a paired bootstrap CI for
+the ratio of two contestants, and the noise-aware regression check."""
+from __future__ import annotations
+
+import math
+import random
+import statistics
+
+
+def quantile(xs, q):
+    """Linear-interpolated quantile, q in [0, 1]."""
+    s = sorted(xs)
+    if not s:
+        raise ValueError("quantile of no samples")
+    pos = (len(s) - 1) * q
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
+
+
+def summary(xs):
+    return {"median": statistics.median(xs), "p10": quantile(xs, 0.10), "p90": quantile(xs, 0.90),
+            "min": min(xs), "max": max(xs), "n": len(xs)}
+
+
+def paired_ratio_ci(base, other, n_boot=2000, alpha=0.05, seed=0):
+    """Median of the per-pair ratios other[i] / base[i] with a percentile bootstrap CI.
+    Pairs come from interleaved runs, so drift hits both members of a pair alike."""
+    if len(base) != len(other) or not base:
+        raise ValueError("paired samples must have the same, non-zero length")
+    ratios = [o / b for b, o in zip(base, other)]
+    rng = random.Random(seed)
+    n = len(ratios)
+    boots = sorted(statistics.median(rng.choices(ratios, k=n)) for _ in range(n_boot))
+    return statistics.median(ratios), quantile(boots, alpha / 2), quantile(boots, 1 - alpha / 2)
+
+
+def unpaired_ratio_ci(base, other, n_boot=2000, alpha=0.05, seed=0):
+    """Ratio of medians median(other) / median(base) with a bootstrap CI resampling
+    each side independently (for runs taken at different times)."""
+    if not base or not other:
+        raise ValueError("need samples on both sides")
+    rng = random.Random(seed)
+    boots = sorted(statistics.median(rng.choices(other, k=len(other))) /
+                   statistics.median(rng.choices(base, k=len(base))) for _ in range(n_boot))
+    return (statistics.median(other) / statistics.median(base), quantile(boots, alpha / 2),
+            quantile(boots, 1 - alpha / 2))
+
+
+def verdict(ratio, lo, hi):
+    """For a time ratio (other / base): lower is faster. Inside the noise: no difference."""
+    if lo <= 1.0 <= hi:
+        return "no difference"
+    return "faster" if hi < 1.0 else "slower"
+
+
+def is_regression(base, new, threshold=0.05, n_boot=2000, seed=0):
+    """True when `new` timings are slower than `base` beyond `threshold` with 95%
+    confidence: the lower end of the bootstrap CI of median(new)/median(base) exceeds
+    1 + threshold. Returns (regressed, (ratio, lo, hi))."""
+    r = unpaired_ratio_ci(base, new, n_boot=n_boot, seed=seed)
+    return r[1] > 1.0 + threshold, r

@@ -1,0 +1,111 @@
+"""The benchmark suite's statistics and result schema (no timing here)."""
+import copy
+import json
+import random
+
+import pytest
+
+from zenith.bench import schema, stats
+from zenith.bench.cli import render_table
+from zenith.bench.report import render_markdown
+
+
+def noisy(center, n=40, spread=0.03, seed=1):
+    rng = random.Random(seed)
+    return [center * (1 + rng.uniform(-spread, spread)) for _ in range(n)]
+
+
+def test_quantiles_and_summary():
+    xs = [5, 1, 4, 2, 3]
+    assert stats.quantile(xs, 0) == 1 and stats.quantile(xs, 1) == 5 and stats.quantile(xs, 0.5) == 3
+    assert stats.quantile([1, 2], 0.5) == 1.5
+    s = stats.summary(xs)
+    assert s["median"] == 3 and s["n"] == 5 and s["p10"] == pytest.approx(1.4)
+    with pytest.raises(ValueError):
+        stats.quantile([], 0.5)
+
+
+def test_paired_ratio_ci_brackets_truth_and_detects_difference():
+    base = noisy(10.0, seed=1)
+    faster = [b * 0.7 for b in base]  # exactly 0.7x in every pair
+    r, lo, hi = stats.paired_ratio_ci(base, faster)
+    assert r == pytest.approx(0.7) and lo == pytest.approx(0.7) and hi == pytest.approx(0.7)
+    assert stats.verdict(r, lo, hi) == "faster"
+    same = noisy(10.0, seed=2)
+    r, lo, hi = stats.paired_ratio_ci(base, same)
+    assert lo < 1.0 < hi
+    assert stats.verdict(r, lo, hi) == "no difference"
+    slower = noisy(13.0, seed=3)
+    assert stats.verdict(*stats.paired_ratio_ci(base, slower)) == "slower"
+    with pytest.raises(ValueError):
+        stats.paired_ratio_ci([1.0], [1.0, 2.0])
+
+
+def test_regression_check_on_synthetic_samples():
+    base = noisy(10.0, seed=4)
+    assert stats.is_regression(base, noisy(10.0, seed=5), 0.05)[0] is False  # noise only
+    assert stats.is_regression(base, noisy(10.3, seed=6), 0.05)[0] is False  # 3% slower: under threshold
+    assert stats.is_regression(base, noisy(12.0, seed=7), 0.05)[0] is True  # 20% slower
+    assert stats.is_regression(base, noisy(8.0, seed=8), 0.05)[0] is False  # faster
+    # a large but noisy slowdown with few samples is not called significant
+    wild = [10.0, 30.0, 9.0, 31.0]
+    assert stats.is_regression([10.0, 11.0, 9.5, 10.5], wild, 0.05)[0] is False
+
+
+def valid_doc():
+    ok = {"status": "ok", "samples_s": [0.010, 0.011, 0.012], "latency": stats.summary([0.010, 0.011, 0.012]),
+          "cold_start_s": 1.0, "agreement": {"max_abs_err": 1e-6, "max_rel_err": 1e-7, "cosine": 1.0},
+          "ratio_vs_eager": {"median": 1.0, "ci_lo": 0.9, "ci_hi": 1.1, "verdict": "no difference"}}
+    return {"schema": schema.SCHEMA, "created": "2026-11-22T00:00:00+00:00",
+            "machine": {"cpu": "x", "cores": 2, "threads": 2, "torch": "2.14.1", "zenith": "0.1.0",
+                        "zenith_commit": "abc", "simd": ["avx2"]},
+            "config": {"command": "zenith bench bert-base"},
+            "workloads": [{"name": "bert-base", "params": {"seq": 128},
+                           "results": {"eager": ok, "zenith": copy.deepcopy(ok),
+                                       "onnxruntime": {"status": "skipped", "reason": "not installed"}}}]}
+
+
+def test_schema_accepts_valid_and_names_problems():
+    doc = valid_doc()
+    assert schema.validate(json.loads(json.dumps(doc))) is not None
+    bad = valid_doc()
+    bad["schema"] = "zenith-bench/0"
+    with pytest.raises(schema.SchemaError, match="schema"):
+        schema.validate(bad)
+    bad = valid_doc()
+    del bad["machine"]["cpu"]
+    with pytest.raises(schema.SchemaError, match="machine: missing 'cpu'"):
+        schema.validate(bad)
+    bad = valid_doc()
+    bad["workloads"][0]["results"]["zenith"]["samples_s"] = [0.01, -1]
+    with pytest.raises(schema.SchemaError, match="positive"):
+        schema.validate(bad)
+    bad = valid_doc()
+    del bad["workloads"][0]["results"]["onnxruntime"]["reason"]
+    with pytest.raises(schema.SchemaError, match="reason"):
+        schema.validate(bad)
+    bad = valid_doc()
+    bad["workloads"][0]["results"]["eager"]["status"] = "great"
+    with pytest.raises(schema.SchemaError, match="status"):
+        schema.validate(bad)
+
+
+def test_table_and_markdown_show_agreement_and_skips():
+    doc = valid_doc()
+    table = render_table(doc)
+    assert "onnxruntime" in table and "skipped: not installed" in table and "cosine" in table
+    md = render_markdown(doc)
+    assert "| zenith |" in md and "no difference" in md and "max_rel_err" in md and "skipped" in md
+
+
+def test_compare_exit_code(tmp_path):
+    from zenith.bench.cli import main
+
+    base = valid_doc()
+    base["workloads"][0]["results"]["zenith"]["samples_s"] = noisy(0.010, seed=9)
+    new = copy.deepcopy(base)
+    new["workloads"][0]["results"]["zenith"]["samples_s"] = noisy(0.013, seed=10)
+    (tmp_path / "a.json").write_text(json.dumps(base))
+    (tmp_path / "b.json").write_text(json.dumps(new))
+    assert main(["compare", str(tmp_path / "a.json"), str(tmp_path / "a.json")]) == 0
+    assert main(["compare", str(tmp_path / "a.json"), str(tmp_path / "b.json"), "--threshold", "5%"]) == 1
