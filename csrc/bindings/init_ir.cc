@@ -114,6 +114,7 @@ void init_ir(nb::module_& m) {
       .def_prop_ro("num_nodes", [](const Graph& g) { return g.nodes.size(); })
       .def_prop_ro("outputs", [](const Graph& g) { return g.outputs; })
       .def_prop_ro("inputs", [](const Graph& g) { return g.inputs; })
+      .def_prop_ro("symbols", [](const Graph& g) { return g.symbols.names; }, "Symbols used by shapes and attributes.")
       .def("op_counts",
            [](const Graph& g) {
              std::map<std::string, int> c;

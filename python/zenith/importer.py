@@ -359,8 +359,6 @@ def _reduce(L, node):
     name = target.overloadpacket.__name__
     dims = _dims_arg(node.args[1] if len(node.args) > 1 else node.kwargs.get("dim"), rank)
     keep = node.args[2] if len(node.args) > 2 else node.kwargs.get("keepdim", False)
-    if target in (aten.amax.default, aten.amin.default) and not dims:
-        dims = []
     dt = out_dtype(node)
     if name in ("any", "all"):
         x = L.cast(x, "i32")

@@ -120,17 +120,9 @@ class _Segment:
 
 
 def _graph_symbols(L):
-    names = set()
-    for n in L.inputs:
-        for d in meta(n).shape:
-            if isinstance(d, torch.SymInt):
-                names |= {str(s) for s in d.node.expr.free_symbols}
-    text = str(L.g)
-    # Symbols also appear in attributes (view shapes, slice bounds) of nodes.
-    import re
-
-    names |= set(re.findall(r"\bs\d+\b", text))
-    return sorted(names)
+    """Every symbol the segment's graph mentions (input shapes, view sizes, slice
+    bounds); the runtime receives each one's value at call time."""
+    return list(L.g.symbols)
 
 
 def _prep(t):

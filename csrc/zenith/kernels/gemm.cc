@@ -48,14 +48,19 @@ struct AlignedBuf {
 // kc x NR panel of B, zero-padded past nr.
 template <int64_t NR>
 void pack_b(int64_t kc, int64_t nr, const float* b, int64_t b_rs, int64_t b_cs, float* dst) {
-  if (b_rs == 1 && b_cs != 1) {  // B^T row-major: read along k, write strided
-    for (int64_t j = 0; j < NR; ++j) {
-      if (j < nr) {
-        const float* src = b + j * b_cs;
-        for (int64_t k = 0; k < kc; ++k) dst[k * NR + j] = src[k];
-      } else {
-        for (int64_t k = 0; k < kc; ++k) dst[k * NR + j] = 0;
+  if (b_rs == 1 && b_cs != 1) {  // B^T row-major: transpose 16 x NR tiles through a small buffer
+    float tile[16][NR];
+    for (int64_t k0 = 0; k0 < kc; k0 += 16) {
+      int64_t kk = std::min<int64_t>(16, kc - k0);
+      for (int64_t j = 0; j < NR; ++j) {
+        if (j < nr) {
+          const float* src = b + j * b_cs + k0;  // contiguous along k
+          for (int64_t k = 0; k < kk; ++k) tile[k][j] = src[k];
+        } else {
+          for (int64_t k = 0; k < kk; ++k) tile[k][j] = 0;
+        }
       }
+      for (int64_t k = 0; k < kk; ++k) std::memcpy(dst + (k0 + k) * NR, tile[k], NR * sizeof(float));
     }
     return;
   }
