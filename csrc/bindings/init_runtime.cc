@@ -1,6 +1,7 @@
 // Bindings for compiling a graph into an Executable and calling it. Tensors cross
 // without copies in both directions (DLPack); the GIL is released while kernels run.
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
 #include "convert.h"
@@ -9,6 +10,26 @@
 #include "zenith/threadpool.h"
 
 namespace zenith::py {
+
+namespace {
+nb::list run_and_wrap(const Executable& exe, const std::vector<InTensor>& ins, const std::vector<int64_t>& ints) {
+  std::vector<OutTensor> outs;
+  {
+    nb::gil_scoped_release nogil;
+    outs = exe.run(ins, ints);
+  }
+  nb::list result;
+  for (auto& o : outs) {
+    auto* keep = new std::shared_ptr<void>(o.storage);
+    nb::capsule owner(keep, [](void* p) noexcept { delete static_cast<std::shared_ptr<void>*>(p); });
+    std::vector<size_t> shape(o.shape.begin(), o.shape.end());
+    nb::ndarray<nb::pytorch, nb::device::cpu> arr(o.data, shape.size(), shape.data(), owner, nullptr,
+                                                  dlpack_from_dtype(o.dtype));
+    result.append(arr.cast());
+  }
+  return result;
+}
+}  // namespace
 
 void init_runtime(nb::module_& m) {
   m.def("set_num_threads", &set_num_threads, "Size of Zenith's kernel thread pool.");
@@ -40,23 +61,25 @@ void init_runtime(nb::module_& m) {
               for (size_t d = 0; d < a.ndim(); ++d) t.shape.push_back(int64_t(a.shape(d)));
               ins.push_back(std::move(t));
             }
-            std::vector<OutTensor> outs;
-            {
-              nb::gil_scoped_release nogil;
-              outs = exe.run(ins, ints);
-            }
-            nb::list result;
-            for (auto& o : outs) {
-              auto* keep = new std::shared_ptr<void>(o.storage);
-              nb::capsule owner(keep, [](void* p) noexcept { delete static_cast<std::shared_ptr<void>*>(p); });
-              std::vector<size_t> shape(o.shape.begin(), o.shape.end());
-              nb::ndarray<nb::pytorch, nb::device::cpu> arr(o.data, shape.size(), shape.data(), owner, nullptr,
-                                                            dlpack_from_dtype(o.dtype));
-              result.append(arr.cast());
-            }
-            return result;
+            return run_and_wrap(exe, ins, ints);
           },
-          nb::arg("inputs"), nb::arg("ints") = std::vector<int64_t>{})
+          nb::arg("inputs"), nb::arg("ints") = std::vector<int64_t>{},
+          "Runs on CPU arrays (DLPack); outputs are torch tensors that own Zenith's buffers.")
+      .def(
+          "run_raw",
+          [](const Executable& exe, const std::vector<std::tuple<uintptr_t, int, std::vector<int64_t>>>& raw,
+             const std::vector<int64_t>& ints) {
+            std::vector<InTensor> ins;
+            ins.reserve(raw.size());
+            for (const auto& [ptr, code, shape] : raw) {
+              if (code < 0 || code >= kNumDTypes) fail("run_raw: bad dtype code ", code);
+              ins.push_back(InTensor{reinterpret_cast<const void*>(ptr), DType(code), shape});
+            }
+            return run_and_wrap(exe, ins, ints);
+          },
+          nb::arg("inputs"), nb::arg("ints") = std::vector<int64_t>{},
+          "The per-call fast path: (data_ptr, dtype code, shape) of dense CPU tensors that the "
+          "caller keeps alive for the duration of the call. Skips DLPack export.")
       .def_prop_ro("arena_bytes", &Executable::planned_arena_bytes)
       .def_prop_ro("num_plans", &Executable::num_plans)
       .def_prop_ro("graph_text", [](const Executable& e) { return print_graph(e.graph()); });

@@ -125,12 +125,18 @@ def _graph_symbols(L):
     return list(L.g.symbols)
 
 
-def _prep(t):
-    if t.requires_grad:
-        t = t.detach()
+_DTYPE_CODES = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2, torch.int64: 3, torch.int32: 4, torch.bool: 5}
+
+
+def _raw(t, keep):
+    """(data_ptr, dtype code, shape) for the runtime; `keep` holds any contiguous copy
+    alive until the call returns."""
     if not t.is_contiguous():
         t = t.contiguous()
-    return t
+        keep.append(t)
+    if t.device.type != "cpu":
+        raise RuntimeError(f"zenith: a {t.device.type} tensor reached a CPU segment")
+    return (t.data_ptr(), _DTYPE_CODES[t.dtype], tuple(t.shape))
 
 
 STATS = {"graphs_compiled": 0, "nodes_native": 0, "nodes_fallback": 0, "calls": 0, "segments_run": 0,
@@ -252,9 +258,10 @@ class CompiledGraph:
         return b
 
     def _run_segment(self, seg, env, syms):
-        ins = [_prep(env[n]) for n in seg.in_nodes]
+        keep = []
+        ins = [_raw(env[n], keep) for n in seg.in_nodes]
         ints = [syms[s] for s in seg.symbols]
-        outs = seg.exe.run(ins, ints)
+        outs = seg.exe.run_raw(ins, ints)
         for n, t in zip(seg.out_nodes, outs):
             env[n] = t
         STATS["segments_run"] += 1
