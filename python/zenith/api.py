@@ -10,14 +10,19 @@ from zenith import backend as _backend
 from zenith.partition import STATS
 
 
-def compile(model, *, dynamic=None, fullgraph=False, mode=None, **options):  # noqa: A001 (mirrors torch.compile)
+OPTIONS = ("passes", "verify", "fallback")
+
+
+def compile(model, *, dynamic=None, fullgraph=False, **options):  # noqa: A001 (mirrors torch.compile)
     """torch.compile(model) with the Zenith backend.
 
     Zenith options: passes (run the IR pass pipeline, default True), verify (verify
     the IR after every pass, default False), fallback (let unsupported ops run in
     PyTorch, default True; False raises instead).
     """
-    del mode
+    unknown = sorted(set(options) - set(OPTIONS))
+    if unknown:
+        raise TypeError(f"zenith.compile: unknown option(s) {', '.join(unknown)}; known: {', '.join(OPTIONS)}")
     return torch.compile(model, backend=_backend.make_backend(**options), dynamic=dynamic, fullgraph=fullgraph)
 
 

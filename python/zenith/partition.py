@@ -272,7 +272,8 @@ class CompiledGraph:
         syms = self._symbols(args) if self.sym_bind else {}
         env = dict(zip(self.placeholders, args))
         env.update(self.attrs)
-        args.clear() if isinstance(args, list) else None  # boxed convention: free inputs early
+        if isinstance(args, list):
+            args.clear()  # boxed calling convention: the callee releases the inputs early
         for kind, x in self.steps:
             if kind == "zenith":
                 self._run_segment(x, env, syms)

@@ -74,6 +74,11 @@ def test_fallback_is_visible_and_correct(caplog):
     torch.testing.assert_close(c(x), f(x))
 
 
+def test_unknown_option_is_an_error():
+    with pytest.raises(TypeError, match="unknown option"):
+        zenith.compile(torch.nn.Linear(2, 2), pases=False)
+
+
 def test_fallback_false_raises():
     c = zenith.compile(lambda x: torch.special.i0(x) + 1, fallback=False)
     with pytest.raises(Exception, match="fallback=False"):

@@ -115,10 +115,9 @@ def render_table(doc):
             lines.append("gemm-sweep (GFLOP/s, zenith/torch.mm throughput ratio with 95% CI):")
             for row in w["rows"]:
                 z, t = row["results"]["zenith"], row["results"]["torch.mm"]
-                r = z.get("throughput_ratio_vs_torch")
-                ratio = f"{r['median']:.2f} [{r['ci_lo']:.2f}, {r['ci_hi']:.2f}]" if r else "-"
                 lines.append(f"  {row['m']:>5}x{row['n']:<5}x{row['k']:<5} zenith {z.get('gflops', 0):7.1f}  "
-                             f"torch.mm {t.get('gflops', 0):7.1f}  ratio {ratio}")
+                             f"torch.mm {t.get('gflops', 0):7.1f}  ratio "
+                             f"{stats.ratio_text(z.get('throughput_ratio_vs_torch'))}")
             continue
         lines.append(f"{w['name']} {json.dumps(w['params'])}")
         for fw, r in w["results"].items():
@@ -127,7 +126,7 @@ def render_table(doc):
                 continue
             lat = r["latency"]
             rv = r.get("ratio_vs_eager")
-            ratio = f"{rv['median']:.2f}x [{rv['ci_lo']:.2f}, {rv['ci_hi']:.2f}] {rv['verdict']}" if rv else ""
+            ratio = f"{stats.ratio_text(rv, 'x')} {rv['verdict']}" if rv else ""
             agree = r.get("agreement", {})
             agree_s = ", ".join(f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}" for k, v in agree.items())
             extra = f"  {r['decode_tokens_s']:.1f} tok/s" if "decode_tokens_s" in r else ""

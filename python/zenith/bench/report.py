@@ -8,7 +8,7 @@ import argparse
 import json
 import os
 
-from zenith.bench import schema
+from zenith.bench import schema, stats
 
 
 def _plots(doc, out):
@@ -82,10 +82,9 @@ def render_markdown(doc, plots=(), note=None):
                       "(95% CI) | max rel err |", "|---|---|---|---|---|"]
             for r in w["rows"]:
                 z, t = r["results"]["zenith"], r["results"]["torch.mm"]
-                q = z.get("throughput_ratio_vs_torch")
-                ratio = f"{q['median']:.2f} [{q['ci_lo']:.2f}, {q['ci_hi']:.2f}]" if q else "-"
                 lines.append(f"| {r['m']}x{r['n']}x{r['k']} | {t.get('gflops', 0):.1f} | {z.get('gflops', 0):.1f} | "
-                             f"{ratio} | {z.get('agreement', {}).get('max_rel_err', float('nan')):.1e} |")
+                             f"{stats.ratio_text(z.get('throughput_ratio_vs_torch'))} | "
+                             f"{z.get('agreement', {}).get('max_rel_err', float('nan')):.1e} |")
             lines += [""]
             continue
         lines += [f"## {w['name']}", "", f"Parameters: `{json.dumps(w['params'])}`", "",
@@ -96,7 +95,7 @@ def render_markdown(doc, plots=(), note=None):
                 lines.append(f"| {fw} | - | - | - | - | - | {r['status']}: {r['reason']} |")
                 continue
             lat, rv = r["latency"], r.get("ratio_vs_eager")
-            ratio = f"{rv['median']:.2f}x [{rv['ci_lo']:.2f}, {rv['ci_hi']:.2f}] {rv['verdict']}" if rv else "-"
+            ratio = f"{stats.ratio_text(rv, 'x')} {rv['verdict']}" if rv else "-"
             ag = r.get("agreement", {})
             ag_s = "; ".join(f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}" for k, v in ag.items())
             notes = []

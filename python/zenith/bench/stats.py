@@ -60,3 +60,10 @@ def is_regression(base, new, threshold=0.05, n_boot=2000, seed=0):
     1 + threshold. Returns (regressed, (ratio, lo, hi))."""
     r = unpaired_ratio_ci(base, new, n_boot=n_boot, seed=seed)
     return r[1] > 1.0 + threshold, r
+
+
+def ratio_text(r, suffix=""):
+    """'0.85x [0.80, 0.90]' for a {'median', 'ci_lo', 'ci_hi'} dict, '-' for None."""
+    if not r:
+        return "-"
+    return f"{r['median']:.2f}{suffix} [{r['ci_lo']:.2f}, {r['ci_hi']:.2f}]"
