@@ -383,8 +383,9 @@ void run_conv2d(const KernelCtx& c) {
   if (o.numel() == 0) return;
   bool depthwise = G == C && ICg == 1 && OCg == 1;
   if (depthwise) {
-    for (int64_t n = 0; n < N; ++n)
-      for (int64_t ch = 0; ch < C; ++ch) {
+    parallel_for(N * C, 1, [&](int64_t lo, int64_t hi) {
+      for (int64_t nc = lo; nc < hi; ++nc) {
+        int64_t n = nc / C, ch = nc % C;
         const float* xi = px + (n * C + ch) * H * W;
         const float* wk = pw + ch * KH * KW;
         float* oi = po + (n * OC + ch) * OH * OW;
@@ -404,29 +405,38 @@ void run_conv2d(const KernelCtx& c) {
             oi[oh * OW + ow] = s;
           }
       }
+    });
     return;
   }
   bool pointwise = KH == 1 && KW == 1 && st[0] == 1 && st[1] == 1 && pd[0] == 0 && pd[1] == 0;
   int64_t rows = ICg * KH * KW, cols = OH * OW;
-  std::vector<float> col(pointwise ? 0 : size_t(rows * cols));
+  thread_local AlignedBuf col_buf;  // reused across calls: no allocation or zero-fill per conv
+  float* col = pointwise ? nullptr : col_buf.get(size_t(rows * cols));
   for (int64_t n = 0; n < N; ++n)
     for (int64_t g = 0; g < G; ++g) {
       const float* xg = px + (n * C + g * ICg) * H * W;
       const float* B = xg;
       if (!pointwise) {
-        for (int64_t ic = 0; ic < ICg; ++ic)
-          for (int64_t kh = 0; kh < KH; ++kh)
-            for (int64_t kw = 0; kw < KW; ++kw) {
-              float* dst = col.data() + ((ic * KH + kh) * KW + kw) * cols;
-              for (int64_t oh = 0; oh < OH; ++oh) {
-                int64_t ih = oh * st[0] - pd[0] + kh * dl[0];
-                for (int64_t ow = 0; ow < OW; ++ow) {
-                  int64_t iw = ow * st[1] - pd[1] + kw * dl[1];
-                  dst[oh * OW + ow] = (ih >= 0 && ih < H && iw >= 0 && iw < W) ? xg[(ic * H + ih) * W + iw] : 0.0f;
-                }
+        parallel_for(ICg * KH * KW, 1, [&](int64_t lo, int64_t hi) {
+          for (int64_t row = lo; row < hi; ++row) {
+            int64_t ic = row / (KH * KW), kh = (row / KW) % KH, kw = row % KW;
+            float* dst = col + row * cols;
+            for (int64_t oh = 0; oh < OH; ++oh) {
+              int64_t ih = oh * st[0] - pd[0] + kh * dl[0];
+              float* d = dst + oh * OW;
+              if (ih < 0 || ih >= H) {
+                std::fill_n(d, OW, 0.0f);
+                continue;
+              }
+              const float* src = xg + (ic * H + ih) * W;
+              for (int64_t ow = 0; ow < OW; ++ow) {
+                int64_t iw = ow * st[1] - pd[1] + kw * dl[1];
+                d[ow] = (iw >= 0 && iw < W) ? src[iw] : 0.0f;
               }
             }
-        B = col.data();
+          }
+        });
+        B = col;
       }
       float* og = po + (n * OC + g * OCg) * cols;
       if (pb) {

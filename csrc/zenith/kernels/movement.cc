@@ -7,6 +7,7 @@
 
 #include "zenith/error.h"
 #include "zenith/kernels/kernels.h"
+#include "zenith/threadpool.h"
 
 namespace zenith {
 
@@ -360,26 +361,33 @@ void run_max_pool2d(const KernelCtx& c) {
   PoolGeom g = geom(x, c.out[0]);
   auto k = c.node.const_ints("kernel"), st = c.node.const_ints("stride"), pd = c.node.const_ints("padding");
   std::vector<int64_t> dl = c.node.has("dilation") ? c.node.const_ints("dilation") : std::vector<int64_t>{1, 1};
-  for (int64_t p = 0; p < g.planes; ++p) {
-    const float* xi = x.as<float>() + p * g.H * g.W;
-    float* oi = c.out[0].as<float>() + p * g.OH * g.OW;
-    for (int64_t oh = 0; oh < g.OH; ++oh)
-      for (int64_t ow = 0; ow < g.OW; ++ow) {
-        float m = -INFINITY;
-        for (int64_t kh = 0; kh < k[0]; ++kh) {
-          int64_t ih = oh * st[0] - pd[0] + kh * dl[0];
-          if (ih < 0 || ih >= g.H) continue;
-          for (int64_t kw = 0; kw < k[1]; ++kw) {
-            int64_t iw = ow * st[1] - pd[1] + kw * dl[1];
-            if (iw < 0 || iw >= g.W) continue;
-            float v = xi[ih * g.W + iw];
-            if (v > m || std::isnan(v)) m = v;
-            if (std::isnan(m)) break;
+  parallel_for(g.planes, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t p = lo; p < hi; ++p) {
+      const float* xi = x.as<float>() + p * g.H * g.W;
+      float* oi = c.out[0].as<float>() + p * g.OH * g.OW;
+      for (int64_t oh = 0; oh < g.OH; ++oh) {
+        // The kernel rows inside the input, computed once per output row.
+        int64_t kh0 = 0, kh1 = k[0];
+        while (kh0 < kh1 && oh * st[0] - pd[0] + kh0 * dl[0] < 0) ++kh0;
+        while (kh1 > kh0 && oh * st[0] - pd[0] + (kh1 - 1) * dl[0] >= g.H) --kh1;
+        for (int64_t ow = 0; ow < g.OW; ++ow) {
+          float m = -INFINITY;
+          bool nan = false;
+          for (int64_t kh = kh0; kh < kh1; ++kh) {
+            const float* row = xi + (oh * st[0] - pd[0] + kh * dl[0]) * g.W;
+            for (int64_t kw = 0; kw < k[1]; ++kw) {
+              int64_t iw = ow * st[1] - pd[1] + kw * dl[1];
+              if (iw < 0 || iw >= g.W) continue;
+              float v = row[iw];
+              nan |= v != v;
+              m = v > m ? v : m;
+            }
           }
+          oi[oh * g.OW + ow] = nan ? NAN : m;
         }
-        oi[oh * g.OW + ow] = m;
       }
-  }
+    }
+  });
 }
 
 void run_avg_pool2d(const KernelCtx& c) {

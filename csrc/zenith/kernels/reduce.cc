@@ -332,15 +332,16 @@ void run_batch_norm(const KernelCtx& c) {
   if (N * C == 0) return;
   int64_t inner = x.numel() / (N * C);
   const float *w = c.in[1].as<float>(), *b = c.in[2].as<float>(), *mu = c.in[3].as<float>(), *var = c.in[4].as<float>();
-  for (int64_t ch = 0; ch < C; ++ch) {
-    float scale = w[ch] / std::sqrt(var[ch] + eps);
-    float shift = b[ch] - mu[ch] * scale;
-    for (int64_t i = 0; i < N; ++i) {
-      const float* p = x.as<float>() + (i * C + ch) * inner;
-      float* q = c.out[0].as<float>() + (i * C + ch) * inner;
+  parallel_for(N * C, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t nc = lo; nc < hi; ++nc) {
+      int64_t ch = nc % C;
+      float scale = w[ch] / std::sqrt(var[ch] + eps);
+      float shift = b[ch] - mu[ch] * scale;
+      const float* p = x.as<float>() + nc * inner;
+      float* q = c.out[0].as<float>() + nc * inner;
       for (int64_t j = 0; j < inner; ++j) q[j] = p[j] * scale + shift;
     }
-  }
+  });
 }
 
 }  // namespace zenith
