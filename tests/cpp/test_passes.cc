@@ -161,6 +161,32 @@ TEST(Passes, CanonicalizeKeepsRealWork) {
   EXPECT_EQ(run(canonicalize, in, 0), canon(in));
 }
 
+TEST(Passes, FuseEpilogue) {
+  Graph g = parse_graph(R"(graph(%x: f32[3, 4], %w: f32[4, 5], %b: f32[5]) {
+  %y: f32[3, 5] = addmm(%b, %x, %w)
+  %z: f32[3, 5] = gelu(%y) {approximate=[0]}
+  %u: f32[3, 5] = addmm(%b, %x, %w) {alpha=f[2]}
+  %v: f32[3, 5] = relu(%u)
+  %t: f32[3, 5] = tanh(%u)
+  %m: f32[3, 5] = addmm(%b, %x, %w) {beta=f[0]}
+  %r: f32[1, 15] = reshape(%m) {shape=[1, 15]}
+  %s: f32[1, 15] = silu(%r)
+  return (%z, %v, %t, %s)
+})");
+  EXPECT_EQ(fuse_epilogue(g), 2);  // %u feeds two activations: its raw value is needed
+  dead_code_elimination(g);
+  verify(g);
+  EXPECT_EQ(print_graph(g), canon(R"(graph(%x: f32[3, 4], %w: f32[4, 5], %b: f32[5]) {
+  %y: f32[3, 5] = addmm(%b, %x, %w) {activation=[2]}
+  %u: f32[3, 5] = addmm(%b, %x, %w) {alpha=f[2]}
+  %v: f32[3, 5] = relu(%u)
+  %t: f32[3, 5] = tanh(%u)
+  %m: f32[3, 5] = addmm(%b, %x, %w) {activation=[4], beta=f[0]}
+  %r: f32[1, 15] = reshape(%m) {shape=[1, 15]}
+  return (%y, %v, %t, %r)
+})"));
+}
+
 TEST(Passes, PipelineVerifiesEachPass) {
   Graph g = parse_graph(R"(graph(%x: f32[4]) {
   %a: f32[4] = copy(%x)
@@ -170,7 +196,7 @@ TEST(Passes, PipelineVerifiesEachPass) {
   return (%d)
 })");
   auto reports = run_default_pipeline(g, true);
-  ASSERT_EQ(reports.size(), 4u);
+  ASSERT_EQ(reports.size(), 5u);
   EXPECT_EQ(reports[0].name, "canonicalize");
   EXPECT_EQ(reports[0].changes, 1);
   EXPECT_EQ(reports[2].name, "cse");

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "zenith/error.h"
+#include "zenith/passes/passes.h"
 #include "zenith/runtime.h"
 
 using namespace zenith;
@@ -177,4 +178,25 @@ TEST(Runtime, ConcurrentCallsAgree) {
     });
   for (auto& th : threads) th.join();
   EXPECT_EQ(bad.load(), 0);
+}
+
+TEST(Runtime, FusedEpilogueMatchesSeparateOps) {
+  const char* text = R"(graph(%x: f32[7, 9], %w: f32[11, 9], %b: f32[11]) {
+  %y: f32[7, 11] = addmm(%b, %x, %w) {trans_b=[1]}
+  %z: f32[7, 11] = gelu(%y) {approximate=[1]}
+  %s: f32[7, 11] = addmm(%b, %x, %w) {trans_b=[1]}
+  %q: f32[7, 11] = silu(%s)
+  return (%z, %q)
+})";
+  Graph fused = parse_graph(text);
+  EXPECT_EQ(fuse_epilogue(fused), 2);
+  dead_code_elimination(fused);
+  Executable a(parse_graph(text)), b(std::move(fused));
+  auto x = iota(63, -30.0f), w = iota(99, -50.0f), bias = iota(11, -5.0f);
+  for (auto& v : x) v *= 0.05f;
+  for (auto& v : w) v *= 0.02f;
+  std::vector<InTensor> ins{{x.data(), DType::f32, {7, 9}}, {w.data(), DType::f32, {11, 9}}, {bias.data(), DType::f32, {11}}};
+  auto ra = a.run(ins, {}), rb = b.run(ins, {});
+  for (int k = 0; k < 2; ++k)
+    for (int i = 0; i < 77; ++i) EXPECT_FLOAT_EQ(f(ra[size_t(k)])[i], f(rb[size_t(k)])[i]);
 }

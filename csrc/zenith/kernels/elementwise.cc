@@ -160,6 +160,23 @@ FLOAT_UNARY(hardswish, x * std::fmin(std::fmax(x + 3.0f, 0.0f), 6.0f) / 6.0f)
 FLOAT_UNARY(hardsigmoid, std::fmin(std::fmax(x + 3.0f, 0.0f), 6.0f) / 6.0f)
 #undef FLOAT_UNARY
 
+void apply_activation(float* data, int64_t n, Activation act) {
+  auto map = [&](auto f) {
+    parallel_for(n, kElemChunk, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) data[i] = f(data[i]);
+    });
+  };
+  switch (act) {
+    case Activation::kNone: return;
+    case Activation::kRelu: map([](float x) { return std::isnan(x) ? x : (x > 0 ? x : 0.0f); }); return;
+    case Activation::kGelu: map([](float x) { return gelu_exact(x); }); return;
+    case Activation::kGeluTanh: map([](float x) { return gelu_tanh(x); }); return;
+    case Activation::kSilu: map([](float x) { return x * vsigmoid(x); }); return;
+    case Activation::kTanh: map([](float x) { return vtanh(x); }); return;
+  }
+  fail("unknown activation code ", int64_t(act));
+}
+
 void run_gelu(const KernelCtx& c) {
   // Lambdas, not function pointers, so the maps inline and vectorize.
   if (c.node.i("approximate", 0)) unary_map<float>(c.in[0], c.out[0], [](float x) { return gelu_tanh(x); });

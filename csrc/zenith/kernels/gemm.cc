@@ -363,6 +363,7 @@ void run_addmm(const KernelCtx& c) {
     }
   bool tb = c.node.i("trans_b", 0) != 0;
   sgemm(M, N, K, alpha, a.as<float>(), K, 1, b.as<float>(), tb ? 1 : N, tb ? K : 1, po, N, true);
+  apply_activation(po, M * N, Activation(c.node.i("activation", 0)));  // fused epilogue, if any
 }
 
 // ---- conv2d: im2col + GEMM per image and group; depthwise has a direct loop ----

@@ -48,6 +48,11 @@ const char* sgemm_isa();
 void ref_sgemm(int64_t M, int64_t N, int64_t K, float alpha, const float* a, int64_t a_rs, int64_t a_cs,
                const float* b, int64_t b_rs, int64_t b_cs, float* c, int64_t ldc, bool accumulate);
 
+// Activations a producer may apply to its output in place (a fused epilogue); the
+// code is the `activation` attribute of addmm. Same math as the standalone ops.
+enum class Activation : int64_t { kNone = 0, kRelu = 1, kGelu = 2, kGeluTanh = 3, kSilu = 4, kTanh = 5 };
+void apply_activation(float* data, int64_t n, Activation act);
+
 // Copies the strided view (shape, strides in elements, base pointer) into dst, dense.
 void strided_copy(void* dst, const void* src, size_t elem, const std::vector<int64_t>& shape,
                   const std::vector<int64_t>& strides);

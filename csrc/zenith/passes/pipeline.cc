@@ -1,5 +1,6 @@
 // The default pass pipeline, in order. Canonicalize first so CSE sees one spelling,
-// fold constants, merge duplicates, then drop what became dead.
+// fold constants, merge duplicates, fuse activations into GEMM epilogues, then
+// drop what became dead.
 #include "zenith/error.h"
 #include "zenith/passes/passes.h"
 
@@ -14,6 +15,7 @@ const PassEntry kPipeline[] = {
     {"canonicalize", canonicalize},
     {"constant_folding", constant_folding},
     {"cse", common_subexpression_elimination},
+    {"fuse_epilogue", fuse_epilogue},
     {"dce", dead_code_elimination},
 };
 }  // namespace

@@ -281,6 +281,21 @@ def test_matmul_family():
               passes=True)
 
 
+def test_linear_activation_fuses():
+    for act, name in [(F.gelu, "gelu"), (lambda t: F.gelu(t, approximate="tanh"), "gelu"), (torch.relu, "relu"),
+                      (F.silu, "silu"), (torch.tanh, "tanh")]:
+        cg = check(lambda x, w, b: act(F.linear(x, w, b)), [make((5, 8), f32), make((6, 8), f32), make((6,), f32)],
+                   passes=True, tol=dict(rtol=1e-4, atol=1e-5))
+        assert name not in cg.report.zenith_ops and cg.report.passes["fuse_epilogue"] == 1, cg.report.zenith_ops
+    cg = check(lambda x, w, b: F.gelu(F.linear(x, w, b)), [make((2, 5, 8), f32), make((6, 8), f32), make((6,), f32)],
+               passes=True, tol=dict(rtol=1e-4, atol=1e-5))  # 3-d input: a view sits between addmm and gelu
+    assert "gelu" not in cg.report.zenith_ops
+    # the raw linear output is also returned: no fusion, both values right
+    cg = check(lambda x, w, b: (F.linear(x, w, b), torch.relu(F.linear(x, w, b))),
+               [make((5, 8), f32), make((6, 8), f32), make((6,), f32)], passes=True, tol=dict(rtol=1e-4, atol=1e-5))
+    assert cg.report.passes["fuse_epilogue"] == 0
+
+
 def test_conv2d():
     COVERED.add("conv2d")
     cases = [

@@ -1,0 +1,54 @@
+// Epilogue fusion: an activation (relu, gelu exact or tanh, silu, tanh) whose only
+// input is an addmm result used nowhere else becomes that addmm's `activation`
+// attribute, so the linear layer writes its activated output in one kernel and the
+// intermediate buffer disappears. Reshapes between the two are looked through (an
+// elementwise op commutes with a reshape; PyTorch puts a view between linear's addmm
+// and the activation whenever the input has more than two dims).
+// Leaves alone: an addmm result that is also read elsewhere or returned (its
+// un-activated value is needed), addmm that already carries an activation, and
+// non-float32 values (half types compute through float32 conversions around ops).
+#include "zenith/kernels/kernels.h"
+#include "zenith/passes/passes.h"
+
+namespace zenith {
+
+namespace {
+Activation activation_of(const Node& n) {
+  switch (n.op) {
+    case Op::relu: return Activation::kRelu;
+    case Op::gelu: return n.i("approximate", 0) ? Activation::kGeluTanh : Activation::kGelu;
+    case Op::silu: return Activation::kSilu;
+    case Op::tanh: return Activation::kTanh;
+    default: return Activation::kNone;
+  }
+}
+}  // namespace
+
+int fuse_epilogue(Graph& g) {
+  g.reindex();
+  std::vector<int> uses = g.use_counts();
+  int fused = 0;
+  for (Node& n : g.nodes) {
+    Activation act = activation_of(n);
+    if (act == Activation::kNone) continue;
+    int x = n.inputs[0];  // the activation's input: the value that takes its place
+    if (g.type(x).dtype != DType::f32) continue;
+    int v = x, p = g.values[size_t(v)].producer;
+    bool single = uses[size_t(v)] == 1;
+    while (single && p >= 0 && g.nodes[size_t(p)].op == Op::reshape) {
+      v = g.nodes[size_t(p)].inputs[0];
+      p = g.values[size_t(v)].producer;
+      single = uses[size_t(v)] == 1;
+    }
+    if (!single || p < 0) continue;
+    Node& mm = g.nodes[size_t(p)];
+    if (mm.op != Op::addmm || mm.i("activation", 0) != 0) continue;
+    mm.set_int("activation", int64_t(act));
+    replace_all_uses(g, n.outputs[0], x);
+    uses[size_t(x)] = uses[size_t(n.outputs[0])];
+    ++fused;
+  }
+  return fused;
+}
+
+}  // namespace zenith
