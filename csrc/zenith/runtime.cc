@@ -62,6 +62,7 @@ struct Plan {
   std::vector<int> storage_of;               // per value id
   std::vector<Storage> storages;
   std::vector<int> output_storage;           // per graph output: storage index
+  std::vector<bool> via_f32;                 // per node: half-precision values computed through float32
   size_t arena_bytes = 0;
   int num_output_buffers = 0;
 };
@@ -272,6 +273,17 @@ std::shared_ptr<const Plan> Executable::build_plan(const std::vector<int64_t>& b
     placed.push_back(si);
   }
   plan->arena_bytes = total;
+  // Decided once per plan, not per call: non-movement ops touching f16/bf16 values
+  // run their float32 kernel between conversions.
+  plan->via_f32.assign(g.nodes.size(), false);
+  for (size_t ni = 0; ni < g.nodes.size(); ++ni) {
+    const Node& n = g.nodes[ni];
+    if (kernel_is_dtype_generic(n.op)) continue;
+    bool half = false;
+    for (int v : n.inputs) half = half || is_half(g.type(v).dtype);
+    for (int v : n.outputs) half = half || is_half(g.type(v).dtype);
+    plan->via_f32[ni] = half;
+  }
   return plan;
 }
 
@@ -334,11 +346,7 @@ std::vector<OutTensor> Executable::run(const std::vector<InTensor>& inputs,
     auto& outs = ctx->outs[ni];
     for (size_t k = 0; k < n.inputs.size(); ++k) ins[k].data = base[size_t(plan->storage_of[size_t(n.inputs[k])])];
     for (size_t k = 0; k < n.outputs.size(); ++k) outs[k].data = base[size_t(plan->storage_of[size_t(n.outputs[k])])];
-    bool half = false;
-    if (!kernel_is_dtype_generic(n.op)) {
-      for (auto& t : ins) half |= is_half(t.dtype);
-      for (auto& t : outs) half |= is_half(t.dtype);
-    }
+    const bool half = plan->via_f32[ni];
     const bool prof = g_profile.load(std::memory_order_relaxed);
     auto t0 = prof ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
     struct Timer {  // adds this node's time to the table when it goes out of scope
