@@ -36,6 +36,7 @@ class Report:
     graphs: int = 0
     segments: int = 0
     zenith_ops: dict = field(default_factory=dict)
+    planned_bytes: int = 0  # the runtime's liveness-planned arena for intermediates
 
     def __str__(self):
         lines = [
@@ -46,6 +47,7 @@ class Report:
             + (f" ({100.0 * self.nodes_native / self.nodes_total:.1f}%)" if self.nodes_total else ""),
             f"  Zenith segments   {self.segments}",
             f"  compile seconds   {self.compile_seconds:.3f}",
+            f"  planned arena     {self.planned_bytes / 2**20:.2f} MiB (intermediates, after memory reuse)",
             "  passes            " + (", ".join(f"{k}: {v}" for k, v in self.passes.items()) or "-"),
         ]
         if self.fallback_ops:
@@ -79,6 +81,7 @@ def explain(model, *example_inputs, dynamic=None, **options):
         r.nodes_total += g.nodes_total
         r.nodes_native += g.nodes_native
         r.segments += g.segments
+        r.planned_bytes += g.planned_bytes
         for k, v in g.passes.items():
             r.passes[k] = r.passes.get(k, 0) + v
         for k, v in g.zenith_ops.items():

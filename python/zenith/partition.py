@@ -46,6 +46,12 @@ class GraphReport:
     segments: int = 0
     zenith_ops: dict = field(default_factory=dict)  # Zenith op -> count after passes
     compile_seconds: float = 0.0
+    executables: list = field(default_factory=list, repr=False)  # one per Zenith segment
+
+    @property
+    def planned_bytes(self):
+        """Arena bytes of each segment's most recent plan (0 before the first call)."""
+        return sum(e.arena_bytes for e in self.executables)
 
 
 def _check_node(node):
@@ -233,6 +239,7 @@ class CompiledGraph:
         r.nodes_total = len(counted)
         r.nodes_native = sum(1 for n in counted if n not in fallback_reason)
         r.segments = sum(1 for k, _ in self.steps if k == "zenith")
+        r.executables = [x.exe for k, x in self.steps if k == "zenith"]
         for n, reason in fallback_reason.items():
             if n.target is operator.getitem:
                 continue

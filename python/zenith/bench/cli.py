@@ -86,12 +86,13 @@ def run(args):
             print(text, file=sys.stderr, flush=True)
 
     cfg = Config(frameworks=fws, threads=args.threads, iterations=args.iterations, warmup=args.warmup,
-                 batch=args.batch, seq=args.seq, new_tokens=args.new_tokens, progress=progress, bar=bar)
+                 batch=args.batch, seq=args.seq, new_tokens=args.new_tokens, steps=args.steps, progress=progress,
+                 bar=bar)
     doc = {"schema": schema.SCHEMA, "created": datetime.datetime.now(datetime.timezone.utc).isoformat(),
            "machine": machine_info(args.threads),
            "config": {"frameworks": list(fws), "threads": args.threads, "iterations": args.iterations,
                       "warmup": args.warmup, "batch": args.batch, "seq": args.seq, "new_tokens": args.new_tokens,
-                      "seqs": args.seqs, "batches": args.batches,
+                      "seqs": args.seqs, "batches": args.batches, "steps": args.steps,
                       "command": " ".join(["zenith bench"] + sys.argv[2:])},
            "workloads": []}
     for i, name in enumerate(names):
@@ -206,6 +207,7 @@ def main(argv=None):
     ap.add_argument("--batches", type=lambda s: [int(x) for x in s.split(",")], default=None,
                     help="batch-size sweep for bert-base, minilm and resnet50, e.g. 1,4,16")
     ap.add_argument("--new-tokens", type=int, default=32)
+    ap.add_argument("--steps", type=int, default=50, help="optimizer steps per contestant in train-* workloads")
     ap.add_argument("--json", default=None)
     return run(ap.parse_args(argv))
 

@@ -180,6 +180,10 @@ def render_markdown(doc, plots=(), note=None):
                 notes.append(f"{r['decode_tokens_s']:.1f} tok/s, TTFT {r['time_to_first_token_s'] * 1e3:.0f} ms")
             if "loss_curve" in r:
                 notes.append(f"final loss {r['loss_curve'][-1]:.4f} after {len(r['loss_curve'])} steps")
+            if "planned_arena_bytes" in r:
+                notes.append(f"planned arena {r['planned_arena_bytes'] / 2**20:.1f} MiB")
+            if r.get("rss_added_mib"):
+                notes.append(f"RSS +{r['rss_added_mib']:.0f} MiB at cold start")
             if "nodes_native" in r:
                 notes.append(f"{r['nodes_native']} nodes native, {r['nodes_fallback']} fallback")
             lines.append(f"| {fw} | {lat['median'] * 1e3:.2f} | {lat['p10'] * 1e3:.2f} / {lat['p90'] * 1e3:.2f} | "

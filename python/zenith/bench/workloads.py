@@ -3,6 +3,7 @@ with one entry per requested framework: samples from interleaved runs, latency
 summary, cold start, and agreement with eager checked in the same run."""
 from __future__ import annotations
 
+import contextlib
 import copy
 import importlib.util
 import os
@@ -31,6 +32,7 @@ class Config:
     batch: int = 1
     seq: int = 128
     new_tokens: int = 32
+    steps: int = 50  # optimizer steps per contestant in the training workloads
     progress: object = None  # callable(str) for progress lines
     bar: object = None  # callable(done, total, label) for the progress bar
     extra: dict = field(default_factory=dict)
@@ -78,6 +80,15 @@ def _peer_status(fw, supported=()):
     return None
 
 
+def _rss_mib():
+    """Current resident set size of this process (Linux), MiB; 0 where unknown."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except (OSError, ValueError):
+        return 0.0
+
+
 def run_interleaved(cfg, fns, check):
     """fns: framework -> zero-arg callable (first call compiles). Cold start is the
     first call alone; then warm-up; then `iterations` rounds, order rotating each
@@ -85,11 +96,13 @@ def run_interleaved(cfg, fns, check):
     results, alive, outputs = {}, {}, {}
     for fw, fn in fns.items():
         try:
+            rss = _rss_mib()
             t = time.perf_counter()
             out = fn()
             cold = time.perf_counter() - t
             outputs[fw] = out
-            results[fw] = {"status": "ok", "cold_start_s": cold, "samples_s": []}
+            results[fw] = {"status": "ok", "cold_start_s": cold, "samples_s": [],
+                           "rss_added_mib": max(0.0, _rss_mib() - rss)}
             alive[fw] = fn
         except Exception as e:  # a failing contestant is reported; the run goes on
             results[fw] = _fail(e)
@@ -124,6 +137,19 @@ def run_interleaved(cfg, fns, check):
             results[fw]["ratio_vs_eager"] = {"median": ratio, "ci_lo": lo, "ci_hi": hi,
                                              "verdict": stats.verdict(ratio, lo, hi)}
     return results
+
+
+@contextlib.contextmanager
+def _zenith_reports():
+    """Collects the reports of the graphs Zenith compiles inside the block."""
+    from zenith import backend
+
+    sink = []
+    backend._REPORT_SINKS.append(sink)
+    try:
+        yield sink
+    finally:
+        backend._REPORT_SINKS.remove(sink)
 
 
 def _compiled(fw, model, dynamic=None):
@@ -168,11 +194,13 @@ def _model_workload(cfg, name, params, make_model, make_inputs, items):
     torch._dynamo.reset()
     before = zenith.stats()
     _say(cfg, f"{name}: {', '.join(fns)}")
-    results.update(run_interleaved(cfg, fns, lambda fw, out: agreement(ref, out)))
+    with _zenith_reports() as reports:
+        results.update(run_interleaved(cfg, fns, lambda fw, out: agreement(ref, out)))
     after = zenith.stats()
     if results.get("zenith", {}).get("status") == "ok":
         results["zenith"]["nodes_native"] = after["nodes_native"] - before["nodes_native"]
         results["zenith"]["nodes_fallback"] = after["nodes_fallback"] - before["nodes_fallback"]
+        results["zenith"]["planned_arena_bytes"] = sum(r.planned_bytes for r in reports)
     for r in results.values():
         if r.get("status") == "ok":
             r["throughput_items_s"] = items / r["latency"]["median"]
@@ -282,25 +310,6 @@ def tinyllama_decode(cfg):
                    lambda: transformers.LlamaForCausalLM(c), 16, 32000)
 
 
-class LoRALinear(torch.nn.Module):
-    """y = base(x) + (x A^T) B^T * (alpha / r); base frozen, A, B trained. Wraps both
-    nn.Linear and HF's GPT-2 Conv1D (weight stored [in, out])."""
-
-    def __init__(self, base, r=8, alpha=16):
-        super().__init__()
-        self.base = base
-        for p in base.parameters():
-            p.requires_grad_(False)
-        w = base.weight
-        fan_in, fan_out = (w.shape[1], w.shape[0]) if isinstance(base, torch.nn.Linear) else w.shape
-        self.lora_a = torch.nn.Parameter(torch.randn(r, fan_in) / fan_in ** 0.5)
-        self.lora_b = torch.nn.Parameter(torch.zeros(fan_out, r))
-        self.scale = alpha / r
-
-    def forward(self, x):
-        return self.base(x) + (x @ self.lora_a.t()) @ self.lora_b.t() * self.scale
-
-
 def _lm_batches(vocab, batch, seq, steps, seed=0):
     """A learnable synthetic token stream (each sequence follows t -> (a*t + c) mod V
     from a random start), so the loss falls and the curves say something."""
@@ -353,7 +362,7 @@ def _train(cfg, name, params, make_model, trainable, batches):
     # Warm-up steps would shift one curve against another; every framework takes the
     # same number of steps, and agreement is checked on the full curves at the end.
     sub = copy.copy(cfg)
-    sub.warmup = 1
+    sub.warmup, sub.iterations = 1, max(1, cfg.steps - 2)  # cold + warm-up + timed = cfg.steps
     results.update(run_interleaved(sub, fns, lambda fw, out: {}))
     after = zenith.stats()
     ref = curves.get("eager")
@@ -374,40 +383,39 @@ def _train(cfg, name, params, make_model, trainable, batches):
                                          lr=LR, items="tokens"), "results": results}
 
 
-def _gpt_43m():
+def train_transformer_43m(cfg):
     import transformers
 
-    # 12 layers x d512, vocab 8192, embeddings tied: about 43M parameters.
-    return transformers.GPT2LMHeadModel(transformers.GPT2Config(
-        vocab_size=8192, n_positions=256, n_embd=512, n_layer=12, n_head=8,
-        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0))
+    def make():  # 6 layers x 768, vocab 1024: about 43M parameters (embeddings tied)
+        return transformers.GPT2LMHeadModel(transformers.GPT2Config(
+            vocab_size=1024, n_positions=256, n_embd=768, n_layer=6, n_head=12,
+            resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=0, eos_token_id=0))
 
-
-def train_transformer_43m(cfg):
-    b, s = cfg.batch if cfg.batch > 1 else 4, min(cfg.seq, 128)
-    steps = cfg.iterations + 2
+    b, s = max(cfg.batch, 2), min(cfg.seq, 128)
     return _train(cfg, "train-transformer-43m",
-                  {"model": "GPT-2 architecture, 12 layers x 512, vocab 8192, random init",
-                   "batch": b, "seq": s, "dtype": "fp32"},
-                  _gpt_43m, lambda m: m.parameters(), _lm_batches(8192, b, s, steps))
+                  {"model": "GPT-2 architecture, 6 layers x 768, vocab 1024, random init", "batch": b, "seq": s,
+                   "dtype": "fp32"}, make, lambda m: m.parameters(), _lm_batches(1024, b, s, cfg.steps))
 
 
 def train_lora(cfg):
-    def make():
-        m = _gpt_43m()
-        for p in m.parameters():
-            p.requires_grad_(False)
-        for blk in m.transformer.h:
-            blk.attn.c_attn = LoRALinear(blk.attn.c_attn)
-            blk.mlp.c_fc = LoRALinear(blk.mlp.c_fc)
-        return m
+    """peft LoRA (r=8, alpha=32, q/k/v/o projections) on a reduced-depth TinyLlama
+    config; the base weights are frozen, the adapters train."""
+    import transformers
+    from peft import LoraConfig, get_peft_model
 
-    b, s = cfg.batch if cfg.batch > 1 else 4, min(cfg.seq, 128)
-    steps = cfg.iterations + 2
+    def make():
+        c = transformers.LlamaConfig(hidden_size=2048, intermediate_size=5632, num_hidden_layers=2,
+                                     num_attention_heads=32, num_key_value_heads=4, vocab_size=32000,
+                                     max_position_embeddings=2048)
+        lora = LoraConfig(r=8, lora_alpha=32, lora_dropout=0.0,
+                          target_modules=["q_proj", "k_proj", "v_proj", "o_proj"])
+        return get_peft_model(transformers.LlamaForCausalLM(c), lora)
+
+    b, s = cfg.batch, min(cfg.seq, 128)
     return _train(cfg, "train-lora",
-                  {"model": "the 43M GPT-2 above, frozen, + LoRA r=8 on attention qkv and MLP up",
-                   "batch": b, "seq": s, "dtype": "fp32"},
-                  make, lambda m: m.parameters(), _lm_batches(8192, b, s, steps, seed=1))
+                  {"model": "TinyLlama-1.1B config reduced to 2 layers, random init, peft LoRA r=8 alpha=32 on "
+                   "q/k/v/o", "batch": b, "seq": s, "dtype": "fp32"},
+                  make, lambda m: m.parameters(), _lm_batches(32000, b, s, cfg.steps, seed=1))
 
 
 GEMMA_PROMPT = "The capital of France is"
