@@ -65,6 +65,28 @@ def check_tensor_meta(v, what):
         raise Unsupported("non-strided layout")
 
 
+def physical_perm(m):
+    """For a tensor whose memory is a permutation of a contiguous layout but which is
+    not contiguous itself (a transposed weight, say), the perm with m.permute(perm)
+    contiguous; None for contiguous, overlapping, gapped or symbolic layouts."""
+    if not isinstance(m, torch.Tensor) or m.dim() < 2:
+        return None
+    if any(isinstance(x, torch.SymInt) for x in (*m.shape, *m.stride())):
+        return None
+    if m.is_contiguous():
+        return None
+    sizes, strides = list(m.shape), list(m.stride())
+    perm = sorted(range(m.dim()), key=lambda d: (-strides[d], d))
+    if perm == list(range(m.dim())):
+        return None
+    expect = 1
+    for d in reversed(perm):
+        if sizes[d] != 1 and strides[d] != expect:
+            return None
+        expect *= sizes[d]
+    return perm
+
+
 class Lowering:
     """Builds one Zenith graph from a run of fx nodes."""
 
@@ -73,6 +95,7 @@ class Lowering:
         self.g = _C.Graph()
         self.env = {}  # fx node -> value id (or tuple of ids for multi-output ops)
         self.inputs = []  # fx nodes that became graph inputs, in order
+        self.input_perms = []  # per input: None, or the permute that makes it contiguous
         self.const_keepalive = []
 
     # -- values --
@@ -96,9 +119,18 @@ class Lowering:
                     return v
             m = meta(n)
             check_tensor_meta(m, f"input {n.name}")
-            v = self.g.add_input(n.name, DTYPES[m.dtype], [sym_str(d) for d in m.shape])
+            perm = physical_perm(m)
+            if perm is None:
+                v = self.g.add_input(n.name, DTYPES[m.dtype], [sym_str(d) for d in m.shape])
+            else:  # a transposed view (e.g. a weight saved for backward): read it in place
+                v = self.g.add_input(n.name, DTYPES[m.dtype], [sym_str(m.shape[d]) for d in perm])
+                inv = [0] * len(perm)
+                for j, d in enumerate(perm):
+                    inv[d] = j
+                v = self.emit("permute", [v], perm=inv)
             self.env[n] = v
             self.inputs.append(n)
+            self.input_perms.append(perm)
             return v
         raise Unsupported(f"expected a tensor argument, got {type(n).__name__}")
 

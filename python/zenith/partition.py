@@ -97,6 +97,9 @@ def _check_types(L, node, res):
                 raise Unsupported(f"shape inference gives {shape}, PyTorch says {list(m.shape)}")
 
 
+_VIEW_OPS = {torch.ops.aten.t.default, torch.ops.aten.permute.default, torch.ops.aten.transpose.int}
+
+
 class _Segment:
     def __init__(self):
         self.nodes = []
@@ -106,6 +109,14 @@ class _Segment:
         for n in self.nodes:
             L.env[n] = CONVERTERS[n.target](L, n)
         self.out_nodes = [n for n in self.nodes if users_outside(n)]
+        # A transpose of a graph input that leaves the segment (AOTAutograd saves weight
+        # transposes for backward) is a free view in PyTorch but a full copy as a Zenith
+        # output: PyTorch makes it; uses inside the segment still see it (as trans_b).
+        self.torch_views = [n for n in self.out_nodes if n.target in _VIEW_OPS and isinstance(n.args[0], torch.fx.Node)
+                            and n.args[0].op in ("placeholder", "get_attr")]
+        if len(self.torch_views) == len(self.out_nodes):
+            self.torch_views = []
+        self.out_nodes = [n for n in self.out_nodes if n not in self.torch_views]
         outs = []
         for n in self.out_nodes:
             v = L.env[n]
@@ -121,6 +132,7 @@ class _Segment:
         self.symbols = _graph_symbols(L)
         self.exe = _C.Executable(L.g, self.symbols)
         self.in_nodes = L.inputs
+        self.in_perms = L.input_perms
         self.keepalive = L.const_keepalive
         self.graph = L.g
 
@@ -266,11 +278,13 @@ class CompiledGraph:
 
     def _run_segment(self, seg, env, syms):
         keep = []
-        ins = [_raw(env[n], keep) for n in seg.in_nodes]
+        ins = [_raw(env[n] if p is None else env[n].permute(p), keep) for n, p in zip(seg.in_nodes, seg.in_perms)]
         ints = [syms[s] for s in seg.symbols]
         outs = seg.exe.run_raw(ins, ints)
         for n, t in zip(seg.out_nodes, outs):
             env[n] = t
+        for n in seg.torch_views:
+            env[n] = n.target(*torch.fx.node.map_arg(n.args, lambda a: env[a]))
         STATS["segments_run"] += 1
 
     def __call__(self, args):

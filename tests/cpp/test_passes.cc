@@ -150,6 +150,30 @@ TEST(Passes, CanonicalizeFoldsTransposeIntoMatmul) {
 })"));
 }
 
+TEST(Passes, CanonicalizeComposesPermutes) {
+  // transpose of a transpose is x itself; a 3-cycle applied twice is one permute;
+  // a permute of a permute feeding a matmul ends as trans_b on the original.
+  Graph g = parse_graph(R"(graph(%x: f32[2, 3], %y: f32[2, 3, 4], %w: f32[5, 4]) {
+  %a: f32[3, 2] = permute(%x) {perm=[1, 0]}
+  %b: f32[2, 3] = permute(%a) {perm=[-1, 0]}
+  %c: f32[3, 4, 2] = permute(%y) {perm=[1, 2, 0]}
+  %d: f32[4, 2, 3] = permute(%c) {perm=[1, 2, 0]}
+  %e: f32[4, 5] = permute(%w) {perm=[1, 0]}
+  %f: f32[5, 4] = permute(%e) {perm=[1, 0]}
+  %h: f32[4, 5] = permute(%f) {perm=[1, 0]}
+  %m: f32[2, 3, 5] = matmul(%y, %h)
+  return (%b, %d, %m)
+})");
+  EXPECT_GE(canonicalize(g), 4);
+  dead_code_elimination(g);
+  verify(g);
+  EXPECT_EQ(print_graph(g), canon(R"(graph(%x: f32[2, 3], %y: f32[2, 3, 4], %w: f32[5, 4]) {
+  %d: f32[4, 2, 3] = permute(%y) {perm=[2, 0, 1]}
+  %m: f32[2, 3, 5] = matmul(%y, %w) {trans_b=[1]}
+  return (%x, %d, %m)
+})"));
+}
+
 TEST(Passes, CanonicalizeKeepsRealWork) {
   std::string in = R"(graph(%x: f32[2, 3]) {
   %two: f32[] = constant() {dtype=[0], shape=[]} data=00000040

@@ -1,6 +1,7 @@
 // Canonicalization: removes ops that do nothing and collapses chains, so later passes
 // and the runtime see one spelling of each computation:
 //   copy(x) -> x; reshape/expand/cast/permute that leave x unchanged -> x;
+//   permute(permute(x)) -> one permute (often the identity, so x);
 //   reshape(reshape(x)) -> reshape(x); full-range slice -> x; cat of one input -> x;
 //   x + 0, x - 0, x * 1, x / 1 with a scalar constant -> x (same dtype and shape only);
 //   matmul/addmm(a, permute(b) swapping the last two dims) -> trans_b on b itself, so a
@@ -55,6 +56,22 @@ int canonicalize(Graph& g) {
       }
       case Op::permute: {
         auto p = n.const_ints("perm");
+        int64_t r = int64_t(p.size());
+        for (auto& d : p) d = d < 0 ? d + r : d;
+        int prod = g.values[size_t(n.inputs[0])].producer;
+        if (prod >= 0 && g.nodes[size_t(prod)].op == Op::permute) {
+          // permute(permute(x, q), p) = permute(x, q[p[k]]): one data movement, or none
+          auto q = g.nodes[size_t(prod)].const_ints("perm");
+          std::vector<SymInt> composed;
+          for (int64_t k = 0; k < r; ++k) {
+            int64_t qk = q[size_t(p[size_t(k)])];
+            composed.push_back(SymInt(qk < 0 ? qk + r : qk));
+          }
+          n.inputs[0] = g.nodes[size_t(prod)].inputs[0];
+          n.set_ints("perm", composed);
+          for (int64_t k = 0; k < r; ++k) p[size_t(k)] = composed[size_t(k)].value();
+          ++changes;
+        }
         bool id = true;
         for (size_t k = 0; k < p.size(); ++k) id = id && (p[k] == int64_t(k) || p[k] == int64_t(k) - int64_t(p.size()));
         if (id) forward = n.inputs[0];
