@@ -62,6 +62,40 @@ TEST(Kernels, SgemmStridesAlphaAccumulate) {
       }
 }
 
+TEST(Kernels, SgemmSkinnyTimesTransposedWeight) {
+  // x @ W^T with few rows (decode, small batches) takes the blocked dot-product path,
+  // x @ B with row-major B and <= 4 rows the register-blocked path:
+  // every row-block size (4, 3, 2, 1 remainder), W-row tails, k tails (< 8, not a
+  // multiple of 8), alpha and accumulate, on one thread and two.
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    for (int64_t M : {1, 2, 3, 4, 5, 7, 16, 31, 32, 33})
+      for (int64_t N : {1, 3, 8, 9, 17, 300})
+        for (int64_t K : {1, 5, 8, 13, 64, 65, 257}) {
+          auto a = randn(size_t(M * K), unsigned(M * 131 + N * 7 + K)), w = randn(size_t(N * K), unsigned(K));
+          int64_t ldc = N + 2;
+          for (bool acc : {false, true}) {
+            auto c = randn(size_t(M * ldc), 5);
+            auto r = c;
+            sgemm(M, N, K, 0.75f, a.data(), K, 1, w.data(), 1, K, c.data(), ldc, acc);
+            ref_sgemm(M, N, K, 0.75f, a.data(), K, 1, w.data(), 1, K, r.data(), ldc, acc);
+            for (size_t i = 0; i < c.size(); ++i)
+              ASSERT_NEAR(c[i], r[i], 1e-4f * std::sqrt(float(K)) * 4)
+                  << M << "x" << N << "x" << K << " acc=" << acc << " threads=" << threads << " at " << i;
+            // the same numbers as a row-major [K, N] B (GPT-2 Conv1D layout): register-blocked path
+            c = randn(size_t(M * ldc), 6);
+            r = c;
+            sgemm(M, N, K, 0.75f, a.data(), K, 1, w.data(), N, 1, c.data(), ldc, acc);
+            ref_sgemm(M, N, K, 0.75f, a.data(), K, 1, w.data(), N, 1, r.data(), ldc, acc);
+            for (size_t i = 0; i < c.size(); ++i)
+              ASSERT_NEAR(c[i], r[i], 1e-4f * std::sqrt(float(K)) * 4)
+                  << "row-major B " << M << "x" << N << "x" << K << " acc=" << acc << " at " << i;
+          }
+        }
+  }
+  set_num_threads(1);
+}
+
 TEST(Kernels, SgemmEmptyDims) {
   std::vector<float> c(6, 7.0f);
   sgemm(2, 3, 0, 1.0f, nullptr, 0, 1, nullptr, 3, 1, c.data(), 3, false);

@@ -20,6 +20,8 @@ import time
 
 from zenith.bench import schema, stats
 
+# Workloads that take --seqs (a sequence-length sweep), with their default lengths.
+SEQ_SWEEPS = {"minilm": None, "bert-base-sweep": [8, 32, 128, 512]}
 STANDARD = ["machine", "gemm-sweep", "bert-base", "minilm", "resnet50", "gpt2-decode", "gemma3-270m-decode",
             "train-transformer-43m", "train-lora"]
 
@@ -98,7 +100,7 @@ def run(args):
     for i, name in enumerate(names):
         progress(f"({i + 1}/{len(names)}) {name}")
         sweepable = name in ("bert-base", "minilm", "resnet50")
-        seqs = args.seqs if name in ("bert-base", "minilm") and args.seqs else [args.seq]
+        seqs = (args.seqs or SEQ_SWEEPS[name] or [args.seq]) if name in SEQ_SWEEPS else [args.seq]
         batches = args.batches if sweepable and args.batches else [args.batch]
         for b in batches:
             for s in seqs:
@@ -203,7 +205,7 @@ def main(argv=None):
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--seq", type=int, default=128)
     ap.add_argument("--seqs", type=lambda s: [int(x) for x in s.split(",")], default=None,
-                    help="sequence-length sweep for bert-base and minilm, e.g. 8,32,128,512")
+                    help="sequence-length sweep for minilm and bert-base-sweep (default 8,32,128,512)")
     ap.add_argument("--batches", type=lambda s: [int(x) for x in s.split(",")], default=None,
                     help="batch-size sweep for bert-base, minilm and resnet50, e.g. 1,4,16")
     ap.add_argument("--new-tokens", type=int, default=32)

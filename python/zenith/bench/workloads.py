@@ -541,6 +541,7 @@ WORKLOADS = {
     "machine": machine,
     "gemm-sweep": gemm_sweep,
     "bert-base": bert_base,
+    "bert-base-sweep": bert_base,  # the CLI runs it over several sequence lengths
     "minilm": minilm,
     "resnet50": resnet50,
     "gpt2-decode": gpt2_decode,
