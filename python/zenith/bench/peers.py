@@ -14,6 +14,14 @@ import tempfile
 import torch
 
 
+SETTINGS = {
+    "onnxruntime": "torch.onnx.export (dynamo, optimize) -> CPUExecutionProvider, ORT_ENABLE_ALL, "
+                   "intra_op_num_threads={t}, inter_op 1, pool spinning off",
+    "openvino": "openvino.convert_model -> CPU, LATENCY hint, INFERENCE_NUM_THREADS={t}, precision f32",
+    "llamacpp": "llama-cpp-python on the Q4_K_M GGUF, n_threads={t}, greedy (top_k=1, temp 0)",
+}
+
+
 def _numpy_inputs(inputs):
     return [x.detach().cpu().numpy() for x in inputs]
 
@@ -36,6 +44,9 @@ def onnxruntime_fn(model, inputs, threads):
         so.intra_op_num_threads = threads
         so.inter_op_num_threads = 1
         so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        # ORT's pool spins after each run by default, stealing the cores from whichever
+        # contestant runs next in the interleaved order; it sleeps like the others here.
+        so.add_session_config_entry("session.intra_op.allow_spinning", "0")
         sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
         feed_names = [i.name for i in sess.get_inputs()]
         state["run"] = lambda: sess.run(None, dict(zip(feed_names, _numpy_inputs(inputs))))

@@ -180,6 +180,8 @@ def render_markdown(doc, plots=(), note=None):
                 notes.append(f"{r['decode_tokens_s']:.1f} tok/s, TTFT {r['time_to_first_token_s'] * 1e3:.0f} ms")
             if "loss_curve" in r:
                 notes.append(f"final loss {r['loss_curve'][-1]:.4f} after {len(r['loss_curve'])} steps")
+            if "settings" in r:
+                notes.append(r["settings"])
             if "planned_arena_bytes" in r:
                 notes.append(f"planned arena {r['planned_arena_bytes'] / 2**20:.1f} MiB")
             if r.get("rss_added_mib"):

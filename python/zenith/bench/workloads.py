@@ -128,6 +128,8 @@ def run_interleaved(cfg, fns, check):
         cfg.bar(cfg.iterations, cfg.iterations, ", ".join(names))
     for fw in names:
         r = results[fw]
+        if fw in peers.SETTINGS:
+            r["settings"] = peers.SETTINGS[fw].format(t=cfg.threads)
         r["latency"] = stats.summary(r["samples_s"])
         r["compile_s_estimate"] = max(0.0, r["cold_start_s"] - r["latency"]["median"])
     if "eager" in alive:
