@@ -96,6 +96,25 @@ TEST(Kernels, SgemmSkinnyTimesTransposedWeight) {
   set_num_threads(1);
 }
 
+TEST(Kernels, SgemmPackedTransposedB) {
+  // Enough rows for the packed path with W^T packed by 8 x 8 register transposes: column
+  // tails inside a panel (< 8 left), k tails (kc not a multiple of 8), several panels
+  // and k blocks, accumulate.
+  for (int64_t M : {33, 64, 130})
+    for (int64_t N : {8, 31, 32, 33, 100})
+      for (int64_t K : {7, 8, 9, 256, 257, 600}) {
+        auto a = randn(size_t(M * K), unsigned(M + N + K)), w = randn(size_t(N * K), unsigned(N * K));
+        for (bool acc : {false, true}) {
+          auto c = randn(size_t(M * N), 3);
+          auto r = c;
+          sgemm(M, N, K, 1.0f, a.data(), K, 1, w.data(), 1, K, c.data(), N, acc);
+          ref_sgemm(M, N, K, 1.0f, a.data(), K, 1, w.data(), 1, K, r.data(), N, acc);
+          for (size_t i = 0; i < c.size(); ++i)
+            ASSERT_NEAR(c[i], r[i], 1e-4f * std::sqrt(float(K)) * 4) << M << "x" << N << "x" << K << " at " << i;
+        }
+      }
+}
+
 TEST(Kernels, SgemmEmptyDims) {
   std::vector<float> c(6, 7.0f);
   sgemm(2, 3, 0, 1.0f, nullptr, 0, 1, nullptr, 3, 1, c.data(), 3, false);

@@ -8,6 +8,10 @@
 #include <cstring>
 #include <memory>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 #include "zenith/error.h"
 #include "zenith/kernels/kernels.h"
 #include "zenith/kernels/vmath.h"
@@ -48,22 +52,45 @@ struct AlignedBuf {
   }
 };
 
+#if defined(__AVX2__)
+// dst[k * ld + j] = src[j * src_stride + k] for an 8 x 8 block (j rows of W, k along
+// each row): the standard unpack / shuffle / lane-permute transpose in registers.
+inline void transpose_8x8(const float* src, int64_t src_stride, float* dst, int64_t ld) {
+  __m256 r[8], t[8], u[8];
+  for (int j = 0; j < 8; ++j) r[j] = _mm256_loadu_ps(src + j * src_stride);
+  for (int j = 0; j < 8; j += 2) {
+    t[j] = _mm256_unpacklo_ps(r[j], r[j + 1]);
+    t[j + 1] = _mm256_unpackhi_ps(r[j], r[j + 1]);
+  }
+  for (int h = 0; h < 8; h += 4) {
+    u[h] = _mm256_shuffle_ps(t[h], t[h + 2], 0x44);
+    u[h + 1] = _mm256_shuffle_ps(t[h], t[h + 2], 0xEE);
+    u[h + 2] = _mm256_shuffle_ps(t[h + 1], t[h + 3], 0x44);
+    u[h + 3] = _mm256_shuffle_ps(t[h + 1], t[h + 3], 0xEE);
+  }
+  for (int k = 0; k < 4; ++k) {
+    _mm256_storeu_ps(dst + k * ld, _mm256_permute2f128_ps(u[k], u[k + 4], 0x20));
+    _mm256_storeu_ps(dst + (k + 4) * ld, _mm256_permute2f128_ps(u[k], u[k + 4], 0x31));
+  }
+}
+#endif
+
 // kc x NR panel of B, zero-padded past nr.
 template <int64_t NR>
 void pack_b(int64_t kc, int64_t nr, const float* b, int64_t b_rs, int64_t b_cs, float* dst) {
-  if (b_rs == 1 && b_cs != 1) {  // B^T row-major: transpose 16 x NR tiles through a small buffer
-    float tile[16][NR];
-    for (int64_t k0 = 0; k0 < kc; k0 += 16) {
-      int64_t kk = std::min<int64_t>(16, kc - k0);
-      for (int64_t j = 0; j < NR; ++j) {
-        if (j < nr) {
-          const float* src = b + j * b_cs + k0;  // contiguous along k
-          for (int64_t k = 0; k < kk; ++k) tile[k][j] = src[k];
-        } else {
-          for (int64_t k = 0; k < kk; ++k) tile[k][j] = 0;
-        }
-      }
-      for (int64_t k = 0; k < kk; ++k) std::memcpy(dst + (k0 + k) * NR, tile[k], NR * sizeof(float));
+  if (b_rs == 1 && b_cs != 1) {  // B^T row-major (W of nn.Linear): transpose while packing
+    int64_t j0 = 0;
+#if defined(__AVX2__)
+    int64_t k8 = kc / 8 * 8;
+    for (; j0 + 8 <= nr; j0 += 8) {
+      for (int64_t k0 = 0; k0 < k8; k0 += 8) transpose_8x8(b + j0 * b_cs + k0, b_cs, dst + k0 * NR + j0, NR);
+      for (int64_t k = k8; k < kc; ++k)
+        for (int64_t j = j0; j < j0 + 8; ++j) dst[k * NR + j] = b[j * b_cs + k];
+    }
+#endif
+    for (int64_t k = 0; k < kc; ++k) {  // the last columns (< 8) and the zero padding
+      float* d = dst + k * NR;
+      for (int64_t j = j0; j < NR; ++j) d[j] = j < nr ? b[j * b_cs + k] : 0.0f;
     }
     return;
   }

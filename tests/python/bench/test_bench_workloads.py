@@ -76,3 +76,15 @@ def test_report_draws_sweeps_and_loss_curves(tmp_path):
     md = report.render_markdown(doc, plots)
     assert "## bert-base (batch 1, seq 32)" in md and "final loss 3.1000 after 3 steps" in md
     assert "![bert-base-seq-sweep-b1](bert-base-seq-sweep-b1.png)" in md
+
+
+def test_bf16_run_is_labelled_and_compared_with_fp32():
+    cfg = Config(frameworks=("eager", "zenith", "onnxruntime"), iterations=2, warmup=1, threads=1, dtype="bf16")
+    make = lambda: torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.Linear(32, 4))  # noqa: E731
+    w = workloads._model_workload(cfg, "mlp", {"batch": 3}, make, lambda: (torch.randn(3, 16),), 3)
+    assert w["params"]["dtype"] == "bf16"
+    assert w["results"]["onnxruntime"]["status"] == "skipped"
+    zen = w["results"]["zenith"]
+    assert zen["status"] == "ok", zen
+    assert zen["agreement"]["cosine"] > 0.999  # against eager in bf16
+    assert 0.99 < zen["agreement"]["cosine_vs_fp32"] <= 1.0 + 1e-9  # what bf16 costs against fp32
