@@ -74,7 +74,7 @@ bench: setup $(VENV)/.bench-deps
 	HF_HUB_OFFLINE=1 $(VENV)/bin/zenith bench machine gemm-sweep bert-base minilm resnet50 gpt2-decode \
 	  gemma3-270m-decode train-transformer-43m train-lora \
 	  --frameworks eager,inductor,zenith,onnxruntime,openvino,llamacpp \
-	  --seqs 32,128 --threads 2 --iterations 20 --json $(BENCH_DIR)/results.json
+	  --seqs 32,128 --batches 1,8 --threads 2 --iterations 20 --json $(BENCH_DIR)/results.json
 	$(VENV)/bin/zenith bench report $(BENCH_DIR)/results.json
 
 clean:

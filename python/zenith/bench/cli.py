@@ -22,6 +22,7 @@ from zenith.bench import schema, stats
 
 # Workloads that take --seqs (a sequence-length sweep), with their default lengths.
 SEQ_SWEEPS = {"minilm": None, "bert-base-sweep": [8, 32, 128, 512]}
+BATCH_SWEEPS = ("resnet50",)  # workloads that take --batches
 STANDARD = ["machine", "gemm-sweep", "bert-base", "minilm", "resnet50", "gpt2-decode", "gemma3-270m-decode",
             "train-transformer-43m", "train-lora"]
 
@@ -88,20 +89,19 @@ def run(args):
             print(text, file=sys.stderr, flush=True)
 
     cfg = Config(frameworks=fws, threads=args.threads, iterations=args.iterations, warmup=args.warmup,
-                 batch=args.batch, seq=args.seq, new_tokens=args.new_tokens, steps=args.steps, progress=progress,
+                 batch=args.batch, seq=args.seq, new_tokens=args.new_tokens, steps=args.steps, dtype=args.dtype, progress=progress,
                  bar=bar)
     doc = {"schema": schema.SCHEMA, "created": datetime.datetime.now(datetime.timezone.utc).isoformat(),
            "machine": machine_info(args.threads),
            "config": {"frameworks": list(fws), "threads": args.threads, "iterations": args.iterations,
                       "warmup": args.warmup, "batch": args.batch, "seq": args.seq, "new_tokens": args.new_tokens,
-                      "seqs": args.seqs, "batches": args.batches, "steps": args.steps,
+                      "seqs": args.seqs, "batches": args.batches, "steps": args.steps, "dtype": args.dtype,
                       "command": " ".join(["zenith bench"] + sys.argv[2:])},
            "workloads": []}
     for i, name in enumerate(names):
         progress(f"({i + 1}/{len(names)}) {name}")
-        sweepable = name in ("bert-base", "minilm", "resnet50")
         seqs = (args.seqs or SEQ_SWEEPS[name] or [args.seq]) if name in SEQ_SWEEPS else [args.seq]
-        batches = args.batches if sweepable and args.batches else [args.batch]
+        batches = args.batches if name in BATCH_SWEEPS and args.batches else [args.batch]
         for b in batches:
             for s in seqs:
                 cfg.seq, cfg.batch = s, b
@@ -207,8 +207,10 @@ def main(argv=None):
     ap.add_argument("--seqs", type=lambda s: [int(x) for x in s.split(",")], default=None,
                     help="sequence-length sweep for minilm and bert-base-sweep (default 8,32,128,512)")
     ap.add_argument("--batches", type=lambda s: [int(x) for x in s.split(",")], default=None,
-                    help="batch-size sweep for bert-base, minilm and resnet50, e.g. 1,4,16")
+                    help="batch-size sweep for resnet50, e.g. 1,8,32")
     ap.add_argument("--new-tokens", type=int, default=32)
+    ap.add_argument("--dtype", choices=("fp32", "bf16", "fp16"), default="fp32",
+                    help="bert-base, minilm, resnet50: run every PyTorch contestant in this dtype")
     ap.add_argument("--steps", type=int, default=50, help="optimizer steps per contestant in train-* workloads")
     ap.add_argument("--json", default=None)
     return run(ap.parse_args(argv))

@@ -33,6 +33,7 @@ class Config:
     seq: int = 128
     new_tokens: int = 32
     steps: int = 50  # optimizer steps per contestant in the training workloads
+    dtype: str = "fp32"  # single-call inference workloads: fp32, bf16 or fp16
     progress: object = None  # callable(str) for progress lines
     bar: object = None  # callable(done, total, label) for the progress bar
     extra: dict = field(default_factory=dict)
@@ -164,16 +165,39 @@ def _compiled(fw, model, dynamic=None):
     raise ValueError(fw)
 
 
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
 def _model_workload(cfg, name, params, make_model, make_inputs, items):
+    """Single-call inference. With --dtype bf16/fp16 every PyTorch contestant runs the
+    model in that dtype, eager in that dtype is the baseline, and the agreement also
+    states the cosine against the fp32 model (what the precision change costs)."""
     torch.set_num_threads(cfg.threads)
     torch.manual_seed(0)
     model = make_model().eval()
     inputs = make_inputs()
+    params = dict(params, dtype=cfg.dtype)
+    ref32 = None
+    if cfg.dtype != "fp32":
+        with torch.inference_mode():
+            ref32 = _flat(model(*inputs))
+        model = model.to(DTYPES[cfg.dtype])
+        inputs = tuple(x.to(DTYPES[cfg.dtype]) if x.is_floating_point() else x for x in inputs)
     with torch.inference_mode():
         ref = model(*inputs)
+
+    def check(fw, out):
+        a = agreement(ref, out)
+        if ref32 is not None:
+            a["cosine_vs_fp32"] = torch.nn.functional.cosine_similarity(ref32.double(), _flat(out).double(),
+                                                                        dim=0).item()
+        return a
+
     fns, results = {}, {}
     for fw in cfg.frameworks:
-        st = _peer_status(fw, supported=("onnxruntime", "openvino"))
+        st = _peer_status(fw, supported=("onnxruntime", "openvino") if cfg.dtype == "fp32" else ())
+        if st and cfg.dtype != "fp32" and fw in ("onnxruntime", "openvino"):
+            st = _skip(f"{fw} runs fp32 only in this suite (asked for {cfg.dtype})")
         if st:
             results[fw] = st
             continue
@@ -197,7 +221,7 @@ def _model_workload(cfg, name, params, make_model, make_inputs, items):
     before = zenith.stats()
     _say(cfg, f"{name}: {', '.join(fns)}")
     with _zenith_reports() as reports:
-        results.update(run_interleaved(cfg, fns, lambda fw, out: agreement(ref, out)))
+        results.update(run_interleaved(cfg, fns, check))
     after = zenith.stats()
     if results.get("zenith", {}).get("status") == "ok":
         results["zenith"]["nodes_native"] = after["nodes_native"] - before["nodes_native"]
