@@ -501,11 +501,21 @@ void run_addmm(const KernelCtx& c) {
   const float* pb = bias.as<float>();
   int64_t br = bias.rank() == 2 ? bias.shape[0] : 1;
   int64_t bc = bias.rank() >= 1 ? bias.shape[size_t(bias.rank() - 1)] : 1;
-  for (int64_t m = 0; m < M; ++m)
-    for (int64_t n = 0; n < N; ++n) {
-      float v = pb[(br == 1 ? 0 : m) * bc + (bc == 1 ? 0 : n)];
-      po[m * N + n] = beta == 0.0f ? 0.0f : beta * v;
+  parallel_for(M, 16, [&](int64_t lo, int64_t hi) {  // rows split across threads, like the GEMM
+    for (int64_t m = lo; m < hi; ++m) {
+      float* row = po + m * N;
+      const float* src = pb + (br == 1 ? 0 : m) * bc;
+      if (beta == 0.0f) {
+        std::fill_n(row, N, 0.0f);
+      } else if (bc == 1) {
+        std::fill_n(row, N, beta * src[0]);
+      } else if (beta == 1.0f) {
+        std::memcpy(row, src, size_t(N) * sizeof(float));
+      } else {
+        for (int64_t n = 0; n < N; ++n) row[n] = beta * src[n];
+      }
     }
+  });
   bool tb = c.node.i("trans_b", 0) != 0;
   sgemm(M, N, K, alpha, a.as<float>(), K, 1, b.as<float>(), tb ? 1 : N, tb ? K : 1, po, N, true);
   apply_activation(po, M * N, Activation(c.node.i("activation", 0)));  // fused epilogue, if any

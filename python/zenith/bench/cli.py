@@ -71,6 +71,12 @@ def run(args):
     bad = [f for f in fws if f not in ALL_FRAMEWORKS]
     if bad:
         sys.exit(f"unknown framework(s): {', '.join(bad)}; known: {', '.join(ALL_FRAMEWORKS)}")
+    if not args.warm_inductor_cache:
+        # Inductor keeps compiled kernels on disk between runs; a cold start measured on a
+        # warm cache is not a cold start. Unless asked otherwise, it starts empty.
+        import tempfile
+
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="zenith-bench-inductor-")
     t0 = time.time()
 
     tty = sys.stderr.isatty()
@@ -96,6 +102,7 @@ def run(args):
            "config": {"frameworks": list(fws), "threads": args.threads, "iterations": args.iterations,
                       "warmup": args.warmup, "batch": args.batch, "seq": args.seq, "new_tokens": args.new_tokens,
                       "seqs": args.seqs, "batches": args.batches, "steps": args.steps, "dtype": args.dtype,
+                      "inductor_cache": "warm (user's)" if args.warm_inductor_cache else "empty at start",
                       "command": " ".join(["zenith bench"] + sys.argv[2:])},
            "workloads": []}
     for i, name in enumerate(names):
@@ -212,6 +219,8 @@ def main(argv=None):
     ap.add_argument("--dtype", choices=("fp32", "bf16", "fp16"), default="fp32",
                     help="bert-base, minilm, resnet50: run every PyTorch contestant in this dtype")
     ap.add_argument("--steps", type=int, default=50, help="optimizer steps per contestant in train-* workloads")
+    ap.add_argument("--warm-inductor-cache", action="store_true",
+                    help="keep Inductor's on-disk cache (default: an empty one, so its cold start is one)")
     ap.add_argument("--json", default=None)
     return run(ap.parse_args(argv))
 

@@ -142,7 +142,10 @@ def render_markdown(doc, plots=(), note=None):
              "Method: contestants run interleaved in one process (order rotating each round) after warm-up; "
              "latency is the median with p10/p90; the ratio to eager is the median of per-round ratios with a "
              "95% bootstrap interval, and a ratio whose interval contains 1.0 is reported as no difference. "
-             "Every contestant's output is compared with eager's in the same run.", ""]
+             "Every contestant's output is compared with eager's in the same run. Cold start is the first call "
+             "(export/convert/compile included), with Inductor's on-disk cache "
+             f"{cfg.get('inductor_cache', 'as found')}. 'RSS +N MiB' is how much the process's resident memory "
+             "grew during that contestant's cold start.", ""]
     if note:
         lines += [f"_{note}_", ""]
     for w in doc["workloads"]:
@@ -167,7 +170,8 @@ def render_markdown(doc, plots=(), note=None):
         lines += [
                   "| framework | median ms | p10 / p90 ms | time vs eager (95% CI) | cold start s | agreement | notes |",
                   "|---|---|---|---|---|---|---|"]
-        for fw, r in w["results"].items():
+        rows = sorted(w["results"].items(), key=lambda kv: kv[1].get("status") != "ok")  # measured first
+        for fw, r in rows:
             if r.get("status") != "ok":
                 lines.append(f"| {fw} | - | - | - | - | - | {r['status']}: {r['reason']} |")
                 continue

@@ -270,6 +270,10 @@ def test_matmul_family():
                   covers=["addmm"], tol=tol)
         check(lambda c, a, b: torch.addmm(c, a, b, beta=0.5, alpha=2.0),
               [make((3, 1), dtype), make((3, 4), dtype), make((4, 6), dtype)], covers=["addmm"], tol=tol)
+        # every bias layout the kernel broadcasts: scalar-like, row, full matrix; beta 0 and 1
+        for bias_shape, beta in [((1,), 1.0), ((40, 1), 1.0), ((40, 33), 1.0), ((33,), 0.0), ((1, 33), 2.0)]:
+            check(lambda c, a, b, beta=beta: torch.addmm(c, a, b, beta=beta),
+                  [make(bias_shape, dtype), make((40, 9), dtype), make((9, 33), dtype)], covers=["addmm"], tol=tol)
         check(torch.bmm, [make((3, 5, 7), dtype), make((3, 7, 2), dtype)], covers=["matmul"], tol=tol)
         check(torch.matmul, [make((2, 3, 5, 7), dtype), make((7, 4), dtype)], covers=["matmul"], tol=tol)
         check(torch.matmul, [transposed((2, 6, 5), dtype), make((2, 5, 3), dtype)], covers=["matmul"], tol=tol)
