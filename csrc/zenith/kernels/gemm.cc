@@ -404,7 +404,9 @@ void sgemm_blocked(int64_t M, int64_t N, int64_t K, float alpha, const float* a,
           }
         });
       } else {
-        for (int64_t p = 0; p < npanels; ++p) pack_panel(p);
+        parallel_for(npanels, 1, [&](int64_t lo, int64_t hi) {
+          for (int64_t p = lo; p < hi; ++p) pack_panel(p);
+        });
         parallel_for(mpanels, 1, [&](int64_t lo, int64_t hi) {
           for (int64_t p = 0; p < npanels; ++p)
             for (int64_t q = lo; q < hi; ++q) tile(p, q);
