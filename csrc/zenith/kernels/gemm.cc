@@ -368,48 +368,57 @@ void small_m(int64_t M, int64_t N, int64_t K, float alpha, const float* a, int64
 
 using MicroKernel = void (*)(int64_t, const float*, const float*, float*, int64_t, int64_t, int64_t, bool);
 
-// The blocked driver: for each (NC, KC) block of B, pack A once (all rows) and B panel
-// by panel, and run the micro-kernel over the tiles, split across the thread pool.
+// The blocked driver: pack all of A once; then for each NC block of B, threads own
+// column panels of B, pack them one KC block at a time and run the micro-kernel down
+// all of A (or, with few column panels, split A's rows instead).
 template <int64_t MR, int64_t NR, MicroKernel UK>
 void sgemm_blocked(int64_t M, int64_t N, int64_t K, float alpha, const float* a, int64_t a_rs, int64_t a_cs,
                    const float* b, int64_t b_rs, int64_t b_cs, float* c, int64_t ldc, bool accumulate) {
   // Buffers belong to the calling thread; pool workers fill disjoint panels of them.
   thread_local AlignedBuf abuf, bbuf;
   int64_t mpanels = (M + MR - 1) / MR;
+  // A is packed once, every k block (block pc starts at pc * mpanels * MR), and reused
+  // for every column block of B: one fork/join instead of one per (column, k) block.
+  float* ap_all = abuf.get(size_t(mpanels * MR * K));
+  int64_t kblocks = (K + KC - 1) / KC;
+  parallel_for(mpanels * kblocks, 4, [&](int64_t lo, int64_t hi) {
+    for (int64_t t = lo; t < hi; ++t) {
+      int64_t q = t % mpanels, pc = (t / mpanels) * KC, kc = std::min(KC, K - pc);
+      pack_a<MR>(kc, std::min(MR, M - q * MR), alpha, a + q * MR * a_rs + pc * a_cs, a_rs, a_cs,
+                 ap_all + pc * mpanels * MR + q * kc * MR);
+    }
+  });
   for (int64_t jc = 0; jc < N; jc += NC) {
     int64_t nc = std::min(NC, N - jc);
     int64_t npanels = (nc + NR - 1) / NR;
-    for (int64_t pc = 0; pc < K; pc += KC) {
-      int64_t kc = std::min(KC, K - pc);
-      bool add = accumulate || pc > 0;
-      float* ap = abuf.get(size_t(mpanels * kc * MR));
-      float* bp = bbuf.get(size_t(npanels * kc * NR));
-      parallel_for(mpanels, 8, [&](int64_t lo, int64_t hi) {
-        for (int64_t q = lo; q < hi; ++q)
-          pack_a<MR>(kc, std::min(MR, M - q * MR), alpha, a + q * MR * a_rs + pc * a_cs, a_rs, a_cs, ap + q * kc * MR);
-      });
-      auto tile = [&](int64_t p, int64_t q) {
-        UK(kc, ap + q * kc * MR, bp + p * kc * NR, c + q * MR * ldc + jc + p * NR, ldc, std::min(MR, M - q * MR),
-           std::min(NR, nc - p * NR), add);
-      };
-      auto pack_panel = [&](int64_t p) {
-        pack_b<NR>(kc, std::min(NR, nc - p * NR), b + pc * b_rs + (jc + p * NR) * b_cs, b_rs, b_cs, bp + p * kc * NR);
-      };
-      if (npanels >= mpanels || npanels >= 8) {
-        // Threads own column panels: each packs its panels of B, then sweeps all of A.
-        parallel_for(npanels, 1, [&](int64_t lo, int64_t hi) {
-          for (int64_t p = lo; p < hi; ++p) {
-            pack_panel(p);
-            for (int64_t q = 0; q < mpanels; ++q) tile(p, q);
+    float* bp = bbuf.get(size_t(npanels * KC * NR));
+    auto tile = [&](int64_t p, int64_t q, int64_t pc, int64_t kc, const float* bpanel) {
+      UK(kc, ap_all + pc * mpanels * MR + q * kc * MR, bpanel, c + q * MR * ldc + jc + p * NR, ldc,
+         std::min(MR, M - q * MR), std::min(NR, nc - p * NR), accumulate || pc > 0);
+    };
+    auto pack_panel = [&](int64_t p, int64_t pc, int64_t kc, float* dst) {
+      pack_b<NR>(kc, std::min(NR, nc - p * NR), b + pc * b_rs + (jc + p * NR) * b_cs, b_rs, b_cs, dst);
+    };
+    if (npanels >= mpanels || npanels >= 8) {
+      // Threads own column panels: for each k block, pack the panel of B, sweep all of A.
+      parallel_for(npanels, 1, [&](int64_t lo, int64_t hi) {
+        for (int64_t p = lo; p < hi; ++p)
+          for (int64_t pc = 0; pc < K; pc += KC) {
+            int64_t kc = std::min(KC, K - pc);
+            float* panel = bp + p * KC * NR;
+            pack_panel(p, pc, kc, panel);
+            for (int64_t q = 0; q < mpanels; ++q) tile(p, q, pc, kc, panel);
           }
-        });
-      } else {
+      });
+    } else {
+      for (int64_t pc = 0; pc < K; pc += KC) {
+        int64_t kc = std::min(KC, K - pc);
         parallel_for(npanels, 1, [&](int64_t lo, int64_t hi) {
-          for (int64_t p = lo; p < hi; ++p) pack_panel(p);
+          for (int64_t p = lo; p < hi; ++p) pack_panel(p, pc, kc, bp + p * KC * NR);
         });
         parallel_for(mpanels, 1, [&](int64_t lo, int64_t hi) {
           for (int64_t p = 0; p < npanels; ++p)
-            for (int64_t q = lo; q < hi; ++q) tile(p, q);
+            for (int64_t q = lo; q < hi; ++q) tile(p, q, pc, kc, bp + p * KC * NR);
         });
       }
     }
