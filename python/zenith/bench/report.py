@@ -36,10 +36,11 @@ def _sweeps(doc):
     groups = {}
     for w in doc["workloads"]:
         p = w.get("params", {})
-        if "seq" not in p or "batch" not in p:
-            continue
-        groups.setdefault((w.get("workload", w["name"]), "seq", p["batch"]), []).append(w)
-        groups.setdefault((w.get("workload", w["name"]), "batch", p["seq"]), []).append(w)
+        name = w.get("workload", w["name"])
+        if "seq" in p:
+            groups.setdefault((name, "seq", p.get("batch")), []).append(w)
+        if "batch" in p:
+            groups.setdefault((name, "batch", p.get("seq")), []).append(w)
     out = []
     for (name, axis, fixed), ws in groups.items():
         if len({w["params"][axis] for w in ws}) > 1:
@@ -108,9 +109,9 @@ def _plots(doc, out):
         ax.set_xlabel(axis)
         ax.set_ylabel("latency, ms (median, p10-p90)")
         other = "batch" if axis == "seq" else "seq"
-        ax.set_title(f"{name}: {axis} sweep ({other} {fixed})", fontsize=9)
+        ax.set_title(f"{name}: {axis} sweep" + (f" ({other} {fixed})" if fixed is not None else ""), fontsize=9)
         ax.legend(fontsize=7)
-        save(fig, f"{name}-{axis}-sweep-{other[0]}{fixed}.png")
+        save(fig, f"{name}-{axis}-sweep" + (f"-{other[0]}{fixed}" if fixed is not None else "") + ".png")
     for w in doc["workloads"]:
         if w["name"] != "gemm-sweep":
             continue

@@ -66,12 +66,15 @@ def test_report_draws_sweeps_and_loss_curves(tmp_path):
            "machine": {"cpu": "x", "cores": 2, "threads": 2, "torch": "t", "zenith": "z", "zenith_commit": "c"},
            "workloads": [{"name": "bert-base", "workload": "bert-base", "params": {"batch": 1, "seq": s},
                           "results": {"eager": _ok(s, s / 10), "zenith": _ok(s, s / 12)}} for s in (8, 32, 128)]}
+    doc["workloads"] += [{"name": "resnet50", "workload": "resnet50", "params": {"batch": b},
+                          "results": {"eager": _ok(b, b * 10.0)}} for b in (1, 8)]
     curve = dict(_ok(16, 5), loss_curve=[4.0, 3.5, 3.1])
     doc["workloads"].append({"name": "train-x", "params": {"batch": 2, "seq": 16},
                              "results": {"eager": curve, "zenith": copy.deepcopy(curve)}})
     plots, note = report._plots(doc, str(tmp_path))
     assert note is None
     assert "bert-base-seq-sweep-b1.png" in plots and "train-x-b2-s16-loss.png" in plots
+    assert "resnet50-batch-sweep.png" in plots  # a batch sweep of a workload without a sequence length
     assert all((tmp_path / p).stat().st_size > 1000 for p in plots)
     md = report.render_markdown(doc, plots)
     assert "## bert-base (batch 1, seq 32)" in md and "final loss 3.1000 after 3 steps" in md
