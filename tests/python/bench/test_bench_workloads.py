@@ -18,9 +18,9 @@ def test_missing_peer_is_skipped_with_install_hint(monkeypatch):
     assert st["status"] == "skipped" and "not installed" in st["reason"] and "pip install" in st["reason"]
 
 
-def test_peer_outside_its_scope_is_skipped_with_reason():
-    if importlib.util.find_spec("llama_cpp") is None:
-        pytest.skip("llama_cpp not installed: the not-installed reason is tested above")
+def test_peer_outside_its_scope_is_skipped_with_reason(monkeypatch):
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda n, *a: object() if n == "llama_cpp" else real(n, *a))
     st = workloads._peer_status("llamacpp", supported=("onnxruntime",))
     assert st["status"] == "skipped" and "gemma3" in st["reason"]
     assert workloads._peer_status("eager") is None
