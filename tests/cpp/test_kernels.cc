@@ -115,6 +115,20 @@ TEST(Kernels, SgemmPackedTransposedB) {
       }
 }
 
+TEST(Kernels, SgemmLargePackedABufferIsReleasedAndReallocated) {
+  // A of 4100 x 4100 (over the 16M-float cap on the kept packing buffer): the buffer is
+  // freed after the call and allocated again by the next; both calls stay correct.
+  const int64_t M = 4100, N = 9, K = 4100;
+  auto a = randn(size_t(M * K), 11), b = randn(size_t(K * N), 12);
+  std::vector<float> r(size_t(M * N));
+  ref_sgemm(M, N, K, 1.0f, a.data(), K, 1, b.data(), N, 1, r.data(), N, false);
+  for (int call = 0; call < 2; ++call) {
+    std::vector<float> c(size_t(M * N));
+    sgemm(M, N, K, 1.0f, a.data(), K, 1, b.data(), N, 1, c.data(), N, false);
+    for (size_t i = 0; i < c.size(); i += 7) ASSERT_NEAR(c[i], r[i], 1e-4f * std::sqrt(float(K)) * 4) << i;
+  }
+}
+
 TEST(Kernels, SgemmEmptyDims) {
   std::vector<float> c(6, 7.0f);
   sgemm(2, 3, 0, 1.0f, nullptr, 0, 1, nullptr, 3, 1, c.data(), 3, false);

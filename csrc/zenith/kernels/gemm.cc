@@ -41,6 +41,15 @@ struct AlignedBuf {
   float* p = nullptr;
   size_t n = 0;
   ~AlignedBuf() { std::free(p); }
+  // Gives the memory back when it grew past `limit` floats, so one huge GEMM does not
+  // pin its packing buffer for the life of the thread.
+  void trim(size_t limit) {
+    if (n > limit) {
+      std::free(p);
+      p = nullptr;
+      n = 0;
+    }
+  }
   float* get(size_t want) {
     if (want > n) {
       std::free(p);
@@ -423,6 +432,7 @@ void sgemm_blocked(int64_t M, int64_t N, int64_t K, float alpha, const float* a,
       }
     }
   }
+  abuf.trim(size_t(16) << 20);  // keep up to 64 MiB of packed A between calls
 }
 
 using Driver = void (*)(int64_t, int64_t, int64_t, float, const float*, int64_t, int64_t, const float*, int64_t,
