@@ -8,6 +8,7 @@
 #include <random>
 #include <stdexcept>
 #include <tuple>
+#include <utility>
 
 #include "zenith/kernels/kernels.h"
 #include "zenith/kernels/vmath.h"
@@ -74,23 +75,19 @@ TEST(Kernels, SgemmSkinnyTimesTransposedWeight) {
         for (int64_t K : {1, 5, 8, 13, 64, 65, 257}) {
           auto a = randn(size_t(M * K), unsigned(M * 131 + N * 7 + K)), w = randn(size_t(N * K), unsigned(K));
           int64_t ldc = N + 2;
-          for (bool acc : {false, true}) {
-            auto c = randn(size_t(M * ldc), 5);
-            auto r = c;
-            sgemm(M, N, K, 0.75f, a.data(), K, 1, w.data(), 1, K, c.data(), ldc, acc);
-            ref_sgemm(M, N, K, 0.75f, a.data(), K, 1, w.data(), 1, K, r.data(), ldc, acc);
-            for (size_t i = 0; i < c.size(); ++i)
-              ASSERT_NEAR(c[i], r[i], 1e-4f * std::sqrt(float(K)) * 4)
-                  << M << "x" << N << "x" << K << " acc=" << acc << " threads=" << threads << " at " << i;
-            // the same numbers as a row-major [K, N] B (GPT-2 Conv1D layout): register-blocked path
-            c = randn(size_t(M * ldc), 6);
-            r = c;
-            sgemm(M, N, K, 0.75f, a.data(), K, 1, w.data(), N, 1, c.data(), ldc, acc);
-            ref_sgemm(M, N, K, 0.75f, a.data(), K, 1, w.data(), N, 1, r.data(), ldc, acc);
-            for (size_t i = 0; i < c.size(); ++i)
-              ASSERT_NEAR(c[i], r[i], 1e-4f * std::sqrt(float(K)) * 4)
-                  << "row-major B " << M << "x" << N << "x" << K << " acc=" << acc << " at " << i;
-          }
+          // w as W^T (the nn.Linear layout: dot-product path) and as a row-major [K, N] B
+          // (GPT-2 Conv1D layout: register-blocked path)
+          for (auto [b_rs, b_cs] : {std::pair<int64_t, int64_t>{1, K}, {N, 1}})
+            for (bool acc : {false, true}) {
+              auto c = randn(size_t(M * ldc), 5);
+              auto r = c;
+              sgemm(M, N, K, 0.75f, a.data(), K, 1, w.data(), b_rs, b_cs, c.data(), ldc, acc);
+              ref_sgemm(M, N, K, 0.75f, a.data(), K, 1, w.data(), b_rs, b_cs, r.data(), ldc, acc);
+              for (size_t i = 0; i < c.size(); ++i)
+                ASSERT_NEAR(c[i], r[i], 1e-4f * std::sqrt(float(K)) * 4)
+                    << M << "x" << N << "x" << K << " b_rs=" << b_rs << " acc=" << acc << " threads=" << threads
+                    << " at " << i;
+            }
         }
   }
   set_num_threads(1);

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <type_traits>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -35,7 +36,7 @@ namespace {
 constexpr int64_t KC = 256, NC = 3072;
 // Up to this many rows, x @ W^T runs as blocked dot products over W's rows in place
 // rather than packing W (packing costs more than it saves for so few rows).
-const int64_t kSkinnyNT = std::getenv("ZENITH_SKINNY_NT") ? std::atoll(std::getenv("ZENITH_SKINNY_NT")) : 32;
+constexpr int64_t kSkinnyNT = 32;
 
 struct AlignedBuf {
   float* p = nullptr;
@@ -265,8 +266,8 @@ void gemv_nt(int64_t N, int64_t K, float alpha, const float* a, int64_t a_rs, co
 }
 
 // C[0:MM, cols) (+)= alpha * A[0:MM, :] @ B[:, cols) for row-major B (the layout of
-// GPT-2's Conv1D weights): NV vectors of columns stay in registers while eight rows of
-// B stream past, so C is read and written once per eight rows of B, not per row.
+// GPT-2's Conv1D weights): NV vectors of columns stay in registers while K rows of B
+// stream past, so C is read and written once per call, not once per row of B.
 template <int MM, int NV>
 void gemv_nn_cols(int64_t K, float alpha, const float* a, int64_t a_rs, int64_t a_cs, const float* b, int64_t b_rs,
                   float* c, int64_t ldc, bool accumulate) {
@@ -313,32 +314,36 @@ void gemv_nn(int64_t N, int64_t K, float alpha, const float* a, int64_t a_rs, in
     }
 }
 
+// Calls f(std::integral_constant<int, MM>, m) for rows [0, M) in blocks of MM = 4 and
+// one last block of 3, 2 or 1, so row-blocked kernels are instantiated once per size.
+template <class F>
+void in_row_blocks(int64_t M, F&& f) {
+  int64_t m = 0;
+  for (; m + 4 <= M; m += 4) f(std::integral_constant<int, 4>{}, m);
+  switch (M - m) {
+    case 3: f(std::integral_constant<int, 3>{}, m); break;
+    case 2: f(std::integral_constant<int, 2>{}, m); break;
+    case 1: f(std::integral_constant<int, 1>{}, m); break;
+    default: break;
+  }
+}
+
 // Few rows: stream B once instead of packing it.
 void small_m(int64_t M, int64_t N, int64_t K, float alpha, const float* a, int64_t a_rs, int64_t a_cs, const float* b,
              int64_t b_rs, int64_t b_cs, float* c, int64_t ldc, bool accumulate) {
   if (b_rs == 1 && b_cs != 1 && a_cs == 1) {  // B^T row-major, A row-major: blocked dot products
-    int64_t m = 0;
-    for (; m + 4 <= M; m += 4) gemv_nt<4>(N, K, alpha, a + m * a_rs, a_rs, b, b_cs, c + m * ldc, ldc, accumulate);
-    switch (M - m) {
-      case 3: gemv_nt<3>(N, K, alpha, a + m * a_rs, a_rs, b, b_cs, c + m * ldc, ldc, accumulate); break;
-      case 2: gemv_nt<2>(N, K, alpha, a + m * a_rs, a_rs, b, b_cs, c + m * ldc, ldc, accumulate); break;
-      case 1: gemv_nt<1>(N, K, alpha, a + m * a_rs, a_rs, b, b_cs, c + m * ldc, ldc, accumulate); break;
-      default: break;
-    }
+    in_row_blocks(M, [&](auto mm, int64_t m) {
+      gemv_nt<mm>(N, K, alpha, a + m * a_rs, a_rs, b, b_cs, c + m * ldc, ldc, accumulate);
+    });
     return;
   }
   // Row-major B, a narrow column range (the caller splits N across threads): C in
   // registers, B in sweeps of KB rows. Wider ranges keep the row-streaming loop below,
   // which the hardware prefetcher follows better (measured: faster from ~1000 columns).
   if (b_cs == 1 && N <= 512) {
-    int64_t m = 0;
-    for (; m + 4 <= M; m += 4) gemv_nn<4>(N, K, alpha, a + m * a_rs, a_rs, a_cs, b, b_rs, c + m * ldc, ldc, accumulate);
-    switch (M - m) {
-      case 3: gemv_nn<3>(N, K, alpha, a + m * a_rs, a_rs, a_cs, b, b_rs, c + m * ldc, ldc, accumulate); break;
-      case 2: gemv_nn<2>(N, K, alpha, a + m * a_rs, a_rs, a_cs, b, b_rs, c + m * ldc, ldc, accumulate); break;
-      case 1: gemv_nn<1>(N, K, alpha, a + m * a_rs, a_rs, a_cs, b, b_rs, c + m * ldc, ldc, accumulate); break;
-      default: break;
-    }
+    in_row_blocks(M, [&](auto mm, int64_t m) {
+      gemv_nn<mm>(N, K, alpha, a + m * a_rs, a_rs, a_cs, b, b_rs, c + m * ldc, ldc, accumulate);
+    });
     return;
   }
   for (int64_t m = 0; m < M; ++m) {
