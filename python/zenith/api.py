@@ -66,16 +66,12 @@ class Report:
 def explain(model, *example_inputs, dynamic=None, **options):
     """Compiles `model` with Zenith, runs it once on `example_inputs`, and reports
     what ran natively, what fell back (and why) and what the passes changed."""
-    sink = []
-    _backend._REPORT_SINKS.append(sink)
-    try:
+    with _backend.collect_reports() as sink:
         t0 = time.perf_counter()
         compiled = compile(model, dynamic=dynamic, **options)
         with torch.no_grad():
             compiled(*example_inputs)
         total = time.perf_counter() - t0
-    finally:
-        _backend._REPORT_SINKS.remove(sink)
     r = Report(graphs=len(sink), compile_seconds=total)
     for g in sink:
         r.nodes_total += g.nodes_total

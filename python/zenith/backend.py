@@ -6,6 +6,7 @@ partition.CompiledGraph, so the same path carries inference and training.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 
 import torch
@@ -14,7 +15,19 @@ from torch._dynamo.backends.common import aot_autograd
 from zenith.importer import decomposition_table
 from zenith.partition import CompiledGraph
 
-_REPORT_SINKS = []  # explain() collects the reports of graphs compiled while it runs
+_REPORT_SINKS = []  # lists that collect the reports of graphs compiled while they are registered
+
+
+@contextlib.contextmanager
+def collect_reports():
+    """Yields a list that receives the GraphReport of every graph Zenith compiles
+    inside the block (explain, the benchmark and tests use it)."""
+    sink = []
+    _REPORT_SINKS.append(sink)
+    try:
+        yield sink
+    finally:
+        _REPORT_SINKS.remove(sink)
 
 
 def _compile_fx(gm, example_inputs, options):

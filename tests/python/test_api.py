@@ -259,12 +259,8 @@ def test_transposed_inputs_are_read_in_place():
     w = torch.randn(6, 5)
     x = torch.randn(3, 5)
     f = lambda a, b: torch.relu(a @ b)  # noqa: E731
-    sink = []
-    backend._REPORT_SINKS.append(sink)
-    try:
+    with backend.collect_reports() as sink:
         got = zenith.compile(f)(x, w.t())
-    finally:
-        backend._REPORT_SINKS.remove(sink)
     torch.testing.assert_close(got, f(x, w.t()))
     assert sink and sink[0].nodes_total == sink[0].nodes_native
     assert sink[0].zenith_ops.get("permute", 0) == 0  # folded into trans_b, no transpose copy
@@ -286,12 +282,8 @@ def test_saved_weight_transposes_stay_views_in_training():
     mod = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 8))
     mod.load_state_dict(ref.state_dict())
     x = torch.randn(5, 32)
-    sink = []
-    backend._REPORT_SINKS.append(sink)
-    try:
+    with backend.collect_reports() as sink:
         zenith.compile(mod)(x).square().sum().backward()
-    finally:
-        backend._REPORT_SINKS.remove(sink)
     ref(x).square().sum().backward()
     for p_ref, p in zip(ref.parameters(), mod.parameters()):
         torch.testing.assert_close(p.grad, p_ref.grad, rtol=1e-4, atol=1e-5)

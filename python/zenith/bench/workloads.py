@@ -3,7 +3,6 @@ with one entry per requested framework: samples from interleaved runs, latency
 summary, cold start, and agreement with eager checked in the same run."""
 from __future__ import annotations
 
-import contextlib
 import copy
 import importlib.util
 import os
@@ -13,6 +12,7 @@ from dataclasses import dataclass, field
 import torch
 
 import zenith
+from zenith.backend import collect_reports
 from zenith.bench import peers, stats
 
 ALL_FRAMEWORKS = ("eager", "inductor", "zenith", "onnxruntime", "openvino", "llamacpp")
@@ -142,17 +142,12 @@ def run_interleaved(cfg, fns, check):
     return results
 
 
-@contextlib.contextmanager
-def _zenith_reports():
-    """Collects the reports of the graphs Zenith compiles inside the block."""
-    from zenith import backend
-
-    sink = []
-    backend._REPORT_SINKS.append(sink)
-    try:
-        yield sink
-    finally:
-        backend._REPORT_SINKS.remove(sink)
+def _note_zenith(results, reports):
+    """Adds what Zenith compiled (from its graph reports) to its result."""
+    if results.get("zenith", {}).get("status") == "ok":
+        results["zenith"]["nodes_native"] = sum(r.nodes_native for r in reports)
+        results["zenith"]["nodes_fallback"] = sum(r.nodes_total - r.nodes_native for r in reports)
+        results["zenith"]["planned_arena_bytes"] = sum(r.planned_bytes for r in reports)
 
 
 def _compiled(fw, model, dynamic=None):
@@ -218,15 +213,10 @@ def _model_workload(cfg, name, params, make_model, make_inputs, items):
                     return m(*inputs)
         fns[fw] = fn
     torch._dynamo.reset()
-    before = zenith.stats()
     _say(cfg, f"{name}: {', '.join(fns)}")
-    with _zenith_reports() as reports:
+    with collect_reports() as reports:
         results.update(run_interleaved(cfg, fns, check))
-    after = zenith.stats()
-    if results.get("zenith", {}).get("status") == "ok":
-        results["zenith"]["nodes_native"] = after["nodes_native"] - before["nodes_native"]
-        results["zenith"]["nodes_fallback"] = after["nodes_fallback"] - before["nodes_fallback"]
-        results["zenith"]["planned_arena_bytes"] = sum(r.planned_bytes for r in reports)
+    _note_zenith(results, reports)
     for r in results.values():
         if r.get("status") == "ok":
             r["throughput_items_s"] = items / r["latency"]["median"]
@@ -384,13 +374,13 @@ def _train(cfg, name, params, make_model, trainable, batches):
         fns[fw] = step
     torch._dynamo.reset()
     _say(cfg, f"{name}: {', '.join(fns)}")
-    before = zenith.stats()
     # Warm-up steps would shift one curve against another; every framework takes the
     # same number of steps, and agreement is checked on the full curves at the end.
     sub = copy.copy(cfg)
     sub.warmup, sub.iterations = 1, max(1, cfg.steps - 2)  # cold + warm-up + timed = cfg.steps
-    results.update(run_interleaved(sub, fns, lambda fw, out: {}))
-    after = zenith.stats()
+    with collect_reports() as reports:
+        results.update(run_interleaved(sub, fns, lambda fw, out: {}))
+    _note_zenith(results, reports)
     ref = curves.get("eager")
     for fw, r in results.items():
         if r.get("status") != "ok":
@@ -402,9 +392,6 @@ def _train(cfg, name, params, make_model, trainable, batches):
             r["agreement"] = {"loss_max_abs_diff": diff, "final_loss": curves[fw][n - 1],
                               "final_loss_eager": ref[n - 1]}
         r["throughput_items_s"] = params["batch"] * params["seq"] / r["latency"]["median"]
-    if results.get("zenith", {}).get("status") == "ok":
-        results["zenith"]["nodes_native"] = after["nodes_native"] - before["nodes_native"]
-        results["zenith"]["nodes_fallback"] = after["nodes_fallback"] - before["nodes_fallback"]
     return {"name": name, "params": dict(params, steps=len(curves.get("eager", [])) or None, optimizer="AdamW",
                                          lr=LR, items="tokens"), "results": results}
 
