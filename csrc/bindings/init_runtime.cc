@@ -80,6 +80,10 @@ void init_runtime(nb::module_& m) {
           nb::arg("inputs"), nb::arg("ints") = std::vector<int64_t>{},
           "The per-call fast path: (data_ptr, dtype code, shape) of dense CPU tensors that the "
           "caller keeps alive for the duration of the call. Skips DLPack export.")
+      .def("set_constant_inputs", &Executable::set_constant_inputs, nb::arg("positions"),
+           "Marks inputs (by position) as constant weights that GEMMs may keep packed.")
+      .def("drop_packed", &Executable::drop_packed, "Forgets packed weights (their data changed).")
+      .def_prop_ro("packed_bytes", &Executable::packed_bytes)
       .def_prop_ro("arena_bytes", &Executable::planned_arena_bytes)
       .def_prop_ro("num_plans", &Executable::num_plans)
       .def_prop_ro("graph_text", [](const Executable& e) { return print_graph(e.graph()); });

@@ -88,6 +88,45 @@ Executable::Executable(Graph g, Device device, std::vector<std::string> symbol_i
 
 Executable::~Executable() = default;
 
+namespace {
+// The B operand of a GEMM node: (input slot, transposed).
+std::pair<int, bool> gemm_b(const Node& n) {
+  if (n.op == Op::addmm) return {2, n.i("trans_b", 0) != 0};
+  if (n.op == Op::matmul) return {1, n.i("trans_b", 0) != 0};
+  return {-1, false};
+}
+}  // namespace
+
+void Executable::set_constant_inputs(const std::vector<int>& positions) {
+  std::lock_guard<std::mutex> lock(pack_mu_);
+  weight_input_.assign(graph_.nodes.size(), -1);
+  packed_.assign(graph_.nodes.size(), nullptr);
+  for (int pos : positions) {
+    ZENITH_CHECK(pos >= 0 && size_t(pos) < graph_.inputs.size(), "set_constant_inputs: no input ", pos);
+    int v = graph_.inputs[size_t(pos)];
+    if (graph_.type(v).dtype != DType::f32 || graph_.type(v).shape.size() != 2) continue;
+    for (size_t ni = 0; ni < graph_.nodes.size(); ++ni) {
+      const Node& n = graph_.nodes[ni];
+      int slot = gemm_b(n).first;
+      if (slot >= 0 && n.inputs[size_t(slot)] == v && graph_.type(n.outputs[0]).dtype == DType::f32)
+        weight_input_[ni] = pos;
+    }
+  }
+}
+
+void Executable::drop_packed() {
+  std::lock_guard<std::mutex> lock(pack_mu_);
+  for (auto& p : packed_) p.reset();
+}
+
+size_t Executable::packed_bytes() const {
+  std::lock_guard<std::mutex> lock(pack_mu_);
+  size_t total = 0;
+  for (const auto& p : packed_)
+    if (p) total += size_t(p->K * p->N) * sizeof(float);
+  return total;
+}
+
 size_t Executable::planned_arena_bytes() const {
   std::lock_guard<std::mutex> lock(mu_);
   return last_plan_ ? last_plan_->arena_bytes : 0;
@@ -338,10 +377,34 @@ std::vector<OutTensor> Executable::run(const std::vector<InTensor>& inputs,
     }
     ctx->bound = plan.get();
   }
+  // Constant weights: packed on first use (and again if the input moved), held here
+  // for the call so a concurrent drop_packed() cannot free them mid-run.
+  std::vector<std::shared_ptr<const PackedB>> packed(weight_input_.empty() ? 0 : plan->nodes.size());
+  if (!weight_input_.empty()) {
+    std::lock_guard<std::mutex> lock(pack_mu_);
+    for (size_t ni = 0; ni < plan->nodes.size(); ++ni) {
+      int pos = weight_input_[ni];
+      if (pos < 0) continue;
+      const Node& n = plan->nodes[ni];
+      auto [slot, trans] = gemm_b(n);
+      const auto& bs = plan->shapes[size_t(n.inputs[size_t(slot)])];
+      const auto& as = plan->shapes[size_t(n.inputs[size_t(slot) - 1])];
+      int64_t K = trans ? bs[1] : bs[0], N = trans ? bs[0] : bs[1];
+      int64_t M = as[as.size() - 2];  // rows of each GEMM (matmul loops over batch dims)
+      int64_t b_rs = trans ? 1 : N, b_cs = trans ? K : 1;
+      if (!sgemm_reads_packed_b(M, 1, b_rs, b_cs)) continue;  // few rows stream B in place
+      const float* src = static_cast<const float*>(inputs[size_t(pos)].data);
+      auto& slot_pk = packed_[ni];
+      if (!slot_pk || slot_pk->src != src || slot_pk->K != K || slot_pk->N != N)
+        slot_pk = std::make_shared<const PackedB>(sgemm_pack_b(K, N, src, b_rs, b_cs));
+      packed[ni] = slot_pk;
+    }
+  }
   for (size_t ni = 0; ni < plan->nodes.size(); ++ni) {
     const Node& n = plan->nodes[ni];
     KernelFn fn = kernel_for(n.op);
     if (!fn) continue;
+    const PackedB* pk = packed.empty() ? nullptr : packed[ni].get();
     auto& ins = ctx->ins[ni];
     auto& outs = ctx->outs[ni];
     for (size_t k = 0; k < n.inputs.size(); ++k) ins[k].data = base[size_t(plan->storage_of[size_t(n.inputs[k])])];
@@ -362,7 +425,7 @@ std::vector<OutTensor> Executable::run(const std::vector<InTensor>& inputs,
       }
     } timer{prof, n.op, t0};
     if (!half) {
-      fn(KernelCtx{n, ins, outs});
+      fn(KernelCtx{n, ins, outs, pk});
       continue;
     }
     // float16/bfloat16 storage: compute in float32 and round once on the way out.

@@ -10,7 +10,7 @@ from zenith import backend as _backend
 from zenith.partition import STATS
 
 
-OPTIONS = ("passes", "verify", "fallback")
+OPTIONS = ("passes", "verify", "fallback", "pack_weights")
 
 
 def compile(model, *, dynamic=None, fullgraph=False, **options):  # noqa: A001 (mirrors torch.compile)
@@ -18,7 +18,10 @@ def compile(model, *, dynamic=None, fullgraph=False, **options):  # noqa: A001 (
 
     Zenith options: passes (run the IR pass pipeline, default True), verify (verify
     the IR after every pass, default False), fallback (let unsupported ops run in
-    PyTorch, default True; False raises instead).
+    PyTorch, default True; False raises instead), pack_weights (at inference, keep
+    each linear layer's weight packed for the GEMM after its first call instead of
+    packing it on every call; costs one extra copy of those weights in memory;
+    default True).
     """
     unknown = sorted(set(options) - set(OPTIONS))
     if unknown:
@@ -37,6 +40,7 @@ class Report:
     segments: int = 0
     zenith_ops: dict = field(default_factory=dict)
     planned_bytes: int = 0  # the runtime's liveness-planned arena for intermediates
+    packed_weight_bytes: int = 0  # weights kept packed for the GEMM (pack_weights)
 
     def __str__(self):
         lines = [
@@ -48,6 +52,7 @@ class Report:
             f"  Zenith segments   {self.segments}",
             f"  compile seconds   {self.compile_seconds:.3f}",
             f"  planned arena     {self.planned_bytes / 2**20:.2f} MiB (intermediates, after memory reuse)",
+            f"  packed weights    {self.packed_weight_bytes / 2**20:.2f} MiB (kept packed after the first call)",
             "  passes            " + (", ".join(f"{k}: {v}" for k, v in self.passes.items()) or "-"),
         ]
         if self.fallback_ops:
@@ -78,6 +83,7 @@ def explain(model, *example_inputs, dynamic=None, **options):
         r.nodes_native += g.nodes_native
         r.segments += g.segments
         r.planned_bytes += g.planned_bytes
+        r.packed_weight_bytes += g.packed_weight_bytes
         for k, v in g.passes.items():
             r.passes[k] = r.passes.get(k, 0) + v
         for k, v in g.zenith_ops.items():

@@ -38,9 +38,13 @@ def _compile_fx(gm, example_inputs, options):
 
 
 def make_backend(**options):
-    """A backend callable with Zenith options (passes=True, verify=False, fallback=True)."""
+    """A backend callable with Zenith options (passes=True, verify=False, fallback=True,
+    pack_weights=True)."""
     compiler = functools.partial(_compile_fx, options=options)
-    return aot_autograd(fw_compiler=compiler, bw_compiler=compiler, decompositions=decomposition_table)
+    # Inference graphs (no gradients needed) may treat parameters as constants.
+    inference = functools.partial(_compile_fx, options={**options, "inference": True})
+    return aot_autograd(fw_compiler=compiler, bw_compiler=compiler, inference_compiler=inference,
+                        decompositions=decomposition_table)
 
 
 def zenith_backend(gm: torch.fx.GraphModule, example_inputs, **kwargs):

@@ -53,6 +53,11 @@ class GraphReport:
         """Arena bytes of each segment's most recent plan (0 before the first call)."""
         return sum(e.arena_bytes for e in self.executables)
 
+    @property
+    def packed_weight_bytes(self):
+        """Bytes of weights the segments keep packed (pack_weights, after a call)."""
+        return sum(e.packed_bytes for e in self.executables)
+
 
 def _check_node(node):
     """None if Zenith can run `node`, else the reason it cannot."""
@@ -135,6 +140,13 @@ class _Segment:
         self.in_perms = L.input_perms
         self.keepalive = L.const_keepalive
         self.graph = L.g
+
+
+def _static_input_indices():
+    """Graph inputs AOTAutograd knows to be parameters or buffers (empty outside a trace)."""
+    ctx = torch._guards.TracingContext.try_get()
+    meta = getattr(ctx, "fw_metadata", None) if ctx else None
+    return list(getattr(meta, "static_input_indices", None) or [])
 
 
 def _graph_symbols(L):
@@ -242,6 +254,19 @@ class CompiledGraph:
                 for d, s in enumerate(m.shape):
                     if isinstance(s, torch.SymInt) and s.node.expr.is_symbol:
                         self.sym_bind.append((i, d, str(s.node.expr)))
+        # 5. Constant weights (inference only): parameters, which AOTAutograd reports as
+        # static inputs, may stay packed in the segments that read them. PyTorch's version
+        # counter tells when one changed in place (optimizer step, load_state_dict, ...).
+        self.static_positions = []
+        self._versions = None
+        if options.get("inference") and options.get("pack_weights", True):
+            static = set(_static_input_indices())
+            self.static_positions = sorted(static & set(range(len(self.placeholders))))
+            static_nodes = {self.placeholders[i] for i in self.static_positions}
+            for kind, x in self.steps:
+                if kind == "zenith":
+                    x.exe.set_constant_inputs([i for i, (n, p) in enumerate(zip(x.in_nodes, x.in_perms))
+                                               if n in static_nodes and p is None])
         self.out_spec = out_node.args[0]
         # Module attributes (tensor constants) that PyTorch-side nodes or outputs may read.
         self.attrs = {n: getattr(gm, n.target) for n in nodes if n.op == "get_attr"}
@@ -287,9 +312,20 @@ class CompiledGraph:
             env[n] = n.target(*torch.fx.node.map_arg(n.args, lambda a: env[a]))
         STATS["segments_run"] += 1
 
+    def _check_weight_versions(self, args):
+        versions = [args[i]._version for i in self.static_positions]
+        if versions != self._versions:
+            if self._versions is not None:  # a weight changed in place: repack on next use
+                for kind, x in self.steps:
+                    if kind == "zenith":
+                        x.exe.drop_packed()
+            self._versions = versions
+
     def __call__(self, args):
         STATS["calls"] += 1
         _C.set_num_threads(torch.get_num_threads())  # one thread budget shared with PyTorch
+        if self.static_positions:
+            self._check_weight_versions(args)
         syms = self._symbols(args) if self.sym_bind else {}
         env = dict(zip(self.placeholders, args))
         env.update(self.attrs)

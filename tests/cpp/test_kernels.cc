@@ -10,6 +10,7 @@
 #include <tuple>
 #include <utility>
 
+#include "zenith/error.h"
 #include "zenith/kernels/kernels.h"
 #include "zenith/kernels/vmath.h"
 #include "zenith/threadpool.h"
@@ -110,6 +111,42 @@ TEST(Kernels, SgemmPackedTransposedB) {
             ASSERT_NEAR(c[i], r[i], 1e-4f * std::sqrt(float(K)) * 4) << M << "x" << N << "x" << K << " at " << i;
         }
       }
+}
+
+TEST(Kernels, SgemmPrepackedBMatchesReference) {
+  // B packed once (sgemm_pack_b) against the scalar reference: both layouts of B, column
+  // tails inside a panel, k tails, several k blocks, more columns than one NC block
+  // (3100 > 3072), the row-split branch (few column panels, many rows), alpha,
+  // accumulate, on 1 and 2 threads.
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    for (auto [M, N, K] : {std::tuple<int64_t, int64_t, int64_t>{33, 31, 7}, {64, 100, 257}, {130, 48, 600},
+                           {300, 40, 64}, {40, 3100, 20}, {128, 768, 300}})
+      for (bool trans : {false, true}) {
+        auto a = randn(size_t(M * K), unsigned(M + N)), b = randn(size_t(N * K), unsigned(N * K));
+        int64_t b_rs = trans ? 1 : N, b_cs = trans ? K : 1;
+        ASSERT_TRUE(sgemm_reads_packed_b(M, 1, b_rs, b_cs)) << M;
+        PackedB packed = sgemm_pack_b(K, N, b.data(), b_rs, b_cs);
+        for (bool acc : {false, true}) {
+          auto c = randn(size_t(M * N), 3);
+          auto r = c;
+          sgemm(M, N, K, 0.5f, a.data(), K, 1, b.data(), b_rs, b_cs, c.data(), N, acc, &packed);
+          ref_sgemm(M, N, K, 0.5f, a.data(), K, 1, b.data(), b_rs, b_cs, r.data(), N, acc);
+          for (size_t i = 0; i < c.size(); ++i)
+            ASSERT_NEAR(c[i], r[i], 1e-4f * std::sqrt(float(K)) * 4)
+                << M << "x" << N << "x" << K << " trans " << trans << " at " << i;
+        }
+      }
+  }
+  set_num_threads(1);
+}
+
+TEST(Kernels, SgemmPrepackedBForAnotherOperandIsRejected) {
+  auto a = randn(64 * 16, 1), b = randn(16 * 40, 2), b2 = b;
+  std::vector<float> c(64 * 40);
+  PackedB packed = sgemm_pack_b(16, 40, b.data(), 40, 1);
+  EXPECT_THROW(sgemm(64, 40, 16, 1.0f, a.data(), 16, 1, b2.data(), 40, 1, c.data(), 40, false, &packed), Error);
+  EXPECT_THROW(sgemm(64, 40, 16, 1.0f, a.data(), 16, 1, b.data(), 1, 16, c.data(), 40, false, &packed), Error);
 }
 
 TEST(Kernels, SgemmLargePackedABufferIsReleasedAndReallocated) {

@@ -200,3 +200,46 @@ TEST(Runtime, FusedEpilogueMatchesSeparateOps) {
   for (int k = 0; k < 2; ++k)
     for (int i = 0; i < 77; ++i) EXPECT_FLOAT_EQ(f(ra[size_t(k)])[i], f(rb[size_t(k)])[i]);
 }
+
+TEST(Runtime, ConstantWeightsArePackedOnceAndFollowTheirInput) {
+  // x[rows, 9] @ w[11, 9]^T + b with w marked constant: packed on the first call with
+  // enough rows for the blocked GEMM (not for 2 rows, which stream w in place); a
+  // weight at a new address is repacked; an in-place change shows after drop_packed().
+  Executable exe(parse_graph(R"(graph(%x: f32[s0, 9], %w: f32[11, 9], %b: f32[11]) {
+  %y: f32[s0, 11] = addmm(%b, %x, %w) {trans_b=[1]}
+  return (%y)
+})"));
+  exe.set_constant_inputs({1});
+  auto bias = iota(11, -5.0f);
+  auto reference = [&](const std::vector<float>& x, const std::vector<float>& w, int64_t rows) {
+    std::vector<float> r(size_t(rows * 11));
+    for (int64_t m = 0; m < rows; ++m)
+      for (int64_t n = 0; n < 11; ++n) {
+        double s = bias[size_t(n)];
+        for (int64_t k = 0; k < 9; ++k) s += double(x[size_t(m * 9 + k)]) * w[size_t(n * 9 + k)];
+        r[size_t(m * 11 + n)] = float(s);
+      }
+    return r;
+  };
+  auto check = [&](const std::vector<float>& w, int64_t rows) {
+    auto x = iota(size_t(rows * 9), -20.0f);
+    for (auto& v : x) v *= 0.01f;
+    auto out = exe.run({{x.data(), DType::f32, {rows, 9}}, {w.data(), DType::f32, {11, 9}}, {bias.data(), DType::f32, {11}}}, {});
+    auto r = reference(x, w, rows);
+    for (size_t i = 0; i < r.size(); ++i) ASSERT_NEAR(f(out[0])[i], r[i], 1e-4f) << rows << " rows, at " << i;
+  };
+  auto w = iota(99, -50.0f);
+  for (auto& v : w) v *= 0.02f;
+  check(w, 2);
+  EXPECT_EQ(exe.packed_bytes(), 0u);
+  check(w, 40);
+  EXPECT_EQ(exe.packed_bytes(), 99 * sizeof(float));
+  check(w, 40);
+  auto w2 = w;
+  for (auto& v : w2) v = -v;
+  check(w2, 40);  // another address: repacked without being told
+  for (auto& v : w2) v *= 3.0f;
+  exe.drop_packed();
+  EXPECT_EQ(exe.packed_bytes(), 0u);
+  check(w2, 40);
+}

@@ -291,3 +291,38 @@ def test_saved_weight_transposes_stay_views_in_training():
     fw, bw = sink
     assert fw.zenith_ops.get("permute", 0) == 0  # the saved t(weight) is PyTorch's view, not a copy
     # (the backward still transposes grad_output for grad_weight = grad^T x: activation-sized)
+
+
+def _mlp():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(64, 96), torch.nn.GELU(), torch.nn.Linear(96, 40)).eval()
+
+
+def test_inference_weights_stay_packed_and_follow_in_place_updates():
+    # 48 rows: enough for the blocked GEMM, which reads the weights packed once.
+    m, x = _mlp(), torch.randn(48, 64)
+    with zenith.backend.collect_reports() as reports, torch.no_grad():
+        c = zenith.compile(m)
+        torch.testing.assert_close(c(x), m(x))
+        packed = sum(r.packed_weight_bytes for r in reports)
+        assert packed == (64 * 96 + 96 * 40) * 4
+        m[0].weight.mul_(-2.0)  # bumps the version counter: the packed copy is dropped
+        torch.testing.assert_close(c(x), m(x))
+        m.load_state_dict(_mlp().state_dict())  # copies in place, as checkpoints load
+        m[2].bias.add_(1.0)
+        torch.testing.assert_close(c(x), m(x))
+        assert sum(r.packed_weight_bytes for r in reports) == packed
+    assert "packed weights" in str(zenith.explain(m, x))
+
+
+def test_weights_are_not_packed_when_asked_or_when_training():
+    m, x = _mlp(), torch.randn(48, 64)
+    with zenith.backend.collect_reports() as reports, torch.no_grad():
+        c = zenith.compile(m, pack_weights=False)
+        torch.testing.assert_close(c(x), m(x))
+    assert reports and sum(r.packed_weight_bytes for r in reports) == 0
+    with zenith.backend.collect_reports() as reports:  # forward of a training step: weights change
+        c = zenith.compile(m)
+        c(x).sum().backward()
+        c(x)
+    assert reports and sum(r.packed_weight_bytes for r in reports) == 0

@@ -4,6 +4,7 @@
 // reference beside it in the same file (ref_*) that the tests compare against.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "zenith/ir.h"
@@ -23,10 +24,14 @@ struct TensorRef {
   template <typename T> T* as() const { return static_cast<T*>(data); }
 };
 
+struct PackedB;
+
 struct KernelCtx {
   const Node& node;  // attributes resolved to constants
   const std::vector<TensorRef>& in;
   std::vector<TensorRef>& out;
+  // GEMM ops whose B operand is a constant weight: that B, packed once by the runtime.
+  const PackedB* packed_b = nullptr;
 };
 
 using KernelFn = void (*)(const KernelCtx&);
@@ -40,8 +45,22 @@ bool kernel_is_dtype_generic(Op op);
 // ---- GEMM, used by matmul, addmm, conv2d and sdpa ----
 // C[m, n] = alpha * sum_k A(m, k) B(k, n) + (accumulate ? C[m, n] : 0), with A(m, k) at
 // a[m * a_rs + k * a_cs] and B(k, n) at b[k * b_rs + n * b_cs]; C is row-major with leading dim ldc.
+// B packed once into the panels sgemm's blocked driver reads (for a B that does not
+// change between calls: weights at inference). `src` and the strides identify the
+// operand it was made from; sgemm checks them.
+struct PackedB {
+  std::shared_ptr<float> data;
+  const float* src = nullptr;
+  int64_t K = 0, N = 0, b_rs = 0, b_cs = 0;
+};
+PackedB sgemm_pack_b(int64_t K, int64_t N, const float* b, int64_t b_rs, int64_t b_cs);
+// Whether sgemm with these rows and layouts runs the blocked driver (which reads a
+// packed B) rather than a few-row kernel that streams B in place.
+bool sgemm_reads_packed_b(int64_t M, int64_t a_cs, int64_t b_rs, int64_t b_cs);
+// `packed`, when given, stands in for packing B during the call (B itself is still read
+// by the few-row kernels, which stream it in place).
 void sgemm(int64_t M, int64_t N, int64_t K, float alpha, const float* a, int64_t a_rs, int64_t a_cs, const float* b,
-           int64_t b_rs, int64_t b_cs, float* c, int64_t ldc, bool accumulate);
+           int64_t b_rs, int64_t b_cs, float* c, int64_t ldc, bool accumulate, const PackedB* packed = nullptr);
 // The micro-kernel sgemm runs on this machine: "avx512" or "avx2" (chosen at run
 // time; ZENITH_NO_AVX512=1 forces the AVX2 one).
 const char* sgemm_isa();
