@@ -89,11 +89,37 @@ Executable::Executable(Graph g, Device device, std::vector<std::string> symbol_i
 Executable::~Executable() = default;
 
 namespace {
-// The B operand of a GEMM node: (input slot, transposed).
-std::pair<int, bool> gemm_b(const Node& n) {
-  if (n.op == Op::addmm) return {2, n.i("trans_b", 0) != 0};
-  if (n.op == Op::matmul) return {1, n.i("trans_b", 0) != 0};
-  return {-1, false};
+// The weight operand a GEMM-based node may read packed: its input slot and which
+// side of the GEMM it is (B of matmul / addmm, A of an ungrouped conv2d).
+struct WeightOperand {
+  int slot = -1;
+  PackedOperand::Side side = PackedOperand::kB;
+};
+WeightOperand weight_operand(const Node& n) {
+  if (n.op == Op::addmm) return {2, PackedOperand::kB};
+  if (n.op == Op::matmul) return {1, PackedOperand::kB};
+  if (n.op == Op::conv2d && n.i("groups", 1) == 1) return {1, PackedOperand::kA};
+  return {};
+}
+
+// The GEMM the node's kernel runs on `w`, as (rows, cols, row stride, col stride) of
+// the weight operand, and whether sgemm reads it packed for that shape.
+struct WeightGemm {
+  int64_t rows, cols, rs, cs;
+  bool reads_packed;
+};
+WeightGemm weight_gemm(const Node& n, WeightOperand w, const std::vector<std::vector<int64_t>>& shapes) {
+  const auto& ws = shapes[size_t(n.inputs[size_t(w.slot)])];
+  if (w.side == PackedOperand::kA) {  // conv2d: A = weight [OC, IC * KH * KW], B = columns [K, OH * OW]
+    int64_t M = ws[0], K = ws[1] * ws[2] * ws[3];
+    return {M, K, K, 1, sgemm_reads_packed(M, 1, shapes[size_t(n.outputs[0])][3], 1)};
+  }
+  bool trans = n.i("trans_b", 0) != 0;
+  int64_t K = trans ? ws[1] : ws[0], N = trans ? ws[0] : ws[1];
+  const auto& as = shapes[size_t(n.inputs[size_t(w.slot) - 1])];
+  int64_t M = as[as.size() - 2];  // rows of each GEMM (matmul loops over batch dims)
+  int64_t rs = trans ? 1 : N, cs = trans ? K : 1;
+  return {K, N, rs, cs, sgemm_reads_packed(M, 1, rs, cs)};
 }
 }  // namespace
 
@@ -104,11 +130,12 @@ void Executable::set_constant_inputs(const std::vector<int>& positions) {
   for (int pos : positions) {
     ZENITH_CHECK(pos >= 0 && size_t(pos) < graph_.inputs.size(), "set_constant_inputs: no input ", pos);
     int v = graph_.inputs[size_t(pos)];
-    if (graph_.type(v).dtype != DType::f32 || graph_.type(v).shape.size() != 2) continue;
+    if (graph_.type(v).dtype != DType::f32) continue;
     for (size_t ni = 0; ni < graph_.nodes.size(); ++ni) {
       const Node& n = graph_.nodes[ni];
-      int slot = gemm_b(n).first;
-      if (slot >= 0 && n.inputs[size_t(slot)] == v && graph_.type(n.outputs[0]).dtype == DType::f32)
+      WeightOperand w = weight_operand(n);
+      bool matrix = graph_.type(v).shape.size() == (w.side == PackedOperand::kA ? 4u : 2u);
+      if (w.slot >= 0 && n.inputs[size_t(w.slot)] == v && matrix && graph_.type(n.outputs[0]).dtype == DType::f32)
         weight_input_[ni] = pos;
     }
   }
@@ -123,7 +150,7 @@ size_t Executable::packed_bytes() const {
   std::lock_guard<std::mutex> lock(pack_mu_);
   size_t total = 0;
   for (const auto& p : packed_)
-    if (p) total += size_t(p->K * p->N) * sizeof(float);
+    if (p) total += p->source_bytes();
   return total;
 }
 
@@ -379,32 +406,30 @@ std::vector<OutTensor> Executable::run(const std::vector<InTensor>& inputs,
   }
   // Constant weights: packed on first use (and again if the input moved), held here
   // for the call so a concurrent drop_packed() cannot free them mid-run.
-  std::vector<std::shared_ptr<const PackedB>> packed(weight_input_.empty() ? 0 : plan->nodes.size());
+  std::vector<std::shared_ptr<const PackedOperand>> packed(weight_input_.empty() ? 0 : plan->nodes.size());
   if (!weight_input_.empty()) {
     std::lock_guard<std::mutex> lock(pack_mu_);
     for (size_t ni = 0; ni < plan->nodes.size(); ++ni) {
       int pos = weight_input_[ni];
       if (pos < 0) continue;
       const Node& n = plan->nodes[ni];
-      auto [slot, trans] = gemm_b(n);
-      const auto& bs = plan->shapes[size_t(n.inputs[size_t(slot)])];
-      const auto& as = plan->shapes[size_t(n.inputs[size_t(slot) - 1])];
-      int64_t K = trans ? bs[1] : bs[0], N = trans ? bs[0] : bs[1];
-      int64_t M = as[as.size() - 2];  // rows of each GEMM (matmul loops over batch dims)
-      int64_t b_rs = trans ? 1 : N, b_cs = trans ? K : 1;
-      if (!sgemm_reads_packed_b(M, 1, b_rs, b_cs)) continue;  // few rows stream B in place
+      WeightOperand w = weight_operand(n);
+      WeightGemm wg = weight_gemm(n, w, plan->shapes);
+      if (!wg.reads_packed) continue;  // few rows: B is streamed in place
       const float* src = static_cast<const float*>(inputs[size_t(pos)].data);
-      auto& slot_pk = packed_[ni];
-      if (!slot_pk || slot_pk->src != src || slot_pk->K != K || slot_pk->N != N)
-        slot_pk = std::make_shared<const PackedB>(sgemm_pack_b(K, N, src, b_rs, b_cs));
-      packed[ni] = slot_pk;
+      auto& kept = packed_[ni];
+      if (!kept || kept->src != src || kept->rows != wg.rows || kept->cols != wg.cols)
+        kept = std::make_shared<const PackedOperand>(w.side == PackedOperand::kA
+                                                         ? sgemm_pack_a(wg.rows, wg.cols, src, wg.rs, wg.cs)
+                                                         : sgemm_pack_b(wg.rows, wg.cols, src, wg.rs, wg.cs));
+      packed[ni] = kept;
     }
   }
   for (size_t ni = 0; ni < plan->nodes.size(); ++ni) {
     const Node& n = plan->nodes[ni];
     KernelFn fn = kernel_for(n.op);
     if (!fn) continue;
-    const PackedB* pk = packed.empty() ? nullptr : packed[ni].get();
+    const PackedOperand* pk = packed.empty() ? nullptr : packed[ni].get();
     auto& ins = ctx->ins[ni];
     auto& outs = ctx->outs[ni];
     for (size_t k = 0; k < n.inputs.size(); ++k) ins[k].data = base[size_t(plan->storage_of[size_t(n.inputs[k])])];

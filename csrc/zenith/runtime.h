@@ -37,7 +37,7 @@ struct OutTensor {
 
 struct Plan;
 struct Context;
-struct PackedB;
+struct PackedOperand;
 
 // Per-op kernel timing (ZENITH_PROFILE=1 on the Python side). Off by default; when
 // on, each kernel call is timed and added to a process-wide table.
@@ -64,8 +64,8 @@ class Executable {
   std::vector<OutTensor> run(const std::vector<InTensor>& inputs, const std::vector<int64_t>& symbol_values) const;
 
   // Marks graph inputs (by position) as constant weights: a matmul or addmm whose B
-  // operand is one of them reads B packed once, on its first call, instead of packing
-  // it every call. The packed copy is kept until drop_packed() or until that input
+  // operand, or an ungrouped conv2d whose weight, is one of them reads it packed once,
+  // on its first call, instead of packing it every call. The packed copy is kept until drop_packed() or until that input
   // arrives at another address. The caller promises the data does not change in
   // place without a drop_packed() (the Python side checks PyTorch's version counters).
   void set_constant_inputs(const std::vector<int>& positions);
@@ -89,9 +89,9 @@ class Executable {
   mutable std::map<std::vector<int64_t>, std::shared_ptr<const Plan>> plans_;
   mutable std::shared_ptr<const Plan> last_plan_;
   mutable std::vector<std::unique_ptr<Context>> free_contexts_;
-  std::vector<int> weight_input_;  // per node: graph-input position of its constant B operand, or -1
+  std::vector<int> weight_input_;  // per node: graph-input position of its constant weight operand, or -1
   mutable std::mutex pack_mu_;
-  mutable std::vector<std::shared_ptr<const PackedB>> packed_;  // per node
+  mutable std::vector<std::shared_ptr<const PackedOperand>> packed_;  // per node
 };
 
 }  // namespace zenith

@@ -125,8 +125,8 @@ TEST(Kernels, SgemmPrepackedBMatchesReference) {
       for (bool trans : {false, true}) {
         auto a = randn(size_t(M * K), unsigned(M + N)), b = randn(size_t(N * K), unsigned(N * K));
         int64_t b_rs = trans ? 1 : N, b_cs = trans ? K : 1;
-        ASSERT_TRUE(sgemm_reads_packed_b(M, 1, b_rs, b_cs)) << M;
-        PackedB packed = sgemm_pack_b(K, N, b.data(), b_rs, b_cs);
+        ASSERT_TRUE(sgemm_reads_packed(M, 1, b_rs, b_cs)) << M;
+        PackedOperand packed = sgemm_pack_b(K, N, b.data(), b_rs, b_cs);
         for (bool acc : {false, true}) {
           auto c = randn(size_t(M * N), 3);
           auto r = c;
@@ -141,12 +141,37 @@ TEST(Kernels, SgemmPrepackedBMatchesReference) {
   set_num_threads(1);
 }
 
-TEST(Kernels, SgemmPrepackedBForAnotherOperandIsRejected) {
+TEST(Kernels, SgemmPrepackedAMatchesReference) {
+  // A packed once (a convolution's weight): row tails inside a panel, k tails, several
+  // k blocks, both driver branches (many column panels; few column panels, many rows).
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    for (auto [M, N, K] : {std::tuple<int64_t, int64_t, int64_t>{33, 31, 7}, {64, 49, 576}, {130, 196, 257},
+                           {300, 40, 64}, {17, 3136, 27}})
+      for (bool acc : {false, true}) {
+        auto a = randn(size_t(M * K), unsigned(M + K)), b = randn(size_t(K * N), unsigned(N));
+        ASSERT_TRUE(sgemm_reads_packed(M, 1, N, 1)) << M;
+        PackedOperand packed = sgemm_pack_a(M, K, a.data(), K, 1);
+        auto c = randn(size_t(M * N), 5);
+        auto r = c;
+        sgemm(M, N, K, 1.0f, a.data(), K, 1, b.data(), N, 1, c.data(), N, acc, &packed);
+        ref_sgemm(M, N, K, 1.0f, a.data(), K, 1, b.data(), N, 1, r.data(), N, acc);
+        for (size_t i = 0; i < c.size(); ++i)
+          ASSERT_NEAR(c[i], r[i], 1e-4f * std::sqrt(float(K)) * 4) << M << "x" << N << "x" << K << " at " << i;
+      }
+  }
+  set_num_threads(1);
+}
+
+TEST(Kernels, SgemmPrepackedOperandForAnotherOperandIsRejected) {
   auto a = randn(64 * 16, 1), b = randn(16 * 40, 2), b2 = b;
   std::vector<float> c(64 * 40);
-  PackedB packed = sgemm_pack_b(16, 40, b.data(), 40, 1);
+  PackedOperand packed = sgemm_pack_b(16, 40, b.data(), 40, 1);
   EXPECT_THROW(sgemm(64, 40, 16, 1.0f, a.data(), 16, 1, b2.data(), 40, 1, c.data(), 40, false, &packed), Error);
   EXPECT_THROW(sgemm(64, 40, 16, 1.0f, a.data(), 16, 1, b.data(), 1, 16, c.data(), 40, false, &packed), Error);
+  PackedOperand pa = sgemm_pack_a(64, 16, a.data(), 16, 1);  // packed without alpha: alpha must be 1
+  EXPECT_THROW(sgemm(64, 40, 16, 0.5f, a.data(), 16, 1, b.data(), 40, 1, c.data(), 40, false, &pa), Error);
+  EXPECT_NO_THROW(sgemm(64, 40, 16, 1.0f, a.data(), 16, 1, b.data(), 40, 1, c.data(), 40, false, &pa));
 }
 
 TEST(Kernels, SgemmLargePackedABufferIsReleasedAndReallocated) {

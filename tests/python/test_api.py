@@ -326,3 +326,17 @@ def test_weights_are_not_packed_when_asked_or_when_training():
         c(x).sum().backward()
         c(x)
     assert reports and sum(r.packed_weight_bytes for r in reports) == 0
+
+
+def test_conv_weights_stay_packed_at_inference():
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Conv2d(3, 16, 3, padding=1), torch.nn.ReLU(),
+                            torch.nn.Conv2d(16, 24, 1), torch.nn.Conv2d(24, 24, 3, groups=24)).eval()
+    x = torch.randn(2, 3, 13, 11)
+    with zenith.backend.collect_reports() as reports, torch.no_grad():
+        c = zenith.compile(m)
+        torch.testing.assert_close(c(x), m(x), rtol=1e-4, atol=1e-5)
+        # the depthwise conv (groups=24) has its own loop and keeps its weight as is
+        assert sum(r.packed_weight_bytes for r in reports) == (16 * 27 + 24 * 16) * 4
+        m[2].weight.mul_(0.5)
+        torch.testing.assert_close(c(x), m(x), rtol=1e-4, atol=1e-5)

@@ -385,6 +385,20 @@ void small_m(int64_t M, int64_t N, int64_t K, float alpha, const float* a, int64
   }
 }
 
+// All of A (times alpha) in MR-row panels, k block by k block: block pc starts at
+// pc * mpanels * MR, panel q of it at q * kc * MR. The driver's layout for A.
+template <int64_t MR>
+void pack_a_all(int64_t M, int64_t K, float alpha, const float* a, int64_t a_rs, int64_t a_cs, float* dst) {
+  int64_t mpanels = (M + MR - 1) / MR, kblocks = (K + KC - 1) / KC;
+  parallel_for(mpanels * kblocks, 4, [&](int64_t lo, int64_t hi) {
+    for (int64_t t = lo; t < hi; ++t) {
+      int64_t q = t % mpanels, pc = (t / mpanels) * KC, kc = std::min(KC, K - pc);
+      pack_a<MR>(kc, std::min(MR, M - q * MR), alpha, a + q * MR * a_rs + pc * a_cs, a_rs, a_cs,
+                 dst + pc * mpanels * MR + q * kc * MR);
+    }
+  });
+}
+
 using MicroKernel = void (*)(int64_t, const float*, const float*, float*, int64_t, int64_t, int64_t, bool);
 
 // The blocked driver: pack all of A once; then for each NC block of B, threads own
@@ -393,25 +407,23 @@ using MicroKernel = void (*)(int64_t, const float*, const float*, float*, int64_
 template <int64_t MR, int64_t NR, MicroKernel UK>
 void sgemm_blocked(int64_t M, int64_t N, int64_t K, float alpha, const float* a, int64_t a_rs, int64_t a_cs,
                    const float* b, int64_t b_rs, int64_t b_cs, float* c, int64_t ldc, bool accumulate,
-                   const float* prepacked) {
+                   const float* packed_a, const float* packed_b) {
   // Buffers belong to the calling thread; pool workers fill disjoint panels of them.
   thread_local AlignedBuf abuf, bbuf;
   int64_t mpanels = (M + MR - 1) / MR;
-  // A is packed once, every k block (block pc starts at pc * mpanels * MR), and reused
-  // for every column block of B: one fork/join instead of one per (column, k) block.
-  float* ap_all = abuf.get(size_t(mpanels * MR * K));
+  // A is packed once, every k block, and reused for every column block of B: one
+  // fork/join instead of one per (column, k) block. A prepacked A is the same layout.
   int64_t kblocks = (K + KC - 1) / KC;
-  parallel_for(mpanels * kblocks, 4, [&](int64_t lo, int64_t hi) {
-    for (int64_t t = lo; t < hi; ++t) {
-      int64_t q = t % mpanels, pc = (t / mpanels) * KC, kc = std::min(KC, K - pc);
-      pack_a<MR>(kc, std::min(MR, M - q * MR), alpha, a + q * MR * a_rs + pc * a_cs, a_rs, a_cs,
-                 ap_all + pc * mpanels * MR + q * kc * MR);
-    }
-  });
+  const float* ap_all = packed_a;
+  if (!packed_a) {
+    float* buf = abuf.get(size_t(mpanels * MR * K));
+    pack_a_all<MR>(M, K, alpha, a, a_rs, a_cs, buf);
+    ap_all = buf;
+  }
   for (int64_t jc = 0; jc < N; jc += NC) {
     int64_t nc = std::min(NC, N - jc);
     int64_t npanels = (nc + NR - 1) / NR;
-    float* bp = prepacked ? nullptr : bbuf.get(size_t(npanels * KC * NR));
+    float* bp = packed_b ? nullptr : bbuf.get(size_t(npanels * KC * NR));
     auto tile = [&](int64_t p, int64_t q, int64_t pc, int64_t kc, const float* bpanel) {
       UK(kc, ap_all + pc * mpanels * MR + q * kc * MR, bpanel, c + q * MR * ldc + jc + p * NR, ldc,
          std::min(MR, M - q * MR), std::min(NR, nc - p * NR), accumulate || pc > 0);
@@ -419,7 +431,7 @@ void sgemm_blocked(int64_t M, int64_t N, int64_t K, float alpha, const float* a,
     // The panel of B for column panel p and k block pc: packed now into dst, or, for a
     // prepacked B (sgemm_pack_b), the one packed at compile time.
     auto pack_panel = [&](int64_t p, int64_t pc, int64_t kc, float* dst) -> const float* {
-      if (prepacked) return prepacked + ((jc / NR + p) * kblocks + pc / KC) * KC * NR;
+      if (packed_b) return packed_b + ((jc / NR + p) * kblocks + pc / KC) * KC * NR;
       pack_b<NR>(kc, std::min(NR, nc - p * NR), b + pc * b_rs + (jc + p * NR) * b_cs, b_rs, b_cs, dst);
       return dst;
     };
@@ -450,14 +462,18 @@ void sgemm_blocked(int64_t M, int64_t N, int64_t K, float alpha, const float* a,
   abuf.trim(size_t(16) << 20);  // keep up to 64 MiB of packed A between calls
 }
 
+std::shared_ptr<float> packed_buffer(size_t n) {
+  std::shared_ptr<float> buf(static_cast<float*>(std::aligned_alloc(64, (n * sizeof(float) + 63) / 64 * 64)), std::free);
+  ZENITH_CHECK(buf, "sgemm: out of memory packing a constant operand of ", n * sizeof(float), " bytes");
+  return buf;
+}
+
 // B packed into the driver's panels, in the order it reads them: column panel P (all
 // of N, NR wide, zero-padded) then k block (KC rows; the last one short).
 template <int64_t NR>
-std::shared_ptr<float> pack_b_all(int64_t K, int64_t N, const float* b, int64_t b_rs, int64_t b_cs) {
+std::shared_ptr<float> pack_b_whole(int64_t K, int64_t N, const float* b, int64_t b_rs, int64_t b_cs) {
   int64_t npanels = (N + NR - 1) / NR, kblocks = (K + KC - 1) / KC;
-  size_t n = size_t(npanels * kblocks * KC * NR);
-  std::shared_ptr<float> buf(static_cast<float*>(std::aligned_alloc(64, (n * sizeof(float) + 63) / 64 * 64)), std::free);
-  ZENITH_CHECK(buf, "sgemm_pack_b: out of memory for ", n * sizeof(float), " bytes");
+  auto buf = packed_buffer(size_t(npanels * kblocks * KC * NR));
   parallel_for(npanels, 1, [&](int64_t lo, int64_t hi) {
     for (int64_t p = lo; p < hi; ++p)
       for (int64_t pc = 0; pc < K; pc += KC)
@@ -467,23 +483,30 @@ std::shared_ptr<float> pack_b_all(int64_t K, int64_t N, const float* b, int64_t 
   return buf;
 }
 
+template <int64_t MR>
+std::shared_ptr<float> pack_a_whole(int64_t M, int64_t K, const float* a, int64_t a_rs, int64_t a_cs) {
+  auto buf = packed_buffer(size_t((M + MR - 1) / MR * MR * K));
+  pack_a_all<MR>(M, K, 1.0f, a, a_rs, a_cs, buf.get());
+  return buf;
+}
+
 using Driver = void (*)(int64_t, int64_t, int64_t, float, const float*, int64_t, int64_t, const float*, int64_t,
-                        int64_t, float*, int64_t, bool, const float*);
+                        int64_t, float*, int64_t, bool, const float*, const float*);
 using Packer = std::shared_ptr<float> (*)(int64_t, int64_t, const float*, int64_t, int64_t);
 
-// The GEMM this machine runs: driver and B packer share one panel width.
+// The GEMM this machine runs: the driver and the packers share its panel sizes.
 struct Isa {
   const char* name;
   Driver driver;
-  Packer packer;
+  Packer pack_a, pack_b;
 };
 
 Isa pick_isa() {
 #if defined(__x86_64__)
   if (!std::getenv("ZENITH_NO_AVX512") && __builtin_cpu_supports("avx512f"))
-    return {"avx512", sgemm_blocked<8, 32, uk_f32_gemm_avx512<8, 2>>, pack_b_all<32>};
+    return {"avx512", sgemm_blocked<8, 32, uk_f32_gemm_avx512<8, 2>>, pack_a_whole<8>, pack_b_whole<32>};
 #endif
-  return {"avx2", sgemm_blocked<6, 16, uk_f32_gemm_6x16_avx2>, pack_b_all<16>};
+  return {"avx2", sgemm_blocked<6, 16, uk_f32_gemm_6x16_avx2>, pack_a_whole<6>, pack_b_whole<16>};
 }
 
 const Isa& isa() {
@@ -497,25 +520,35 @@ bool skinny(int64_t M, int64_t a_cs, int64_t b_rs, int64_t b_cs) {
   return (M <= 4 && (b_cs == 1 || b_rs == 1)) || (nt_rows && M <= kSkinnyNT);
 }
 
+PackedOperand make_packed(PackedOperand::Side side, int64_t rows, int64_t cols, const float* src, int64_t rs,
+                          int64_t cs) {
+  PackedOperand p;
+  p.side = side;
+  p.src = src;
+  p.rows = rows;
+  p.cols = cols;
+  p.rs = rs;
+  p.cs = cs;
+  if (rows > 0 && cols > 0) p.data = (side == PackedOperand::kA ? isa().pack_a : isa().pack_b)(rows, cols, src, rs, cs);
+  return p;
+}
+
 }  // namespace
 
 const char* sgemm_isa() { return isa().name; }
 
-bool sgemm_reads_packed_b(int64_t M, int64_t a_cs, int64_t b_rs, int64_t b_cs) { return !skinny(M, a_cs, b_rs, b_cs); }
+bool sgemm_reads_packed(int64_t M, int64_t a_cs, int64_t b_rs, int64_t b_cs) { return !skinny(M, a_cs, b_rs, b_cs); }
 
-PackedB sgemm_pack_b(int64_t K, int64_t N, const float* b, int64_t b_rs, int64_t b_cs) {
-  PackedB p;
-  p.K = K;
-  p.N = N;
-  p.b_rs = b_rs;
-  p.b_cs = b_cs;
-  p.src = b;
-  if (K > 0 && N > 0) p.data = isa().packer(K, N, b, b_rs, b_cs);
-  return p;
+PackedOperand sgemm_pack_a(int64_t M, int64_t K, const float* a, int64_t a_rs, int64_t a_cs) {
+  return make_packed(PackedOperand::kA, M, K, a, a_rs, a_cs);
+}
+
+PackedOperand sgemm_pack_b(int64_t K, int64_t N, const float* b, int64_t b_rs, int64_t b_cs) {
+  return make_packed(PackedOperand::kB, K, N, b, b_rs, b_cs);
 }
 
 void sgemm(int64_t M, int64_t N, int64_t K, float alpha, const float* a, int64_t a_rs, int64_t a_cs, const float* b,
-           int64_t b_rs, int64_t b_cs, float* c, int64_t ldc, bool accumulate, const PackedB* packed) {
+           int64_t b_rs, int64_t b_cs, float* c, int64_t ldc, bool accumulate, const PackedOperand* packed) {
   if (M == 0 || N == 0) return;
   if (K == 0) {
     if (!accumulate)
@@ -529,11 +562,17 @@ void sgemm(int64_t M, int64_t N, int64_t K, float alpha, const float* a, int64_t
     });
     return;
   }
+  const float *pa = nullptr, *pb = nullptr;
   if (packed) {
-    ZENITH_CHECK(packed->K == K && packed->N == N && packed->src == b && packed->b_rs == b_rs && packed->b_cs == b_cs,
-                 "sgemm: the packed B was made for another operand");
+    bool is_a = packed->side == PackedOperand::kA;
+    ZENITH_CHECK(is_a ? (packed->rows == M && packed->cols == K && packed->src == a && packed->rs == a_rs &&
+                         packed->cs == a_cs && alpha == 1.0f)
+                      : (packed->rows == K && packed->cols == N && packed->src == b && packed->rs == b_rs &&
+                         packed->cs == b_cs),
+                 "sgemm: the packed ", is_a ? "A" : "B", " was made for another operand");
+    (is_a ? pa : pb) = packed->data.get();
   }
-  isa().driver(M, N, K, alpha, a, a_rs, a_cs, b, b_rs, b_cs, c, ldc, accumulate, packed ? packed->data.get() : nullptr);
+  isa().driver(M, N, K, alpha, a, a_rs, a_cs, b, b_rs, b_cs, c, ldc, accumulate, pa, pb);
 }
 
 // ---- matmul: a[..., M, K] @ b[..., K, N] with broadcast batch dims ----
@@ -566,7 +605,7 @@ void run_matmul(const KernelCtx& c) {
       ob += idx[d] * sb[d];
     }
     sgemm(M, N, K, 1.0f, a.as<float>() + oa, K, 1, b.as<float>() + ob, tb ? 1 : N, tb ? K : 1,
-          o.as<float>() + i * M * N, N, false, ob == 0 ? c.packed_b : nullptr);
+          o.as<float>() + i * M * N, N, false, ob == 0 ? c.packed : nullptr);
     for (int d = int(batch.size()) - 1; d >= 0; --d) {
       if (++idx[size_t(d)] < batch[size_t(d)]) break;
       idx[size_t(d)] = 0;
@@ -601,7 +640,7 @@ void run_addmm(const KernelCtx& c) {
     }
   });
   bool tb = c.node.i("trans_b", 0) != 0;
-  sgemm(M, N, K, alpha, a.as<float>(), K, 1, b.as<float>(), tb ? 1 : N, tb ? K : 1, po, N, true, c.packed_b);
+  sgemm(M, N, K, alpha, a.as<float>(), K, 1, b.as<float>(), tb ? 1 : N, tb ? K : 1, po, N, true, c.packed);
   apply_activation(po, M * N, Activation(c.node.i("activation", 0)));  // fused epilogue, if any
 }
 
@@ -682,7 +721,8 @@ void run_conv2d(const KernelCtx& c) {
       if (pb) {
         for (int64_t oc = 0; oc < OCg; ++oc) std::fill_n(og + oc * cols, cols, pb[g * OCg + oc]);
       }
-      sgemm(OCg, cols, rows, 1.0f, pw + g * OCg * rows, rows, 1, B, cols, 1, og, cols, pb != nullptr);
+      sgemm(OCg, cols, rows, 1.0f, pw + g * OCg * rows, rows, 1, B, cols, 1, og, cols, pb != nullptr,
+            G == 1 ? c.packed : nullptr);
     }
 }
 

@@ -24,14 +24,15 @@ struct TensorRef {
   template <typename T> T* as() const { return static_cast<T*>(data); }
 };
 
-struct PackedB;
+struct PackedOperand;
 
 struct KernelCtx {
   const Node& node;  // attributes resolved to constants
   const std::vector<TensorRef>& in;
   std::vector<TensorRef>& out;
-  // GEMM ops whose B operand is a constant weight: that B, packed once by the runtime.
-  const PackedB* packed_b = nullptr;
+  // GEMM-based ops whose weight operand is a constant: that operand, packed once by
+  // the runtime (B of matmul / addmm, A of conv2d).
+  const PackedOperand* packed = nullptr;
 };
 
 using KernelFn = void (*)(const KernelCtx&);
@@ -45,22 +46,26 @@ bool kernel_is_dtype_generic(Op op);
 // ---- GEMM, used by matmul, addmm, conv2d and sdpa ----
 // C[m, n] = alpha * sum_k A(m, k) B(k, n) + (accumulate ? C[m, n] : 0), with A(m, k) at
 // a[m * a_rs + k * a_cs] and B(k, n) at b[k * b_rs + n * b_cs]; C is row-major with leading dim ldc.
-// B packed once into the panels sgemm's blocked driver reads (for a B that does not
-// change between calls: weights at inference). `src` and the strides identify the
-// operand it was made from; sgemm checks them.
-struct PackedB {
+// A GEMM operand packed once into the panels sgemm's blocked driver reads, for one
+// that does not change between calls (weights at inference: B of a linear layer, A of
+// a convolution). `src`, the sizes and the strides identify the operand it was made
+// from; sgemm checks them.
+struct PackedOperand {
+  enum Side : uint8_t { kA, kB } side = kB;
   std::shared_ptr<float> data;
   const float* src = nullptr;
-  int64_t K = 0, N = 0, b_rs = 0, b_cs = 0;
+  int64_t rows = 0, cols = 0, rs = 0, cs = 0;  // A: M x K; B: K x N
+  size_t source_bytes() const { return size_t(rows * cols) * sizeof(float); }
 };
-PackedB sgemm_pack_b(int64_t K, int64_t N, const float* b, int64_t b_rs, int64_t b_cs);
-// Whether sgemm with these rows and layouts runs the blocked driver (which reads a
-// packed B) rather than a few-row kernel that streams B in place.
-bool sgemm_reads_packed_b(int64_t M, int64_t a_cs, int64_t b_rs, int64_t b_cs);
-// `packed`, when given, stands in for packing B during the call (B itself is still read
-// by the few-row kernels, which stream it in place).
+PackedOperand sgemm_pack_a(int64_t M, int64_t K, const float* a, int64_t a_rs, int64_t a_cs);
+PackedOperand sgemm_pack_b(int64_t K, int64_t N, const float* b, int64_t b_rs, int64_t b_cs);
+// Whether sgemm with these rows and layouts runs the blocked driver (which reads packed
+// operands) rather than a few-row kernel that streams B in place.
+bool sgemm_reads_packed(int64_t M, int64_t a_cs, int64_t b_rs, int64_t b_cs);
+// `packed`, when given, stands in for packing that operand during the call (the
+// few-row kernels still read B itself, in place).
 void sgemm(int64_t M, int64_t N, int64_t K, float alpha, const float* a, int64_t a_rs, int64_t a_cs, const float* b,
-           int64_t b_rs, int64_t b_cs, float* c, int64_t ldc, bool accumulate, const PackedB* packed = nullptr);
+           int64_t b_rs, int64_t b_cs, float* c, int64_t ldc, bool accumulate, const PackedOperand* packed = nullptr);
 // The micro-kernel sgemm runs on this machine: "avx512" or "avx2" (chosen at run
 // time; ZENITH_NO_AVX512=1 forces the AVX2 one).
 const char* sgemm_isa();
