@@ -237,7 +237,17 @@ SymInt conv_out(const SymInt& i, int64_t k, int64_t s, int64_t p, int64_t d, boo
 Types infer_conv2d(const Graph& g, const Node& n) {
   const auto& x = in(g, n, 0);
   const auto& w = in(g, n, 1);
+  ZENITH_CHECK(n.inputs.size() == 3 || n.inputs.size() == 7,
+               "conv2d: takes (x, w, bias) or (x, w, bias, bn_w, bn_b, bn_mean, bn_var), got ", n.inputs.size(),
+               " inputs");
   ZENITH_CHECK(x.rank() == 4 && w.rank() == 4, "conv2d: needs NCHW input and OIHW weight");
+  for (size_t k = 3; k < n.inputs.size(); ++k) {
+    const auto& t = in(g, n, int(k));
+    ZENITH_CHECK(t.rank() == 1 && t.shape[0].is_const() && t.shape[0].value() == w.shape[0].value() &&
+                     t.dtype == x.dtype,
+                 "conv2d: fused batch-norm input ", k, " must be [", w.shape[0].value(), "] of the input's dtype");
+  }
+  ZENITH_CHECK(n.inputs.size() == 3 || n.has("bn_eps"), "conv2d: fused batch-norm inputs without bn_eps");
   ZENITH_CHECK(w.is_static(), "conv2d: weight shape must be static");
   auto st = n.const_ints("stride"), pd = n.const_ints("padding"), dl = n.const_ints("dilation");
   int64_t groups = n.i("groups", 1);

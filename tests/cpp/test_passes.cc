@@ -211,6 +211,29 @@ TEST(Passes, FuseEpilogue) {
 })"));
 }
 
+TEST(Passes, FuseConvBatchNorm) {
+  // %c feeds only its norm: fused, then its relu joins through fuse_epilogue. %d is
+  // returned raw as well, so its norm stays a separate op.
+  Graph g = parse_graph(R"(graph(%x: f32[1, 3, 5, 5], %w: f32[4, 3, 3, 3], %b: f32[4], %g: f32[4], %h: f32[4], %m: f32[4], %v: f32[4]) {
+  %c: f32[1, 4, 3, 3] = conv2d(%x, %w, %b) {stride=[1, 1], padding=[0, 0], dilation=[1, 1], groups=[1], has_bias=[1]}
+  %n: f32[1, 4, 3, 3] = batch_norm(%c, %g, %h, %m, %v) {eps=f[0.001]}
+  %r: f32[1, 4, 3, 3] = relu(%n)
+  %d: f32[1, 4, 3, 3] = conv2d(%x, %w, %w) {stride=[1, 1], padding=[0, 0], dilation=[1, 1], groups=[1], has_bias=[0]}
+  %e: f32[1, 4, 3, 3] = batch_norm(%d, %g, %h, %m, %v) {eps=f[0.001]}
+  return (%r, %e, %d)
+})");
+  EXPECT_EQ(fuse_conv_bn(g), 1);
+  EXPECT_EQ(fuse_epilogue(g), 1);
+  dead_code_elimination(g);
+  verify(g);
+  EXPECT_EQ(print_graph(g), canon(R"(graph(%x: f32[1, 3, 5, 5], %w: f32[4, 3, 3, 3], %b: f32[4], %g: f32[4], %h: f32[4], %m: f32[4], %v: f32[4]) {
+  %c: f32[1, 4, 3, 3] = conv2d(%x, %w, %b, %g, %h, %m, %v) {activation=[1], bn_eps=f[0.001], stride=[1, 1], padding=[0, 0], dilation=[1, 1], groups=[1], has_bias=[1]}
+  %d: f32[1, 4, 3, 3] = conv2d(%x, %w, %w) {stride=[1, 1], padding=[0, 0], dilation=[1, 1], groups=[1], has_bias=[0]}
+  %e: f32[1, 4, 3, 3] = batch_norm(%d, %g, %h, %m, %v) {eps=f[0.001]}
+  return (%c, %e, %d)
+})"));
+}
+
 TEST(Passes, PipelineVerifiesEachPass) {
   Graph g = parse_graph(R"(graph(%x: f32[4]) {
   %a: f32[4] = copy(%x)
@@ -220,7 +243,7 @@ TEST(Passes, PipelineVerifiesEachPass) {
   return (%d)
 })");
   auto reports = run_default_pipeline(g, true);
-  ASSERT_EQ(reports.size(), 5u);
+  ASSERT_EQ(reports.size(), 6u);
   EXPECT_EQ(reports[0].name, "canonicalize");
   EXPECT_EQ(reports[0].changes, 1);
   EXPECT_EQ(reports[2].name, "cse");

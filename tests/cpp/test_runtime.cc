@@ -243,3 +243,41 @@ TEST(Runtime, ConstantWeightsArePackedOnceAndFollowTheirInput) {
   EXPECT_EQ(exe.packed_bytes(), 0u);
   check(w2, 40);
 }
+
+TEST(Runtime, FusedConvBatchNormMatchesSeparateOps) {
+  // Odd sizes; an ungrouped conv (GEMM path) and a depthwise one (direct loop), each
+  // followed by an inference batch-norm and an activation.
+  const char* text = R"(graph(%x: f32[2, 6, 7, 5], %w: f32[6, 6, 3, 3], %dw: f32[6, 1, 3, 3], %b: f32[6], %g: f32[6], %h: f32[6], %m: f32[6], %v: f32[6]) {
+  %c: f32[2, 6, 7, 5] = conv2d(%x, %w, %b) {stride=[1, 1], padding=[1, 1], dilation=[1, 1], groups=[1], has_bias=[1]}
+  %n: f32[2, 6, 7, 5] = batch_norm(%c, %g, %h, %m, %v) {eps=f[0.00001]}
+  %r: f32[2, 6, 7, 5] = relu(%n)
+  %d: f32[2, 6, 4, 3] = conv2d(%r, %dw, %dw) {stride=[2, 2], padding=[1, 1], dilation=[1, 1], groups=[6], has_bias=[0]}
+  %e: f32[2, 6, 4, 3] = batch_norm(%d, %g, %h, %m, %v) {eps=f[0.00001]}
+  %s: f32[2, 6, 4, 3] = silu(%e)
+  return (%s)
+})";
+  Graph fused = parse_graph(text);
+  EXPECT_EQ(fuse_conv_bn(fused), 2);
+  EXPECT_EQ(fuse_epilogue(fused), 2);
+  dead_code_elimination(fused);
+  EXPECT_EQ(fused.nodes.size(), 2u);
+  Executable a(parse_graph(text)), b(std::move(fused));
+  auto x = iota(2 * 6 * 7 * 5, -100.0f), w = iota(6 * 6 * 9, -150.0f), dw = iota(54, -27.0f);
+  auto bias = iota(6, -3.0f), g = iota(6, 0.5f), h = iota(6, -2.0f), m = iota(6, -1.0f), v = iota(6, 0.25f);
+  for (auto& t : x) t *= 0.01f;
+  for (auto& t : w) t *= 0.01f;
+  for (auto& t : dw) t *= 0.05f;
+  std::vector<InTensor> ins{{x.data(), DType::f32, {2, 6, 7, 5}}, {w.data(), DType::f32, {6, 6, 3, 3}},
+                            {dw.data(), DType::f32, {6, 1, 3, 3}}, {bias.data(), DType::f32, {6}},
+                            {g.data(), DType::f32, {6}}, {h.data(), DType::f32, {6}},
+                            {m.data(), DType::f32, {6}}, {v.data(), DType::f32, {6}}};
+  auto ra = a.run(ins, {}), rb = b.run(ins, {});
+  for (int i = 0; i < 2 * 6 * 4 * 3; ++i) EXPECT_NEAR(f(ra[0])[i], f(rb[0])[i], 1e-5f * (1 + std::fabs(f(ra[0])[i])));
+}
+
+TEST(Runtime, ConvWithMalformedFusedNormIsRejected) {
+  EXPECT_THROW(Executable(parse_graph(R"(graph(%x: f32[1, 2, 3, 3], %w: f32[4, 2, 1, 1], %g: f32[3]) {
+  %c: f32[1, 4, 3, 3] = conv2d(%x, %w, %w, %g, %g, %g, %g) {stride=[1, 1], padding=[0, 0], dilation=[1, 1], groups=[1], has_bias=[0], bn_eps=f[0.001]}
+  return (%c)
+})")), Error);
+}

@@ -660,6 +660,29 @@ void run_conv2d(const KernelCtx& c) {
   float* po = o.as<float>();
   const float* pb = has_bias ? c.in[2].as<float>() : nullptr;
   if (o.numel() == 0) return;
+  // Epilogue, per output channel while its rows are in cache: a fused inference
+  // batch-norm (y * scale + shift) and a fused activation.
+  Activation act = Activation(c.node.i("activation", 0));
+  std::vector<float> bn_scale, bn_shift;
+  if (c.in.size() == 7) {
+    float eps = float(c.node.f("bn_eps"));
+    const float *bw = c.in[3].as<float>(), *bb = c.in[4].as<float>(), *mu = c.in[5].as<float>(),
+                *var = c.in[6].as<float>();
+    bn_scale.resize(size_t(OC));
+    bn_shift.resize(size_t(OC));
+    for (int64_t ch = 0; ch < OC; ++ch) {  // the same arithmetic as run_batch_norm
+      bn_scale[size_t(ch)] = bw[ch] / std::sqrt(var[ch] + eps);
+      bn_shift[size_t(ch)] = bb[ch] - mu[ch] * bn_scale[size_t(ch)];
+    }
+  }
+  bool epilogue = !bn_scale.empty() || act != Activation::kNone;
+  auto finish_channel = [&](float* row, int64_t ch, int64_t len) {
+    if (!bn_scale.empty()) {
+      float s = bn_scale[size_t(ch)], t = bn_shift[size_t(ch)];
+      for (int64_t j = 0; j < len; ++j) row[j] = row[j] * s + t;
+    }
+    apply_activation(row, len, act);
+  };
   bool depthwise = G == C && ICg == 1 && OCg == 1;
   if (depthwise) {
     parallel_for(N * C, 1, [&](int64_t lo, int64_t hi) {
@@ -683,6 +706,7 @@ void run_conv2d(const KernelCtx& c) {
             }
             oi[oh * OW + ow] = s;
           }
+        if (epilogue) finish_channel(oi, ch, OH * OW);
       }
     });
     return;
@@ -723,6 +747,10 @@ void run_conv2d(const KernelCtx& c) {
       }
       sgemm(OCg, cols, rows, 1.0f, pw + g * OCg * rows, rows, 1, B, cols, 1, og, cols, pb != nullptr,
             G == 1 ? c.packed : nullptr);
+      if (epilogue)
+        parallel_for(OCg, 1, [&](int64_t lo, int64_t hi) {
+          for (int64_t oc = lo; oc < hi; ++oc) finish_channel(og + oc * cols, g * OCg + oc, cols);
+        });
     }
 }
 

@@ -1,11 +1,11 @@
 // Epilogue fusion: an activation (relu, gelu exact or tanh, silu, tanh) whose only
-// input is an addmm result used nowhere else becomes that addmm's `activation`
-// attribute, so the linear layer writes its activated output in one kernel and the
-// intermediate buffer disappears. Reshapes between the two are looked through (an
+// input is an addmm or conv2d result used nowhere else becomes that op's `activation`
+// attribute, so the linear layer or convolution writes its activated output in one
+// kernel and the intermediate buffer disappears. Reshapes between the two are looked through (an
 // elementwise op commutes with a reshape; PyTorch puts a view between linear's addmm
 // and the activation whenever the input has more than two dims).
-// Leaves alone: an addmm result that is also read elsewhere or returned (its
-// un-activated value is needed), addmm that already carries an activation, and
+// Leaves alone: a result that is also read elsewhere or returned (its
+// un-activated value is needed), an op that already carries an activation, and
 // non-float32 values (half types compute through float32 conversions around ops).
 #include "zenith/kernels/kernels.h"
 #include "zenith/passes/passes.h"
@@ -42,7 +42,7 @@ int fuse_epilogue(Graph& g) {
     }
     if (!single || p < 0) continue;
     Node& mm = g.nodes[size_t(p)];
-    if (mm.op != Op::addmm || mm.i("activation", 0) != 0) continue;
+    if ((mm.op != Op::addmm && mm.op != Op::conv2d) || mm.i("activation", 0) != 0) continue;
     mm.set_int("activation", int64_t(act));
     replace_all_uses(g, n.outputs[0], x);
     uses[size_t(x)] = uses[size_t(n.outputs[0])];

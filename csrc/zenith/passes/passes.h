@@ -12,6 +12,7 @@ int dead_code_elimination(Graph& g);
 int constant_folding(Graph& g);
 int common_subexpression_elimination(Graph& g);
 int canonicalize(Graph& g);
+int fuse_conv_bn(Graph& g);
 int fuse_epilogue(Graph& g);
 
 struct PassReport {

@@ -1,6 +1,7 @@
 // The default pass pipeline, in order. Canonicalize first so CSE sees one spelling,
-// fold constants, merge duplicates, fuse activations into GEMM epilogues, then
-// drop what became dead.
+// fold constants, merge duplicates, fold inference batch-norms into the convolutions
+// before them, fuse activations into GEMM and convolution epilogues, then drop what
+// became dead (the norms and activations that were absorbed).
 #include "zenith/error.h"
 #include "zenith/passes/passes.h"
 
@@ -15,6 +16,7 @@ const PassEntry kPipeline[] = {
     {"canonicalize", canonicalize},
     {"constant_folding", constant_folding},
     {"cse", common_subexpression_elimination},
+    {"fuse_conv_bn", fuse_conv_bn},
     {"fuse_epilogue", fuse_epilogue},
     {"dce", dead_code_elimination},
 };
