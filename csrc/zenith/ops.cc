@@ -289,11 +289,14 @@ Types infer_sdpa(const Graph& g, const Node& n) {
   const auto& q = in(g, n, 0);
   const auto& k = in(g, n, 1);
   const auto& v = in(g, n, 2);
-  ZENITH_CHECK(q.rank() == 4 && k.rank() == 4 && v.rank() == 4, "sdpa: needs (B, H, L, E) operands");
+  ZENITH_CHECK(q.rank() == 4 && k.rank() == 4 && v.rank() == 4, "sdpa: needs rank-4 operands");
   ZENITH_CHECK(q.dtype == k.dtype && k.dtype == v.dtype && is_float(q.dtype), "sdpa: needs equal floating dtypes");
-  if (q.shape[1].is_const() && k.shape[1].is_const())
-    ZENITH_CHECK(q.shape[1].value() % k.shape[1].value() == 0, "sdpa: query heads ", q.shape[1].value(),
-                 " not a multiple of key heads ", k.shape[1].value());
+  int64_t layout = n.i("layout", 0);  // 0: (B, H, L, E) everywhere; 1: (B, L, H, E) in and out
+  ZENITH_CHECK(layout == 0 || layout == 1, "sdpa: layout must be 0 or 1, got ", layout);
+  const int hd = layout == 1 ? 2 : 1;  // the heads dim
+  if (q.shape[size_t(hd)].is_const() && k.shape[size_t(hd)].is_const())
+    ZENITH_CHECK(q.shape[size_t(hd)].value() % k.shape[size_t(hd)].value() == 0, "sdpa: query heads ",
+                 q.shape[size_t(hd)].value(), " not a multiple of key heads ", k.shape[size_t(hd)].value());
   if (n.i("has_mask", 0)) {
     const auto& m = in(g, n, 3);
     ZENITH_CHECK(m.dtype == DType::b8 || m.dtype == q.dtype, "sdpa: mask must be bool or the query dtype");

@@ -234,6 +234,34 @@ TEST(Passes, FuseConvBatchNorm) {
 })"));
 }
 
+TEST(Passes, FuseAttentionLayout) {
+  // Self-attention as transformers write it: fused. A second sdpa whose result is also
+  // returned in (B, H, L, E) is left alone.
+  const char* in = R"(graph(%q: f32[1, 5, 2, 3], %k: f32[1, 5, 2, 3], %v: f32[1, 5, 2, 4]) {
+  %a: f32[1, 2, 5, 3] = permute(%q) {perm=[0, 2, 1, 3]}
+  %b: f32[1, 2, 5, 3] = permute(%k) {perm=[0, 2, 1, 3]}
+  %c: f32[1, 2, 5, 4] = permute(%v) {perm=[0, 2, 1, 3]}
+  %s: f32[1, 2, 5, 4] = sdpa(%a, %b, %c, %a) {has_mask=[0], is_causal=[1]}
+  %o: f32[1, 5, 2, 4] = permute(%s) {perm=[0, 2, 1, 3]}
+  %t: f32[1, 2, 5, 4] = sdpa(%a, %b, %c, %a) {has_mask=[0], is_causal=[0]}
+  %u: f32[1, 5, 2, 4] = permute(%t) {perm=[0, 2, 1, 3]}
+  return (%o, %u, %t)
+})";
+  Graph g = parse_graph(in);
+  EXPECT_EQ(fuse_attention_layout(g), 1);
+  dead_code_elimination(g);
+  verify(g);
+  EXPECT_EQ(print_graph(g), canon(R"(graph(%q: f32[1, 5, 2, 3], %k: f32[1, 5, 2, 3], %v: f32[1, 5, 2, 4]) {
+  %a: f32[1, 2, 5, 3] = permute(%q) {perm=[0, 2, 1, 3]}
+  %b: f32[1, 2, 5, 3] = permute(%k) {perm=[0, 2, 1, 3]}
+  %c: f32[1, 2, 5, 4] = permute(%v) {perm=[0, 2, 1, 3]}
+  %s: f32[1, 5, 2, 4] = sdpa(%q, %k, %v, %q) {has_mask=[0], is_causal=[1], layout=[1]}
+  %t: f32[1, 2, 5, 4] = sdpa(%a, %b, %c, %a) {has_mask=[0], is_causal=[0]}
+  %u: f32[1, 5, 2, 4] = permute(%t) {perm=[0, 2, 1, 3]}
+  return (%s, %u, %t)
+})"));
+}
+
 TEST(Passes, PipelineVerifiesEachPass) {
   Graph g = parse_graph(R"(graph(%x: f32[4]) {
   %a: f32[4] = copy(%x)
@@ -243,7 +271,7 @@ TEST(Passes, PipelineVerifiesEachPass) {
   return (%d)
 })");
   auto reports = run_default_pipeline(g, true);
-  ASSERT_EQ(reports.size(), 6u);
+  ASSERT_EQ(reports.size(), 8u);
   EXPECT_EQ(reports[0].name, "canonicalize");
   EXPECT_EQ(reports[0].changes, 1);
   EXPECT_EQ(reports[2].name, "cse");

@@ -281,3 +281,35 @@ TEST(Runtime, ConvWithMalformedFusedNormIsRejected) {
   return (%c)
 })")), Error);
 }
+
+TEST(Runtime, AttentionInProjectionLayoutMatchesPermutedOps) {
+  // sdpa reading (B, L, H, E) in place (layout 1) against the permute-copy-permute
+  // graph: odd sizes, grouped-query heads (4 query heads on 2 key heads), a float mask
+  // in one and causal masking in the other.
+  const char* text = R"(graph(%q: f32[2, 7, 4, 5], %k: f32[2, 7, 2, 5], %v: f32[2, 7, 2, 3], %m: f32[1, 1, 7, 7]) {
+  %a: f32[2, 4, 7, 5] = permute(%q) {perm=[0, 2, 1, 3]}
+  %b: f32[2, 2, 7, 5] = permute(%k) {perm=[0, 2, 1, 3]}
+  %c: f32[2, 2, 7, 3] = permute(%v) {perm=[0, 2, 1, 3]}
+  %s: f32[2, 4, 7, 3] = sdpa(%a, %b, %c, %m) {has_mask=[1], is_causal=[0], scale=f[0.3]}
+  %o: f32[2, 7, 4, 3] = permute(%s) {perm=[0, 2, 1, 3]}
+  %t: f32[2, 4, 7, 3] = sdpa(%a, %b, %c, %a) {has_mask=[0], is_causal=[1]}
+  %u: f32[2, 7, 4, 3] = permute(%t) {perm=[0, 2, 1, 3]}
+  return (%o, %u)
+})";
+  Graph fused = parse_graph(text);
+  EXPECT_EQ(fuse_attention_layout(fused), 2);
+  dead_code_elimination(fused);
+  EXPECT_EQ(fused.nodes.size(), 2u);
+  Executable a(parse_graph(text)), b(std::move(fused));
+  auto q = iota(2 * 7 * 4 * 5, -140.0f), k = iota(2 * 7 * 2 * 5, -70.0f), v = iota(2 * 7 * 2 * 3, -40.0f),
+       m = iota(49, -24.0f);
+  for (auto& t : q) t *= 0.013f;
+  for (auto& t : k) t = std::sin(t);
+  for (auto& t : m) t *= 0.1f;
+  std::vector<InTensor> ins{{q.data(), DType::f32, {2, 7, 4, 5}}, {k.data(), DType::f32, {2, 7, 2, 5}},
+                            {v.data(), DType::f32, {2, 7, 2, 3}}, {m.data(), DType::f32, {1, 1, 7, 7}}};
+  auto ra = a.run(ins, {}), rb = b.run(ins, {});
+  for (int o = 0; o < 2; ++o)
+    for (int i = 0; i < 2 * 7 * 4 * 3; ++i)
+      EXPECT_NEAR(f(ra[size_t(o)])[i], f(rb[size_t(o)])[i], 1e-5f * (1 + std::fabs(f(ra[size_t(o)])[i]))) << o << " " << i;
+}

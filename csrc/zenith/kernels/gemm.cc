@@ -760,8 +760,17 @@ void run_sdpa(const KernelCtx& c) {
   TensorRef& o = c.out[0];
   bool has_mask = c.node.i("has_mask", 0) != 0;
   bool causal = c.node.i("is_causal", 0) != 0;
-  int64_t B = q.shape[0], H = q.shape[1], L = q.shape[2], E = q.shape[3];
-  int64_t Hk = k.shape[1], S = k.shape[2], Ev = v.shape[3];
+  // Layout 1 keeps each operand as (B, L, H, E), the layout of the projections that
+  // produce q/k/v and of the output projection that reads the result: rows of one
+  // head are then H * E apart instead of E, and no permute copies are needed.
+  bool blhe = c.node.i("layout", 0) == 1;
+  int64_t B = q.shape[0], H = q.shape[blhe ? 2 : 1], L = q.shape[blhe ? 1 : 2], E = q.shape[3];
+  int64_t Hk = k.shape[blhe ? 2 : 1], S = k.shape[blhe ? 1 : 2], Ev = v.shape[3];
+  // Offset of (batch b, head h) and the stride between consecutive rows of that head.
+  auto head = [&](int64_t b, int64_t h, int64_t heads, int64_t rows, int64_t width) {
+    return blhe ? (b * rows * heads + h) * width : (b * heads + h) * rows * width;
+  };
+  int64_t q_rs = blhe ? H * E : E, k_rs = blhe ? Hk * E : E, v_rs = blhe ? Hk * Ev : Ev, o_rs = blhe ? H * Ev : Ev;
   float scale = c.node.has("scale") ? float(c.node.f("scale")) : 1.0f / std::sqrt(float(E));
   if (o.numel() == 0) return;
   int64_t group = H / Hk;
@@ -779,12 +788,12 @@ void run_sdpa(const KernelCtx& c) {
     std::vector<float> scores(size_t(L * S));
     for (int64_t bh = lo; bh < hi; ++bh) {
       int64_t b = bh / H, h = bh % H, hk = h / group;
-      const float* qp = q.as<float>() + (b * H + h) * L * E;
-      const float* kp = k.as<float>() + (b * Hk + hk) * S * E;
-      const float* vp = v.as<float>() + (b * Hk + hk) * S * Ev;
-      float* op = o.as<float>() + (b * H + h) * L * Ev;
-      // scores = q @ k^T: B(e, s) = k[s, e] -> b_rs = 1, b_cs = E
-      sgemm(L, S, E, scale, qp, E, 1, kp, 1, E, scores.data(), S, false);
+      const float* qp = q.as<float>() + head(b, h, H, L, E);
+      const float* kp = k.as<float>() + head(b, hk, Hk, S, E);
+      const float* vp = v.as<float>() + head(b, hk, Hk, S, Ev);
+      float* op = o.as<float>() + head(b, h, H, L, Ev);
+      // scores = q @ k^T: B(e, s) = k[s, e] -> b_rs = 1, b_cs = k's row stride
+      sgemm(L, S, E, scale, qp, q_rs, 1, kp, 1, k_rs, scores.data(), S, false);
       for (int64_t i = 0; i < L; ++i) {
         float* row = scores.data() + i * S;
         if (mask) {
@@ -814,7 +823,7 @@ void run_sdpa(const KernelCtx& c) {
         float inv = 1.0f / sum;
         for (int64_t j = 0; j < S; ++j) row[j] *= inv;
       }
-      sgemm(L, Ev, S, 1.0f, scores.data(), S, 1, vp, Ev, 1, op, Ev, false);
+      sgemm(L, Ev, S, 1.0f, scores.data(), S, 1, vp, v_rs, 1, op, o_rs, false);
     }
   });
 }

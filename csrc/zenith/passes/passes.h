@@ -13,6 +13,7 @@ int constant_folding(Graph& g);
 int common_subexpression_elimination(Graph& g);
 int canonicalize(Graph& g);
 int fuse_conv_bn(Graph& g);
+int fuse_attention_layout(Graph& g);
 int fuse_epilogue(Graph& g);
 
 struct PassReport {

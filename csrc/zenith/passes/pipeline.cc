@@ -1,7 +1,8 @@
 // The default pass pipeline, in order. Canonicalize first so CSE sees one spelling,
-// fold constants, merge duplicates, fold inference batch-norms into the convolutions
-// before them, fuse activations into GEMM and convolution epilogues, then drop what
-// became dead (the norms and activations that were absorbed).
+// fold constants, merge duplicates, drop the dead, then the fusions: inference
+// batch-norms into the convolutions before them, attention reading and writing the
+// projections' layout, activations into GEMM and convolution epilogues; a last dce
+// drops what they absorbed.
 #include "zenith/error.h"
 #include "zenith/passes/passes.h"
 
@@ -16,7 +17,9 @@ const PassEntry kPipeline[] = {
     {"canonicalize", canonicalize},
     {"constant_folding", constant_folding},
     {"cse", common_subexpression_elimination},
+    {"dce", dead_code_elimination},  // the fusions below count readers: the dead ones must be gone
     {"fuse_conv_bn", fuse_conv_bn},
+    {"fuse_attention_layout", fuse_attention_layout},
     {"fuse_epilogue", fuse_epilogue},
     {"dce", dead_code_elimination},
 };
