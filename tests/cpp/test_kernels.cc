@@ -114,14 +114,15 @@ TEST(Kernels, SgemmPackedTransposedB) {
 }
 
 TEST(Kernels, SgemmPrepackedBMatchesReference) {
-  // B packed once (sgemm_pack_b) against the scalar reference: both layouts of B, column
+  // B packed once (sgemm_pack_b) against the scalar reference: both layouts of B, few
+  // rows (5 and 16: with B packed, the driver takes them from the skinny kernels), column
   // tails inside a panel, k tails, several k blocks, more columns than one NC block
   // (3100 > 3072), the row-split branch (few column panels, many rows), alpha,
   // accumulate, on 1 and 2 threads.
   for (int threads : {1, 2}) {
     set_num_threads(threads);
-    for (auto [M, N, K] : {std::tuple<int64_t, int64_t, int64_t>{33, 31, 7}, {64, 100, 257}, {130, 48, 600},
-                           {300, 40, 64}, {40, 3100, 20}, {128, 768, 300}})
+    for (auto [M, N, K] : {std::tuple<int64_t, int64_t, int64_t>{5, 100, 77}, {16, 768, 300}, {33, 31, 7},
+                           {64, 100, 257}, {130, 48, 600}, {300, 40, 64}, {40, 3100, 20}, {128, 768, 300}})
       for (bool trans : {false, true}) {
         auto a = randn(size_t(M * K), unsigned(M + N)), b = randn(size_t(N * K), unsigned(N * K));
         int64_t b_rs = trans ? 1 : N, b_cs = trans ? K : 1;

@@ -59,8 +59,8 @@ struct PackedOperand {
 };
 PackedOperand sgemm_pack_a(int64_t M, int64_t K, const float* a, int64_t a_rs, int64_t a_cs);
 PackedOperand sgemm_pack_b(int64_t K, int64_t N, const float* b, int64_t b_rs, int64_t b_cs);
-// Whether sgemm with these rows and layouts runs the blocked driver (which reads packed
-// operands) rather than a few-row kernel that streams B in place.
+// Whether sgemm with these rows and layouts, given a packed operand, runs the blocked
+// driver (which reads it) rather than a few-row kernel that streams B in place.
 bool sgemm_reads_packed(int64_t M, int64_t a_cs, int64_t b_rs, int64_t b_cs);
 // `packed`, when given, stands in for packing that operand during the call (the
 // few-row kernels still read B itself, in place).
