@@ -91,6 +91,13 @@ def test_cast_every_pair():
             check(lambda t: t.to(dst), [x], covers=["cast"])
 
 
+def test_prims_convert_element_type_is_a_cast():
+    # What decompositions (and GPT-2's mask arithmetic) leave for dtype changes.
+    for src, dst in [(f32, f16), (b8, f32), (i64, f32), (f32, i64), (bf16, f32)]:
+        x = make((4, 3), src)
+        check(lambda t: torch.ops.prims.convert_element_type(t, dst), [x], covers=["cast"])
+
+
 # ------------------------------------------------------------------ binary
 BIN_SHAPES = [((3, 4), (3, 4)), ((3, 1), (1, 4)), ((2, 3, 4), (4,)), ((), (2, 3)), ((0, 3), (1, 3)),
               ((5, 1, 6), (4, 1)), ((1,), (1,))]
