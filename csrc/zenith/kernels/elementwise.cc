@@ -366,11 +366,22 @@ void run_pow(const KernelCtx& c) {
   dispatch_numeric(c.in[0].dtype, "pow", [&](auto t) {
     using T = decltype(t);
     if constexpr (std::is_same_v<T, float>) {
-      binary_map<T, T>(c.in[0], c.in[1], c.out[0], [](T a, T b) {
-        if (b == 2.0f) return a * a;
-        if (b == 0.5f) return std::sqrt(a);
-        return std::pow(a, b);
-      });
+      // A scalar exponent PyTorch special-cases (GELU's x^3, norms' x^2, x^-0.5) is
+      // computed the way it does, in a loop without a per-element pow call.
+      float e = c.in[1].numel() == 1 ? *c.in[1].as<float>() : NAN;
+      auto map = [&](auto f) { binary_map<T, T>(c.in[0], c.in[1], c.out[0], f); };
+      if (e == 2.0f) map([](T a, T) { return a * a; });
+      else if (e == 3.0f) map([](T a, T) { return a * a * a; });
+      else if (e == 0.5f) map([](T a, T) { return std::sqrt(a); });
+      else if (e == -0.5f) map([](T a, T) { return 1.0f / std::sqrt(a); });
+      else if (e == -1.0f) map([](T a, T) { return 1.0f / a; });
+      else if (e == -2.0f) map([](T a, T) { return 1.0f / (a * a); });
+      else
+        map([](T a, T b) {
+          if (b == 2.0f) return a * a;
+          if (b == 0.5f) return std::sqrt(a);
+          return std::pow(a, b);
+        });
     } else if constexpr (!std::is_same_v<T, bool>) {
       binary_map<T, T>(c.in[0], c.in[1], c.out[0], [](T a, T b) {
         T r = 1;

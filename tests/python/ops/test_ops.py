@@ -157,6 +157,10 @@ def test_binary_scalars_and_promotion():
     check(lambda t, u: t + u, [x, i], covers=["add", "cast"])  # promotion to float
     check(lambda t: t ** 2, [x], covers=["pow"])
     check(lambda t: 2 ** t, [x], covers=["pow"])
+    y = make((5, 67), f32, positive=True)  # odd sizes: vector bodies and tails
+    for e in (3, 2, 0.5, -0.5, -1, -2, 1.7):  # the special-cased exponents and a general one
+        check(lambda t, e=e: t ** e, [y], covers=["pow"])
+        check(lambda t, e=e: (-t) ** e if e in (3, 2, -1, -2) else t ** e, [y], covers=["pow"])
     check(lambda t: t < 0.5, [i], covers=["lt"])  # int tensor vs float scalar compares as float
     check(lambda t: t // 2, [i], covers=["div"])
 
