@@ -341,3 +341,19 @@ def test_conv_weights_stay_packed_at_inference():
         assert sum(r.packed_weight_bytes for r in reports) == (16 * 27 + 24 * 16) * 4
         m[2].weight.mul_(0.5)
         torch.testing.assert_close(c(x), m(x), rtol=1e-4, atol=1e-5)
+
+
+def test_torch_side_nodes_on_inputs_alone_do_not_split_segments():
+    # A float64 scalar input (what dynamic=True makes of a Python float global like
+    # math.pi) feeds fallback ops between native ones: they run before the Zenith
+    # segment instead of cutting it in two, and the result matches eager.
+    def f(x, pi):
+        y = torch.relu(x) + 1.0
+        c = torch.sqrt(2.0 / pi).to(torch.float32)  # float64 ops: not native
+        return torch.tanh(y * c) - x
+
+    x, pi = torch.randn(6, 5), torch.tensor(3.141592653589793, dtype=torch.float64)
+    with zenith.backend.collect_reports() as reports:
+        torch.testing.assert_close(zenith.compile(f)(x, pi), f(x, pi))
+    (r,) = reports
+    assert r.fallback_ops and r.segments == 1, (r.fallback_ops, r.segments)
