@@ -282,6 +282,21 @@ void run_softmax(const KernelCtx& c) { softmax_impl(c, false); }
 void run_log_softmax(const KernelCtx& c) { softmax_impl(c, true); }
 
 // ---- normalization ----
+namespace {
+// sum of f(i) for i in [0, n) over sixteen interleaved accumulators.
+template <class F>
+float lane_sum(int64_t n, F f) {
+  float acc[16] = {};
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    for (int u = 0; u < 16; ++u) acc[u] += f(i + u);
+  for (; i < n; ++i) acc[i % 16] += f(i);
+  for (int w = 8; w > 0; w /= 2)
+    for (int u = 0; u < w; ++u) acc[u] += acc[u + w];
+  return acc[0];
+}
+}  // namespace
+
 void run_layer_norm(const KernelCtx& c) {
   const TensorRef& x = c.in[0];
   int64_t k = c.node.i("normalized_ndim");
@@ -295,12 +310,10 @@ void run_layer_norm(const KernelCtx& c) {
     for (int64_t r = lo; r < hi; ++r) {
       const float* p = x.as<float>() + r * n;
       float* q = c.out[0].as<float>() + r * n;
-      float sum = 0;  // float partial sums vectorize; a second centred pass keeps the variance exact
-      for (int64_t i = 0; i < n; ++i) sum += p[i];
-      float mu = sum / float(n);
-      float var = 0;
-      for (int64_t i = 0; i < n; ++i) var += (p[i] - mu) * (p[i] - mu);
-      var /= float(n);
+      // Sixteen partial sums, so the loops vectorize (a single float accumulator must be
+      // added in order); a second, centred pass keeps the variance exact.
+      float mu = lane_sum(n, [&](int64_t i) { return p[i]; }) / float(n);
+      float var = lane_sum(n, [&](int64_t i) { return (p[i] - mu) * (p[i] - mu); }) / float(n);
       float rstd = 1.0f / std::sqrt(var + eps);
       for (int64_t i = 0; i < n; ++i) q[i] = (p[i] - mu) * rstd * w[i] + b[i];
     }

@@ -239,7 +239,8 @@ def test_softmax_log_softmax():
 def test_layer_norm():
     COVERED.add("layer_norm")
     for dtype in FLOATS:
-        for shape, norm in [((3, 8), (8,)), ((2, 3, 16), (16,)), ((2, 4, 5), (4, 5)), ((1, 1), (1,)), ((0, 6), (6,))]:
+        for shape, norm in [((3, 8), (8,)), ((2, 3, 16), (16,)), ((2, 4, 5), (4, 5)), ((1, 1), (1,)), ((0, 6), (6,)),
+                            ((3, 37), (37,)), ((2, 384), (384,))]:  # 16-lane bodies with and without a tail
             w, b = make(norm, dtype), make(norm, dtype)
             check(lambda x, w, b: F.layer_norm(x, norm, w, b, 1e-5), [make(shape, dtype), w, b],
                   covers=["layer_norm"], tol={f32: dict(rtol=1e-4, atol=1e-4)}.get(dtype))
