@@ -111,8 +111,9 @@ struct WeightGemm {
 WeightGemm weight_gemm(const Node& n, WeightOperand w, const std::vector<std::vector<int64_t>>& shapes) {
   const auto& ws = shapes[size_t(n.inputs[size_t(w.slot)])];
   if (w.side == PackedOperand::kA) {  // conv2d: A = weight [OC, IC * KH * KW], B = columns [K, OH * OW]
+    const auto& os = shapes[size_t(n.outputs[0])];
     int64_t M = ws[0], K = ws[1] * ws[2] * ws[3];
-    return {M, K, K, 1, sgemm_reads_packed(M, 1, shapes[size_t(n.outputs[0])][3], 1)};
+    return {M, K, K, 1, sgemm_reads_packed(M, 1, os[2] * os[3], 1)};
   }
   bool trans = n.i("trans_b", 0) != 0;
   int64_t K = trans ? ws[1] : ws[0], N = trans ? ws[0] : ws[1];
