@@ -275,6 +275,7 @@ class CompiledGraph:
                 if kind == "zenith":
                     x.exe.set_constant_inputs([i for i, (n, p) in enumerate(zip(x.in_nodes, x.in_perms))
                                                if n in static_nodes and p is None])
+        self.torch_fns = {x: _torch_target(x.target) for kind, x in self.steps if kind == "torch"}
         self.out_spec = out_node.args[0]
         # Module attributes (tensor constants) that PyTorch-side nodes or outputs may read.
         self.attrs = {n: getattr(gm, n.target) for n in nodes if n.op == "get_attr"}
@@ -345,7 +346,7 @@ class CompiledGraph:
             else:
                 a = torch.fx.node.map_arg(x.args, lambda n: env[n])
                 k = torch.fx.node.map_arg(x.kwargs, lambda n: env[n])
-                env[x] = _torch_target(x.target)(*a, **k)
+                env[x] = self.torch_fns[x](*a, **k)
                 STATS["fallback_node_runs"] += 1
         return _map_out(self.out_spec, env)
 

@@ -385,6 +385,13 @@ void small_m(int64_t M, int64_t N, int64_t K, float alpha, const float* a, int64
   }
 }
 
+// Where a B packed in advance keeps the panel of column panel P (over all of N) and the
+// k block starting at pc: panel after panel, each its k blocks in order, KC x NR apart.
+template <int64_t NR>
+int64_t packed_b_panel(int64_t P, int64_t pc, int64_t kblocks) {
+  return (P * kblocks + pc / KC) * KC * NR;
+}
+
 // All of A (times alpha) in MR-row panels, k block by k block: block pc starts at
 // pc * mpanels * MR, panel q of it at q * kc * MR. The driver's layout for A.
 template <int64_t MR>
@@ -428,12 +435,14 @@ void sgemm_blocked(int64_t M, int64_t N, int64_t K, float alpha, const float* a,
       UK(kc, ap_all + pc * mpanels * MR + q * kc * MR, bpanel, c + q * MR * ldc + jc + p * NR, ldc,
          std::min(MR, M - q * MR), std::min(NR, nc - p * NR), accumulate || pc > 0);
     };
-    // The panel of B for column panel p and k block pc: packed now into dst, or, for a
-    // prepacked B (sgemm_pack_b), the one packed at compile time.
-    auto pack_panel = [&](int64_t p, int64_t pc, int64_t kc, float* dst) -> const float* {
-      if (packed_b) return packed_b + ((jc / NR + p) * kblocks + pc / KC) * KC * NR;
-      pack_b<NR>(kc, std::min(NR, nc - p * NR), b + pc * b_rs + (jc + p * NR) * b_cs, b_rs, b_cs, dst);
-      return dst;
+    // The panel of B for column panel p and k block pc: in this thread's buffer, packed
+    // by pack_panel, or where a B packed in advance (sgemm_pack_b) keeps it.
+    auto panel_of = [&](int64_t p, int64_t pc) -> const float* {
+      return packed_b ? packed_b + packed_b_panel<NR>(jc / NR + p, pc, kblocks) : bp + p * KC * NR;
+    };
+    auto pack_panel = [&](int64_t p, int64_t pc, int64_t kc) {
+      if (!packed_b)
+        pack_b<NR>(kc, std::min(NR, nc - p * NR), b + pc * b_rs + (jc + p * NR) * b_cs, b_rs, b_cs, bp + p * KC * NR);
     };
     if (npanels >= mpanels || npanels >= 8) {
       // Threads own column panels: for each k block, pack the panel of B, sweep all of A.
@@ -441,20 +450,20 @@ void sgemm_blocked(int64_t M, int64_t N, int64_t K, float alpha, const float* a,
         for (int64_t p = lo; p < hi; ++p)
           for (int64_t pc = 0; pc < K; pc += KC) {
             int64_t kc = std::min(KC, K - pc);
-            const float* panel = pack_panel(p, pc, kc, bp + p * KC * NR);
-            for (int64_t q = 0; q < mpanels; ++q) tile(p, q, pc, kc, panel);
+            pack_panel(p, pc, kc);
+            for (int64_t q = 0; q < mpanels; ++q) tile(p, q, pc, kc, panel_of(p, pc));
           }
       });
     } else {
       for (int64_t pc = 0; pc < K; pc += KC) {
         int64_t kc = std::min(KC, K - pc);
-        std::vector<const float*> panels(size_t(npanels), nullptr);
-        parallel_for(npanels, 1, [&](int64_t lo, int64_t hi) {
-          for (int64_t p = lo; p < hi; ++p) panels[size_t(p)] = pack_panel(p, pc, kc, bp + p * KC * NR);
-        });
+        if (!packed_b)
+          parallel_for(npanels, 1, [&](int64_t lo, int64_t hi) {
+            for (int64_t p = lo; p < hi; ++p) pack_panel(p, pc, kc);
+          });
         parallel_for(mpanels, 1, [&](int64_t lo, int64_t hi) {
           for (int64_t p = 0; p < npanels; ++p)
-            for (int64_t q = lo; q < hi; ++q) tile(p, q, pc, kc, panels[size_t(p)]);
+            for (int64_t q = lo; q < hi; ++q) tile(p, q, pc, kc, panel_of(p, pc));
         });
       }
     }
@@ -478,7 +487,7 @@ std::shared_ptr<float> pack_b_whole(int64_t K, int64_t N, const float* b, int64_
     for (int64_t p = lo; p < hi; ++p)
       for (int64_t pc = 0; pc < K; pc += KC)
         pack_b<NR>(std::min(KC, K - pc), std::min(NR, N - p * NR), b + pc * b_rs + p * NR * b_cs, b_rs, b_cs,
-                   buf.get() + (p * kblocks + pc / KC) * KC * NR);
+                   buf.get() + packed_b_panel<NR>(p, pc, kblocks));
   });
   return buf;
 }
@@ -674,10 +683,8 @@ void run_conv2d(const KernelCtx& c) {
                 *var = c.in[6].as<float>();
     bn_scale.resize(size_t(OC));
     bn_shift.resize(size_t(OC));
-    for (int64_t ch = 0; ch < OC; ++ch) {  // the same arithmetic as run_batch_norm
-      bn_scale[size_t(ch)] = bw[ch] / std::sqrt(var[ch] + eps);
-      bn_shift[size_t(ch)] = bb[ch] - mu[ch] * bn_scale[size_t(ch)];
-    }
+    for (int64_t ch = 0; ch < OC; ++ch)
+      batch_norm_affine(bw[ch], bb[ch], mu[ch], var[ch], eps, &bn_scale[size_t(ch)], &bn_shift[size_t(ch)]);
   }
   bool epilogue = !bn_scale.empty() || act != Activation::kNone;
   auto finish_channel = [&](float* row, int64_t ch, int64_t len) {
@@ -770,7 +777,7 @@ void run_sdpa(const KernelCtx& c) {
   bool blhe = c.node.i("layout", 0) == 1;
   int64_t B = q.shape[0], H = q.shape[blhe ? 2 : 1], L = q.shape[blhe ? 1 : 2], E = q.shape[3];
   int64_t Hk = k.shape[blhe ? 2 : 1], S = k.shape[blhe ? 1 : 2], Ev = v.shape[3];
-  // Offset of (batch b, head h) and the stride between consecutive rows of that head.
+  // Offset of (batch b, head h); the *_rs below are the strides between its rows.
   auto head = [&](int64_t b, int64_t h, int64_t heads, int64_t rows, int64_t width) {
     return blhe ? (b * rows * heads + h) * width : (b * heads + h) * rows * width;
   };

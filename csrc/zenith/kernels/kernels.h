@@ -3,6 +3,7 @@
 // is found through the op table (kernel_for); each fast kernel has a plain scalar
 // reference beside it in the same file (ref_*) that the tests compare against.
 #pragma once
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -76,6 +77,13 @@ void ref_sgemm(int64_t M, int64_t N, int64_t K, float alpha, const float* a, int
 // code is the `activation` attribute of addmm. Same math as the standalone ops.
 enum class Activation : int64_t { kNone = 0, kRelu = 1, kGelu = 2, kGeluTanh = 3, kSilu = 4, kTanh = 5 };
 void apply_activation(float* data, int64_t n, Activation act);
+
+// Inference batch-norm of one channel as y = x * scale + shift: one definition for
+// batch_norm and for the epilogue conv2d runs when a norm is fused into it.
+inline void batch_norm_affine(float w, float b, float mean, float var, float eps, float* scale, float* shift) {
+  *scale = w / std::sqrt(var + eps);
+  *shift = b - mean * *scale;
+}
 
 // Copies the strided view (shape, strides in elements, base pointer) into dst, dense.
 void strided_copy(void* dst, const void* src, size_t elem, const std::vector<int64_t>& shape,

@@ -348,8 +348,8 @@ void run_batch_norm(const KernelCtx& c) {
   parallel_for(N * C, 1, [&](int64_t lo, int64_t hi) {
     for (int64_t nc = lo; nc < hi; ++nc) {
       int64_t ch = nc % C;
-      float scale = w[ch] / std::sqrt(var[ch] + eps);
-      float shift = b[ch] - mu[ch] * scale;
+      float scale, shift;
+      batch_norm_affine(w[ch], b[ch], mu[ch], var[ch], eps, &scale, &shift);
       const float* p = x.as<float>() + nc * inner;
       float* q = c.out[0].as<float>() + nc * inner;
       for (int64_t j = 0; j < inner; ++j) q[j] = p[j] * scale + shift;

@@ -1,9 +1,9 @@
 // Epilogue fusion: an activation (relu, gelu exact or tanh, silu, tanh) whose only
 // input is an addmm or conv2d result used nowhere else becomes that op's `activation`
 // attribute, so the linear layer or convolution writes its activated output in one
-// kernel and the intermediate buffer disappears. Reshapes between the two are looked through (an
-// elementwise op commutes with a reshape; PyTorch puts a view between linear's addmm
-// and the activation whenever the input has more than two dims).
+// kernel and the intermediate buffer disappears. Reshapes between the two are looked
+// through (an elementwise op commutes with a reshape; PyTorch puts a view between
+// linear's addmm and the activation whenever the input has more than two dims).
 // Leaves alone: a result that is also read elsewhere or returned (its
 // un-activated value is needed), an op that already carries an activation, and
 // non-float32 values (half types compute through float32 conversions around ops).
