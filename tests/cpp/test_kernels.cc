@@ -252,6 +252,16 @@ TEST(VMath, MatchesLibmWithinBounds) {
     double rt = std::tanh(double(x));
     worst_tanh = std::max(worst_tanh, std::fabs(double(vtanh(x)) - rt) / std::max(std::fabs(rt), 1e-3));
   }
+  double worst_exp_nonpos = 0;
+  for (int i = -1000000; i <= 0; ++i) {
+    float x = float(i) * 1e-4f, re = std::exp(x);
+    if (re > 1e-30f) worst_exp_nonpos = std::max(worst_exp_nonpos, std::fabs(double(vexp_nonpos(x)) - re) / re);
+  }
+  EXPECT_LT(worst_exp_nonpos, 3e-7);
+  EXPECT_EQ(vexp_nonpos(0.0f), 1.0f);
+  EXPECT_EQ(vexp_nonpos(-INFINITY), 0.0f);
+  EXPECT_EQ(vexp_nonpos(-1000.0f), 0.0f);
+  EXPECT_TRUE(std::isnan(vexp_nonpos(NAN)));
   EXPECT_LT(worst_exp, 3e-7);
   EXPECT_LT(worst_erf, 5e-7);
   EXPECT_LT(worst_tanh, 1e-6);
@@ -261,4 +271,106 @@ TEST(VMath, MatchesLibmWithinBounds) {
   EXPECT_EQ(verf(INFINITY), 1.0f);
   EXPECT_EQ(vtanh(-INFINITY), -1.0f);
   EXPECT_EQ(vsigmoid(-INFINITY), 0.0f);
+}
+
+namespace {
+// run_sdpa against ref_sdpa on one configuration. q/k/v are (B, H, L, E) for layout 0,
+// (B, L, H, E) for layout 1; mask_shape empty for none. Rows the reference makes NaN
+// (every key masked) must be NaN in both.
+void check_sdpa(int64_t B, int64_t H, int64_t Hk, int64_t L, int64_t S, int64_t E, int64_t Ev, bool causal,
+                int layout, std::vector<int64_t> mask_shape, bool bool_mask, unsigned seed) {
+  auto dims = [&](int64_t heads, int64_t rows, int64_t width) {
+    return layout == 1 ? std::vector<int64_t>{B, rows, heads, width} : std::vector<int64_t>{B, heads, rows, width};
+  };
+  auto q = randn(size_t(B * H * L * E), seed), k = randn(size_t(B * Hk * S * E), seed + 1),
+       v = randn(size_t(B * Hk * S * Ev), seed + 2);
+  std::vector<TensorRef> in = {{q.data(), DType::f32, dims(H, L, E)},
+                               {k.data(), DType::f32, dims(Hk, S, E)},
+                               {v.data(), DType::f32, dims(Hk, S, Ev)}};
+  Node n;
+  n.op = Op::sdpa;
+  n.set_int("is_causal", causal);
+  n.set_int("layout", layout);
+  n.set_int("has_mask", !mask_shape.empty());
+  if (seed % 2) n.set_float("scale", 0.3);
+  int64_t mn = 1;
+  for (int64_t d : mask_shape) mn *= d;
+  auto fmask = randn(size_t(mn), seed + 3);
+  std::unique_ptr<bool[]> bmask(new bool[size_t(mn)]);
+  std::mt19937 rng(seed);
+  for (int64_t i = 0; i < mn; ++i) {
+    bmask[size_t(i)] = rng() % 4 != 0;
+    if (rng() % 5 == 0) fmask[size_t(i)] = -INFINITY;
+  }
+  if (!mask_shape.empty()) in.push_back({bool_mask ? static_cast<void*>(bmask.get()) : fmask.data(),
+                                         bool_mask ? DType::b8 : DType::f32, mask_shape});
+  else in.push_back(in[0]);
+  std::vector<float> got(size_t(B * H * L * Ev), 7.0f), want(got.size(), -7.0f);
+  std::vector<TensorRef> out = {{got.data(), DType::f32, dims(H, L, Ev)}};
+  run_sdpa(KernelCtx{n, in, out});
+  out[0].data = want.data();
+  ref_sdpa(KernelCtx{n, in, out});
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (std::isnan(want[i])) {
+      ASSERT_TRUE(std::isnan(got[i])) << "at " << i;
+      continue;
+    }
+    ASSERT_NEAR(got[i], want[i], 2e-5f + 2e-5f * std::fabs(want[i]))
+        << "B" << B << " H" << H << "/" << Hk << " L" << L << " S" << S << " E" << E << "/" << Ev << " causal "
+        << causal << " layout " << layout << " mask rank " << mask_shape.size() << " at " << i;
+  }
+}
+}  // namespace
+
+TEST(Kernels, SdpaMatchesReference) {
+  // Query counts on both sides of the tiled path's threshold and its 16/32-query
+  // blocks, key counts past one key tile (128 / 192 keys: the running max is rescaled),
+  // head widths not a multiple of a vector, Ev != E, grouped-query heads, both layouts.
+  unsigned seed = 11;
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    for (int64_t L : {1, 3, 7, 8, 17, 33, 70})
+      for (int64_t S : {1, 5, 40, 200, 300})
+        for (auto [E, Ev] : {std::pair<int64_t, int64_t>{3, 3}, {32, 32}, {64, 40}}) {
+          for (bool causal : {false, true}) check_sdpa(1, 2, 2, L, S, E, Ev, causal, int(seed % 2), {}, false, seed++);
+          check_sdpa(2, 4, 2, L, S, E, Ev, false, 1, {}, false, seed++);
+        }
+  }
+  set_num_threads(2);
+}
+
+TEST(Kernels, SdpaMasksMatchReference) {
+  // Padding masks (one value per key), full (B, H, L, S) masks, bool and additive,
+  // with -inf entries: rows with every key masked are NaN, as in PyTorch.
+  unsigned seed = 101;
+  for (int64_t L : {2, 9, 40})
+    for (int64_t S : {3, 33, 260})
+      for (bool bool_mask : {false, true}) {
+        check_sdpa(2, 3, 3, L, S, 16, 16, false, 0, {2, 1, 1, S}, bool_mask, seed++);
+        check_sdpa(2, 3, 3, L, S, 16, 24, false, 1, {2, 3, L, S}, bool_mask, seed++);
+        check_sdpa(1, 2, 1, L, S, 8, 8, true, 0, {L, S}, bool_mask, seed++);
+      }
+}
+
+TEST(Kernels, SdpaFullyMaskedRowsAreNaN) {
+  // Every key masked for some queries, in the tiled path (L = 40): those rows NaN,
+  // the others finite and equal to the reference.
+  check_sdpa(1, 1, 1, 40, 50, 16, 16, false, 0, {1, 1, 40, 50}, true, 3);
+  int64_t L = 40, S = 50, E = 16;
+  auto q = randn(size_t(L * E), 1), k = randn(size_t(S * E), 2), v = randn(size_t(S * E), 3);
+  std::unique_ptr<bool[]> m(new bool[size_t(L * S)]);
+  for (int64_t i = 0; i < L; ++i)
+    for (int64_t j = 0; j < S; ++j) m[size_t(i * S + j)] = i % 3 != 0;  // rows 0, 3, 6, ... see no key
+  std::vector<TensorRef> in = {{q.data(), DType::f32, {1, 1, L, E}},
+                               {k.data(), DType::f32, {1, 1, S, E}},
+                               {v.data(), DType::f32, {1, 1, S, E}},
+                               {m.get(), DType::b8, {1, 1, L, S}}};
+  Node n;
+  n.op = Op::sdpa;
+  n.set_int("has_mask", 1);
+  std::vector<float> o(size_t(L * E));
+  std::vector<TensorRef> out = {{o.data(), DType::f32, {1, 1, L, E}}};
+  run_sdpa(KernelCtx{n, in, out});
+  for (int64_t i = 0; i < L; ++i)
+    for (int64_t e = 0; e < E; ++e) EXPECT_EQ(std::isnan(o[size_t(i * E + e)]), i % 3 == 0) << i << "," << e;
 }

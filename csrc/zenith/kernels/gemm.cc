@@ -1,6 +1,6 @@
 // Single-precision GEMM (packed panels + a 6x16 register-tile micro-kernel written
 // with GCC vector extensions, so it compiles to AVX2/FMA, SSE or NEON as built) and
-// the ops built on it: matmul, addmm, conv2d (im2col), sdpa.
+// the ops built on it: matmul, addmm, conv2d (im2col). Attention is in attention.cc.
 // ref_sgemm is the scalar reference the tests hold sgemm to.
 #include <algorithm>
 #include <cmath>
@@ -14,6 +14,7 @@
 #endif
 
 #include "zenith/error.h"
+#include "zenith/kernels/gemm_internal.h"
 #include "zenith/kernels/kernels.h"
 #include "zenith/kernels/vmath.h"
 #include "zenith/threadpool.h"
@@ -33,202 +34,12 @@ void ref_sgemm(int64_t M, int64_t N, int64_t K, float alpha, const float* a, int
 
 namespace {
 
+using namespace gemm_detail;
+
 constexpr int64_t KC = 256, NC = 3072;
 // Up to this many rows, x @ W^T runs as blocked dot products over W's rows in place
 // rather than packing W (packing costs more than it saves for so few rows).
 constexpr int64_t kSkinnyNT = 32;
-
-struct AlignedBuf {
-  float* p = nullptr;
-  size_t n = 0;
-  ~AlignedBuf() { std::free(p); }
-  // Gives the memory back when it grew past `limit` floats, so one huge GEMM does not
-  // pin its packing buffer for the life of the thread.
-  void trim(size_t limit) {
-    if (n > limit) {
-      std::free(p);
-      p = nullptr;
-      n = 0;
-    }
-  }
-  float* get(size_t want) {
-    if (want > n) {
-      std::free(p);
-      n = want;
-      p = static_cast<float*>(std::aligned_alloc(64, ((want * sizeof(float)) + 63) / 64 * 64));
-      ZENITH_CHECK(p, "sgemm: out of memory");
-    }
-    return p;
-  }
-};
-
-#if defined(__AVX2__)
-// dst[k * ld + j] = src[j * src_stride + k] for an 8 x 8 block (j rows of W, k along
-// each row): the standard unpack / shuffle / lane-permute transpose in registers.
-inline void transpose_8x8(const float* src, int64_t src_stride, float* dst, int64_t ld) {
-  __m256 r[8], t[8], u[8];
-  for (int j = 0; j < 8; ++j) r[j] = _mm256_loadu_ps(src + j * src_stride);
-  for (int j = 0; j < 8; j += 2) {
-    t[j] = _mm256_unpacklo_ps(r[j], r[j + 1]);
-    t[j + 1] = _mm256_unpackhi_ps(r[j], r[j + 1]);
-  }
-  for (int h = 0; h < 8; h += 4) {
-    u[h] = _mm256_shuffle_ps(t[h], t[h + 2], 0x44);
-    u[h + 1] = _mm256_shuffle_ps(t[h], t[h + 2], 0xEE);
-    u[h + 2] = _mm256_shuffle_ps(t[h + 1], t[h + 3], 0x44);
-    u[h + 3] = _mm256_shuffle_ps(t[h + 1], t[h + 3], 0xEE);
-  }
-  for (int k = 0; k < 4; ++k) {
-    _mm256_storeu_ps(dst + k * ld, _mm256_permute2f128_ps(u[k], u[k + 4], 0x20));
-    _mm256_storeu_ps(dst + (k + 4) * ld, _mm256_permute2f128_ps(u[k], u[k + 4], 0x31));
-  }
-}
-#endif
-
-// kc x NR panel of B, zero-padded past nr.
-template <int64_t NR>
-void pack_b(int64_t kc, int64_t nr, const float* b, int64_t b_rs, int64_t b_cs, float* dst) {
-  if (b_rs == 1 && b_cs != 1) {  // B^T row-major (W of nn.Linear): transpose while packing
-    int64_t j0 = 0;
-#if defined(__AVX2__)
-    int64_t k8 = kc / 8 * 8;
-    for (; j0 + 8 <= nr; j0 += 8) {
-      for (int64_t k0 = 0; k0 < k8; k0 += 8) transpose_8x8(b + j0 * b_cs + k0, b_cs, dst + k0 * NR + j0, NR);
-      for (int64_t k = k8; k < kc; ++k)
-        for (int64_t j = j0; j < j0 + 8; ++j) dst[k * NR + j] = b[j * b_cs + k];
-    }
-#endif
-    for (int64_t k = 0; k < kc; ++k) {  // the last columns (< 8) and the zero padding
-      float* d = dst + k * NR;
-      for (int64_t j = j0; j < NR; ++j) d[j] = j < nr ? b[j * b_cs + k] : 0.0f;
-    }
-    return;
-  }
-  for (int64_t k = 0; k < kc; ++k) {
-    const float* src = b + k * b_rs;
-    float* d = dst + k * NR;
-    if (nr == NR && b_cs == 1) {
-      std::memcpy(d, src, NR * sizeof(float));
-    } else {
-      int64_t j = 0;
-      for (; j < nr; ++j) d[j] = src[j * b_cs];
-      for (; j < NR; ++j) d[j] = 0;
-    }
-  }
-}
-
-// MR x kc panel of A (times alpha), k-major, zero-padded past mr.
-template <int64_t MR>
-void pack_a(int64_t kc, int64_t mr, float alpha, const float* a, int64_t a_rs, int64_t a_cs, float* dst) {
-  for (int64_t k = 0; k < kc; ++k) {
-    float* d = dst + k * MR;
-    int64_t r = 0;
-    for (; r < mr; ++r) d[r] = alpha * a[r * a_rs + k * a_cs];
-    for (; r < MR; ++r) d[r] = 0;
-  }
-}
-
-// Writes (or adds) an MR x NR register tile held in `tmp` to C, clipped to mr x nr.
-template <int64_t MR, int64_t NR>
-void store_partial(const float (&tmp)[MR][NR], float* c, int64_t ldc, int64_t mr, int64_t nr, bool add) {
-  for (int64_t r = 0; r < mr; ++r)
-    for (int64_t j = 0; j < nr; ++j) c[r * ldc + j] = add ? c[r * ldc + j] + tmp[r][j] : tmp[r][j];
-}
-
-// ---- x86-64-v3 (AVX2 + FMA) micro-kernel: 6 x 16, 12 ymm accumulators ----
-typedef float v8f __attribute__((vector_size(32)));
-inline v8f load8(const float* p) {
-  v8f v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-inline void store8(float* p, v8f v) { std::memcpy(p, &v, sizeof v); }
-
-void uk_f32_gemm_6x16_avx2(int64_t kc, const float* ap, const float* bp, float* c, int64_t ldc, int64_t mr,
-                           int64_t nr, bool add) {
-  constexpr int MR = 6, NR = 16;
-  v8f acc[MR][2];
-  for (int r = 0; r < MR; ++r) acc[r][0] = acc[r][1] = v8f{};
-  for (int64_t k = 0; k < kc; ++k) {
-    v8f b0 = load8(bp + k * NR), b1 = load8(bp + k * NR + 8);
-    const float* a = ap + k * MR;
-#pragma GCC unroll 6
-    for (int r = 0; r < MR; ++r) {
-      float x = a[r];
-      v8f av = v8f{x, x, x, x, x, x, x, x};
-      acc[r][0] += av * b0;
-      acc[r][1] += av * b1;
-    }
-  }
-  if (mr == MR && nr == NR) {
-    for (int r = 0; r < MR; ++r) {
-      float* cr = c + r * ldc;
-      store8(cr, add ? load8(cr) + acc[r][0] : acc[r][0]);
-      store8(cr + 8, add ? load8(cr + 8) + acc[r][1] : acc[r][1]);
-    }
-    return;
-  }
-  alignas(64) float tmp[MR][NR];
-  for (int r = 0; r < MR; ++r) {
-    store8(tmp[r], acc[r][0]);
-    store8(tmp[r] + 8, acc[r][1]);
-  }
-  store_partial<MR, NR>(tmp, c, ldc, mr, nr, add);
-}
-
-// ---- AVX-512 micro-kernel: MR x (16 * NV), chosen at run time ----
-// Run as 8 x 32 (16 zmm accumulators). 8 x 48 was 1.5x faster in an isolated kernel
-// loop here but made no measurable difference inside BERT or ResNet-50, and pads small
-// column counts (ResNet's 7 x 7 maps: 49 columns) more.
-#if defined(__x86_64__)
-#pragma GCC push_options
-#pragma GCC target("avx512f")
-typedef float v16f __attribute__((vector_size(64)));
-
-template <int MR, int NV>
-void uk_f32_gemm_avx512(int64_t kc, const float* ap, const float* bp, float* c, int64_t ldc, int64_t mr, int64_t nr,
-                        bool add) {
-  constexpr int NR = 16 * NV;
-  v16f acc[MR][NV];  // every loop over r and v is unrolled so acc stays in registers
-#pragma GCC unroll 16
-  for (int r = 0; r < MR; ++r)
-#pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) acc[r][v] = v16f{};
-  for (int64_t k = 0; k < kc; ++k) {
-    v16f b[NV];
-#pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) std::memcpy(&b[v], bp + k * NR + 16 * v, 64);
-    const float* a = ap + k * MR;
-#pragma GCC unroll 16
-    for (int r = 0; r < MR; ++r) {
-      float x = a[r];
-      v16f av = v16f{x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x};  // vbroadcastss from memory
-#pragma GCC unroll 4
-      for (int v = 0; v < NV; ++v) acc[r][v] += av * b[v];
-    }
-  }
-  if (mr == MR && nr == NR) {
-    for (int r = 0; r < MR; ++r) {
-      float* cr = c + r * ldc;
-      for (int v = 0; v < NV; ++v) {
-        v16f o = acc[r][v];
-        if (add) {
-          v16f old;
-          std::memcpy(&old, cr + 16 * v, 64);
-          o += old;
-        }
-        std::memcpy(cr + 16 * v, &o, 64);
-      }
-    }
-    return;
-  }
-  alignas(64) float tmp[MR][NR];
-  for (int r = 0; r < MR; ++r)
-    for (int v = 0; v < NV; ++v) std::memcpy(tmp[r] + 16 * v, &acc[r][v], 64);
-  store_partial<MR, NR>(tmp, c, ldc, mr, nr, add);
-}
-#pragma GCC pop_options
-#endif
 
 // C[m][n] (+)= alpha * dot(A[m,:], W[n,:]) for MM rows of A (contiguous along k) and
 // NB rows of W at a time: MM*NB independent vector accumulators, so the loop is bound
@@ -406,8 +217,6 @@ void pack_a_all(int64_t M, int64_t K, float alpha, const float* a, int64_t a_rs,
   });
 }
 
-using MicroKernel = void (*)(int64_t, const float*, const float*, float*, int64_t, int64_t, int64_t, bool);
-
 // The blocked driver: pack all of A once; then for each NC block of B, threads own
 // column panels of B, pack them one KC block at a time and run the micro-kernel down
 // all of A (or, with few column panels, split A's rows instead).
@@ -515,7 +324,7 @@ Isa pick_isa() {
   if (!std::getenv("ZENITH_NO_AVX512") && __builtin_cpu_supports("avx512f"))
     return {"avx512", sgemm_blocked<8, 32, uk_f32_gemm_avx512<8, 2>>, pack_a_whole<8>, pack_b_whole<32>};
 #endif
-  return {"avx2", sgemm_blocked<6, 16, uk_f32_gemm_6x16_avx2>, pack_a_whole<6>, pack_b_whole<16>};
+  return {"avx2", sgemm_blocked<6, 16, uk_f32_gemm_6x16_avx2<>>, pack_a_whole<6>, pack_b_whole<16>};
 }
 
 const Isa& isa() {
@@ -763,80 +572,6 @@ void run_conv2d(const KernelCtx& c) {
           for (int64_t oc = lo; oc < hi; ++oc) finish_channel(og + oc * cols, g * OCg + oc, cols);
         });
     }
-}
-
-// ---- sdpa: softmax(q k^T * scale + mask) v per (batch, head), grouped-query aware ----
-void run_sdpa(const KernelCtx& c) {
-  const TensorRef &q = c.in[0], &k = c.in[1], &v = c.in[2];
-  TensorRef& o = c.out[0];
-  bool has_mask = c.node.i("has_mask", 0) != 0;
-  bool causal = c.node.i("is_causal", 0) != 0;
-  // Layout 1 keeps each operand as (B, L, H, E), the layout of the projections that
-  // produce q/k/v and of the output projection that reads the result: rows of one
-  // head are then H * E apart instead of E, and no permute copies are needed.
-  bool blhe = c.node.i("layout", 0) == 1;
-  int64_t B = q.shape[0], H = q.shape[blhe ? 2 : 1], L = q.shape[blhe ? 1 : 2], E = q.shape[3];
-  int64_t Hk = k.shape[blhe ? 2 : 1], S = k.shape[blhe ? 1 : 2], Ev = v.shape[3];
-  // Offset of (batch b, head h); the *_rs below are the strides between its rows.
-  auto head = [&](int64_t b, int64_t h, int64_t heads, int64_t rows, int64_t width) {
-    return blhe ? (b * rows * heads + h) * width : (b * heads + h) * rows * width;
-  };
-  int64_t q_rs = blhe ? H * E : E, k_rs = blhe ? Hk * E : E, v_rs = blhe ? Hk * Ev : Ev, o_rs = blhe ? H * Ev : Ev;
-  float scale = c.node.has("scale") ? float(c.node.f("scale")) : 1.0f / std::sqrt(float(E));
-  if (o.numel() == 0) return;
-  int64_t group = H / Hk;
-  // Mask broadcast strides over (B, H, L, S).
-  std::vector<int64_t> ms(4, 0);
-  const TensorRef* mask = has_mask ? &c.in[3] : nullptr;
-  if (mask) {
-    std::vector<int64_t> cs = contiguous_strides(mask->shape);
-    int off = 4 - mask->rank();
-    for (int d = 0; d < mask->rank(); ++d) ms[size_t(off + d)] = mask->shape[size_t(d)] == 1 ? 0 : cs[size_t(d)];
-  }
-  // One (batch, head) pair per task; each thread keeps its own score tile. The GEMMs
-  // inside run serially on the worker (nested parallel_for does not fan out again).
-  parallel_for(B * H, 1, [&](int64_t lo, int64_t hi) {
-    std::vector<float> scores(size_t(L * S));
-    for (int64_t bh = lo; bh < hi; ++bh) {
-      int64_t b = bh / H, h = bh % H, hk = h / group;
-      const float* qp = q.as<float>() + head(b, h, H, L, E);
-      const float* kp = k.as<float>() + head(b, hk, Hk, S, E);
-      const float* vp = v.as<float>() + head(b, hk, Hk, S, Ev);
-      float* op = o.as<float>() + head(b, h, H, L, Ev);
-      // scores = q @ k^T: B(e, s) = k[s, e] -> b_rs = 1, b_cs = k's row stride
-      sgemm(L, S, E, scale, qp, q_rs, 1, kp, 1, k_rs, scores.data(), S, false);
-      for (int64_t i = 0; i < L; ++i) {
-        float* row = scores.data() + i * S;
-        if (mask) {
-          int64_t base = b * ms[0] + h * ms[1] + i * ms[2];
-          if (mask->dtype == DType::b8) {
-            const bool* mp = mask->as<bool>();
-            for (int64_t j = 0; j < S; ++j)
-              if (!mp[base + j * ms[3]]) row[j] = -INFINITY;
-          } else {
-            const float* mp = mask->as<float>();
-            for (int64_t j = 0; j < S; ++j) row[j] += mp[base + j * ms[3]];
-          }
-        }
-        if (causal)  // torch aligns the causal mask to the top-left corner
-          for (int64_t j = i + 1; j < S; ++j) row[j] = -INFINITY;
-        float m = -INFINITY;
-        for (int64_t j = 0; j < S; ++j) m = row[j] > m ? row[j] : m;
-        if (m == -INFINITY) {  // fully masked row: torch's CPU kernel yields NaN here
-          for (int64_t j = 0; j < S; ++j) row[j] = NAN;
-          continue;
-        }
-        float sum = 0;
-        for (int64_t j = 0; j < S; ++j) {
-          row[j] = vexp(row[j] - m);
-          sum += row[j];
-        }
-        float inv = 1.0f / sum;
-        for (int64_t j = 0; j < S; ++j) row[j] *= inv;
-      }
-      sgemm(L, Ev, S, 1.0f, scores.data(), S, 1, vp, v_rs, 1, op, o_rs, false);
-    }
-  });
 }
 
 }  // namespace zenith

@@ -73,6 +73,9 @@ const char* sgemm_isa();
 void ref_sgemm(int64_t M, int64_t N, int64_t K, float alpha, const float* a, int64_t a_rs, int64_t a_cs,
                const float* b, int64_t b_rs, int64_t b_cs, float* c, int64_t ldc, bool accumulate);
 
+// Scalar reference of run_sdpa (attention.cc), same node and operands; sums in double.
+void ref_sdpa(const KernelCtx& c);
+
 // Activations a producer may apply to its output in place (a fused epilogue); the
 // code is the `activation` attribute of addmm. Same math as the standalone ops.
 enum class Activation : int64_t { kNone = 0, kRelu = 1, kGelu = 2, kGeluTanh = 3, kSilu = 4, kTanh = 5 };

@@ -262,7 +262,7 @@ void softmax_impl(const KernelCtx& c, bool log) {
       if (m == -INFINITY) m = 0;  // an all -inf row gives NaN below, as in torch
       float sum = 0;
       for (int64_t r = 0; r < s.red; ++r) {
-        float e = vexp(row[size_t(r)] - m);
+        float e = vexp_nonpos(row[size_t(r)] - m);  // <= 0 (or NaN): m is the row max
         sum += e;
         if (!log) row[size_t(r)] = e;
       }

@@ -2,6 +2,7 @@
 // libm functions as scalar references (tests/cpp/test_kernels.cc holds each to a
 // stated error bound against them).
 //   vexp:  range reduction to [-ln2/2, ln2/2] and a degree-6 polynomial; < 2 ulp.
+//   vexp_nonpos: vexp restricted to x <= 0 (softmax), cheaper; same error.
 //   verf:  erfc via the Chebyshev fit of Numerical Recipes (fractional error
 //          < 1.2e-7 in exact arithmetic), reflected for negative inputs; absolute
 //          error < 5e-7 in float.
@@ -36,6 +37,29 @@ inline float vexp(float x) {
   y = x < -87.3365478515625f ? 0.0f : y;             // underflow (and -inf) -> 0
   y = x > 88.72283905206835f ? INFINITY : y;           // overflow (and +inf) -> inf
   return x != x ? x : y;                              // NaN stays NaN
+}
+
+// exp(x) for x <= 0, the softmax terms once the row max is subtracted: there 2^n is
+// one normal float (n >= -126), so it needs one scale factor and no overflow checks.
+// Same reduction and polynomial as vexp; -inf and anything below the float range -> 0,
+// NaN stays NaN. Not for x > 0.
+inline float vexp_nonpos(float x) {
+  const float log2e = 1.44269504088896341f, ln2_hi = 0.693359375f, ln2_lo = -2.12194440e-4f;
+  const float lo = -87.3365478515625f;
+  float xc = x < lo ? lo : x;
+  float n = std::floor(xc * log2e + 0.5f);
+  float r = xc - n * ln2_hi - n * ln2_lo;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  int32_t e = (int32_t(n) + 127) << 23;
+  float s;
+  std::memcpy(&s, &e, 4);
+  return x < lo ? 0.0f : p * s;
 }
 
 inline float verf(float x) {
