@@ -189,15 +189,15 @@ Types infer_matmul(const Graph& g, const Node& n) {
   ZENITH_CHECK(a.rank() >= 2 && b.rank() >= 2, "matmul: inputs need rank >= 2, got ", a.rank(), " and ",
                b.rank());
   ZENITH_CHECK(a.dtype == b.dtype && is_float(a.dtype), "matmul: needs equal floating dtypes");
-  bool tb = n.i("trans_b", 0) != 0;
-  const SymInt& ka = a.shape[size_t(a.rank() - 1)];
+  bool ta = n.i("trans_a", 0) != 0, tb = n.i("trans_b", 0) != 0;
+  const SymInt& ka = a.shape[size_t(a.rank() - (ta ? 2 : 1))];
   const SymInt& kb = b.shape[size_t(b.rank() - (tb ? 1 : 2))];
   ZENITH_CHECK(dims_match(ka, kb), "matmul: inner dims differ (", ka.str(g.symbols), " vs ", kb.str(g.symbols), ")");
   Shape ba(a.shape.begin(), a.shape.end() - 2), bb(b.shape.begin(), b.shape.end() - 2);
   TensorType t;
   t.dtype = a.dtype;
   t.shape = broadcast_shapes(ba, bb, "matmul");
-  t.shape.push_back(a.shape[size_t(a.rank() - 2)]);
+  t.shape.push_back(a.shape[size_t(a.rank() - (ta ? 1 : 2))]);
   t.shape.push_back(b.shape[size_t(b.rank() - (tb ? 2 : 1))]);
   return {t};
 }
@@ -206,11 +206,11 @@ Types infer_addmm(const Graph& g, const Node& n) {
   const auto& a = in(g, n, 1);
   const auto& b = in(g, n, 2);
   ZENITH_CHECK(a.rank() == 2 && b.rank() == 2, "addmm: needs 2-D operands");
-  bool tb = n.i("trans_b", 0) != 0;
-  ZENITH_CHECK(dims_match(a.shape[1], b.shape[tb ? 1 : 0]), "addmm: inner dims differ");
+  bool ta = n.i("trans_a", 0) != 0, tb = n.i("trans_b", 0) != 0;
+  ZENITH_CHECK(dims_match(a.shape[ta ? 0 : 1], b.shape[tb ? 1 : 0]), "addmm: inner dims differ");
   TensorType t;
   t.dtype = a.dtype;
-  t.shape = {a.shape[0], b.shape[tb ? 0 : 1]};
+  t.shape = {a.shape[ta ? 1 : 0], b.shape[tb ? 0 : 1]};
   broadcast_shapes(in(g, n, 0).shape, t.shape, "addmm");
   return {t};
 }

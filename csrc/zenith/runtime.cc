@@ -118,9 +118,10 @@ WeightGemm weight_gemm(const Node& n, WeightOperand w, const std::vector<std::ve
   bool trans = n.i("trans_b", 0) != 0;
   int64_t K = trans ? ws[1] : ws[0], N = trans ? ws[0] : ws[1];
   const auto& as = shapes[size_t(n.inputs[size_t(w.slot) - 1])];
-  int64_t M = as[as.size() - 2];  // rows of each GEMM (matmul loops over batch dims)
+  bool trans_a = n.i("trans_a", 0) != 0;
+  int64_t M = as[as.size() - (trans_a ? 1 : 2)];  // rows of each GEMM (matmul loops over batch dims)
   int64_t rs = trans ? 1 : N, cs = trans ? K : 1;
-  return {K, N, rs, cs, sgemm_reads_packed(M, 1, rs, cs)};
+  return {K, N, rs, cs, sgemm_reads_packed(M, trans_a ? M : 1, rs, cs)};
 }
 }  // namespace
 

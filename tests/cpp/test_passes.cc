@@ -150,6 +150,30 @@ TEST(Passes, CanonicalizeFoldsTransposeIntoMatmul) {
 })"));
 }
 
+TEST(Passes, CanonicalizeFoldsTransposeIntoMatmulA) {
+  // Backward graphs multiply transposed activations and gradients (dW = dy^T x): the
+  // transpose of A becomes trans_a; both operands at once, and a transpose of both
+  // sides of an addmm.
+  Graph g = parse_graph(R"(graph(%dy: f32[6, 5], %x: f32[6, 4], %b: f32[4], %v: f32[2, 3, 5]) {
+  %t: f32[5, 6] = permute(%dy) {perm=[1, 0]}
+  %w: f32[5, 4] = matmul(%t, %x)
+  %u: f32[2, 5, 3] = permute(%v) {perm=[0, 2, 1]}
+  %xt: f32[4, 6] = permute(%x) {perm=[1, 0]}
+  %z: f32[2, 5, 5] = matmul(%u, %v)
+  %y: f32[5, 4] = addmm(%b, %t, %xt) {trans_b=[1]}
+  return (%w, %z, %y)
+})");
+  EXPECT_EQ(canonicalize(g), 4);
+  dead_code_elimination(g);
+  verify(g);
+  EXPECT_EQ(print_graph(g), canon(R"(graph(%dy: f32[6, 5], %x: f32[6, 4], %b: f32[4], %v: f32[2, 3, 5]) {
+  %w: f32[5, 4] = matmul(%dy, %x) {trans_a=[1]}
+  %z: f32[2, 5, 5] = matmul(%v, %v) {trans_a=[1]}
+  %y: f32[5, 4] = addmm(%b, %dy, %x) {trans_a=[1], trans_b=[0]}
+  return (%w, %z, %y)
+})"));
+}
+
 TEST(Passes, CanonicalizeComposesPermutes) {
   // transpose of a transpose is x itself; a 3-cycle applied twice is one permute;
   // a permute of a permute feeding a matmul ends as trans_b on the original.

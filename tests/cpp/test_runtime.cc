@@ -201,6 +201,35 @@ TEST(Runtime, FusedEpilogueMatchesSeparateOps) {
     for (int i = 0; i < 77; ++i) EXPECT_FLOAT_EQ(f(ra[size_t(k)])[i], f(rb[size_t(k)])[i]);
 }
 
+TEST(Runtime, TransposedOperandsMatchPermuteCopies) {
+  // matmul / addmm reading A (and B) transposed through strides against the same
+  // products with the transposes as permute copies (canonicalize folds them).
+  const char* text = R"(graph(%dy: f32[37, 9], %x: f32[37, 11], %b: f32[11], %v: f32[3, 6, 9]) {
+  %t: f32[9, 37] = permute(%dy) {perm=[1, 0]}
+  %w: f32[9, 11] = matmul(%t, %x)
+  %u: f32[3, 9, 6] = permute(%v) {perm=[0, 2, 1]}
+  %z: f32[3, 9, 9] = matmul(%u, %v)
+  %xt: f32[11, 37] = permute(%x) {perm=[1, 0]}
+  %y: f32[9, 11] = addmm(%b, %t, %xt) {trans_b=[1]}
+  return (%w, %z, %y)
+})";
+  Graph folded = parse_graph(text);
+  EXPECT_EQ(canonicalize(folded), 4);
+  dead_code_elimination(folded);
+  Executable a(parse_graph(text)), b(std::move(folded));
+  auto dy = iota(37 * 9, -150.0f), x = iota(37 * 11, -200.0f), bias = iota(11, -5.0f), v = iota(3 * 6 * 9, -80.0f);
+  for (auto& t : dy) t = std::sin(t);
+  for (auto& t : x) t *= 0.01f;
+  for (auto& t : v) t = std::cos(t);
+  std::vector<InTensor> ins{{dy.data(), DType::f32, {37, 9}}, {x.data(), DType::f32, {37, 11}},
+                            {bias.data(), DType::f32, {11}}, {v.data(), DType::f32, {3, 6, 9}}};
+  auto ra = a.run(ins, {}), rb = b.run(ins, {});
+  const int sizes[] = {99, 243, 99};
+  for (int o = 0; o < 3; ++o)
+    for (int i = 0; i < sizes[o]; ++i)
+      EXPECT_NEAR(f(ra[size_t(o)])[i], f(rb[size_t(o)])[i], 1e-5f * (1 + std::fabs(f(ra[size_t(o)])[i]))) << o << " " << i;
+}
+
 TEST(Runtime, ConstantWeightsArePackedOnceAndFollowTheirInput) {
   // x[rows, 9] @ w[11, 9]^T + b with w marked constant: packed on the first call with
   // enough rows for the blocked GEMM (not for 2 rows, which stream w in place); a

@@ -435,8 +435,8 @@ void run_matmul(const KernelCtx& c) {
   const TensorRef &a = c.in[0], &b = c.in[1];
   TensorRef& o = c.out[0];
   int ro = o.rank();
-  int64_t M = o.shape[size_t(ro - 2)], N = o.shape[size_t(ro - 1)], K = a.shape[size_t(a.rank() - 1)];
-  bool tb = c.node.i("trans_b", 0) != 0;
+  bool ta = c.node.i("trans_a", 0) != 0, tb = c.node.i("trans_b", 0) != 0;
+  int64_t M = o.shape[size_t(ro - 2)], N = o.shape[size_t(ro - 1)], K = a.shape[size_t(a.rank() - (ta ? 2 : 1))];
   std::vector<int64_t> batch(o.shape.begin(), o.shape.end() - 2);
   int64_t nb = 1;
   for (int64_t d : batch) nb *= d;
@@ -459,7 +459,7 @@ void run_matmul(const KernelCtx& c) {
       oa += idx[d] * sa[d];
       ob += idx[d] * sb[d];
     }
-    sgemm(M, N, K, 1.0f, a.as<float>() + oa, K, 1, b.as<float>() + ob, tb ? 1 : N, tb ? K : 1,
+    sgemm(M, N, K, 1.0f, a.as<float>() + oa, ta ? 1 : K, ta ? M : 1, b.as<float>() + ob, tb ? 1 : N, tb ? K : 1,
           o.as<float>() + i * M * N, N, false, ob == 0 ? c.packed : nullptr);
     for (int d = int(batch.size()) - 1; d >= 0; --d) {
       if (++idx[size_t(d)] < batch[size_t(d)]) break;
@@ -472,7 +472,8 @@ void run_matmul(const KernelCtx& c) {
 void run_addmm(const KernelCtx& c) {
   const TensorRef &bias = c.in[0], &a = c.in[1], &b = c.in[2];
   TensorRef& o = c.out[0];
-  int64_t M = o.shape[0], N = o.shape[1], K = a.shape[1];
+  bool ta = c.node.i("trans_a", 0) != 0, tb = c.node.i("trans_b", 0) != 0;
+  int64_t M = o.shape[0], N = o.shape[1], K = a.shape[ta ? 0 : 1];
   float alpha = float(c.node.f("alpha", 1.0)), beta = float(c.node.f("beta", 1.0));
   float* po = o.as<float>();
   // Broadcast the bias into the output, then accumulate the product on top.
@@ -494,8 +495,8 @@ void run_addmm(const KernelCtx& c) {
       }
     }
   });
-  bool tb = c.node.i("trans_b", 0) != 0;
-  sgemm(M, N, K, alpha, a.as<float>(), K, 1, b.as<float>(), tb ? 1 : N, tb ? K : 1, po, N, true, c.packed);
+  sgemm(M, N, K, alpha, a.as<float>(), ta ? 1 : K, ta ? M : 1, b.as<float>(), tb ? 1 : N, tb ? K : 1, po, N, true,
+        c.packed);
   apply_activation(po, M * N, Activation(c.node.i("activation", 0)));  // fused epilogue, if any
 }
 

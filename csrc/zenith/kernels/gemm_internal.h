@@ -96,6 +96,20 @@ inline void pack_b(int64_t kc, int64_t nr, const float* b, int64_t b_rs, int64_t
 // MR x kc panel of A (times alpha), k-major, zero-padded past mr.
 template <int64_t MR>
 inline void pack_a(int64_t kc, int64_t mr, float alpha, const float* a, int64_t a_rs, int64_t a_cs, float* dst) {
+  if (mr == MR && a_rs == 1) {  // A^T row-major (dW = dy^T x in backward): MR contiguous values per k
+    for (int64_t k = 0; k < kc; ++k)
+      for (int64_t r = 0; r < MR; ++r) dst[k * MR + r] = alpha * a[k * a_cs + r];
+    return;
+  }
+#if defined(__AVX2__)
+  if (mr == MR && MR % 8 == 0 && a_cs == 1 && kc % 8 == 0) {  // row-major A: 8 x 8 register transposes
+    for (int64_t r0 = 0; r0 < MR; r0 += 8)
+      for (int64_t k0 = 0; k0 < kc; k0 += 8) transpose_8x8(a + r0 * a_rs + k0, a_rs, dst + k0 * MR + r0, MR);
+    if (alpha != 1.0f)
+      for (int64_t i = 0; i < kc * MR; ++i) dst[i] *= alpha;
+    return;
+  }
+#endif
   for (int64_t k = 0; k < kc; ++k) {
     float* d = dst + k * MR;
     int64_t r = 0;

@@ -4,8 +4,10 @@
 //   permute(permute(x)) -> one permute (often the identity, so x);
 //   reshape(reshape(x)) -> reshape(x); full-range slice -> x; cat of one input -> x;
 //   x + 0, x - 0, x * 1, x / 1 with a scalar constant -> x (same dtype and shape only);
-//   matmul/addmm(a, permute(b) swapping the last two dims) -> trans_b on b itself, so a
-//   weight transpose is read through strides instead of being copied every call.
+//   matmul/addmm(permute(a), permute(b)) where a permute swaps the last two dims ->
+//   trans_a / trans_b on the operand itself, so a transpose (of a weight, or of the
+//   activations and gradients a backward graph multiplies) is read through strides
+//   instead of being copied every call.
 // Leaves alone: anything whose identity depends on symbolic values it cannot prove equal.
 #include <cstring>
 
@@ -109,9 +111,11 @@ int canonicalize(Graph& g) {
       continue;
     }
     if (n.op == Op::matmul || n.op == Op::addmm) {
-      size_t bi = n.op == Op::matmul ? 1 : 2;
-      int p = g.values[size_t(n.inputs[bi])].producer;
-      if (p >= 0 && g.nodes[size_t(p)].op == Op::permute) {
+      size_t first = n.op == Op::matmul ? 0 : 1;
+      for (size_t side = 0; side < 2; ++side) {  // a, then b
+        size_t slot = first + side;
+        int p = g.values[size_t(n.inputs[slot])].producer;
+        if (p < 0 || g.nodes[size_t(p)].op != Op::permute) continue;
         auto perm = g.nodes[size_t(p)].const_ints("perm");
         int64_t r = int64_t(perm.size());
         bool swap_last = r >= 2;
@@ -120,11 +124,11 @@ int canonicalize(Graph& g) {
           int64_t got = perm[size_t(k)] < 0 ? perm[size_t(k)] + r : perm[size_t(k)];
           swap_last = got == want;
         }
-        if (swap_last) {
-          n.inputs[bi] = g.nodes[size_t(p)].inputs[0];
-          n.set_int("trans_b", n.i("trans_b", 0) ? 0 : 1);
-          ++changes;
-        }
+        if (!swap_last) continue;
+        const char* attr = side == 0 ? "trans_a" : "trans_b";
+        n.inputs[slot] = g.nodes[size_t(p)].inputs[0];
+        n.set_int(attr, n.i(attr, 0) ? 0 : 1);
+        ++changes;
       }
     }
     if (n.op == Op::reshape) {  // reshape(reshape(x)) -> reshape(x)
