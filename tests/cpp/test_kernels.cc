@@ -374,3 +374,56 @@ TEST(Kernels, SdpaFullyMaskedRowsAreNaN) {
   for (int64_t i = 0; i < L; ++i)
     for (int64_t e = 0; e < E; ++e) EXPECT_EQ(std::isnan(o[size_t(i * E + e)]), i % 3 == 0) << i << "," << e;
 }
+
+TEST(Kernels, ReduceSumMatchesReference) {
+  // Float sums over leading, middle, trailing and several dims, with row tails (< 8),
+  // strips past 512 columns, means, NaN propagation, on one thread and two.
+  struct Case {
+    std::vector<int64_t> shape, dims;
+  };
+  const Case cases[] = {{{37, 1030}, {0}}, {{5, 13}, {1}}, {{3, 17, 600}, {1}}, {{4, 6, 9}, {0, 2}},
+                        {{2, 3, 5}, {}}, {{256, 3}, {0}}, {{1, 700}, {1}}, {{9, 1}, {0}}};
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    for (const auto& cs : cases)
+      for (bool mean : {false, true}) {
+        int64_t n = 1;
+        for (int64_t d : cs.shape) n *= d;
+        auto x = randn(size_t(n), unsigned(n));
+        if (n > 40) x[size_t(n / 3)] = NAN;
+        std::vector<bool> red(cs.shape.size(), cs.dims.empty());
+        for (int64_t d : cs.dims) red[size_t(d)] = true;
+        std::vector<int64_t> oshape;
+        int64_t count = 1;
+        for (size_t d = 0; d < cs.shape.size(); ++d) {
+          if (red[d]) count *= cs.shape[d];
+          else oshape.push_back(cs.shape[d]);
+        }
+        int64_t on = n / count;
+        std::vector<double> want(size_t(on), 0.0);
+        std::vector<int64_t> strides = contiguous_strides(cs.shape);
+        for (int64_t i = 0; i < n; ++i) {  // output index of element i: its kept coordinates
+          int64_t o = 0;
+          for (size_t d = 0; d < cs.shape.size(); ++d)
+            if (!red[d]) o = o * cs.shape[d] + (i / strides[d]) % cs.shape[d];
+          want[size_t(o)] += x[size_t(i)];
+        }
+        std::vector<float> got(static_cast<size_t>(on));
+        Node node;
+        node.op = mean ? Op::reduce_mean : Op::reduce_sum;
+        node.set_ints("dims", std::vector<SymInt>(cs.dims.begin(), cs.dims.end()));
+        std::vector<TensorRef> in = {{x.data(), DType::f32, cs.shape}};
+        std::vector<TensorRef> out = {{got.data(), DType::f32, oshape}};
+        (mean ? run_reduce_mean : run_reduce_sum)(KernelCtx{node, in, out});
+        for (int64_t o = 0; o < on; ++o) {
+          double w = mean ? want[size_t(o)] / double(count) : want[size_t(o)];
+          if (std::isnan(w)) {
+            ASSERT_TRUE(std::isnan(got[size_t(o)])) << o;
+            continue;
+          }
+          ASSERT_NEAR(got[size_t(o)], w, 1e-5 * (1 + std::fabs(w))) << "case " << cs.shape.size() << "d n=" << n << " at " << o;
+        }
+      }
+  }
+  set_num_threads(2);
+}

@@ -68,6 +68,46 @@ void reduce_block(const T* x, T* y, Split s, RKind k) {
   }
 }
 
+// The fast path of float sums (and means), reduce_block being its reference: training's
+// bias gradients sum (tokens, features) over the tokens, norms and pooling over the last
+// dims. Accumulates in double like reduce_block. Reduced dims last (inner == 1): each
+// row over eight double lanes. Otherwise whole rows of the reduced block are added into
+// a strip of CH accumulators (contiguous, so it vectorizes; reduce_block walks each
+// column down with a stride). Rows or strips are split across threads.
+void sum_block_f32(const float* x, float* y, Split s) {
+  if (s.inner == 1) {
+    parallel_for(s.outer, std::max<int64_t>(1, 16384 / std::max<int64_t>(s.red, 1)), [&](int64_t lo, int64_t hi) {
+      for (int64_t o = lo; o < hi; ++o) {
+        const float* p = x + o * s.red;
+        double lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        int64_t r = 0;
+        for (; r + 8 <= s.red; r += 8)
+          for (int l = 0; l < 8; ++l) lane[l] += double(p[r + l]);
+        double acc = ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+        for (; r < s.red; ++r) acc += double(p[r]);
+        y[o] = float(acc);
+      }
+    });
+    return;
+  }
+  constexpr int64_t CH = 512;
+  int64_t strips = (s.inner + CH - 1) / CH;
+  parallel_for(s.outer * strips, std::max<int64_t>(1, 16384 / std::max<int64_t>(s.red * CH, 1)),
+               [&](int64_t lo, int64_t hi) {
+    double acc[CH];
+    for (int64_t t = lo; t < hi; ++t) {
+      int64_t o = t / strips, i0 = (t % strips) * CH, n = std::min(CH, s.inner - i0);
+      std::fill_n(acc, n, 0.0);
+      const float* p = x + o * s.red * s.inner + i0;
+      for (int64_t r = 0; r < s.red; ++r) {
+        const float* row = p + r * s.inner;
+        for (int64_t i = 0; i < n; ++i) acc[i] += double(row[i]);
+      }
+      for (int64_t i = 0; i < n; ++i) y[o * s.inner + i0 + i] = float(acc[i]);
+    }
+  });
+}
+
 // Sum of floats accumulates in double for rows that are long, so results stay within
 // float rounding of PyTorch's pairwise sums.
 template <typename T>
@@ -102,8 +142,12 @@ void reduce_typed(const TensorRef& x, TensorRef& out, const std::vector<bool>& m
       dst = dst_buf.data();
     }
     RKind kk = (k == RKind::kMean) ? RKind::kSum : k;
-    if constexpr (std::is_same_v<T, float>) reduce_block<T, double>(src, dst, s, kk);
-    else reduce_block<T, T>(src, dst, s, kk);
+    if constexpr (std::is_same_v<T, float>) {
+      if (kk == RKind::kSum) sum_block_f32(src, dst, s);
+      else reduce_block<T, double>(src, dst, s, kk);
+    } else {
+      reduce_block<T, T>(src, dst, s, kk);
+    }
     for (int e = lo; e < hi; ++e) shape[size_t(e)] = 1;
     src = dst;
     any = true;
