@@ -102,6 +102,21 @@ Types binary_logical(const Graph& g, const Node& n) {
   return binary(g, n, true);
 }
 
+// A fused chain's output: its inputs broadcast together (every step has the chain's
+// shape), float32.
+Types infer_fused(const Graph& g, const Node& n) {
+  ZENITH_CHECK(!n.inputs.empty(), "fused: needs inputs");
+  ZENITH_CHECK(n.has("program") && n.ints("program").size() % 4 == 0 && !n.ints("program").empty(),
+               "fused: needs a program of 4 ints per step");
+  TensorType t;
+  t.dtype = DType::f32;
+  for (size_t k = 0; k < n.inputs.size(); ++k) {
+    ZENITH_CHECK(in(g, n, k).dtype == DType::f32, "fused: inputs must be float32");
+    t.shape = k == 0 ? in(g, n, 0).shape : broadcast_shapes(t.shape, in(g, n, k).shape, "fused");
+  }
+  return {t};
+}
+
 Types infer_where(const Graph& g, const Node& n) {
   const auto& c = in(g, n, 0);
   const auto& a = in(g, n, 1);
@@ -242,7 +257,7 @@ Types infer_conv2d(const Graph& g, const Node& n) {
                " inputs");
   ZENITH_CHECK(x.rank() == 4 && w.rank() == 4, "conv2d: needs NCHW input and OIHW weight");
   for (size_t k = 3; k < n.inputs.size(); ++k) {
-    const auto& t = in(g, n, int(k));
+    const auto& t = in(g, n, k);
     ZENITH_CHECK(t.rank() == 1 && t.shape[0].is_const() && t.shape[0].value() == w.shape[0].value() &&
                      t.dtype == x.dtype,
                  "conv2d: fused batch-norm input ", k, " must be [", w.shape[0].value(), "] of the input's dtype");
@@ -540,6 +555,7 @@ Types infer_arange(const Graph&, const Node& n) {
 #define INFER_logical_and binary_logical
 #define INFER_logical_or binary_logical
 #define INFER_where infer_where
+#define INFER_fused infer_fused
 #define INFER_reduce_sum infer_reduce
 #define INFER_reduce_mean infer_reduce
 #define INFER_reduce_max infer_reduce

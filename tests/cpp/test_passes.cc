@@ -286,6 +286,49 @@ TEST(Passes, FuseAttentionLayout) {
 })"));
 }
 
+TEST(Passes, FuseElementwiseChains) {
+  // GELU (tanh) written out, as GPT-2 does: one chain over a scalar constant and a
+  // broadcast bias; the shared x*x*x input (x read by three steps) enters once. A value
+  // also returned (%h) ends its chain; a value read outside (%s by the matmul) too; a
+  // smaller intermediate (%n, [5]) that would broadcast up stays out; a lone op stays.
+  Graph g = parse_graph(R"(graph(%x: f32[3, 5], %b: f32[5], %w: f32[5, 2], %v: f32[5]) {
+  %k: f32[] = constant() {dtype=[0], shape=[]} data=0000003f
+  %xb: f32[3, 5] = add(%x, %b)
+  %c: f32[3, 5] = pow(%xb, %k)
+  %m: f32[3, 5] = mul(%c, %k)
+  %i: f32[3, 5] = add(%xb, %m)
+  %t: f32[3, 5] = tanh(%i)
+  %h: f32[3, 5] = mul(%xb, %t)
+  %s: f32[3, 5] = sigmoid(%h)
+  %e: f32[3, 5] = exp(%s)
+  %mm: f32[3, 2] = matmul(%s, %w)
+  %n: f32[5] = neg(%v)
+  %o: f32[3, 5] = sub(%e, %n)
+  %z: f32[3, 2] = relu(%mm)
+  return (%o, %h, %z)
+})");
+  EXPECT_EQ(fuse_elementwise(g), 2);
+  dead_code_elimination(g);
+  verify(g);
+  // program: (op, x, y, flag) per step; registers are the inputs, then one per step.
+  auto step = [](Op op, int x, int y) {
+    return std::to_string(int(op)) + ", " + std::to_string(x) + ", " + std::to_string(y) + ", 0";
+  };
+  std::string gelu = step(Op::add, 0, 1) + ", " + step(Op::pow, 3, 2) + ", " + step(Op::mul, 4, 2) + ", " +
+                     step(Op::add, 3, 5) + ", " + step(Op::tanh, 6, -1) + ", " + step(Op::mul, 3, 7);
+  std::string tail = step(Op::exp, 0, -1) + ", " + step(Op::sub, 2, 1);
+  EXPECT_EQ(print_graph(g), canon(R"(graph(%x: f32[3, 5], %b: f32[5], %w: f32[5, 2], %v: f32[5]) {
+  %k: f32[] = constant() {dtype=[0], shape=[]} data=0000003f
+  %h: f32[3, 5] = fused(%x, %b, %k) {program=[)" + gelu + R"(]}
+  %s: f32[3, 5] = sigmoid(%h)
+  %mm: f32[3, 2] = matmul(%s, %w)
+  %n: f32[5] = neg(%v)
+  %o: f32[3, 5] = fused(%s, %n) {program=[)" + tail + R"(]}
+  %z: f32[3, 2] = relu(%mm)
+  return (%o, %h, %z)
+})"));
+}
+
 TEST(Passes, PipelineVerifiesEachPass) {
   Graph g = parse_graph(R"(graph(%x: f32[4]) {
   %a: f32[4] = copy(%x)
@@ -295,10 +338,13 @@ TEST(Passes, PipelineVerifiesEachPass) {
   return (%d)
 })");
   auto reports = run_default_pipeline(g, true);
-  ASSERT_EQ(reports.size(), 8u);
+  ASSERT_EQ(reports.size(), 9u);
   EXPECT_EQ(reports[0].name, "canonicalize");
   EXPECT_EQ(reports[0].changes, 1);
   EXPECT_EQ(reports[2].name, "cse");
   EXPECT_EQ(reports[2].changes, 1);
-  EXPECT_EQ(g.nodes.size(), 2u);
+  EXPECT_EQ(reports[7].name, "fuse_elementwise");  // relu(x) + relu(x), one node after cse
+  EXPECT_EQ(reports[7].changes, 1);
+  ASSERT_EQ(g.nodes.size(), 1u);
+  EXPECT_EQ(g.nodes[0].op, Op::fused);
 }

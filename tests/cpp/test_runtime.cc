@@ -9,6 +9,7 @@
 #include "zenith/error.h"
 #include "zenith/passes/passes.h"
 #include "zenith/runtime.h"
+#include "zenith/threadpool.h"
 
 using namespace zenith;
 
@@ -228,6 +229,56 @@ TEST(Runtime, TransposedOperandsMatchPermuteCopies) {
   for (int o = 0; o < 3; ++o)
     for (int i = 0; i < sizes[o]; ++i)
       EXPECT_NEAR(f(ra[size_t(o)])[i], f(rb[size_t(o)])[i], 1e-5f * (1 + std::fabs(f(ra[size_t(o)])[i]))) << o << " " << i;
+}
+
+TEST(Runtime, FusedElementwiseMatchesSeparateOps) {
+  // The same chains fused and unfused give identical values: flat inputs (tiles and
+  // thread chunks past 256 / 4096 elements), a row-broadcast bias, a column-broadcast
+  // scale, a scalar pow exponent and a tensor one, NaN and infinities, 1 and 2 threads.
+  const char* text = R"(graph(%x: f32[37, 301], %b: f32[301], %c: f32[37, 1], %y: f32[37, 301]) {
+  %k: f32[] = constant() {dtype=[0], shape=[]} data=00004040
+  %xb: f32[37, 301] = add(%x, %b)
+  %p: f32[37, 301] = pow(%xb, %k)
+  %t: f32[37, 301] = tanh(%p)
+  %g: f32[37, 301] = gelu(%t) {approximate=[1]}
+  %m: f32[37, 301] = mul(%g, %c)
+  %q: f32[37, 301] = pow(%y, %xb)
+  %a: f32[37, 301] = abs(%x)
+  %e: f32[37, 301] = sqrt(%a)
+  %r: f32[37, 301] = relu(%y)
+  %d: f32[37, 301] = div(%r, %e)
+  %mx: f32[37, 301] = maximum(%d, %y)
+  %s: f32[37, 301] = add(%mx, %q)
+  %n: f32[37, 301] = neg(%s)
+  return (%m, %n)
+})";
+  Graph fused = parse_graph(text);
+  EXPECT_EQ(fuse_elementwise(fused), 2);
+  dead_code_elimination(fused);
+  int fused_nodes = 0;
+  for (const Node& nd : fused.nodes) fused_nodes += nd.op == Op::fused;
+  EXPECT_EQ(fused_nodes, 2);
+  Executable a(parse_graph(text)), b(std::move(fused));
+  auto x = iota(37 * 301, -5000.0f), bias = iota(301, -150.0f), col = iota(37, -18.0f), y = iota(37 * 301, -3000.0f);
+  for (auto& v : x) v = std::sin(v) * 2.0f;
+  for (auto& v : y) v = std::cos(v * 0.7f);
+  for (auto& v : bias) v *= 0.01f;
+  x[5] = NAN;
+  y[77] = INFINITY;
+  x[1000] = -INFINITY;
+  std::vector<InTensor> ins{{x.data(), DType::f32, {37, 301}}, {bias.data(), DType::f32, {301}},
+                            {col.data(), DType::f32, {37, 1}}, {y.data(), DType::f32, {37, 301}}};
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    auto ra = a.run(ins, {}), rb = b.run(ins, {});
+    for (int o = 0; o < 2; ++o)
+      for (int i = 0; i < 37 * 301; ++i) {
+        float u = f(ra[size_t(o)])[i], w = f(rb[size_t(o)])[i];
+        if (std::isnan(u)) EXPECT_TRUE(std::isnan(w)) << o << " " << i;
+        else EXPECT_EQ(u, w) << o << " " << i;
+      }
+  }
+  set_num_threads(2);
 }
 
 TEST(Runtime, ConstantWeightsArePackedOnceAndFollowTheirInput) {

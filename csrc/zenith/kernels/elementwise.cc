@@ -124,6 +124,25 @@ template <typename T> T floordiv_int(T a, T b) {
   return q;
 }
 
+// Calls use(f) with pow's float function for exponent e, a scalar (NaN: the exponent
+// varies by element). PyTorch special-cases these scalar exponents (GELU's x^3, norms'
+// x^2, x^-0.5) and computes them without a pow call; so do run_pow and fused chains.
+template <typename Use>
+void with_pow_f(float e, Use&& use) {
+  if (e == 2.0f) use([](float a, float) { return a * a; });
+  else if (e == 3.0f) use([](float a, float) { return a * a * a; });
+  else if (e == 0.5f) use([](float a, float) { return std::sqrt(a); });
+  else if (e == -0.5f) use([](float a, float) { return 1.0f / std::sqrt(a); });
+  else if (e == -1.0f) use([](float a, float) { return 1.0f / a; });
+  else if (e == -2.0f) use([](float a, float) { return 1.0f / (a * a); });
+  else
+    use([](float a, float b) {
+      if (b == 2.0f) return a * a;
+      if (b == 0.5f) return std::sqrt(a);
+      return std::pow(a, b);
+    });
+}
+
 float gelu_exact(float x) { return 0.5f * x * (1.0f + verf(x * 0.70710678118654752f)); }
 float gelu_tanh(float x) {
   const float k = 0.7978845608028654f;  // sqrt(2/pi)
@@ -139,25 +158,47 @@ std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& shape) {
 }
 
 // ---- unary float ops ----
-#define FLOAT_UNARY(name, expr)                                      \
-  void run_##name(const KernelCtx& c) {                              \
-    unary_map<float>(c.in[0], c.out[0], [](float x) { return expr; }); \
+// The float functions of the unary ops, one list for their own kernels and for fused
+// chains (run_fused), so both compute bit-identical values.
+#define ZENITH_FLOAT_UNARY(X)                                        \
+  X(exp, vexp(x))                                                    \
+  X(log, std::log(x))                                                \
+  X(log1p, std::log1p(x))                                            \
+  X(expm1, std::expm1(x))                                            \
+  X(sqrt, std::sqrt(x))                                              \
+  X(rsqrt, 1.0f / std::sqrt(x))                                      \
+  X(reciprocal, 1.0f / x)                                            \
+  X(sin, std::sin(x))                                                \
+  X(cos, std::cos(x))                                                \
+  X(tanh, vtanh(x))                                                  \
+  X(erf, verf(x))                                                    \
+  X(sigmoid, vsigmoid(x))                                            \
+  X(silu, x * vsigmoid(x))                                           \
+  X(hardswish, x * std::fmin(std::fmax(x + 3.0f, 0.0f), 6.0f) / 6.0f) \
+  X(hardsigmoid, std::fmin(std::fmax(x + 3.0f, 0.0f), 6.0f) / 6.0f)
+// Binary float ops (pow, with its scalar-exponent forms, is separate).
+#define ZENITH_FLOAT_BINARY(X)                                                  \
+  X(add, a + b)                                                                 \
+  X(sub, a - b)                                                                 \
+  X(mul, a * b)                                                                 \
+  X(div, a / b)                                                                 \
+  X(maximum, (std::isnan(a) || std::isnan(b)) ? NAN : (a > b ? a : b))          \
+  X(minimum, (std::isnan(a) || std::isnan(b)) ? NAN : (a < b ? a : b))
+
+namespace {
+#define FLOAT_FN(name, expr) inline float name##_f(float x) { return expr; }
+ZENITH_FLOAT_UNARY(FLOAT_FN)
+#undef FLOAT_FN
+#define FLOAT_FN2(name, expr) inline float name##_f(float a, float b) { return expr; }
+ZENITH_FLOAT_BINARY(FLOAT_FN2)
+#undef FLOAT_FN2
+}  // namespace
+
+#define FLOAT_UNARY(name, expr)                                                \
+  void run_##name(const KernelCtx& c) {                                        \
+    unary_map<float>(c.in[0], c.out[0], [](float x) { return name##_f(x); }); \
   }
-FLOAT_UNARY(exp, vexp(x))
-FLOAT_UNARY(log, std::log(x))
-FLOAT_UNARY(log1p, std::log1p(x))
-FLOAT_UNARY(expm1, std::expm1(x))
-FLOAT_UNARY(sqrt, std::sqrt(x))
-FLOAT_UNARY(rsqrt, 1.0f / std::sqrt(x))
-FLOAT_UNARY(reciprocal, 1.0f / x)
-FLOAT_UNARY(sin, std::sin(x))
-FLOAT_UNARY(cos, std::cos(x))
-FLOAT_UNARY(tanh, vtanh(x))
-FLOAT_UNARY(erf, verf(x))
-FLOAT_UNARY(sigmoid, vsigmoid(x))
-FLOAT_UNARY(silu, x * vsigmoid(x))
-FLOAT_UNARY(hardswish, x * std::fmin(std::fmax(x + 3.0f, 0.0f), 6.0f) / 6.0f)
-FLOAT_UNARY(hardsigmoid, std::fmin(std::fmax(x + 3.0f, 0.0f), 6.0f) / 6.0f)
+ZENITH_FLOAT_UNARY(FLOAT_UNARY)
 #undef FLOAT_UNARY
 
 void apply_activation(float* data, int64_t n, Activation act) {
@@ -184,27 +225,27 @@ void run_gelu(const KernelCtx& c) {
 }
 
 // ---- unary numeric ops (float and integer) ----
-void run_neg(const KernelCtx& c) {
-  dispatch_numeric(c.in[0].dtype, "neg", [&](auto t) {
+// Float forms of the unary ops that also take integers; fused chains use them too.
+inline float neg_f(float x) { return -x; }
+inline float abs_f(float x) { return x < 0 ? -x : x; }
+inline float relu_f(float x) { return std::isnan(x) ? x : (x > 0 ? x : 0.0f); }  // keeps NaN
+
+template <typename FloatF, typename IntF>
+void numeric_unary(const KernelCtx& c, const char* name, FloatF ff, IntF fi) {
+  dispatch_numeric(c.in[0].dtype, name, [&](auto t) {
     using T = decltype(t);
-    if constexpr (!std::is_same_v<T, bool>) unary_map<T>(c.in[0], c.out[0], [](T x) { return T(-x); });
+    if constexpr (std::is_same_v<T, float>) unary_map<T>(c.in[0], c.out[0], ff);
+    else if constexpr (!std::is_same_v<T, bool>) unary_map<T>(c.in[0], c.out[0], [&](T x) { return T(fi(x)); });
   });
+}
+void run_neg(const KernelCtx& c) {
+  numeric_unary(c, "neg", [](float x) { return neg_f(x); }, [](auto x) { return -x; });
 }
 void run_abs(const KernelCtx& c) {
-  dispatch_numeric(c.in[0].dtype, "abs", [&](auto t) {
-    using T = decltype(t);
-    if constexpr (!std::is_same_v<T, bool>) unary_map<T>(c.in[0], c.out[0], [](T x) { return x < 0 ? T(-x) : x; });
-  });
+  numeric_unary(c, "abs", [](float x) { return abs_f(x); }, [](auto x) { return x < 0 ? -x : x; });
 }
 void run_relu(const KernelCtx& c) {
-  dispatch_numeric(c.in[0].dtype, "relu", [&](auto t) {
-    using T = decltype(t);
-    // x > 0 ? x : 0 keeps NaN as NaN only if written this way round for floats.
-    if constexpr (std::is_same_v<T, float>)
-      unary_map<T>(c.in[0], c.out[0], [](T x) { return std::isnan(x) ? x : (x > 0 ? x : T(0)); });
-    else if constexpr (!std::is_same_v<T, bool>)
-      unary_map<T>(c.in[0], c.out[0], [](T x) { return x > 0 ? x : T(0); });
-  });
+  numeric_unary(c, "relu", [](float x) { return relu_f(x); }, [](auto x) { return x > 0 ? x : decltype(x)(0); });
 }
 void run_floor(const KernelCtx& c) {
   if (c.in[0].dtype == DType::f32) unary_map<float>(c.in[0], c.out[0], [](float x) { return std::floor(x); });
@@ -333,11 +374,11 @@ void run_cast(const KernelCtx& c) {
         binary_map<T, T>(c.in[0], c.in[1], c.out[0], [](T a, T b) { return T(expr_i); }); \
     });                                                                                \
   }
-ARITH(add, a + b, a + b)
-ARITH(sub, a - b, a - b)
-ARITH(mul, a * b, a * b)
-ARITH(maximum, (std::isnan(a) || std::isnan(b)) ? NAN : (a > b ? a : b), a > b ? a : b)
-ARITH(minimum, (std::isnan(a) || std::isnan(b)) ? NAN : (a < b ? a : b), a < b ? a : b)
+ARITH(add, add_f(a, b), a + b)
+ARITH(sub, sub_f(a, b), a - b)
+ARITH(mul, mul_f(a, b), a * b)
+ARITH(maximum, maximum_f(a, b), a > b ? a : b)
+ARITH(minimum, minimum_f(a, b), a < b ? a : b)
 #undef ARITH
 
 void run_div(const KernelCtx& c) {
@@ -345,7 +386,7 @@ void run_div(const KernelCtx& c) {
   dispatch_numeric(c.in[0].dtype, "div", [&](auto t) {
     using T = decltype(t);
     if constexpr (std::is_same_v<T, float>) {
-      if (mode == 0) binary_map<T, T>(c.in[0], c.in[1], c.out[0], [](T a, T b) { return a / b; });
+      if (mode == 0) binary_map<T, T>(c.in[0], c.in[1], c.out[0], [](T a, T b) { return div_f(a, b); });
       else if (mode == 1) binary_map<T, T>(c.in[0], c.in[1], c.out[0], [](T a, T b) { return std::floor(a / b); });
       else binary_map<T, T>(c.in[0], c.in[1], c.out[0], [](T a, T b) { return std::trunc(a / b); });
     } else if constexpr (!std::is_same_v<T, bool>) {
@@ -369,19 +410,7 @@ void run_pow(const KernelCtx& c) {
       // A scalar exponent PyTorch special-cases (GELU's x^3, norms' x^2, x^-0.5) is
       // computed the way it does, in a loop without a per-element pow call.
       float e = c.in[1].numel() == 1 ? *c.in[1].as<float>() : NAN;
-      auto map = [&](auto f) { binary_map<T, T>(c.in[0], c.in[1], c.out[0], f); };
-      if (e == 2.0f) map([](T a, T) { return a * a; });
-      else if (e == 3.0f) map([](T a, T) { return a * a * a; });
-      else if (e == 0.5f) map([](T a, T) { return std::sqrt(a); });
-      else if (e == -0.5f) map([](T a, T) { return 1.0f / std::sqrt(a); });
-      else if (e == -1.0f) map([](T a, T) { return 1.0f / a; });
-      else if (e == -2.0f) map([](T a, T) { return 1.0f / (a * a); });
-      else
-        map([](T a, T b) {
-          if (b == 2.0f) return a * a;
-          if (b == 0.5f) return std::sqrt(a);
-          return std::pow(a, b);
-        });
+      with_pow_f(e, [&](auto f) { binary_map<T, T>(c.in[0], c.in[1], c.out[0], f); });
     } else if constexpr (!std::is_same_v<T, bool>) {
       binary_map<T, T>(c.in[0], c.in[1], c.out[0], [](T a, T b) {
         T r = 1;
@@ -455,6 +484,164 @@ void run_where(const KernelCtx& c) {
     for (int64_t i = 0; i < len; ++i) {
       const char* src = pc[offs[0] + i * s[0]] ? pa + size_t(offs[1] + i * s[1]) * es : pb + size_t(offs[2] + i * s[2]) * es;
       std::memcpy(po + size_t(oo + i) * es, src, es);
+    }
+  });
+}
+
+
+// ---- fused: a chain of float32 elementwise ops in one pass (fuse_elementwise) ----
+// `program` holds 4 ints per step: op, x, y (register numbers; y = -1 for unary ops),
+// flag (gelu's approximate). Registers 0..n_in-1 are the inputs, broadcast to the
+// output's shape; step k writes register n_in + k; the last step is the output. The
+// output is walked in tiles of kTile elements: each step runs over a tile held in L1,
+// so intermediates never go to memory. Every step computes with the same functions
+// as the op's own kernel, so fused and unfused results are identical.
+namespace {
+constexpr int64_t kTile = 256;
+
+struct FusedProgram {
+  struct Step {
+    Op op;
+    int x, y;
+    int64_t flag;
+    float pow_exp;  // pow with a one-element exponent input: its value, else NaN
+  };
+  std::vector<Step> steps;
+  int n_in = 0;
+};
+
+// One loop per op, each its own function with the op's math inlined into it (flatten):
+// inside run_step's one big switch the inliner gives up and calls vexp per element.
+template <typename F>
+__attribute__((flatten)) void map1(F f, const float* a, float* d, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) d[i] = f(a[i]);
+}
+template <typename F>
+__attribute__((flatten)) void map2(F f, const float* a, const float* b, float* d, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) d[i] = f(a[i], b[i]);
+}
+
+void run_step(const FusedProgram::Step& st, const float* a, const float* b, float* d, int64_t n) {
+  auto un = [&](auto f) { map1(f, a, d, n); };
+  auto bin = [&](auto f) { map2(f, a, b, d, n); };
+  switch (st.op) {
+#define UNARY_CASE(name, expr) \
+  case Op::name: un([](float x) { return name##_f(x); }); return;
+    ZENITH_FLOAT_UNARY(UNARY_CASE)
+#undef UNARY_CASE
+#define BINARY_CASE(name, expr) \
+  case Op::name: bin([](float a, float b) { return name##_f(a, b); }); return;
+    ZENITH_FLOAT_BINARY(BINARY_CASE)
+#undef BINARY_CASE
+    case Op::neg: un([](float x) { return neg_f(x); }); return;
+    case Op::abs: un([](float x) { return abs_f(x); }); return;
+    case Op::relu: un([](float x) { return relu_f(x); }); return;
+    case Op::gelu:
+      if (st.flag) un([](float x) { return gelu_tanh(x); });
+      else un([](float x) { return gelu_exact(x); });
+      return;
+    case Op::pow: with_pow_f(st.pow_exp, bin); return;
+    default: fail("fused: ", op_info(st.op).name, " is not a fusable elementwise op");
+  }
+}
+}  // namespace
+
+bool fusable_elementwise(Op op) {
+  switch (op) {
+#define CASE(name, expr) case Op::name:
+    ZENITH_FLOAT_UNARY(CASE)
+    ZENITH_FLOAT_BINARY(CASE)
+#undef CASE
+    case Op::neg:
+    case Op::abs:
+    case Op::relu:
+    case Op::gelu:
+    case Op::pow: return true;
+    default: return false;
+  }
+}
+
+void run_fused(const KernelCtx& c) {
+  TensorRef& o = c.out[0];
+  int64_t numel = o.numel();
+  if (numel == 0) return;
+  FusedProgram prog;
+  prog.n_in = int(c.in.size());
+  std::vector<int64_t> code = c.node.const_ints("program");
+  ZENITH_CHECK(!code.empty() && code.size() % 4 == 0, "fused: malformed program");
+  for (size_t k = 0; k < code.size(); k += 4) {
+    FusedProgram::Step st{Op(code[k]), int(code[k + 1]), int(code[k + 2]), code[k + 3], NAN};
+    int reg = prog.n_in + int(k / 4);
+    ZENITH_CHECK(code[k] >= 0 && code[k] < kNumOps && st.x >= 0 && st.x < reg && st.y < reg,
+                 "fused: malformed program step ", k / 4);
+    if (st.op == Op::pow && st.y >= 0 && st.y < prog.n_in && c.in[size_t(st.y)].numel() == 1)
+      st.pow_exp = *c.in[size_t(st.y)].as<float>();
+    prog.steps.push_back(st);
+  }
+  int n_in = prog.n_in, n_reg = n_in + int(prog.steps.size());
+  std::vector<const TensorRef*> ins;
+  for (const TensorRef& t : c.in) ins.push_back(&t);
+  BroadcastIter it(o.shape, ins);  // only its per-input strides over the output
+  float* po = o.as<float>();
+  // One span of `len` output elements: input k starts at off[k] with stride s[k].
+  // reg: n_reg pointers, scratch: n_reg tiles, both the calling thread's.
+  auto span = [&](const int64_t* off, const int64_t* s, int64_t len, float* out, float* scratch, const float** reg) {
+    for (int64_t t0 = 0; t0 < len; t0 += kTile) {
+      int64_t n = std::min(kTile, len - t0);
+      for (int k = 0; k < n_in; ++k) {
+        const float* src = c.in[size_t(k)].as<float>() + off[k] + t0 * s[k];
+        if (s[k] == 1) {
+          reg[k] = src;
+          continue;
+        }
+        float* buf = scratch + int64_t(k) * kTile;
+        if (s[k] == 0) std::fill_n(buf, n, *src);
+        else
+          for (int64_t i = 0; i < n; ++i) buf[i] = src[i * s[k]];
+        reg[k] = buf;
+      }
+      for (size_t j = 0; j < prog.steps.size(); ++j) {
+        const auto& st = prog.steps[j];
+        bool last = j + 1 == prog.steps.size();
+        float* d = last ? out + t0 : scratch + int64_t(n_in + int(j)) * kTile;
+        run_step(st, reg[st.x], st.y >= 0 ? reg[st.y] : nullptr, d, n);
+        reg[size_t(n_in) + j] = d;
+      }
+    }
+  };
+  thread_local std::vector<float> scratch_buf;
+  bool flat = true;  // every input full-size or a single element: one span over all elements
+  for (const TensorRef& t : c.in) flat = flat && (t.numel() == numel || t.numel() == 1);
+  int r = o.rank();
+  if (flat || r == 0) {
+    parallel_for(numel, kElemChunk / 4, [&](int64_t lo, int64_t hi) {
+      scratch_buf.resize(size_t(n_reg) * kTile);
+      std::vector<const float*> reg(static_cast<size_t>(n_reg));
+      std::vector<int64_t> off(static_cast<size_t>(n_in)), s(static_cast<size_t>(n_in));
+      for (int k = 0; k < n_in; ++k) {
+        bool full = c.in[size_t(k)].numel() == numel && numel != 1;
+        off[size_t(k)] = full ? lo : 0;
+        s[size_t(k)] = full ? 1 : 0;
+      }
+      span(off.data(), s.data(), hi - lo, po + lo, scratch_buf.data(), reg.data());
+    });
+    return;
+  }
+  // Broadcasting inputs: rows of the last dim, each input's offset from the row index.
+  int64_t inner = o.shape[size_t(r - 1)], rows = numel / inner;
+  parallel_for(rows, std::max<int64_t>(1, kElemChunk / 4 / std::max<int64_t>(inner, 1)), [&](int64_t lo, int64_t hi) {
+    scratch_buf.resize(size_t(n_reg) * kTile);
+    std::vector<const float*> reg(static_cast<size_t>(n_reg));
+    std::vector<int64_t> off(static_cast<size_t>(n_in)), s(static_cast<size_t>(n_in));
+    for (int k = 0; k < n_in; ++k) s[size_t(k)] = it.strides[size_t(k)][size_t(r - 1)];
+    for (int64_t row = lo; row < hi; ++row) {
+      std::fill(off.begin(), off.end(), 0);
+      for (int64_t d = r - 2, q = row; d >= 0; --d) {
+        int64_t idx = q % o.shape[size_t(d)];
+        q /= o.shape[size_t(d)];
+        for (int k = 0; k < n_in; ++k) off[size_t(k)] += idx * it.strides[size_t(k)][size_t(d)];
+      }
+      span(off.data(), s.data(), inner, po + row * inner, scratch_buf.data(), reg.data());
     }
   });
 }

@@ -73,6 +73,9 @@ const char* sgemm_isa();
 void ref_sgemm(int64_t M, int64_t N, int64_t K, float alpha, const float* a, int64_t a_rs, int64_t a_cs,
                const float* b, int64_t b_rs, int64_t b_cs, float* c, int64_t ldc, bool accumulate);
 
+// Ops run_fused can run as a step: float32 elementwise ops (fuse_elementwise asks).
+bool fusable_elementwise(Op op);
+
 // Scalar reference of run_sdpa (attention.cc), same node and operands; sums in double.
 void ref_sdpa(const KernelCtx& c);
 

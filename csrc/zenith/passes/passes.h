@@ -15,6 +15,7 @@ int canonicalize(Graph& g);
 int fuse_conv_bn(Graph& g);
 int fuse_attention_layout(Graph& g);
 int fuse_epilogue(Graph& g);
+int fuse_elementwise(Graph& g);
 
 struct PassReport {
   std::string name;

@@ -1,8 +1,9 @@
 // The default pass pipeline, in order. Canonicalize first so CSE sees one spelling,
 // fold constants, merge duplicates, drop the dead, then the fusions: inference
 // batch-norms into the convolutions before them, attention reading and writing the
-// projections' layout, activations into GEMM and convolution epilogues; a last dce
-// drops what they absorbed.
+// projections' layout, activations into GEMM and convolution epilogues (before chains
+// form, so an activation a GEMM can absorb stays its epilogue), remaining elementwise
+// chains into single-pass kernels; a last dce drops what they absorbed.
 #include "zenith/error.h"
 #include "zenith/passes/passes.h"
 
@@ -21,6 +22,7 @@ const PassEntry kPipeline[] = {
     {"fuse_conv_bn", fuse_conv_bn},
     {"fuse_attention_layout", fuse_attention_layout},
     {"fuse_epilogue", fuse_epilogue},
+    {"fuse_elementwise", fuse_elementwise},
     {"dce", dead_code_elimination},
 };
 }  // namespace

@@ -485,6 +485,26 @@ def test_constants_fold_when_passes_run():
     assert cg.report.passes["constant_folding"] >= 1
 
 
+def test_fused_elementwise_chains():
+    """With the pass pipeline on, chains of elementwise ops become one `fused` kernel:
+    GPT-2's GELU written out (a scalar exponent and constants), a broadcast bias and a
+    per-row scale, a tensor exponent, NaN and infinities; against eager."""
+    COVERED.add("fused")
+    x, y = make((7, 130), f32), make((7, 130), f32)
+    x[0, 0], y[1, 1], x[2, 2] = float("nan"), float("inf"), float("-inf")
+    b, s = make((130,), f32), make((7, 1), f32)
+
+    def gelu_new(x, b):
+        h = x + b
+        return 0.5 * h * (1.0 + torch.tanh(0.7978845608 * (h + 0.044715 * torch.pow(h, 3.0))))
+
+    check(gelu_new, [x, b], covers=["fused"], passes=True)
+    check(lambda x, y, s: torch.sigmoid(x * s) * y - torch.exp(-torch.abs(y)) / (1 + torch.relu(x)), [x, y, s],
+          covers=["fused"], passes=True)
+    check(lambda x, y: torch.maximum(torch.pow(torch.abs(x) + 1, y), torch.sqrt(torch.abs(y))) * F.silu(x), [x, y],
+          covers=["fused"], passes=True)
+
+
 def test_every_op_is_covered():
     """Runs last in this file: every op in the C++ table was exercised above."""
     missing = set(_C.op_names()) - COVERED
