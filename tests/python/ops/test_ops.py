@@ -322,6 +322,11 @@ def test_conv2d():
         dict(x=(1, 3, 7, 7), w=(5, 3, 1, 1), stride=1, padding=0),  # pointwise
         dict(x=(1, 2, 9, 9), w=(3, 2, 3, 3), stride=1, padding=2, dilation=2),
         dict(x=(1, 3, 5, 5), w=(4, 3, 5, 5), stride=3, padding=2, bias=False),
+        # Batches with small maps run as one GEMM over all images' columns; 24 x 24
+        # (576 columns) per image.
+        dict(x=(3, 5, 7, 7), w=(6, 5, 1, 1), stride=1, padding=0),
+        dict(x=(4, 3, 9, 9), w=(7, 3, 3, 3), stride=1, padding=1, bias=False),
+        dict(x=(2, 2, 24, 24), w=(3, 2, 3, 3), stride=1, padding=1),
     ]
     for dtype in [f32, bf16]:
         for c in cases:
@@ -483,6 +488,21 @@ def test_constants_fold_when_passes_run():
     assert "constant" in cg.report.zenith_ops
     assert "arange" not in cg.report.zenith_ops
     assert cg.report.passes["constant_folding"] >= 1
+
+
+def test_conv_batch_norm_relu_batched():
+    """conv + inference batch-norm + ReLU fused into the conv (passes on), on a batch of
+    small maps (the one-GEMM batched path) and on one image, against eager."""
+    params = [make((6, 4, 3, 3), f32), make((6,), f32), make((6,), f32), make((6,), f32).abs() + 0.5,
+              make((6,), f32), make((6,), f32)]
+
+    def f(x, w, b, mean, var, g, beta):
+        y = F.conv2d(x, w, b, padding=1)
+        return torch.relu(F.batch_norm(y, mean, var, g, beta, training=False, eps=1e-5))
+
+    for shape in [(5, 4, 7, 7), (1, 4, 7, 7)]:
+        cg = check(f, [make(shape, f32)] + params, covers=["conv2d"], passes=True, tol=dict(rtol=1e-4, atol=1e-4))
+        assert "batch_norm" not in cg.report.zenith_ops and "relu" not in cg.report.zenith_ops  # all in the conv
 
 
 def test_fused_elementwise_chains():
