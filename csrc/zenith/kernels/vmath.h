@@ -15,18 +15,25 @@
 
 namespace zenith {
 
-inline float vexp(float x) {
+// exp's range reduction and polynomial for xc already clamped to the float range:
+// returns p ~ exp(r) with xc = n ln2 + r, |r| <= ln2/2, and n through *n.
+inline float exp_reduced(float xc, float* n) {
   const float log2e = 1.44269504088896341f, ln2_hi = 0.693359375f, ln2_lo = -2.12194440e-4f;
-  float xc = x > 88.72283905206835f ? 88.72283905206835f : (x < -87.3365478515625f ? -87.3365478515625f : x);
-  float n = std::floor(xc * log2e + 0.5f);
-  float r = xc - n * ln2_hi - n * ln2_lo;
+  *n = std::floor(xc * log2e + 0.5f);
+  float r = xc - *n * ln2_hi - *n * ln2_lo;
   float p = 1.9875691500e-4f;
   p = p * r + 1.3981999507e-3f;
   p = p * r + 8.3334519073e-3f;
   p = p * r + 4.1665795894e-2f;
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.0f;
+  return p * r * r + r + 1.0f;
+}
+
+inline float vexp(float x) {
+  float xc = x > 88.72283905206835f ? 88.72283905206835f : (x < -87.3365478515625f ? -87.3365478515625f : x);
+  float n;
+  float p = exp_reduced(xc, &n);
   // 2^n as two factors so that n = +-127/128 at the ends of the range stays representable.
   int32_t n1 = int32_t(n) / 2, n2 = int32_t(n) - n1;
   int32_t e1 = (n1 + 127) << 23, e2 = (n2 + 127) << 23;
@@ -44,18 +51,9 @@ inline float vexp(float x) {
 // Same reduction and polynomial as vexp; -inf and anything below the float range -> 0,
 // NaN stays NaN. Not for x > 0.
 inline float vexp_nonpos(float x) {
-  const float log2e = 1.44269504088896341f, ln2_hi = 0.693359375f, ln2_lo = -2.12194440e-4f;
   const float lo = -87.3365478515625f;
-  float xc = x < lo ? lo : x;
-  float n = std::floor(xc * log2e + 0.5f);
-  float r = xc - n * ln2_hi - n * ln2_lo;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.0f;
+  float n;
+  float p = exp_reduced(x < lo ? lo : x, &n);
   int32_t e = (int32_t(n) + 127) << 23;
   float s;
   std::memcpy(&s, &e, 4);

@@ -16,13 +16,6 @@
 namespace zenith {
 
 namespace {
-bool same_shape(const Shape& a, const Shape& b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i)
-    if (!a[i].same(b[i])) return false;
-  return true;
-}
-
 // True if v is a one-element constant equal to `x`.
 bool is_scalar_const(const Graph& g, int v, double x) {
   int p = g.values[size_t(v)].producer;

@@ -16,13 +16,6 @@
 namespace zenith {
 
 namespace {
-bool same_shape(const Shape& a, const Shape& b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i)
-    if (!a[i].same(b[i])) return false;
-  return true;
-}
-
 bool candidate(const Graph& g, const Node& n) {
   if (!fusable_elementwise(n.op) || n.outputs.size() != 1 || g.type(n.outputs[0]).dtype != DType::f32) return false;
   if (n.op == Op::div && n.i("rounding", 0) != 0) return false;

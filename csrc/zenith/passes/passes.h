@@ -28,6 +28,8 @@ std::vector<PassReport> run_default_pipeline(Graph& g, bool verify_each = false)
 
 // Shared helpers for passes.
 void replace_all_uses(Graph& g, int from, int to);
+// Dims equal as expressions (symbolic dims compare structurally).
+bool same_shape(const Shape& a, const Shape& b);
 // Drops the nodes whose flag is set and refreshes producer indices.
 void erase_nodes(Graph& g, const std::vector<bool>& dead);
 

@@ -10,6 +10,13 @@ void replace_all_uses(Graph& g, int from, int to) {
     if (v == from) v = to;
 }
 
+bool same_shape(const Shape& a, const Shape& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (!a[i].same(b[i])) return false;
+  return true;
+}
+
 void erase_nodes(Graph& g, const std::vector<bool>& dead) {
   std::vector<Node> kept;
   kept.reserve(g.nodes.size());
