@@ -179,8 +179,20 @@ Types infer_dim_op(const Graph& g, const Node& n) {
   return {x};
 }
 
+bool dims_match(const SymInt& a, const SymInt& b);
+
 Types infer_norm(const Graph& g, const Node& n) {
   const auto& x = in(g, n, 0);
+  if (n.op == Op::layer_norm) {
+    ZENITH_CHECK(n.inputs.size() == 3 || n.inputs.size() == 4, "layer_norm: takes (x, weight, bias[, residual]), got ",
+                 n.inputs.size(), " inputs");
+    if (n.inputs.size() == 4) {
+      const auto& r = in(g, n, 3);
+      bool same = r.dtype == x.dtype && r.rank() == x.rank();
+      for (int d = 0; same && d < x.rank(); ++d) same = dims_match(r.shape[size_t(d)], x.shape[size_t(d)]);
+      ZENITH_CHECK(same, "layer_norm: the residual must have x's shape and dtype");
+    }
+  }
   int64_t k = n.i("normalized_ndim");
   ZENITH_CHECK(k >= 1 && k <= x.rank(), op_info(n.op).name, ": normalized_ndim ", k, " for rank ", x.rank());
   ZENITH_CHECK(is_float(x.dtype), op_info(n.op).name, ": needs a floating input");

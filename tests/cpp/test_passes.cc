@@ -329,6 +329,31 @@ TEST(Passes, FuseElementwiseChains) {
 })"));
 }
 
+TEST(Passes, FuseResidualNorm) {
+  // Post-norm: LayerNorm(x + y) takes y as its residual and the add goes. A sum that is
+  // also returned (pre-norm's next residual) stays, as does one that broadcasts.
+  Graph g = parse_graph(R"(graph(%x: f32[4, 6], %y: f32[4, 6], %w: f32[6], %b: f32[6]) {
+  %s: f32[4, 6] = add(%x, %y)
+  %n: f32[4, 6] = layer_norm(%s, %w, %b) {eps=f[1e-05], normalized_ndim=[1]}
+  %t: f32[4, 6] = add(%n, %y)
+  %m: f32[4, 6] = layer_norm(%t, %w, %b) {eps=f[1e-05], normalized_ndim=[1]}
+  %u: f32[4, 6] = add(%m, %b)
+  %k: f32[4, 6] = layer_norm(%u, %w, %b) {eps=f[1e-05], normalized_ndim=[1]}
+  return (%k, %t)
+})");
+  EXPECT_EQ(fuse_residual_norm(g), 1);
+  dead_code_elimination(g);
+  verify(g);
+  EXPECT_EQ(print_graph(g), canon(R"(graph(%x: f32[4, 6], %y: f32[4, 6], %w: f32[6], %b: f32[6]) {
+  %n: f32[4, 6] = layer_norm(%x, %w, %b, %y) {eps=f[1e-05], normalized_ndim=[1]}
+  %t: f32[4, 6] = add(%n, %y)
+  %m: f32[4, 6] = layer_norm(%t, %w, %b) {eps=f[1e-05], normalized_ndim=[1]}
+  %u: f32[4, 6] = add(%m, %b)
+  %k: f32[4, 6] = layer_norm(%u, %w, %b) {eps=f[1e-05], normalized_ndim=[1]}
+  return (%k, %t)
+})"));
+}
+
 TEST(Passes, PipelineVerifiesEachPass) {
   Graph g = parse_graph(R"(graph(%x: f32[4]) {
   %a: f32[4] = copy(%x)
@@ -338,13 +363,13 @@ TEST(Passes, PipelineVerifiesEachPass) {
   return (%d)
 })");
   auto reports = run_default_pipeline(g, true);
-  ASSERT_EQ(reports.size(), 9u);
+  ASSERT_EQ(reports.size(), 10u);
   EXPECT_EQ(reports[0].name, "canonicalize");
   EXPECT_EQ(reports[0].changes, 1);
   EXPECT_EQ(reports[2].name, "cse");
   EXPECT_EQ(reports[2].changes, 1);
-  EXPECT_EQ(reports[7].name, "fuse_elementwise");  // relu(x) + relu(x), one node after cse
-  EXPECT_EQ(reports[7].changes, 1);
+  EXPECT_EQ(reports[8].name, "fuse_elementwise");  // relu(x) + relu(x), one node after cse
+  EXPECT_EQ(reports[8].changes, 1);
   ASSERT_EQ(g.nodes.size(), 1u);
   EXPECT_EQ(g.nodes[0].op, Op::fused);
 }

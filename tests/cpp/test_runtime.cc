@@ -281,6 +281,37 @@ TEST(Runtime, FusedElementwiseMatchesSeparateOps) {
   set_num_threads(2);
 }
 
+TEST(Runtime, ResidualLayerNormMatchesSeparateOps) {
+  // layer_norm(x + y) with the add folded into the norm: identical values (the kernel
+  // adds as the add kernel does), rows of 37 and 384 (lane tails), 1 and 2 threads.
+  for (int64_t n : {37, 384}) {
+    std::string d = std::to_string(n);
+    std::string text = "graph(%x: f32[9, " + d + "], %y: f32[9, " + d + "], %w: f32[" + d + "], %b: f32[" + d +
+                       R"(]) {
+  %s: f32[9, )" + d + R"(] = add(%x, %y)
+  %o: f32[9, )" + d + R"(] = layer_norm(%s, %w, %b) {eps=f[1e-05], normalized_ndim=[1]}
+  return (%o)
+})";
+    Graph fused = parse_graph(text);
+    EXPECT_EQ(fuse_residual_norm(fused), 1);
+    dead_code_elimination(fused);
+    EXPECT_EQ(fused.nodes.size(), 1u);
+    Executable a(parse_graph(text)), b(std::move(fused));
+    auto x = iota(size_t(9 * n), -100.0f), y = iota(size_t(9 * n), 40.0f), w = iota(size_t(n), -3.0f),
+         bias = iota(size_t(n), 1.0f);
+    for (auto& v : x) v = std::sin(v) * 3.0f;
+    for (auto& v : y) v = std::cos(v);
+    std::vector<InTensor> ins{{x.data(), DType::f32, {9, n}}, {y.data(), DType::f32, {9, n}},
+                              {w.data(), DType::f32, {n}}, {bias.data(), DType::f32, {n}}};
+    for (int threads : {1, 2}) {
+      set_num_threads(threads);
+      auto ra = a.run(ins, {}), rb = b.run(ins, {});
+      for (int64_t i = 0; i < 9 * n; ++i) EXPECT_EQ(f(ra[0])[i], f(rb[0])[i]) << n << " " << i;
+    }
+  }
+  set_num_threads(2);
+}
+
 TEST(Runtime, ConstantWeightsArePackedOnceAndFollowTheirInput) {
   // x[rows, 9] @ w[11, 9]^T + b with w marked constant: packed on the first call with
   // enough rows for the blocked GEMM (not for 2 rows, which stream w in place); a

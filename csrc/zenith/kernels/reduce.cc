@@ -350,18 +350,26 @@ void run_layer_norm(const KernelCtx& c) {
   int64_t rows = n ? x.numel() / n : 0;
   const float* w = c.in[1].as<float>();
   const float* b = c.in[2].as<float>();
-  parallel_for(rows, std::max<int64_t>(1, 8192 / std::max<int64_t>(n, 1)), [&](int64_t lo, int64_t hi) {
-    for (int64_t r = lo; r < hi; ++r) {
-      const float* p = x.as<float>() + r * n;
-      float* q = c.out[0].as<float>() + r * n;
-      // Sixteen partial sums, so the loops vectorize (a single float accumulator must be
-      // added in order); a second, centred pass keeps the variance exact.
-      float mu = lane_sum(n, [&](int64_t i) { return p[i]; }) / float(n);
-      float var = lane_sum(n, [&](int64_t i) { return (p[i] - mu) * (p[i] - mu); }) / float(n);
-      float rstd = 1.0f / std::sqrt(var + eps);
-      for (int64_t i = 0; i < n; ++i) q[i] = (p[i] - mu) * rstd * w[i] + b[i];
-    }
-  });
+  // With a residual (fuse_residual_norm) the row is x + residual, added as it is read:
+  // the sum is never written out. The add is the add kernel's (a + b in float).
+  const float* res = c.in.size() == 4 ? c.in[3].as<float>() : nullptr;
+  auto rows_of = [&](auto load) {
+    parallel_for(rows, std::max<int64_t>(1, 8192 / std::max<int64_t>(n, 1)), [&](int64_t lo, int64_t hi) {
+      for (int64_t r = lo; r < hi; ++r) {
+        int64_t at = r * n;
+        float* q = c.out[0].as<float>() + at;
+        // Sixteen partial sums, so the loops vectorize (a single float accumulator must be
+        // added in order); a second, centred pass keeps the variance exact.
+        float mu = lane_sum(n, [&](int64_t i) { return load(at + i); }) / float(n);
+        float var = lane_sum(n, [&](int64_t i) { return (load(at + i) - mu) * (load(at + i) - mu); }) / float(n);
+        float rstd = 1.0f / std::sqrt(var + eps);
+        for (int64_t i = 0; i < n; ++i) q[i] = (load(at + i) - mu) * rstd * w[i] + b[i];
+      }
+    });
+  };
+  const float* px = x.as<float>();
+  if (res) rows_of([&](int64_t i) { return px[i] + res[i]; });
+  else rows_of([&](int64_t i) { return px[i]; });
 }
 
 void run_rms_norm(const KernelCtx& c) {

@@ -16,6 +16,7 @@ int fuse_conv_bn(Graph& g);
 int fuse_attention_layout(Graph& g);
 int fuse_epilogue(Graph& g);
 int fuse_elementwise(Graph& g);
+int fuse_residual_norm(Graph& g);
 
 struct PassReport {
   std::string name;

@@ -2,7 +2,8 @@
 // fold constants, merge duplicates, drop the dead, then the fusions: inference
 // batch-norms into the convolutions before them, attention reading and writing the
 // projections' layout, activations into GEMM and convolution epilogues (before chains
-// form, so an activation a GEMM can absorb stays its epilogue), remaining elementwise
+// form, so an activation a GEMM can absorb stays its epilogue), residual adds into the
+// layer norms that read them, remaining elementwise
 // chains into single-pass kernels; a last dce drops what they absorbed.
 #include "zenith/error.h"
 #include "zenith/passes/passes.h"
@@ -22,6 +23,7 @@ const PassEntry kPipeline[] = {
     {"fuse_conv_bn", fuse_conv_bn},
     {"fuse_attention_layout", fuse_attention_layout},
     {"fuse_epilogue", fuse_epilogue},
+    {"fuse_residual_norm", fuse_residual_norm},  // before chains form: the add stays visible
     {"fuse_elementwise", fuse_elementwise},
     {"dce", dead_code_elimination},
 };

@@ -505,6 +505,15 @@ def test_conv_batch_norm_relu_batched():
         assert "batch_norm" not in cg.report.zenith_ops and "relu" not in cg.report.zenith_ops  # all in the conv
 
 
+def test_residual_layer_norm():
+    """Post-norm residual: LayerNorm(x + y) runs as one layer_norm reading both (passes
+    on; the add is gone); a sum that is also returned keeps its add. Against eager."""
+    x, y, w, b = make((5, 3, 37), f32), make((5, 3, 37), f32), make((37,), f32), make((37,), f32)
+    cg = check(lambda x, y, w, b: F.layer_norm(x + y, (37,), w, b), [x, y, w, b], covers=["layer_norm"], passes=True)
+    assert "add" not in cg.report.zenith_ops
+    cg = check(lambda x, y, w, b: (F.layer_norm(x + y, (37,), w, b), x + y), [x, y, w, b], covers=["add"], passes=True)
+
+
 def test_fused_elementwise_chains():
     """With the pass pipeline on, chains of elementwise ops become one `fused` kernel:
     GPT-2's GELU written out (a scalar exponent and constants), a broadcast bias and a
