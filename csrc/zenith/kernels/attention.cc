@@ -51,10 +51,11 @@ struct Attn {
   const float* k_head(int64_t b, int64_t hk) const { return k + head(b, hk, Hk, S, E); }
   const float* v_head(int64_t b, int64_t hk) const { return v + head(b, hk, Hk, S, Ev); }
   float* o_head(int64_t b, int64_t h) const { return o + head(b, h, H, L, Ev); }
-  // A score with the mask of (b, h, query i, key j) applied.
+  // Where the mask holds (batch b, head h, query i, key j), broadcast dims at stride 0.
   int64_t mask_at(int64_t b, int64_t h, int64_t i, int64_t j) const {
     return b * ms[0] + h * ms[1] + i * ms[2] + j * ms[3];
   }
+  // Score s with the mask entry at `at` applied: a false bool masks it out, a float adds.
   float masked(float s, int64_t at) const {
     if (mask->dtype == DType::b8) return mask->as<bool>()[at] ? s : -INFINITY;
     return s + mask->as<float>()[at];
