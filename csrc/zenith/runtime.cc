@@ -115,13 +115,12 @@ WeightGemm weight_gemm(const Node& n, WeightOperand w, const std::vector<std::ve
     int64_t M = ws[0], K = ws[1] * ws[2] * ws[3];
     return {M, K, K, 1, sgemm_reads_packed(M, 1, os[2] * os[3], 1)};
   }
-  bool trans = n.i("trans_b", 0) != 0;
-  int64_t K = trans ? ws[1] : ws[0], N = trans ? ws[0] : ws[1];
+  bool ta = n.i("trans_a", 0) != 0, tb = n.i("trans_b", 0) != 0;
+  int64_t K = tb ? ws[1] : ws[0], N = tb ? ws[0] : ws[1];
   const auto& as = shapes[size_t(n.inputs[size_t(w.slot) - 1])];
-  bool trans_a = n.i("trans_a", 0) != 0;
-  int64_t M = as[as.size() - (trans_a ? 1 : 2)];  // rows of each GEMM (matmul loops over batch dims)
-  int64_t rs = trans ? 1 : N, cs = trans ? K : 1;
-  return {K, N, rs, cs, sgemm_reads_packed(M, trans_a ? M : 1, rs, cs)};
+  int64_t M = as[as.size() - (ta ? 1 : 2)];  // rows of each GEMM (matmul loops over batch dims)
+  GemmStrides st = gemm_strides(ta, tb, M, N, K);  // as the kernel reads the operands
+  return {K, N, st.b_rs, st.b_cs, sgemm_reads_packed(M, st.a_cs, st.b_rs, st.b_cs)};
 }
 }  // namespace
 

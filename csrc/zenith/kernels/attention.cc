@@ -294,7 +294,8 @@ void run_sdpa(const KernelCtx& c) {
   Attn a = describe(c);
   // The tiled path from one micro-kernel's worth of query rows (sgemm's ISA choice).
 #if defined(__x86_64__)
-  if (std::strcmp(sgemm_isa(), "avx512") == 0) {
+  static const bool avx512 = std::strcmp(sgemm_isa(), "avx512") == 0;  // sgemm's run-time choice
+  if (avx512) {
     if (a.L >= 8) return attention_tiled<8, 32>(a, block_avx512);
     return attention_rows(a);
   }

@@ -451,6 +451,7 @@ void run_matmul(const KernelCtx& c) {
   int ro = o.rank();
   bool ta = c.node.i("trans_a", 0) != 0, tb = c.node.i("trans_b", 0) != 0;
   int64_t M = o.shape[size_t(ro - 2)], N = o.shape[size_t(ro - 1)], K = a.shape[size_t(a.rank() - (ta ? 2 : 1))];
+  GemmStrides st = gemm_strides(ta, tb, M, N, K);
   std::vector<int64_t> batch(o.shape.begin(), o.shape.end() - 2);
   int64_t nb = 1;
   for (int64_t d : batch) nb *= d;
@@ -473,7 +474,7 @@ void run_matmul(const KernelCtx& c) {
       oa += idx[d] * sa[d];
       ob += idx[d] * sb[d];
     }
-    sgemm(M, N, K, 1.0f, a.as<float>() + oa, ta ? 1 : K, ta ? M : 1, b.as<float>() + ob, tb ? 1 : N, tb ? K : 1,
+    sgemm(M, N, K, 1.0f, a.as<float>() + oa, st.a_rs, st.a_cs, b.as<float>() + ob, st.b_rs, st.b_cs,
           o.as<float>() + i * M * N, N, false, ob == 0 ? c.packed : nullptr);
     for (int d = int(batch.size()) - 1; d >= 0; --d) {
       if (++idx[size_t(d)] < batch[size_t(d)]) break;
@@ -509,7 +510,8 @@ void run_addmm(const KernelCtx& c) {
       }
     }
   });
-  sgemm(M, N, K, alpha, a.as<float>(), ta ? 1 : K, ta ? M : 1, b.as<float>(), tb ? 1 : N, tb ? K : 1, po, N, true,
+  GemmStrides st = gemm_strides(ta, tb, M, N, K);
+  sgemm(M, N, K, alpha, a.as<float>(), st.a_rs, st.a_cs, b.as<float>(), st.b_rs, st.b_cs, po, N, true,
         c.packed);
   apply_activation(po, M * N, Activation(c.node.i("activation", 0)));  // fused epilogue, if any
 }

@@ -63,6 +63,15 @@ PackedOperand sgemm_pack_b(int64_t K, int64_t N, const float* b, int64_t b_rs, i
 // Whether sgemm with these rows and layouts, given a packed operand, runs the blocked
 // driver (which reads it) rather than a few-row kernel that streams B in place.
 bool sgemm_reads_packed(int64_t M, int64_t a_cs, int64_t b_rs, int64_t b_cs);
+// The strides sgemm reads matmul/addmm operands with, A (M x K) and B (K x N) stored
+// row-major or, with trans_a / trans_b, transposed: one definition for the kernels and
+// for the runtime, which packs a weight B in the layout the kernel will read.
+struct GemmStrides {
+  int64_t a_rs, a_cs, b_rs, b_cs;
+};
+inline GemmStrides gemm_strides(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K) {
+  return {trans_a ? 1 : K, trans_a ? M : 1, trans_b ? 1 : N, trans_b ? K : 1};
+}
 // `packed`, when given, stands in for packing that operand during the call (the
 // few-row kernels still read B itself, in place).
 void sgemm(int64_t M, int64_t N, int64_t K, float alpha, const float* a, int64_t a_rs, int64_t a_cs, const float* b,

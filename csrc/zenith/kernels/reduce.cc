@@ -361,7 +361,10 @@ void run_layer_norm(const KernelCtx& c) {
         // Sixteen partial sums, so the loops vectorize (a single float accumulator must be
         // added in order); a second, centred pass keeps the variance exact.
         float mu = lane_sum(n, [&](int64_t i) { return load(at + i); }) / float(n);
-        float var = lane_sum(n, [&](int64_t i) { return (load(at + i) - mu) * (load(at + i) - mu); }) / float(n);
+        float var = lane_sum(n, [&](int64_t i) {
+                      float d = load(at + i) - mu;
+                      return d * d;
+                    }) / float(n);
         float rstd = 1.0f / std::sqrt(var + eps);
         for (int64_t i = 0; i < n; ++i) q[i] = (load(at + i) - mu) * rstd * w[i] + b[i];
       }
