@@ -142,6 +142,71 @@ TEST(Kernels, SgemmPrepackedBMatchesReference) {
   set_num_threads(1);
 }
 
+// The epilogue computed from ref_sgemm's sums with libm's functions.
+float ref_activation(float x, Activation act) {
+  switch (act) {
+    case Activation::kNone: return x;
+    case Activation::kRelu: return x > 0 ? x : 0.0f;
+    case Activation::kGelu: return float(0.5 * x * (1.0 + std::erf(double(x) / std::sqrt(2.0))));
+    case Activation::kGeluTanh:
+      return float(0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * double(x) * x * x))));
+    case Activation::kSilu: return float(x / (1.0 + std::exp(-double(x))));
+    case Activation::kTanh: return float(std::tanh(double(x)));
+  }
+  return NAN;
+}
+
+TEST(Kernels, SgemmEpilogueMatchesReference) {
+  // act(sum * row_scale[m] + row_shift[m] + col_shift[n]) on every path: the skinny
+  // kernels (1 and 3 rows, both layouts of B), the blocked driver with threads owning
+  // columns (k tails, several k blocks, row and column tails), its row split (few
+  // column panels), a prepacked B, K = 0, ldc > N, accumulate; 1 and 2 threads.
+  const Activation acts[] = {Activation::kNone, Activation::kRelu, Activation::kGelu, Activation::kGeluTanh,
+                             Activation::kSilu, Activation::kTanh};
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    for (auto [M, N, K] : {std::tuple<int64_t, int64_t, int64_t>{1, 300, 77}, {3, 40, 600}, {33, 129, 300},
+                           {300, 40, 64}, {7, 17, 0}, {130, 48, 513}})
+      for (bool trans : {false, true})
+        for (int variant = 0; variant < 3; ++variant)  // column shift; row scale and shift; all three
+          for (Activation act : acts) {
+            int64_t ldc = N + 3;
+            auto a = randn(size_t(M * K), unsigned(M + K)), b = randn(size_t(N * K), unsigned(N + 1));
+            auto scale = randn(size_t(M), 7), rshift = randn(size_t(M), 8), cshift = randn(size_t(N), 9);
+            int64_t b_rs = trans ? 1 : N, b_cs = trans ? K : 1;
+            GemmEpilogue ep;
+            ep.act = act;
+            if (variant != 1) ep.col_shift = cshift.data();
+            if (variant != 0) {
+              ep.row_scale = scale.data();
+              ep.row_shift = rshift.data();
+            }
+            PackedOperand packed;
+            bool use_packed = M == 130 && K > 0;
+            if (use_packed) packed = sgemm_pack_b(K, N, b.data(), b_rs, b_cs);
+            for (bool acc : {false, true}) {
+              auto c = randn(size_t(M * ldc), 3);
+              auto r = c;
+              sgemm(M, N, K, 0.5f, a.data(), K, 1, b.data(), b_rs, b_cs, c.data(), ldc, acc,
+                    use_packed ? &packed : nullptr, &ep);
+              ref_sgemm(M, N, K, 0.5f, a.data(), K, 1, b.data(), b_rs, b_cs, r.data(), ldc, acc);
+              for (int64_t m = 0; m < M; ++m)
+                for (int64_t n = 0; n < ldc; ++n) {
+                  float want = r[size_t(m * ldc + n)];
+                  if (n < N) {
+                    float s = ep.row_scale ? scale[size_t(m)] : 1.0f, t = ep.row_shift ? rshift[size_t(m)] : 0.0f;
+                    want = ref_activation(want * s + t + (ep.col_shift ? cshift[size_t(n)] : 0.0f), act);
+                  }
+                  ASSERT_NEAR(c[size_t(m * ldc + n)], want, 2e-4f * std::sqrt(float(K + 1)) * 4)
+                      << M << "x" << N << "x" << K << " trans " << trans << " variant " << variant << " act "
+                      << int(act) << " acc " << acc << " at " << m << "," << n;
+                }
+            }
+          }
+  }
+  set_num_threads(1);
+}
+
 TEST(Kernels, SgemmPrepackedAMatchesReference) {
   // A packed once (a convolution's weight): row tails inside a panel, k tails, several
   // k blocks, both driver branches (many column panels; few column panels, many rows).

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "zenith/error.h"
+#include "zenith/kernels/activation.h"
 #include "zenith/kernels/kernels.h"
 #include "zenith/kernels/vmath.h"
 #include "zenith/threadpool.h"
@@ -143,12 +144,6 @@ void with_pow_f(float e, Use&& use) {
     });
 }
 
-float gelu_exact(float x) { return 0.5f * x * (1.0f + verf(x * 0.70710678118654752f)); }
-float gelu_tanh(float x) {
-  const float k = 0.7978845608028654f;  // sqrt(2/pi)
-  return 0.5f * x * (1.0f + vtanh(k * (x + 0.044715f * x * x * x)));
-}
-
 }  // namespace
 
 std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& shape) {
@@ -201,23 +196,6 @@ ZENITH_FLOAT_BINARY(FLOAT_FN2)
 ZENITH_FLOAT_UNARY(FLOAT_UNARY)
 #undef FLOAT_UNARY
 
-void apply_activation(float* data, int64_t n, Activation act) {
-  auto map = [&](auto f) {
-    parallel_for(n, kElemChunk, [&](int64_t lo, int64_t hi) {
-      for (int64_t i = lo; i < hi; ++i) data[i] = f(data[i]);
-    });
-  };
-  switch (act) {
-    case Activation::kNone: return;
-    case Activation::kRelu: map([](float x) { return std::isnan(x) ? x : (x > 0 ? x : 0.0f); }); return;
-    case Activation::kGelu: map([](float x) { return gelu_exact(x); }); return;
-    case Activation::kGeluTanh: map([](float x) { return gelu_tanh(x); }); return;
-    case Activation::kSilu: map([](float x) { return x * vsigmoid(x); }); return;
-    case Activation::kTanh: map([](float x) { return vtanh(x); }); return;
-  }
-  fail("unknown activation code ", int64_t(act));
-}
-
 void run_gelu(const KernelCtx& c) {
   // Lambdas, not function pointers, so the maps inline and vectorize.
   if (c.node.i("approximate", 0)) unary_map<float>(c.in[0], c.out[0], [](float x) { return gelu_tanh(x); });
@@ -228,7 +206,6 @@ void run_gelu(const KernelCtx& c) {
 // Float forms of the unary ops that also take integers; fused chains use them too.
 inline float neg_f(float x) { return -x; }
 inline float abs_f(float x) { return x < 0 ? -x : x; }
-inline float relu_f(float x) { return std::isnan(x) ? x : (x > 0 ? x : 0.0f); }  // keeps NaN
 
 template <typename FloatF, typename IntF>
 void numeric_unary(const KernelCtx& c, const char* name, FloatF ff, IntF fi) {

@@ -14,6 +14,7 @@
 #endif
 
 #include "zenith/error.h"
+#include "zenith/kernels/activation.h"
 #include "zenith/kernels/gemm_internal.h"
 #include "zenith/kernels/kernels.h"
 #include "zenith/kernels/vmath.h"
@@ -144,6 +145,26 @@ void in_row_blocks(int64_t M, F&& f) {
   }
 }
 
+// The epilogue over the mr x nr block of C at c, whose first value is C[m0, n0]. NR > 0
+// fixes the width at compile time (a full register tile): the row loops unroll into
+// whole vectors.
+template <int64_t NR = 0>
+void apply_epilogue(const GemmEpilogue& ep, float* c, int64_t ldc, int64_t m0, int64_t n0, int64_t mr, int64_t nr) {
+  const int64_t w = NR > 0 ? NR : nr;
+  with_activation(ep.act, [&](auto act) {
+    for (int64_t r = 0; r < mr; ++r) {
+      float s = ep.row_scale ? ep.row_scale[m0 + r] : 1.0f, t = ep.row_shift ? ep.row_shift[m0 + r] : 0.0f;
+      float* row = c + r * ldc;
+      if (ep.col_shift) {
+        const float* cs = ep.col_shift + n0;
+        for (int64_t j = 0; j < w; ++j) row[j] = act(row[j] * s + t + cs[j]);
+      } else {
+        for (int64_t j = 0; j < w; ++j) row[j] = act(row[j] * s + t);
+      }
+    }
+  });
+}
+
 // Few rows: stream B once instead of packing it.
 void small_m(int64_t M, int64_t N, int64_t K, float alpha, const float* a, int64_t a_rs, int64_t a_cs, const float* b,
              int64_t b_rs, int64_t b_cs, float* c, int64_t ldc, bool accumulate) {
@@ -222,6 +243,22 @@ void split_k_rows(int64_t M, int64_t N, int64_t K, float alpha, const float* a, 
   partial_buf.trim(size_t(1) << 20);
 }
 
+// Few rows (see skinny()): memory-bound. A row-major B (GPT-2's Conv1D weights) is
+// split by rows, so each thread streams one contiguous block of it; the partial sums
+// are added after. Otherwise the columns are split (W^T: each thread's rows of W are
+// contiguous).
+void sgemm_skinny(int64_t M, int64_t N, int64_t K, float alpha, const float* a, int64_t a_rs, int64_t a_cs,
+                  const float* b, int64_t b_rs, int64_t b_cs, float* c, int64_t ldc, bool accumulate) {
+  int threads = num_threads();
+  if (b_cs == 1 && threads > 1 && K >= 64 * threads && N >= 64) {
+    split_k_rows(M, N, K, alpha, a, a_rs, a_cs, b, b_rs, c, ldc, accumulate, threads);
+    return;
+  }
+  parallel_for(N, 256, [&](int64_t lo, int64_t hi) {
+    small_m(M, hi - lo, K, alpha, a, a_rs, a_cs, b + lo * b_cs, b_rs, b_cs, c + lo, ldc, accumulate);
+  });
+}
+
 // Where a B packed in advance keeps the panel of column panel P (over all of N) and the
 // k block starting at pc: panel after panel, each its k blocks in order, KC x NR apart.
 template <int64_t NR>
@@ -249,7 +286,7 @@ void pack_a_all(int64_t M, int64_t K, float alpha, const float* a, int64_t a_rs,
 template <int64_t MR, int64_t NR, MicroKernel UK>
 void sgemm_blocked(int64_t M, int64_t N, int64_t K, float alpha, const float* a, int64_t a_rs, int64_t a_cs,
                    const float* b, int64_t b_rs, int64_t b_cs, float* c, int64_t ldc, bool accumulate,
-                   const float* packed_a, const float* packed_b) {
+                   const float* packed_a, const float* packed_b, const GemmEpilogue* ep) {
   // Buffers belong to the calling thread; pool workers fill disjoint panels of them.
   thread_local AlignedBuf abuf, bbuf;
   int64_t mpanels = (M + MR - 1) / MR;
@@ -269,9 +306,15 @@ void sgemm_blocked(int64_t M, int64_t N, int64_t K, float alpha, const float* a,
     // packs B's few panels for every k block at once (the prepacked layout).
     bool own_columns = npanels >= mpanels || npanels >= 8;
     float* bp = packed_b ? nullptr : bbuf.get(size_t(npanels * (own_columns ? 1 : kblocks) * KC * NR));
+    // One register tile for one k block; after the last, the epilogue while it is in L1.
     auto tile = [&](int64_t p, int64_t q, int64_t pc, int64_t kc, const float* bpanel) {
-      UK(kc, ap_all + pc * mpanels * MR + q * kc * MR, bpanel, c + q * MR * ldc + jc + p * NR, ldc,
-         std::min(MR, M - q * MR), std::min(NR, nc - p * NR), accumulate || pc > 0);
+      int64_t mr = std::min(MR, M - q * MR), nr = std::min(NR, nc - p * NR);
+      float* ct = c + q * MR * ldc + jc + p * NR;
+      UK(kc, ap_all + pc * mpanels * MR + q * kc * MR, bpanel, ct, ldc, mr, nr, accumulate || pc > 0);
+      if (ep && pc + kc == K) {
+        if (nr == NR) apply_epilogue<NR>(*ep, ct, ldc, q * MR, jc + p * NR, mr, NR);
+        else apply_epilogue(*ep, ct, ldc, q * MR, jc + p * NR, mr, nr);
+      }
     };
     // Where this call packs the panel of B for column panel p and k block pc.
     auto own_panel = [&](int64_t p, int64_t pc) {
@@ -349,7 +392,7 @@ std::shared_ptr<float> pack_a_whole(int64_t M, int64_t K, const float* a, int64_
 }
 
 using Driver = void (*)(int64_t, int64_t, int64_t, float, const float*, int64_t, int64_t, const float*, int64_t,
-                        int64_t, float*, int64_t, bool, const float*, const float*);
+                        int64_t, float*, int64_t, bool, const float*, const float*, const GemmEpilogue*);
 using Packer = std::shared_ptr<float> (*)(int64_t, int64_t, const float*, int64_t, int64_t);
 
 // The GEMM this machine runs: the driver and the packers share its panel sizes.
@@ -410,25 +453,24 @@ PackedOperand sgemm_pack_b(int64_t K, int64_t N, const float* b, int64_t b_rs, i
 }
 
 void sgemm(int64_t M, int64_t N, int64_t K, float alpha, const float* a, int64_t a_rs, int64_t a_cs, const float* b,
-           int64_t b_rs, int64_t b_cs, float* c, int64_t ldc, bool accumulate, const PackedOperand* packed) {
+           int64_t b_rs, int64_t b_cs, float* c, int64_t ldc, bool accumulate, const PackedOperand* packed,
+           const GemmEpilogue* ep) {
   if (M == 0 || N == 0) return;
+  if (ep && ep->empty()) ep = nullptr;
+  // Paths without a tiled driver run the epilogue as one pass over C afterwards.
+  auto epilogue_pass = [&] {
+    if (ep)
+      parallel_for(N, 256, [&](int64_t lo, int64_t hi) { apply_epilogue(*ep, c + lo, ldc, 0, lo, M, hi - lo); });
+  };
   if (K == 0) {
     if (!accumulate)
       for (int64_t m = 0; m < M; ++m) std::fill_n(c + m * ldc, N, 0.0f);
+    epilogue_pass();
     return;
   }
   if (skinny(M, a_cs, b_rs, b_cs, packed && packed->side == PackedOperand::kB)) {
-    // Memory-bound. A row-major B (GPT-2's Conv1D weights) is split by rows, so each
-    // thread streams one contiguous block of it; the partial sums are added after.
-    int threads = num_threads();
-    if (b_cs == 1 && threads > 1 && K >= 64 * threads && N >= 64) {
-      split_k_rows(M, N, K, alpha, a, a_rs, a_cs, b, b_rs, c, ldc, accumulate, threads);
-      return;
-    }
-    // Otherwise split the columns (W^T: each thread's rows of W are contiguous).
-    parallel_for(N, 256, [&](int64_t lo, int64_t hi) {
-      small_m(M, hi - lo, K, alpha, a, a_rs, a_cs, b + lo * b_cs, b_rs, b_cs, c + lo, ldc, accumulate);
-    });
+    sgemm_skinny(M, N, K, alpha, a, a_rs, a_cs, b, b_rs, b_cs, c, ldc, accumulate);
+    epilogue_pass();
     return;
   }
   const float *pa = nullptr, *pb = nullptr;
@@ -441,7 +483,7 @@ void sgemm(int64_t M, int64_t N, int64_t K, float alpha, const float* a, int64_t
                  "sgemm: the packed ", is_a ? "A" : "B", " was made for another operand");
     (is_a ? pa : pb) = packed->data.get();
   }
-  isa().driver(M, N, K, alpha, a, a_rs, a_cs, b, b_rs, b_cs, c, ldc, accumulate, pa, pb);
+  isa().driver(M, N, K, alpha, a, a_rs, a_cs, b, b_rs, b_cs, c, ldc, accumulate, pa, pb, ep);
 }
 
 // ---- matmul: a[..., M, K] @ b[..., K, N] with broadcast batch dims ----
@@ -491,29 +533,35 @@ void run_addmm(const KernelCtx& c) {
   int64_t M = o.shape[0], N = o.shape[1], K = a.shape[ta ? 0 : 1];
   float alpha = float(c.node.f("alpha", 1.0)), beta = float(c.node.f("beta", 1.0));
   float* po = o.as<float>();
-  // Broadcast the bias into the output, then accumulate the product on top.
   const float* pb = bias.as<float>();
   int64_t br = bias.rank() == 2 ? bias.shape[0] : 1;
   int64_t bc = bias.rank() >= 1 ? bias.shape[size_t(bias.rank() - 1)] : 1;
-  parallel_for(M, 16, [&](int64_t lo, int64_t hi) {  // rows split across threads, like the GEMM
-    for (int64_t m = lo; m < hi; ++m) {
-      float* row = po + m * N;
-      const float* src = pb + (br == 1 ? 0 : m) * bc;
-      if (beta == 0.0f) {
-        std::fill_n(row, N, 0.0f);
-      } else if (bc == 1) {
-        std::fill_n(row, N, beta * src[0]);
-      } else if (beta == 1.0f) {
-        std::memcpy(row, src, size_t(N) * sizeof(float));
-      } else {
-        for (int64_t n = 0; n < N; ++n) row[n] = beta * src[n];
+  GemmEpilogue ep;
+  ep.act = Activation(c.node.i("activation", 0));  // fused activation, if any
+  // One bias value per column (nn.Linear's) at beta 1 is the epilogue's column shift,
+  // added to each tile once its sum is complete. Any other bias (per row and column, a
+  // scalar, beta != 1) is broadcast into the output first, the product added on top.
+  bool col_bias = beta == 1.0f && br == 1 && bc == N;
+  if (col_bias) {
+    ep.col_shift = pb;
+  } else {
+    parallel_for(M, 16, [&](int64_t lo, int64_t hi) {  // rows split across threads, like the GEMM
+      for (int64_t m = lo; m < hi; ++m) {
+        float* row = po + m * N;
+        const float* src = pb + (br == 1 ? 0 : m) * bc;
+        if (beta == 0.0f) {
+          std::fill_n(row, N, 0.0f);
+        } else if (bc == 1) {
+          std::fill_n(row, N, beta * src[0]);
+        } else {
+          for (int64_t n = 0; n < N; ++n) row[n] = beta * src[n];
+        }
       }
-    }
-  });
+    });
+  }
   GemmStrides st = gemm_strides(ta, tb, M, N, K);
-  sgemm(M, N, K, alpha, a.as<float>(), st.a_rs, st.a_cs, b.as<float>(), st.b_rs, st.b_cs, po, N, true,
-        c.packed);
-  apply_activation(po, M * N, Activation(c.node.i("activation", 0)));  // fused epilogue, if any
+  sgemm(M, N, K, alpha, a.as<float>(), st.a_rs, st.a_cs, b.as<float>(), st.b_rs, st.b_cs, po, N, !col_bias,
+        c.packed, &ep);
 }
 
 // ---- conv2d: im2col + GEMM per image and group; depthwise has a direct loop ----
@@ -532,26 +580,34 @@ void run_conv2d(const KernelCtx& c) {
   float* po = o.as<float>();
   const float* pb = has_bias ? c.in[2].as<float>() : nullptr;
   if (o.numel() == 0) return;
-  // Epilogue, per output channel while its rows are in cache: a fused inference
-  // batch-norm (y * scale + shift) and a fused activation.
-  Activation act = Activation(c.node.i("activation", 0));
-  std::vector<float> bn_scale, bn_shift;
+  // The epilogue, per output channel (a row of the GEMM): the bias, a fused inference
+  // batch-norm ((y + bias) * scale + shift = y * scale + (bias * scale + shift)) and a
+  // fused activation, applied by sgemm to each tile as it completes.
+  GemmEpilogue ep;
+  ep.act = Activation(c.node.i("activation", 0));
+  std::vector<float> bn_scale, shift;
   if (c.in.size() == 7) {
     float eps = float(c.node.f("bn_eps"));
     const float *bw = c.in[3].as<float>(), *bb = c.in[4].as<float>(), *mu = c.in[5].as<float>(),
                 *var = c.in[6].as<float>();
     bn_scale.resize(size_t(OC));
-    bn_shift.resize(size_t(OC));
-    for (int64_t ch = 0; ch < OC; ++ch)
-      batch_norm_affine(bw[ch], bb[ch], mu[ch], var[ch], eps, &bn_scale[size_t(ch)], &bn_shift[size_t(ch)]);
-  }
-  bool epilogue = !bn_scale.empty() || act != Activation::kNone;
-  auto finish_channel = [&](float* row, int64_t ch, int64_t len) {
-    if (!bn_scale.empty()) {
-      float s = bn_scale[size_t(ch)], t = bn_shift[size_t(ch)];
-      for (int64_t j = 0; j < len; ++j) row[j] = row[j] * s + t;
+    shift.resize(size_t(OC));
+    for (int64_t ch = 0; ch < OC; ++ch) {
+      float& t = shift[size_t(ch)];
+      batch_norm_affine(bw[ch], bb[ch], mu[ch], var[ch], eps, &bn_scale[size_t(ch)], &t);
+      if (pb) t += pb[ch] * bn_scale[size_t(ch)];
     }
-    apply_activation(row, len, act);
+    ep.row_scale = bn_scale.data();
+    ep.row_shift = shift.data();
+  } else {
+    ep.row_shift = pb;
+  }
+  // The epilogue of output channels [g * OCg, (g + 1) * OCg), rows 0.. of group g's GEMM.
+  auto group_epilogue = [&](int64_t g) {
+    GemmEpilogue e = ep;
+    if (e.row_scale) e.row_scale += g * OCg;
+    if (e.row_shift) e.row_shift += g * OCg;
+    return e;
   };
   bool depthwise = G == C && ICg == 1 && OCg == 1;
   if (depthwise) {
@@ -561,10 +617,9 @@ void run_conv2d(const KernelCtx& c) {
         const float* xi = px + (n * C + ch) * H * W;
         const float* wk = pw + ch * KH * KW;
         float* oi = po + (n * OC + ch) * OH * OW;
-        float bv = pb ? pb[ch] : 0.0f;
         for (int64_t oh = 0; oh < OH; ++oh)
           for (int64_t ow = 0; ow < OW; ++ow) {
-            float s = bv;
+            float s = 0.0f;
             for (int64_t kh = 0; kh < KH; ++kh) {
               int64_t ih = oh * st[0] - pd[0] + kh * dl[0];
               if (ih < 0 || ih >= H) continue;
@@ -576,7 +631,7 @@ void run_conv2d(const KernelCtx& c) {
             }
             oi[oh * OW + ow] = s;
           }
-        if (epilogue) finish_channel(oi, ch, OH * OW);
+        if (!ep.empty()) apply_epilogue(ep, oi, OH * OW, ch, 0, 1, OH * OW);  // the channel as one row
       }
     });
     return;
@@ -620,13 +675,10 @@ void run_conv2d(const KernelCtx& c) {
     float* col = col_buf.get(size_t(rows * ncols));
     float* out = out_buf.get(size_t(OC * ncols));
     for (int64_t n = 0; n < N; ++n) im2col(n, 0, col + n * cols, ncols);
-    if (pb)
-      for (int64_t oc = 0; oc < OC; ++oc) std::fill_n(out + oc * ncols, ncols, pb[oc]);
-    sgemm(OC, ncols, rows, 1.0f, pw, rows, 1, col, ncols, 1, out, ncols, pb != nullptr, c.packed);
+    sgemm(OC, ncols, rows, 1.0f, pw, rows, 1, col, ncols, 1, out, ncols, false, c.packed, &ep);
     parallel_for(OC, 1, [&](int64_t lo, int64_t hi) {
       for (int64_t oc = lo; oc < hi; ++oc) {
-        float* row = out + oc * ncols;
-        if (epilogue) finish_channel(row, oc, ncols);
+        const float* row = out + oc * ncols;
         for (int64_t n = 0; n < N; ++n)
           std::memcpy(po + (n * OC + oc) * cols, row + n * cols, size_t(cols) * sizeof(float));
       }
@@ -644,15 +696,9 @@ void run_conv2d(const KernelCtx& c) {
         B = col;
       }
       float* og = po + (n * OC + g * OCg) * cols;
-      if (pb) {
-        for (int64_t oc = 0; oc < OCg; ++oc) std::fill_n(og + oc * cols, cols, pb[g * OCg + oc]);
-      }
-      sgemm(OCg, cols, rows, 1.0f, pw + g * OCg * rows, rows, 1, B, cols, 1, og, cols, pb != nullptr,
-            G == 1 ? c.packed : nullptr);
-      if (epilogue)
-        parallel_for(OCg, 1, [&](int64_t lo, int64_t hi) {
-          for (int64_t oc = lo; oc < hi; ++oc) finish_channel(og + oc * cols, g * OCg + oc, cols);
-        });
+      GemmEpilogue eg = group_epilogue(g);
+      sgemm(OCg, cols, rows, 1.0f, pw + g * OCg * rows, rows, 1, B, cols, 1, og, cols, false,
+            G == 1 ? c.packed : nullptr, &eg);
     }
 }
 

@@ -72,10 +72,29 @@ struct GemmStrides {
 inline GemmStrides gemm_strides(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K) {
   return {trans_a ? 1 : K, trans_a ? M : 1, trans_b ? 1 : N, trans_b ? K : 1};
 }
+// Activations a producer may apply to its output in place (a fused epilogue); the
+// code is the `activation` attribute of addmm. Same math as the standalone ops.
+enum class Activation : int64_t { kNone = 0, kRelu = 1, kGelu = 2, kGeluTanh = 3, kSilu = 4, kTanh = 5 };
+// What sgemm does to each output value once its sum is complete:
+//   C[m, n] = act(sum * row_scale[m] + row_shift[m] + col_shift[n])
+// (a null pointer: scale 1, shift 0), where sum includes C's old value when
+// accumulating. The blocked driver applies it to each register tile right after the
+// tile's last k block, while the tile is in L1, so bias and activation cost no pass
+// over the output: addmm's bias is col_shift, a convolution's bias and folded
+// batch-norm are row_scale / row_shift (output channels are rows).
+struct GemmEpilogue {
+  const float* row_scale = nullptr;
+  const float* row_shift = nullptr;
+  const float* col_shift = nullptr;
+  Activation act = Activation::kNone;
+  bool empty() const { return !row_scale && !row_shift && !col_shift && act == Activation::kNone; }
+};
+
 // `packed`, when given, stands in for packing that operand during the call (the
-// few-row kernels still read B itself, in place).
+// few-row kernels still read B itself, in place). `ep`, when given, is applied to C.
 void sgemm(int64_t M, int64_t N, int64_t K, float alpha, const float* a, int64_t a_rs, int64_t a_cs, const float* b,
-           int64_t b_rs, int64_t b_cs, float* c, int64_t ldc, bool accumulate, const PackedOperand* packed = nullptr);
+           int64_t b_rs, int64_t b_cs, float* c, int64_t ldc, bool accumulate, const PackedOperand* packed = nullptr,
+           const GemmEpilogue* ep = nullptr);
 // The micro-kernel sgemm runs on this machine: "avx512" or "avx2" (chosen at run
 // time; ZENITH_NO_AVX512=1 forces the AVX2 one).
 const char* sgemm_isa();
@@ -87,11 +106,6 @@ bool fusable_elementwise(Op op);
 
 // Scalar reference of run_sdpa (attention.cc), same node and operands; sums in double.
 void ref_sdpa(const KernelCtx& c);
-
-// Activations a producer may apply to its output in place (a fused epilogue); the
-// code is the `activation` attribute of addmm. Same math as the standalone ops.
-enum class Activation : int64_t { kNone = 0, kRelu = 1, kGelu = 2, kGeluTanh = 3, kSilu = 4, kTanh = 5 };
-void apply_activation(float* data, int64_t n, Activation act);
 
 // Inference batch-norm of one channel as y = x * scale + shift: one definition for
 // batch_norm and for the epilogue conv2d runs when a norm is fused into it.
