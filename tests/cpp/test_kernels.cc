@@ -159,14 +159,15 @@ float ref_activation(float x, Activation act) {
 TEST(Kernels, SgemmEpilogueMatchesReference) {
   // act(sum * row_scale[m] + row_shift[m] + col_shift[n]) on every path: the skinny
   // kernels (1 and 3 rows, both layouts of B), the blocked driver with threads owning
-  // columns (k tails, several k blocks, row and column tails), its row split (few
+  // columns (k tails, several k blocks, row and column tails, more rows than one
+  // L2 block of A: 260), its row split (few
   // column panels), a prepacked B, K = 0, ldc > N, accumulate; 1 and 2 threads.
   const Activation acts[] = {Activation::kNone, Activation::kRelu, Activation::kGelu, Activation::kGeluTanh,
                              Activation::kSilu, Activation::kTanh};
   for (int threads : {1, 2}) {
     set_num_threads(threads);
     for (auto [M, N, K] : {std::tuple<int64_t, int64_t, int64_t>{1, 300, 77}, {3, 40, 600}, {33, 129, 300},
-                           {300, 40, 64}, {7, 17, 0}, {130, 48, 513}})
+                           {300, 40, 64}, {7, 17, 0}, {130, 48, 513}, {260, 129, 40}})
       for (bool trans : {false, true})
         for (int variant = 0; variant < 3; ++variant)  // column shift; row scale and shift; all three
           for (Activation act : acts) {

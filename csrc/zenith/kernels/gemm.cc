@@ -280,9 +280,16 @@ void pack_a_all(int64_t M, int64_t K, float alpha, const float* a, int64_t a_rs,
   });
 }
 
+// Row panels of A per block the driver sweeps for each panel of B: one k block of them
+// (MR x KC floats a panel) near 256 KiB, half of a Zen 3 core's L2, so that block
+// stays there while B's panels stream past.
+template <int64_t MR>
+constexpr int64_t kMcPanels = (int64_t(256) << 10) / int64_t(sizeof(float) * MR * KC);
+
 // The blocked driver: pack all of A once; then for each NC block of B, threads own
 // column panels of B, pack them one KC block at a time and run the micro-kernel down
-// all of A (or, with few column panels, split A's rows instead).
+// A, one L2-sized block of rows at a time (or, with few column panels, split A's rows
+// instead).
 template <int64_t MR, int64_t NR, MicroKernel UK>
 void sgemm_blocked(int64_t M, int64_t N, int64_t K, float alpha, const float* a, int64_t a_rs, int64_t a_cs,
                    const float* b, int64_t b_rs, int64_t b_cs, float* c, int64_t ldc, bool accumulate,
@@ -330,15 +337,20 @@ void sgemm_blocked(int64_t M, int64_t N, int64_t K, float alpha, const float* a,
         pack_b<NR>(kc, std::min(NR, nc - p * NR), b + pc * b_rs + (jc + p * NR) * b_cs, b_rs, b_cs, own_panel(p, pc));
     };
     if (own_columns) {
-      // Threads own column panels: for each k block, pack the panel of B, sweep all of A.
-      parallel_for(npanels, 1, [&](int64_t lo, int64_t hi) {
-        for (int64_t p = lo; p < hi; ++p)
-          for (int64_t pc = 0; pc < K; pc += KC) {
-            int64_t kc = std::min(KC, K - pc);
-            pack_panel(p, pc, kc);
-            for (int64_t q = 0; q < mpanels; ++q) tile(p, q, pc, kc, panel_of(p, pc));
-          }
-      });
+      // Threads own column panels: for each k block, pack the panel of B and sweep a
+      // block of A's rows whose k block stays in L2 (each thread reads it once per
+      // column panel); taller A runs block after block, packing B's panels again.
+      for (int64_t q0 = 0; q0 < mpanels; q0 += kMcPanels<MR>) {
+        int64_t q1 = std::min(mpanels, q0 + kMcPanels<MR>);
+        parallel_for(npanels, 1, [&](int64_t lo, int64_t hi) {
+          for (int64_t p = lo; p < hi; ++p)
+            for (int64_t pc = 0; pc < K; pc += KC) {
+              int64_t kc = std::min(KC, K - pc);
+              pack_panel(p, pc, kc);
+              for (int64_t q = q0; q < q1; ++q) tile(p, q, pc, kc, panel_of(p, pc));
+            }
+        });
+      }
     } else {
       // Few column panels (a short N: small feature maps, few outputs): pack all of
       // them in one pass, then threads split A's rows and run every k block: two
