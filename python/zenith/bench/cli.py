@@ -18,7 +18,7 @@ import subprocess
 import sys
 import time
 
-from zenith.bench import schema, stats
+from zenith.bench import report, schema, stats
 
 # Workloads that take --seqs (a sequence-length sweep), with their default lengths.
 SEQ_SWEEPS = {"minilm": None, "bert-base-sweep": [8, 32, 128, 512]}
@@ -137,15 +137,19 @@ def render_table(doc):
     for w in doc["workloads"]:
         if w["name"] == "machine":
             lines.append(f"machine: peak sgemm {w['peak_sgemm_gflops']:.1f} GFLOP/s (torch.mm), "
-                         f"memory bandwidth {w['memory_bandwidth_gbs']:.1f} GB/s")
+                         f"memory bandwidth {w['memory_bandwidth_gbs']:.1f} GB/s; {report.openblas_text(w)}")
             continue
         if w["name"] == "gemm-sweep":
-            lines.append("gemm-sweep (GFLOP/s, zenith/torch.mm throughput ratio with 95% CI):")
+            lines.append("gemm-sweep (GFLOP/s; ratio = Zenith's throughput / torch.mm's, 95% CI; "
+                         "zenith packs B once, 'unpacked' on every call):")
             for row in w["rows"]:
-                z, t = row["results"]["zenith"], row["results"]["torch.mm"]
-                lines.append(f"  {row['m']:>5}x{row['n']:<5}x{row['k']:<5} zenith {z.get('gflops', 0):7.1f}  "
-                             f"torch.mm {t.get('gflops', 0):7.1f}  ratio "
-                             f"{stats.ratio_text(z.get('throughput_ratio_vs_torch'))}")
+                z, u, t = (row["results"].get(fw, {}) for fw in ("zenith", "zenith unpacked", "torch.mm"))
+                lines.append(f"  {row['m']:>5}x{row['n']:<5}x{row['k']:<5} torch.mm {t.get('gflops', 0):6.1f}  "
+                             f"zenith {z.get('gflops', 0):6.1f} ratio {stats.ratio_text(z.get('throughput_ratio_vs_torch'))}"
+                             f"  unpacked {u.get('gflops', 0):6.1f} ratio "
+                             f"{stats.ratio_text(u.get('throughput_ratio_vs_torch'))}")
+            for n, zg, og in report.openblas_fractions(doc):
+                lines.append(f"  {n}^3: zenith {zg:.1f} GFLOP/s = {zg / og:.0%} of OpenBLAS {og:.1f}")
             continue
         lines.append(f"{w['name']} {json.dumps(w['params'])}")
         for fw, r in w["results"].items():

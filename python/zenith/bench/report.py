@@ -12,7 +12,8 @@ from zenith.bench import schema, stats
 
 
 COLORS = {"eager": "#888888", "inductor": "#44aa77", "zenith": "#3377cc", "onnxruntime": "#cc7733",
-          "openvino": "#aa44aa", "llamacpp": "#cc3344", "torch.mm": "#888888"}
+          "openvino": "#aa44aa", "llamacpp": "#cc3344", "torch.mm": "#888888",
+          "zenith unpacked": "#99bbee"}
 
 
 def title(w):
@@ -117,18 +118,38 @@ def _plots(doc, out):
             continue
         rows = w["rows"]
         labels = [f"{r['m']}x{r['n']}x{r['k']}" for r in rows]
-        fig, ax = plt.subplots(figsize=(8, 3.5))
+        fig, ax = plt.subplots(figsize=(10, 3.5))
         x = range(len(rows))
-        ax.bar([i - 0.2 for i in x], [r["results"]["torch.mm"].get("gflops", 0) for r in rows], 0.4, label="torch.mm",
-               color=COLORS["torch.mm"])
-        ax.bar([i + 0.2 for i in x], [r["results"]["zenith"].get("gflops", 0) for r in rows], 0.4, label="zenith",
-               color=COLORS["zenith"])
+        for j, fw in enumerate(("torch.mm", "zenith", "zenith unpacked")):
+            ax.bar([i + (j - 1) * 0.27 for i in x], [r["results"].get(fw, {}).get("gflops", 0) for r in rows], 0.27,
+                   label=fw, color=COLORS[fw])
         ax.set_xticks(list(x))
         ax.set_xticklabels(labels, rotation=45, ha="right", fontsize=7)
         ax.set_ylabel("GFLOP/s")
         ax.legend()
         save(fig, "gemm-sweep.png")
     return made, None
+
+
+def openblas_text(machine_w):
+    ob = machine_w.get("openblas") or {"reason": "not measured"}
+    if "gflops" not in ob:
+        return f"OpenBLAS SGEMM: {ob.get('reason')}"
+    return f"OpenBLAS SGEMM ({ob['library']}, median of 5, own process): " + ", ".join(
+        f"{n}^3 {g:.1f} GFLOP/s" for n, g in sorted(ob["gflops"].items(), key=lambda kv: int(kv[0])))
+
+
+def openblas_fractions(doc):
+    """(n, Zenith packed GFLOP/s, OpenBLAS GFLOP/s) for the square shapes both measured."""
+    ob = next((w.get("openblas") for w in doc["workloads"] if w["name"] == "machine"), None) or {}
+    blas = {int(n): g for n, g in ob.get("gflops", {}).items()}
+    out = []
+    for w in doc["workloads"]:
+        for r in w.get("rows", []) if w["name"] == "gemm-sweep" else []:
+            z = r["results"].get("zenith", {})
+            if r["m"] == r["n"] == r["k"] and r["m"] in blas and "gflops" in z:
+                out.append((r["m"], z["gflops"], blas[r["m"]]))
+    return out
 
 
 def render_markdown(doc, plots=(), note=None):
@@ -153,16 +174,22 @@ def render_markdown(doc, plots=(), note=None):
         if w["name"] == "machine":
             lines += ["## machine", "", f"- peak single-precision GEMM (torch.mm, 2048^3): "
                       f"{w['peak_sgemm_gflops']:.1f} GFLOP/s", f"- memory bandwidth (256 MiB copy, read+write): "
-                      f"{w['memory_bandwidth_gbs']:.1f} GB/s", ""]
+                      f"{w['memory_bandwidth_gbs']:.1f} GB/s", f"- {openblas_text(w)}", ""]
             continue
         if w["name"] == "gemm-sweep":
-            lines += ["## gemm-sweep", "", "| M x N x K | torch.mm GFLOP/s | Zenith GFLOP/s | Zenith / torch.mm "
-                      "(95% CI) | max rel err |", "|---|---|---|---|---|"]
+            lines += ["## gemm-sweep", "", "`zenith` packs B once (as for a weight); `zenith unpacked` takes B as "
+                      "a per-call input.", "",
+                      "| M x N x K | torch.mm GFLOP/s | Zenith GFLOP/s | Zenith / torch.mm (95% CI) | "
+                      "unpacked GFLOP/s | unpacked / torch.mm (95% CI) | max rel err |", "|---|---|---|---|---|---|---|"]
             for r in w["rows"]:
-                z, t = r["results"]["zenith"], r["results"]["torch.mm"]
+                z, u, t = (r["results"].get(fw, {}) for fw in ("zenith", "zenith unpacked", "torch.mm"))
+                err = max(x.get("agreement", {}).get("max_rel_err", float("nan")) for x in (z, u))
                 lines.append(f"| {r['m']}x{r['n']}x{r['k']} | {t.get('gflops', 0):.1f} | {z.get('gflops', 0):.1f} | "
-                             f"{stats.ratio_text(z.get('throughput_ratio_vs_torch'))} | "
-                             f"{z.get('agreement', {}).get('max_rel_err', float('nan')):.1e} |")
+                             f"{stats.ratio_text(z.get('throughput_ratio_vs_torch'))} | {u.get('gflops', 0):.1f} | "
+                             f"{stats.ratio_text(u.get('throughput_ratio_vs_torch'))} | {err:.1e} |")
+            for n, zg, og in openblas_fractions(doc):
+                lines.append(f"\nAt {n}^3 Zenith (packed) runs at {zg:.1f} GFLOP/s, {zg / og:.0%} of OpenBLAS's "
+                             f"{og:.1f} (medians; OpenBLAS measured in its own process, see machine).")
             lines += [""]
             continue
         lines += [f"## {title(w)}", "", f"Parameters: `{json.dumps(w['params'])}`", ""]

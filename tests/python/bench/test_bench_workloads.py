@@ -91,3 +91,35 @@ def test_bf16_run_is_labelled_and_compared_with_fp32():
     assert zen["status"] == "ok", zen
     assert zen["agreement"]["cosine"] > 0.999  # against eager in bf16
     assert 0.99 < zen["agreement"]["cosine_vs_fp32"] <= 1.0 + 1e-9  # what bf16 costs against fp32
+
+
+def test_gemm_sweep_checks_every_contestant_and_reports_both_ratios(tmp_path):
+    # Odd shapes; both Zenith contestants' products are checked against torch.mm and
+    # the rows carry their throughput ratios; a square shape the machine's OpenBLAS
+    # probe measured is reported as a fraction of it.
+    from zenith.bench import cli
+
+    shapes = [(1, 37, 19), (7, 5, 130), (64, 64, 64)]
+    w = workloads.gemm_sweep(Config(threads=1, iterations=3, extra={"gemm_shapes": shapes}))
+    assert [(r["m"], r["n"], r["k"]) for r in w["rows"]] == shapes
+    for r in w["rows"]:
+        res = r["results"]
+        for fw in ("torch.mm", "zenith", "zenith unpacked"):
+            assert res[fw]["status"] == "ok", res[fw]
+            assert res[fw]["agreement"]["max_rel_err"] < 1e-5
+        for fw in ("zenith", "zenith unpacked"):
+            assert res[fw]["throughput_ratio_vs_torch"]["median"] > 0
+    blas = workloads.openblas_sgemm(1, sizes=(64,))
+    assert blas.get("gflops", {}).get(64, 1) > 0 and ("gflops" in blas or blas["reason"])
+    machine = {"name": "machine", "params": {}, "results": {}, "peak_sgemm_gflops": 1.0, "memory_bandwidth_gbs": 1.0,
+               "openblas": {"library": "test", "gflops": {64: 2.0}}}
+    doc = {"schema": "zenith-bench/1", "created": "2026-11-22T00:00:00", "config": {},
+           "machine": {"cpu": "x", "cores": 2, "threads": 1, "torch": "t", "zenith": "z", "zenith_commit": "c"},
+           "workloads": [machine, w]}
+    zg = w["rows"][2]["results"]["zenith"]["gflops"]
+    assert report.openblas_fractions(doc) == [(64, zg, 2.0)]
+    assert "7x5    x130" in cli.render_table(doc) and "of OpenBLAS 2.0" in cli.render_table(doc)
+    md = report.render_markdown(doc)
+    assert "| 7x5x130 |" in md and "OpenBLAS SGEMM (test" in md and "of OpenBLAS's 2.0" in md
+    if importlib.util.find_spec("matplotlib"):
+        assert "gemm-sweep.png" in report._plots(doc, str(tmp_path))[0]
