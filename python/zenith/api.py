@@ -19,9 +19,10 @@ def compile(model, *, dynamic=None, fullgraph=False, **options):  # noqa: A001 (
     Zenith options: passes (run the IR pass pipeline, default True), verify (verify
     the IR after every pass, default False), fallback (let unsupported ops run in
     PyTorch, default True; False raises instead), pack_weights (at inference, keep
-    each linear layer's weight packed for the GEMM after its first call instead of
-    packing it on every call; costs one extra copy of those weights in memory;
-    default True).
+    a weight packed for the GEMM after its first call instead of packing it on every
+    call; costs one extra copy of those weights in memory; conv filters, and linear
+    weights used with fewer than 48 rows or on AVX-512, where the GEMM does not read
+    them in place; default True).
     """
     unknown = sorted(set(options) - set(OPTIONS))
     if unknown:

@@ -300,8 +300,9 @@ def _mlp():
 
 
 def test_inference_weights_stay_packed_and_follow_in_place_updates():
-    # 48 rows: enough for the blocked GEMM, which reads the weights packed once.
-    m, x = _mlp(), torch.randn(48, 64)
+    # 40 rows: enough for the blocked GEMM, which reads the weights packed once (from
+    # 48 rows the AVX2 GEMM reads nn.Linear's weight in place instead).
+    m, x = _mlp(), torch.randn(40, 64)
     with zenith.backend.collect_reports() as reports, torch.no_grad():
         c = zenith.compile(m)
         torch.testing.assert_close(c(x), m(x))
@@ -314,6 +315,21 @@ def test_inference_weights_stay_packed_and_follow_in_place_updates():
         torch.testing.assert_close(c(x), m(x))
         assert sum(r.packed_weight_bytes for r in reports) == packed
     assert "packed weights" in str(zenith.explain(m, x))
+
+
+def test_linear_weights_are_read_in_place_from_48_rows_on_avx2():
+    # No packed copy of nn.Linear's weights (the GEMM reads W's rows where they are),
+    # and the weights' updates are seen without any dropping of copies.
+    from zenith import _C
+
+    m, x = _mlp(), torch.randn(131, 64)
+    with zenith.backend.collect_reports() as reports, torch.no_grad():
+        c = zenith.compile(m)
+        torch.testing.assert_close(c(x), m(x))
+        if _C.sgemm_isa() == "avx2":
+            assert sum(r.packed_weight_bytes for r in reports) == 0
+        m[0].weight.mul_(-2.0)
+        torch.testing.assert_close(c(x), m(x))
 
 
 def test_weights_are_not_packed_when_asked_or_when_training():

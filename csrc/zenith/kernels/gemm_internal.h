@@ -134,39 +134,57 @@ inline v8f load8(const float* p) {
 }
 inline void store8(float* p, v8f v) { std::memcpy(p, &v, sizeof v); }
 
-// A holds row r of k at ap[k * KS + r]: KS = 6 is sgemm's packed panel; the attention
-// kernel passes its transposed probability tile (KS = 16 query rows per k).
-template <int KS = 6>
-void uk_f32_gemm_6x16_avx2(int64_t kc, const float* ap, const float* bp, float* c, int64_t ldc, int64_t mr,
-                           int64_t nr, bool add) {
-  constexpr int MR = 6, NR = 16;
-  v8f acc[MR][2];
-  for (int r = 0; r < MR; ++r) acc[r][0] = acc[r][1] = v8f{};
+// The 6 x (8 * NV) tile over kc steps of k: A's value for row r at step k is a(k, r)
+// (how A is laid out is the caller's), B's columns at bp + k * 16 (a 16-wide panel;
+// NV = 1 uses its first 8 columns).
+template <int NV = 2, class AAt>
+void uk_6x16_avx2_tile(int64_t kc, AAt a, const float* bp, float* c, int64_t ldc, int64_t mr, int64_t nr, bool add) {
+  constexpr int MR = 6, NR = 8 * NV, KS = 16;
+  v8f acc[MR][NV];
+  for (int r = 0; r < MR; ++r)
+    for (int v = 0; v < NV; ++v) acc[r][v] = v8f{};
   for (int64_t k = 0; k < kc; ++k) {
-    v8f b0 = load8(bp + k * NR), b1 = load8(bp + k * NR + 8);
-    const float* a = ap + k * KS;
+    v8f b[NV];
+    for (int v = 0; v < NV; ++v) b[v] = load8(bp + k * KS + 8 * v);
 #pragma GCC unroll 6
     for (int r = 0; r < MR; ++r) {
-      float x = a[r];
+      float x = a(k, r);
       v8f av = v8f{x, x, x, x, x, x, x, x};
-      acc[r][0] += av * b0;
-      acc[r][1] += av * b1;
+      for (int v = 0; v < NV; ++v) acc[r][v] += av * b[v];
     }
   }
   if (mr == MR && nr == NR) {
-    for (int r = 0; r < MR; ++r) {
-      float* cr = c + r * ldc;
-      store8(cr, add ? load8(cr) + acc[r][0] : acc[r][0]);
-      store8(cr + 8, add ? load8(cr + 8) + acc[r][1] : acc[r][1]);
-    }
+    for (int r = 0; r < MR; ++r)
+      for (int v = 0; v < NV; ++v) {
+        float* cr = c + r * ldc + 8 * v;
+        store8(cr, add ? load8(cr) + acc[r][v] : acc[r][v]);
+      }
     return;
   }
   alignas(64) float tmp[MR][NR];
-  for (int r = 0; r < MR; ++r) {
-    store8(tmp[r], acc[r][0]);
-    store8(tmp[r] + 8, acc[r][1]);
-  }
+  for (int r = 0; r < MR; ++r)
+    for (int v = 0; v < NV; ++v) store8(tmp[r] + 8 * v, acc[r][v]);
   store_partial<MR, NR>(tmp, c, ldc, mr, nr, add);
+}
+
+// A packed: row r of k at ap[k * KS + r]. KS = 6 is sgemm's packed panel; the
+// attention kernel passes its transposed probability tile (KS = 16 query rows per k).
+template <int KS = 6>
+void uk_f32_gemm_6x16_avx2(int64_t kc, const float* ap, const float* bp, float* c, int64_t ldc, int64_t mr,
+                           int64_t nr, bool add) {
+  uk_6x16_avx2_tile(kc, [ap](int64_t k, int r) { return ap[k * KS + r]; }, bp, c, ldc, mr, nr, add);
+}
+
+// A read in place: row r at w + r * ldw, contiguous along k (an nn.Linear weight as
+// the left operand of C^T = W X^T). Rows from mr on read row 0 and are not stored, so a
+// last, short panel reads nothing past W. NV = 1: the first 8 columns of B's panel
+// (a last panel of X^T with at most 8 columns).
+template <int NV>
+void uk_f32_gemm_6x16_rows_avx2(int64_t kc, const float* w, int64_t ldw, const float* bp, float* c, int64_t ldc,
+                                int64_t mr, int64_t nr, bool add) {
+  const float* row[6];
+  for (int r = 0; r < 6; ++r) row[r] = w + (r < mr ? r : 0) * ldw;
+  uk_6x16_avx2_tile<NV>(kc, [&row](int64_t k, int r) { return row[r][k]; }, bp, c, ldc, mr, nr, add);
 }
 
 // ---- AVX-512 micro-kernel: MR x (16 * NV), chosen at run time ----
@@ -225,5 +243,7 @@ void uk_f32_gemm_avx512(int64_t kc, const float* ap, const float* bp, float* c, 
 #endif
 
 using MicroKernel = void (*)(int64_t, const float*, const float*, float*, int64_t, int64_t, int64_t, bool);
+// A micro-kernel reading A's rows in place (row stride ldw) instead of a packed panel.
+using RowsMicroKernel = void (*)(int64_t, const float*, int64_t, const float*, float*, int64_t, int64_t, int64_t, bool);
 
 }  // namespace zenith::gemm_detail
