@@ -68,13 +68,13 @@ $(VENV)/.bench-deps: $(VENV)/.deps-installed
 	  llama-cpp-python==0.3.36
 	touch $@
 
-# The standard benchmark suite (about 20 minutes here): JSON, markdown and plots in docs/benchmarks/<date>/.
+# The standard benchmark suite (about 20 minutes on the Intel machine, longer on Zen 3): JSON, markdown and plots in docs/benchmarks/<date>/.
 bench: setup $(VENV)/.bench-deps
 	mkdir -p $(BENCH_DIR)
-	HF_HUB_OFFLINE=1 $(VENV)/bin/zenith bench machine gemm-sweep bert-base minilm resnet50 gpt2-decode \
-	  gemma3-270m-decode train-transformer-43m train-lora \
+	HF_HUB_OFFLINE=1 $(VENV)/bin/zenith bench machine gemm-sweep bert-base bert-base-sweep bert-base-memory minilm \
+	  resnet50 gpt2-decode gemma3-270m-decode train-transformer-43m train-lora \
 	  --frameworks eager,inductor,zenith,onnxruntime,openvino,llamacpp \
-	  --seqs 32,128 --batches 1,8 --threads 2 --iterations 20 --json $(BENCH_DIR)/results.json
+	  --seqs 8,32,128,512 --batches 1,8 --new-tokens 100 --threads 2 --iterations 20 --json $(BENCH_DIR)/results.json
 	$(VENV)/bin/zenith bench report $(BENCH_DIR)/results.json
 
 clean:

@@ -23,7 +23,7 @@ from zenith.bench import report, schema, stats
 # Workloads that take --seqs (a sequence-length sweep), with their default lengths.
 SEQ_SWEEPS = {"minilm": None, "bert-base-sweep": [8, 32, 128, 512]}
 BATCH_SWEEPS = ("resnet50",)  # workloads that take --batches
-STANDARD = ["machine", "gemm-sweep", "bert-base", "minilm", "resnet50", "gpt2-decode", "gemma3-270m-decode",
+STANDARD = ["machine", "gemm-sweep", "bert-base", "bert-base-memory", "minilm", "resnet50", "gpt2-decode", "gemma3-270m-decode",
             "train-transformer-43m", "train-lora"]
 
 
@@ -150,6 +150,10 @@ def render_table(doc):
                              f"{stats.ratio_text(u.get('throughput_ratio_vs_torch'))}")
             for n, zg, og in report.openblas_fractions(doc):
                 lines.append(f"  {n}^3: zenith {zg:.1f} GFLOP/s = {zg / og:.0%} of OpenBLAS {og:.1f}")
+            continue
+        if w["name"] == "bert-base-memory":
+            lines.append(f"bert-base-memory {json.dumps(w['params'])} (peak RSS, each contestant in its own process):")
+            lines += [f"  {fw:<12} {report.memory_text(r)}" for fw, r in w["memory"].items()]
             continue
         lines.append(f"{w['name']} {json.dumps(w['params'])}")
         for fw, r in w["results"].items():

@@ -152,6 +152,14 @@ def openblas_fractions(doc):
     return out
 
 
+def memory_text(r):
+    if "peak_rss_mib" not in r:
+        return f"failed: {r.get('reason')}"
+    vs = f", {r['vs_eager']:.3f}x eager's" if "vs_eager" in r else ""
+    return (f"peak RSS {r['peak_rss_mib']:.0f} MiB{vs} (after building the model {r['after_load_mib']:.0f} MiB; "
+            f"max abs err vs eager {r['max_abs_err']:.2g})")
+
+
 def render_markdown(doc, plots=(), note=None):
     m = doc["machine"]
     cfg = doc["config"]
@@ -191,6 +199,12 @@ def render_markdown(doc, plots=(), note=None):
                 lines.append(f"\nAt {n}^3 Zenith (packed) runs at {zg:.1f} GFLOP/s, {zg / og:.0%} of OpenBLAS's "
                              f"{og:.1f} (medians; OpenBLAS measured in its own process, see machine).")
             lines += [""]
+            continue
+        if w["name"] == "bert-base-memory":
+            lines += ["## bert-base-memory", "", f"Parameters: `{json.dumps(w['params'])}`. Peak process memory "
+                      "(ru_maxrss) with each contestant in a process of its own: build the model, run it eagerly "
+                      "once, compile, call three times.", ""]
+            lines += [f"- {fw}: {memory_text(r)}" for fw, r in w["memory"].items()] + [""]
             continue
         lines += [f"## {title(w)}", "", f"Parameters: `{json.dumps(w['params'])}`", ""]
         if "model_load_s" in w:

@@ -233,6 +233,62 @@ def bert_base(cfg):
         lambda: (torch.randint(0, 30000, (b, s)), torch.ones(b, s, dtype=torch.long)), b)
 
 
+_MEMORY_PROBE = """
+import json, resource, sys, time
+import torch, transformers
+fw, batch, seq, threads = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+torch.set_num_threads(threads)
+torch.manual_seed(0)
+model = transformers.BertModel(transformers.BertConfig()).eval()
+ids, mask = torch.randint(0, 30000, (batch, seq)), torch.ones(batch, seq, dtype=torch.long)
+with torch.no_grad():
+    ref = model(ids, mask).last_hidden_state
+    def rss():
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    loaded = rss()
+    if fw == "eager":
+        fn = model
+    else:
+        if fw == "zenith":
+            import zenith  # noqa: F401  (registers the backend)
+        fn = torch.compile(model, backend=fw)
+    for _ in range(3):
+        out = fn(ids, mask).last_hidden_state
+print(json.dumps({"peak_rss_mib": rss(), "after_load_mib": loaded,
+                  "max_abs_err": (out - ref).abs().max().item()}))
+"""
+
+
+def bert_memory(cfg):
+    """Peak process memory (ru_maxrss) of BERT-base inference, each contestant in a
+    process of its own: the same model (random init, seed 0) built, run eagerly once
+    for a reference, then compiled and called three times. Peak RSS includes the
+    model's construction, which is the same in every process."""
+    import json
+    import subprocess
+    import sys
+
+    b, s = cfg.batch, cfg.seq
+    rows = {}
+    for fw in cfg.frameworks:
+        if fw not in ("eager", "inductor", "zenith"):
+            continue
+        _say(cfg, f"bert-base-memory: {fw} in its own process")
+        try:
+            p = subprocess.run([sys.executable, "-c", _MEMORY_PROBE, fw, str(b), str(s), str(cfg.threads)],
+                               capture_output=True, text=True, timeout=1800,
+                               env=dict(os.environ, HF_HUB_OFFLINE="1"))
+            rows[fw] = json.loads(p.stdout.strip().splitlines()[-1])
+        except Exception as e:
+            rows[fw] = {"reason": f"{type(e).__name__}: {e}"[:300]}
+    eager = rows.get("eager", {}).get("peak_rss_mib")
+    for r in rows.values():
+        if eager and "peak_rss_mib" in r:
+            r["vs_eager"] = r["peak_rss_mib"] / eager
+    return {"name": "bert-base-memory", "params": {"batch": b, "seq": s, "dtype": "fp32"},
+            "results": {}, "memory": rows}
+
+
 def minilm(cfg):
     from zenith.demo import load_minilm
 
@@ -605,6 +661,7 @@ WORKLOADS = {
     "gemm-sweep": gemm_sweep,
     "bert-base": bert_base,
     "bert-base-sweep": bert_base,  # the CLI runs it over several sequence lengths
+    "bert-base-memory": bert_memory,
     "minilm": minilm,
     "resnet50": resnet50,
     "gpt2-decode": gpt2_decode,

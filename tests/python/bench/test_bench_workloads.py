@@ -123,3 +123,21 @@ def test_gemm_sweep_checks_every_contestant_and_reports_both_ratios(tmp_path):
     assert "| 7x5x130 |" in md and "OpenBLAS SGEMM (test" in md and "of OpenBLAS's 2.0" in md
     if importlib.util.find_spec("matplotlib"):
         assert "gemm-sweep.png" in report._plots(doc, str(tmp_path))[0]
+
+
+def test_memory_workload_reaches_table_and_report():
+    # The rows bert_memory returns (its probe builds BERT-base in a subprocess, too
+    # heavy for the suite; `zenith bench bert-base-memory` runs it), rendered.
+    from zenith.bench import cli
+
+    w = {"name": "bert-base-memory", "params": {"batch": 1, "seq": 128, "dtype": "fp32"}, "results": {},
+         "memory": {"eager": {"peak_rss_mib": 1000.0, "after_load_mib": 900.0, "max_abs_err": 0.0, "vs_eager": 1.0},
+                    "zenith": {"peak_rss_mib": 1050.0, "after_load_mib": 900.0, "max_abs_err": 3e-6,
+                               "vs_eager": 1.05},
+                    "inductor": {"reason": "RuntimeError: boom"}}}
+    doc = {"schema": "zenith-bench/1", "created": "2026-11-22T00:00:00", "config": {},
+           "machine": {"cpu": "x", "cores": 2, "threads": 1, "torch": "t", "zenith": "z", "zenith_commit": "c"},
+           "workloads": [w]}
+    table = cli.render_table(doc)
+    assert "peak RSS 1050 MiB, 1.050x eager's" in table and "failed: RuntimeError: boom" in table
+    assert "- zenith: peak RSS 1050 MiB, 1.050x eager's" in report.render_markdown(doc)
