@@ -202,7 +202,7 @@ def render_markdown(doc, plots=(), note=None):
             continue
         if w["name"] == "bert-base-memory":
             lines += ["## bert-base-memory", "", f"Parameters: `{json.dumps(w['params'])}`. Peak process memory "
-                      "(ru_maxrss) with each contestant in a process of its own: build the model, run it eagerly "
+                      "(VmHWM) with each contestant in a process of its own: build the model, run it eagerly "
                       "once, compile, call three times.", ""]
             lines += [f"- {fw}: {memory_text(r)}" for fw, r in w["memory"].items()] + [""]
             continue

@@ -234,7 +234,7 @@ def bert_base(cfg):
 
 
 _MEMORY_PROBE = """
-import json, resource, sys, time
+import json, sys
 import torch, transformers
 fw, batch, seq, threads = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 torch.set_num_threads(threads)
@@ -243,8 +243,9 @@ model = transformers.BertModel(transformers.BertConfig()).eval()
 ids, mask = torch.randint(0, 30000, (batch, seq)), torch.ones(batch, seq, dtype=torch.long)
 with torch.no_grad():
     ref = model(ids, mask).last_hidden_state
-    def rss():
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    def rss():  # this process's peak RSS (VmHWM; ru_maxrss would carry the parent's over exec)
+        with open("/proc/self/status") as f:
+            return next(int(l.split()[1]) for l in f if l.startswith("VmHWM:")) / 1024
     loaded = rss()
     if fw == "eager":
         fn = model
@@ -260,7 +261,7 @@ print(json.dumps({"peak_rss_mib": rss(), "after_load_mib": loaded,
 
 
 def bert_memory(cfg):
-    """Peak process memory (ru_maxrss) of BERT-base inference, each contestant in a
+    """Peak process memory (VmHWM) of BERT-base inference, each contestant in a
     process of its own: the same model (random init, seed 0) built, run eagerly once
     for a reference, then compiled and called three times. Peak RSS includes the
     model's construction, which is the same in every process."""
