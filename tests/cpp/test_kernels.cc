@@ -119,24 +119,26 @@ TEST(Kernels, SgemmWeightInPlaceMatchesReference) {
   // of W, which is sized exactly), X's rows not a multiple of 16 (last panels of 1 and
   // 8 rows run the half-width kernel, of 12 the full one) and more than one block of
   // them (300, 600), k tails and several k blocks, A with a row stride past K, C with
-  // ldc > N, alpha, accumulate, the epilogue, on 1 and 2 threads.
+  // ldc > N, A transposed, alpha, accumulate, the epilogue, on 1 and 2 threads.
   const bool in_place = std::string(sgemm_isa()) == "avx2";  // the kernel is there
   for (int threads : {1, 2}) {
     set_num_threads(threads);
     for (auto [M, N, K] : {std::tuple<int64_t, int64_t, int64_t>{49, 7, 300}, {56, 769, 64}, {300, 130, 513},
                            {600, 20, 259}, {128, 768, 768}})
-      for (bool acc : {false, true}) {
+      for (int variant = 0; variant < 3; ++variant) {  // overwrite; accumulate; A transposed (a_rs 1)
+        bool acc = variant == 1, at = variant == 2;
         if (in_place) ASSERT_FALSE(sgemm_reads_packed(M, 1, 1, K)) << M;
-        int64_t lda = K + 3, ldc = N + 5;
-        auto a = randn(size_t(M * lda), unsigned(M + K)), w = randn(size_t(N * K), unsigned(N));
+        int64_t lda = at ? M + 3 : K + 3, ldc = N + 5;
+        int64_t a_rs = at ? 1 : lda, a_cs = at ? lda : 1;
+        auto a = randn(size_t((at ? K : M) * lda), unsigned(M + K)), w = randn(size_t(N * K), unsigned(N));
         auto shift = randn(size_t(N), 9);
         auto c = randn(size_t(M * ldc), 3);
         auto r = c;
         GemmEpilogue ep;
         ep.col_shift = shift.data();
         ep.act = Activation::kRelu;
-        sgemm(M, N, K, 0.5f, a.data(), lda, 1, w.data(), 1, K, c.data(), ldc, acc, nullptr, &ep);
-        ref_sgemm(M, N, K, 0.5f, a.data(), lda, 1, w.data(), 1, K, r.data(), ldc, acc);
+        sgemm(M, N, K, 0.5f, a.data(), a_rs, a_cs, w.data(), 1, K, c.data(), ldc, acc, nullptr, &ep);
+        ref_sgemm(M, N, K, 0.5f, a.data(), a_rs, a_cs, w.data(), 1, K, r.data(), ldc, acc);
         for (int64_t m = 0; m < M; ++m)
           for (int64_t n = 0; n < N; ++n) {
             float want = std::max(0.0f, r[size_t(m * ldc + n)] + shift[size_t(n)]);
