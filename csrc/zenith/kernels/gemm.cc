@@ -375,6 +375,26 @@ void sgemm_blocked(int64_t M, int64_t N, int64_t K, float alpha, const float* a,
   abuf.trim(size_t(16) << 20);  // keep up to 64 MiB of packed A between calls
 }
 
+// The epilogue on a transposed strip: strip[r * width + m] is alpha-less C[m0 + m,
+// n0 + r]; becomes act(alpha * sum * row_scale[m] + row_shift[m] + col_shift[n]), the
+// order apply_epilogue computes it in.
+void finish_strip(const GemmEpilogue& ep, float* strip, int64_t width, int64_t rows, int64_t mr, float alpha,
+                  int64_t m0, int64_t n0) {
+  with_activation(ep.act, [&](auto act) {
+    for (int64_t r = 0; r < mr; ++r) {
+      float* s = strip + r * width;
+      const float cs = ep.col_shift ? ep.col_shift[n0 + r] : 0.0f;
+      if (alpha != 1.0f)
+        for (int64_t m = 0; m < rows; ++m) s[m] *= alpha;
+      if (ep.row_scale)
+        for (int64_t m = 0; m < rows; ++m) s[m] *= ep.row_scale[m0 + m];
+      if (ep.row_shift)
+        for (int64_t m = 0; m < rows; ++m) s[m] += ep.row_shift[m0 + m];
+      for (int64_t m = 0; m < rows; ++m) s[m] = act(s[m] + cs);
+    }
+  });
+}
+
 // x @ W^T with W (an nn.Linear weight: [N, K] row-major, B = W^T) read in place,
 // never copied: computes C^T = W X^T with W as the micro-kernel's broadcast operand,
 // MR rows of it at a time, and X^T packed per call into NR-column panels (all k
@@ -415,6 +435,16 @@ void sgemm_weight_rows(int64_t M, int64_t N, int64_t K, float alpha, const float
           }
         }
         float* cq = c + m0 * ldc + q * MR;
+        if (ep && !accumulate) {
+          // The epilogue along the strip's rows (one output column each, contiguous
+          // over X's rows, so the activation vectorizes), then a plain transposed
+          // write. On C's side it runs on rows of only MR values, scalar: GELU added
+          // 6.8 ms to 512 x 1536 x 384 there, 2.7 ms here (as much as a separate pass).
+          finish_strip(*ep, strip, width, rows, mr, alpha, m0, q * MR);
+          for (int64_t m = 0; m < rows; ++m)
+            for (int64_t r = 0; r < mr; ++r) cq[m * ldc + r] = strip[r * width + m];
+          continue;
+        }
         for (int64_t m = 0; m < rows; ++m)
           for (int64_t r = 0; r < mr; ++r) {
             float v = alpha * strip[r * width + m];
