@@ -79,8 +79,8 @@ enum class Activation : int64_t { kNone = 0, kRelu = 1, kGelu = 2, kGeluTanh = 3
 //   C[m, n] = act(sum * row_scale[m] + row_shift[m] + col_shift[n])
 // (a null pointer: scale 1, shift 0), where sum includes C's old value when
 // accumulating. The blocked driver applies it to each register tile right after the
-// tile's last k block, while the tile is in L1, so bias and activation cost no pass
-// over the output: addmm's bias is col_shift, a convolution's bias and folded
+// tile's last k block, while the tile is in L1 (the in-place weight driver, to its
+// strip before writing it), so bias and activation cost no pass over the output: addmm's bias is col_shift, a convolution's bias and folded
 // batch-norm are row_scale / row_shift (output channels are rows).
 struct GemmEpilogue {
   const float* row_scale = nullptr;
