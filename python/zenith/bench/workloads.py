@@ -233,6 +233,23 @@ def bert_base(cfg):
         lambda: (torch.randint(0, 30000, (b, s)), torch.ones(b, s, dtype=torch.long)), b)
 
 
+def _run_probe(code, args, **env):
+    """Runs `code` in a fresh Python process with `args` and extra environment, and
+    returns the JSON object it prints last, or {"reason": ...} when it fails."""
+    import json
+    import subprocess
+    import sys
+
+    p = None
+    try:
+        p = subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True, text=True,
+                           timeout=1800, env=dict(os.environ, **env))
+        return json.loads(p.stdout.strip().splitlines()[-1])
+    except Exception as e:
+        tail = (p.stderr.strip().splitlines() or [""])[-1] if p is not None else ""
+        return {"reason": f"probe failed: {type(e).__name__}: {e} {tail}".strip()[:300]}
+
+
 _MEMORY_PROBE = """
 import json, sys
 import torch, transformers
@@ -265,23 +282,13 @@ def bert_memory(cfg):
     process of its own: the same model (random init, seed 0) built, run eagerly once
     for a reference, then compiled and called three times. Peak RSS includes the
     model's construction, which is the same in every process."""
-    import json
-    import subprocess
-    import sys
-
     b, s = cfg.batch, cfg.seq
     rows = {}
     for fw in cfg.frameworks:
         if fw not in ("eager", "inductor", "zenith"):
             continue
         _say(cfg, f"bert-base-memory: {fw} in its own process")
-        try:
-            p = subprocess.run([sys.executable, "-c", _MEMORY_PROBE, fw, str(b), str(s), str(cfg.threads)],
-                               capture_output=True, text=True, timeout=1800,
-                               env=dict(os.environ, HF_HUB_OFFLINE="1"))
-            rows[fw] = json.loads(p.stdout.strip().splitlines()[-1])
-        except Exception as e:
-            rows[fw] = {"reason": f"{type(e).__name__}: {e}"[:300]}
+        rows[fw] = _run_probe(_MEMORY_PROBE, (fw, b, s, cfg.threads), HF_HUB_OFFLINE="1")
     eager = rows.get("eager", {}).get("peak_rss_mib")
     for r in rows.values():
         if eager and "peak_rss_mib" in r:
@@ -641,17 +648,7 @@ def openblas_sgemm(threads, sizes=(2048, 4096)):
     """OpenBLAS's large square SGEMM (numpy's, median of 5) with `threads` threads, in a
     process of its own: OpenBLAS's threads spin after each call and would slow the
     contestants that share this process."""
-    import json
-    import subprocess
-    import sys
-
-    env = dict(os.environ, OPENBLAS_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads))
-    try:
-        p = subprocess.run([sys.executable, "-c", _OPENBLAS_PROBE, *map(str, sizes)], env=env,
-                           capture_output=True, text=True, timeout=600)
-        out = json.loads(p.stdout.strip().splitlines()[-1])
-    except Exception as e:
-        return {"reason": f"OpenBLAS probe failed: {type(e).__name__}: {e}"[:300]}
+    out = _run_probe(_OPENBLAS_PROBE, sizes, OPENBLAS_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads))
     if "gflops" in out:
         out["gflops"] = {int(n): g for n, g in out["gflops"].items()}
     return out
