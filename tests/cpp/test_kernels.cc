@@ -151,6 +151,48 @@ TEST(Kernels, SgemmWeightInPlaceMatchesReference) {
   }
 }
 
+TEST(Kernels, SgemmRowMajorAInPlaceMatchesReference) {
+  // alpha == 1 and a row-major A with at most 1024 columns of B: the blocked driver
+  // reads A's rows in place (no packing). Against the scalar reference: a row stride
+  // past K, A's rows not a multiple of the 6-row panel (last panels of 1..5 rows),
+  // k tails and several k blocks, more panels of A than one L2 block (300 rows: two
+  // equal blocks), both branches (threads own B's column panels, N >= 128; or split
+  // A's rows, N < 128), B packed in advance or not, accumulate, the epilogue, and
+  // N = 1025 (A packed) next to 1024, on 1 and 2 threads.
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    for (auto [M, N, K] : {std::tuple<int64_t, int64_t, int64_t>{7, 33, 9}, {47, 200, 300}, {300, 130, 513},
+                           {301, 40, 259}, {64, 1024, 70}, {64, 1025, 70}, {256, 256, 256}})
+      for (int variant = 0; variant < 3; ++variant) {  // plain; accumulate + epilogue; B packed
+        bool acc = variant == 1;
+        int64_t lda = K + 3, ldc = N + 5;
+        auto a = randn(size_t(M * lda), unsigned(M + K)), b = randn(size_t(K * N), unsigned(N));
+        auto shift = randn(size_t(N), 9);
+        auto c = randn(size_t(M * ldc), 3);
+        auto r = c;
+        GemmEpilogue ep;
+        ep.col_shift = shift.data();
+        ep.act = Activation::kRelu;
+        PackedOperand packed;
+        if (variant == 2) packed = sgemm_pack_b(K, N, b.data(), N, 1);
+        sgemm(M, N, K, 1.0f, a.data(), lda, 1, b.data(), N, 1, c.data(), ldc, acc, variant == 2 ? &packed : nullptr,
+              acc ? &ep : nullptr);
+        ref_sgemm(M, N, K, 1.0f, a.data(), lda, 1, b.data(), N, 1, r.data(), ldc, acc);
+        for (int64_t m = 0; m < M; ++m)
+          for (int64_t n = 0; n < N; ++n) {
+            float want = r[size_t(m * ldc + n)];
+            if (acc) want = std::max(0.0f, want + shift[size_t(n)]);
+            ASSERT_NEAR(c[size_t(m * ldc + n)], want, 1e-4f * std::sqrt(float(K)) * 4)
+                << M << "x" << N << "x" << K << " variant " << variant << " at " << m << "," << n << " threads "
+                << threads;
+          }
+        for (int64_t m = 0; m < M; ++m)  // the padding between rows of C is untouched
+          for (int64_t n = N; n < ldc; ++n) ASSERT_EQ(c[size_t(m * ldc + n)], r[size_t(m * ldc + n)]);
+      }
+  }
+  set_num_threads(1);
+}
+
 TEST(Kernels, SgemmPrepackedBMatchesReference) {
   // B packed once (sgemm_pack_b) against the scalar reference: both layouts of B, few
   // rows (5 and 16: with B packed, the driver takes them from the skinny kernels), column

@@ -289,11 +289,20 @@ constexpr int64_t panels_in_half_l2(int64_t width) { return (int64_t(256) << 10)
 template <int64_t MR>
 constexpr int64_t kMcPanels = panels_in_half_l2(MR);
 
-// The blocked driver: pack all of A once; then for each NC block of B, threads own
-// column panels of B, pack them one KC block at a time and run the micro-kernel down
-// A, one L2-sized block of rows at a time (or, with few column panels, split A's rows
-// instead).
-template <int64_t MR, int64_t NR, MicroKernel UK>
+// Up to this many columns of B the blocked driver reads a row-major A in place (the
+// micro-kernel broadcasts from six row pointers) instead of packing it: packing costs a
+// pass over A that only pays back when many column panels of B reuse it. Measured
+// (Zen 3, 2 threads, B packed, in place / packed time): 256^3 0.84, 512^3 0.93,
+// 3136 x 64 x 576 0.75, 196 x 256 x 2304 0.81, 1024^3 0.97; with more columns it
+// loses (2048^3 1.08-1.10, 256 x 2048 x 4096 1.04: A's block is read again from L2 for
+// each of many column panels, and rows a power-of-two stride apart crowd its sets).
+constexpr int64_t kInPlaceAMaxN = 1024;
+
+// The blocked driver: pack all of A once (or read it in place, UK_ROWS, with few
+// columns); then for each NC block of B, threads own column panels of B, pack them one
+// KC block at a time and run the micro-kernel down A, one L2-sized block of rows at a
+// time (or, with few column panels, split A's rows instead).
+template <int64_t MR, int64_t NR, MicroKernel UK, RowsMicroKernel UK_ROWS = nullptr>
 void sgemm_blocked(int64_t M, int64_t N, int64_t K, float alpha, const float* a, int64_t a_rs, int64_t a_cs,
                    const float* b, int64_t b_rs, int64_t b_cs, float* c, int64_t ldc, bool accumulate,
                    const float* packed_a, const float* packed_b, const GemmEpilogue* ep) {
@@ -304,7 +313,10 @@ void sgemm_blocked(int64_t M, int64_t N, int64_t K, float alpha, const float* a,
   // fork/join instead of one per (column, k) block. A prepacked A is the same layout.
   int64_t kblocks = (K + KC - 1) / KC;
   const float* ap_all = packed_a;
-  if (!packed_a) {
+  // Row-major A read in place (no packing) where B has few column panels; see
+  // kInPlaceAMaxN.
+  const bool a_rows = UK_ROWS && !packed_a && a_cs == 1 && alpha == 1.0f && N <= kInPlaceAMaxN;
+  if (!packed_a && !a_rows) {
     float* buf = abuf.get(size_t(mpanels * MR * K));
     pack_a_all<MR>(M, K, alpha, a, a_rs, a_cs, buf);
     ap_all = buf;
@@ -320,7 +332,10 @@ void sgemm_blocked(int64_t M, int64_t N, int64_t K, float alpha, const float* a,
     auto tile = [&](int64_t p, int64_t q, int64_t pc, int64_t kc, const float* bpanel) {
       int64_t mr = std::min(MR, M - q * MR), nr = std::min(NR, nc - p * NR);
       float* ct = c + q * MR * ldc + jc + p * NR;
-      UK(kc, ap_all + pc * mpanels * MR + q * kc * MR, bpanel, ct, ldc, mr, nr, accumulate || pc > 0);
+      if (a_rows)
+        UK_ROWS(kc, a + q * MR * a_rs + pc, a_rs, bpanel, ct, ldc, mr, nr, accumulate || pc > 0);
+      else
+        UK(kc, ap_all + pc * mpanels * MR + q * kc * MR, bpanel, ct, ldc, mr, nr, accumulate || pc > 0);
       if (ep && pc + kc == K) {
         if (nr == NR) apply_epilogue<NR>(*ep, ct, ldc, q * MR, jc + p * NR, mr, NR);
         else apply_epilogue(*ep, ct, ldc, q * MR, jc + p * NR, mr, nr);
@@ -343,8 +358,10 @@ void sgemm_blocked(int64_t M, int64_t N, int64_t K, float alpha, const float* a,
       // Threads own column panels: for each k block, pack the panel of B and sweep a
       // block of A's rows whose k block stays in L2 (each thread reads it once per
       // column panel); taller A runs block after block, packing B's panels again.
-      for (int64_t q0 = 0; q0 < mpanels; q0 += kMcPanels<MR>) {
-        int64_t q1 = std::min(mpanels, q0 + kMcPanels<MR>);
+      // Equal blocks (43 panels: 22 + 21, not 42 + 1): no pass over B for one panel.
+      int64_t qblocks = (mpanels + kMcPanels<MR> - 1) / kMcPanels<MR>, qstep = (mpanels + qblocks - 1) / qblocks;
+      for (int64_t q0 = 0; q0 < mpanels; q0 += qstep) {
+        int64_t q1 = std::min(mpanels, q0 + qstep);
         parallel_for(npanels, 1, [&](int64_t lo, int64_t hi) {
           for (int64_t p = lo; p < hi; ++p)
             for (int64_t pc = 0; pc < K; pc += KC) {
@@ -358,6 +375,7 @@ void sgemm_blocked(int64_t M, int64_t N, int64_t K, float alpha, const float* a,
       // Few column panels (a short N: small feature maps, few outputs): pack all of
       // them in one pass, then threads split A's rows and run every k block: two
       // fork/joins per call rather than two per k block (a 3x3 conv on 14x14 maps has 9).
+      // Each panel of A meets all of B's panels (in L2) while it is in L1.
       if (!packed_b)
         parallel_for(npanels * kblocks, 1, [&](int64_t lo, int64_t hi) {
           for (int64_t t = lo; t < hi; ++t) {
@@ -368,8 +386,8 @@ void sgemm_blocked(int64_t M, int64_t N, int64_t K, float alpha, const float* a,
       parallel_for(mpanels, 1, [&](int64_t lo, int64_t hi) {
         for (int64_t pc = 0; pc < K; pc += KC) {
           int64_t kc = std::min(KC, K - pc);
-          for (int64_t p = 0; p < npanels; ++p)
-            for (int64_t q = lo; q < hi; ++q) tile(p, q, pc, kc, panel_of(p, pc));
+          for (int64_t q = lo; q < hi; ++q)
+            for (int64_t p = 0; p < npanels; ++p) tile(p, q, pc, kc, panel_of(p, pc));
         }
       });
     }
@@ -504,7 +522,7 @@ Isa pick_isa() {
   if (!std::getenv("ZENITH_NO_AVX512") && __builtin_cpu_supports("avx512f"))
     return {"avx512", sgemm_blocked<8, 32, uk_f32_gemm_avx512<8, 2>>, pack_a_whole<8>, pack_b_whole<32>};
 #endif
-  return {"avx2", sgemm_blocked<6, 16, uk_f32_gemm_6x16_avx2<>>, pack_a_whole<6>, pack_b_whole<16>,
+  return {"avx2", sgemm_blocked<6, 16, uk_f32_gemm_6x16_avx2<>, uk_f32_gemm_6x16_rows_avx2<2>>, pack_a_whole<6>, pack_b_whole<16>,
           sgemm_weight_rows<6, 16, uk_f32_gemm_6x16_rows_avx2<2>, uk_f32_gemm_6x16_rows_avx2<1>>};
 }
 
