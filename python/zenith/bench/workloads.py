@@ -567,6 +567,7 @@ def gemm_sweep(cfg):
     input and packs it (or reads it in place) on every call. OpenBLAS is measured in
     `machine`, in its own process: its spinning threads would slow whoever runs next."""
     from zenith import _C
+    from zenith.partition import _raw
 
     torch.set_num_threads(cfg.threads)
     rows = []
@@ -580,8 +581,10 @@ def gemm_sweep(cfg):
         A, B = torch.randn(m, k), torch.randn(k, n)
         ref = torch.mm(A, B)
         _C.set_num_threads(cfg.threads)
-        fns = {"torch.mm": lambda: torch.mm(A, B), "zenith": lambda: packed.run([A, B])[0],
-               "zenith unpacked": lambda: unpacked.run([A, B])[0]}
+        # run_raw with (data_ptr, dtype, shape) built per call: the backend's call path
+        # (run() imports DLPack capsules, ~20 us more per call).
+        fns = {"torch.mm": lambda: torch.mm(A, B), "zenith": lambda: packed.run_raw([_raw(A, []), _raw(B, [])])[0],
+               "zenith unpacked": lambda: unpacked.run_raw([_raw(A, []), _raw(B, [])])[0]}
         iters = max(5, min(cfg.iterations, int(2e10 / (2 * m * n * k))))
         sub = Config(iterations=iters, warmup=2, threads=cfg.threads)
         res = run_interleaved(sub, fns, lambda fw, out: agreement(ref, out))
