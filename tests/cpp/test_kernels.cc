@@ -193,6 +193,55 @@ TEST(Kernels, SgemmRowMajorAInPlaceMatchesReference) {
   set_num_threads(1);
 }
 
+// A GemmBSource over a row-major matrix: the panels sgemm_b_source asks for, counted.
+struct MatrixSource {
+  const float* b;
+  int64_t ldb;
+  mutable std::atomic<int64_t> panels{0};
+  static void pack(const void* self, int64_t k0, int64_t kc, int64_t n0, int64_t nr, int64_t nr_max, float* dst) {
+    auto& s = *static_cast<const MatrixSource*>(self);
+    ++s.panels;
+    for (int64_t k = 0; k < kc; ++k)
+      for (int64_t j = 0; j < nr_max; ++j) dst[k * nr_max + j] = j < nr ? s.b[(k0 + k) * s.ldb + n0 + j] : 0.0f;
+  }
+};
+
+TEST(Kernels, SgemmBSourceMatchesReference) {
+  // B produced panel by panel (the implicit GEMM of conv2d) against the scalar reference:
+  // both branches of the driver (threads own column panels; few column panels, A's rows
+  // split), A taller than one L2 block (B's panels built again per block), k tails and
+  // several k blocks, A packed in advance or not, the epilogue, on 1 and 2 threads.
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    for (auto [M, N, K] : {std::tuple<int64_t, int64_t, int64_t>{7, 300, 9}, {64, 3136, 147}, {300, 200, 513},
+                           {512, 49, 300}, {13, 17, 260}})
+      for (bool pack_a : {false, true}) {
+        auto a = randn(size_t(M * K), unsigned(M + K)), b = randn(size_t(K * N), unsigned(N));
+        auto shift = randn(size_t(M), 5);
+        int64_t ldc = N + 2;
+        std::vector<float> c(size_t(M * ldc), 7.0f), r = c;
+        GemmEpilogue ep;
+        ep.row_shift = shift.data();
+        ep.act = Activation::kRelu;
+        MatrixSource src{b.data(), N};
+        PackedOperand pa;
+        if (pack_a) pa = sgemm_pack_a(M, K, a.data(), K, 1);
+        sgemm_b_source(M, N, K, a.data(), K, 1, GemmBSource{MatrixSource::pack, &src}, c.data(), ldc,
+                       pack_a ? &pa : nullptr, &ep);
+        ref_sgemm(M, N, K, 1.0f, a.data(), K, 1, b.data(), N, 1, r.data(), ldc, false);
+        EXPECT_GT(src.panels.load(), 0);
+        for (int64_t m = 0; m < M; ++m) {
+          for (int64_t n = 0; n < N; ++n)
+            ASSERT_NEAR(c[size_t(m * ldc + n)], std::max(0.0f, r[size_t(m * ldc + n)] + shift[size_t(m)]),
+                        1e-4f * std::sqrt(float(K)) * 4)
+                << M << "x" << N << "x" << K << " at " << m << "," << n << " threads " << threads;
+          for (int64_t n = N; n < ldc; ++n) ASSERT_EQ(c[size_t(m * ldc + n)], 7.0f);
+        }
+      }
+  }
+  set_num_threads(1);
+}
+
 TEST(Kernels, SgemmPrepackedBMatchesReference) {
   // B packed once (sgemm_pack_b) against the scalar reference: both layouts of B, few
   // rows (5 and 16: with B packed, the driver takes them from the skinny kernels), column

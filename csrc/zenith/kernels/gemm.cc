@@ -298,6 +298,10 @@ constexpr int64_t kMcPanels = panels_in_half_l2(MR);
 // each of many column panels, and rows a power-of-two stride apart crowd its sets).
 constexpr int64_t kInPlaceAMaxN = 1024;
 
+// Whether the blocked driver has threads own B's column panels (rather than split A's
+// rows: few column panels).
+bool owns_columns(int64_t mpanels, int64_t npanels) { return npanels >= mpanels || npanels >= 8; }
+
 // The blocked driver: pack all of A once (or read it in place, UK_ROWS, with few
 // columns); then for each NC block of B, threads own column panels of B, pack them one
 // KC block at a time and run the micro-kernel down A, one L2-sized block of rows at a
@@ -305,7 +309,7 @@ constexpr int64_t kInPlaceAMaxN = 1024;
 template <int64_t MR, int64_t NR, MicroKernel UK, RowsMicroKernel UK_ROWS = nullptr>
 void sgemm_blocked(int64_t M, int64_t N, int64_t K, float alpha, const float* a, int64_t a_rs, int64_t a_cs,
                    const float* b, int64_t b_rs, int64_t b_cs, float* c, int64_t ldc, bool accumulate,
-                   const float* packed_a, const float* packed_b, const GemmEpilogue* ep) {
+                   const float* packed_a, const float* packed_b, const GemmBSource* b_src, const GemmEpilogue* ep) {
   // Buffers belong to the calling thread; pool workers fill disjoint panels of them.
   thread_local AlignedBuf abuf, bbuf;
   int64_t mpanels = (M + MR - 1) / MR;
@@ -326,7 +330,7 @@ void sgemm_blocked(int64_t M, int64_t N, int64_t K, float alpha, const float* a,
     int64_t npanels = (nc + NR - 1) / NR;
     // Column owners pack one k block of their panels at a time; the row split below
     // packs B's few panels for every k block at once (the prepacked layout).
-    bool own_columns = npanels >= mpanels || npanels >= 8;
+    bool own_columns = owns_columns(mpanels, npanels);
     float* bp = packed_b ? nullptr : bbuf.get(size_t(npanels * (own_columns ? 1 : kblocks) * KC * NR));
     // One register tile for one k block; after the last, the epilogue while it is in L1.
     auto tile = [&](int64_t p, int64_t q, int64_t pc, int64_t kc, const float* bpanel) {
@@ -351,7 +355,9 @@ void sgemm_blocked(int64_t M, int64_t N, int64_t K, float alpha, const float* a,
       return packed_b ? packed_b + packed_b_panel<NR>(jc / NR + p, pc, kblocks) : own_panel(p, pc);
     };
     auto pack_panel = [&](int64_t p, int64_t pc, int64_t kc) {
-      if (!packed_b)
+      if (b_src)
+        b_src->pack(b_src->self, pc, kc, jc + p * NR, std::min(NR, nc - p * NR), NR, own_panel(p, pc));
+      else if (!packed_b)
         pack_b<NR>(kc, std::min(NR, nc - p * NR), b + pc * b_rs + (jc + p * NR) * b_cs, b_rs, b_cs, own_panel(p, pc));
     };
     if (own_columns) {
@@ -503,7 +509,8 @@ std::shared_ptr<float> pack_a_whole(int64_t M, int64_t K, const float* a, int64_
 }
 
 using Driver = void (*)(int64_t, int64_t, int64_t, float, const float*, int64_t, int64_t, const float*, int64_t,
-                        int64_t, float*, int64_t, bool, const float*, const float*, const GemmEpilogue*);
+                        int64_t, float*, int64_t, bool, const float*, const float*, const GemmBSource*,
+                        const GemmEpilogue*);
 using Packer = std::shared_ptr<float> (*)(int64_t, int64_t, const float*, int64_t, int64_t);
 using WeightRowsDriver = void (*)(int64_t, int64_t, int64_t, float, const float*, int64_t, int64_t, const float*,
                                   int64_t, float*, int64_t, bool, const GemmEpilogue*);
@@ -512,6 +519,7 @@ using WeightRowsDriver = void (*)(int64_t, int64_t, int64_t, float, const float*
 // weight_rows (x @ W^T reading W in place) is there where its kernel is.
 struct Isa {
   const char* name;
+  int64_t mr, nr;  // the micro-kernel's tile
   Driver driver;
   Packer pack_a, pack_b;
   WeightRowsDriver weight_rows = nullptr;
@@ -520,9 +528,9 @@ struct Isa {
 Isa pick_isa() {
 #if defined(__x86_64__)
   if (!std::getenv("ZENITH_NO_AVX512") && __builtin_cpu_supports("avx512f"))
-    return {"avx512", sgemm_blocked<8, 32, uk_f32_gemm_avx512<8, 2>>, pack_a_whole<8>, pack_b_whole<32>};
+    return {"avx512", 8, 32, sgemm_blocked<8, 32, uk_f32_gemm_avx512<8, 2>>, pack_a_whole<8>, pack_b_whole<32>};
 #endif
-  return {"avx2", sgemm_blocked<6, 16, uk_f32_gemm_6x16_avx2<>, uk_f32_gemm_6x16_rows_avx2<2>>, pack_a_whole<6>, pack_b_whole<16>,
+  return {"avx2", 6, 16, sgemm_blocked<6, 16, uk_f32_gemm_6x16_avx2<>, uk_f32_gemm_6x16_rows_avx2<2>>, pack_a_whole<6>, pack_b_whole<16>,
           sgemm_weight_rows<6, 16, uk_f32_gemm_6x16_rows_avx2<2>, uk_f32_gemm_6x16_rows_avx2<1>>};
 }
 
@@ -564,6 +572,14 @@ PackedOperand make_packed(PackedOperand::Side side, int64_t rows, int64_t cols, 
 }
 
 }  // namespace
+
+// Whether the blocked driver packs each panel of B once for M x N: it does unless
+// threads own B's columns and A is taller than one L2 block of rows (each block then
+// packs B's panels again). Producing B panel by panel (GemmBSource) pays only then.
+static bool packs_b_once(int64_t M, int64_t N) {
+  int64_t mpanels = (M + isa().mr - 1) / isa().mr, npanels = (std::min(N, NC) + isa().nr - 1) / isa().nr;
+  return !owns_columns(mpanels, npanels) || mpanels <= panels_in_half_l2(isa().mr);
+}
 
 const char* sgemm_isa() { return isa().name; }
 
@@ -614,7 +630,26 @@ void sgemm(int64_t M, int64_t N, int64_t K, float alpha, const float* a, int64_t
                  "sgemm: the packed ", is_a ? "A" : "B", " was made for another operand");
     (is_a ? pa : pb) = packed->data.get();
   }
-  isa().driver(M, N, K, alpha, a, a_rs, a_cs, b, b_rs, b_cs, c, ldc, accumulate, pa, pb, ep);
+  isa().driver(M, N, K, alpha, a, a_rs, a_cs, b, b_rs, b_cs, c, ldc, accumulate, pa, pb, nullptr, ep);
+}
+
+void sgemm_b_source(int64_t M, int64_t N, int64_t K, const float* a, int64_t a_rs, int64_t a_cs, const GemmBSource& b,
+                    float* c, int64_t ldc, const PackedOperand* packed_a, const GemmEpilogue* ep) {
+  if (M == 0 || N == 0) return;
+  if (ep && ep->empty()) ep = nullptr;
+  if (K == 0) {
+    for (int64_t m = 0; m < M; ++m) std::fill_n(c + m * ldc, N, 0.0f);
+    if (ep) apply_epilogue(*ep, c, ldc, 0, 0, M, N);
+    return;
+  }
+  const float* pa = nullptr;
+  if (packed_a) {
+    ZENITH_CHECK(packed_a->side == PackedOperand::kA && packed_a->rows == M && packed_a->cols == K &&
+                     packed_a->src == a && packed_a->rs == a_rs && packed_a->cs == a_cs,
+                 "sgemm: the packed A was made for another operand");
+    pa = packed_a->data.get();
+  }
+  isa().driver(M, N, K, 1.0f, a, a_rs, a_cs, nullptr, 0, 0, c, ldc, false, pa, nullptr, &b, ep);
 }
 
 // ---- matmul: a[..., M, K] @ b[..., K, N] with broadcast batch dims ----
@@ -695,7 +730,69 @@ void run_addmm(const KernelCtx& c) {
         c.packed, &ep);
 }
 
-// ---- conv2d: im2col + GEMM per image and group; depthwise has a direct loop ----
+// ---- conv2d: implicit GEMM per image and group; depthwise has a direct loop ----
+
+namespace {
+// The im2col matrix of one image and group (rows: input channel, kernel row, kernel
+// column; columns: output pixels) as a GemmBSource: the driver asks for one packed
+// panel at a time and gets it built from the image, so the matrix is never written out
+// whole (at 56 x 56 with 64 channels it is 7 MiB, read back once more to be packed).
+struct ConvColumns {
+  const float* x;  // the image's first channel of this group
+  int64_t H, W, KH, KW, OW, sh, sw, ph, pw, dh, dw;
+
+  static void pack(const void* self, int64_t k0, int64_t kc, int64_t n0, int64_t nr, int64_t nr_max, float* dst) {
+    const auto& g = *static_cast<const ConvColumns*>(self);
+    // The panel's columns as runs along one output row each: run r covers columns
+    // [j0[r], j0[r + 1]) of the panel, whose windows start at image row ih0[r] and
+    // columns iw0[r], iw0[r] + sw, ... So a row of the panel is, per run, a strided
+    // copy of one image row, clipped at the image's edges (zeros: the padding).
+    ZENITH_CHECK(nr_max <= 64, "conv2d: panel wider than 64 columns");
+    int64_t j0[65], ih0[64], iw0[64], runs = 0;
+    for (int64_t j = 0; j < nr;) {
+      int64_t oh = (n0 + j) / g.OW, ow = (n0 + j) % g.OW;
+      j0[runs] = j;
+      ih0[runs] = oh * g.sh - g.ph;
+      iw0[runs] = ow * g.sw - g.pw;
+      ++runs;
+      j += std::min(nr - j, g.OW - ow);
+    }
+    j0[runs] = nr;
+    int64_t ic = k0 / (g.KH * g.KW), kh = (k0 / g.KW) % g.KH, kw = k0 % g.KW;
+    for (int64_t k = 0; k < kc; ++k) {
+      float* d = dst + k * nr_max;
+      const float* plane = g.x + ic * g.H * g.W;
+      for (int64_t r = 0; r < runs; ++r) {
+        int64_t ih = ih0[r] + kh * g.dh, iw = iw0[r] + kw * g.dw, len = j0[r + 1] - j0[r];
+        float* dr = d + j0[r];
+        if (ih < 0 || ih >= g.H) {
+          std::fill_n(dr, len, 0.0f);
+          continue;
+        }
+        // Columns t in [lo, hi) of the run read the image (0 <= iw + t * sw < W).
+        int64_t lo = iw >= 0 ? 0 : std::min(len, (-iw + g.sw - 1) / g.sw);
+        int64_t hi = std::max(lo, std::min(len, g.W - iw > 0 ? (g.W - iw + g.sw - 1) / g.sw : 0));
+        const float* src = plane + ih * g.W + iw;
+        std::fill_n(dr, lo, 0.0f);
+        if (g.sw == 1)
+          std::memcpy(dr + lo, src + lo, size_t(hi - lo) * sizeof(float));
+        else
+          for (int64_t t = lo; t < hi; ++t) dr[t] = src[t * g.sw];
+        std::fill_n(dr + hi, len - hi, 0.0f);
+      }
+      std::fill_n(d + nr, nr_max - nr, 0.0f);
+      if (++kw == g.KW) {
+        kw = 0;
+        if (++kh == g.KH) {
+          kh = 0;
+          ++ic;
+        }
+      }
+    }
+  }
+};
+}  // namespace
+
 void run_conv2d(const KernelCtx& c) {
   const TensorRef &x = c.in[0], &w = c.in[1];
   TensorRef& o = c.out[0];
@@ -818,18 +915,25 @@ void run_conv2d(const KernelCtx& c) {
     out_buf.trim(size_t(16) << 20);
     return;
   }
-  float* col = pointwise ? nullptr : col_buf.get(size_t(rows * cols));
   for (int64_t n = 0; n < N; ++n)
     for (int64_t g = 0; g < G; ++g) {
-      const float* B = px + (n * C + g * ICg) * H * W;  // a pointwise conv reads the image in place
-      if (!pointwise) {
-        im2col(n, g, col, cols);
-        B = col;
-      }
+      const float* xg = px + (n * C + g * ICg) * H * W;
       float* og = po + (n * OC + g * OCg) * cols;
       GemmEpilogue eg = group_epilogue(g);
-      sgemm(OCg, cols, rows, 1.0f, pw + g * OCg * rows, rows, 1, B, cols, 1, og, cols, false,
-            G == 1 ? c.packed : nullptr, &eg);
+      const PackedOperand* packed = G == 1 ? c.packed : nullptr;
+      if (pointwise || !packs_b_once(OCg, cols)) {  // B in memory: the image as it is, or its im2col
+        const float* B = xg;
+        if (!pointwise) {
+          float* col = col_buf.get(size_t(rows * cols));
+          im2col(n, g, col, cols);
+          B = col;
+        }
+        sgemm(OCg, cols, rows, 1.0f, pw + g * OCg * rows, rows, 1, B, cols, 1, og, cols, false, packed, &eg);
+        continue;
+      }
+      ConvColumns cc{xg, H, W, KH, KW, OW, st[0], st[1], pd[0], pd[1], dl[0], dl[1]};
+      sgemm_b_source(OCg, cols, rows, pw + g * OCg * rows, rows, 1, GemmBSource{ConvColumns::pack, &cc}, og, cols,
+                     packed, &eg);
     }
 }
 

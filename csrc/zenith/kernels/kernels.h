@@ -95,6 +95,17 @@ struct GemmEpilogue {
 void sgemm(int64_t M, int64_t N, int64_t K, float alpha, const float* a, int64_t a_rs, int64_t a_cs, const float* b,
            int64_t b_rs, int64_t b_cs, float* c, int64_t ldc, bool accumulate, const PackedOperand* packed = nullptr,
            const GemmEpilogue* ep = nullptr);
+// B produced panel by panel instead of read from memory (an implicit GEMM: a
+// convolution's im2col columns written straight into the packed panels, never as a
+// whole matrix). pack(self, k0, kc, n0, nr, nr_max, dst) writes rows [k0, k0 + kc) and
+// columns [n0, n0 + nr) of B as dst[k * nr_max + j], zero for j in [nr, nr_max).
+struct GemmBSource {
+  void (*pack)(const void* self, int64_t k0, int64_t kc, int64_t n0, int64_t nr, int64_t nr_max, float* dst);
+  const void* self;
+};
+// C = A @ B (alpha 1, C overwritten) with B from `b`; A may be packed in advance.
+void sgemm_b_source(int64_t M, int64_t N, int64_t K, const float* a, int64_t a_rs, int64_t a_cs, const GemmBSource& b,
+                    float* c, int64_t ldc, const PackedOperand* packed_a = nullptr, const GemmEpilogue* ep = nullptr);
 // The micro-kernel sgemm runs on this machine: "avx512" or "avx2" (chosen at run
 // time; ZENITH_NO_AVX512=1 forces the AVX2 one).
 const char* sgemm_isa();

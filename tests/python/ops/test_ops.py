@@ -322,6 +322,16 @@ def test_conv2d():
         dict(x=(1, 3, 7, 7), w=(5, 3, 1, 1), stride=1, padding=0),  # pointwise
         dict(x=(1, 2, 9, 9), w=(3, 2, 3, 3), stride=1, padding=2, dilation=2),
         dict(x=(1, 3, 5, 5), w=(4, 3, 5, 5), stride=3, padding=2, bias=False),
+        # One image: B's panels are built from the image (implicit GEMM). 288 rows (two
+        # k blocks, the second starting inside a channel), 143 columns (panels crossing
+        # output rows); conv1-like stride 2 with runs clipped at both edges; grouped with
+        # a stride and padding per axis; a kernel larger than the image; 260 output
+        # channels over 400 columns (taller than one L2 block: im2col in memory instead).
+        dict(x=(1, 32, 11, 13), w=(10, 32, 3, 3), stride=1, padding=1),
+        dict(x=(1, 3, 23, 29), w=(8, 3, 7, 7), stride=2, padding=3),
+        dict(x=(1, 4, 9, 40), w=(6, 2, 3, 5), stride=(1, 2), padding=(0, 2), groups=2),
+        dict(x=(1, 2, 4, 4), w=(3, 2, 5, 5), stride=1, padding=3),
+        dict(x=(1, 3, 20, 20), w=(260, 3, 3, 3), stride=1, padding=1),
         # Batches with small maps run as one GEMM over all images' columns; 24 x 24
         # (576 columns) per image.
         dict(x=(3, 5, 7, 7), w=(6, 5, 1, 1), stride=1, padding=0),
