@@ -289,6 +289,11 @@ constexpr int64_t panels_in_half_l2(int64_t width) { return (int64_t(256) << 10)
 template <int64_t MR>
 constexpr int64_t kMcPanels = panels_in_half_l2(MR);
 
+// How many blocks of A's rows the driver runs for `mpanels` row panels of about `per`
+// panels each: rounded, so a block may be up to a quarter larger (256 rows of A are 43
+// panels: one block of 43, not 42 and a lone one, which packs B again for 6 rows).
+constexpr int64_t row_blocks(int64_t mpanels, int64_t per) { return std::max<int64_t>(1, (mpanels + per / 4) / per); }
+
 // Up to this many columns of B the blocked driver reads a row-major A in place (the
 // micro-kernel broadcasts from six row pointers) instead of packing it: packing costs a
 // pass over A that only pays back when many column panels of B reuse it. Measured
@@ -306,7 +311,8 @@ bool owns_columns(int64_t mpanels, int64_t npanels) { return npanels >= mpanels 
 // columns); then for each NC block of B, threads own column panels of B, pack them one
 // KC block at a time and run the micro-kernel down A, one L2-sized block of rows at a
 // time (or, with few column panels, split A's rows instead).
-template <int64_t MR, int64_t NR, MicroKernel UK, RowsMicroKernel UK_ROWS = nullptr>
+template <int64_t MR, int64_t NR, MicroKernel UK, RowsMicroKernel UK_ROWS = nullptr, MicroKernel UK_HALF = nullptr,
+          RowsMicroKernel UK_ROWS_HALF = nullptr>
 void sgemm_blocked(int64_t M, int64_t N, int64_t K, float alpha, const float* a, int64_t a_rs, int64_t a_cs,
                    const float* b, int64_t b_rs, int64_t b_cs, float* c, int64_t ldc, bool accumulate,
                    const float* packed_a, const float* packed_b, const GemmBSource* b_src, const GemmEpilogue* ep) {
@@ -336,10 +342,15 @@ void sgemm_blocked(int64_t M, int64_t N, int64_t K, float alpha, const float* a,
     auto tile = [&](int64_t p, int64_t q, int64_t pc, int64_t kc, const float* bpanel) {
       int64_t mr = std::min(MR, M - q * MR), nr = std::min(NR, nc - p * NR);
       float* ct = c + q * MR * ldc + jc + p * NR;
+      // A last panel of at most NR / 2 columns runs the half-width kernel where there is
+      // one: 7 x 7 maps (49 columns) compute 56 columns, not 64.
+      bool half = nr <= NR / 2;
       if (a_rows)
-        UK_ROWS(kc, a + q * MR * a_rs + pc, a_rs, bpanel, ct, ldc, mr, nr, accumulate || pc > 0);
+        (half && UK_ROWS_HALF ? UK_ROWS_HALF : UK_ROWS)(kc, a + q * MR * a_rs + pc, a_rs, bpanel, ct, ldc, mr, nr,
+                                                        accumulate || pc > 0);
       else
-        UK(kc, ap_all + pc * mpanels * MR + q * kc * MR, bpanel, ct, ldc, mr, nr, accumulate || pc > 0);
+        (half && UK_HALF ? UK_HALF : UK)(kc, ap_all + pc * mpanels * MR + q * kc * MR, bpanel, ct, ldc, mr, nr,
+                                         accumulate || pc > 0);
       if (ep && pc + kc == K) {
         if (nr == NR) apply_epilogue<NR>(*ep, ct, ldc, q * MR, jc + p * NR, mr, NR);
         else apply_epilogue(*ep, ct, ldc, q * MR, jc + p * NR, mr, nr);
@@ -364,8 +375,8 @@ void sgemm_blocked(int64_t M, int64_t N, int64_t K, float alpha, const float* a,
       // Threads own column panels: for each k block, pack the panel of B and sweep a
       // block of A's rows whose k block stays in L2 (each thread reads it once per
       // column panel); taller A runs block after block, packing B's panels again.
-      // Equal blocks (43 panels: 22 + 21, not 42 + 1): no pass over B for one panel.
-      int64_t qblocks = (mpanels + kMcPanels<MR> - 1) / kMcPanels<MR>, qstep = (mpanels + qblocks - 1) / qblocks;
+      // Equal blocks (see row_blocks).
+      int64_t qblocks = row_blocks(mpanels, kMcPanels<MR>), qstep = (mpanels + qblocks - 1) / qblocks;
       for (int64_t q0 = 0; q0 < mpanels; q0 += qstep) {
         int64_t q1 = std::min(mpanels, q0 + qstep);
         parallel_for(npanels, 1, [&](int64_t lo, int64_t hi) {
@@ -530,7 +541,8 @@ Isa pick_isa() {
   if (!std::getenv("ZENITH_NO_AVX512") && __builtin_cpu_supports("avx512f"))
     return {"avx512", 8, 32, sgemm_blocked<8, 32, uk_f32_gemm_avx512<8, 2>>, pack_a_whole<8>, pack_b_whole<32>};
 #endif
-  return {"avx2", 6, 16, sgemm_blocked<6, 16, uk_f32_gemm_6x16_avx2<>, uk_f32_gemm_6x16_rows_avx2<2>>, pack_a_whole<6>, pack_b_whole<16>,
+  return {"avx2", 6, 16, sgemm_blocked<6, 16, uk_f32_gemm_6x16_avx2<>, uk_f32_gemm_6x16_rows_avx2<2>,
+                                       uk_f32_gemm_6x16_avx2<6, 1>, uk_f32_gemm_6x16_rows_avx2<1>>, pack_a_whole<6>, pack_b_whole<16>,
           sgemm_weight_rows<6, 16, uk_f32_gemm_6x16_rows_avx2<2>, uk_f32_gemm_6x16_rows_avx2<1>>};
 }
 
@@ -578,7 +590,7 @@ PackedOperand make_packed(PackedOperand::Side side, int64_t rows, int64_t cols, 
 // packs B's panels again). Producing B panel by panel (GemmBSource) pays only then.
 static bool packs_b_once(int64_t M, int64_t N) {
   int64_t mpanels = (M + isa().mr - 1) / isa().mr, npanels = (std::min(N, NC) + isa().nr - 1) / isa().nr;
-  return !owns_columns(mpanels, npanels) || mpanels <= panels_in_half_l2(isa().mr);
+  return !owns_columns(mpanels, npanels) || row_blocks(mpanels, panels_in_half_l2(isa().mr)) == 1;
 }
 
 const char* sgemm_isa() { return isa().name; }

@@ -169,10 +169,11 @@ void uk_6x16_avx2_tile(int64_t kc, AAt a, const float* bp, float* c, int64_t ldc
 
 // A packed: row r of k at ap[k * KS + r]. KS = 6 is sgemm's packed panel; the
 // attention kernel passes its transposed probability tile (KS = 16 query rows per k).
-template <int KS = 6>
+// NV = 1: the first 8 columns of B's panel (a last panel with at most 8 columns).
+template <int KS = 6, int NV = 2>
 void uk_f32_gemm_6x16_avx2(int64_t kc, const float* ap, const float* bp, float* c, int64_t ldc, int64_t mr,
                            int64_t nr, bool add) {
-  uk_6x16_avx2_tile(kc, [ap](int64_t k, int r) { return ap[k * KS + r]; }, bp, c, ldc, mr, nr, add);
+  uk_6x16_avx2_tile<NV>(kc, [ap](int64_t k, int r) { return ap[k * KS + r]; }, bp, c, ldc, mr, nr, add);
 }
 
 // A read in place: row r at w + r * ldw, contiguous along k (an nn.Linear weight as
