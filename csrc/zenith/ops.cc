@@ -264,17 +264,20 @@ SymInt conv_out(const SymInt& i, int64_t k, int64_t s, int64_t p, int64_t d, boo
 Types infer_conv2d(const Graph& g, const Node& n) {
   const auto& x = in(g, n, 0);
   const auto& w = in(g, n, 1);
-  ZENITH_CHECK(n.inputs.size() == 3 || n.inputs.size() == 7,
-               "conv2d: takes (x, w, bias) or (x, w, bias, bn_w, bn_b, bn_mean, bn_var), got ", n.inputs.size(),
-               " inputs");
+  const bool residual = n.i("has_residual", 0) != 0;
+  const size_t plain = n.inputs.size() - (residual ? 1 : 0);  // inputs before the residual
+  ZENITH_CHECK(plain == 3 || plain == 7,
+               "conv2d: takes (x, w, bias) or (x, w, bias, bn_w, bn_b, bn_mean, bn_var), then the residual with "
+               "has_residual; got ",
+               n.inputs.size(), " inputs");
   ZENITH_CHECK(x.rank() == 4 && w.rank() == 4, "conv2d: needs NCHW input and OIHW weight");
-  for (size_t k = 3; k < n.inputs.size(); ++k) {
+  for (size_t k = 3; k < plain; ++k) {
     const auto& t = in(g, n, k);
     ZENITH_CHECK(t.rank() == 1 && t.shape[0].is_const() && t.shape[0].value() == w.shape[0].value() &&
                      t.dtype == x.dtype,
                  "conv2d: fused batch-norm input ", k, " must be [", w.shape[0].value(), "] of the input's dtype");
   }
-  ZENITH_CHECK(n.inputs.size() == 3 || n.has("bn_eps"), "conv2d: fused batch-norm inputs without bn_eps");
+  ZENITH_CHECK(plain == 3 || n.has("bn_eps"), "conv2d: fused batch-norm inputs without bn_eps");
   ZENITH_CHECK(w.is_static(), "conv2d: weight shape must be static");
   auto st = n.const_ints("stride"), pd = n.const_ints("padding"), dl = n.const_ints("dilation");
   int64_t groups = n.i("groups", 1);
@@ -286,6 +289,12 @@ Types infer_conv2d(const Graph& g, const Node& n) {
   t.shape = {x.shape[0], w.shape[0],
              conv_out(x.shape[2], w.shape[2].value(), st[0], pd[0], dl[0], false),
              conv_out(x.shape[3], w.shape[3].value(), st[1], pd[1], dl[1], false)};
+  if (residual) {
+    const auto& r = in(g, n, n.inputs.size() - 1);
+    bool same = r.dtype == DType::f32 && x.dtype == DType::f32 && r.rank() == 4;
+    for (int d = 0; same && d < 4; ++d) same = r.shape[size_t(d)].same(t.shape[size_t(d)]);
+    ZENITH_CHECK(same, "conv2d: the residual must be float32 with the output's shape");
+  }
   return {t};
 }
 

@@ -258,6 +258,50 @@ TEST(Passes, FuseConvBatchNorm) {
 })"));
 }
 
+TEST(Passes, FuseConvResidual) {
+  // A block with a downsample branch: add(%a, %b) joins the later conv (%b), reading %a;
+  // its relu then joins through fuse_epilogue. add(%c, %x) joins %c. Left alone: a conv
+  // also returned raw (%d), an add that broadcasts (%e + %p), a conv with an activation
+  // already (%f), and an add whose other operand is computed after the conv (%h + %i).
+  Graph g = parse_graph(R"(graph(%x: f32[1, 4, 3, 3], %w: f32[4, 4, 1, 1], %p: f32[4, 1, 1]) {
+  %a: f32[1, 4, 3, 3] = conv2d(%x, %w, %w) {stride=[1, 1], padding=[0, 0], dilation=[1, 1], groups=[1], has_bias=[0]}
+  %b: f32[1, 4, 3, 3] = conv2d(%x, %w, %w) {stride=[1, 1], padding=[0, 0], dilation=[1, 1], groups=[1], has_bias=[0]}
+  %s: f32[1, 4, 3, 3] = add(%a, %b)
+  %r: f32[1, 4, 3, 3] = relu(%s)
+  %c: f32[1, 4, 3, 3] = conv2d(%r, %w, %w) {stride=[1, 1], padding=[0, 0], dilation=[1, 1], groups=[1], has_bias=[0]}
+  %t: f32[1, 4, 3, 3] = add(%c, %x)
+  %d: f32[1, 4, 3, 3] = conv2d(%t, %w, %w) {stride=[1, 1], padding=[0, 0], dilation=[1, 1], groups=[1], has_bias=[0]}
+  %u: f32[1, 4, 3, 3] = add(%d, %x)
+  %e: f32[1, 4, 3, 3] = conv2d(%u, %w, %w) {stride=[1, 1], padding=[0, 0], dilation=[1, 1], groups=[1], has_bias=[0]}
+  %v: f32[1, 4, 3, 3] = add(%e, %p)
+  %f: f32[1, 4, 3, 3] = conv2d(%v, %w, %w) {activation=[1], stride=[1, 1], padding=[0, 0], dilation=[1, 1], groups=[1], has_bias=[0]}
+  %y: f32[1, 4, 3, 3] = add(%f, %x)
+  %h: f32[1, 4, 3, 3] = conv2d(%y, %w, %w) {stride=[1, 1], padding=[0, 0], dilation=[1, 1], groups=[1], has_bias=[0]}
+  %i: f32[1, 4, 3, 3] = mul(%y, %y)
+  %z: f32[1, 4, 3, 3] = add(%h, %i)
+  return (%z, %d, %i)
+})");
+  EXPECT_EQ(fuse_conv_residual(g), 2);
+  EXPECT_EQ(fuse_epilogue(g), 1);
+  dead_code_elimination(g);
+  verify(g);
+  EXPECT_EQ(print_graph(g), canon(R"(graph(%x: f32[1, 4, 3, 3], %w: f32[4, 4, 1, 1], %p: f32[4, 1, 1]) {
+  %a: f32[1, 4, 3, 3] = conv2d(%x, %w, %w) {stride=[1, 1], padding=[0, 0], dilation=[1, 1], groups=[1], has_bias=[0]}
+  %b: f32[1, 4, 3, 3] = conv2d(%x, %w, %w, %a) {activation=[1], has_residual=[1], stride=[1, 1], padding=[0, 0], dilation=[1, 1], groups=[1], has_bias=[0]}
+  %c: f32[1, 4, 3, 3] = conv2d(%b, %w, %w, %x) {has_residual=[1], stride=[1, 1], padding=[0, 0], dilation=[1, 1], groups=[1], has_bias=[0]}
+  %d: f32[1, 4, 3, 3] = conv2d(%c, %w, %w) {stride=[1, 1], padding=[0, 0], dilation=[1, 1], groups=[1], has_bias=[0]}
+  %u: f32[1, 4, 3, 3] = add(%d, %x)
+  %e: f32[1, 4, 3, 3] = conv2d(%u, %w, %w) {stride=[1, 1], padding=[0, 0], dilation=[1, 1], groups=[1], has_bias=[0]}
+  %v: f32[1, 4, 3, 3] = add(%e, %p)
+  %f: f32[1, 4, 3, 3] = conv2d(%v, %w, %w) {activation=[1], stride=[1, 1], padding=[0, 0], dilation=[1, 1], groups=[1], has_bias=[0]}
+  %y: f32[1, 4, 3, 3] = add(%f, %x)
+  %h: f32[1, 4, 3, 3] = conv2d(%y, %w, %w) {stride=[1, 1], padding=[0, 0], dilation=[1, 1], groups=[1], has_bias=[0]}
+  %i: f32[1, 4, 3, 3] = mul(%y, %y)
+  %z: f32[1, 4, 3, 3] = add(%h, %i)
+  return (%z, %d, %i)
+})"));
+}
+
 TEST(Passes, FuseAttentionLayout) {
   // Self-attention as transformers write it: fused. A second sdpa whose result is also
   // returned in (B, H, L, E) is left alone.
@@ -363,13 +407,13 @@ TEST(Passes, PipelineVerifiesEachPass) {
   return (%d)
 })");
   auto reports = run_default_pipeline(g, true);
-  ASSERT_EQ(reports.size(), 10u);
+  ASSERT_EQ(reports.size(), 11u);
   EXPECT_EQ(reports[0].name, "canonicalize");
   EXPECT_EQ(reports[0].changes, 1);
   EXPECT_EQ(reports[2].name, "cse");
   EXPECT_EQ(reports[2].changes, 1);
-  EXPECT_EQ(reports[8].name, "fuse_elementwise");  // relu(x) + relu(x), one node after cse
-  EXPECT_EQ(reports[8].changes, 1);
+  EXPECT_EQ(reports[9].name, "fuse_elementwise");  // relu(x) + relu(x), one node after cse
+  EXPECT_EQ(reports[9].changes, 1);
   ASSERT_EQ(g.nodes.size(), 1u);
   EXPECT_EQ(g.nodes[0].op, Op::fused);
 }

@@ -155,7 +155,11 @@ void apply_epilogue(const GemmEpilogue& ep, float* c, int64_t ldc, int64_t m0, i
     for (int64_t r = 0; r < mr; ++r) {
       float s = ep.row_scale ? ep.row_scale[m0 + r] : 1.0f, t = ep.row_shift ? ep.row_shift[m0 + r] : 0.0f;
       float* row = c + r * ldc;
-      if (ep.col_shift) {
+      if (ep.residual) {  // a convolution's: no column shift
+        const float* res = ep.residual + (m0 + r) * ep.ld_residual + n0;
+        const float* cs = ep.col_shift ? ep.col_shift + n0 : nullptr;
+        for (int64_t j = 0; j < w; ++j) row[j] = act(row[j] * s + t + (cs ? cs[j] : 0.0f) + res[j]);
+      } else if (ep.col_shift) {
         const float* cs = ep.col_shift + n0;
         for (int64_t j = 0; j < w; ++j) row[j] = act(row[j] * s + t + cs[j]);
       } else {
@@ -431,6 +435,8 @@ void finish_strip(const GemmEpilogue* ep, float* strip, int64_t width, int64_t r
         for (int64_t m = 0; m < rows; ++m) s[m] *= ep->row_scale[m0 + m];
       if (ep->row_shift)
         for (int64_t m = 0; m < rows; ++m) s[m] += ep->row_shift[m0 + m];
+      if (ep->residual)  // C^T's row r is C's column n0 + r
+        for (int64_t m = 0; m < rows; ++m) s[m] += ep->residual[(m0 + m) * ep->ld_residual + n0 + r];
       for (int64_t m = 0; m < rows; ++m) s[m] = act(s[m] + cs);
     }
   });
@@ -821,12 +827,14 @@ void run_conv2d(const KernelCtx& c) {
   const float* pb = has_bias ? c.in[2].as<float>() : nullptr;
   if (o.numel() == 0) return;
   // The epilogue, per output channel (a row of the GEMM): the bias, a fused inference
-  // batch-norm ((y + bias) * scale + shift = y * scale + (bias * scale + shift)) and a
-  // fused activation, applied by sgemm to each tile as it completes.
+  // batch-norm ((y + bias) * scale + shift = y * scale + (bias * scale + shift)), a
+  // fused residual add (the last input, the output's shape) and a fused activation,
+  // applied by sgemm to each tile as it completes.
   GemmEpilogue ep;
   ep.act = Activation(c.node.i("activation", 0));
+  const float* res = c.node.i("has_residual", 0) != 0 ? c.in.back().as<float>() : nullptr;
   std::vector<float> bn_scale, shift;
-  if (c.in.size() == 7) {
+  if (c.node.has("bn_eps")) {
     float eps = float(c.node.f("bn_eps"));
     const float *bw = c.in[3].as<float>(), *bb = c.in[4].as<float>(), *mu = c.in[5].as<float>(),
                 *var = c.in[6].as<float>();
@@ -842,11 +850,17 @@ void run_conv2d(const KernelCtx& c) {
   } else {
     ep.row_shift = pb;
   }
-  // The epilogue of output channels [g * OCg, (g + 1) * OCg), rows 0.. of group g's GEMM.
-  auto group_epilogue = [&](int64_t g) {
+  const int64_t cols = OH * OW;
+  // The epilogue of image n's output channels [g * OCg, (g + 1) * OCg), rows 0.. of
+  // group g's GEMM (its residual rows are that image's channels, `cols` apart).
+  auto group_epilogue = [&](int64_t n, int64_t g) {
     GemmEpilogue e = ep;
     if (e.row_scale) e.row_scale += g * OCg;
     if (e.row_shift) e.row_shift += g * OCg;
+    if (res) {
+      e.residual = res + (n * OC + g * OCg) * cols;
+      e.ld_residual = cols;
+    }
     return e;
   };
   bool depthwise = G == C && ICg == 1 && OCg == 1;
@@ -871,13 +885,14 @@ void run_conv2d(const KernelCtx& c) {
             }
             oi[oh * OW + ow] = s;
           }
-        if (!ep.empty()) apply_epilogue(ep, oi, OH * OW, ch, 0, 1, OH * OW);  // the channel as one row
+        GemmEpilogue e = group_epilogue(n, 0);  // the channel as one row of image n's epilogue
+        if (!e.empty()) apply_epilogue(e, oi, OH * OW, ch, 0, 1, OH * OW);
       }
     });
     return;
   }
   bool pointwise = KH == 1 && KW == 1 && st[0] == 1 && st[1] == 1 && pd[0] == 0 && pd[1] == 0;
-  int64_t rows = ICg * KH * KW, cols = OH * OW;
+  int64_t rows = ICg * KH * KW;
   // Columns of image n, group g (rows x cols, row stride ld) into dst: im2col.
   auto im2col = [&](int64_t n, int64_t g, float* dst_all, int64_t ld) {
     const float* xg = px + (n * C + g * ICg) * H * W;
@@ -915,12 +930,25 @@ void run_conv2d(const KernelCtx& c) {
     float* col = col_buf.get(size_t(rows * ncols));
     float* out = out_buf.get(size_t(OC * ncols));
     for (int64_t n = 0; n < N; ++n) im2col(n, 0, col + n * cols, ncols);
-    sgemm(OC, ncols, rows, 1.0f, pw, rows, 1, col, ncols, 1, out, ncols, false, c.packed, &ep);
+    // A residual is laid out per image, not as the GEMM's columns: it and the
+    // activation after it are applied while copying out.
+    GemmEpilogue e = ep;
+    if (res) e.act = Activation::kNone;
+    sgemm(OC, ncols, rows, 1.0f, pw, rows, 1, col, ncols, 1, out, ncols, false, c.packed, &e);
     parallel_for(OC, 1, [&](int64_t lo, int64_t hi) {
       for (int64_t oc = lo; oc < hi; ++oc) {
         const float* row = out + oc * ncols;
-        for (int64_t n = 0; n < N; ++n)
-          std::memcpy(po + (n * OC + oc) * cols, row + n * cols, size_t(cols) * sizeof(float));
+        for (int64_t n = 0; n < N; ++n) {
+          float* dst = po + (n * OC + oc) * cols;
+          if (!res) {
+            std::memcpy(dst, row + n * cols, size_t(cols) * sizeof(float));
+            continue;
+          }
+          const float* r = res + (n * OC + oc) * cols;
+          with_activation(ep.act, [&](auto act) {
+            for (int64_t p = 0; p < cols; ++p) dst[p] = act(row[n * cols + p] + r[p]);
+          });
+        }
       }
     });
     col_buf.trim(size_t(16) << 20);
@@ -931,7 +959,7 @@ void run_conv2d(const KernelCtx& c) {
     for (int64_t g = 0; g < G; ++g) {
       const float* xg = px + (n * C + g * ICg) * H * W;
       float* og = po + (n * OC + g * OCg) * cols;
-      GemmEpilogue eg = group_epilogue(g);
+      GemmEpilogue eg = group_epilogue(n, g);
       const PackedOperand* packed = G == 1 ? c.packed : nullptr;
       if (pointwise || !packs_b_once(OCg, cols)) {  // B in memory: the image as it is, or its im2col
         const float* B = xg;

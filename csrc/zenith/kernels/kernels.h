@@ -76,18 +76,21 @@ inline GemmStrides gemm_strides(bool trans_a, bool trans_b, int64_t M, int64_t N
 // code is the `activation` attribute of addmm. Same math as the standalone ops.
 enum class Activation : int64_t { kNone = 0, kRelu = 1, kGelu = 2, kGeluTanh = 3, kSilu = 4, kTanh = 5 };
 // What sgemm does to each output value once its sum is complete:
-//   C[m, n] = act(sum * row_scale[m] + row_shift[m] + col_shift[n])
-// (a null pointer: scale 1, shift 0), where sum includes C's old value when
+//   C[m, n] = act(sum * row_scale[m] + row_shift[m] + col_shift[n] + residual[m * ld_residual + n])
+// (a null pointer: scale 1, shift 0, no residual), where sum includes C's old value when
 // accumulating. The blocked driver applies it to each register tile right after the
 // tile's last k block, while the tile is in L1 (the in-place weight driver, to its
 // strip before writing it), so bias and activation cost no pass over the output: addmm's bias is col_shift, a convolution's bias and folded
-// batch-norm are row_scale / row_shift (output channels are rows).
+// batch-norm are row_scale / row_shift (output channels are rows), its fused residual
+// add (a ResNet block's identity) is `residual`. The residual must not alias C.
 struct GemmEpilogue {
   const float* row_scale = nullptr;
   const float* row_shift = nullptr;
   const float* col_shift = nullptr;
+  const float* residual = nullptr;
+  int64_t ld_residual = 0;
   Activation act = Activation::kNone;
-  bool empty() const { return !row_scale && !row_shift && !col_shift && act == Activation::kNone; }
+  bool empty() const { return !row_scale && !row_shift && !col_shift && !residual && act == Activation::kNone; }
 };
 
 // `packed`, when given, stands in for packing that operand during the call (the

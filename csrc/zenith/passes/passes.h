@@ -14,6 +14,7 @@ int common_subexpression_elimination(Graph& g);
 int canonicalize(Graph& g);
 int fuse_conv_bn(Graph& g);
 int fuse_attention_layout(Graph& g);
+int fuse_conv_residual(Graph& g);
 int fuse_epilogue(Graph& g);
 int fuse_elementwise(Graph& g);
 int fuse_residual_norm(Graph& g);

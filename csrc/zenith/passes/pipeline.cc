@@ -1,7 +1,8 @@
 // The default pass pipeline, in order. Canonicalize first so CSE sees one spelling,
 // fold constants, merge duplicates, drop the dead, then the fusions: inference
 // batch-norms into the convolutions before them, attention reading and writing the
-// projections' layout, activations into GEMM and convolution epilogues (before chains
+// projections' layout, residual adds into the convolutions that feed them,
+// activations into GEMM and convolution epilogues (before chains
 // form, so an activation a GEMM can absorb stays its epilogue), residual adds into the
 // layer norms that read them, remaining elementwise
 // chains into single-pass kernels; a last dce drops what they absorbed.
@@ -22,6 +23,7 @@ const PassEntry kPipeline[] = {
     {"dce", dead_code_elimination},  // the fusions below count readers: the dead ones must be gone
     {"fuse_conv_bn", fuse_conv_bn},
     {"fuse_attention_layout", fuse_attention_layout},
+    {"fuse_conv_residual", fuse_conv_residual},  // after the norm joins the conv, before its relu does
     {"fuse_epilogue", fuse_epilogue},
     {"fuse_residual_norm", fuse_residual_norm},  // before chains form: the add stays visible
     {"fuse_elementwise", fuse_elementwise},

@@ -515,6 +515,36 @@ def test_conv_batch_norm_relu_batched():
         assert "batch_norm" not in cg.report.zenith_ops and "relu" not in cg.report.zenith_ops  # all in the conv
 
 
+def test_conv_residual_add_relu():
+    """A ResNet block's tail, relu(bn(conv(x)) + identity), and a downsample block's,
+    relu(bn(conv(y)) + conv(x)), run as convs whose epilogue adds the residual (passes
+    on: no add, no relu left), against eager: one image (implicit GEMM and pointwise
+    paths), a batch of small maps (residual applied while copying out), and a depthwise
+    conv with a residual."""
+    c = 6
+
+    def block(x, w1, w2, mean, var, g, beta):
+        y = F.batch_norm(F.conv2d(x, w1, None, padding=1), mean, var, g, beta, training=False, eps=1e-5)
+        return torch.relu(y + x)
+
+    def downsample(x, w1, w2, mean, var, g, beta):
+        y = F.conv2d(torch.relu(F.conv2d(x, w1, None, padding=1)), w2, None)
+        main = F.batch_norm(y, mean, var, g, beta, training=False, eps=1e-5)
+        return torch.relu(main + F.conv2d(x, w2, None))
+
+    def depthwise(x, w1, w2, mean, var, g, beta):
+        return torch.relu(F.conv2d(x, w1[:, :1], None, padding=1, groups=c) + x)
+
+    tol = dict(rtol=1e-4, atol=1e-4)
+    bn = [make((c,), f32), make((c,), f32).abs() + 0.5, make((c,), f32), make((c,), f32)]
+    for shape in [(1, c, 9, 11), (3, c, 7, 7)]:
+        inputs = [make(shape, f32), make((c, c, 3, 3), f32), make((c, c, 1, 1), f32)] + bn
+        for f in (block, downsample, depthwise):
+            cg = check(f, inputs, covers=["conv2d"], passes=True, tol=tol)
+            assert "add" not in cg.report.zenith_ops and "relu" not in cg.report.zenith_ops, (f, cg.report.zenith_ops)
+            assert cg.report.passes["fuse_conv_residual"] >= 1
+
+
 def test_residual_layer_norm():
     """Post-norm residual: LayerNorm(x + y) runs as one layer_norm reading both (passes
     on; the add is gone); a sum that is also returned keeps its add. Against eager."""
