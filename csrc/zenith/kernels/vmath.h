@@ -2,7 +2,8 @@
 // libm functions as scalar references (tests/cpp/test_kernels.cc holds each to a
 // stated error bound against them).
 //   vexp:  range reduction to [-ln2/2, ln2/2] and a degree-6 polynomial; < 2 ulp.
-//   vexp_nonpos: vexp restricted to x <= 0 (softmax), cheaper; same error.
+//   vexp_nonpos: vexp restricted to x <= 0 (softmax, and erf's small positive
+//          exponents), cheaper; same error.
 //   verf:  erfc via the Chebyshev fit of Numerical Recipes (fractional error
 //          < 1.2e-7 in exact arithmetic), reflected for negative inputs; absolute
 //          error < 5e-7 in float.
@@ -46,10 +47,11 @@ inline float vexp(float x) {
   return x != x ? x : y;                              // NaN stays NaN
 }
 
-// exp(x) for x <= 0, the softmax terms once the row max is subtracted: there 2^n is
-// one normal float (n >= -126), so it needs one scale factor and no overflow checks.
-// Same reduction and polynomial as vexp; -inf and anything below the float range -> 0,
-// NaN stays NaN. Not for x > 0.
+// exp(x) for x <= 0 (the softmax terms once the row max is subtracted; verf's tail,
+// whose exponent stays below 1.3): there 2^n is one normal float (-126 <= n <= 127),
+// so it needs one scale factor and no overflow checks. Same reduction and polynomial
+// as vexp; -inf and anything below the float range -> 0, NaN stays NaN. Wrong for x
+// near 88 and above (no overflow handling).
 inline float vexp_nonpos(float x) {
   const float lo = -87.3365478515625f;
   float n;
@@ -70,7 +72,9 @@ inline float verf(float x) {
                               t * (-0.18628806f +
                                    t * (0.27886807f +
                                         t * (-1.13520398f + t * (1.48851587f + t * (-0.82215223f + t * 0.17087277f))))))));
-  float erfc = t * vexp(-z * z + poly);
+  // The exponent is at most ~1.3 (-z^2 plus a poly bounded by 1.27): vexp_nonpos's one
+  // scale factor covers it (2^n for n <= 2), without vexp's overflow handling.
+  float erfc = t * vexp_nonpos(-z * z + poly);
   float r = 1.0f - erfc;
   r = z < 1e-4f ? 1.1283791670955126f * z : r;  // erf(x) ~ 2x/sqrt(pi): keeps relative accuracy near 0
   r = x < 0 ? -r : r;
