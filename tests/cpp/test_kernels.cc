@@ -288,7 +288,8 @@ float ref_activation(float x, Activation act) {
 }
 
 TEST(Kernels, SgemmEpilogueMatchesReference) {
-  // act(sum * row_scale[m] + row_shift[m] + col_shift[n]) on every path: the skinny
+  // act(sum * row_scale[m] + row_shift[m] + col_shift[n] (+ residual[m, n], its own row
+  // stride)) on every path (x @ W^T from 48 rows: the in-place strip): the skinny
   // kernels (1 and 3 rows, both layouts of B), the blocked driver with threads owning
   // columns (k tails, several k blocks, row and column tails, more rows than one
   // L2 block of A: 260), its row split (few
@@ -300,11 +301,12 @@ TEST(Kernels, SgemmEpilogueMatchesReference) {
     for (auto [M, N, K] : {std::tuple<int64_t, int64_t, int64_t>{1, 300, 77}, {3, 40, 600}, {33, 129, 300},
                            {300, 40, 64}, {7, 17, 0}, {130, 48, 513}, {260, 129, 40}})
       for (bool trans : {false, true})
-        for (int variant = 0; variant < 3; ++variant)  // column shift; row scale and shift; all three
+        for (int variant = 0; variant < 4; ++variant)  // column shift; row scale and shift; all three; + residual
           for (Activation act : acts) {
-            int64_t ldc = N + 3;
+            int64_t ldc = N + 3, ldr = N + 1;
             auto a = randn(size_t(M * K), unsigned(M + K)), b = randn(size_t(N * K), unsigned(N + 1));
             auto scale = randn(size_t(M), 7), rshift = randn(size_t(M), 8), cshift = randn(size_t(N), 9);
+            auto res = randn(size_t(M * ldr), 10);
             int64_t b_rs = trans ? 1 : N, b_cs = trans ? K : 1;
             GemmEpilogue ep;
             ep.act = act;
@@ -312,6 +314,10 @@ TEST(Kernels, SgemmEpilogueMatchesReference) {
             if (variant != 0) {
               ep.row_scale = scale.data();
               ep.row_shift = rshift.data();
+            }
+            if (variant == 3) {
+              ep.residual = res.data();
+              ep.ld_residual = ldr;
             }
             PackedOperand packed;
             bool use_packed = M == 130 && K > 0;
@@ -327,7 +333,8 @@ TEST(Kernels, SgemmEpilogueMatchesReference) {
                   float want = r[size_t(m * ldc + n)];
                   if (n < N) {
                     float s = ep.row_scale ? scale[size_t(m)] : 1.0f, t = ep.row_shift ? rshift[size_t(m)] : 0.0f;
-                    want = ref_activation(want * s + t + (ep.col_shift ? cshift[size_t(n)] : 0.0f), act);
+                    float add = (ep.col_shift ? cshift[size_t(n)] : 0.0f) + (ep.residual ? res[size_t(m * ldr + n)] : 0.0f);
+                    want = ref_activation(want * s + t + add, act);
                   }
                   ASSERT_NEAR(c[size_t(m * ldc + n)], want, 2e-4f * std::sqrt(float(K + 1)) * 4)
                       << M << "x" << N << "x" << K << " trans " << trans << " variant " << variant << " act "

@@ -155,7 +155,7 @@ void apply_epilogue(const GemmEpilogue& ep, float* c, int64_t ldc, int64_t m0, i
     for (int64_t r = 0; r < mr; ++r) {
       float s = ep.row_scale ? ep.row_scale[m0 + r] : 1.0f, t = ep.row_shift ? ep.row_shift[m0 + r] : 0.0f;
       float* row = c + r * ldc;
-      if (ep.residual) {  // a convolution's: no column shift
+      if (ep.residual) {  // a convolution's fused residual add
         const float* res = ep.residual + (m0 + r) * ep.ld_residual + n0;
         const float* cs = ep.col_shift ? ep.col_shift + n0 : nullptr;
         for (int64_t j = 0; j < w; ++j) row[j] = act(row[j] * s + t + (cs ? cs[j] : 0.0f) + res[j]);
