@@ -242,6 +242,51 @@ TEST(Kernels, SgemmBSourceMatchesReference) {
   set_num_threads(1);
 }
 
+TEST(Kernels, Conv3x3WinogradMatchesDirectReference) {
+  // F(2x2, 3x3) against a scalar direct convolution (stride 1, padding 1), with the
+  // epilogue (per-channel scale and shift, a residual with its own row stride, ReLU):
+  // odd and even map sizes (clipped last tiles), a map smaller than a tile, channel
+  // counts not a multiple of any panel, on 1 and 2 threads.
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    for (auto [C, OC, H, W] : {std::tuple<int64_t, int64_t, int64_t, int64_t>{3, 5, 1, 1}, {7, 9, 5, 6},
+                               {33, 40, 13, 15}, {64, 64, 14, 14}, {17, 70, 8, 3}})
+      for (bool with_ep : {false, true}) {
+        auto x = randn(size_t(C * H * W), unsigned(C + H)), w = randn(size_t(OC * C * 9), unsigned(OC));
+        auto scale = randn(size_t(OC), 4), shift = randn(size_t(OC), 5);
+        int64_t ldr = H * W + 2;
+        auto res = randn(size_t(OC * ldr), 6);
+        GemmEpilogue ep;
+        if (with_ep) {
+          ep.row_scale = scale.data();
+          ep.row_shift = shift.data();
+          ep.residual = res.data();
+          ep.ld_residual = ldr;
+          ep.act = Activation::kRelu;
+        }
+        std::vector<float> out(size_t(OC * H * W), NAN);
+        conv3x3_winograd(x.data(), C, H, W, w.data(), OC, out.data(), ep);
+        for (int64_t oc = 0; oc < OC; ++oc)
+          for (int64_t y = 0; y < H; ++y)
+            for (int64_t xx = 0; xx < W; ++xx) {
+              double sum = 0;
+              for (int64_t ic = 0; ic < C; ++ic)
+                for (int64_t ky = 0; ky < 3; ++ky)
+                  for (int64_t kx = 0; kx < 3; ++kx) {
+                    int64_t iy = y + ky - 1, ix = xx + kx - 1;
+                    if (iy < 0 || iy >= H || ix < 0 || ix >= W) continue;
+                    sum += double(x[size_t((ic * H + iy) * W + ix)]) * w[size_t(((oc * C + ic) * 3 + ky) * 3 + kx)];
+                  }
+              double want = sum;
+              if (with_ep) want = std::max(0.0, sum * scale[size_t(oc)] + shift[size_t(oc)] + res[size_t(oc * ldr + y * W + xx)]);
+              ASSERT_NEAR(out[size_t((oc * H + y) * W + xx)], want, 2e-4 * std::sqrt(double(C * 9)) * 4)
+                  << C << "x" << OC << "x" << H << "x" << W << " at " << oc << "," << y << "," << xx << " ep " << with_ep;
+            }
+      }
+  }
+  set_num_threads(1);
+}
+
 TEST(Kernels, SgemmPrepackedBMatchesReference) {
   // B packed once (sgemm_pack_b) against the scalar reference: both layouts of B, few
   // rows (5 and 16: with B packed, the driver takes them from the skinny kernels), column

@@ -359,6 +359,24 @@ def test_conv_weights_stay_packed_at_inference():
         torch.testing.assert_close(c(x), m(x), rtol=1e-4, atol=1e-5)
 
 
+def test_winograd_conv_keeps_transformed_filters_and_refreshes_them():
+    """A 3x3 conv with 128+ channels on a 14 x 14 map runs as Winograd F(2x2, 3x3) with
+    its filters transformed once (kept like packed weights) and transformed again after
+    an in-place update; batch-norm and ReLU fused; against eager, one image and two."""
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Conv2d(128, 130, 3, padding=1, bias=False), torch.nn.BatchNorm2d(130),
+                            torch.nn.ReLU()).eval()
+    m[1].running_mean.normal_()
+    m[1].running_var.uniform_(0.5, 2.0)
+    with zenith.backend.collect_reports() as reports, torch.no_grad():
+        c = zenith.compile(m)
+        for x in (torch.randn(1, 128, 14, 13), torch.randn(2, 128, 14, 13)):
+            torch.testing.assert_close(c(x), m(x), rtol=1e-4, atol=2e-4)
+        assert max(r.packed_weight_bytes for r in reports) == 130 * 128 * 9 * 4
+        m[0].weight.mul_(0.5)
+        torch.testing.assert_close(c(x), m(x), rtol=1e-4, atol=2e-4)
+
+
 def test_torch_side_nodes_on_inputs_alone_do_not_split_segments():
     # A float64 scalar input (what dynamic=True makes of a Python float global like
     # math.pi) feeds fallback ops between native ones: they run before the Zenith

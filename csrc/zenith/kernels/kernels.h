@@ -52,7 +52,8 @@ bool kernel_is_dtype_generic(Op op);
 // a convolution). `src`, the sizes and the strides identify the operand it was made
 // from; sgemm checks them.
 struct PackedOperand {
-  enum Side : uint8_t { kA, kB } side = kB;
+  // kWinograd: a 3x3 conv's filters as conv3x3_winograd's 16 transformed matrices.
+  enum Side : uint8_t { kA, kB, kWinograd } side = kB;
   std::shared_ptr<float> data;
   const float* src = nullptr;
   int64_t rows = 0, cols = 0, rs = 0, cs = 0;  // A: M x K; B: K x N
@@ -109,6 +110,19 @@ struct GemmBSource {
 // C = A @ B (alpha 1, C overwritten) with B from `b`; A may be packed in advance.
 void sgemm_b_source(int64_t M, int64_t N, int64_t K, const float* a, int64_t a_rs, int64_t a_cs, const GemmBSource& b,
                     float* c, int64_t ldc, const PackedOperand* packed_a = nullptr, const GemmEpilogue* ep = nullptr);
+// A 3x3, stride-1, padding-1 convolution of one image (x: C x H x W, w: OC x C x 3 x 3,
+// out: OC x H x W) by Winograd's F(2x2, 3x3) (winograd.cc); `ep` as sgemm's, one row per
+// output channel (residual rows ld_residual apart). `filters`, when given, is w made by
+// conv3x3_winograd_pack (the runtime keeps it for a constant weight); else w is
+// transformed during the call.
+void conv3x3_winograd(const float* x, int64_t C, int64_t H, int64_t W, const float* w, int64_t OC, float* out,
+                      const GemmEpilogue& ep, const PackedOperand* filters = nullptr);
+PackedOperand conv3x3_winograd_pack(int64_t OC, int64_t C, const float* w);
+// Whether conv2d runs a convolution with these parameters through conv3x3_winograd: 3x3,
+// stride 1, padding 1, no dilation or groups, maps from 12 x 12 and 32 channels up.
+bool conv2d_uses_winograd(int64_t groups, int64_t KH, int64_t KW, const std::vector<int64_t>& stride,
+                          const std::vector<int64_t>& padding, const std::vector<int64_t>& dilation, int64_t C,
+                          int64_t H, int64_t W, int64_t OC);
 // The micro-kernel sgemm runs on this machine: "avx512" or "avx2" (chosen at run
 // time; ZENITH_NO_AVX512=1 forces the AVX2 one).
 const char* sgemm_isa();
