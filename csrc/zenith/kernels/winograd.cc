@@ -1,8 +1,9 @@
 // 3x3 convolution (stride 1, padding 1) by Winograd's F(2x2, 3x3): each 2x2 block of
 // outputs comes from a 4x4 input patch with 16 multiplies per (input, output) channel
-// pair instead of 36, so the GEMM work drops 2.25x. Per call: the filters transformed
-// (U = G g G^T, 16 matrices OC x IC), the input's patches transformed (V = B^T d B, 16
-// matrices IC x tiles), 16 GEMMs M = U V (sgemm; U read in place), and the outputs
+// pair instead of 36, so the GEMM work drops 2.25x. The filters transformed (U = G g
+// G^T, 16 matrices OC x IC; once, by conv3x3_winograd_pack, for a constant weight); per
+// call the input's patches transformed (V = B^T d B, 16 matrices IC x tiles), 16 GEMMs
+// M = U V (sgemm; U read in place up to 1024 tiles), and the outputs
 // transformed back (A^T m A) with the conv's epilogue (bias / folded batch-norm,
 // residual, activation) applied as they are written. Rounding differs from the direct
 // conv by a few ulp of the larger intermediate sums (tested against a scalar direct
@@ -50,7 +51,7 @@ bool conv2d_uses_winograd(int64_t groups, int64_t KH, int64_t KW, const std::vec
   static const bool off = std::getenv("ZENITH_NO_WINOGRAD") != nullptr;
   return !off && groups == 1 && KH == 3 && KW == 3 && stride == std::vector<int64_t>{1, 1} &&
          padding == std::vector<int64_t>{1, 1} && dilation == std::vector<int64_t>{1, 1} && H * W >= 144 &&
-         C >= 128 && OC >= 128;
+         C >= 64 && OC >= 64;
 }
 
 PackedOperand conv3x3_winograd_pack(int64_t OC, int64_t C, const float* w) {
@@ -88,70 +89,98 @@ void conv3x3_winograd(const float* x, int64_t C, int64_t H, int64_t W, const flo
   float* M = mbuf.get(size_t(16 * OC * T));
 
   // V[xi][ic][tile] = (B^T d B)[xi], d the 4x4 patch at (2i - 1, 2j - 1), zero outside;
-  // B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1].
+  // B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1]. Loops run along tiles so they
+  // vectorize: per channel, each patch row r of every tile is transformed along its
+  // columns (d B: stride-2 reads of a zero-padded copy of the image row, line[1 + x] =
+  // column x) into db[r * 4 + k][tile], then the four rows combine (B^T) over all tiles.
   parallel_for(C, 1, [&](int64_t lo, int64_t hi) {
+    thread_local AlignedBuf scratch;
+    float* line = scratch.get(size_t(2 * tw + 4 + 16 * T));
+    float* db = line + 2 * tw + 4;
     for (int64_t ic = lo; ic < hi; ++ic) {
       const float* plane = x + ic * H * W;
       for (int64_t i = 0; i < th; ++i)
-        for (int64_t j = 0; j < tw; ++j) {
-          float d[4][4];
-          for (int r = 0; r < 4; ++r) {
-            int64_t y = 2 * i - 1 + r;
-            for (int c = 0; c < 4; ++c) {
-              int64_t xx = 2 * j - 1 + c;
-              d[r][c] = (y >= 0 && y < H && xx >= 0 && xx < W) ? plane[y * W + xx] : 0.0f;
-            }
+        for (int r = 0; r < 4; ++r) {
+          int64_t y = 2 * i - 1 + r;
+          float* d0 = db + (r * 4 + 0) * T + i * tw;
+          float *d1 = d0 + T, *d2 = d1 + T, *d3 = d2 + T;
+          if (y < 0 || y >= H) {
+            for (float* d : {d0, d1, d2, d3}) std::fill_n(d, tw, 0.0f);
+            continue;
           }
-          float t[4][4];  // B^T d
-          for (int c = 0; c < 4; ++c) {
-            t[0][c] = d[0][c] - d[2][c];
-            t[1][c] = d[1][c] + d[2][c];
-            t[2][c] = d[2][c] - d[1][c];
-            t[3][c] = d[1][c] - d[3][c];
-          }
-          int64_t tile = i * tw + j;
-          for (int r = 0; r < 4; ++r) {  // (B^T d) B
-            float v[4] = {t[r][0] - t[r][2], t[r][1] + t[r][2], t[r][2] - t[r][1], t[r][1] - t[r][3]};
-            for (int c = 0; c < 4; ++c) V[((r * 4 + c) * C + ic) * T + tile] = v[c];
+          line[0] = 0.0f;
+          std::copy_n(plane + y * W, W, line + 1);
+          std::fill_n(line + 1 + W, 2 * tw + 3 - W, 0.0f);
+          for (int64_t j = 0; j < tw; ++j) {
+            const float* p = line + 2 * j;
+            d0[j] = p[0] - p[2];
+            d1[j] = p[1] + p[2];
+            d2[j] = p[2] - p[1];
+            d3[j] = p[1] - p[3];
           }
         }
+      const int64_t xs = C * T;  // between consecutive xi in V
+      for (int k = 0; k < 4; ++k) {
+        const float *r0 = db + k * T, *r1 = db + (4 + k) * T, *r2 = db + (8 + k) * T, *r3 = db + (12 + k) * T;
+        float* v0 = V + k * xs + ic * T;
+        float *v1 = v0 + 4 * xs, *v2 = v1 + 4 * xs, *v3 = v2 + 4 * xs;
+        for (int64_t t = 0; t < T; ++t) {
+          v0[t] = r0[t] - r2[t];
+          v1[t] = r1[t] + r2[t];
+          v2[t] = r2[t] - r1[t];
+          v3[t] = r1[t] - r3[t];
+        }
+      }
     }
+    scratch.trim(size_t(1) << 20);
   });
 
   for (int64_t xi = 0; xi < 16; ++xi)
     sgemm(OC, T, C, 1.0f, U + xi * OC * C, C, 1, V + xi * C * T, T, 1, M + xi * OC * T, T, false);
 
   // out = A^T m A, A^T = [1 1 1 0; 0 1 -1 -1], then the epilogue per output value.
+  // Per channel: A^T over all tiles at once (rows of M are contiguous in tiles), then
+  // per row of tiles (A^T m) A with the two output rows interleaved into a line
+  // (columns 2j, 2j + 1) and the epilogue along it.
   const int64_t HW = H * W;
   with_activation(ep.act, [&](auto act) {
     parallel_for(OC, 1, [&](int64_t lo, int64_t hi) {
+      thread_local AlignedBuf scratch;
+      float* tm = scratch.get(size_t(8 * T + 4 * tw));  // tm[a * 4 + c][tile] = (A^T m)[a][c]
+      float* line = tm + 8 * T;                         // 2 output rows of 2 * tw columns
+      const int64_t xs = OC * T;                         // between consecutive xi in M
       for (int64_t oc = lo; oc < hi; ++oc) {
-        float s = ep.row_scale ? ep.row_scale[oc] : 1.0f, sh = ep.row_shift ? ep.row_shift[oc] : 0.0f;
+        const float s = ep.row_scale ? ep.row_scale[oc] : 1.0f, sh = ep.row_shift ? ep.row_shift[oc] : 0.0f;
         const float* res = ep.residual ? ep.residual + oc * ep.ld_residual : nullptr;
         float* o = out + oc * HW;
+        for (int c = 0; c < 4; ++c) {
+          const float* m0 = M + c * xs + oc * T;
+          const float *m1 = m0 + 4 * xs, *m2 = m1 + 4 * xs, *m3 = m2 + 4 * xs;
+          float *t0 = tm + c * T, *t1 = tm + (4 + c) * T;
+          for (int64_t t = 0; t < T; ++t) {
+            t0[t] = m0[t] + m1[t] + m2[t];
+            t1[t] = m1[t] - m2[t] - m3[t];
+          }
+        }
         for (int64_t i = 0; i < th; ++i)
-          for (int64_t j = 0; j < tw; ++j) {
-            int64_t tile = i * tw + j;
-            float m[4][4];
-            for (int k = 0; k < 16; ++k) m[k / 4][k % 4] = M[(k * OC + oc) * T + tile];
-            float t[2][4];  // A^T m
-            for (int c = 0; c < 4; ++c) {
-              t[0][c] = m[0][c] + m[1][c] + m[2][c];
-              t[1][c] = m[1][c] - m[2][c] - m[3][c];
+          for (int a = 0; a < 2; ++a) {
+            int64_t y = 2 * i + a;
+            if (y >= H) break;
+            const float* t0 = tm + (a * 4) * T + i * tw;
+            const float *t1 = t0 + T, *t2 = t1 + T, *t3 = t2 + T;
+            for (int64_t j = 0; j < tw; ++j) {
+              line[2 * j] = t0[j] + t1[j] + t2[j];
+              line[2 * j + 1] = t1[j] - t2[j] - t3[j];
             }
-            for (int r = 0; r < 2; ++r) {
-              int64_t y = 2 * i + r;
-              if (y >= H) break;
-              float yv[2] = {t[r][0] + t[r][1] + t[r][2], t[r][1] - t[r][2] - t[r][3]};  // (A^T m) A
-              for (int c = 0; c < 2; ++c) {
-                int64_t xx = 2 * j + c;
-                if (xx >= W) break;
-                float v = yv[c] * s + sh + (res ? res[y * W + xx] : 0.0f);
-                o[y * W + xx] = act(v);
-              }
-            }
+            float* orow = o + y * W;
+            const float* rrow = res ? res + y * W : nullptr;
+            if (rrow)
+              for (int64_t xx = 0; xx < W; ++xx) orow[xx] = act(line[xx] * s + sh + rrow[xx]);
+            else
+              for (int64_t xx = 0; xx < W; ++xx) orow[xx] = act(line[xx] * s + sh);
           }
       }
+      scratch.trim(size_t(1) << 20);
     });
   });
   ubuf.trim(size_t(16) << 20);
