@@ -921,7 +921,7 @@ void run_conv2d(const KernelCtx& c) {
     });
   };
   thread_local AlignedBuf col_buf, out_buf;  // reused across calls: no allocation or zero-fill per conv
-  // 3x3 stride-1 same-padding convs on maps from 12 x 12 up with enough channels run
+  // 3x3 stride-1 same-padding convs on maps of 49+ pixels with enough channels run
   // as Winograd F(2x2, 3x3), image by image: 2.25x fewer multiplies; smaller maps waste
   // tiles. The runtime keeps such a conv's constant filters transformed (kWinograd);
   // other convs' constant filters come packed as the GEMM's A.

@@ -119,7 +119,7 @@ void conv3x3_winograd(const float* x, int64_t C, int64_t H, int64_t W, const flo
                       const GemmEpilogue& ep, const PackedOperand* filters = nullptr);
 PackedOperand conv3x3_winograd_pack(int64_t OC, int64_t C, const float* w);
 // Whether conv2d runs a convolution with these parameters through conv3x3_winograd: 3x3,
-// stride 1, padding 1, no dilation or groups, maps from 12 x 12 and 64 channels (in and
+// stride 1, padding 1, no dilation or groups, maps of 49 pixels (7 x 7) and 64 channels (in and
 // out) up; below that the transforms cost more than the multiplies they save.
 bool conv2d_uses_winograd(int64_t groups, int64_t KH, int64_t KW, const std::vector<int64_t>& stride,
                           const std::vector<int64_t>& padding, const std::vector<int64_t>& dilation, int64_t C,

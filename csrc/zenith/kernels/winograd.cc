@@ -50,7 +50,7 @@ bool conv2d_uses_winograd(int64_t groups, int64_t KH, int64_t KW, const std::vec
                           int64_t H, int64_t W, int64_t OC) {
   static const bool off = std::getenv("ZENITH_NO_WINOGRAD") != nullptr;
   return !off && groups == 1 && KH == 3 && KW == 3 && stride == std::vector<int64_t>{1, 1} &&
-         padding == std::vector<int64_t>{1, 1} && dilation == std::vector<int64_t>{1, 1} && H * W >= 144 &&
+         padding == std::vector<int64_t>{1, 1} && dilation == std::vector<int64_t>{1, 1} && H * W >= 49 &&
          C >= 64 && OC >= 64;
 }
 
