@@ -135,8 +135,12 @@ void conv3x3_winograd(const float* x, int64_t C, int64_t H, int64_t W, const flo
     scratch.trim(size_t(1) << 20);
   });
 
-  for (int64_t xi = 0; xi < 16; ++xi)
-    sgemm(OC, T, C, 1.0f, U + xi * OC * C, C, 1, V + xi * C * T, T, 1, M + xi * OC * T, T, false);
+  // The 16 GEMMs split between threads whole (each runs serially inside: nested
+  // parallel_for), one fork/join instead of 16 and no sync inside small GEMMs.
+  parallel_for(16, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t xi = lo; xi < hi; ++xi)
+      sgemm(OC, T, C, 1.0f, U + xi * OC * C, C, 1, V + xi * C * T, T, 1, M + xi * OC * T, T, false);
+  });
 
   // out = A^T m A, A^T = [1 1 1 0; 0 1 -1 -1], then the epilogue per output value.
   // Per channel: A^T over all tiles at once (rows of M are contiguous in tiles), then
