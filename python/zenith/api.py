@@ -20,9 +20,9 @@ def compile(model, *, dynamic=None, fullgraph=False, **options):  # noqa: A001 (
     the IR after every pass, default False), fallback (let unsupported ops run in
     PyTorch, default True; False raises instead), pack_weights (at inference, keep
     a weight packed for the GEMM after its first call instead of packing it on every
-    call; costs one extra copy of those weights in memory; conv filters, and linear
-    weights used with fewer than 48 rows or on AVX-512, where the GEMM does not read
-    them in place; default True).
+    call; costs one extra copy of those weights in memory: conv filters and row-major
+    matmul weights such as GPT-2's Conv1D; nn.Linear weights are read in place and never
+    copied; default True).
     """
     unknown = sorted(set(options) - set(OPTIONS))
     if unknown:

@@ -65,10 +65,10 @@ TEST(Kernels, SgemmStridesAlphaAccumulate) {
 }
 
 TEST(Kernels, SgemmSkinnyTimesTransposedWeight) {
-  // x @ W^T with few rows (decode, small batches) takes the blocked dot-product path,
-  // x @ B with row-major B and <= 4 rows the register-blocked path:
-  // every row-block size (4, 3, 2, 1 remainder), W-row tails, k tails (< 8, not a
-  // multiple of 8), alpha and accumulate, on one thread and two.
+  // x @ W^T with up to 4 rows (decode) takes the blocked dot-product path, with more
+  // the weight-rows kernel (W in place); x @ B with row-major B and <= 4 rows the
+  // register-blocked path: every row-block size (4, 3, 2, 1 remainder), W-row tails, k
+  // tails (< 8, not a multiple of 8), alpha and accumulate, on one thread and two.
   for (int threads : {1, 2}) {
     set_num_threads(threads);
     for (int64_t M : {1, 2, 3, 4, 5, 7, 16, 31, 32, 33})
@@ -115,19 +115,19 @@ TEST(Kernels, SgemmPackedTransposedB) {
 
 TEST(Kernels, SgemmWeightInPlaceMatchesReference) {
   // x @ W^T with W read in place (C^T = W X^T, W the broadcast operand) against the
-  // scalar reference: W's rows not a multiple of the 6-row panel (a last, short panel
-  // of W, which is sized exactly), X's rows not a multiple of 16 (last panels of 1 and
-  // 8 rows run the half-width kernel, of 12 the full one) and more than one block of
+  // scalar reference: W's rows not a multiple of the 6- or 8-row panel (a last, short
+  // panel of W, which is sized exactly), X's rows not a multiple of 16 or 32 (last
+  // panels of 1, 8, 12 and 16 rows run the half-width kernel, of 17 and 24 rows the
+  // full one; kernels_forced_avx2 runs this on AVX2) and more than one block of
   // them (300, 600), k tails and several k blocks, A with a row stride past K, C with
   // ldc > N, A transposed, alpha, accumulate, the epilogue, on 1 and 2 threads.
-  const bool in_place = std::string(sgemm_isa()) == "avx2";  // the kernel is there
   for (int threads : {1, 2}) {
     set_num_threads(threads);
     for (auto [M, N, K] : {std::tuple<int64_t, int64_t, int64_t>{49, 7, 300}, {56, 769, 64}, {300, 130, 513},
-                           {600, 20, 259}, {128, 768, 768}})
+                           {600, 20, 259}, {128, 768, 768}, {48, 33, 40}})
       for (int variant = 0; variant < 3; ++variant) {  // overwrite; accumulate; A transposed (a_rs 1)
         bool acc = variant == 1, at = variant == 2;
-        if (in_place) ASSERT_FALSE(sgemm_reads_packed(M, 1, 1, K)) << M;
+        ASSERT_FALSE(sgemm_reads_packed(M, 1, 1, K)) << M;  // both ISAs have the kernel
         int64_t lda = at ? M + 3 : K + 3, ldc = N + 5;
         int64_t a_rs = at ? 1 : lda, a_cs = at ? lda : 1;
         auto a = randn(size_t((at ? K : M) * lda), unsigned(M + K)), w = randn(size_t(N * K), unsigned(N));

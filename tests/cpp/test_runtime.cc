@@ -313,32 +313,36 @@ TEST(Runtime, ResidualLayerNormMatchesSeparateOps) {
 }
 
 TEST(Runtime, ConstantWeightsArePackedOnceAndFollowTheirInput) {
-  // x[rows, 9] @ w[11, 9]^T + b with w marked constant: packed on the first call with
-  // enough rows for the blocked GEMM (not for 2 rows, which stream w in place); a
-  // weight at a new address is repacked; an in-place change shows after drop_packed().
-  Executable exe(parse_graph(R"(graph(%x: f32[s0, 9], %w: f32[11, 9], %b: f32[11]) {
+  // x[rows, 9] @ w[9, 11] + b with w (row-major, as GPT-2's Conv1D weights) marked
+  // constant: packed on the first call with enough rows for the blocked GEMM (not for 2
+  // rows, which stream w in place); a weight at a new address is repacked; an in-place
+  // change shows after drop_packed(). The same weight as nn.Linear's W^T is never
+  // packed: the GEMM reads W's rows in place at every row count.
+  Executable exe(parse_graph(R"(graph(%x: f32[s0, 9], %w: f32[9, 11], %b: f32[11]) {
+  %y: f32[s0, 11] = addmm(%b, %x, %w)
+  return (%y)
+})"));
+  Executable linear(parse_graph(R"(graph(%x: f32[s0, 9], %w: f32[11, 9], %b: f32[11]) {
   %y: f32[s0, 11] = addmm(%b, %x, %w) {trans_b=[1]}
   return (%y)
 })"));
   exe.set_constant_inputs({1});
+  linear.set_constant_inputs({1});
   auto bias = iota(11, -5.0f);
-  auto reference = [&](const std::vector<float>& x, const std::vector<float>& w, int64_t rows) {
-    std::vector<float> r(size_t(rows * 11));
+  // w_nk: whether w is stored [11, 9] (W, read transposed) or [9, 11].
+  auto check_on = [&](Executable& e, const std::vector<float>& w, int64_t rows, bool w_nk) {
+    auto x = iota(size_t(rows * 9), -20.0f);
+    for (auto& v : x) v *= 0.01f;
+    std::vector<int64_t> wshape = w_nk ? std::vector<int64_t>{11, 9} : std::vector<int64_t>{9, 11};
+    auto out = e.run({{x.data(), DType::f32, {rows, 9}}, {w.data(), DType::f32, wshape}, {bias.data(), DType::f32, {11}}}, {});
     for (int64_t m = 0; m < rows; ++m)
       for (int64_t n = 0; n < 11; ++n) {
         double s = bias[size_t(n)];
-        for (int64_t k = 0; k < 9; ++k) s += double(x[size_t(m * 9 + k)]) * w[size_t(n * 9 + k)];
-        r[size_t(m * 11 + n)] = float(s);
+        for (int64_t k = 0; k < 9; ++k) s += double(x[size_t(m * 9 + k)]) * w[size_t(w_nk ? n * 9 + k : k * 11 + n)];
+        ASSERT_NEAR(f(out[0])[size_t(m * 11 + n)], float(s), 1e-4f) << rows << " rows, at " << m << "," << n;
       }
-    return r;
   };
-  auto check = [&](const std::vector<float>& w, int64_t rows) {
-    auto x = iota(size_t(rows * 9), -20.0f);
-    for (auto& v : x) v *= 0.01f;
-    auto out = exe.run({{x.data(), DType::f32, {rows, 9}}, {w.data(), DType::f32, {11, 9}}, {bias.data(), DType::f32, {11}}}, {});
-    auto r = reference(x, w, rows);
-    for (size_t i = 0; i < r.size(); ++i) ASSERT_NEAR(f(out[0])[i], r[i], 1e-4f) << rows << " rows, at " << i;
-  };
+  auto check = [&](const std::vector<float>& w, int64_t rows) { check_on(exe, w, rows, false); };
   auto w = iota(99, -50.0f);
   for (auto& v : w) v *= 0.02f;
   check(w, 2);
@@ -353,6 +357,10 @@ TEST(Runtime, ConstantWeightsArePackedOnceAndFollowTheirInput) {
   exe.drop_packed();
   EXPECT_EQ(exe.packed_bytes(), 0u);
   check(w2, 40);
+  for (int64_t rows : {2, 5, 16, 40, 100}) {
+    check_on(linear, w, rows, true);
+    EXPECT_EQ(linear.packed_bytes(), 0u) << rows;
+  }
 }
 
 TEST(Runtime, FusedConvBatchNormMatchesSeparateOps) {

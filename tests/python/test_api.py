@@ -299,41 +299,51 @@ def _mlp():
     return torch.nn.Sequential(torch.nn.Linear(64, 96), torch.nn.GELU(), torch.nn.Linear(96, 40)).eval()
 
 
+class _RowMajorMLP(torch.nn.Module):
+    """x @ W + b with W stored [in, out] (GPT-2's Conv1D layout): the GEMM packs W."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.w1, self.b1 = torch.nn.Parameter(torch.randn(64, 96) * 0.1), torch.nn.Parameter(torch.randn(96))
+        self.w2, self.b2 = torch.nn.Parameter(torch.randn(96, 40) * 0.1), torch.nn.Parameter(torch.randn(40))
+
+    def forward(self, x):
+        return torch.addmm(self.b2, torch.nn.functional.gelu(torch.addmm(self.b1, x, self.w1)), self.w2)
+
+
 def test_inference_weights_stay_packed_and_follow_in_place_updates():
-    # 40 rows: enough for the blocked GEMM, which reads the weights packed once (from
-    # 48 rows the AVX2 GEMM reads nn.Linear's weight in place instead).
-    m, x = _mlp(), torch.randn(40, 64)
+    # 40 rows: enough for the blocked GEMM, which reads row-major weights packed once.
+    m, x = _RowMajorMLP().eval(), torch.randn(40, 64)
     with zenith.backend.collect_reports() as reports, torch.no_grad():
         c = zenith.compile(m)
         torch.testing.assert_close(c(x), m(x))
         packed = sum(r.packed_weight_bytes for r in reports)
         assert packed == (64 * 96 + 96 * 40) * 4
-        m[0].weight.mul_(-2.0)  # bumps the version counter: the packed copy is dropped
+        m.w1.mul_(-2.0)  # bumps the version counter: the packed copy is dropped
         torch.testing.assert_close(c(x), m(x))
-        m.load_state_dict(_mlp().state_dict())  # copies in place, as checkpoints load
-        m[2].bias.add_(1.0)
+        m.load_state_dict(_RowMajorMLP().state_dict())  # copies in place, as checkpoints load
+        m.b2.add_(1.0)
         torch.testing.assert_close(c(x), m(x))
         assert sum(r.packed_weight_bytes for r in reports) == packed
     assert "packed weights" in str(zenith.explain(m, x))
 
 
-def test_linear_weights_are_read_in_place_from_48_rows_on_avx2():
-    # No packed copy of nn.Linear's weights (the GEMM reads W's rows where they are),
-    # and the weights' updates are seen without any dropping of copies.
-    from zenith import _C
-
-    m, x = _mlp(), torch.randn(131, 64)
+@pytest.mark.parametrize("rows", [1, 5, 40, 131])
+def test_linear_weights_are_read_in_place(rows):
+    # No packed copy of nn.Linear's weights at any row count (the GEMM reads W's rows
+    # where they are), and the weights' updates are seen without any dropping of copies.
+    m, x = _mlp(), torch.randn(rows, 64)
     with zenith.backend.collect_reports() as reports, torch.no_grad():
         c = zenith.compile(m)
         torch.testing.assert_close(c(x), m(x))
-        if _C.sgemm_isa() == "avx2":
-            assert sum(r.packed_weight_bytes for r in reports) == 0
+        assert reports and sum(r.packed_weight_bytes for r in reports) == 0
         m[0].weight.mul_(-2.0)
         torch.testing.assert_close(c(x), m(x))
 
 
 def test_weights_are_not_packed_when_asked_or_when_training():
-    m, x = _mlp(), torch.randn(48, 64)
+    m, x = _RowMajorMLP(), torch.randn(48, 64)  # weights the GEMM would pack (see above)
     with zenith.backend.collect_reports() as reports, torch.no_grad():
         c = zenith.compile(m, pack_weights=False)
         torch.testing.assert_close(c(x), m(x))

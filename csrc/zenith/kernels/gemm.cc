@@ -38,9 +38,9 @@ namespace {
 using namespace gemm_detail;
 
 constexpr int64_t KC = 256, NC = 3072;
-// Up to this many rows, x @ W^T runs as blocked dot products over W's rows in place
-// rather than packing W (packing costs more than it saves for so few rows).
-constexpr int64_t kSkinnyNT = 32;
+// Up to this many rows, a GEMM with B = W^T or a row-major B is memory-bound and runs
+// as blocked dot products (or register-blocked rows) reading B in place.
+constexpr int64_t kSkinnyRows = 4;
 
 // C[m][n] (+)= alpha * dot(A[m,:], W[n,:]) for MM rows of A (contiguous along k) and
 // NB rows of W at a time: MM*NB independent vector accumulators, so the loop is bound
@@ -545,7 +545,11 @@ struct Isa {
 Isa pick_isa() {
 #if defined(__x86_64__)
   if (!std::getenv("ZENITH_NO_AVX512") && __builtin_cpu_supports("avx512f"))
-    return {"avx512", 8, 32, sgemm_blocked<8, 32, uk_f32_gemm_avx512<8, 2>>, pack_a_whole<8>, pack_b_whole<32>};
+    return {"avx512", 8, 32,
+            sgemm_blocked<8, 32, uk_f32_gemm_avx512<8, 2>, uk_f32_gemm_avx512_rows<8, 2>, uk_f32_gemm_avx512<8, 1, 8, 32>,
+                          uk_f32_gemm_avx512_rows<8, 1>>,
+            pack_a_whole<8>, pack_b_whole<32>,
+            sgemm_weight_rows<8, 32, uk_f32_gemm_avx512_rows<8, 2>, uk_f32_gemm_avx512_rows<8, 1>>};
 #endif
   return {"avx2", 6, 16, sgemm_blocked<6, 16, uk_f32_gemm_6x16_avx2<>, uk_f32_gemm_6x16_rows_avx2<2>,
                                        uk_f32_gemm_6x16_avx2<6, 1>, uk_f32_gemm_6x16_rows_avx2<1>>, pack_a_whole<6>, pack_b_whole<16>,
@@ -557,23 +561,22 @@ const Isa& isa() {
   return chosen;
 }
 
-// Few rows, or a layout the skinny kernels stream better than the packed driver. A B
-// packed in advance moves the line: from 5 rows up the driver then wins (8 x 768 x 768
-// with cold weights: 49 vs 37 GFLOP/s; 32 rows: 100 vs 58).
-bool skinny(int64_t M, int64_t a_cs, int64_t b_rs, int64_t b_cs, bool b_packed) {
-  bool nt_rows = b_rs == 1 && b_cs != 1 && a_cs == 1;  // the layout of x @ W^T (nn.Linear)
-  return (M <= 4 && (b_cs == 1 || b_rs == 1)) || (nt_rows && M <= kSkinnyNT && !b_packed);
-}
+// Few rows: the skinny kernels stream B where it is. (x @ W^T with more rows reads W in
+// place too, through the weight-rows kernel; see weight_in_place.)
+bool skinny(int64_t M, int64_t b_rs, int64_t b_cs) { return M <= kSkinnyRows && (b_cs == 1 || b_rs == 1); }
 
-// B = W^T with W's rows contiguous (x @ W^T, nn.Linear's layout), at least this many
-// rows, on a machine with the in-place kernel: the GEMM reads W where it is, so there is
-// nothing to pack. Measured against W packed in advance (Zen 3, 2 threads, x @ W^T):
-// 128 x 768 x 768, 128 x 768 x 3072 and 64 x 1024 x 1024 4-9% faster, 48, 96, 512 and
-// 1024 rows 1-4% faster; 33 and 40 rows 5-20% slower (X's 16-row panels padded), so
-// fewer rows keep the packed weight (or the skinny kernels, up to kSkinnyNT).
-constexpr int64_t kInPlaceRows = 48;
+// B = W^T with W's rows contiguous (x @ W^T, nn.Linear's layout), more rows than the
+// skinny kernels take: the GEMM reads W where it is (sgemm_weight_rows), so there is
+// nothing to pack and no copy of the weight to keep. Measured against W packed in
+// advance (2 threads, x @ W^T, W cold): Zen 3 AVX2, 128 x 768 x 768, 128 x 768 x 3072
+// and 64 x 1024 x 1024 4-9% faster, 48, 96, 512 and 1024 rows 1-4% faster, 33 and 40
+// rows 5-20% slower (X's panels padded); Zen 4 AVX-512, 2048 x 2048 and 5632 x 2048
+// weights, 8 rows 0.7-1.0x packed's speed, 12 to 32 rows 0.9-1.2x, 40 rows 0.9-1.0x,
+// and 1.7-4x the blocked dot products that ran 5 to 32 rows unpacked before. A packed
+// copy would double the memory of every linear weight (a 1.1B-parameter model's prompt
+// of 16 tokens kept 3.9 GB of them), for at most 30% on few-row calls.
 bool weight_in_place(int64_t M, int64_t b_rs, int64_t b_cs) {
-  return b_rs == 1 && b_cs != 1 && M >= kInPlaceRows && isa().weight_rows;
+  return b_rs == 1 && b_cs != 1 && M > kSkinnyRows && isa().weight_rows;
 }
 
 PackedOperand make_packed(PackedOperand::Side side, int64_t rows, int64_t cols, const float* src, int64_t rs,
@@ -601,8 +604,8 @@ static bool packs_b_once(int64_t M, int64_t N) {
 
 const char* sgemm_isa() { return isa().name; }
 
-bool sgemm_reads_packed(int64_t M, int64_t a_cs, int64_t b_rs, int64_t b_cs) {
-  return !skinny(M, a_cs, b_rs, b_cs, /*b_packed=*/true) && !weight_in_place(M, b_rs, b_cs);
+bool sgemm_reads_packed(int64_t M, int64_t /*a_cs*/, int64_t b_rs, int64_t b_cs) {
+  return !skinny(M, b_rs, b_cs) && !weight_in_place(M, b_rs, b_cs);
 }
 
 PackedOperand sgemm_pack_a(int64_t M, int64_t K, const float* a, int64_t a_rs, int64_t a_cs) {
@@ -629,7 +632,7 @@ void sgemm(int64_t M, int64_t N, int64_t K, float alpha, const float* a, int64_t
     epilogue_pass();
     return;
   }
-  if (skinny(M, a_cs, b_rs, b_cs, packed && packed->side == PackedOperand::kB)) {
+  if (skinny(M, b_rs, b_cs)) {
     sgemm_skinny(M, N, K, alpha, a, a_rs, a_cs, b, b_rs, b_cs, c, ldc, accumulate);
     epilogue_pass();
     return;

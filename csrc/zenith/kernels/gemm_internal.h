@@ -197,10 +197,12 @@ void uk_f32_gemm_6x16_rows_avx2(int64_t kc, const float* w, int64_t ldw, const f
 #pragma GCC target("avx512f")
 typedef float v16f __attribute__((vector_size(64)));
 
-// A as in the AVX2 kernel: row r of k at ap[k * KS + r].
-template <int MR, int NV, int KS = MR>
-void uk_f32_gemm_avx512(int64_t kc, const float* ap, const float* bp, float* c, int64_t ldc, int64_t mr, int64_t nr,
-                        bool add) {
+// The MR x (16 * NV) tile over kc steps of k: A's value for row r at step k is a(k, r)
+// (how A is laid out is the caller's), B's columns at bp + k * BS (a BS-wide panel; NV
+// = 1 in a 32-wide panel uses its first 16 columns).
+template <int MR, int NV, int BS, class AAt>
+inline void uk_avx512_tile(int64_t kc, AAt a, const float* bp, float* c, int64_t ldc, int64_t mr, int64_t nr,
+                           bool add) {
   constexpr int NR = 16 * NV;
   v16f acc[MR][NV];  // every loop over r and v is unrolled so acc stays in registers
 #pragma GCC unroll 16
@@ -210,11 +212,10 @@ void uk_f32_gemm_avx512(int64_t kc, const float* ap, const float* bp, float* c, 
   for (int64_t k = 0; k < kc; ++k) {
     v16f b[NV];
 #pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) std::memcpy(&b[v], bp + k * NR + 16 * v, 64);
-    const float* a = ap + k * KS;
+    for (int v = 0; v < NV; ++v) std::memcpy(&b[v], bp + k * BS + 16 * v, 64);
 #pragma GCC unroll 16
     for (int r = 0; r < MR; ++r) {
-      float x = a[r];
+      float x = a(k, r);
       v16f av = v16f{x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x};  // vbroadcastss from memory
 #pragma GCC unroll 4
       for (int v = 0; v < NV; ++v) acc[r][v] += av * b[v];
@@ -239,6 +240,24 @@ void uk_f32_gemm_avx512(int64_t kc, const float* ap, const float* bp, float* c, 
   for (int r = 0; r < MR; ++r)
     for (int v = 0; v < NV; ++v) std::memcpy(tmp[r] + 16 * v, &acc[r][v], 64);
   store_partial<MR, NR>(tmp, c, ldc, mr, nr, add);
+}
+
+// A as in the AVX2 kernel: row r of k at ap[k * KS + r]; B's panel BS wide.
+template <int MR, int NV, int KS = MR, int BS = 16 * NV>
+void uk_f32_gemm_avx512(int64_t kc, const float* ap, const float* bp, float* c, int64_t ldc, int64_t mr, int64_t nr,
+                        bool add) {
+  uk_avx512_tile<MR, NV, BS>(kc, [ap](int64_t k, int r) { return ap[k * KS + r]; }, bp, c, ldc, mr, nr, add);
+}
+
+// A read in place, as uk_f32_gemm_6x16_rows_avx2: row r at w + r * ldw, contiguous
+// along k; rows from mr on read row 0 and are not stored. B's panel is 32 wide; NV = 1
+// computes its first 16 columns (a last panel with at most 16).
+template <int MR, int NV>
+void uk_f32_gemm_avx512_rows(int64_t kc, const float* w, int64_t ldw, const float* bp, float* c, int64_t ldc,
+                             int64_t mr, int64_t nr, bool add) {
+  const float* row[MR];
+  for (int r = 0; r < MR; ++r) row[r] = w + (r < mr ? r : 0) * ldw;
+  uk_avx512_tile<MR, NV, 32>(kc, [&row](int64_t k, int r) { return row[r][k]; }, bp, c, ldc, mr, nr, add);
 }
 #pragma GCC pop_options
 #endif
