@@ -152,7 +152,7 @@ def render_table(doc):
                 lines.append(f"  {n}^3: zenith {zg:.1f} GFLOP/s = {zg / og:.0%} of OpenBLAS {og:.1f}")
             continue
         if w["name"] == "bert-base-memory":
-            lines.append(f"bert-base-memory {json.dumps(w['params'])} (peak RSS, each contestant in its own process):")
+            lines.append(f"bert-base-memory {json.dumps(w['params'])} (peak RSS and first call, each contestant in its own process):")
             lines += [f"  {fw:<12} {report.memory_text(r)}" for fw, r in w["memory"].items()]
             continue
         lines.append(f"{w['name']} {json.dumps(w['params'])}")

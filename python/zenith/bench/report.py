@@ -156,8 +156,9 @@ def memory_text(r):
     if "peak_rss_mib" not in r:
         return f"failed: {r.get('reason')}"
     vs = f", {r['vs_eager']:.3f}x eager's" if "vs_eager" in r else ""
+    first = f"; first call {r['first_call_s']:.2f} s" if "first_call_s" in r else ""
     return (f"peak RSS {r['peak_rss_mib']:.0f} MiB{vs} (after building the model {r['after_load_mib']:.0f} MiB; "
-            f"max abs err vs eager {r['max_abs_err']:.2g})")
+            f"max abs err vs eager {r['max_abs_err']:.2g}){first}")
 
 
 def render_markdown(doc, plots=(), note=None):
@@ -203,7 +204,8 @@ def render_markdown(doc, plots=(), note=None):
         if w["name"] == "bert-base-memory":
             lines += ["## bert-base-memory", "", f"Parameters: `{json.dumps(w['params'])}`. Peak process memory "
                       "(VmHWM) with each contestant in a process of its own: build the model, run it eagerly "
-                      "once, compile, call three times.", ""]
+                      "once, compile, call three times. The first call's time is that fresh process's cold "
+                      "start (Dynamo's first use and the compile included; eager: the plain call).", ""]
             lines += [f"- {fw}: {memory_text(r)}" for fw, r in w["memory"].items()] + [""]
             continue
         lines += [f"## {title(w)}", "", f"Parameters: `{json.dumps(w['params'])}`", ""]

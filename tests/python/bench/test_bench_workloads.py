@@ -133,7 +133,7 @@ def test_memory_workload_reaches_table_and_report():
     w = {"name": "bert-base-memory", "params": {"batch": 1, "seq": 128, "dtype": "fp32"}, "results": {},
          "memory": {"eager": {"peak_rss_mib": 1000.0, "after_load_mib": 900.0, "max_abs_err": 0.0, "vs_eager": 1.0},
                     "zenith": {"peak_rss_mib": 1050.0, "after_load_mib": 900.0, "max_abs_err": 3e-6,
-                               "vs_eager": 1.05},
+                               "vs_eager": 1.05, "first_call_s": 2.345},
                     "inductor": {"reason": "RuntimeError: boom"}}}
     doc = {"schema": "zenith-bench/1", "created": "2026-11-22T00:00:00", "config": {},
            "machine": {"cpu": "x", "cores": 2, "threads": 1, "torch": "t", "zenith": "z", "zenith_commit": "c"},
@@ -141,3 +141,4 @@ def test_memory_workload_reaches_table_and_report():
     table = cli.render_table(doc)
     assert "peak RSS 1050 MiB, 1.050x eager's" in table and "failed: RuntimeError: boom" in table
     assert "- zenith: peak RSS 1050 MiB, 1.050x eager's" in report.render_markdown(doc)
+    assert "first call 2.35 s" in table and "first call" not in table.split("eager ")[1].split("\n")[0]
