@@ -33,16 +33,21 @@ def machine_info(threads):
     from zenith import __version__
     from zenith import _C  # noqa: F401
 
-    cpu, flags = platform.processor() or "unknown", set()
+    cpu, flags, ident = platform.processor() or "unknown", set(), {}
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                elif line.startswith("flags"):
-                    flags = set(line.split(":", 1)[1].split())
+                key, _, value = (part.strip() for part in line.partition(":"))
+                if key == "model name":
+                    cpu = value
+                elif key in ("cpu family", "model"):  # a VM's "AMD EPYC" alone hides Zen 3 from Zen 4
+                    ident[key] = value
+                elif key == "flags":
+                    flags = set(value.split())
     except OSError:
         pass
+    if ident:
+        cpu += f" (family {ident.get('cpu family', '?')}, model {ident.get('model', '?')})"
     simd = [f for f in ("avx2", "fma", "avx512f", "avx512_vnni", "avx_vnni", "amx_tile") if f in flags]
     try:
         commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
