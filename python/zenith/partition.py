@@ -46,6 +46,7 @@ class GraphReport:
     segments: int = 0
     zenith_ops: dict = field(default_factory=dict)  # Zenith op -> count after passes
     compile_seconds: float = 0.0
+    aten_trace: str = "AOTAutograd"  # or "direct" (backend._direct_inference)
     executables: list = field(default_factory=list, repr=False)  # one per Zenith segment
 
     @property
@@ -176,7 +177,9 @@ STATS = {"graphs_compiled": 0, "nodes_native": 0, "nodes_fallback": 0, "calls": 
 class CompiledGraph:
     """The callable AOTAutograd gets back: boxed (takes a list of arguments)."""
 
-    def __init__(self, gm: torch.fx.GraphModule, options: dict):
+    def __init__(self, gm: torch.fx.GraphModule, options: dict, static_inputs=None):
+        """static_inputs: positions of the graph inputs that are parameters or buffers
+        (default: what AOTAutograd reports for the graph being compiled)."""
         t0 = time.perf_counter()
         # An instance attribute: AOTAutograd wraps backward compilers with
         # functools.wraps, which copies __dict__ but not class attributes.
@@ -268,7 +271,7 @@ class CompiledGraph:
         self.static_positions = []
         self._versions = None
         if options.get("inference") and options.get("pack_weights", True):
-            static = set(_static_input_indices())
+            static = set(_static_input_indices() if static_inputs is None else static_inputs)
             self.static_positions = sorted(static & set(range(len(self.placeholders))))
             static_nodes = {self.placeholders[i] for i in self.static_positions}
             for kind, x in self.steps:
