@@ -676,3 +676,51 @@ TEST(Kernels, ReduceSumMatchesReference) {
   }
   set_num_threads(2);
 }
+
+TEST(Kernels, MaxPool2dMatchesReference) {
+  // Row maxima first, then windows along them, against each window's taps in turn: odd
+  // sizes, kernels 1..4 by 1..3, strides 1..3, padding, dilation 2, ceil mode (a last
+  // window hanging past the input), NaN taps (they win, as in PyTorch), 1 and 2 threads.
+  unsigned seed = 5;
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    for (auto [H, W] : {std::pair<int64_t, int64_t>{1, 1}, {7, 9}, {12, 5}, {16, 33}})
+      for (int64_t kh = 1; kh <= 4; ++kh)
+        for (int64_t kw = 1; kw <= 3; ++kw)
+          for (int64_t s = 1; s <= 3; ++s)
+            for (int64_t d : {1, 2})
+              for (bool ceil : {false, true}) {
+                int64_t ph = kh / 2, pw = kw / 2;
+                auto out_dim = [&](int64_t n, int64_t k, int64_t p) {
+                  int64_t o = (n + 2 * p - d * (k - 1) - 1 + (ceil ? s - 1 : 0)) / s + 1;
+                  if (ceil && (o - 1) * s >= n + p) --o;
+                  return o;
+                };
+                int64_t OH = out_dim(H, kh, ph), OW = out_dim(W, kw, pw);
+                if (OH <= 0 || OW <= 0 || H + 2 * ph < d * (kh - 1) + 1 || W + 2 * pw < d * (kw - 1) + 1) continue;
+                auto x = randn(size_t(3 * H * W), seed++);
+                if (seed % 3 == 0) x[size_t(seed % x.size())] = NAN;
+                Node n;
+                n.op = Op::max_pool2d;
+                n.set_ints("kernel", {SymInt(kh), SymInt(kw)});
+                n.set_ints("stride", {SymInt(s), SymInt(s)});
+                n.set_ints("padding", {SymInt(ph), SymInt(pw)});
+                n.set_ints("dilation", {SymInt(d), SymInt(d)});
+                std::vector<float> got(size_t(3 * OH * OW), 7.0f), want(got.size(), -7.0f);
+                std::vector<TensorRef> in = {{x.data(), DType::f32, {1, 3, H, W}}};
+                std::vector<TensorRef> out = {{got.data(), DType::f32, {1, 3, OH, OW}}};
+                run_max_pool2d(KernelCtx{n, in, out});
+                out[0].data = want.data();
+                ref_max_pool2d(KernelCtx{n, in, out});
+                for (size_t i = 0; i < got.size(); ++i) {
+                  if (std::isnan(want[i])) {
+                    ASSERT_TRUE(std::isnan(got[i])) << i;
+                    continue;
+                  }
+                  ASSERT_EQ(got[i], want[i]) << H << "x" << W << " k" << kh << "x" << kw << " s" << s << " d" << d
+                                             << " ceil " << ceil << " at " << i;
+                }
+              }
+  }
+  set_num_threads(2);
+}

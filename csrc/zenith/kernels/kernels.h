@@ -135,6 +135,8 @@ bool fusable_elementwise(Op op);
 
 // Scalar reference of run_sdpa (attention.cc), same node and operands; sums in double.
 void ref_sdpa(const KernelCtx& c);
+// Scalar reference of run_max_pool2d (movement.cc): each window's taps in turn.
+void ref_max_pool2d(const KernelCtx& c);
 
 // Inference batch-norm of one channel as y = x * scale + shift: one definition for
 // batch_norm and for the epilogue conv2d runs when a norm is fused into it.

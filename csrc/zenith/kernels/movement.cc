@@ -356,35 +356,87 @@ PoolGeom geom(const TensorRef& x, const TensorRef& o) {
 }
 }  // namespace
 
+namespace {
+struct MaxPoolParams {
+  std::vector<int64_t> k, st, pd, dl;
+};
+MaxPoolParams max_pool_params(const KernelCtx& c) {
+  return {c.node.const_ints("kernel"), c.node.const_ints("stride"), c.node.const_ints("padding"),
+          c.node.has("dilation") ? c.node.const_ints("dilation") : std::vector<int64_t>{1, 1}};
+}
+// The kernel rows (kh0 <= kh < kh1) of output row oh that lie inside the input.
+void pool_rows(const MaxPoolParams& q, int64_t oh, int64_t H, int64_t* kh0, int64_t* kh1) {
+  *kh0 = 0;
+  *kh1 = q.k[0];
+  while (*kh0 < *kh1 && oh * q.st[0] - q.pd[0] + *kh0 * q.dl[0] < 0) ++*kh0;
+  while (*kh1 > *kh0 && oh * q.st[0] - q.pd[0] + (*kh1 - 1) * q.dl[0] >= H) --*kh1;
+}
+// max that keeps a NaN once it has seen one (PyTorch's max pooling propagates NaN)
+inline float nan_max(float m, float v) { return (v > m || v != v) ? v : m; }
+}  // namespace
+
+// Scalar reference: every output takes the max over the window's taps inside the input.
+void ref_max_pool2d(const KernelCtx& c) {
+  PoolGeom g = geom(c.in[0], c.out[0]);
+  MaxPoolParams q = max_pool_params(c);
+  for (int64_t p = 0; p < g.planes; ++p) {
+    const float* xi = c.in[0].as<float>() + p * g.H * g.W;
+    float* oi = c.out[0].as<float>() + p * g.OH * g.OW;
+    for (int64_t oh = 0; oh < g.OH; ++oh) {
+      int64_t kh0, kh1;
+      pool_rows(q, oh, g.H, &kh0, &kh1);
+      for (int64_t ow = 0; ow < g.OW; ++ow) {
+        float m = -INFINITY;
+        for (int64_t kh = kh0; kh < kh1; ++kh)
+          for (int64_t kw = 0; kw < q.k[1]; ++kw) {
+            int64_t iw = ow * q.st[1] - q.pd[1] + kw * q.dl[1];
+            if (iw >= 0 && iw < g.W) m = nan_max(m, xi[(oh * q.st[0] - q.pd[0] + kh * q.dl[0]) * g.W + iw]);
+          }
+        oi[oh * g.OW + ow] = m;
+      }
+    }
+  }
+}
+
+// Per output row: the max down the window's rows first, along whole input rows (one
+// vectorizable pass per kernel row), then across each window of that row of maxima.
+// Windows inside the row skip the bounds checks.
 void run_max_pool2d(const KernelCtx& c) {
-  const TensorRef& x = c.in[0];
-  PoolGeom g = geom(x, c.out[0]);
-  auto k = c.node.const_ints("kernel"), st = c.node.const_ints("stride"), pd = c.node.const_ints("padding");
-  std::vector<int64_t> dl = c.node.has("dilation") ? c.node.const_ints("dilation") : std::vector<int64_t>{1, 1};
+  PoolGeom g = geom(c.in[0], c.out[0]);
+  MaxPoolParams q = max_pool_params(c);
   parallel_for(g.planes, 1, [&](int64_t lo, int64_t hi) {
+    thread_local std::vector<float> colmax;
+    colmax.resize(size_t(g.W));
+    float* t = colmax.data();
     for (int64_t p = lo; p < hi; ++p) {
-      const float* xi = x.as<float>() + p * g.H * g.W;
+      const float* xi = c.in[0].as<float>() + p * g.H * g.W;
       float* oi = c.out[0].as<float>() + p * g.OH * g.OW;
       for (int64_t oh = 0; oh < g.OH; ++oh) {
-        // The kernel rows inside the input, computed once per output row.
-        int64_t kh0 = 0, kh1 = k[0];
-        while (kh0 < kh1 && oh * st[0] - pd[0] + kh0 * dl[0] < 0) ++kh0;
-        while (kh1 > kh0 && oh * st[0] - pd[0] + (kh1 - 1) * dl[0] >= g.H) --kh1;
-        for (int64_t ow = 0; ow < g.OW; ++ow) {
-          float m = -INFINITY;
-          bool nan = false;
-          for (int64_t kh = kh0; kh < kh1; ++kh) {
-            const float* row = xi + (oh * st[0] - pd[0] + kh * dl[0]) * g.W;
-            for (int64_t kw = 0; kw < k[1]; ++kw) {
-              int64_t iw = ow * st[1] - pd[1] + kw * dl[1];
-              if (iw < 0 || iw >= g.W) continue;
-              float v = row[iw];
-              nan |= v != v;
-              m = v > m ? v : m;
-            }
-          }
-          oi[oh * g.OW + ow] = nan ? NAN : m;
+        int64_t kh0, kh1;
+        pool_rows(q, oh, g.H, &kh0, &kh1);
+        std::fill_n(t, g.W, -INFINITY);
+        for (int64_t kh = kh0; kh < kh1; ++kh) {
+          const float* row = xi + (oh * q.st[0] - q.pd[0] + kh * q.dl[0]) * g.W;
+          for (int64_t iw = 0; iw < g.W; ++iw) t[iw] = nan_max(t[iw], row[iw]);
         }
+        float* orow = oi + oh * g.OW;
+        auto edge = [&](int64_t ow) {  // a window that hangs over an edge: taps checked
+          float m = -INFINITY;
+          for (int64_t kw = 0; kw < q.k[1]; ++kw) {
+            int64_t iw = ow * q.st[1] - q.pd[1] + kw * q.dl[1];
+            if (iw >= 0 && iw < g.W) m = nan_max(m, t[iw]);
+          }
+          orow[ow] = m;
+        };
+        int64_t ow = 0;
+        for (; ow < g.OW && ow * q.st[1] - q.pd[1] < 0; ++ow) edge(ow);
+        for (; ow < g.OW && ow * q.st[1] - q.pd[1] + (q.k[1] - 1) * q.dl[1] < g.W; ++ow) {
+          const float* w = t + ow * q.st[1] - q.pd[1];
+          float m = w[0];
+          for (int64_t kw = 1; kw < q.k[1]; ++kw) m = nan_max(m, w[kw * q.dl[1]]);
+          orow[ow] = m;
+        }
+        for (; ow < g.OW; ++ow) edge(ow);
       }
     }
   });
