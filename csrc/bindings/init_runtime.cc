@@ -42,6 +42,15 @@ void init_runtime(nb::module_& m) {
     for (auto& [name, e] : profile_snapshot()) d[name.c_str()] = nb::make_tuple(e.calls, e.seconds);
     return d;
   });
+  m.def("profile_trace_enable", &profile_trace_enable);
+  m.def("profile_events_dropped", &profile_events_dropped);
+  m.def("profile_events", [] {  // (op, node, graph, thread, start_us, dur_us, out_shape) tuples
+    nb::list l;
+    for (const auto& e : profile_events())
+      l.append(nb::make_tuple(op_info(e.op).name, e.node, e.graph, e.thread, e.start_us, e.dur_us,
+                              nb::tuple(nb::cast(e.out_shape))));
+    return l;
+  });
   nb::class_<Executable>(m, "Executable")
       .def(
           "__init__",

@@ -27,16 +27,37 @@ bool is_half(DType d) { return d == DType::f16 || d == DType::bf16; }
 }  // namespace
 
 namespace {
-std::atomic<bool> g_profile{false};
+std::atomic<bool> g_profile{false}, g_trace{false};
 std::mutex g_profile_mu;
 ProfileEntry g_profile_table[kNumOps];
+std::vector<ProfileEvent> g_events;
+int64_t g_events_dropped = 0;
+std::chrono::steady_clock::time_point g_epoch = std::chrono::steady_clock::now();
+std::atomic<uint64_t> g_next_serial{1};
+
+uint64_t thread_serial() {
+  thread_local uint64_t id = g_next_serial++;
+  return id;
+}
 }  // namespace
 
 void profile_enable(bool on) { g_profile = on; }
 bool profile_enabled() { return g_profile; }
+void profile_trace_enable(bool on) { g_trace = on; }
 void profile_reset() {
   std::lock_guard<std::mutex> lock(g_profile_mu);
   for (auto& e : g_profile_table) e = ProfileEntry{};
+  g_events.clear();
+  g_events_dropped = 0;
+  g_epoch = std::chrono::steady_clock::now();
+}
+std::vector<ProfileEvent> profile_events() {
+  std::lock_guard<std::mutex> lock(g_profile_mu);
+  return g_events;
+}
+int64_t profile_events_dropped() {
+  std::lock_guard<std::mutex> lock(g_profile_mu);
+  return g_events_dropped;
 }
 std::vector<std::pair<std::string, ProfileEntry>> profile_snapshot() {
   std::lock_guard<std::mutex> lock(g_profile_mu);
@@ -75,7 +96,7 @@ struct Context {
 };
 
 Executable::Executable(Graph g, Device device, std::vector<std::string> symbol_inputs)
-    : graph_(std::move(g)), device_(device) {
+    : graph_(std::move(g)), device_(device), serial_(g_next_serial++) {
   ZENITH_CHECK(device_ == Device::kCPU, "runtime: no backend for this device");
   graph_.reindex();
   verify(graph_);
@@ -445,18 +466,30 @@ std::vector<OutTensor> Executable::run(const std::vector<InTensor>& inputs,
     const bool half = plan->via_f32[ni];
     const bool prof = g_profile.load(std::memory_order_relaxed);
     auto t0 = prof ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
-    struct Timer {  // adds this node's time to the table when it goes out of scope
+    struct Timer {  // adds this node's time to the table (and trace) when it goes out of scope
       bool on;
       Op op;
       std::chrono::steady_clock::time_point t0;
+      int64_t node;
+      uint64_t graph;
+      const std::vector<TensorRef>& outs;
       ~Timer() {
         if (!on) return;
-        double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        auto t1 = std::chrono::steady_clock::now();
+        double dt = std::chrono::duration<double>(t1 - t0).count();
         std::lock_guard<std::mutex> lock(g_profile_mu);
         ++g_profile_table[size_t(op)].calls;
         g_profile_table[size_t(op)].seconds += dt;
+        if (!g_trace.load(std::memory_order_relaxed)) return;
+        if (g_events.size() >= kMaxProfileEvents) {
+          ++g_events_dropped;
+          return;
+        }
+        g_events.push_back({op, node, graph, thread_serial(),
+                            std::chrono::duration<double, std::micro>(t0 - g_epoch).count(), dt * 1e6,
+                            outs.empty() ? std::vector<int64_t>{} : outs[0].shape});
       }
-    } timer{prof, n.op, t0};
+    } timer{prof, n.op, t0, int64_t(ni), serial_, outs};
     if (!half) {
       fn(KernelCtx{n, ins, outs, pk});
       continue;

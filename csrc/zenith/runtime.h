@@ -48,7 +48,23 @@ struct ProfileEntry {
 void profile_enable(bool on);
 bool profile_enabled();
 std::vector<std::pair<std::string, ProfileEntry>> profile_snapshot();
-void profile_reset();
+void profile_reset();  // clears the table and the trace
+// One kernel call, for a timeline (Chrome trace): microseconds since the last
+// profile_reset(), on the thread that ran the node (kernels fork from it).
+struct ProfileEvent {
+  Op op;
+  int64_t node;          // the node's position in its graph
+  uint64_t graph;        // which executable (a process-wide serial number)
+  uint64_t thread;       // which calling thread (a process-wide serial number)
+  double start_us, dur_us;
+  std::vector<int64_t> out_shape;  // the first output's shape
+};
+// While on (and profiling is on), every kernel call is also kept as an event, up to
+// kMaxProfileEvents; later ones are counted in profile_events_dropped().
+constexpr size_t kMaxProfileEvents = size_t(1) << 20;
+void profile_trace_enable(bool on);
+std::vector<ProfileEvent> profile_events();
+int64_t profile_events_dropped();
 
 class Executable {
  public:
@@ -84,6 +100,7 @@ class Executable {
 
   Graph graph_;
   Device device_;
+  uint64_t serial_;  // names this executable in profile events
   std::vector<int> symbol_inputs_;  // symbol index per integer input
   mutable std::mutex mu_;
   mutable std::map<std::vector<int64_t>, std::shared_ptr<const Plan>> plans_;

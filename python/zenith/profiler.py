@@ -4,12 +4,17 @@
         model(x)
     print(p)            # table: op, calls, total ms, share
 
-ZENITH_PROFILE=1 turns it on for the whole process and prints the table at exit.
+    with zenith.profile(trace="trace.json"):   # also a Chrome trace (chrome://tracing,
+        model(x)                               # ui.perfetto.dev): one slice per kernel call
+
+ZENITH_PROFILE=1 turns it on for the whole process and prints the table at exit;
+ZENITH_PROFILE_TRACE=path.json also writes the trace there at exit.
 """
 from __future__ import annotations
 
 import atexit
 import contextlib
+import json
 import os
 
 from zenith import _C
@@ -18,6 +23,23 @@ from zenith import _C
 class Profile:
     def __init__(self):
         self.table = {}  # op -> (calls, seconds)
+        self.events = []  # (op, node, graph, thread, start_us, dur_us, out_shape), when tracing
+        self.dropped = 0  # events past the runtime's limit
+
+    def chrome_trace(self):
+        """The events as a Chrome trace (JSON object format): one complete ("X") event
+        per kernel call, on the thread that ran it; args name the graph, the node and
+        its output shape."""
+        pid = os.getpid()
+        events = [{"name": op, "cat": "zenith", "ph": "X", "ts": ts, "dur": dur, "pid": pid, "tid": tid,
+                   "args": {"graph": graph, "node": node, "out_shape": list(shape)}}
+                  for op, node, graph, tid, ts, dur, shape in self.events]
+        return {"traceEvents": events, "displayTimeUnit": "ms",
+                "otherData": {"source": "zenith", "dropped_events": self.dropped}}
+
+    def write_chrome_trace(self, path):
+        with open(path, "w") as f:
+            json.dump(self.chrome_trace(), f)
 
     def __str__(self):
         total = sum(s for _, s in self.table.values()) or 1e-12
@@ -29,26 +51,44 @@ class Profile:
         return "\n".join(lines)
 
 
+def _collect(p):
+    p.table = dict(_C.profile_snapshot())
+    p.events = list(_C.profile_events())
+    p.dropped = _C.profile_events_dropped()
+
+
 @contextlib.contextmanager
-def profile():
+def profile(trace=None):
+    """Times every Zenith kernel call inside the block; yields a Profile filled on exit.
+    trace: a path to write the calls as a Chrome trace JSON (kept in memory until then,
+    up to about a million calls)."""
     p = Profile()
     _C.profile_reset()
+    _C.profile_trace_enable(trace is not None)
     _C.profile_enable(True)
     try:
         yield p
     finally:
         _C.profile_enable(False)
-        p.table = dict(_C.profile_snapshot())
+        _C.profile_trace_enable(False)
+        _collect(p)
+        if trace is not None:
+            p.write_chrome_trace(trace)
 
 
 def _enable_from_env():
-    if os.environ.get("ZENITH_PROFILE", "") not in ("", "0"):
+    trace = os.environ.get("ZENITH_PROFILE_TRACE", "")
+    if os.environ.get("ZENITH_PROFILE", "") not in ("", "0") or trace:
         _C.profile_reset()
+        _C.profile_trace_enable(bool(trace))
         _C.profile_enable(True)
 
         def report():
             p = Profile()
-            p.table = dict(_C.profile_snapshot())
+            _collect(p)
             print("Zenith kernel profile (ZENITH_PROFILE=1)\n" + str(p))
+            if trace:
+                p.write_chrome_trace(trace)
+                print(f"Zenith: Chrome trace of {len(p.events)} kernel calls written to {trace}")
 
         atexit.register(report)

@@ -1,0 +1,68 @@
+"""zenith.profile and ZENITH_PROFILE / ZENITH_PROFILE_TRACE: the per-kernel table and the
+Chrome trace report what the runtime ran, no more and no less."""
+import json
+import os
+import subprocess
+import sys
+
+import torch
+
+import zenith
+from zenith.backend import collect_reports
+
+
+def _model():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.LayerNorm(32), torch.nn.Linear(32, 8)).eval()
+
+
+def test_table_counts_every_kernel_call():
+    m, x = _model(), torch.randn(5, 16)
+    with torch.no_grad(), collect_reports() as reports:
+        c = zenith.compile(m)
+        c(x)  # compile outside the profile
+        with zenith.profile() as p:
+            for _ in range(3):
+                c(x)
+    ops = reports[0].zenith_ops
+    assert p.table and set(p.table) <= set(ops)
+    for op, (calls, seconds) in p.table.items():
+        assert calls == 3 * ops[op] and seconds > 0, (op, calls, ops)
+    assert p.events == []  # no trace asked for
+    assert "addmm" in str(p) and "total" in str(p)
+
+
+def test_chrome_trace_has_one_slice_per_kernel_call(tmp_path):
+    m, x = _model(), torch.randn(5, 16)
+    path = tmp_path / "trace.json"
+    with torch.no_grad():
+        c = zenith.compile(m)
+        c(x)
+        with zenith.profile(trace=str(path)) as p:
+            for _ in range(2):
+                c(x)
+    doc = json.loads(path.read_text())
+    ev = doc["traceEvents"]
+    assert len(ev) == sum(calls for calls, _ in p.table.values()) == len(p.events)
+    assert doc["otherData"]["dropped_events"] == 0
+    assert {e["name"] for e in ev} == set(p.table) and all(e["ph"] == "X" and e["dur"] >= 0 for e in ev)
+    # the same timings as the table's, and one calling thread running nodes one after another
+    assert abs(sum(e["dur"] for e in ev) - 1e6 * sum(s for _, s in p.table.values())) < 1e-3 * len(ev)
+    assert len({e["tid"] for e in ev}) == 1 and len({e["args"]["graph"] for e in ev}) == 1
+    for a, b in zip(ev, ev[1:]):
+        assert a["ts"] + a["dur"] <= b["ts"] + 1e-3
+    first = [e for e in ev if e["name"] == "addmm"]
+    assert sorted({tuple(e["args"]["out_shape"]) for e in first}) == [(5, 8), (5, 32)]
+
+
+def test_env_writes_table_and_trace_at_exit(tmp_path):
+    path = tmp_path / "env-trace.json"
+    code = ("import torch, zenith\n"
+            "f = zenith.compile(lambda x: torch.tanh(x) * 3)\n"
+            "with torch.no_grad():\n"
+            "    f(torch.randn(4, 4)); f(torch.randn(4, 4))\n")
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True,
+                         env=dict(os.environ, ZENITH_PROFILE_TRACE=str(path))).stdout
+    assert "Zenith kernel profile" in out and "Chrome trace of" in out
+    ev = json.loads(path.read_text())["traceEvents"]
+    assert len(ev) >= 2 and all(e["ph"] == "X" for e in ev)
