@@ -175,7 +175,9 @@ def render_markdown(doc, plots=(), note=None):
              "95% bootstrap interval, and a ratio whose interval contains 1.0 is reported as no difference. "
              "Every contestant's output is compared with eager's in the same run. Cold start is the first call "
              "(export/convert/compile included), with Inductor's on-disk cache "
-             f"{cfg.get('inductor_cache', 'as found')}. 'RSS +N MiB' is how much the process's resident memory "
+             f"{cfg.get('inductor_cache', 'as found')}; contestants start one after another in one process, so "
+             "only the first compiled one pays Dynamo's first use (bert-base-memory times each first call in a "
+             "fresh process). 'RSS +N MiB' is how much the process's resident memory "
              "grew during that contestant's cold start.", ""]
     if note:
         lines += [f"_{note}_", ""]
