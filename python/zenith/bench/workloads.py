@@ -320,6 +320,17 @@ def resnet50(cfg):
                            lambda: torchvision.models.resnet50(), lambda: (torch.randn(b, 3, 224, 224),), b)
 
 
+def small_mlp(cfg):
+    """Per-call overhead: a 2-layer MLP (256 -> 256 -> 256, GELU) on one row, a few
+    microseconds of arithmetic, so the time is mostly each contestant's fixed cost per
+    call (Dynamo's guards and wrappers for inductor and zenith)."""
+    b = cfg.batch
+    return _model_workload(
+        cfg, "small-mlp", {"batch": b, "features": 256, "weights": "random init, seed 0"},
+        lambda: torch.nn.Sequential(torch.nn.Linear(256, 256), torch.nn.GELU(), torch.nn.Linear(256, 256)),
+        lambda: (torch.randn(b, 256),), b)
+
+
 def _decode(cfg, name, params, base, ids, peer_builders=None, extra_params=None):
     """Greedy decoding of cfg.new_tokens tokens after prompt `ids` ([1, P]) with
     base.generate for eager/inductor/zenith (the model's forward compiled), and with
@@ -670,6 +681,7 @@ WORKLOADS = {
     "bert-base-memory": bert_memory,
     "minilm": minilm,
     "resnet50": resnet50,
+    "small-mlp": small_mlp,
     "gpt2-decode": gpt2_decode,
     "tinyllama-decode": tinyllama_decode,
     "gemma3-270m-decode": gemma3_decode,

@@ -142,3 +142,12 @@ def test_memory_workload_reaches_table_and_report():
     assert "peak RSS 1050 MiB, 1.050x eager's" in table and "failed: RuntimeError: boom" in table
     assert "- zenith: peak RSS 1050 MiB, 1.050x eager's" in report.render_markdown(doc)
     assert "first call 2.35 s" in table and "first call" not in table.split("eager ")[1].split("\n")[0]
+
+
+def test_small_mlp_workload_runs_every_contestant_and_checks_them():
+    w = workloads.WORKLOADS["small-mlp"](Config(frameworks=("eager", "zenith"), iterations=3, warmup=1, threads=1))
+    assert w["name"] == "small-mlp" and w["params"]["features"] == 256
+    for fw in ("eager", "zenith"):
+        r = w["results"][fw]
+        assert r["status"] == "ok" and len(r["samples_s"]) == 3, r
+        assert r["agreement"]["max_abs_err"] < 1e-5
