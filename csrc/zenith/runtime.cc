@@ -139,14 +139,14 @@ WeightGemm weight_gemm(const Node& n, WeightOperand w, const std::vector<std::ve
     if (conv2d_uses_winograd(n.i("groups", 1), ws[2], ws[3], n.const_ints("stride"), n.const_ints("padding"),
                              n.const_ints("dilation"), xs[1], xs[2], xs[3], ws[0]))
       return {M, K, K, 1, true, true};
-    return {M, K, K, 1, sgemm_reads_packed(M, 1, os[2] * os[3], 1)};
+    return {M, K, K, 1, sgemm_reads_packed(M, os[2] * os[3], 1)};
   }
   bool ta = n.i("trans_a", 0) != 0, tb = n.i("trans_b", 0) != 0;
   int64_t K = tb ? ws[1] : ws[0], N = tb ? ws[0] : ws[1];
   const auto& as = shapes[size_t(n.inputs[size_t(w.slot) - 1])];
   int64_t M = as[as.size() - (ta ? 1 : 2)];  // rows of each GEMM (matmul loops over batch dims)
   GemmStrides st = gemm_strides(ta, tb, M, N, K);  // as the kernel reads the operands
-  return {K, N, st.b_rs, st.b_cs, sgemm_reads_packed(M, st.a_cs, st.b_rs, st.b_cs)};
+  return {K, N, st.b_rs, st.b_cs, sgemm_reads_packed(M, st.b_rs, st.b_cs)};
 }
 }  // namespace
 

@@ -36,8 +36,9 @@ def collect_reports():
         _REPORT_SINKS.remove(sink)
 
 
-def _compile_fx(gm, example_inputs, options):
-    compiled = CompiledGraph(gm, options)
+def _compile_fx(gm, example_inputs, options, static_inputs=None, aten_trace="AOTAutograd"):
+    compiled = CompiledGraph(gm, options, static_inputs=static_inputs)
+    compiled.report.aten_trace = aten_trace
     for sink in _REPORT_SINKS:
         sink.append(compiled.report)
     return compiled
@@ -85,10 +86,7 @@ def _direct_inference(gm, example_inputs, options):
         return None
     static = [i for i, p in enumerate(placeholders)
               if p.meta.get("tensor_dict", {}).get("_dynamo_static_input_type")]
-    compiled = CompiledGraph(g, options, static_inputs=static)
-    compiled.report.aten_trace = "direct"
-    for sink in _REPORT_SINKS:
-        sink.append(compiled.report)
+    compiled = _compile_fx(g, fakes, options, static_inputs=static, aten_trace="direct")
 
     def run(*args):
         return compiled(list(args))

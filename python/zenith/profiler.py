@@ -51,6 +51,12 @@ class Profile:
         return "\n".join(lines)
 
 
+def _start(trace):
+    _C.profile_reset()
+    _C.profile_trace_enable(trace)
+    _C.profile_enable(True)
+
+
 def _collect(p):
     p.table = dict(_C.profile_snapshot())
     p.events = list(_C.profile_events())
@@ -63,9 +69,7 @@ def profile(trace=None):
     trace: a path to write the calls as a Chrome trace JSON (kept in memory until then,
     up to about a million calls)."""
     p = Profile()
-    _C.profile_reset()
-    _C.profile_trace_enable(trace is not None)
-    _C.profile_enable(True)
+    _start(trace is not None)
     try:
         yield p
     finally:
@@ -79,9 +83,7 @@ def profile(trace=None):
 def _enable_from_env():
     trace = os.environ.get("ZENITH_PROFILE_TRACE", "")
     if os.environ.get("ZENITH_PROFILE", "") not in ("", "0") or trace:
-        _C.profile_reset()
-        _C.profile_trace_enable(bool(trace))
-        _C.profile_enable(True)
+        _start(bool(trace))
 
         def report():
             p = Profile()

@@ -127,7 +127,7 @@ TEST(Kernels, SgemmWeightInPlaceMatchesReference) {
                            {600, 20, 259}, {128, 768, 768}, {48, 33, 40}})
       for (int variant = 0; variant < 3; ++variant) {  // overwrite; accumulate; A transposed (a_rs 1)
         bool acc = variant == 1, at = variant == 2;
-        ASSERT_FALSE(sgemm_reads_packed(M, 1, 1, K)) << M;  // both ISAs have the kernel
+        ASSERT_FALSE(sgemm_reads_packed(M, 1, K)) << M;  // both ISAs have the kernel
         int64_t lda = at ? M + 3 : K + 3, ldc = N + 5;
         int64_t a_rs = at ? 1 : lda, a_cs = at ? lda : 1;
         auto a = randn(size_t((at ? K : M) * lda), unsigned(M + K)), w = randn(size_t(N * K), unsigned(N));
@@ -302,7 +302,7 @@ TEST(Kernels, SgemmPrepackedBMatchesReference) {
         int64_t b_rs = trans ? 1 : N, b_cs = trans ? K : 1;
         // W^T (trans) is read in place where the machine has that kernel, so the runtime
         // does not pack it; a B packed anyway is still honoured.
-        if (!trans) ASSERT_TRUE(sgemm_reads_packed(M, 1, b_rs, b_cs)) << M;
+        if (!trans) ASSERT_TRUE(sgemm_reads_packed(M, b_rs, b_cs)) << M;
         PackedOperand packed = sgemm_pack_b(K, N, b.data(), b_rs, b_cs);
         for (bool acc : {false, true}) {
           auto c = randn(size_t(M * N), 3);
@@ -400,7 +400,7 @@ TEST(Kernels, SgemmPrepackedAMatchesReference) {
                            {300, 40, 64}, {17, 3136, 27}})
       for (bool acc : {false, true}) {
         auto a = randn(size_t(M * K), unsigned(M + K)), b = randn(size_t(K * N), unsigned(N));
-        ASSERT_TRUE(sgemm_reads_packed(M, 1, N, 1)) << M;
+        ASSERT_TRUE(sgemm_reads_packed(M, N, 1)) << M;
         PackedOperand packed = sgemm_pack_a(M, K, a.data(), K, 1);
         auto c = randn(size_t(M * N), 5);
         auto r = c;

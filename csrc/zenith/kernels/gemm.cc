@@ -488,8 +488,9 @@ void sgemm_weight_rows(int64_t M, int64_t N, int64_t K, float alpha, const float
         finish_strip(accumulate ? nullptr : ep, strip, width, rows, mr, alpha, m0, q * MR);
         int64_t m = 0;
 #if defined(__AVX2__)
-        if (MR == 8 && mr == 8 && !accumulate)  // 8 x 8 blocks through registers
-          for (; m + 8 <= rows; m += 8) transpose_8x8(strip + m, width, cq + m * ldc, ldc);
+        if constexpr (MR == 8)  // 8 x 8 blocks through registers
+          if (mr == 8 && !accumulate)
+            for (; m + 8 <= rows; m += 8) transpose_8x8(strip + m, width, cq + m * ldc, ldc);
 #endif
         for (; m < rows; ++m)
           for (int64_t r = 0; r < mr; ++r)
@@ -609,7 +610,7 @@ static bool packs_b_once(int64_t M, int64_t N) {
 
 const char* sgemm_isa() { return isa().name; }
 
-bool sgemm_reads_packed(int64_t M, int64_t /*a_cs*/, int64_t b_rs, int64_t b_cs) {
+bool sgemm_reads_packed(int64_t M, int64_t b_rs, int64_t b_cs) {
   return !skinny(M, b_rs, b_cs) && !weight_in_place(M, b_rs, b_cs);
 }
 

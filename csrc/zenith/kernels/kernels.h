@@ -63,7 +63,7 @@ PackedOperand sgemm_pack_a(int64_t M, int64_t K, const float* a, int64_t a_rs, i
 PackedOperand sgemm_pack_b(int64_t K, int64_t N, const float* b, int64_t b_rs, int64_t b_cs);
 // Whether sgemm with these rows and layouts, given a packed operand, runs the blocked
 // driver (which reads it) rather than a few-row kernel that streams B in place.
-bool sgemm_reads_packed(int64_t M, int64_t a_cs, int64_t b_rs, int64_t b_cs);
+bool sgemm_reads_packed(int64_t M, int64_t b_rs, int64_t b_cs);
 // The strides sgemm reads matmul/addmm operands with, A (M x K) and B (K x N) stored
 // row-major or, with trans_a / trans_b, transposed: one definition for the kernels and
 // for the runtime, which packs a weight B in the layout the kernel will read.

@@ -354,9 +354,7 @@ PoolGeom geom(const TensorRef& x, const TensorRef& o) {
   g.planes = (g.H * g.W != 0) ? x.numel() / (g.H * g.W) : 0;
   return g;
 }
-}  // namespace
 
-namespace {
 struct MaxPoolParams {
   std::vector<int64_t> k, st, pd, dl;
 };
