@@ -101,7 +101,7 @@ def run(args):
 
     cfg = Config(frameworks=fws, threads=args.threads, iterations=args.iterations, warmup=args.warmup,
                  batch=args.batch, seq=args.seq, new_tokens=args.new_tokens, steps=args.steps, dtype=args.dtype, progress=progress,
-                 bar=bar)
+                 bar=bar, empty_inductor_cache=not args.warm_inductor_cache)
     doc = {"schema": schema.SCHEMA, "created": datetime.datetime.now(datetime.timezone.utc).isoformat(),
            "machine": machine_info(args.threads),
            "config": {"frameworks": list(fws), "threads": args.threads, "iterations": args.iterations,

@@ -207,7 +207,8 @@ def render_markdown(doc, plots=(), note=None):
             lines += ["## bert-base-memory", "", f"Parameters: `{json.dumps(w['params'])}`. Peak process memory "
                       "(VmHWM) with each contestant in a process of its own: build the model, run it eagerly "
                       "once, compile, call three times. The first call's time is that fresh process's cold "
-                      "start (Dynamo's first use and the compile included; eager: the plain call).", ""]
+                      "start (Dynamo's first use and the compile included; eager: the plain call), with an "
+                      "Inductor cache of its own that is empty unless the run kept the user's warm cache.", ""]
             lines += [f"- {fw}: {memory_text(r)}" for fw, r in w["memory"].items()] + [""]
             continue
         lines += [f"## {title(w)}", "", f"Parameters: `{json.dumps(w['params'])}`", ""]

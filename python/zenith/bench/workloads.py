@@ -34,6 +34,7 @@ class Config:
     new_tokens: int = 32
     steps: int = 50  # optimizer steps per contestant in the training workloads
     dtype: str = "fp32"  # single-call inference workloads: fp32, bf16 or fp16
+    empty_inductor_cache: bool = True  # each fresh-process probe gets an empty Inductor cache of its own
     progress: object = None  # callable(str) for progress lines
     bar: object = None  # callable(done, total, label) for the progress bar
     extra: dict = field(default_factory=dict)
@@ -286,14 +287,22 @@ def bert_memory(cfg):
     for a reference, then compiled and called three times. Peak RSS includes the
     model's construction, which is the same in every process. The first call's time
     is the cold start in a fresh process (Dynamo's first use included, which in the
-    interleaved workloads only the first compiled contestant pays)."""
+    interleaved workloads only the first compiled contestant pays), with an empty
+    Inductor cache of its own unless the run keeps the user's warm cache."""
     b, s = cfg.batch, cfg.seq
     rows = {}
     for fw in cfg.frameworks:
         if fw not in ("eager", "inductor", "zenith"):
             continue
         _say(cfg, f"bert-base-memory: {fw} in its own process")
-        rows[fw] = _run_probe(_MEMORY_PROBE, (fw, b, s, cfg.threads), HF_HUB_OFFLINE="1")
+        env = {"HF_HUB_OFFLINE": "1"}
+        if cfg.empty_inductor_cache:
+            # The in-process workloads have filled this run's cache; a first call that
+            # finds BERT's kernels there would not be a cold start.
+            import tempfile
+
+            env["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="zenith-bench-probe-inductor-")
+        rows[fw] = _run_probe(_MEMORY_PROBE, (fw, b, s, cfg.threads), **env)
     eager = rows.get("eager", {}).get("peak_rss_mib")
     for r in rows.values():
         if eager and "peak_rss_mib" in r:

@@ -144,6 +144,24 @@ def test_memory_workload_reaches_table_and_report():
     assert "first call 2.35 s" in table and "first call" not in table.split("eager ")[1].split("\n")[0]
 
 
+def test_fresh_process_probes_get_an_empty_inductor_cache_each(monkeypatch, tmp_path):
+    # The in-process workloads fill the run's Inductor cache; a probe that inherited it
+    # would time a warm-cache "first call". Each probe gets a new, empty directory,
+    # unless the run keeps the user's warm cache.
+    import os
+
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
+    seen = []
+    monkeypatch.setattr(workloads, "_run_probe", lambda code, args, **env: seen.append(env) or {"peak_rss_mib": 1.0})
+    workloads.bert_memory(Config(frameworks=("eager", "inductor", "zenith")))
+    dirs = [e["TORCHINDUCTOR_CACHE_DIR"] for e in seen]
+    assert len(seen) == 3 and len(set(dirs)) == 3 and str(tmp_path) not in dirs
+    assert all(os.path.isdir(d) and not os.listdir(d) for d in dirs)
+    seen.clear()
+    workloads.bert_memory(Config(frameworks=("inductor",), empty_inductor_cache=False))
+    assert "TORCHINDUCTOR_CACHE_DIR" not in seen[0]
+
+
 def test_small_mlp_workload_runs_every_contestant_and_checks_them():
     w = workloads.WORKLOADS["small-mlp"](Config(frameworks=("eager", "zenith"), iterations=3, warmup=1, threads=1))
     assert w["name"] == "small-mlp" and w["params"]["features"] == 256
