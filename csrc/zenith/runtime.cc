@@ -128,25 +128,29 @@ WeightOperand weight_operand(const Node& n) {
 struct WeightGemm {
   int64_t rows, cols, rs, cs;
   bool reads_packed;
-  bool winograd = false;  // a conv2d run by conv3x3_winograd: keep its transformed filters
+  // How to keep it: as the GEMM's A or B, or (a conv2d run by conv3x3_winograd) as
+  // transformed filters.
+  PackedOperand::Side side;
 };
 WeightGemm weight_gemm(const Node& n, WeightOperand w, const std::vector<std::vector<int64_t>>& shapes) {
   const auto& ws = shapes[size_t(n.inputs[size_t(w.slot)])];
   if (w.side == PackedOperand::kA) {  // conv2d: A = weight [OC, IC * KH * KW], B = columns [K, OH * OW]
     const auto& os = shapes[size_t(n.outputs[0])];
     const auto& xs = shapes[size_t(n.inputs[0])];
-    int64_t M = ws[0], K = ws[1] * ws[2] * ws[3];
-    if (conv2d_uses_winograd(n.i("groups", 1), ws[2], ws[3], n.const_ints("stride"), n.const_ints("padding"),
-                             n.const_ints("dilation"), xs[1], xs[2], xs[3], ws[0]))
-      return {M, K, K, 1, true, true};
-    return {M, K, K, 1, sgemm_reads_packed(M, os[2] * os[3], 1)};
+    int64_t M = ws[0], K = ws[1] * ws[2] * ws[3], groups = n.i("groups", 1);
+    bool winograd = conv2d_uses_winograd(groups, ws[2], ws[3], n.const_ints("stride"), n.const_ints("padding"),
+                                         n.const_ints("dilation"), xs[1], xs[2], xs[3], ws[0]);
+    if (winograd) return {M, K, K, 1, true, PackedOperand::kWinograd};
+    if (conv2d_pixel_rows(xs[0], groups, os[2] * os[3], winograd))  // B = W^T: K x OC
+      return {K, M, 1, K, true, PackedOperand::kB};
+    return {M, K, K, 1, sgemm_reads_packed(M, os[2] * os[3], 1), PackedOperand::kA};
   }
   bool ta = n.i("trans_a", 0) != 0, tb = n.i("trans_b", 0) != 0;
   int64_t K = tb ? ws[1] : ws[0], N = tb ? ws[0] : ws[1];
   const auto& as = shapes[size_t(n.inputs[size_t(w.slot) - 1])];
   int64_t M = as[as.size() - (ta ? 1 : 2)];  // rows of each GEMM (matmul loops over batch dims)
   GemmStrides st = gemm_strides(ta, tb, M, N, K);  // as the kernel reads the operands
-  return {K, N, st.b_rs, st.b_cs, sgemm_reads_packed(M, st.b_rs, st.b_cs)};
+  return {K, N, st.b_rs, st.b_cs, sgemm_reads_packed(M, st.b_rs, st.b_cs), PackedOperand::kB};
 }
 }  // namespace
 
@@ -445,12 +449,11 @@ std::vector<OutTensor> Executable::run(const std::vector<InTensor>& inputs,
       if (!wg.reads_packed) continue;  // few rows: B is streamed in place
       const float* src = static_cast<const float*>(inputs[size_t(pos)].data);
       auto& kept = packed_[ni];
-      bool winograd_kept = kept && kept->side == PackedOperand::kWinograd;
-      if (!kept || kept->src != src || kept->rows != wg.rows || kept->cols != wg.cols || winograd_kept != wg.winograd)
+      if (!kept || kept->src != src || kept->rows != wg.rows || kept->cols != wg.cols || kept->side != wg.side)
         kept = std::make_shared<const PackedOperand>(
-            wg.winograd ? conv3x3_winograd_pack(wg.rows, wg.cols / 9, src)
-            : w.side == PackedOperand::kA ? sgemm_pack_a(wg.rows, wg.cols, src, wg.rs, wg.cs)
-                                          : sgemm_pack_b(wg.rows, wg.cols, src, wg.rs, wg.cs));
+            wg.side == PackedOperand::kWinograd ? conv3x3_winograd_pack(wg.rows, wg.cols / 9, src)
+            : wg.side == PackedOperand::kA      ? sgemm_pack_a(wg.rows, wg.cols, src, wg.rs, wg.cs)
+                                                : sgemm_pack_b(wg.rows, wg.cols, src, wg.rs, wg.cs));
       packed[ni] = kept;
     }
   }

@@ -8,6 +8,7 @@
 
 #include "zenith/error.h"
 #include "zenith/passes/passes.h"
+#include "zenith/kernels/kernels.h"
 #include "zenith/runtime.h"
 #include "zenith/threadpool.h"
 
@@ -392,6 +393,64 @@ TEST(Runtime, FusedConvBatchNormMatchesSeparateOps) {
                             {m.data(), DType::f32, {6}}, {v.data(), DType::f32, {6}}};
   auto ra = a.run(ins, {}), rb = b.run(ins, {});
   for (int i = 0; i < 2 * 6 * 4 * 3; ++i) EXPECT_NEAR(f(ra[0])[i], f(rb[0])[i], 1e-5f * (1 + std::fabs(f(ra[0])[i])));
+}
+
+TEST(Runtime, ConvWithFiltersPackedAsBMatchesReference) {
+  // One image, constant filters: convs whose output pixels pad less as the GEMM's rows
+  // than as its column panels (conv2d_pixel_rows: 7 x 7 and 4 x 5 maps on AVX-512,
+  // 3 x 3 on AVX2) run C^T = columns^T W^T with the filters packed as B; the others as
+  // before. Each is checked against a scalar reference with bias, residual and ReLU
+  // fused, and against the same graph with the filters not marked constant (unpacked).
+  struct Case {
+    int64_t C, H, W, OC, k, stride, pad;
+  };
+  int pixel_rows = 0;
+  for (Case t : {Case{19, 7, 7, 40, 1, 1, 0}, Case{8, 14, 13, 33, 1, 2, 0}, Case{5, 13, 13, 17, 3, 2, 1},
+                 Case{6, 3, 3, 70, 3, 1, 1}, Case{10, 4, 5, 70, 1, 1, 0}, Case{3, 9, 9, 9, 3, 1, 0}}) {
+    int64_t OH = (t.H + 2 * t.pad - t.k) / t.stride + 1, OW = (t.W + 2 * t.pad - t.k) / t.stride + 1;
+    pixel_rows += conv2d_pixel_rows(1, 1, OH * OW, false);
+    std::string s = "C, H, W, OC, k, OH, OW =";
+    for (int64_t v : {t.C, t.H, t.W, t.OC, t.k, OH, OW}) s += " " + std::to_string(v);
+    std::string shape_x = "[1, " + std::to_string(t.C) + ", " + std::to_string(t.H) + ", " + std::to_string(t.W) + "]";
+    std::string shape_w = "[" + std::to_string(t.OC) + ", " + std::to_string(t.C) + ", " + std::to_string(t.k) + ", " +
+                          std::to_string(t.k) + "]";
+    std::string shape_o = "[1, " + std::to_string(t.OC) + ", " + std::to_string(OH) + ", " + std::to_string(OW) + "]";
+    std::string st = std::to_string(t.stride), pd = std::to_string(t.pad);
+    std::string text = "graph(%x: f32" + shape_x + ", %w: f32" + shape_w + ", %b: f32[" + std::to_string(t.OC) +
+                       "], %r: f32" + shape_o + ") {\n  %c: f32" + shape_o + " = conv2d(%x, %w, %b, %r) {stride=[" +
+                       st + ", " + st + "], padding=[" + pd + ", " + pd +
+                       "], dilation=[1, 1], groups=[1], has_bias=[1], has_residual=[1], activation=[1]}\n  return (%c)\n}";
+    Executable packed(parse_graph(text)), plain(parse_graph(text));
+    packed.set_constant_inputs({1});
+    auto x = iota(size_t(t.C * t.H * t.W), -50.0f), w = iota(size_t(t.OC * t.C * t.k * t.k), -70.0f);
+    auto b = iota(size_t(t.OC), -3.0f), r = iota(size_t(t.OC * OH * OW), -200.0f);
+    for (auto& v : x) v *= 0.013f;
+    for (auto& v : w) v = std::sin(v);
+    for (auto& v : r) v *= 0.01f;
+    std::vector<InTensor> ins{{x.data(), DType::f32, {1, t.C, t.H, t.W}},
+                              {w.data(), DType::f32, {t.OC, t.C, t.k, t.k}},
+                              {b.data(), DType::f32, {t.OC}},
+                              {r.data(), DType::f32, {1, t.OC, OH, OW}}};
+    auto got = packed.run(ins, {}), again = packed.run(ins, {}), ref_plain = plain.run(ins, {});
+    EXPECT_EQ(packed.packed_bytes(), w.size() * sizeof(float)) << s;
+    for (int64_t oc = 0; oc < t.OC; ++oc)
+      for (int64_t p = 0; p < OH * OW; ++p) {
+        double sum = b[size_t(oc)] + r[size_t(oc * OH * OW + p)];
+        for (int64_t ic = 0; ic < t.C; ++ic)
+          for (int64_t kh = 0; kh < t.k; ++kh)
+            for (int64_t kw = 0; kw < t.k; ++kw) {
+              int64_t ih = p / OW * t.stride - t.pad + kh, iw = p % OW * t.stride - t.pad + kw;
+              if (ih >= 0 && ih < t.H && iw >= 0 && iw < t.W)
+                sum += double(x[size_t((ic * t.H + ih) * t.W + iw)]) * w[size_t(((oc * t.C + ic) * t.k + kh) * t.k + kw)];
+            }
+        float want = float(std::max(sum, 0.0)), tol = 1e-4f * (1.0f + std::fabs(want));
+        size_t i = size_t(oc * OH * OW + p);
+        ASSERT_NEAR(f(got[0])[i], want, tol) << s << " at " << oc << "," << p;
+        ASSERT_EQ(f(again[0])[i], f(got[0])[i]) << s;
+        ASSERT_NEAR(f(ref_plain[0])[i], want, tol) << s;
+      }
+  }
+  EXPECT_GT(pixel_rows, 0) << "no case took the pixels-as-rows path on " << sgemm_isa();
 }
 
 TEST(Runtime, ConvWithMalformedFusedNormIsRejected) {

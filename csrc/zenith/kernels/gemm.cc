@@ -608,6 +608,17 @@ static bool packs_b_once(int64_t M, int64_t N) {
   return !owns_columns(mpanels, npanels) || row_blocks(mpanels, panels_in_half_l2(isa().mr)) == 1;
 }
 
+bool conv2d_pixel_rows(int64_t images, int64_t groups, int64_t cols, bool winograd) {
+  static const bool off = std::getenv("ZENITH_NO_PIXEL_ROWS") != nullptr;  // for A/B measurement
+  if (off || images != 1 || groups != 1 || winograd || cols > 512) return false;
+  const int64_t mr = isa().mr, nr = isa().nr, rem = cols % nr;
+  // Columns the blocked driver computes for `cols`: full panels, and a last one of
+  // nr / 2 columns (the half-width kernel) or nr.
+  int64_t as_columns = cols - rem + (rem == 0 ? 0 : rem <= nr / 2 ? nr / 2 : nr);
+  int64_t as_rows = (cols + mr - 1) / mr * mr;
+  return as_columns * 10 > as_rows * 11;  // more than 10% less padding as rows
+}
+
 const char* sgemm_isa() { return isa().name; }
 
 bool sgemm_reads_packed(int64_t M, int64_t b_rs, int64_t b_cs) {
@@ -937,6 +948,8 @@ void run_conv2d(const KernelCtx& c) {
   const bool winograd = conv2d_uses_winograd(G, KH, KW, st, pd, dl, C, H, W, OC);
   const PackedOperand* filters = c.packed && c.packed->side == PackedOperand::kWinograd ? c.packed : nullptr;
   const PackedOperand* packed_a = c.packed && c.packed->side == PackedOperand::kA ? c.packed : nullptr;
+  // Filters packed as B (W^T): the runtime chose pixels as rows (conv2d_pixel_rows).
+  const PackedOperand* packed_wt = c.packed && c.packed->side == PackedOperand::kB ? c.packed : nullptr;
   // Small feature maps (14 x 14, 7 x 7) of a batch run as one GEMM over every image's
   // columns: a per-image GEMM that narrow wastes panel width and parallelism (256 x 196
   // x 2304: 139 GFLOP/s; 256 x 1568 x 2304: 191). Costs a copy of the input's columns
@@ -978,6 +991,33 @@ void run_conv2d(const KernelCtx& c) {
       GemmEpilogue eg = group_epilogue(n, g);
       if (winograd) {
         conv3x3_winograd(xg, C, H, W, pw, OC, og, eg, filters);
+        continue;
+      }
+      if (packed_wt) {
+        // Pixels as rows: C^T [cols x OC] = columns^T W^T, then written transposed into
+        // the output with the epilogue per output channel (a few hundred KiB, in L2).
+        const float* B = xg;
+        if (!pointwise) {
+          float* col = col_buf.get(size_t(rows * cols));
+          im2col(n, g, col, cols);
+          B = col;
+        }
+        float* ct = out_buf.get(size_t(cols * OC));
+        sgemm(cols, OC, rows, 1.0f, B, 1, cols, pw, 1, rows, ct, OC, false, packed_wt, nullptr);
+        parallel_for(OC, 16, [&](int64_t lo, int64_t hi) {
+          // 8 x 8 blocks through registers, then the rest 8 channels at a time (reading a
+          // column of C^T whole strides OC floats, a power of two: every read one set).
+          for (int64_t o0 = lo; o0 < hi; o0 += 8) {
+            int64_t o1 = std::min(hi, o0 + 8), p = 0;
+#if defined(__AVX2__)
+            if (o1 - o0 == 8)
+              for (; p + 8 <= cols; p += 8) transpose_8x8(ct + p * OC + o0, OC, og + o0 * cols + p, cols);
+#endif
+            for (; p < cols; ++p)
+              for (int64_t oc = o0; oc < o1; ++oc) og[oc * cols + p] = ct[p * OC + oc];
+          }
+          if (!eg.empty()) apply_epilogue(eg, og + lo * cols, cols, lo, 0, hi - lo, cols);
+        });
         continue;
       }
       const PackedOperand* packed = G == 1 ? packed_a : nullptr;

@@ -124,6 +124,13 @@ PackedOperand conv3x3_winograd_pack(int64_t OC, int64_t C, const float* w);
 bool conv2d_uses_winograd(int64_t groups, int64_t KH, int64_t KW, const std::vector<int64_t>& stride,
                           const std::vector<int64_t>& padding, const std::vector<int64_t>& dilation, int64_t C,
                           int64_t H, int64_t W, int64_t OC);
+// Whether conv2d computes an ungrouped convolution of one image with `cols` output
+// pixels as C^T = columns^T W^T: pixels as the micro-kernel's rows, output channels as
+// its column panels, the filters packed as B (W^T). It does where pixels padded to the
+// column panels' width waste much more than padded to the row tile (AVX-512, 7 x 7
+// maps: 49 columns compute 64, 49 rows compute 56). The runtime packs such a conv's
+// constant filters as B (sgemm_pack_b of W^T); conv2d takes this path only then.
+bool conv2d_pixel_rows(int64_t images, int64_t groups, int64_t cols, bool winograd);
 // The micro-kernel sgemm runs on this machine: "avx512" or "avx2" (chosen at run
 // time; ZENITH_NO_AVX512=1 forces the AVX2 one).
 const char* sgemm_isa();
