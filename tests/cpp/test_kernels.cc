@@ -679,12 +679,12 @@ TEST(Kernels, ReduceSumMatchesReference) {
 
 TEST(Kernels, MaxPool2dMatchesReference) {
   // Row maxima first, then windows along them, against each window's taps in turn: odd
-  // sizes, kernels 1..4 by 1..3, strides 1..3, padding, dilation 2, ceil mode (a last
+  // sizes (rows of 75 and 112: the vectorized 3-wide stride-2 windows and their tail), kernels 1..4 by 1..3, strides 1..3, padding, dilation 2, ceil mode (a last
   // window hanging past the input), NaN taps (they win, as in PyTorch), 1 and 2 threads.
   unsigned seed = 5;
   for (int threads : {1, 2}) {
     set_num_threads(threads);
-    for (auto [H, W] : {std::pair<int64_t, int64_t>{1, 1}, {7, 9}, {12, 5}, {16, 33}})
+    for (auto [H, W] : {std::pair<int64_t, int64_t>{1, 1}, {7, 9}, {12, 5}, {16, 33}, {5, 112}, {4, 75}})
       for (int64_t kh = 1; kh <= 4; ++kh)
         for (int64_t kw = 1; kw <= 3; ++kw)
           for (int64_t s = 1; s <= 3; ++s)

@@ -428,7 +428,15 @@ void run_max_pool2d(const KernelCtx& c) {
         };
         int64_t ow = 0;
         for (; ow < g.OW && ow * q.st[1] - q.pd[1] < 0; ++ow) edge(ow);
-        for (; ow < g.OW && ow * q.st[1] - q.pd[1] + (q.k[1] - 1) * q.dl[1] < g.W; ++ow) {
+        int64_t end = ow;  // the windows inside the row
+        while (end < g.OW && end * q.st[1] - q.pd[1] + (q.k[1] - 1) * q.dl[1] < g.W) ++end;
+        if (q.k[1] == 3 && q.st[1] == 2 && q.dl[1] == 1) {
+          // ResNet's 3x3 / 2 window with constant strides, so the loop vectorizes
+          // (stride-2 loads become permutes).
+          const float* w = t - q.pd[1];
+          for (; ow < end; ++ow) orow[ow] = nan_max(nan_max(w[2 * ow], w[2 * ow + 1]), w[2 * ow + 2]);
+        }
+        for (; ow < end; ++ow) {
           const float* w = t + ow * q.st[1] - q.pd[1];
           float m = w[0];
           for (int64_t kw = 1; kw < q.k[1]; ++kw) m = nan_max(m, w[kw * q.dl[1]]);
