@@ -406,7 +406,8 @@ TEST(Runtime, ConvWithFiltersPackedAsBMatchesReference) {
   };
   int pixel_rows = 0;
   for (Case t : {Case{19, 7, 7, 40, 1, 1, 0}, Case{8, 14, 13, 33, 1, 2, 0}, Case{5, 13, 13, 17, 3, 2, 1},
-                 Case{6, 3, 3, 70, 3, 1, 1}, Case{10, 4, 5, 70, 1, 1, 0}, Case{3, 9, 9, 9, 3, 1, 0}}) {
+                 Case{6, 3, 3, 70, 3, 1, 1}, Case{10, 4, 5, 70, 1, 1, 0}, Case{3, 9, 9, 9, 3, 1, 0},
+                 Case{3, 41, 40, 8, 7, 2, 3}}) {  // the last: a stem-like 7x7 / 2 (im2col panels, stride 2)
     int64_t OH = (t.H + 2 * t.pad - t.k) / t.stride + 1, OW = (t.W + 2 * t.pad - t.k) / t.stride + 1;
     pixel_rows += conv2d_pixel_rows(1, 1, OH * OW, false);
     std::string s = "C, H, W, OC, k, OH, OW =";

@@ -814,6 +814,8 @@ struct ConvColumns {
         std::fill_n(dr, lo, 0.0f);
         if (g.sw == 1)
           std::memcpy(dr + lo, src + lo, size_t(hi - lo) * sizeof(float));
+        else if (g.sw == 2)  // a constant stride: the loop vectorizes (ResNet's 7x7 / 2 stem)
+          for (int64_t t = lo; t < hi; ++t) dr[t] = src[2 * t];
         else
           for (int64_t t = lo; t < hi; ++t) dr[t] = src[t * g.sw];
         std::fill_n(dr + hi, len - hi, 0.0f);
