@@ -454,6 +454,32 @@ TEST(Runtime, ConvWithFiltersPackedAsBMatchesReference) {
   EXPECT_GT(pixel_rows, 0) << "no case took the pixels-as-rows path on " << sgemm_isa();
 }
 
+TEST(Runtime, ConstantConvFiltersRepackedWhenTheBatchChangesTheirSide) {
+  // One image of 7 x 7 (filters packed as B where conv2d_pixel_rows says so), then two
+  // images (the batched GEMM: filters as A), then one again: each call repacks for the
+  // side its plan reads and matches the reference.
+  Executable exe(parse_graph(R"(graph(%x: f32[s0, 19, 7, 7], %w: f32[40, 19, 1, 1]) {
+  %c: f32[s0, 40, 7, 7] = conv2d(%x, %w, %w) {stride=[1, 1], padding=[0, 0], dilation=[1, 1], groups=[1], has_bias=[0]}
+  return (%c)
+})"));
+  exe.set_constant_inputs({1});
+  auto w = iota(40 * 19, -300.0f);
+  for (auto& v : w) v = std::cos(v);
+  for (int64_t n : {1, 2, 1}) {
+    auto x = iota(size_t(n * 19 * 49), -100.0f);
+    for (auto& v : x) v *= 0.01f;
+    auto out = exe.run({{x.data(), DType::f32, {n, 19, 7, 7}}, {w.data(), DType::f32, {40, 19, 1, 1}}}, {});
+    for (int64_t b = 0; b < n; ++b)
+      for (int64_t oc = 0; oc < 40; ++oc)
+        for (int64_t p = 0; p < 49; ++p) {
+          double sum = 0;
+          for (int64_t ic = 0; ic < 19; ++ic) sum += double(x[size_t((b * 19 + ic) * 49 + p)]) * w[size_t(oc * 19 + ic)];
+          ASSERT_NEAR(f(out[0])[size_t((b * 40 + oc) * 49 + p)], float(sum), 1e-4f * (1 + std::fabs(sum)))
+              << n << " images, at " << b << "," << oc << "," << p;
+        }
+  }
+}
+
 TEST(Runtime, ConvWithMalformedFusedNormIsRejected) {
   EXPECT_THROW(Executable(parse_graph(R"(graph(%x: f32[1, 2, 3, 3], %w: f32[4, 2, 1, 1], %g: f32[3]) {
   %c: f32[1, 4, 3, 3] = conv2d(%x, %w, %w, %g, %g, %g, %g) {stride=[1, 1], padding=[0, 0], dilation=[1, 1], groups=[1], has_bias=[0], bn_eps=f[0.001]}
