@@ -677,6 +677,30 @@ TEST(Kernels, ReduceSumMatchesReference) {
   set_num_threads(2);
 }
 
+TEST(Kernels, DepthwisePlaneMatchesReference) {
+  // conv2d's depthwise path against its bounds-checked scalar loop: odd sizes (rows of 1
+  // to 61 outputs: vector bodies and tails), kernels 1, 3 and 5 wide, strides 1, 2
+  // (constant-stride loops) and 3 (run-time stride), padding none / half / over the
+  // kernel's reach on one side, dilation 1 and 2.
+  unsigned seed = 11;
+  for (auto [H, W] : {std::pair<int64_t, int64_t>{1, 1}, {5, 7}, {17, 33}, {12, 122}})
+    for (int64_t K : {1, 3, 5})
+      for (int64_t s = 1; s <= 3; ++s)
+        for (int64_t d : {1, 2})
+          for (int64_t p : {int64_t(0), K / 2, K}) {
+            int64_t OH = (H + 2 * p - d * (K - 1) - 1) / s + 1, OW = (W + 2 * p - d * (K - 1) - 1) / s + 1;
+            if (H + 2 * p < d * (K - 1) + 1 || W + 2 * p < d * (K - 1) + 1) continue;
+            DepthwiseGeom g{H, W, K, K, OH, OW, s, s, p, p, d, d};
+            auto x = randn(size_t(H * W), seed++), k = randn(size_t(K * K), seed++);
+            std::vector<float> got(size_t(OH * OW), 7.0f), want(got.size(), -7.0f);
+            depthwise_plane(g, x.data(), k.data(), got.data());
+            ref_depthwise_plane(g, x.data(), k.data(), want.data());
+            for (size_t i = 0; i < got.size(); ++i)
+              ASSERT_NEAR(got[i], want[i], 1e-5f * (1.0f + std::fabs(want[i])))
+                  << H << "x" << W << " k" << K << " s" << s << " d" << d << " p" << p << " at " << i;
+          }
+}
+
 TEST(Kernels, MaxPool2dMatchesReference) {
   // Row maxima first, then windows along them, against each window's taps in turn: odd
   // sizes (rows of 75 and 112: the vectorized 3-wide stride-2 windows and their tail), kernels 1..4 by 1..3, strides 1..3, padding, dilation 2, ceil mode (a last

@@ -833,6 +833,59 @@ struct ConvColumns {
 };
 }  // namespace
 
+void ref_depthwise_plane(const DepthwiseGeom& g, const float* x, const float* k, float* out) {
+  for (int64_t oh = 0; oh < g.OH; ++oh)
+    for (int64_t ow = 0; ow < g.OW; ++ow) {
+      float s = 0.0f;
+      for (int64_t kh = 0; kh < g.KH; ++kh) {
+        int64_t ih = oh * g.sh - g.ph + kh * g.dh;
+        if (ih < 0 || ih >= g.H) continue;
+        for (int64_t kw = 0; kw < g.KW; ++kw) {
+          int64_t iw = ow * g.sw - g.pw + kw * g.dw;
+          if (iw >= 0 && iw < g.W) s += x[ih * g.W + iw] * k[kh * g.KW + kw];
+        }
+      }
+      out[oh * g.OW + ow] = s;
+    }
+}
+
+namespace {
+// Each tap adds k * (a strided slice of one input row) to the output row. S is the
+// column stride as a constant (1, 2: the loop vectorizes) or 0 (g.sw at run time).
+template <int S>
+void depthwise_rows(const DepthwiseGeom& g, const float* x, const float* k, float* out, float* line) {
+  // line[j] = column j - pw of an input row, zero outside it, for the span of columns
+  // the output row's windows cover.
+  const int64_t span = (g.OW - 1) * g.sw + (g.KW - 1) * g.dw + 1;
+  const int64_t ncopy = std::max<int64_t>(0, std::min(g.W, span - g.pw)), lead = std::min(g.pw, span);
+  std::fill_n(line, lead, 0.0f);
+  std::fill_n(line + lead + ncopy, span - lead - ncopy, 0.0f);
+  const int64_t sw = S > 0 ? S : g.sw;
+  for (int64_t oh = 0; oh < g.OH; ++oh) {
+    float* o = out + oh * g.OW;
+    std::fill_n(o, g.OW, 0.0f);
+    for (int64_t kh = 0; kh < g.KH; ++kh) {
+      int64_t ih = oh * g.sh - g.ph + kh * g.dh;
+      if (ih < 0 || ih >= g.H) continue;
+      std::memcpy(line + lead, x + ih * g.W, size_t(ncopy) * sizeof(float));
+      for (int64_t kw = 0; kw < g.KW; ++kw) {
+        const float w = k[kh * g.KW + kw];
+        const float* src = line + kw * g.dw;
+        for (int64_t ow = 0; ow < g.OW; ++ow) o[ow] += w * src[sw * ow];
+      }
+    }
+  }
+}
+}  // namespace
+
+void depthwise_plane(const DepthwiseGeom& g, const float* x, const float* k, float* out) {
+  thread_local std::vector<float> line;
+  line.resize(size_t((g.OW - 1) * g.sw + (g.KW - 1) * g.dw + 1));
+  if (g.sw == 1) depthwise_rows<1>(g, x, k, out, line.data());
+  else if (g.sw == 2) depthwise_rows<2>(g, x, k, out, line.data());
+  else depthwise_rows<0>(g, x, k, out, line.data());
+}
+
 void run_conv2d(const KernelCtx& c) {
   const TensorRef &x = c.in[0], &w = c.in[1];
   TensorRef& o = c.out[0];
@@ -887,26 +940,12 @@ void run_conv2d(const KernelCtx& c) {
   };
   bool depthwise = G == C && ICg == 1 && OCg == 1;
   if (depthwise) {
+    const DepthwiseGeom dg{H, W, KH, KW, OH, OW, st[0], st[1], pd[0], pd[1], dl[0], dl[1]};
     parallel_for(N * C, 1, [&](int64_t lo, int64_t hi) {
       for (int64_t nc = lo; nc < hi; ++nc) {
         int64_t n = nc / C, ch = nc % C;
-        const float* xi = px + (n * C + ch) * H * W;
-        const float* wk = pw + ch * KH * KW;
         float* oi = po + (n * OC + ch) * OH * OW;
-        for (int64_t oh = 0; oh < OH; ++oh)
-          for (int64_t ow = 0; ow < OW; ++ow) {
-            float s = 0.0f;
-            for (int64_t kh = 0; kh < KH; ++kh) {
-              int64_t ih = oh * st[0] - pd[0] + kh * dl[0];
-              if (ih < 0 || ih >= H) continue;
-              for (int64_t kw = 0; kw < KW; ++kw) {
-                int64_t iw = ow * st[1] - pd[1] + kw * dl[1];
-                if (iw < 0 || iw >= W) continue;
-                s += xi[ih * W + iw] * wk[kh * KW + kw];
-              }
-            }
-            oi[oh * OW + ow] = s;
-          }
+        depthwise_plane(dg, px + (n * C + ch) * H * W, pw + ch * KH * KW, oi);
         GemmEpilogue e = group_epilogue(n, 0);  // the channel as one row of image n's epilogue
         if (!e.empty()) apply_epilogue(e, oi, OH * OW, ch, 0, 1, OH * OW);
       }

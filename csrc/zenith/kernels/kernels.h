@@ -137,6 +137,16 @@ const char* sgemm_isa();
 void ref_sgemm(int64_t M, int64_t N, int64_t K, float alpha, const float* a, int64_t a_rs, int64_t a_cs,
                const float* b, int64_t b_rs, int64_t b_cs, float* c, int64_t ldc, bool accumulate);
 
+// One channel of a depthwise convolution: out (OH x OW) = x (H x W) correlated with
+// k (KH x KW), with conv2d's strides, padding and dilation; no bias or epilogue.
+// depthwise_plane is conv2d's depthwise path (zero-padded rows, loops that vectorize
+// along output rows); ref_depthwise_plane is its scalar reference (taps bounds-checked).
+struct DepthwiseGeom {
+  int64_t H, W, KH, KW, OH, OW, sh, sw, ph, pw, dh, dw;
+};
+void depthwise_plane(const DepthwiseGeom& g, const float* x, const float* k, float* out);
+void ref_depthwise_plane(const DepthwiseGeom& g, const float* x, const float* k, float* out);
+
 // Ops run_fused can run as a step: float32 elementwise ops (fuse_elementwise asks).
 bool fusable_elementwise(Op op);
 
