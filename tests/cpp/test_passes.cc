@@ -209,6 +209,33 @@ TEST(Passes, CanonicalizeKeepsRealWork) {
   EXPECT_EQ(run(canonicalize, in, 0), canon(in));
 }
 
+TEST(Passes, FuseEpilogueHardActivations) {
+  // MobileNet's: ReLU6 (clamp 0..6), hardswish and hardsigmoid join the conv before
+  // them; a clamp with other bounds stays an op.
+  Graph g = parse_graph(R"(graph(%x: f32[1, 2, 5, 5], %w: f32[3, 2, 1, 1], %b: f32[3]) {
+  %c: f32[1, 3, 5, 5] = conv2d(%x, %w, %b) {stride=[1, 1], padding=[0, 0], dilation=[1, 1], groups=[1], has_bias=[1]}
+  %r: f32[1, 3, 5, 5] = clamp(%c) {min=f[0], max=f[6]}
+  %d: f32[1, 3, 5, 5] = conv2d(%x, %w, %b) {stride=[1, 1], padding=[0, 0], dilation=[1, 1], groups=[1], has_bias=[1]}
+  %h: f32[1, 3, 5, 5] = hardswish(%d)
+  %e: f32[1, 3, 5, 5] = conv2d(%x, %w, %b) {stride=[1, 1], padding=[0, 0], dilation=[1, 1], groups=[1], has_bias=[1]}
+  %s: f32[1, 3, 5, 5] = hardsigmoid(%e)
+  %f: f32[1, 3, 5, 5] = conv2d(%x, %w, %b) {stride=[1, 1], padding=[0, 0], dilation=[1, 1], groups=[1], has_bias=[1]}
+  %k: f32[1, 3, 5, 5] = clamp(%f) {min=f[-1], max=f[1]}
+  return (%r, %h, %s, %k)
+})");
+  EXPECT_EQ(fuse_epilogue(g), 3);
+  dead_code_elimination(g);
+  verify(g);
+  EXPECT_EQ(print_graph(g), canon(R"(graph(%x: f32[1, 2, 5, 5], %w: f32[3, 2, 1, 1], %b: f32[3]) {
+  %c: f32[1, 3, 5, 5] = conv2d(%x, %w, %b) {activation=[6], dilation=[1, 1], groups=[1], has_bias=[1], padding=[0, 0], stride=[1, 1]}
+  %d: f32[1, 3, 5, 5] = conv2d(%x, %w, %b) {activation=[7], dilation=[1, 1], groups=[1], has_bias=[1], padding=[0, 0], stride=[1, 1]}
+  %e: f32[1, 3, 5, 5] = conv2d(%x, %w, %b) {activation=[8], dilation=[1, 1], groups=[1], has_bias=[1], padding=[0, 0], stride=[1, 1]}
+  %f: f32[1, 3, 5, 5] = conv2d(%x, %w, %b) {dilation=[1, 1], groups=[1], has_bias=[1], padding=[0, 0], stride=[1, 1]}
+  %k: f32[1, 3, 5, 5] = clamp(%f) {max=f[1], min=f[-1]}
+  return (%c, %d, %e, %k)
+})"));
+}
+
 TEST(Passes, FuseEpilogue) {
   Graph g = parse_graph(R"(graph(%x: f32[3, 4], %w: f32[4, 5], %b: f32[5]) {
   %y: f32[3, 5] = addmm(%b, %x, %w)

@@ -188,10 +188,16 @@ TEST(Runtime, FusedEpilogueMatchesSeparateOps) {
   %z: f32[7, 11] = gelu(%y) {approximate=[1]}
   %s: f32[7, 11] = addmm(%b, %x, %w) {trans_b=[1]}
   %q: f32[7, 11] = silu(%s)
-  return (%z, %q)
+  %t: f32[7, 11] = addmm(%b, %x, %w) {trans_b=[1]}
+  %u: f32[7, 11] = clamp(%t) {min=f[0], max=f[6]}
+  %v: f32[7, 11] = addmm(%b, %x, %w) {trans_b=[1]}
+  %h: f32[7, 11] = hardswish(%v)
+  %e: f32[7, 11] = addmm(%b, %x, %w) {trans_b=[1]}
+  %g: f32[7, 11] = hardsigmoid(%e)
+  return (%z, %q, %u, %h, %g)
 })";
   Graph fused = parse_graph(text);
-  EXPECT_EQ(fuse_epilogue(fused), 2);
+  EXPECT_EQ(fuse_epilogue(fused), 5);
   dead_code_elimination(fused);
   Executable a(parse_graph(text)), b(std::move(fused));
   auto x = iota(63, -30.0f), w = iota(99, -50.0f), bias = iota(11, -5.0f);
@@ -199,8 +205,12 @@ TEST(Runtime, FusedEpilogueMatchesSeparateOps) {
   for (auto& v : w) v *= 0.02f;
   std::vector<InTensor> ins{{x.data(), DType::f32, {7, 9}}, {w.data(), DType::f32, {11, 9}}, {bias.data(), DType::f32, {11}}};
   auto ra = a.run(ins, {}), rb = b.run(ins, {});
-  for (int k = 0; k < 2; ++k)
-    for (int i = 0; i < 77; ++i) EXPECT_FLOAT_EQ(f(ra[size_t(k)])[i], f(rb[size_t(k)])[i]);
+  for (int k = 0; k < 5; ++k)
+    for (int i = 0; i < 77; ++i) EXPECT_FLOAT_EQ(f(ra[size_t(k)])[i], f(rb[size_t(k)])[i]) << k << " at " << i;
+  // The values span the hard activations' kinks (below -3, between, above 3 and 6).
+  EXPECT_LT(*std::min_element(f(rb[3]), f(rb[3]) + 77), 0.0f);
+  EXPECT_EQ(*std::max_element(f(rb[2]), f(rb[2]) + 77), 6.0f);
+  EXPECT_EQ(*std::min_element(f(rb[4]), f(rb[4]) + 77), 0.0f);
 }
 
 TEST(Runtime, TransposedOperandsMatchPermuteCopies) {

@@ -4,6 +4,7 @@
 // reference (the broadcast iterator is exercised against PyTorch in the op tests).
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "zenith/error.h"
 #include "zenith/kernels/activation.h"
@@ -169,8 +170,8 @@ std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& shape) {
   X(erf, verf(x))                                                    \
   X(sigmoid, vsigmoid(x))                                            \
   X(silu, x * vsigmoid(x))                                           \
-  X(hardswish, x * std::fmin(std::fmax(x + 3.0f, 0.0f), 6.0f) / 6.0f) \
-  X(hardsigmoid, std::fmin(std::fmax(x + 3.0f, 0.0f), 6.0f) / 6.0f)
+  X(hardswish, hard_swish(x))                                        \
+  X(hardsigmoid, hard_sigmoid(x))
 // Binary float ops (pow, with its scalar-exponent forms, is separate).
 #define ZENITH_FLOAT_BINARY(X)                                                  \
   X(add, a + b)                                                                 \
@@ -238,13 +239,14 @@ void run_clamp(const KernelCtx& c) {
   dispatch_numeric(c.in[0].dtype, "clamp", [&](auto t) {
     using T = decltype(t);
     if constexpr (!std::is_same_v<T, bool>) {
-      T l = T(lo), h = T(hi);
+      // An absent bound is the type's extreme (infinity for float), so the map is two
+      // selects that vectorize (NaN stays NaN: both comparisons are false).
+      using Lim = std::numeric_limits<T>;
+      const T l = has_lo ? T(lo) : (Lim::has_infinity ? -Lim::infinity() : Lim::lowest());
+      const T h = has_hi ? T(hi) : (Lim::has_infinity ? Lim::infinity() : Lim::max());
       unary_map<T>(c.in[0], c.out[0], [=](T x) {
-        if constexpr (std::is_same_v<T, float>)
-          if (std::isnan(x)) return x;
-        if (has_lo && x < l) x = l;
-        if (has_hi && x > h) x = h;
-        return x;
+        T y = x < l ? l : x;
+        return y > h ? h : y;
       });
     }
   });

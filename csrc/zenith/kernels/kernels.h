@@ -75,7 +75,17 @@ inline GemmStrides gemm_strides(bool trans_a, bool trans_b, int64_t M, int64_t N
 }
 // Activations a producer may apply to its output in place (a fused epilogue); the
 // code is the `activation` attribute of addmm. Same math as the standalone ops.
-enum class Activation : int64_t { kNone = 0, kRelu = 1, kGelu = 2, kGeluTanh = 3, kSilu = 4, kTanh = 5 };
+enum class Activation : int64_t {
+  kNone = 0,
+  kRelu = 1,
+  kGelu = 2,
+  kGeluTanh = 3,
+  kSilu = 4,
+  kTanh = 5,
+  kRelu6 = 6,  // clamp(x, 0, 6): MobileNet V2's ReLU6
+  kHardswish = 7,
+  kHardsigmoid = 8,
+};
 // What sgemm does to each output value once its sum is complete:
 //   C[m, n] = act(sum * row_scale[m] + row_shift[m] + col_shift[n] + residual[m * ld_residual + n])
 // (a null pointer: scale 1, shift 0, no residual), where sum includes C's old value when

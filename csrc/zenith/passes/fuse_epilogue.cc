@@ -1,12 +1,13 @@
-// Epilogue fusion: an activation (relu, gelu exact or tanh, silu, tanh) whose only
-// input is an addmm or conv2d result used nowhere else becomes that op's `activation`
-// attribute, so the linear layer or convolution writes its activated output in one
-// kernel and the intermediate buffer disappears. Reshapes between the two are looked
-// through (an elementwise op commutes with a reshape; PyTorch puts a view between
-// linear's addmm and the activation whenever the input has more than two dims).
-// Leaves alone: a result that is also read elsewhere or returned (its
-// un-activated value is needed), an op that already carries an activation, and
-// non-float32 values (half types compute through float32 conversions around ops).
+// Epilogue fusion: an activation (relu, gelu exact or tanh, silu, tanh, relu6 as
+// clamp(0, 6), hardswish, hardsigmoid) whose only input is an addmm or conv2d result
+// used nowhere else becomes that op's `activation` attribute, so the linear layer or
+// convolution writes its activated output in one kernel and the intermediate buffer
+// disappears. Reshapes between the two are looked through (an elementwise op commutes
+// with a reshape; PyTorch puts a view between linear's addmm and the activation
+// whenever the input has more than two dims). Leaves alone: a result that is also read
+// elsewhere or returned (its un-activated value is needed), an op that already carries
+// an activation, a clamp other than (0, 6), and non-float32 values (half types compute
+// through float32 conversions around ops).
 #include "zenith/kernels/kernels.h"
 #include "zenith/passes/passes.h"
 
@@ -19,6 +20,11 @@ Activation activation_of(const Node& n) {
     case Op::gelu: return n.i("approximate", 0) ? Activation::kGeluTanh : Activation::kGelu;
     case Op::silu: return Activation::kSilu;
     case Op::tanh: return Activation::kTanh;
+    case Op::hardswish: return Activation::kHardswish;
+    case Op::hardsigmoid: return Activation::kHardsigmoid;
+    case Op::clamp:  // ReLU6 only (hardtanh(0, 6) imports as this clamp)
+      return n.has("min") && n.has("max") && n.f("min") == 0.0 && n.f("max") == 6.0 ? Activation::kRelu6
+                                                                                   : Activation::kNone;
     default: return Activation::kNone;
   }
 }

@@ -129,6 +129,17 @@ def test_mobilenet_v3_small():
     compile_and_compare(m, x)
 
 
+def test_mobilenet_v2():
+    # ReLU6 (clamp 0..6) fused into the convolutions, depthwise 3x3 at strides 1 and 2.
+    m = torchvision.models.mobilenet_v2()
+    torch.nn.init.normal_(m.classifier[1].weight, std=m.classifier[1].in_features ** -0.5)
+    m = calibrate_batch_norm(m, (4, 3, 224, 224))
+    x = torch.randn(2, 3, 224, 224)
+    with torch.no_grad():
+        assert m(x).abs().max() > 1e-3, "logits too small to compare meaningfully"
+    compile_and_compare(m, x)
+
+
 def test_vit_b_16():
     m = torchvision.models.vit_b_16()
     torch.nn.init.normal_(m.heads.head.weight, std=0.02)  # torchvision zero-initialises the head
