@@ -22,8 +22,8 @@ from zenith.bench import report, schema, stats
 
 # Workloads that take --seqs (a sequence-length sweep), with their default lengths.
 SEQ_SWEEPS = {"minilm": None, "bert-base-sweep": [8, 32, 128, 512]}
-BATCH_SWEEPS = ("resnet50",)  # workloads that take --batches
-STANDARD = ["machine", "gemm-sweep", "bert-base", "bert-base-memory", "minilm", "resnet50", "gpt2-decode", "gemma3-270m-decode",
+BATCH_SWEEPS = ("resnet50", "mobilenet-v2")  # workloads that take --batches
+STANDARD = ["machine", "gemm-sweep", "bert-base", "bert-base-memory", "minilm", "resnet50", "mobilenet-v2", "gpt2-decode", "gemma3-270m-decode",
             "train-transformer-43m", "train-lora"]
 
 
@@ -227,7 +227,7 @@ def main(argv=None):
     ap.add_argument("--seqs", type=lambda s: [int(x) for x in s.split(",")], default=None,
                     help="sequence-length sweep for minilm and bert-base-sweep (default 8,32,128,512)")
     ap.add_argument("--batches", type=lambda s: [int(x) for x in s.split(",")], default=None,
-                    help="batch-size sweep for resnet50, e.g. 1,8,32")
+                    help="batch-size sweep for resnet50 and mobilenet-v2, e.g. 1,8,32")
     ap.add_argument("--new-tokens", type=int, default=32)
     ap.add_argument("--dtype", choices=("fp32", "bf16", "fp16"), default="fp32",
                     help="bert-base, minilm, resnet50: run every PyTorch contestant in this dtype")

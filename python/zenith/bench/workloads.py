@@ -329,6 +329,25 @@ def resnet50(cfg):
                            lambda: torchvision.models.resnet50(), lambda: (torch.randn(b, 3, 224, 224),), b)
 
 
+def mobilenet_v2(cfg):
+    """MobileNet V2 (random init, batch-norm statistics calibrated on random batches so
+    activations keep their scale): depthwise 3x3 convolutions and ReLU6."""
+    import torchvision
+
+    b = cfg.batch
+
+    def build():
+        torch.manual_seed(0)
+        m = torchvision.models.mobilenet_v2().train()
+        with torch.no_grad():
+            for _ in range(2):
+                m(torch.randn(4, 3, 224, 224))
+        return m.eval()
+
+    return _model_workload(cfg, "mobilenet-v2", {"batch": b, "image": 224, "dtype": "fp32", "weights": "random init"},
+                           build, lambda: (torch.randn(b, 3, 224, 224),), b)
+
+
 def small_mlp(cfg):
     """Per-call overhead: a 2-layer MLP (256 -> 256 -> 256, GELU) on one row, a few
     microseconds of arithmetic, so the time is mostly each contestant's fixed cost per
@@ -690,6 +709,7 @@ WORKLOADS = {
     "bert-base-memory": bert_memory,
     "minilm": minilm,
     "resnet50": resnet50,
+    "mobilenet-v2": mobilenet_v2,
     "small-mlp": small_mlp,
     "gpt2-decode": gpt2_decode,
     "tinyllama-decode": tinyllama_decode,
