@@ -921,6 +921,7 @@ void depthwise_plane(const DepthwiseGeom& g, const float* x, const float* k, flo
   if (g.sw == 1) depthwise_strided<1>(g, padded.data(), span, k, out);
   else if (g.sw == 2) depthwise_strided<2>(g, padded.data(), span, k, out);
   else depthwise_strided<0>(g, padded.data(), span, k, out);
+  if (padded.capacity() > (size_t(1) << 20)) std::vector<float>().swap(padded);  // keep at most 4 MiB per thread
 }
 
 void run_conv2d(const KernelCtx& c) {
