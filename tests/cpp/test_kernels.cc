@@ -264,8 +264,13 @@ TEST(Kernels, Conv3x3WinogradMatchesDirectReference) {
           ep.ld_residual = ldr;
           ep.act = Activation::kRelu;
         }
-        std::vector<float> out(size_t(OC * H * W), NAN);
+        std::vector<float> out(size_t(OC * H * W), NAN), out_kept(out.size(), NAN);
         conv3x3_winograd(x.data(), C, H, W, w.data(), OC, out.data(), ep);
+        // The same with the filters transformed and packed in advance, as the runtime keeps them.
+        PackedOperand kept = conv3x3_winograd_pack(OC, C, w.data());
+        conv3x3_winograd(x.data(), C, H, W, w.data(), OC, out_kept.data(), ep, &kept);
+        for (size_t i = 0; i < out.size(); ++i)
+          ASSERT_NEAR(out_kept[i], out[i], 1e-5f * (1.0f + std::fabs(out[i]))) << "kept filters, at " << i;
         for (int64_t oc = 0; oc < OC; ++oc)
           for (int64_t y = 0; y < H; ++y)
             for (int64_t xx = 0; xx < W; ++xx) {
