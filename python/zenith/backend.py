@@ -55,8 +55,8 @@ def _direct_inference(gm, example_inputs, options):
     on the fake tensors Dynamo recorded), when nothing needs AOTAutograd's
     machinery: no gradients (checked by the caller), every input a tensor of static
     shape, no parameters baked into the module, no grad-mode or autocast switches,
-    and the traced graph neither mutates anything nor returns a view of an input or
-    of another output. Returns the compiled callable, or None (then AOTAutograd)."""
+    and the traced graph (functionalized: in-place ops on intermediates are fine)
+    neither mutates an input nor returns a view of an input or of another output. Returns the compiled callable, or None (then AOTAutograd)."""
     from torch.fx.experimental.proxy_tensor import make_fx
     from torch.multiprocessing.reductions import StorageWeakRef
 
@@ -69,7 +69,11 @@ def _direct_inference(gm, example_inputs, options):
             or any(n.op == "call_function" and n.target in _STATEFUL_TARGETS for n in gm.graph.nodes)):
         return None
     try:
-        g = make_fx(gm, decomposition_table=decomposition_table(), tracing_mode="fake")(*fakes)
+        # Functionalized, so in-place ops on intermediates (ReLU(inplace=True) in most
+        # torchvision CNNs) become their functional forms; a mutated input would keep a
+        # copy_ back into it, which the check below sends to AOTAutograd.
+        g = make_fx(torch.func.functionalize(gm), decomposition_table=decomposition_table(),
+                    tracing_mode="fake")(*fakes)
     except Exception as e:  # anything make_fx cannot take, AOTAutograd may
         log.debug("zenith: direct ATen trace failed (%s: %s); using AOTAutograd", type(e).__name__, e)
         return None

@@ -43,9 +43,37 @@ def test_inference_is_traced_directly_and_matches_aot_and_eager():
     assert "traced to ATen    direct x1" in str(zenith.explain(m, x))
 
 
-def test_in_place_ops_go_through_aot():
-    # ReLU(inplace=True) and an in-place add on an input: make_fx keeps relu_ and add_,
-    # so AOTAutograd functionalizes them; the caller's tensor is updated as in eager.
+def test_in_place_ops_on_intermediates_are_traced_directly():
+    # ReLU(inplace=True) / ReLU6(inplace=True) / x += y on values the graph made itself
+    # (torchvision's CNNs): the direct trace is functionalized, so they need no
+    # AOTAutograd, and a value read after an in-place op on it sees the update.
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            torch.manual_seed(0)
+            self.a, self.b, self.act = torch.nn.Linear(8, 8), torch.nn.Linear(8, 8), torch.nn.ReLU6(inplace=True)
+
+        def forward(self, x):
+            h = self.a(x)
+            g = h.clone()
+            torch.nn.functional.relu(h, inplace=True)
+            h += g  # reads h after relu_ changed it
+            return self.act(self.b(h)) * h  # ReLU6(inplace=True) is hardtanh_, as in MobileNet V2
+
+    m, x = M().eval(), torch.randn(3, 8)
+    with torch.no_grad():
+        ref = m(x)
+        direct, r1 = _compile_and_run(m, x)
+        aot, r2 = _compile_and_run(m, x, aot_inference=True)
+    assert [r.aten_trace for r in r1] == ["direct"] and [r.aten_trace for r in r2] == ["AOTAutograd"]
+    torch.testing.assert_close(direct, ref, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(direct, aot, rtol=0, atol=0)
+
+
+def test_in_place_op_on_an_input_goes_through_aot():
+    # An in-place add on an input (and ReLU(inplace=True) inside): the functionalized
+    # trace copies the new value back into the input, a mutation, so AOTAutograd runs
+    # it; the caller's tensor is updated as in eager.
     class M(torch.nn.Module):
         def __init__(self):
             super().__init__()
