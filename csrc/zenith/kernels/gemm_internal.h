@@ -61,6 +61,24 @@ inline void transpose_8x8(const float* src, int64_t src_stride, float* dst, int6
 }
 #endif
 
+// dst[c * ldd + r] = src[r * lds + c] for r < rows, c < cols: 8 x 8 blocks through
+// registers where there are whole ones, the edges one value at a time (along src's
+// rows, so no loop walks a column of src).
+inline void transpose_block(const float* src, int64_t lds, float* dst, int64_t ldd, int64_t rows, int64_t cols) {
+  int64_t r8 = 0;
+#if defined(__AVX2__)
+  r8 = rows / 8 * 8;
+  const int64_t c8 = cols / 8 * 8;
+  for (int64_t r0 = 0; r0 < r8; r0 += 8) {
+    for (int64_t c0 = 0; c0 < c8; c0 += 8) transpose_8x8(src + r0 * lds + c0, lds, dst + c0 * ldd + r0, ldd);
+    for (int64_t r = r0; r < r0 + 8; ++r)
+      for (int64_t c = c8; c < cols; ++c) dst[c * ldd + r] = src[r * lds + c];
+  }
+#endif
+  for (int64_t r = r8; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) dst[c * ldd + r] = src[r * lds + c];
+}
+
 // kc x NR panel of B, zero-padded past nr.
 template <int64_t NR>
 inline void pack_b(int64_t kc, int64_t nr, const float* b, int64_t b_rs, int64_t b_cs, float* dst) {
