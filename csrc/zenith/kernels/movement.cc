@@ -371,6 +371,25 @@ void pool_rows(const MaxPoolParams& q, int64_t oh, int64_t H, int64_t* kh0, int6
 }
 // max that keeps a NaN once it has seen one (PyTorch's max pooling propagates NaN)
 inline float nan_max(float m, float v) { return (v > m || v != v) ? v : m; }
+
+// Outputs [ow0, ow1) of a row whose windows lie inside the row of maxima t, each
+// window's taps in order, in loops that vectorize along the row: a 3-wide undilated
+// window (ResNet's, most pools) in one pass, others tap by tap. S is the stride as a
+// constant (1, 2: strided loads become permutes) or 0 (run time).
+template <int S>
+void inner_windows(const float* t, const MaxPoolParams& q, int64_t ow0, int64_t ow1, float* orow) {
+  const int64_t s = S > 0 ? S : q.st[1];
+  const float* w = t - q.pd[1];
+  if (q.k[1] == 3 && q.dl[1] == 1) {  // constant tap offsets: the three loads merge
+    for (int64_t ow = ow0; ow < ow1; ++ow) orow[ow] = nan_max(nan_max(w[s * ow], w[s * ow + 1]), w[s * ow + 2]);
+    return;
+  }
+  for (int64_t ow = ow0; ow < ow1; ++ow) orow[ow] = w[s * ow];
+  for (int64_t kw = 1; kw < q.k[1]; ++kw) {
+    const float* wk = w + kw * q.dl[1];
+    for (int64_t ow = ow0; ow < ow1; ++ow) orow[ow] = nan_max(orow[ow], wk[s * ow]);
+  }
+}
 }  // namespace
 
 // Scalar reference: every output takes the max over the window's taps inside the input.
@@ -430,19 +449,10 @@ void run_max_pool2d(const KernelCtx& c) {
         for (; ow < g.OW && ow * q.st[1] - q.pd[1] < 0; ++ow) edge(ow);
         int64_t end = ow;  // the windows inside the row
         while (end < g.OW && end * q.st[1] - q.pd[1] + (q.k[1] - 1) * q.dl[1] < g.W) ++end;
-        if (q.k[1] == 3 && q.st[1] == 2 && q.dl[1] == 1) {
-          // ResNet's 3x3 / 2 window with constant strides, so the loop vectorizes
-          // (stride-2 loads become permutes).
-          const float* w = t - q.pd[1];
-          for (; ow < end; ++ow) orow[ow] = nan_max(nan_max(w[2 * ow], w[2 * ow + 1]), w[2 * ow + 2]);
-        }
-        for (; ow < end; ++ow) {
-          const float* w = t + ow * q.st[1] - q.pd[1];
-          float m = w[0];
-          for (int64_t kw = 1; kw < q.k[1]; ++kw) m = nan_max(m, w[kw * q.dl[1]]);
-          orow[ow] = m;
-        }
-        for (; ow < g.OW; ++ow) edge(ow);
+        if (q.st[1] == 1) inner_windows<1>(t, q, ow, end, orow);
+        else if (q.st[1] == 2) inner_windows<2>(t, q, ow, end, orow);
+        else inner_windows<0>(t, q, ow, end, orow);
+        for (ow = end; ow < g.OW; ++ow) edge(ow);
       }
     }
   });
