@@ -5,8 +5,8 @@ forward/backward pair when gradients are needed); each goes through
 partition.CompiledGraph, so the same path carries inference and training.
 Inference graphs with static shapes that neither mutate nor alias their inputs
 are traced to ATen directly (make_fx of the functionalized graph on Dynamo's fake
-tensors), which gives the
-same graph in about half of AOTAutograd's time (BERT-base: 0.3 s against 0.7 s).
+tensors), which gives the same graph in about half of AOTAutograd's time
+(BERT-base: 0.3 s against 0.7 s).
 """
 from __future__ import annotations
 
