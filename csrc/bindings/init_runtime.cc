@@ -94,6 +94,7 @@ void init_runtime(nb::module_& m) {
       .def("drop_packed", &Executable::drop_packed, "Forgets packed weights (their data changed).")
       .def_prop_ro("packed_bytes", &Executable::packed_bytes)
       .def_prop_ro("arena_bytes", &Executable::planned_arena_bytes)
+      .def_prop_ro("reused_bytes", &Executable::planned_reused_bytes)
       .def_prop_ro("num_plans", &Executable::num_plans)
       .def_prop_ro("graph_text", [](const Executable& e) { return print_graph(e.graph()); });
 }

@@ -85,6 +85,7 @@ struct Plan {
   std::vector<int> output_storage;           // per graph output: storage index
   std::vector<bool> via_f32;                 // per node: half-precision values computed through float32
   size_t arena_bytes = 0;
+  size_t arena_unshared_bytes = 0;  // what the arena values would take with no reuse (tests, fuzzer)
   int num_output_buffers = 0;
 };
 
@@ -188,6 +189,11 @@ size_t Executable::packed_bytes() const {
 size_t Executable::planned_arena_bytes() const {
   std::lock_guard<std::mutex> lock(mu_);
   return last_plan_ ? last_plan_->arena_bytes : 0;
+}
+
+size_t Executable::planned_reused_bytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return last_plan_ ? last_plan_->arena_unshared_bytes - last_plan_->arena_bytes : 0;
 }
 
 size_t Executable::num_plans() const {
@@ -367,6 +373,7 @@ std::shared_ptr<const Plan> Executable::build_plan(const std::vector<int64_t>& b
     }
     s.offset = off;
     total = std::max(total, off + need);
+    plan->arena_unshared_bytes += need;
     placed.push_back(si);
   }
   plan->arena_bytes = total;

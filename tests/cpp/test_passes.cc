@@ -344,6 +344,7 @@ TEST(Passes, FuseAttentionLayout) {
 })";
   Graph g = parse_graph(in);
   EXPECT_EQ(fuse_attention_layout(g), 1);
+  verify(g);  // before dce too: the pipeline verifies after every pass (found by the fuzzer)
   dead_code_elimination(g);
   verify(g);
   EXPECT_EQ(print_graph(g), canon(R"(graph(%q: f32[1, 5, 2, 3], %k: f32[1, 5, 2, 3], %v: f32[1, 5, 2, 4]) {

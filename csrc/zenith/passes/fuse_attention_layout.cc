@@ -4,7 +4,9 @@
 // projection; each permute is a full copy here. When q, k and v are all such permutes
 // and sdpa's result is only read by the permute back, sdpa reads the unpermuted
 // tensors and writes the permuted-back layout itself (`layout` = 1: rows of a head are
-// H * E apart). The dead permutes are left for dce.
+// H * E apart). The permute back is erased here: it would read sdpa's result, whose
+// type is now the permuted one, and fail the verifier run after this pass. The
+// operand permutes, still well-typed, are left for dce.
 // Leaves alone: sdpa already in layout 1, any operand that is not perm [0, 2, 1, 3],
 // and a result that is read elsewhere or returned in (B, H, L, E).
 #include "zenith/passes/passes.h"
@@ -22,6 +24,7 @@ bool swaps_l_and_h(const Node& n) {
 int fuse_attention_layout(Graph& g) {
   g.reindex();
   std::vector<int> uses = g.use_counts();
+  std::vector<bool> dead(g.nodes.size(), false);
   int fused = 0;
   for (Node& n : g.nodes) {
     if (n.op != Op::sdpa || n.i("layout", 0) != 0) continue;
@@ -45,8 +48,10 @@ int fuse_attention_layout(Graph& g) {
     int back_out = g.nodes[size_t(back)].outputs[0];
     g.values[size_t(out)].type = g.values[size_t(back_out)].type;  // now (B, L, H, Ev)
     replace_all_uses(g, back_out, out);
+    dead[size_t(back)] = true;
     ++fused;
   }
+  if (fused) erase_nodes(g, dead);
   return fused;
 }
 
