@@ -177,6 +177,7 @@ void run_reduce(const KernelCtx& c, RKind k) {
       std::memcpy(c.out[0].data, x.data, dtype_size(x.dtype));
       return;
     }
+    if (n == 0) return;  // a kept dim is 0: the result is empty too, whatever the op (torch agrees)
     ZENITH_CHECK(k != RKind::kMax && k != RKind::kMin, "reduce: max/min over an empty dimension");
     double fill = k == RKind::kProd ? 1.0 : (k == RKind::kMean ? NAN : 0.0);
     if (c.out[0].dtype == DType::f32) std::fill_n(c.out[0].as<float>(), n, float(fill));
@@ -217,6 +218,7 @@ void run_reduce_prod(const KernelCtx& c) { run_reduce(c, RKind::kProd); }
 
 void run_argmax(const KernelCtx& c) {
   const TensorRef& x = c.in[0];
+  if (c.out[0].numel() == 0) return;  // another dim is 0: an empty result, as in torch
   ZENITH_CHECK(x.numel() > 0, "argmax: empty input");
   Split s;
   if (c.node.has("dim")) {

@@ -582,3 +582,14 @@ def test_every_op_is_covered():
     """Runs last in this file: every op in the C++ table was exercised above."""
     missing = set(_C.op_names()) - COVERED
     assert not missing, f"ops without a test: {sorted(missing)}"
+
+
+def test_reductions_with_an_empty_kept_dim():
+    """amax/amin/argmax/max over a non-empty dim of a tensor whose other dim is 0: eager
+    returns an empty tensor (Zenith raised "max/min over an empty dimension"; found by
+    the fuzzer)."""
+    x = torch.randn(0, 4)
+    check(lambda t: torch.amax(t, dim=1), [x], covers=["reduce_max"])
+    check(lambda t: torch.amin(t, dim=-1, keepdim=True), [x], covers=["reduce_min"])
+    check(lambda t: torch.argmax(t, dim=1), [x], covers=["argmax"])
+    check(lambda t: torch.max(t, dim=1)[0], [torch.randn(3, 0, 5).transpose(0, 1)])
