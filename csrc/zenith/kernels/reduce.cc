@@ -329,10 +329,10 @@ void run_log_softmax(const KernelCtx& c) { softmax_impl(c, true); }
 
 // ---- normalization ----
 namespace {
-// sum of f(i) for i in [0, n) over sixteen interleaved accumulators.
+// sum of f(i) for i in [0, n) over sixteen interleaved double accumulators.
 template <class F>
-float lane_sum(int64_t n, F f) {
-  float acc[16] = {};
+double lane_sum(int64_t n, F f) {
+  double acc[16] = {};
   int64_t i = 0;
   for (; i + 16 <= n; i += 16)
     for (int u = 0; u < 16; ++u) acc[u] += f(i + u);
@@ -360,15 +360,19 @@ void run_layer_norm(const KernelCtx& c) {
       for (int64_t r = lo; r < hi; ++r) {
         int64_t at = r * n;
         float* q = c.out[0].as<float>() + at;
-        // Sixteen partial sums, so the loops vectorize (a single float accumulator must be
-        // added in order); a second, centred pass keeps the variance exact.
-        float mu = lane_sum(n, [&](int64_t i) { return load(at + i); }) / float(n);
-        float var = lane_sum(n, [&](int64_t i) {
-                      float d = load(at + i) - mu;
-                      return d * d;
-                    }) / float(n);
-        float rstd = 1.0f / std::sqrt(var + eps);
-        for (int64_t i = 0; i < n; ++i) q[i] = (load(at + i) - mu) * rstd * w[i] + b[i];
+        // Sixteen partial sums, so the loops vectorize (a single accumulator must be added
+        // in order); a second, centred pass keeps the variance exact. Both sums are in
+        // double: a float mean of rows far from zero (x + 1e3) was twice eager's error,
+        // and squares of values past 1.8e19 overflowed float, so rows of large magnitude
+        // normalized to the bias (eager gives NaN there; float64 a finite answer, as here).
+        double mu = lane_sum(n, [&](int64_t i) { return double(load(at + i)); }) / double(n);
+        double var = lane_sum(n, [&](int64_t i) {
+                       double d = double(load(at + i)) - mu;
+                       return d * d;
+                     }) / double(n);
+        float rstd = float(1.0 / std::sqrt(var + double(eps)));
+        float muf = float(mu);
+        for (int64_t i = 0; i < n; ++i) q[i] = (load(at + i) - muf) * rstd * w[i] + b[i];
       }
     });
   };

@@ -593,3 +593,21 @@ def test_reductions_with_an_empty_kept_dim():
     check(lambda t: torch.amin(t, dim=-1, keepdim=True), [x], covers=["reduce_min"])
     check(lambda t: torch.argmax(t, dim=1), [x], covers=["argmax"])
     check(lambda t: torch.max(t, dim=1)[0], [torch.randn(3, 0, 5).transpose(0, 1)])
+
+
+def test_layer_norm_of_rows_far_from_zero_or_huge():
+    """Rows offset by 1e3 (float sums of the mean were twice eager's error) and rows
+    scaled past 1.8e19 (float squares overflowed: the rows normalized to the bias;
+    eager gives NaN from 1e20): against float64, Zenith is at least as close as eager
+    and finite where float64 is."""
+    from harness import compile_fn
+
+    torch.manual_seed(0)
+    for x in [torch.randn(4, 64) + 1e3, torch.randn(4, 64) * 1e19, torch.randn(4, 64) * 1e30]:
+        fn = lambda t: F.layer_norm(t, (64,))  # noqa: E731
+        got = compile_fn(fn, [x], passes=True)([x])
+        got = got[0] if isinstance(got, (list, tuple)) else got
+        ref = fn(x.double())
+        eager_err = (fn(x).double() - ref).abs().nan_to_num(math.inf).max().item()
+        zen_err = (got.double() - ref).abs().max().item()
+        assert zen_err <= min(max(eager_err, 1e-6), 1e-4), (zen_err, eager_err)
