@@ -92,7 +92,9 @@ struct Plan {
 struct Context {
   std::shared_ptr<void> arena;
   size_t arena_bytes = 0;
-  const Plan* bound = nullptr;  // plan the ref vectors below were built for
+  // The plan the ref vectors below were built for, held so that it cannot be freed
+  // (the plan cache is cleared when full) and another plan built at its address.
+  std::shared_ptr<const Plan> bound;
   std::vector<std::vector<TensorRef>> ins, outs;
 };
 
@@ -432,7 +434,7 @@ std::vector<OutTensor> Executable::run(const std::vector<InTensor>& inputs,
         break;
     }
   }
-  if (ctx->bound != plan.get()) {
+  if (ctx->bound != plan) {
     ctx->ins.assign(plan->nodes.size(), {});
     ctx->outs.assign(plan->nodes.size(), {});
     for (size_t ni = 0; ni < plan->nodes.size(); ++ni) {
@@ -440,7 +442,7 @@ std::vector<OutTensor> Executable::run(const std::vector<InTensor>& inputs,
       for (int v : n.inputs) ctx->ins[ni].push_back({nullptr, g.type(v).dtype, plan->shapes[size_t(v)]});
       for (int v : n.outputs) ctx->outs[ni].push_back({nullptr, g.type(v).dtype, plan->shapes[size_t(v)]});
     }
-    ctx->bound = plan.get();
+    ctx->bound = plan;
   }
   // Constant weights: packed on first use (and again if the input moved), held here
   // for the call so a concurrent drop_packed() cannot free them mid-run.
