@@ -446,9 +446,11 @@ std::vector<OutTensor> Executable::run(const std::vector<InTensor>& inputs,
   }
   // Constant weights: packed on first use (and again if the input moved), held here
   // for the call so a concurrent drop_packed() cannot free them mid-run.
-  std::vector<std::shared_ptr<const PackedOperand>> packed(weight_input_.empty() ? 0 : plan->nodes.size());
+  // weight_input_ is read under the lock: set_constant_inputs may run during a call.
+  std::vector<std::shared_ptr<const PackedOperand>> packed;
+  std::unique_lock<std::mutex> pack_lock(pack_mu_);
   if (!weight_input_.empty()) {
-    std::lock_guard<std::mutex> lock(pack_mu_);
+    packed.resize(plan->nodes.size());
     for (size_t ni = 0; ni < plan->nodes.size(); ++ni) {
       int pos = weight_input_[ni];
       if (pos < 0) continue;
@@ -466,6 +468,7 @@ std::vector<OutTensor> Executable::run(const std::vector<InTensor>& inputs,
       packed[ni] = kept;
     }
   }
+  pack_lock.unlock();
   for (size_t ni = 0; ni < plan->nodes.size(); ++ni) {
     const Node& n = plan->nodes[ni];
     KernelFn fn = kernel_for(n.op);

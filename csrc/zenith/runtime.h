@@ -84,6 +84,7 @@ class Executable {
   // on its first call, instead of packing it every call. The packed copy is kept until drop_packed() or until that input
   // arrives at another address. The caller promises the data does not change in
   // place without a drop_packed() (the Python side checks PyTorch's version counters).
+  // May be called again, also while other threads run calls; it forgets every packed copy.
   void set_constant_inputs(const std::vector<int>& positions);
   void drop_packed();
   size_t packed_bytes() const;  // bytes held by packed weights

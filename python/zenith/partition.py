@@ -268,16 +268,21 @@ class CompiledGraph:
         # 5. Constant weights (inference only): parameters, which AOTAutograd reports as
         # static inputs, may stay packed in the segments that read them. PyTorch's version
         # counter tells when one changed in place (optimizer step, load_state_dict, ...).
+        # Inference tensors (made under torch.inference_mode) have no version counter, yet
+        # may still change in place inside inference_mode: such weights are never kept
+        # packed (each call packs them afresh, as for any other input).
         self.static_positions = []
         self._versions = None
+        self._unversioned = ()  # static positions whose tensors were inference tensors last call
         if options.get("inference") and options.get("pack_weights", True):
             static = set(_static_input_indices() if static_inputs is None else static_inputs)
             self.static_positions = sorted(static & set(range(len(self.placeholders))))
-            static_nodes = {self.placeholders[i] for i in self.static_positions}
+            position = {n: i for i, n in enumerate(self.placeholders)}
             for kind, x in self.steps:
-                if kind == "zenith":
-                    x.exe.set_constant_inputs([i for i, (n, p) in enumerate(zip(x.in_nodes, x.in_perms))
-                                               if n in static_nodes and p is None])
+                if kind == "zenith":  # (segment input, graph input) of each constant weight
+                    x.const_inputs = [(i, position[n]) for i, (n, p) in enumerate(zip(x.in_nodes, x.in_perms))
+                                      if n in position and position[n] in static and p is None]
+            self._mark_constant_inputs()
         self.torch_fns = {x: _torch_target(x.target) for kind, x in self.steps if kind == "torch"}
         self.out_spec = out_node.args[0]
         # Module attributes (tensor constants) that PyTorch-side nodes or outputs may read.
@@ -324,10 +329,24 @@ class CompiledGraph:
             env[n] = n.target(*torch.fx.node.map_arg(n.args, lambda a: env[a]))
         STATS["segments_run"] += 1
 
+    def _mark_constant_inputs(self, unversioned=()):
+        """Tells each segment which of its inputs it may keep packed: the static ones,
+        except those at graph positions in `unversioned` (inference tensors)."""
+        for kind, x in self.steps:
+            if kind == "zenith":
+                x.exe.set_constant_inputs([i for i, pos in x.const_inputs if pos not in unversioned])
+
     def _check_weight_versions(self, args):
-        versions = [args[i]._version for i in self.static_positions]
+        try:
+            versions = [args[i]._version for i in self.static_positions]
+        except RuntimeError:  # inference tensors do not track a version counter
+            versions = [None if args[i].is_inference() else args[i]._version for i in self.static_positions]
         if versions != self._versions:
-            if self._versions is not None:  # a weight changed in place: repack on next use
+            unversioned = tuple(i for i, v in zip(self.static_positions, versions) if v is None)
+            if unversioned != self._unversioned:  # also forgets every packed copy
+                self._mark_constant_inputs(unversioned)
+                self._unversioned = unversioned
+            elif self._versions is not None:  # a weight changed in place: repack on next use
                 for kind, x in self.steps:
                     if kind == "zenith":
                         x.exe.drop_packed()
