@@ -10,6 +10,8 @@ NB_MODULE(_C, m) {
       std::rethrow_exception(p);
     } catch (const zenith::Error& e) {
       PyErr_SetString(PyExc_RuntimeError, e.what());
+    } catch (const std::bad_alloc& e) {  // zenith::OutOfMemory (with its size) or any other
+      PyErr_SetString(PyExc_MemoryError, e.what());
     }
   });
   zenith::py::init_ir(m);

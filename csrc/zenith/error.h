@@ -1,4 +1,5 @@
 #pragma once
+#include <new>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -16,6 +17,24 @@ template <typename... Args>
   std::ostringstream os;
   (os << ... << args);
   throw Error(os.str());
+}
+
+// A failed allocation (arena, output, packed weight, kernel scratch). It is a
+// std::bad_alloc, so code that handles allocation failure generically still sees
+// one; the bindings turn it into a Python MemoryError with this message.
+struct OutOfMemory : std::bad_alloc {
+  explicit OutOfMemory(std::string msg) : msg_(std::move(msg)) {}
+  const char* what() const noexcept override { return msg_.c_str(); }
+
+ private:
+  std::string msg_;
+};
+
+template <typename... Args>
+[[noreturn]] void fail_alloc(const Args&... args) {
+  std::ostringstream os;
+  (os << ... << args);
+  throw OutOfMemory(os.str());
 }
 
 #define ZENITH_CHECK(cond, ...)       \

@@ -19,7 +19,7 @@ size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
 std::shared_ptr<void> aligned_buffer(size_t bytes) {
   void* p = std::aligned_alloc(kAlign, align_up(std::max<size_t>(bytes, 1)));
-  ZENITH_CHECK(p, "runtime: out of memory allocating ", bytes, " bytes");
+  if (!p) fail_alloc("zenith runtime: out of memory allocating ", bytes, " bytes");
   return std::shared_ptr<void>(p, std::free);
 }
 

@@ -502,7 +502,7 @@ void sgemm_weight_rows(int64_t M, int64_t N, int64_t K, float alpha, const float
 
 std::shared_ptr<float> packed_buffer(size_t n) {
   std::shared_ptr<float> buf(static_cast<float*>(std::aligned_alloc(64, (n * sizeof(float) + 63) / 64 * 64)), std::free);
-  ZENITH_CHECK(buf, "sgemm: out of memory packing a constant operand of ", n * sizeof(float), " bytes");
+  if (!buf) fail_alloc("sgemm: out of memory packing a constant operand of ", n * sizeof(float), " bytes");
   return buf;
 }
 

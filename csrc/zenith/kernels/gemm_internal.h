@@ -30,9 +30,12 @@ struct AlignedBuf {
   float* get(size_t want) {
     if (want > n) {
       std::free(p);
-      n = want;
+      // The size is recorded only once the memory exists: after a failed allocation
+      // the buffer is empty, not a null pointer claiming `want` floats.
+      n = 0;
       p = static_cast<float*>(std::aligned_alloc(64, ((want * sizeof(float)) + 63) / 64 * 64));
-      ZENITH_CHECK(p, "sgemm: out of memory");
+      if (!p) fail_alloc("zenith kernel scratch: out of memory allocating ", want * sizeof(float), " bytes");
+      n = want;
     }
     return p;
   }

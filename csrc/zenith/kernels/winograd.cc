@@ -64,7 +64,7 @@ PackedOperand conv3x3_winograd_pack(int64_t OC, int64_t C, const float* w) {
   p.cs = 1;
   p.data = std::shared_ptr<float>(static_cast<float*>(std::aligned_alloc(64, size_t(16 * OC * C) * sizeof(float))),
                                   std::free);
-  ZENITH_CHECK(p.data, "conv2d: out of memory for Winograd filters");
+  if (!p.data) fail_alloc("conv2d: out of memory for Winograd filters (", size_t(16 * OC * C) * sizeof(float), " bytes)");
   transform_filters(OC, C, w, p.data.get());
   return p;
 }

@@ -1,0 +1,336 @@
+"""Faults a serving process meets, and what a compiled model must do after them:
+an allocation that fails (a MemoryError, then the model answers right once memory is
+back), a KeyboardInterrupt during a call (the model stays usable, no context leaks,
+no deadlock), and a weight changed in place between calls (every path that keeps a
+weight across calls sees the change). Answers are compared with eager."""
+import copy
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+import zenith
+
+CONV_TOL = dict(rtol=1e-4, atol=1e-4)
+GEMM_TOL = dict(rtol=1e-4, atol=1e-5)
+
+
+def _run_script(code, timeout=300):
+    """Runs `code` in a fresh interpreter; returns its stdout (the test fails on a
+    non-zero exit, a crash included)."""
+    r = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=timeout,
+                       env={**os.environ, "OMP_NUM_THREADS": "2"})
+    assert r.returncode == 0, f"exit {r.returncode}\nstdout:\n{r.stdout[-3000:]}\nstderr:\n{r.stderr[-3000:]}"
+    print(r.stdout)
+    return r.stdout
+
+
+# -- allocation failure ------------------------------------------------------------
+
+_OOM_SCRIPT = """
+import resource, torch, zenith
+
+def vm_bytes():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmSize"):
+            return int(line.split()[1]) * 1024
+
+def under_limit(headroom, fn):
+    # Address space capped at what the process maps now plus `headroom`, then lifted.
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    resource.setrlimit(resource.RLIMIT_AS, (vm_bytes() + headroom, hard))
+    try:
+        fn()
+    except MemoryError as e:
+        return str(e)
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+    return None
+
+def close(a, b, tol=1e-4):
+    return torch.allclose(a, b, rtol=tol, atol=tol)
+
+torch.manual_seed(0)
+MiB = 1 << 20
+with torch.no_grad():
+    # 1. The arena: 100,000 rows make a 1.6 GB intermediate.
+    m = torch.nn.Sequential(torch.nn.Linear(64, 4096), torch.nn.ReLU(), torch.nn.Linear(4096, 8)).eval()
+    c = zenith.compile(m, dynamic=True)
+    small, big = torch.randn(16, 64), torch.randn(100_000, 64)
+    c(small); c(torch.randn(17, 64))
+    err = under_limit(256 * MiB, lambda: c(big))
+    print("arena:", err)
+    assert err and "out of memory" in err, err
+    assert close(c(small), m(small)) and close(c(big[:3000]), m(big[:3000]))
+
+    # 2. A kernel's scratch: the GEMM packs all of A (6000 x 8192, 197 MB) per call.
+    class RowMajor(torch.nn.Module):
+        def __init__(self, k, n):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.randn(k, n) * k ** -0.5)
+        def forward(self, x):
+            return x @ self.w
+    m = RowMajor(8192, 1100).eval()
+    c = zenith.compile(m, dynamic=True, pack_weights=False)
+    small, big = torch.randn(300, 8192), torch.randn(6000, 8192)
+    c(small); c(torch.randn(301, 8192))
+    err = under_limit(100 * MiB, lambda: c(big))
+    print("scratch:", err)
+    assert err and "out of memory" in err, err
+    assert close(c(small), m(small)) and close(c(big), m(big))  # (small used to crash: a null scratch buffer)
+
+    # 3. A packed weight: 4096 x 4096 (64 MB) packed on the first call of 64 rows
+    # (4 rows stream the weight in place and pack nothing).
+    m = RowMajor(4096, 4096).eval()
+    c = zenith.compile(m, dynamic=True)
+    few, x = torch.randn(4, 4096), torch.randn(64, 4096)
+    c(few); c(torch.randn(3, 4096))
+    err = under_limit(32 * MiB, lambda: c(x))
+    print("packed weight:", err)
+    assert err and "out of memory" in err, err
+    assert close(c(x), m(x)) and close(c(few), m(few))
+
+    # 4. Winograd filters (16 x 1024 x 1024 floats, 64 MB) of a second model with the
+    # same code: its graph is compiled already, its weights are not transformed yet.
+    def conv():
+        return torch.nn.Sequential(torch.nn.Conv2d(1024, 1024, 3, padding=1), torch.nn.ReLU()).eval()
+    a, b = conv(), conv()
+    c = torch.compile(a, backend="zenith")
+    cb = torch.compile(b, backend="zenith")
+    x = torch.randn(1, 1024, 8, 8)
+    c(x)
+    err = under_limit(24 * MiB, lambda: cb(x))
+    print("winograd filters:", err)
+    assert err and "out of memory" in err, err
+    assert close(cb(x), b(x)) and close(c(x), a(x))
+print("OK")
+"""
+
+
+def test_failed_allocations_raise_memory_error_and_the_model_recovers():
+    """Under `ulimit -v` (RLIMIT_AS, set after import and compile): the arena, a
+    kernel's scratch buffer, a packed weight and Winograd filters each fail to
+    allocate; every one is a MemoryError naming the size, and once the limit is
+    lifted the same compiled model answers right (the scratch case used to crash)."""
+    out = _run_script(_OOM_SCRIPT)
+    assert out.strip().endswith("OK")
+
+
+# -- KeyboardInterrupt -------------------------------------------------------------
+
+_INTERRUPT_SCRIPT = """
+import os, signal, threading, time, torch, zenith
+
+torch.manual_seed(0)
+STOP = [False]
+
+@torch.library.custom_op("zenith_faults::maybe_stop", mutates_args=())
+def maybe_stop(x: torch.Tensor) -> torch.Tensor:
+    if STOP[0]:
+        raise KeyboardInterrupt  # as Ctrl-C would, raised between two Zenith segments
+    return x.clone()
+
+@maybe_stop.register_fake
+def _(x):
+    return torch.empty_like(x)
+
+class M(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Linear(512, 2048)
+        self.b = torch.nn.Linear(2048, 512)
+        self.c = torch.nn.Linear(512, 64)
+    def forward(self, x):
+        y = torch.relu(self.a(x))
+        y = maybe_stop(self.b(y))  # a PyTorch op between segments
+        return self.c(torch.tanh(y))
+
+m = M().eval()
+c = zenith.compile(m)
+x = torch.randn(256, 512)
+with torch.no_grad():
+    want = m(x)
+    assert torch.allclose(c(x), want, rtol=1e-4, atol=1e-5)
+    t0 = time.perf_counter(); c(x); call = time.perf_counter() - t0
+    print(f"one call {call * 1e3:.1f} ms")
+
+    # 1. raised by a PyTorch op between segments
+    STOP[0] = True
+    try:
+        c(x)
+        raise SystemExit("no KeyboardInterrupt")
+    except KeyboardInterrupt:
+        pass
+    STOP[0] = False
+    assert torch.allclose(c(x), want, rtol=1e-4, atol=1e-5)
+
+    # 2. SIGINT at spread-out moments of a call: inside a native segment (GIL
+    # released: it ends, then Python raises), between segments, in Dynamo's wrappers.
+    interrupted = 0
+    for k in range(12):
+        go = threading.Event()
+        def fire(delay=call * k / 12):
+            go.wait()
+            time.sleep(delay)
+            os.kill(os.getpid(), signal.SIGINT)
+        sender = threading.Thread(target=fire)
+        sender.start()
+        try:
+            try:
+                go.set()
+                c(x)
+            finally:
+                sender.join()
+                time.sleep(0.02)  # a signal that arrived after the call is raised here
+        except KeyboardInterrupt:
+            interrupted += 1
+        sender.join()
+        assert torch.allclose(c(x), want, rtol=1e-4, atol=1e-5), k
+
+    # 3. the model still serves two threads at once (no context leaked, no lock held)
+    errors = []
+    def worker():
+        for _ in range(20):
+            if not torch.allclose(c(x), want, rtol=1e-4, atol=1e-5):
+                errors.append("mismatch")
+    threads = [threading.Thread(target=worker) for _ in range(2)]
+    [t.start() for t in threads]
+    [t.join(60) for t in threads]
+    assert not any(t.is_alive() for t in threads), "deadlock"
+    assert not errors, errors
+print(f"interrupted {interrupted}/12 calls, graphs {zenith.stats()['graphs_compiled']}")
+print("OK")
+"""
+
+
+def test_keyboard_interrupt_leaves_the_compiled_model_usable():
+    """Ctrl-C raised from a PyTorch fallback op between segments, and SIGINT delivered
+    at 24 moments spread over a call (native segments run with the GIL released); after
+    each, the model answers right, and then from two threads at once."""
+    out = _run_script(_INTERRUPT_SCRIPT)
+    assert out.strip().endswith("OK")
+
+
+# -- weights changed in place between calls ----------------------------------------
+
+class _RowMajor(torch.nn.Module):
+    """x @ W + b with W stored [in, out] (GPT-2's Conv1D layout): the GEMM packs W."""
+
+    def __init__(self, k=64, n=96):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.randn(k, n) * k ** -0.5)
+        self.b = torch.nn.Parameter(torch.randn(n))
+
+    def forward(self, x):
+        return torch.addmm(self.b, x, self.w)
+
+
+def _weight_cache_cases():
+    """(name, model, input, tolerance): one per path that keeps a weight across calls."""
+    torch.manual_seed(0)
+    return [
+        ("conv filters packed (GEMM A)", torch.nn.Sequential(torch.nn.Conv2d(3, 16, 3, padding=1), torch.nn.ReLU()),
+         torch.randn(1, 3, 24, 20), CONV_TOL),
+        ("conv filters packed, batch of small maps", torch.nn.Sequential(torch.nn.Conv2d(8, 16, 3)),
+         torch.randn(3, 8, 9, 9), CONV_TOL),
+        # one image whose 17 output pixels pad less as micro-kernel rows than as column
+        # panels (AVX2 and AVX-512): filters kept packed as B (W^T)
+        ("pixel-rows filters packed (GEMM B)", torch.nn.Sequential(torch.nn.Conv2d(32, 48, 3)),
+         torch.randn(1, 32, 3, 19), CONV_TOL),
+        ("Winograd-transformed filters", torch.nn.Sequential(torch.nn.Conv2d(64, 64, 3, padding=1), torch.nn.ReLU()),
+         torch.randn(1, 64, 8, 8), CONV_TOL),
+        ("row-major matmul weight packed (Conv1D)", _RowMajor(), torch.randn(40, 64), GEMM_TOL),
+    ]
+
+
+def _mutations():
+    """Ways a user changes weights in place between calls; each bumps PyTorch's version
+    counter (writes through `.data` do not and are documented as not seen)."""
+
+    def copy_no_grad(m):
+        with torch.no_grad():
+            for p in m.parameters():
+                p.copy_(torch.randn_like(p) * p.std())
+
+    def load_state_dict(m):
+        sd = {k: torch.randn_like(v) * v.std() for k, v in m.state_dict().items()}
+        m.load_state_dict(sd)
+
+    def optimizer_step(m):
+        opt = torch.optim.SGD(m.parameters(), lr=0.5)
+        for p in m.parameters():
+            p.grad = torch.randn_like(p)
+        opt.step()
+
+    def inference_mode_inplace(m):  # weights that are inference tensors, changed inside inference_mode
+        with torch.inference_mode():
+            for p in m.parameters():
+                p.mul_(-1.5)
+
+    return {"copy_": copy_no_grad, "load_state_dict": load_state_dict, "optimizer step": optimizer_step,
+            "in place under inference_mode": inference_mode_inplace}
+
+
+@pytest.mark.parametrize("mutation", list(_mutations()))
+def test_weights_changed_in_place_between_calls_are_seen(mutation):
+    """Every cache of a weight (packed conv filters, pixel-rows filters, Winograd
+    filters, packed row-major matmul weights) follows in-place updates: copy_ under
+    no_grad, load_state_dict, an optimizer step, and, for a model whose weights are
+    inference tensors, an in-place op inside inference_mode."""
+    mutate = _mutations()[mutation]
+    for name, m, x, tol in _weight_cache_cases():
+        torch._dynamo.reset()
+        m.eval()
+        if mutation == "in place under inference_mode":
+            with torch.inference_mode():  # the weights become inference tensors (no version counter)
+                m = copy.deepcopy(m)
+                for p in m.parameters():
+                    assert p.is_inference()
+        with zenith.backend.collect_reports() as reports:
+            c = zenith.compile(m)
+            for step in range(3):
+                with torch.no_grad():
+                    torch.testing.assert_close(c(x), m(x), **tol, msg=lambda s: f"{name}, call {step}: {s}")
+                    packed = sum(r.packed_weight_bytes for r in reports)
+                # kept packed unless inference tensors (whose changes cannot be seen)
+                assert (packed == 0) == (mutation == "in place under inference_mode"), (name, packed)
+                mutate(m)
+
+
+def test_a_replaced_weight_is_seen():
+    """Parameters replaced by new tensors (load_state_dict(assign=True), attribute
+    assignment) are read from their new place, packed anew."""
+    m, x = _RowMajor().eval(), torch.randn(40, 64)
+    c = zenith.compile(m)
+    with torch.no_grad():
+        for _ in range(3):
+            torch.testing.assert_close(c(x), m(x), **GEMM_TOL)
+            m.load_state_dict({k: torch.randn_like(v) for k, v in m.state_dict().items()}, assign=True)
+        m.w = torch.nn.Parameter(torch.randn(64, 96))
+        torch.testing.assert_close(c(x), m(x), **GEMM_TOL)
+
+
+def test_in_place_change_of_tensor_attributes_and_globals_is_seen():
+    """Tensors the graph reads that are not parameters (a plain tensor attribute, a
+    module-level global), big enough that the GEMM keeps them packed."""
+    g = torch.randn(96, 48)
+
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.plain = torch.randn(64, 96)  # neither a parameter nor a buffer
+
+        def forward(self, x):
+            return (x @ self.plain) @ g
+
+    m, x = M().eval(), torch.randn(40, 64)
+    c = zenith.compile(m)
+    with torch.no_grad():
+        torch.testing.assert_close(c(x), m(x), **GEMM_TOL)
+        m.plain.mul_(-2)
+        torch.testing.assert_close(c(x), m(x), **GEMM_TOL)
+        g.copy_(torch.randn(96, 48))
+        torch.testing.assert_close(c(x), m(x), **GEMM_TOL)
