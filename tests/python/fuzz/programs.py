@@ -407,7 +407,7 @@ EXACT_OPS = set(UNARY_EXACT) | set(BINARY_EXACT) | set(UNARY_DISC) | set(BINARY_
 
 def _gen_step(b: Builder):
     d = b.d
-    kind = d.choice(["unary", "unary", "binary", "binary", "scalar", "reduce", "norm", "norm", "gemm", "conv",
+    kind = d.choice(["unary", "unary", "binary", "binary", "scalar", "reduce", "norm", "norm", "gemm", "conv", "conv",
                      "attention", "attention", "pool", "move", "move", "move", "disc", "where", "cast", "source",
                      "motif"])
     if kind == "unary":
