@@ -300,17 +300,35 @@ def test_weights_changed_in_place_between_calls_are_seen(mutation):
                 mutate(m)
 
 
-def test_a_replaced_weight_is_seen():
+def test_a_replaced_weight_is_seen(tmp_path):
     """Parameters replaced by new tensors (load_state_dict(assign=True), attribute
-    assignment) are read from their new place, packed anew."""
-    m, x = _RowMajor().eval(), torch.randn(40, 64)
+    assignment) are read from their new place, packed anew; also a replacement at the
+    very address of the weight packed last, with the same version: checkpoints loaded
+    with mmap=True twice between calls map the third file where the first was (this
+    served the first file's packed weights)."""
+    m, x = _RowMajor(512, 512).eval(), torch.randn(64, 512)
     c = zenith.compile(m)
     with torch.no_grad():
         for _ in range(3):
             torch.testing.assert_close(c(x), m(x), **GEMM_TOL)
-            m.load_state_dict({k: torch.randn_like(v) for k, v in m.state_dict().items()}, assign=True)
-        m.w = torch.nn.Parameter(torch.randn(64, 96))
+            m.load_state_dict({k: torch.randn_like(v) / 23 for k, v in m.state_dict().items()}, assign=True)
+        m.w = torch.nn.Parameter(torch.randn(512, 512) / 23)
         torch.testing.assert_close(c(x), m(x), **GEMM_TOL)
+        files = []
+        for k in range(3):
+            files.append(tmp_path / f"ckpt{k}.pt")
+            torch.save({k: torch.randn_like(v) / 23 for k, v in m.state_dict().items()}, files[-1])
+        same_address = 0
+        for _ in range(4):
+            m.load_state_dict(torch.load(files[0], mmap=True), assign=True)
+            first = (m.w.data_ptr(), m.w._version)
+            torch.testing.assert_close(c(x), m(x), **GEMM_TOL)
+            m.load_state_dict(torch.load(files[1], mmap=True), assign=True)
+            m.load_state_dict(torch.load(files[2], mmap=True), assign=True)
+            same_address += (m.w.data_ptr(), m.w._version) == first
+            torch.testing.assert_close(c(x), m(x), **GEMM_TOL)
+        print(f"\n[replaced weights] the third checkpoint landed on the first's address, same version: "
+              f"{same_address}/4 times")
 
 
 def test_in_place_change_of_tensor_attributes_and_globals_is_seen():
