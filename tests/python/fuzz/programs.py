@@ -805,7 +805,9 @@ def compile_program(prog: Program, inputs):
 
     # "real" traces on the inputs themselves: about twice as fast as fake tensors for
     # these small graphs, and the graph (ATen ops, decompositions, meta) is the same.
-    gm = make_fx(wrapped, tracing_mode=TRACING_MODE, decomposition_table=_DECOMP)(*inputs)
+    # functionalized, as the backend's direct trace is: decompositions' in-place ops
+    # (add_ and friends) become functional ones
+    gm = make_fx(torch.func.functionalize(wrapped), tracing_mode=TRACING_MODE, decomposition_table=_DECOMP)(*inputs)
     return CompiledGraph(gm, {"passes": True, "verify": True})
 
 
