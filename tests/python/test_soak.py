@@ -156,7 +156,8 @@ def test_generate_512_tokens_compiles_nothing_after_the_first_two_steps(arch):
     to compile decoding): the prompt's graph, the first decode step's (the KV cache
     length still static) and the second's (Dynamo marks the lengths dynamic after the
     first change) are the only graphs; the remaining 509 steps compile nothing. Then a
-    second prompt of another length."""
+    second prompt of another length (one more graph: the prompt's length becomes
+    dynamic) and a third (none)."""
     if arch == "gpt2":
         m = _tiny_gpt2()
     else:
@@ -184,6 +185,10 @@ def test_generate_512_tokens_compiles_nothing_after_the_first_two_steps(arch):
     with torch.no_grad():
         out2 = m.generate(ids2, max_new_tokens=32, min_new_tokens=32, do_sample=False)
     second = _graphs() - g1
+    g2 = _graphs()
+    with torch.no_grad():  # a third prompt length: the prompt's length is dynamic by now
+        m.generate(torch.randint(1, 256, (1, 21)), max_new_tokens=8, min_new_tokens=8, do_sample=False)
+    third = _graphs() - g2
     m.forward = eager_forward
     wrong, checked = _greedy_consistent(m, out, ids.shape[1])
     wrong2, checked2 = _greedy_consistent(m, out2, ids2.shape[1])
@@ -191,9 +196,10 @@ def test_generate_512_tokens_compiles_nothing_after_the_first_two_steps(arch):
           f"{per_step[:3]}, after step 512: {per_step[-1]}; Dynamo frames {frames}; recompiles after the first "
           f"two: {per_step[-1] - per_step[2]}; greedy tokens checked against eager {checked - wrong}/{checked} "
           f"(near-ties skipped); a second prompt (13 tokens, 32 new) compiled {second} more graph(s), "
-          f"{checked2 - wrong2}/{checked2} tokens right")
+          f"{checked2 - wrong2}/{checked2} tokens right; a third (21 tokens) compiled {third}")
     assert out.shape[1] == 8 + 512
     assert per_step[2] == per_step[-1], per_step  # nothing compiled after the third forward
     assert per_step[-1] <= 3, per_step
     assert wrong == 0 and checked > 400, (wrong, checked)
     assert wrong2 == 0, (wrong2, checked2)
+    assert third == 0
