@@ -393,10 +393,15 @@ def _reduce(L, node):
     keep = node.args[2] if len(node.args) > 2 else node.kwargs.get("keepdim", False)
     dt = out_dtype(node)
     if name in ("any", "all"):
-        x = L.cast(x, "i32")
-        op = "reduce_max" if name == "any" else "reduce_min"
-        r = L.emit(op, [x], dims=dims, keepdim=int(bool(keep)))
-        return L.cast(r, "b8")
+        # Each element's truth first (casting 0.5 to an integer would make it false;
+        # NaN is true), then a count: any = count(x != 0) > 0, all = count(x == 0) == 0,
+        # which also gives torch's answers over no elements (False, True).
+        if name == "any":
+            t = x if L.dtype(x) == "b8" else L.emit("ne", [x, L.scalar(0, L.dtype(x))])
+        else:
+            t = L.emit("logical_not", [x])
+        count = L.emit("reduce_sum", [t], dims=dims, keepdim=int(bool(keep)))
+        return L.emit("gt" if name == "any" else "eq", [count, L.scalar(0, "i64")])
     x = L.cast(x, dt)
     op = {"sum": "reduce_sum", "mean": "reduce_mean", "amax": "reduce_max", "amin": "reduce_min",
           "prod": "reduce_prod"}[name]

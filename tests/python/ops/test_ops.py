@@ -7,7 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from harness import check
+from harness import check, compile_fn
 
 from zenith import _C
 
@@ -201,8 +201,8 @@ def test_reductions(op, fn, dtypes):
 
 def test_bool_reductions_and_max_dim():
     check(lambda x: x.sum(-1), [make((3, 4), b8)], covers=["reduce_sum"])
-    check(lambda x: x.any(-1), [make((3, 4), b8)], covers=["reduce_max"])
-    check(lambda x: x.all(), [make((3, 4), b8)], covers=["reduce_min"])
+    check(lambda x: x.any(-1), [make((3, 4), b8)], covers=["reduce_sum"])  # a count of the true elements
+    check(lambda x: x.all(), [make((3, 4), b8)], covers=["reduce_sum"])
     check(lambda x: torch.max(x, 1), [make((3, 4), f32)], covers=["reduce_max", "argmax"])
     check(lambda x: torch.min(x, -1, keepdim=True), [make((3, 4), f32)], covers=["reduce_min", "argmax"])
 
@@ -576,6 +576,27 @@ def test_fused_elementwise_chains():
           covers=["fused"], passes=True)
     check(lambda x, y: torch.maximum(torch.pow(torch.abs(x) + 1, y), torch.sqrt(torch.abs(y))) * F.silu(x), [x, y],
           covers=["fused"], passes=True)
+
+
+# ------------------------------------------------------------------ found by PyTorch's OpInfo samples
+# (tests/python/opinfo): each was a wrong answer or a crash.
+def test_all_any_take_each_elements_truth():
+    """all/any cast to int32 before reduce_min/max, so a float in (-1, 1) that is not 0
+    counted as false; over no elements they hit max/min's empty-input error."""
+    for dtype in [f32, f16, bf16]:
+        x = torch.tensor([0.5, -0.25, 2.0], dtype=dtype)
+        check(torch.all, [x])
+        check(torch.any, [torch.tensor([0.0, 0.25, 0.0], dtype=dtype)])
+        check(lambda t: t.all(-1), [make((3, 5), dtype, low=-0.9, high=0.9)])
+        check(lambda t: t.any(0, keepdim=True), [torch.tensor([[0.0, 0.5], [0.0, 0.0]], dtype=dtype)])
+    check(torch.all, [torch.tensor([float("nan"), 1.0])])  # NaN is true
+    for dtype in [i64, i32, b8]:
+        check(lambda t: t.all(1), [make((4, 3), dtype)])
+        check(lambda t: t.any(-1), [make((4, 3), dtype)])
+    check(torch.all, [torch.empty(0)])  # True
+    check(torch.any, [torch.empty(0)])  # False
+    check(lambda t: t.all(1), [make((2, 0), f32)])
+    check(lambda t: t.any(0), [make((0, 3), i64)])
 
 
 def test_every_op_is_covered():
