@@ -253,6 +253,7 @@ void run_argmax(const KernelCtx& c) {
   if (x.dtype == DType::f32) body(float{});
   else if (x.dtype == DType::i64) body(int64_t{});
   else if (x.dtype == DType::i32) body(int32_t{});
+  else if (x.dtype == DType::b8) body(bool{});  // torch.max(bool, dim) returns indices too
   else fail("argmax: no kernel for dtype ", dtype_name(x.dtype));
 }
 

@@ -599,6 +599,12 @@ def test_all_any_take_each_elements_truth():
     check(lambda t: t.any(0), [make((0, 3), i64)])
 
 
+def test_max_dim_of_bool():
+    """torch.max(bool, dim) gives indices too: argmax had no bool kernel."""
+    check(lambda t: torch.max(t, 1), [make((3, 4), b8)], covers=["reduce_max", "argmax"])
+    check(lambda t: torch.max(t, 0, keepdim=True), [make((5, 2), b8)], covers=["reduce_max", "argmax"])
+
+
 def test_every_op_is_covered():
     """Runs last in this file: every op in the C++ table was exercised above."""
     missing = set(_C.op_names()) - COVERED
