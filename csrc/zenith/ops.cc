@@ -134,7 +134,12 @@ std::vector<bool> reduced_mask(const Node& n, int rank, const char* op) {
   auto dims = n.const_ints("dims");
   if (dims.empty())
     std::fill(m.begin(), m.end(), true);  // torch: an empty dim list reduces everything
-  for (int64_t d : dims) m[size_t(norm_dim(d, rank, op))] = true;
+  for (int64_t d : dims) {
+    int64_t k = norm_dim(d, rank, op);
+    if (rank == 0) continue;  // a 0-d tensor takes dim 0 or -1 (as in torch) and has no dim to reduce
+    ZENITH_CHECK(!m[size_t(k)], op, ": dim ", d, " appears more than once in dims");
+    m[size_t(k)] = true;
+  }
   return m;
 }
 

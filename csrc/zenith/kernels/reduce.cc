@@ -169,12 +169,16 @@ void run_reduce(const KernelCtx& c, RKind k) {
   std::vector<bool> mask(size_t(r), false);
   std::vector<int64_t> dims = c.node.const_ints("dims");
   if (dims.empty()) std::fill(mask.begin(), mask.end(), true);
-  for (int64_t d : dims) mask[size_t(d < 0 ? d + r : d)] = true;
+  for (int64_t d : dims)
+    if (r > 0) mask[size_t(d < 0 ? d + r : d)] = true;  // a 0-d tensor (dim 0 or -1) has no dim to reduce
   if (x.numel() == 0 || r == 0) {
     // Empty reductions: sum 0, prod 1, mean NaN; max/min of nothing is an error in torch.
     int64_t n = c.out[0].numel();
     if (r == 0 && x.numel() == 1) {
-      std::memcpy(c.out[0].data, x.data, dtype_size(x.dtype));
+      if (x.dtype == DType::b8 && c.out[0].dtype == DType::i64)  // sum of a bool counts it
+        *c.out[0].as<int64_t>() = *x.as<bool>() ? 1 : 0;
+      else
+        std::memcpy(c.out[0].data, x.data, dtype_size(x.dtype));
       return;
     }
     if (n == 0) return;  // a kept dim is 0: the result is empty too, whatever the op (torch agrees)

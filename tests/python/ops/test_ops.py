@@ -605,6 +605,21 @@ def test_max_dim_of_bool():
     check(lambda t: torch.max(t, 0, keepdim=True), [make((5, 2), b8)], covers=["reduce_max", "argmax"])
 
 
+def test_reductions_over_a_0d_tensor():
+    """dim 0 (or -1) of a 0-d tensor, which torch accepts as a dim of size 1: inference
+    and the kernel marked mask[0] of an empty mask (all/any with keepdim=True crashed)."""
+    for dtype in [f32, i64, b8]:
+        x = make((), dtype)
+        check(lambda t: torch.all(t, 0, keepdim=True), [x])
+        check(lambda t: torch.any(t, -1), [x])
+        check(lambda t: torch.amax(t, 0, keepdim=True), [x])
+        check(lambda t: torch.max(t, 0), [x])
+        check(lambda t: torch.max(t, -1, keepdim=True), [x])
+        check(lambda t: t.sum(0, keepdim=True), [x])
+    check(lambda t: t.mean(-1), [make((), f32)])
+    check(lambda t: t.sum(), [torch.tensor(True)])  # counts it: int64 1 (1 byte was copied into 8)
+
+
 def test_every_op_is_covered():
     """Runs last in this file: every op in the C++ table was exercised above."""
     missing = set(_C.op_names()) - COVERED
