@@ -466,6 +466,11 @@ Types infer_index_select(const Graph& g, const Node& n) {
   int64_t d = norm_dim(n.i("dim"), x.rank(), "index_select");
   TensorType t;
   t.dtype = x.dtype;
+  if (x.rank() == 0) {  // torch indexes a 0-d tensor as one of size 1 and keeps the result 0-d
+    ZENITH_CHECK(idx.rank() <= 1 && (!idx.is_static() || idx.static_numel() == 1),
+                 "index_select: a 0-d input takes a single index");
+    return {t};
+  }
   t.shape.assign(x.shape.begin(), x.shape.begin() + d);
   t.shape.insert(t.shape.end(), idx.shape.begin(), idx.shape.end());
   t.shape.insert(t.shape.end(), x.shape.begin() + d + 1, x.shape.end());
@@ -475,8 +480,14 @@ Types infer_index_select(const Graph& g, const Node& n) {
 Types infer_gather(const Graph& g, const Node& n) {
   const auto& x = in(g, n, 0);
   const auto& idx = in(g, n, 1);
+  ZENITH_CHECK(idx.dtype == DType::i64 || idx.dtype == DType::i32, "gather: index must be integer");
   ZENITH_CHECK(idx.rank() == x.rank(), "gather: index rank differs from input rank");
-  norm_dim(n.i("dim"), x.rank(), "gather");
+  int64_t d = norm_dim(n.i("dim"), x.rank(), "gather");
+  for (int k = 0; k < x.rank(); ++k) {  // the kernel reads x at the index's positions along the other dims
+    const SymInt &a = idx.shape[size_t(k)], &b = x.shape[size_t(k)];
+    ZENITH_CHECK(k == d || !a.is_const() || !b.is_const() || a.value() <= b.value(), "gather: index size ",
+                 a.value(), " exceeds the input's ", b.value(), " at dim ", k);
+  }
   TensorType t;
   t.dtype = x.dtype;
   t.shape = idx.shape;

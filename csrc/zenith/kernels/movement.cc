@@ -186,11 +186,13 @@ void run_embedding(const KernelCtx& c) {
 void run_index_select(const KernelCtx& c) {
   const TensorRef &x = c.in[0], &idx = c.in[1];
   int64_t d = c.node.i("dim");
-  if (d < 0) d += x.rank();
+  if (d < 0) d += std::max(x.rank(), 1);
   int64_t outer = 1, inner = 1;
   for (int64_t i = 0; i < d; ++i) outer *= x.shape[size_t(i)];
   for (int64_t i = d + 1; i < x.rank(); ++i) inner *= x.shape[size_t(i)];
-  int64_t size = x.shape[size_t(d)], n = idx.numel();
+  // A 0-d input is indexed as a 1-element dim (inference took a single index).
+  int64_t size = x.rank() == 0 ? 1 : x.shape[size_t(d)], n = idx.numel();
+  ZENITH_CHECK(x.rank() > 0 || n == 1, "index_select: a 0-d input takes a single index, got ", n);
   size_t es = dtype_size(x.dtype), rb = size_t(inner) * es;
   char* out = static_cast<char*>(c.out[0].data);
   const char* in = static_cast<const char*>(x.data);
@@ -209,6 +211,7 @@ void run_gather(const KernelCtx& c) {
   std::vector<int64_t> xs = contiguous_strides(x.shape);
   int r = idx.rank();
   int64_t n = idx.numel();
+  if (r == 0) check_index(load_index(idx, 0), 1, "gather");  // a 0-d input: one element, index 0
   std::vector<int64_t> pos(size_t(r), 0);
   for (int64_t i = 0; i < n; ++i) {
     int64_t off = 0;

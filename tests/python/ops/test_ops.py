@@ -620,6 +620,19 @@ def test_reductions_over_a_0d_tensor():
     check(lambda t: t.sum(), [torch.tensor(True)])  # counts it: int64 1 (1 byte was copied into 8)
 
 
+def test_index_select_and_gather_on_a_0d_tensor():
+    """index_select of a 0-d tensor threw std::length_error (vector::_M_range_insert)
+    out of shape inference; gather of one skipped its index check."""
+    for dtype in [f32, i64, b8]:
+        x = make((), dtype)
+        check(lambda t, i: t.index_select(0, i), [x, torch.tensor([0])], covers=["index_select"])
+        check(lambda t, i: t.index_select(-1, i), [x, torch.tensor(0)], covers=["index_select"])
+        check(lambda t, i: t.gather(0, i), [x, torch.tensor(0)], covers=["gather"])
+    cg = compile_fn(lambda t, i: t.gather(0, i), [torch.tensor(3.0), torch.tensor(0)])
+    with pytest.raises(RuntimeError, match="out of bounds"):
+        cg([torch.tensor(3.0), torch.tensor(1)])
+
+
 def test_every_op_is_covered():
     """Runs last in this file: every op in the C++ table was exercised above."""
     missing = set(_C.op_names()) - COVERED
