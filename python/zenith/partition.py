@@ -274,7 +274,7 @@ class CompiledGraph:
         # packed (each call packs them afresh, as for any other input).
         self.static_positions = []
         self._versions = None
-        self._weights = ()  # weak references to the static inputs of the last call
+        self._storages = ()  # weak references to the storages of the last call's static inputs
         self._unversioned = ()  # static positions whose tensors were inference tensors last call
         if options.get("inference") and options.get("pack_weights", True):
             static = set(_static_input_indices() if static_inputs is None else static_inputs)
@@ -343,11 +343,14 @@ class CompiledGraph:
             versions = [args[i]._version for i in self.static_positions]
         except RuntimeError:  # inference tensors do not track a version counter
             versions = [None if args[i].is_inference() else args[i]._version for i in self.static_positions]
-        # And the tensors themselves: a new tensor may sit where a freed one was, with the
-        # same version (a checkpoint loaded with mmap=True, assign=True, twice between
-        # calls); a weak reference dies with its tensor, so no later tensor matches it.
-        same = len(self._weights) == len(versions) and all(
-            map(operator.is_, [r() for r in self._weights], [args[i] for i in self.static_positions]))
+        # And their storages: new memory may sit where freed memory was, with the same
+        # version (module.to(bfloat16) then .to(float32) swaps each parameter's storage
+        # under the same tensor; a checkpoint loaded with mmap=True, assign=True twice
+        # between calls). PyTorch keeps one Python object per live storage, and a weak
+        # reference dies with it, so no later storage matches.
+        storages = [args[i].untyped_storage() for i in self.static_positions]
+        same = len(self._storages) == len(storages) and all(
+            map(operator.is_, [r() for r in self._storages], storages))
         if versions != self._versions or not same:
             unversioned = tuple(i for i, v in zip(self.static_positions, versions) if v is None)
             if unversioned != self._unversioned:  # also forgets every packed copy
@@ -357,7 +360,7 @@ class CompiledGraph:
                 for kind, x in self.steps:
                     if kind == "zenith":
                         x.exe.drop_packed()
-            self._weights = [weakref.ref(args[i]) for i in self.static_positions]
+            self._storages = [weakref.ref(s) for s in storages]
             self._versions = versions
 
     def __call__(self, args):

@@ -333,6 +333,41 @@ def test_a_replaced_weight_is_seen(tmp_path):
               f"{same_address}/4 times")
 
 
+def test_new_storage_at_the_old_address_is_seen():
+    """module.to(bfloat16).to(float32) gives each parameter new storage under the same
+    tensor, version unchanged, values rounded; the new float32 storage often lands where
+    the old one was (in runs here up to 3 of 20 models, varying with the allocator's
+    state), and the packed copy of the old values was served. Made certain below by two storages over one buffer, as a new checkpoint
+    mapped where the last one was: assigned through `.data =` and as a new Parameter."""
+    x = torch.randn(64, 128)
+    same = 0
+    with torch.no_grad():
+        for _ in range(20):
+            m = _RowMajor(128, 128).eval()
+            c = torch.compile(m, backend="zenith")
+            c(x)
+            first = (m.w.data_ptr(), m.w._version)
+            m.to(torch.bfloat16).to(torch.float32)
+            same += (m.w.data_ptr(), m.w._version) == first
+            torch.testing.assert_close(c(x), m(x), **GEMM_TOL)
+        print(f"\n[dtype round trip] new float32 storage at the old address: {same}/20 models")
+
+        m = _RowMajor(128, 128).eval()
+        c = torch.compile(m, backend="zenith")
+        buf = bytearray(128 * 128 * 4)
+
+        def over_buf(values):  # a new tensor (and storage) over the same memory
+            torch.frombuffer(buf, dtype=torch.float32).copy_(values.flatten())
+            return torch.frombuffer(buf, dtype=torch.float32).view(128, 128)
+
+        m.w.data = over_buf(torch.randn(128, 128) / 11)
+        torch.testing.assert_close(c(x), m(x), **GEMM_TOL)
+        m.w.data = over_buf(torch.randn(128, 128) / 11)  # same tensor, same address, same version
+        torch.testing.assert_close(c(x), m(x), **GEMM_TOL)
+        m.w = torch.nn.Parameter(over_buf(torch.randn(128, 128) / 11))  # a new Parameter there
+        torch.testing.assert_close(c(x), m(x), **GEMM_TOL)
+
+
 def test_in_place_change_of_tensor_attributes_and_globals_is_seen():
     """Tensors the graph reads that are not parameters (a plain tensor attribute, a
     module-level global), big enough that the GEMM keeps them packed."""
