@@ -40,8 +40,15 @@ void reduce_block(const T* x, T* y, Split s, RKind k) {
         case RKind::kSum:
         case RKind::kMean: acc = 0; break;
         case RKind::kProd: acc = 1; break;
-        case RKind::kMax: acc = std::numeric_limits<T>::lowest(); break;
-        case RKind::kMin: acc = std::numeric_limits<T>::max(); break;
+        // Floats start at -inf / +inf: a row of -inf has max -inf, not the lowest finite.
+        case RKind::kMax:
+          acc = std::numeric_limits<T>::has_infinity ? -std::numeric_limits<T>::infinity()
+                                                      : std::numeric_limits<T>::lowest();
+          break;
+        case RKind::kMin:
+          acc = std::numeric_limits<T>::has_infinity ? std::numeric_limits<T>::infinity()
+                                                      : std::numeric_limits<T>::max();
+          break;
       }
       bool nan = false;
       for (int64_t r = 0; r < s.red; ++r) {

@@ -633,6 +633,17 @@ def test_index_select_and_gather_on_a_0d_tensor():
         cg([torch.tensor(3.0), torch.tensor(1)])
 
 
+def test_max_min_of_infinities():
+    """reduce_max started from the lowest finite float, so a row of -inf gave -3.4e38
+    (masked amax/amin/norm with a fully masked row)."""
+    for dtype in FLOATS:
+        x = torch.tensor([[float("-inf"), float("-inf")], [1.0, float("-inf")]], dtype=dtype)
+        check(lambda t: t.amax(-1), [x], covers=["reduce_max"])
+        check(lambda t: torch.max(t, 1), [x], covers=["reduce_max"])
+        check(lambda t: t.amin(0), [-x], covers=["reduce_min"])
+        check(lambda t: t.amax(), [torch.full((3,), float("-inf"), dtype=dtype)], covers=["reduce_max"])
+
+
 def test_every_op_is_covered():
     """Runs last in this file: every op in the C++ table was exercised above."""
     missing = set(_C.op_names()) - COVERED
