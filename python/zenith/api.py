@@ -26,10 +26,32 @@ def compile(model, *, dynamic=None, fullgraph=False, **options):  # noqa: A001 (
     rather than tracing Dynamo's graph to ATen directly where that is safe; slower to
     compile, default False).
     """
+    _check_options(options)
+    return torch.compile(model, backend=_backend_for(options), dynamic=dynamic, fullgraph=fullgraph)
+
+
+def _check_options(options):
     unknown = sorted(set(options) - set(OPTIONS))
     if unknown:
         raise TypeError(f"zenith.compile: unknown option(s) {', '.join(unknown)}; known: {', '.join(OPTIONS)}")
-    return torch.compile(model, backend=_backend.make_backend(**options), dynamic=dynamic, fullgraph=fullgraph)
+
+
+_BACKENDS = {}  # options -> backend callable
+
+
+def _backend_for(options):
+    """One backend callable per set of options: Dynamo guards that a cached graph was
+    compiled by the same backend object, so a fresh one per compile() made every model
+    compiled separately (instances, deep copies) compile its own graph, and the ninth
+    fell back to eager at Dynamo's recompile limit."""
+    key = tuple(sorted(options.items()))
+    try:
+        hash(key)
+    except TypeError:  # an unhashable option value: a backend of its own
+        return _backend.make_backend(**options)
+    if key not in _BACKENDS:
+        _BACKENDS[key] = _backend.make_backend(**options)
+    return _BACKENDS[key]
 
 
 @dataclass
@@ -78,7 +100,10 @@ def explain(model, *example_inputs, dynamic=None, **options):
     what ran natively, what fell back (and why) and what the passes changed."""
     with _backend.collect_reports() as sink:
         t0 = time.perf_counter()
-        compiled = compile(model, dynamic=dynamic, **options)
+        _check_options(options)
+        # a backend of its own: Dynamo compiles (and so reports) even where compile()'s
+        # shared backend has a graph cached for this code
+        compiled = torch.compile(model, backend=_backend.make_backend(**options), dynamic=dynamic)
         with torch.no_grad():
             compiled(*example_inputs)
         total = time.perf_counter() - t0

@@ -119,6 +119,24 @@ def test_deep_copies_compiled_separately_stay_independent():
         assert not torch.allclose(c(x), c2(x), **CONV_TOL)
 
 
+def test_twelve_copies_compiled_one_by_one_share_one_graph():
+    """zenith.compile on each of 12 deep copies (a pool of workers, an ensemble): one
+    graph serves them all and each answers with its own weights. A new backend object
+    per compile() used to fail Dynamo's backend guard: every copy compiled again, and
+    from the ninth on Dynamo's recompile limit sent the calls to eager."""
+    torch.manual_seed(0)
+    base = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.Linear(32, 4)).eval()
+    x = torch.randn(5, 16)
+    g0, s0 = zenith.stats()["graphs_compiled"], zenith.stats()["segments_run"]
+    with torch.no_grad():
+        for k in range(12):
+            m = copy.deepcopy(base)
+            m[0].weight.add_(k * 0.1)
+            torch.testing.assert_close(zenith.compile(m)(x), m(x), **TOL)
+    assert zenith.stats()["graphs_compiled"] - g0 == 1
+    assert zenith.stats()["segments_run"] - s0 == 12  # every call ran on Zenith, none in eager
+
+
 def test_requires_grad_false_then_true():
     """requires_grad_(False) makes a plain call an inference graph (weights may be kept
     packed); requires_grad_(True) afterwards compiles a training graph; both right."""
