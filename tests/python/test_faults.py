@@ -370,7 +370,9 @@ def test_new_storage_at_the_old_address_is_seen():
 
 def test_in_place_change_of_tensor_attributes_and_globals_is_seen():
     """Tensors the graph reads that are not parameters (a plain tensor attribute, a
-    module-level global), big enough that the GEMM keeps them packed."""
+    module-level global, a closure's tensor, a plain object's), big enough for the
+    packed GEMM. (The graph borrows as constants only tensors made in the forward
+    from literals, which no caller can reach.)"""
     g = torch.randn(96, 48)
 
     class M(torch.nn.Module):
@@ -389,3 +391,20 @@ def test_in_place_change_of_tensor_attributes_and_globals_is_seen():
         torch.testing.assert_close(c(x), m(x), **GEMM_TOL)
         g.copy_(torch.randn(96, 48))
         torch.testing.assert_close(c(x), m(x), **GEMM_TOL)
+
+    def make():  # a tensor captured by a closure, and one held by a plain object
+        w = torch.randn(64, 96) / 8
+        holder = type("Holder", (), {})()
+        holder.v = torch.randn(96, 48) / 10
+
+        def f(x):
+            return (x @ (w * 2)) @ holder.v.t().t() + w.sum()
+        return f, w, holder
+
+    f, w, holder = make()
+    cf = zenith.compile(f)
+    with torch.no_grad():
+        torch.testing.assert_close(cf(x), f(x), **GEMM_TOL)
+        w.mul_(-1)
+        holder.v.add_(0.5)
+        torch.testing.assert_close(cf(x), f(x), **GEMM_TOL)
