@@ -72,9 +72,15 @@ Types bool_unary(const Graph& g, const Node& n) {
   return {t};
 }
 
+DType dtype_attr(const Node& n) {
+  int64_t d = n.i("dtype");
+  ZENITH_CHECK(d >= 0 && d < kNumDTypes, op_info(n.op).name, ": dtype code ", d, " names no dtype");
+  return DType(d);
+}
+
 Types infer_cast(const Graph& g, const Node& n) {
   TensorType t = in(g, n, 0);
-  t.dtype = DType(n.i("dtype"));
+  t.dtype = dtype_attr(n);
   return {t};
 }
 
@@ -201,12 +207,24 @@ Types infer_norm(const Graph& g, const Node& n) {
   int64_t k = n.i("normalized_ndim");
   ZENITH_CHECK(k >= 1 && k <= x.rank(), op_info(n.op).name, ": normalized_ndim ", k, " for rank ", x.rank());
   ZENITH_CHECK(is_float(x.dtype), op_info(n.op).name, ": needs a floating input");
+  for (size_t i = 1; i < (n.op == Op::layer_norm ? 3u : 2u); ++i) {  // weight, bias: the normalized shape
+    const auto& p = in(g, n, i);
+    bool ok = is_float(p.dtype) && p.rank() == k;
+    for (int64_t d = 0; ok && d < k; ++d) ok = dims_match(p.shape[size_t(d)], x.shape[size_t(x.rank() - k + d)]);
+    ZENITH_CHECK(ok, op_info(n.op).name, ": input ", i, " must be floating with the last ", k, " dims of x");
+  }
   return {x};
 }
 
 Types infer_batch_norm(const Graph& g, const Node& n) {
   const auto& x = in(g, n, 0);
   ZENITH_CHECK(x.rank() >= 2, "batch_norm: input rank ", x.rank(), " < 2");
+  ZENITH_CHECK(is_float(x.dtype), "batch_norm: needs a floating input");
+  for (size_t i = 1; i < 5; ++i) {  // weight, bias, mean, var: one value per channel
+    const auto& p = in(g, n, i);
+    ZENITH_CHECK(is_float(p.dtype) && p.rank() == 1 && dims_match(p.shape[0], x.shape[1]), "batch_norm: input ", i,
+                 " must be floating with one value per channel");
+  }
   return {x};
 }
 
@@ -238,6 +256,9 @@ Types infer_addmm(const Graph& g, const Node& n) {
   const auto& a = in(g, n, 1);
   const auto& b = in(g, n, 2);
   ZENITH_CHECK(a.rank() == 2 && b.rank() == 2, "addmm: needs 2-D operands");
+  ZENITH_CHECK(a.dtype == b.dtype && in(g, n, 0).dtype == a.dtype && is_float(a.dtype),
+               "addmm: needs bias and operands of one floating dtype");
+  ZENITH_CHECK(in(g, n, 0).rank() <= 2, "addmm: bias rank ", in(g, n, 0).rank(), " > 2");
   bool ta = n.i("trans_a", 0) != 0, tb = n.i("trans_b", 0) != 0;
   ZENITH_CHECK(dims_match(a.shape[ta ? 0 : 1], b.shape[tb ? 1 : 0]), "addmm: inner dims differ");
   TensorType t;
@@ -247,7 +268,18 @@ Types infer_addmm(const Graph& g, const Node& n) {
   return {t};
 }
 
+// An attribute of two values (height, width), each at least `lo`.
+std::vector<int64_t> pair_attr(const Node& n, const char* key, int64_t lo) {
+  auto v = n.const_ints(key);
+  const char* op = op_info(n.op).name;
+  ZENITH_CHECK(v.size() == 2, op, ": ", key, " needs 2 values (height, width), got ", v.size());
+  for (int64_t x : v) ZENITH_CHECK(x >= lo, op, ": ", key, " ", x, " is below ", lo);
+  return v;
+}
+
 SymInt conv_out(const SymInt& i, int64_t k, int64_t s, int64_t p, int64_t d, bool ceil_mode) {
+  ZENITH_CHECK(k >= 1 && s >= 1 && d >= 1 && p >= 0, "conv/pool: kernel ", k, ", stride ", s, ", dilation ", d,
+               " must be positive and padding ", p, " not negative");
   if (!i.is_const()) {
     // (i + 2p - d(k-1) - 1) // s + 1 ; symbolic spatial dims are rare, keep the formula exact.
     SymInt num = sym_add_const(i, 2 * p - d * (k - 1) - 1);
@@ -261,6 +293,8 @@ SymInt conv_out(const SymInt& i, int64_t k, int64_t s, int64_t p, int64_t d, boo
     return sym_add_const(SymInt(SymExprPtr(e)), 1);
   }
   int64_t num = i.value() + 2 * p - d * (k - 1) - 1;
+  ZENITH_CHECK(num >= 0, "conv/pool: the window (", d * (k - 1) + 1, ") is larger than the padded input (",
+               i.value() + 2 * p, ")");
   int64_t o = (ceil_mode ? (num + s - 1) / s : num / s) + 1;
   if (ceil_mode && (o - 1) * s >= i.value() + p) --o;  // last window must start inside the input
   return o;
@@ -284,11 +318,20 @@ Types infer_conv2d(const Graph& g, const Node& n) {
   }
   ZENITH_CHECK(plain == 3 || n.has("bn_eps"), "conv2d: fused batch-norm inputs without bn_eps");
   ZENITH_CHECK(w.is_static(), "conv2d: weight shape must be static");
-  auto st = n.const_ints("stride"), pd = n.const_ints("padding"), dl = n.const_ints("dilation");
+  auto st = pair_attr(n, "stride", 1), pd = pair_attr(n, "padding", 0), dl = pair_attr(n, "dilation", 1);
   int64_t groups = n.i("groups", 1);
+  ZENITH_CHECK(groups >= 1 && w.shape[0].value() % groups == 0, "conv2d: ", w.shape[0].value(),
+               " output channels do not split into ", groups, " groups");
   ZENITH_CHECK(x.shape[1].is_const() && x.shape[1].value() == w.shape[1].value() * groups,
                "conv2d: input channels ", x.shape[1].str(g.symbols), " != weight ", w.shape[1].value(), " x groups ",
                groups);
+  if (n.i("has_bias", 0)) {
+    const auto& b = in(g, n, 2);
+    ZENITH_CHECK(b.rank() == 1 && b.shape[0].is_const() && b.shape[0].value() == w.shape[0].value() &&
+                     b.dtype == x.dtype,
+                 "conv2d: bias must be [", w.shape[0].value(), "] of the input's dtype");
+  }
+  ZENITH_CHECK(w.dtype == x.dtype && is_float(x.dtype), "conv2d: needs input and weight of one floating dtype");
   TensorType t;
   t.dtype = x.dtype;
   t.shape = {x.shape[0], w.shape[0],
@@ -306,8 +349,12 @@ Types infer_conv2d(const Graph& g, const Node& n) {
 Types infer_pool(const Graph& g, const Node& n) {
   const auto& x = in(g, n, 0);
   ZENITH_CHECK(x.rank() == 4 || x.rank() == 3, op_info(n.op).name, ": needs (N)CHW input");
-  auto k = n.const_ints("kernel"), st = n.const_ints("stride"), pd = n.const_ints("padding");
-  std::vector<int64_t> dl = n.has("dilation") ? n.const_ints("dilation") : std::vector<int64_t>{1, 1};
+  ZENITH_CHECK(is_float(x.dtype), op_info(n.op).name, ": needs a floating input");
+  auto k = pair_attr(n, "kernel", 1), st = pair_attr(n, "stride", 1), pd = pair_attr(n, "padding", 0);
+  std::vector<int64_t> dl = n.has("dilation") ? pair_attr(n, "dilation", 1) : std::vector<int64_t>{1, 1};
+  for (int j = 0; j < 2; ++j)  // as torch requires: no window lies wholly in the padding
+    ZENITH_CHECK(pd[size_t(j)] <= (dl[size_t(j)] * (k[size_t(j)] - 1) + 1) / 2, op_info(n.op).name, ": padding ",
+                 pd[size_t(j)], " exceeds half the window");
   bool ceil_mode = n.i("ceil_mode", 0) != 0;
   TensorType t = x;
   int r = x.rank();
@@ -321,6 +368,9 @@ Types infer_adaptive_pool(const Graph& g, const Node& n) {
   auto os = n.ints("output_size");
   int r = t.rank();
   ZENITH_CHECK(r >= 3 && os.size() == 2, "adaptive_avg_pool2d: needs (N)CHW input and 2 output sizes");
+  ZENITH_CHECK(is_float(t.dtype), "adaptive_avg_pool2d: needs a floating input");
+  for (const auto& o : os)
+    ZENITH_CHECK(!o.is_const() || o.value() >= 0, "adaptive_avg_pool2d: negative output size ", o.value());
   t.shape[size_t(r - 2)] = os[0];
   t.shape[size_t(r - 1)] = os[1];
   return {t};
@@ -338,9 +388,24 @@ Types infer_sdpa(const Graph& g, const Node& n) {
   if (q.shape[size_t(hd)].is_const() && k.shape[size_t(hd)].is_const())
     ZENITH_CHECK(q.shape[size_t(hd)].value() % k.shape[size_t(hd)].value() == 0, "sdpa: query heads ",
                  q.shape[size_t(hd)].value(), " not a multiple of key heads ", k.shape[size_t(hd)].value());
+  const int ld = layout == 1 ? 1 : 2;  // the sequence dim
+  auto same = [&](const SymInt& a, const SymInt& b, const char* what) {
+    ZENITH_CHECK(dims_match(a, b), "sdpa: ", what, " differ (", a.str(g.symbols), " vs ", b.str(g.symbols), ")");
+  };
+  same(q.shape[0], k.shape[0], "query and key batch sizes");
+  same(k.shape[0], v.shape[0], "key and value batch sizes");
+  same(k.shape[size_t(hd)], v.shape[size_t(hd)], "key and value heads");
+  same(k.shape[size_t(ld)], v.shape[size_t(ld)], "key and value lengths");
+  same(q.shape[3], k.shape[3], "query and key embedding sizes");
   if (n.i("has_mask", 0)) {
     const auto& m = in(g, n, 3);
     ZENITH_CHECK(m.dtype == DType::b8 || m.dtype == q.dtype, "sdpa: mask must be bool or the query dtype");
+    ZENITH_CHECK(m.rank() <= 4, "sdpa: mask rank ", m.rank(), " > 4");
+    Shape scores = {q.shape[0], q.shape[size_t(hd)], q.shape[size_t(ld)], k.shape[size_t(ld)]};
+    Shape b = broadcast_shapes(m.shape, scores, "sdpa mask");
+    for (size_t d = 0; d < 4; ++d)
+      ZENITH_CHECK(!b[d].is_const() || !scores[d].is_const() || b[d].value() == scores[d].value(),
+                   "sdpa: the mask does not broadcast to the scores' shape");
   }
   TensorType t = q;
   t.shape[3] = v.shape[3];
@@ -394,9 +459,12 @@ Types infer_expand(const Graph& g, const Node& n) {
 
 Types infer_slice(const Graph& g, const Node& n) {
   TensorType t = in(g, n, 0);
+  ZENITH_CHECK(t.rank() >= 1, "slice: cannot slice a 0-d tensor");
   int64_t d = norm_dim(n.i("dim"), t.rank(), "slice");
   int64_t step = n.i("step", 1);
   ZENITH_CHECK(step >= 1, "slice: step must be positive");
+  ZENITH_CHECK(n.ints("start").size() == 1 && n.ints("end").size() == 1, "slice: start and end need one value each");
+  ZENITH_CHECK(!n.has("out_size") || n.ints("out_size").size() == 1, "slice: out_size needs one value");
   const SymInt& size = t.shape[size_t(d)];
   const SymInt& s = n.ints("start")[0];
   const SymInt& e = n.ints("end")[0];
@@ -417,6 +485,7 @@ Types infer_slice(const Graph& g, const Node& n) {
 Types infer_cat(const Graph& g, const Node& n) {
   ZENITH_CHECK(!n.inputs.empty(), "cat: no inputs");
   TensorType t = in(g, n, 0);
+  ZENITH_CHECK(t.rank() >= 1, "cat: cannot concatenate 0-d tensors");
   int64_t d = norm_dim(n.i("dim"), t.rank(), "cat");
   SymInt total = 0;
   bool sym = false;
@@ -424,12 +493,15 @@ Types infer_cat(const Graph& g, const Node& n) {
     const auto& x = in(g, n, i);
     ZENITH_CHECK(x.dtype == t.dtype, "cat: input ", i, " has dtype ", dtype_name(x.dtype));
     ZENITH_CHECK(x.rank() == t.rank(), "cat: input ", i, " has rank ", x.rank());
+    for (int k = 0; k < t.rank(); ++k)
+      ZENITH_CHECK(k == d || dims_match(x.shape[size_t(k)], t.shape[size_t(k)]), "cat: input ", i, " has size ",
+                   x.shape[size_t(k)].str(g.symbols), " at dim ", k, ", input 0 ", t.shape[size_t(k)].str(g.symbols));
     const SymInt& s = x.shape[size_t(d)];
     if (s.is_const() && total.is_const()) total = total.value() + s.value();
     else sym = true;
   }
   if (sym) {
-    ZENITH_CHECK(n.has("out_size"), "cat: symbolic sizes need the out_size attribute");
+    ZENITH_CHECK(n.has("out_size") && n.ints("out_size").size() == 1, "cat: symbolic sizes need the out_size attribute");
     total = n.ints("out_size")[0];
   }
   t.shape[size_t(d)] = total;
@@ -443,6 +515,8 @@ Types infer_pad(const Graph& g, const Node& n) {
   for (size_t i = 0; i < p.size() / 2; ++i) {
     size_t d = size_t(t.rank()) - 1 - i;
     t.shape[d] = sym_add_const(t.shape[d], p[2 * i] + p[2 * i + 1]);
+    ZENITH_CHECK(!t.shape[d].is_const() || t.shape[d].value() >= 0, "pad: dim ", d, " would have negative size ",
+                 t.shape[d].value());
   }
   return {t};
 }
@@ -536,16 +610,19 @@ Types infer_tril(const Graph& g, const Node& n) {
 
 Types infer_constant(const Graph&, const Node& n) {
   TensorType t;
-  t.dtype = DType(n.i("dtype"));
+  t.dtype = dtype_attr(n);
   t.shape = n.ints("shape");
+  for (const auto& d : t.shape)
+    ZENITH_CHECK(!d.is_const() || d.value() >= 0, op_info(n.op).name, ": negative dim ", d.value());
   return {t};
 }
 
 Types infer_arange(const Graph&, const Node& n) {
   TensorType t;
-  t.dtype = DType(n.i("dtype"));
-  ZENITH_CHECK(n.has("size"), "arange: needs its size attribute");
+  t.dtype = dtype_attr(n);
+  ZENITH_CHECK(n.has("size") && n.ints("size").size() == 1, "arange: needs its size attribute");
   t.shape = {n.ints("size")[0]};
+  ZENITH_CHECK(!t.shape[0].is_const() || t.shape[0].value() >= 0, "arange: negative size ", t.shape[0].value());
   return {t};
 }
 

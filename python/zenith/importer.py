@@ -485,17 +485,38 @@ def _batch_norm(L, node):
 
 
 # -- linear algebra --
+def _float_only(node, what):
+    """Zenith's GEMM, convolution and pooling kernels are floating point: integer ones
+    (which torch computes exactly, with integer division in avg_pool) stay in PyTorch."""
+    m = meta(node)
+    m = m[0] if isinstance(m, (list, tuple)) else m
+    if isinstance(m, torch.Tensor) and not m.dtype.is_floating_point:
+        raise Unsupported(f"integer {what}")
+
+
 @register(aten.mm.default, aten.bmm.default)
 def _mm(L, node):
+    _float_only(node, "matmul")
     return L.emit("matmul", [L.val(node.args[0]), L.val(node.args[1])])
 
 
 @register(aten.addmm.default)
 def _addmm(L, node):
+    _float_only(node, "addmm")
     bias, a, b = node.args[:3]
     beta = node.kwargs.get("beta", 1)
     alpha = node.kwargs.get("alpha", 1)
     return L.emit("addmm", [L.val(bias), L.val(a), L.val(b)], alpha=float(alpha), beta=float(beta))
+
+
+def _pair(v):
+    """(height, width) from an int or a list of one or two ints, as torch expands them."""
+    v = list(v) if isinstance(v, (list, tuple)) else [v]
+    if len(v) == 1:
+        v = v * 2
+    if len(v) != 2:
+        raise Unsupported(f"expected 1 or 2 values, got {len(v)}")
+    return [int(x) for x in v]
 
 
 @register(aten.convolution.default)
@@ -503,11 +524,12 @@ def _conv(L, node):
     x, w, b, stride, padding, dilation, transposed, _out_pad, groups = node.args[:9]
     if transposed:
         raise Unsupported("transposed convolution")
+    _float_only(node, "convolution")
     if meta(x).dim() != 4:
         raise Unsupported(f"convolution over {meta(x).dim() - 2}-d input (only 2-d)")
     ins = [L.val(x), L.val(w)]
     ins.append(L.val(b) if b is not None else ins[1])
-    return L.emit("conv2d", ins, stride=list(stride), padding=list(padding), dilation=list(dilation),
+    return L.emit("conv2d", ins, stride=_pair(stride), padding=_pair(padding), dilation=_pair(dilation),
                   groups=groups, has_bias=int(b is not None))
 
 
@@ -557,6 +579,7 @@ def _sdpa_emit(L, q, k, v, mask, causal, scale):
 @register(aten.max_pool2d_with_indices.default)
 def _max_pool(L, node):
     only_first_output_used(node, "max_pool2d")
+    _float_only(node, "max_pool2d")
     x, kernel, stride, padding, dilation, ceil_mode = args_of(
         node, ("self", None), ("kernel_size", None), ("stride", []), ("padding", 0), ("dilation", 1),
         ("ceil_mode", False))
@@ -569,6 +592,7 @@ def _max_pool(L, node):
 
 @register(aten.avg_pool2d.default)
 def _avg_pool(L, node):
+    _float_only(node, "avg_pool2d")
     x, kernel, stride, padding, ceil_mode, include_pad, divisor = args_of(
         node, ("self", None), ("kernel_size", None), ("stride", []), ("padding", 0), ("ceil_mode", False),
         ("count_include_pad", True), ("divisor_override", None))
@@ -583,6 +607,7 @@ def _avg_pool(L, node):
 
 @register(aten._adaptive_avg_pool2d.default, aten.adaptive_avg_pool2d.default)
 def _adaptive_pool(L, node):
+    _float_only(node, "adaptive_avg_pool2d")
     return L.emit("adaptive_avg_pool2d", [L.val(node.args[0])], output_size=[sym_str(s) for s in node.args[1]])
 
 

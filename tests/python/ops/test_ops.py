@@ -599,12 +599,6 @@ def test_all_any_take_each_elements_truth():
     check(lambda t: t.any(0), [make((0, 3), i64)])
 
 
-def test_max_dim_of_bool():
-    """torch.max(bool, dim) gives indices too: argmax had no bool kernel."""
-    check(lambda t: torch.max(t, 1), [make((3, 4), b8)], covers=["reduce_max", "argmax"])
-    check(lambda t: torch.max(t, 0, keepdim=True), [make((5, 2), b8)], covers=["reduce_max", "argmax"])
-
-
 def test_reductions_over_a_0d_tensor():
     """dim 0 (or -1) of a 0-d tensor, which torch accepts as a dim of size 1: inference
     and the kernel marked mask[0] of an empty mask (all/any with keepdim=True crashed)."""
@@ -642,6 +636,86 @@ def test_max_min_of_infinities():
         check(lambda t: torch.max(t, 1), [x], covers=["reduce_max"])
         check(lambda t: t.amin(0), [-x], covers=["reduce_min"])
         check(lambda t: t.amax(), [torch.full((3,), float("-inf"), dtype=dtype)], covers=["reduce_max"])
+
+
+def test_max_dim_of_bool():
+    """torch.max(bool, dim) gives indices too: argmax had no bool kernel."""
+    check(lambda t: torch.max(t, 1), [make((3, 4), b8)], covers=["reduce_max", "argmax"])
+    check(lambda t: torch.max(t, 0, keepdim=True), [make((5, 2), b8)], covers=["reduce_max", "argmax"])
+
+
+def test_integer_gemm_conv_pool_fall_back():
+    """Zenith's GEMM, convolution and pooling kernels read floats: integer tensors were
+    read as floats (garbage), and integer avg_pool divides as integers in torch."""
+    a, b, c = make((3, 4), i64), make((4, 5), i64), make((5,), i64)
+    x, w = make((1, 2, 6, 6), i64), make((3, 2, 3, 3), i64)
+    for fn, inputs in [(torch.mm, [a, b]), (torch.addmm, [c, a, b]), (torch.mm, [a.int(), b.int()]),
+                       (lambda x, w: F.conv2d(x, w), [x, w]), (lambda t: F.max_pool2d(t, 2), [x]),
+                       (lambda t: F.max_pool2d(t, 3, 2, 1), [x.int()]), (lambda t: F.avg_pool2d(t, 2), [x])]:
+        cg = check(fn, inputs, native=False)
+        assert cg.report.fallback_ops and all("integer" in e["reason"] for e in cg.report.fallback_ops.values()), \
+            cg.report.fallback_ops
+
+
+def test_conv_stride_from_a_one_element_list():
+    """F.conv2d(..., stride=2, padding="valid") reaches aten.convolution with stride [2]:
+    the kernel read stride[1] past the list (a 757 TB allocation)."""
+    x, w, bias = make((1, 4, 5, 5), f32), make((1, 4, 2, 3), f32), make((1,), f32)
+    check(lambda x, w, b: F.conv2d(x, w, b, stride=2, padding="valid"), [x, w, bias], covers=["conv2d"])
+    check(lambda x, w, b: F.conv2d(x, w, b, stride=(1, 2), padding="valid", dilation=2), [x, w, bias],
+          covers=["conv2d"])
+
+
+def test_inference_rejects_malformed_nodes():
+    """Shape inference checks ranks, dims and attribute lengths and raises a Zenith error
+    (RuntimeError) for any node the verifier sees; kernels never get one it accepted."""
+    def node(op, inputs, attrs):
+        g = _C.Graph()
+        vals = [g.add_input(f"x{i}", dt, shape) for i, (dt, shape) in enumerate(inputs)]
+        g.add_node(op, vals, attrs)
+
+    bad = [
+        ("slice", [("f32", [])], {"dim": 0, "start": [0], "end": [1], "step": 1}),
+        ("slice", [("f32", [4])], {"dim": 0, "start": [], "end": [1], "step": 1}),
+        ("cat", [("f32", []), ("f32", [])], {"dim": 0}),
+        ("cat", [("f32", [2, 3]), ("f32", [2, 4])], {"dim": 0}),
+        ("reduce_sum", [("f32", [2, 3])], {"dims": [1, -1], "keepdim": 0}),
+        ("index_select", [("f32", []), ("i64", [2])], {"dim": 0}),
+        ("gather", [("f32", [2, 3]), ("i64", [2, 5])], {"dim": 0}),
+        ("gather", [("f32", [2, 3]), ("f32", [2, 3])], {"dim": 0}),
+        ("cast", [("f32", [2])], {"dtype": 9}),
+        ("full", [], {"shape": [2, -1], "value": 0.0, "dtype": 0}),
+        ("arange", [], {"start": 0.0, "step": 1.0, "size": [-3], "dtype": 0}),
+        ("pad", [("f32", [2, 3])], {"pad": [-2, -2], "value": 0.0}),
+        ("conv2d", [("f32", [1, 2, 5, 5]), ("f32", [3, 2, 3, 3]), ("f32", [3])],
+         {"stride": [2], "padding": [0, 0], "dilation": [1, 1], "groups": 1, "has_bias": 1}),
+        ("conv2d", [("f32", [1, 2, 5, 5]), ("f32", [3, 2, 3, 3]), ("f32", [3])],
+         {"stride": [0, 1], "padding": [0, 0], "dilation": [1, 1], "groups": 1, "has_bias": 1}),
+        ("conv2d", [("f32", [1, 2, 2, 2]), ("f32", [3, 2, 3, 3]), ("f32", [3])],
+         {"stride": [1, 1], "padding": [0, 0], "dilation": [1, 1], "groups": 1, "has_bias": 1}),
+        ("conv2d", [("f32", [1, 2, 5, 5]), ("f32", [3, 2, 3, 3]), ("f32", [4])],
+         {"stride": [1, 1], "padding": [0, 0], "dilation": [1, 1], "groups": 1, "has_bias": 1}),
+        ("conv2d", [("i64", [1, 2, 5, 5]), ("i64", [3, 2, 3, 3]), ("i64", [3])],
+         {"stride": [1, 1], "padding": [0, 0], "dilation": [1, 1], "groups": 1, "has_bias": 1}),
+        ("max_pool2d", [("f32", [1, 2, 5, 5])], {"kernel": [3], "stride": [1, 1], "padding": [0, 0]}),
+        ("max_pool2d", [("f32", [1, 2, 5, 5])], {"kernel": [3, 3], "stride": [1, 1], "padding": [2, 2]}),
+        ("max_pool2d", [("i64", [1, 2, 5, 5])], {"kernel": [3, 3], "stride": [1, 1], "padding": [0, 0]}),
+        ("avg_pool2d", [("f32", [1, 2, 5, 5])], {"kernel": [2, 2], "stride": [-1, 1], "padding": [0, 0]}),
+        ("layer_norm", [("f32", [3, 8]), ("f32", [4]), ("f32", [8])], {"normalized_ndim": 1, "eps": 1e-5}),
+        ("batch_norm", [("f32", [2, 3, 4]), ("f32", [3]), ("f32", [3]), ("f32", [2]), ("f32", [3])], {"eps": 1e-5}),
+        ("addmm", [("f32", [5]), ("i64", [3, 4]), ("i64", [4, 5])], {}),
+        ("addmm", [("f16", [5]), ("f32", [3, 4]), ("f32", [4, 5])], {}),
+        ("sdpa", [("f32", [1, 2, 3, 8]), ("f32", [1, 2, 4, 6]), ("f32", [1, 2, 4, 8]), ("f32", [1])],
+         {"is_causal": 0, "has_mask": 0}),
+        ("sdpa", [("f32", [1, 2, 3, 8]), ("f32", [1, 2, 4, 8]), ("f32", [1, 2, 5, 8]), ("f32", [1])],
+         {"is_causal": 0, "has_mask": 0}),
+        ("sdpa", [("f32", [1, 2, 3, 8]), ("f32", [1, 2, 4, 8]), ("f32", [1, 2, 4, 8]), ("b8", [3, 5])],
+         {"is_causal": 0, "has_mask": 1}),
+    ]
+    for op, inputs, attrs in bad:
+        with pytest.raises(RuntimeError):
+            node(op, inputs, attrs)
+            raise AssertionError(f"{op} {inputs} {attrs} was accepted")
 
 
 def test_every_op_is_covered():
