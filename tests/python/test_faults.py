@@ -121,6 +121,25 @@ def test_failed_allocations_raise_memory_error_and_the_model_recovers():
     assert out.strip().endswith("OK")
 
 
+def test_an_impossible_allocation_is_a_memory_error_in_process():
+    """The same without a limit: a shape whose arena, or output, no machine has (2^54
+    bytes) raises MemoryError before any kernel reads the input; the executable's
+    context goes back to its pool and the next call answers right."""
+    from zenith import _C
+
+    g = _C.Graph()
+    x = g.add_input("x", "f32", ["s0", 4])
+    y = g.add_node("neg", [x], {})[0]  # an intermediate: lives in the arena
+    g.set_outputs([g.add_node("exp", [y], {})[0]])
+    exe = _C.Executable(g)
+    t = torch.randn(3, 4)
+    for rows in (1 << 50, 1 << 49):
+        with pytest.raises(MemoryError, match="out of memory allocating"):
+            exe.run_raw([(t.data_ptr(), 0, (rows, 4))], [])
+        (out,) = exe.run_raw([(t.data_ptr(), 0, (3, 4))], [])
+        torch.testing.assert_close(out, torch.exp(-t))
+
+
 # -- KeyboardInterrupt -------------------------------------------------------------
 
 _INTERRUPT_SCRIPT = """
