@@ -435,6 +435,7 @@ std::vector<OutTensor> Executable::run(const std::vector<InTensor>& inputs,
     }
   }
   if (ctx->bound != plan) {
+    ctx->bound.reset();  // refs half rebuilt when an allocation fails match no plan
     ctx->ins.assign(plan->nodes.size(), {});
     ctx->outs.assign(plan->nodes.size(), {});
     for (size_t ni = 0; ni < plan->nodes.size(); ++ni) {
