@@ -32,7 +32,10 @@ inline float exp_reduced(float xc, float* n) {
 }
 
 inline float vexp(float x) {
-  float xc = x > 88.72283905206835f ? 88.72283905206835f : (x < -87.3365478515625f ? -87.3365478515625f : x);
+  // Clamped so that NaN becomes a finite xc as well (max then min; NaN's result is replaced
+  // below): converting a NaN n to int is undefined, and gave a negative value to shift.
+  float xc = x > -87.3365478515625f ? x : -87.3365478515625f;
+  xc = xc < 88.72283905206835f ? xc : 88.72283905206835f;
   float n;
   float p = exp_reduced(xc, &n);
   // 2^n as two factors so that n = +-127/128 at the ends of the range stays representable.
@@ -55,11 +58,12 @@ inline float vexp(float x) {
 inline float vexp_nonpos(float x) {
   const float lo = -87.3365478515625f;
   float n;
-  float p = exp_reduced(x < lo ? lo : x, &n);
+  float p = exp_reduced(x > lo ? x : lo, &n);  // NaN -> lo, so n stays finite (as in vexp)
   int32_t e = (int32_t(n) + 127) << 23;
   float s;
   std::memcpy(&s, &e, 4);
-  return x < lo ? 0.0f : p * s;
+  float y = x < lo ? 0.0f : p * s;
+  return x != x ? x : y;
 }
 
 inline float verf(float x) {
