@@ -119,11 +119,17 @@ def _attention(q, k, v, mask, p):
     return o.permute(0, 2, 1, 3).reshape(B, L, -1)
 
 
+F32_MAX = torch.finfo(torch.float32).max
+_F64_OVERFLOW = [False]  # set by a float64 step whose float32 counterpart overflows inside
+
+
 def _attention_math(q, k, v, mask, causal):
     """Attention by its definition, for the float64 arbiter. PyTorch's CPU sdpa kernel
     (flash attention, used for float64 too) returns 0 for a query whose scores hold a
     NaN; by the definition, and in Zenith, that row is NaN."""
     s = (q @ k.transpose(-1, -2)) / math.sqrt(q.shape[-1])
+    if bool((s.abs() > F32_MAX).any()):  # float32 scores overflowed: no float64 verdict
+        _F64_OVERFLOW[0] = True
     if causal:
         s = s.masked_fill(~torch.ones(s.shape[-2:], dtype=torch.bool).tril(), float("-inf"))
     if mask is not None:
@@ -198,6 +204,12 @@ def apply(step: Step, vals):
     if op == "logsumexp":
         return torch.logsumexp(a[0], dim=p["dim"])
     if op == "var_mean":
+        if a[0].dtype == torch.float64:  # the arbiter, by definition: eager's kernel gives a NaN
+            x = a[0]                      # mean for [inf, 1] (its running update subtracts inf - inf)
+            n = x.shape[p["dim"]] if x.dim() else 1
+            mean = x.sum(dim=p["dim"], keepdim=True) / n
+            var = ((x - mean) ** 2).sum(dim=p["dim"]) / (n - 1) if n > 1 else torch.full_like(mean.sum(p["dim"]), math.nan)
+            return (var, mean.squeeze(p["dim"]) if x.dim() else mean)[p["which"]]
         return torch.var_mean(a[0], dim=p["dim"])[p["which"]]
     if op == "layer_norm":
         x = a[0] if len(a) in (1, 3) else a[0] + a[3]
@@ -888,17 +900,46 @@ def run_case(prog: Program):
             raise Invalid(f"{type(e).__name__}: {e}") from e
         cg = compile_program(prog, inputs)
         got = cg([x for x in inputs])
-        ref64 = None
+        ref64, overflowed = None, set()
         try:
-            ref64 = fn(*[_as64(x) for x in inputs])
+            ref64, overflowed = _run64(prog, inputs)
         except Exception:  # an op without a float64 kernel, or dtype rules that change
             ref64 = None
     _count(cg, prog)
     got = list(got)
     for k, (gt, wt) in enumerate(zip(got, want)):
+        if prog.outputs[k] in overflowed and gt.dtype in FLOATS:
+            # float32 overflows on the way (1e30 * 1e30 in a dot product, say), or the
+            # output is a sine of a huge rounded value: what each implementation lands
+            # on depends on the order of its sums, and float64 cannot say which is
+            # right. Counted (and printed by the CI test), not judged.
+            COUNTS["float32_overflow_unjudged"] += 1
+            continue
         r = ref64[k] if ref64 is not None and ref64[k].shape == wt.shape else None
         judge(gt, wt, r, f"output {k} (value {prog.outputs[k]})")
     return cg
+
+
+def _run64(prog, inputs):
+    """The program in float64 (the arbiter), and the values whose computation passed
+    through a magnitude float32 cannot hold (they and everything read from them)."""
+    vals = [_as64(x) for x in inputs]
+    tainted = set()
+    n_in = len(inputs)
+    exact = [True] * n_in
+    for k, st in enumerate(prog.steps):
+        _F64_OVERFLOW[0] = False
+        out = apply(st, vals)
+        vals.append(out)
+        exact.append(st.op in EXACT_OPS and all(exact[a] for a in st.args))
+        big = out.dtype == torch.float64 and out.numel() and bool((out.abs().nan_to_num(0, 0, 0) > F32_MAX).any())
+        # sin/cos of a large value that carries float32 rounding (1e28 from a dot
+        # product) are noise in any float32 implementation
+        periodic = st.op in ("sin", "cos") and not exact[st.args[0]] and vals[st.args[0]].numel() and \
+            bool((vals[st.args[0]].abs().nan_to_num(0, 0, 0) > 1e4).any())
+        if big or periodic or _F64_OVERFLOW[0] or any(a in tainted for a in st.args):
+            tainted.add(n_in + k)
+    return tuple(vals[i] for i in prog.outputs), tainted
 
 
 CURRENT_FILE = os.environ.get("ZENITH_FUZZ_CURRENT", os.path.join(tempfile.gettempdir(), "zenith-fuzz-current.txt"))
