@@ -8,6 +8,9 @@
 
 #include "zenith/error.h"
 #include "zenith/kernels/kernels.h"
+#ifdef __SANITIZE_ADDRESS__
+#include <sanitizer/asan_interface.h>
+#endif
 
 namespace zenith {
 
@@ -24,6 +27,19 @@ std::shared_ptr<void> aligned_buffer(size_t bytes) {
 }
 
 bool is_half(DType d) { return d == DType::f16 || d == DType::bf16; }
+
+// Kernels see this instead of a null data pointer (an empty tensor's, as PyTorch passes
+// them, or an arena never allocated), so memcpy(dst, src, 0) and the like never get null,
+// which is undefined behavior. Poisoned under ASan: no kernel may touch an empty
+// tensor's bytes, and one that did is reported.
+void* empty_data() {
+  alignas(kAlign) static char bytes[kAlign];
+#ifdef __SANITIZE_ADDRESS__
+  static const bool poisoned = (ASAN_POISON_MEMORY_REGION(bytes, sizeof bytes), true);
+  (void)poisoned;
+#endif
+  return bytes;
+}
 }  // namespace
 
 namespace {
@@ -433,6 +449,7 @@ std::vector<OutTensor> Executable::run(const std::vector<InTensor>& inputs,
         base[i] = out_bufs[size_t(s.index)].get();
         break;
     }
+    if (!base[i]) base[i] = empty_data();
   }
   if (ctx->bound != plan) {
     ctx->bound.reset();  // refs half rebuilt when an allocation fails match no plan

@@ -142,6 +142,23 @@ TEST(Runtime, OutputsThatAliasInputsAreCopies) {
   EXPECT_FLOAT_EQ(f(out[0])[3], 3.0f);
 }
 
+// PyTorch hands empty tensors over with a null data pointer. Kernels must never see it:
+// memcpy(dst, nullptr, 0) is undefined behavior (make test-sanitize's UBSan reported the
+// copy kernel and the runtime's output copy on the op tests' empty shapes).
+TEST(Runtime, EmptyInputsWithNullData) {
+  Executable exe(parse_graph(R"(graph(%e: f32[0, 3], %x: f32[2, 3]) {
+  %c: f32[2, 3] = cat(%e, %x) {dim=[0]}
+  %p: f32[3, 0] = permute(%e) {perm=[1, 0]}
+  return (%c, %p, %e)
+})"));
+  auto x = iota(6);
+  auto out = exe.run({{nullptr, DType::f32, {0, 3}}, {x.data(), DType::f32, {2, 3}}}, {});
+  ASSERT_EQ(out.size(), 3u);
+  for (int i = 0; i < 6; ++i) EXPECT_FLOAT_EQ(f(out[0])[i], x[size_t(i)]);
+  EXPECT_EQ(out[1].shape, (std::vector<int64_t>{3, 0}));
+  EXPECT_EQ(out[2].shape, (std::vector<int64_t>{0, 3}));
+}
+
 TEST(Runtime, HalfStorageComputesInFloat) {
   Executable exe(parse_graph(R"(graph(%x: bf16[3], %y: f16[3]) {
   %a: bf16[3] = exp(%x)
