@@ -32,6 +32,10 @@ REGRESSIONS = {
         steps=[Step("add", (1, 0), {}), Step("attention", (2, 3, 4), {"heads": 4, "causal": True}),
                Step("cos", (6,), {})],
         outputs=[7], seed=1),
+    # inf // 0.2: eager's kernel says NaN (fmod(inf, b) is NaN), Zenith inf, as floor(a / b).
+    "floor_divide_of_inf_is_inf": Program(
+        inputs=[Input((1, 1, 1), f32, "t", 0.05), Input((1, 3, 3, 3), f32, "t", 0.05)],
+        steps=[Step("floor_divide", (1, 0), {})], outputs=[2], seed=2),
 }
 
 
