@@ -469,8 +469,8 @@ def _gen_step(b: Builder):
         i = b.pick()
         v = b.vals[i]
         to = d.choice([f32, f16, bf16, i64, i32, b8])
-        if to in INTS and v.dtype in FLOATS and not v.exact:
-            to = b8
+        if to in INTS + (b8,) and v.dtype in FLOATS and not v.exact:
+            to = f32  # float -> int or bool jumps at integers / at zero: exact values only
         if to in INTS and v.dtype in FLOATS and b.inputs and any(inp.special for inp in b.inputs):
             to = f32  # inf/nan -> int is undefined in C and in PyTorch
         return b.add_step("cast", [i], {"dtype": to})
@@ -918,7 +918,7 @@ def run_case(prog: Program):
             # output is a sine of a huge rounded value: what each implementation lands
             # on depends on the order of its sums, and float64 cannot say which is
             # right. Counted (and printed by the CI test), not judged.
-            COUNTS["float32_overflow_unjudged"] += 1
+            COUNTS["unjudged_ill_conditioned"] += 1
             continue
         r = ref64[k] if ref64 is not None and ref64[k].shape == wt.shape else None
         judge(gt, wt, r, f"output {k} (value {prog.outputs[k]})")
@@ -938,10 +938,11 @@ def _run64(prog, inputs):
         vals.append(out)
         exact.append(st.op in EXACT_OPS and all(exact[a] for a in st.args))
         big = out.dtype == torch.float64 and out.numel() and bool((out.abs().nan_to_num(0, 0, 0) > F32_MAX).any())
-        # sin/cos of a large value that carries float32 rounding (1e28 from a dot
-        # product) are noise in any float32 implementation
+        # sin/cos of a value that carries float32 rounding turn its absolute error into
+        # theirs: past |x| = 8 (a convolution's sum, 1e28 from a dot product) the
+        # output's error is the summation order's, not the implementation's
         periodic = st.op in ("sin", "cos") and not exact[st.args[0]] and vals[st.args[0]].numel() and \
-            bool((vals[st.args[0]].abs().nan_to_num(0, 0, 0) > 1e4).any())
+            bool((vals[st.args[0]].abs().nan_to_num(0, 0, 0) > 8).any())
         if big or periodic or _F64_OVERFLOW[0] or any(a in tainted for a in st.args):
             tainted.add(n_in + k)
     return tuple(vals[i] for i in prog.outputs), tainted
