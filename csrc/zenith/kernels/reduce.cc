@@ -325,8 +325,10 @@ void softmax_impl(const KernelCtx& c, bool log) {
         if (!log) row[size_t(r)] = e;
       }
       if (log) {
-        float ls = std::log(sum) + m;
-        for (int64_t r = 0; r < s.red; ++r) dst[r * s.inner] = row[size_t(r)] - ls;
+        // (x - max) - log(sum), as torch: x - (max + log(sum)) loses log(sum) when max
+        // is large (rows of 1e30 gave 0 where log(1/2) is right; found by the fuzzer)
+        float ls = std::log(sum);
+        for (int64_t r = 0; r < s.red; ++r) dst[r * s.inner] = (row[size_t(r)] - m) - ls;
       } else {
         float inv = 1.0f / sum;
         for (int64_t r = 0; r < s.red; ++r) dst[r * s.inner] = row[size_t(r)] * inv;

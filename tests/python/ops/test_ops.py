@@ -751,3 +751,11 @@ def test_layer_norm_of_rows_far_from_zero_or_huge():
         eager_err = (fn(x).double() - ref).abs().nan_to_num(math.inf).max().item()
         zen_err = (got.double() - ref).abs().max().item()
         assert zen_err <= min(max(eager_err, 1e-6), 1e-4), (zen_err, eager_err)
+
+
+def test_log_softmax_of_rows_with_large_maxima():
+    """log_softmax([1e30, 1e30, 1]) is log(1/2) twice: the kernel subtracted max + log(sum)
+    in one step and lost log(sum) against 1e30 (found by the fuzzer)."""
+    y = torch.tensor([[1e30, 1e30, 1.0], [3e4, 3e4 + 1, -2.0], [-0.0, 1e-40, -1e30]])
+    check(lambda t: torch.log_softmax(t, 1), [y], covers=["log_softmax"])
+    check(lambda t: torch.log_softmax(t, 0), [y.t().contiguous()], covers=["log_softmax"])
