@@ -2,6 +2,7 @@
 #   make setup  system packages (apt-get), a .venv at the repo root, the build
 #   make demo   compile all-MiniLM-L6-v2 (real weights) with Zenith; eager vs Zenith side by side
 #   make test   C++ unit tests (GoogleTest via ctest) and Python tests (pytest)
+#   make test-sanitize  ctest, the op tests and a fuzzing budget under ASan + UBSan
 #   make bench  the standard benchmark suite into docs/benchmarks/<date>/
 SHELL := /bin/bash
 VENV := .venv
@@ -17,7 +18,7 @@ JOBS ?= 2
 
 BENCH_DIR := docs/benchmarks/$(shell date -u +%Y-%m-%d)
 
-.PHONY: setup demo test test-cpp test-python bench fuzz system-deps clean
+.PHONY: setup demo test test-cpp test-python test-sanitize test-sanitize-cpp test-sanitize-python sanitizer-runtimes bench fuzz system-deps clean
 
 setup: system-deps $(VENV)/.zenith-installed
 
@@ -51,6 +52,62 @@ test-cpp: system-deps
 
 test-python: setup
 	cd tests/python && HF_HUB_OFFLINE=1 ../../$(PY) -m pytest -q -p no:cacheprovider .
+
+# AddressSanitizer + UndefinedBehaviorSanitizer (CMake option ZENITH_SANITIZE; -O2, -g).
+# (a) the GoogleTest suite, built with them, under ctest (leak checking on);
+# (b) the _C extension built with them in its own build dir, staged with python/zenith into
+#     $(ASAN_PKG) (first on PYTHONPATH; tests/sanitize/sanitized_c.py refuses to run unless
+#     that is the zenith._C imported), then tests/python/ops and, if present, the fuzzer
+#     (tests/python/fuzz) with a budget of SANITIZE_FUZZ_GRAPHS graphs.
+# The stock python is not instrumented, so libasan must be the first library loaded
+# (LD_PRELOAD). libstdc++ is preloaded after it: python does not link libstdc++, so at ASan's
+# start-up its __cxa_throw interceptor finds no real __cxa_throw, and the first C++ exception
+# thrown in the process (triton's import, under torch) fails an ASan CHECK. libubsan needs no
+# preload (the extension's own dependency). detect_leaks=0 for python only: CPython and torch
+# keep allocations until exit by design. ASan reports go to $(SANITIZE_LOG).<pid> (the
+# fuzzer's workers are processes too), printed at the end; any report fails the target.
+# UBSan ignores log_path here (GCC's libubsan sets the path through __sanitizer_set_report_path,
+# which binds to the preloaded libasan's copy), so its reports go to stderr: pytest runs with
+# --capture=sys (fd capture would swallow them when the process aborts), and the fuzzer,
+# which shows only the last 3000 characters of a dead worker's output, runs with
+# print_stacktrace=0 so the report's one line survives (the repro program is printed; rerun
+# it under the same environment for the stack). About 15 minutes on 2 cores.
+ASAN_BUILD := build/asan
+ASAN_PY_BUILD := build/asan-py
+ASAN_PKG := $(ASAN_PY_BUILD)/pkg
+SANITIZE_FUZZ_GRAPHS ?= 1000
+SANITIZE_LOG := $(CURDIR)/$(ASAN_PY_BUILD)/log/sanitizer
+SANITIZE_CMAKE := -DZENITH_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo
+UBSAN_ENV := UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+test-sanitize: setup test-sanitize-cpp test-sanitize-python
+
+sanitizer-runtimes: system-deps
+	@for lib in libasan.so libubsan.so libstdc++.so; do f=$$(g++ -print-file-name=$$lib); \
+	  test -f "$$f" || { echo "test-sanitize: $$lib not found (g++ on Debian 12 brings libasan8, libubsan1)"; exit 1; }; done
+
+test-sanitize-cpp: sanitizer-runtimes
+	cmake -S . -B $(ASAN_BUILD) -DZENITH_BUILD_PYTHON=OFF -DZENITH_BUILD_TESTS=ON $(SANITIZE_CMAKE) >/dev/null
+	cmake --build $(ASAN_BUILD) -j $(JOBS)
+	cd $(ASAN_BUILD) && ASAN_OPTIONS=halt_on_error=1:detect_leaks=1 $(UBSAN_ENV) ctest --output-on-failure -j $(JOBS)
+
+test-sanitize-python: setup sanitizer-runtimes
+	cmake -S . -B $(ASAN_PY_BUILD) -DZENITH_BUILD_PYTHON=ON -DZENITH_BUILD_TESTS=OFF $(SANITIZE_CMAKE) \
+	  -DPython_EXECUTABLE=$(abspath $(PY)) >/dev/null
+	cmake --build $(ASAN_PY_BUILD) -j $(JOBS)
+	rm -rf $(ASAN_PKG) $(dir $(SANITIZE_LOG)) && mkdir -p $(ASAN_PKG) $(dir $(SANITIZE_LOG))
+	cp -r python/zenith $(ASAN_PKG)/ && find $(ASAN_PKG) -name __pycache__ -prune -exec rm -rf {} + && \
+	  rm -f $(ASAN_PKG)/zenith/_C*.so && cp $(ASAN_PY_BUILD)/_C*.so $(ASAN_PKG)/zenith/
+	@if [ -d tests/python/fuzz ]; then $(PY) -c "import hypothesis" || exit 1; fi
+	cd tests/python && export \
+	  LD_PRELOAD="$$(g++ -print-file-name=libasan.so) $$(g++ -print-file-name=libstdc++.so)" \
+	  ASAN_OPTIONS=halt_on_error=1:detect_leaks=0:log_path=$(SANITIZE_LOG) \
+	  PYTHONPATH=$(CURDIR)/$(ASAN_PKG):$(CURDIR)/tests/sanitize ZENITH_SANITIZED_PKG=$(CURDIR)/$(ASAN_PKG) \
+	  ZENITH_FUZZ_GRAPHS=$(SANITIZE_FUZZ_GRAPHS) HF_HUB_OFFLINE=1 && \
+	  $(UBSAN_ENV) ../../$(PY) -m pytest -q -p no:cacheprovider --capture=sys -p sanitized_c ops; rc=$$?; \
+	  if [ -d fuzz ]; then UBSAN_OPTIONS=print_stacktrace=0:halt_on_error=1 ../../$(PY) -m pytest -q \
+	    -p no:cacheprovider --capture=sys -p sanitized_c fuzz || rc=1; fi; \
+	  for f in $(SANITIZE_LOG).*; do [ -e "$$f" ] || continue; rc=1; \
+	    echo "=== sanitizer report $$f (first 80 lines)"; head -n 80 "$$f"; done; exit $$rc
 
 # An open-ended differential fuzzing session (tests/python/fuzz): rounds of FUZZ_GRAPHS random
 # programs with fresh seeds and Hypothesis' example database (.hypothesis/), until a round
