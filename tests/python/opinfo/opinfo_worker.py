@@ -381,7 +381,12 @@ def serve():
                 send({"i": 0, "st": "skip", "why": "sample_inputs raises", "err": f"{type(e).__name__}: {e}"[:200]})
                 send({"done": 0})
                 continue
+            crash = os.environ.get("ZENITH_OPINFO_CRASH")  # "key:dtype:index", test_opinfo's own test
             for k in range(req["start"], len(samples)):
+                if crash == f"{op_key(op)}:{req['dtype']}:{k}":
+                    import signal
+
+                    os.kill(os.getpid(), signal.SIGSEGV)
                 try:
                     rec = run_sample(op, samples[k], k)
                 except Exception as e:  # noqa: BLE001  (a bug in this file, not in Zenith: still report it)

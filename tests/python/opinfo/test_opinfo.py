@@ -130,7 +130,7 @@ def _pool(jobs, handle, workers):
         finally:
             w.close()
 
-    threads = [threading.Thread(target=loop) for _ in range(workers)]
+    threads = [threading.Thread(target=loop) for _ in range(min(workers, len(jobs)))]
     for t in threads:
         t.start()
     for t in threads:
@@ -139,7 +139,7 @@ def _pool(jobs, handle, workers):
         raise errors[0]
 
 
-def select_ops(db, workers):
+def select_ops(db, workers, op_filter=None):
     """(index, key, dtypes, claimed-by) of every selected OpInfo, and the keys of those
     whose first sample make_fx cannot trace."""
     sys.path.insert(0, str(HERE))
@@ -148,9 +148,11 @@ def select_ops(db, workers):
     packets = W.claimed_packets()
     named, rest = [], []
     for i, op in enumerate(db):
+        if op_filter and W.op_key(op) not in op_filter and op.name not in op_filter:
+            continue
         (named if op.aten_name in packets or op.name in packets else rest).append(i)
     reached = {}
-    chunks = [rest[k::workers * 4] for k in range(workers * 4)]
+    chunks = [c for c in (rest[k::workers * 4] for k in range(workers * 4)) if c]
 
     def handle(w, chunk):
         w.send({"cmd": "select", "ops": chunk})
@@ -165,25 +167,23 @@ def select_ops(db, workers):
     out = []
     for i, op in enumerate(db):
         why = "name" if i in named else ("trace: " + ", ".join(reached.get(i) or []))
-        if i in named or reached.get(i):
+        if (i in named or reached.get(i)) and (not op_filter or W.op_key(op) in op_filter or op.name in op_filter):
             out.append((i, W.op_key(op), W.supported_dtypes(op), why))
     return out, sorted(W.op_key(db[i]) for i in rest if reached.get(i, []) is None)
 
 
-def run_all(op_filter=None, workers=None, log=print, progress=None):
+def run_all(op_filter=None, workers=None, log=print, progress=None, dtypes=None):
     """Runs every selected sample; returns (summary dict, list of failure records)."""
     workers = workers or int(os.environ.get("ZENITH_OPINFO_WORKERS", str(min(2, os.cpu_count() or 1))))
     t0 = time.monotonic()
     from torch.testing._internal.common_methods_invocations import op_db
 
     db = list(op_db)
-    sel, untraceable = select_ops(db, workers)
-    if op_filter:
-        sel = [s for s in sel if s[1] in op_filter or s[1].split(".")[0] in op_filter]
+    sel, untraceable = select_ops(db, workers, op_filter)
     t_sel = time.monotonic() - t0
     # Big ops first (max_pool2d has 1440 samples a dtype) so the two workers end together.
     weight = {"nn.functional.max_pool2d": 100}
-    jobs = [(i, key, dt) for i, key, dts, _ in sel for dt in dts]
+    jobs = [(i, key, dt) for i, key, dts, _ in sel for dt in dts if not dtypes or dt in dtypes]
     jobs.sort(key=lambda j: -weight.get(j[1], 1))
     results = []  # (key, dtype, record)
     lock = threading.Lock()
@@ -266,6 +266,17 @@ def format_failures(fails, limit=400):
     if len(out) > limit:
         out = out[:limit] + [f"... and {len(out) - limit} more"]
     return "\n".join(out)
+
+
+def test_a_crash_costs_one_sample(monkeypatch):
+    """A worker killed by a signal on one sample: that sample is a crash failure, the
+    samples after it still run (in a new worker)."""
+    monkeypatch.setenv("ZENITH_OPINFO_CRASH", "add:float32:3")
+    summary, fails = run_all({"add"}, workers=1, log=lambda line: None, dtypes={"float32"})
+    assert [(k, d, r["i"], r["why"]) for k, d, r in fails] == [("add", "float32", 3, "crash")], fails
+    assert "signal 11" in fails[0][2]["err"]
+    ran = summary["samples"]
+    assert ran > 4 and summary["status"].get("native", 0) == ran - 1, summary["lines"]
 
 
 def test_opinfo_samples_match_eager(capsys):
