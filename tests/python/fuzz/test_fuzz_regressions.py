@@ -36,6 +36,16 @@ REGRESSIONS = {
     "floor_divide_of_inf_is_inf": Program(
         inputs=[Input((1, 1, 1), f32, "t", 0.05), Input((1, 3, 3, 3), f32, "t", 0.05)],
         steps=[Step("floor_divide", (1, 0), {})], outputs=[2], seed=2),
+    # conv (200 terms cancelling to ~1) then log: Zenith and eager differ by summation
+    # order alone; the judge allows what 8-ulp nudges of the terms move eager by.
+    "conv_then_log_summation_order": Program(
+        inputs=[Input((2, 8, 9, 11), f32, "contig", 0.0), Input((16, 8, 5, 5), f32, "contig", 0.0)]
+        + [Input((16,), f32, "contig", 0.0)] * 4 + [Input((16,), f32, "contig", 0.0, 0.1, 2.0, True),
+                                                   Input((2, 16, 3, 4), f32, "contig", 0.0)],
+        steps=[Step("conv", (0, 1, 2, 3, 4, 5, 6, 7), {"stride": 2, "padding": 0, "dilation": 1, "groups": 1,
+                                                       "bias": True, "bn": True, "residual": True, "act": None}),
+               Step("log", (8,), {}), Step("abs", (9,), {})],
+        outputs=[10], seed=31080),
 }
 
 
