@@ -45,10 +45,9 @@ def session(seed, graphs, open_ended):
 
     try:
         case()
-    except BaseExceptionGroup as eg:  # Hypothesis found several distinct failures
-        return "\n\n".join(f"{type(e).__name__}: {e}" for e in eg.exceptions)
-    except Exception as e:
-        return f"{type(e).__name__}: {e}"
+    except Exception as e:  # an ExceptionGroup when Hypothesis found several distinct failures
+        parts = getattr(e, "exceptions", None) or [e]
+        return "\n\n".join(f"{type(x).__name__}: {x}" for x in parts)
     return None
 
 

@@ -16,7 +16,6 @@ import os
 import random
 import subprocess
 import sys
-import tempfile
 import time
 
 import pytest
@@ -34,10 +33,10 @@ FULL_BUDGET = 2000
 PLANNER = ["planner_reuse", "planner_output_is_input_or_repeated", "planner_output_is_view"]
 
 
-def test_fuzz_zenith_matches_eager():
+def test_fuzz_zenith_matches_eager(tmp_path):
     seeds = [random.randrange(2**31) for _ in range(WORKERS)] if OPEN_ENDED else list(range(1, WORKERS + 1))
     per = -(-GRAPHS // WORKERS)
-    tmp = tempfile.mkdtemp(prefix="zenith-fuzz-")
+    tmp = str(tmp_path)
     procs = []
     t0 = time.perf_counter()
     for s in seeds:
@@ -68,6 +67,9 @@ def test_fuzz_zenith_matches_eager():
     for k in PASSES + PLANNER + ["with_fallback", "unjudged_ill_conditioned"]:
         print(f"  {k:38s} {counts.get(k, 0)}")
     assert not failures, "\n\n".join(failures)
+    assert counts.get("graphs", 0) >= 0.9 * GRAPHS, f"only {counts.get('graphs', 0)} of {GRAPHS} graphs ran"
+    # unjudged outputs (float32 overflow, sin/cos of huge rounded values) stay a minority
+    assert counts.get("unjudged_ill_conditioned", 0) <= 0.15 * counts.get("graphs", 0), counts
     if GRAPHS >= FULL_BUDGET:
         low = {k: counts.get(k, 0) for k in PASSES + PLANNER if counts.get(k, 0) < MIN_HITS}
         assert not low, f"hit fewer than {MIN_HITS} times: {low}"

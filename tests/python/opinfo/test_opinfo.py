@@ -192,12 +192,21 @@ def run_all(op_filter=None, workers=None, log=print, progress=None, dtypes=None)
     def handle(w, job):
         i, key, dt = job
         start = 0
+        deaths_in_a_row = 0
         while True:
             w.send({"cmd": "run", "op": i, "dtype": dt, "start": start})
             while True:
                 r = w.recv(SAMPLE_TIMEOUT)
                 if r is None:  # died or hung on sample `start`: record it, resume after it
                     what, tail = w.death()
+                    deaths_in_a_row += 1
+                    if deaths_in_a_row > 3:  # dies before any sample (making them, say): give up the job
+                        with lock:
+                            results.append((key, dt, {"i": start, "st": "fail", "why": "crash",
+                                                      "err": f"worker died {deaths_in_a_row} times in a row "
+                                                             f"without a result; stderr: {tail}"}))
+                            finished.append(job)
+                        return Worker()
                     rec = {"i": start, "st": "fail", "why": "crash", "err": f"worker {what} (timeout "
                            f"{SAMPLE_TIMEOUT:.0f}s per sample); stderr: {tail}"}
                     with lock:
@@ -214,6 +223,7 @@ def run_all(op_filter=None, workers=None, log=print, progress=None, dtypes=None)
                     return w
                 with lock:
                     results.append((key, dt, r))
+                deaths_in_a_row = 0
                 start = r["i"] + 1
 
     _pool(jobs, handle, workers)

@@ -719,7 +719,7 @@ def test_inference_rejects_malformed_nodes():
 
 
 def test_every_op_is_covered():
-    """Runs last in this file: every op in the C++ table was exercised above."""
+    """Runs after every op test above it: every op in the C++ table was exercised."""
     missing = set(_C.op_names()) - COVERED
     assert not missing, f"ops without a test: {sorted(missing)}"
 
