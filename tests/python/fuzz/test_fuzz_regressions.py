@@ -46,6 +46,12 @@ REGRESSIONS = {
                                                        "bias": True, "bn": True, "residual": True, "act": None}),
                Step("log", (8,), {}), Step("abs", (9,), {})],
         outputs=[10], seed=31080),
+    # 1 / erf(x) for x near 1e-3: erf was 1 - erfc there, 1e-4 relative error (now a series)
+    "reciprocal_of_erf_near_zero": Program(
+        inputs=[Input((1, 1, 1, 2), f32, "t", 0.05), Input((2,), f32, "step", 0.0)],
+        steps=[Step("reshape", (0,), {"shape": (2,)}), Step("rms_norm", (2, 1), {}), Step("erf", (3,), {}),
+               Step("reciprocal", (4,), {}), Step("reshape", (5,), {"shape": (-1,)})],
+        outputs=[5, 6, 5], seed=0),
 }
 
 
