@@ -206,7 +206,7 @@ void run_gelu(const KernelCtx& c) {
 // ---- unary numeric ops (float and integer) ----
 // Float forms of the unary ops that also take integers; fused chains use them too.
 inline float neg_f(float x) { return -x; }
-inline float abs_f(float x) { return x < 0 ? -x : x; }
+inline float abs_f(float x) { return std::fabs(x); }  // abs(-0) is +0 (`x < 0 ? -x : x` kept -0; fuzzer)
 
 template <typename FloatF, typename IntF>
 void numeric_unary(const KernelCtx& c, const char* name, FloatF ff, IntF fi) {

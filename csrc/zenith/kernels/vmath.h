@@ -88,7 +88,7 @@ inline float verf(float x) {
                  (1.0f + z2 * (-1.0f / 3 + z2 * (1.0f / 10 + z2 * (-1.0f / 42 + z2 * (1.0f / 216 +
                   z2 * (-1.0f / 1320 + z2 * (1.0f / 9360)))))));
   r = z < 0.5f ? series : r;
-  r = x < 0 ? -r : r;
+  r = std::copysign(r, x);  // erf(-0) is -0 (1/erf(-0) is -inf; `x < 0 ? -r : r` lost it)
   return x != x ? x : r;
 }
 

@@ -423,10 +423,9 @@ EXACT_OPS = set(UNARY_EXACT) | set(BINARY_EXACT) | set(UNARY_DISC) | set(BINARY_
 
 def _gen_step(b: Builder):
     d = b.d
-    kind = d.choice(["unary", "unary", "binary", "binary", "scalar", "reduce", "norm", "norm", "norm", "gemm", "conv",
-                     "conv",
-                     "attention", "attention", "pool", "move", "move", "move", "disc", "where", "cast", "source",
-                     "motif"])
+    kind = d.choice(["unary", "unary", "binary", "binary", "scalar", "reduce", "norm", "norm", "norm", "norm", "gemm",
+                     "conv", "conv", "attention", "attention", "attention", "attention", "pool", "move", "move", "move",
+                     "disc", "where", "cast", "source", "motif", "motif"])
     if kind == "unary":
         i = b.float_val()
         if d.coin(0.6):
@@ -538,7 +537,16 @@ def _gen_step(b: Builder):
         i = b.pick()
         return b.add_step("full_like", [i], {"value": d.choice([0.0, 1.0, -2.5, 7.0])})
     if kind == "motif":
-        m = d.choice(["dup", "const", "identity", "chain"])
+        m = d.choice(["dup", "const", "identity", "chain", "resnorm"])
+        if m == "resnorm":  # a post-norm residual: layer_norm(x + r), the sum read by nothing else
+            i = b.float_val(lambda v: v.dtype == f32 and len(v.shape) >= 1 and v.shape[-1] > 0)
+            v = b.vals[i]
+            if v.dtype != f32 or not v.shape:
+                i = b.add_input((d.int(1, 4), d.choice([8, 16, 33])), f32)
+                v = b.vals[i]
+            n = v.shape[-1]
+            return b.add_step("layer_norm", [i, b.add_input((n,), f32, param=True), b.add_input((n,), f32, param=True),
+                                             b.add_input(v.shape, f32)], {"eps": 1e-5})
         if m == "dup":  # the same step twice: CSE merges them
             if not b.steps:
                 return None
@@ -732,6 +740,20 @@ def draw_program(data, max_steps=30):
     n_first = d.int(1, 3)
     for _ in range(n_first):
         b.add_input(_draw_shape(d), d.choice([f32, f32, f32, f32, f16, bf16, i64, i32, b8]))
+    # one pattern a fusion pass looks for, drawn up front in most programs, so each pass
+    # sees well over 100 graphs of a CI budget whatever the rest of the draw does
+    lead = d.choice(["none", "conv", "conv", "attention", "resnorm", "gemm"])
+    if lead == "conv":
+        _gen_conv(b)
+    elif lead == "attention":
+        _gen_attention(b)
+    elif lead == "gemm":
+        _gen_gemm(b)
+    elif lead == "resnorm":
+        i = b.add_input((d.int(1, 4), d.choice([8, 16, 33])), f32)
+        n = b.vals[i].shape[-1]
+        b.add_step("layer_norm", [i, b.add_input((n,), f32, param=True), b.add_input((n,), f32, param=True),
+                                  b.add_input(b.vals[i].shape, f32)], {"eps": 1e-5})
     target = d.int(1, max_steps)
     tries = 0
     while len(b.steps) < target and tries < target * 4:

@@ -52,6 +52,12 @@ REGRESSIONS = {
         steps=[Step("reshape", (0,), {"shape": (2,)}), Step("rms_norm", (2, 1), {}), Step("erf", (3,), {}),
                Step("reciprocal", (4,), {}), Step("reshape", (5,), {"shape": (-1,)})],
         outputs=[5, 6, 5], seed=0),
+    # ceil(-0.3) is -0; erf(-0) must be -0 so that 1 / erf gives -inf (the sign was dropped)
+    "erf_of_negative_zero": Program(
+        inputs=[Input((1, 1, 1, 1), f32, "t", 0.05)],
+        steps=[Step("ceil", (0,), {}), Step("erf", (1,), {}), Step("reciprocal", (2,), {}),
+               Step("reshape", (3,), {"shape": (-1,)})],
+        outputs=[3, 4, 3], seed=0),
 }
 
 

@@ -759,3 +759,11 @@ def test_log_softmax_of_rows_with_large_maxima():
     y = torch.tensor([[1e30, 1e30, 1.0], [3e4, 3e4 + 1, -2.0], [-0.0, 1e-40, -1e30]])
     check(lambda t: torch.log_softmax(t, 1), [y], covers=["log_softmax"])
     check(lambda t: torch.log_softmax(t, 0), [y.t().contiguous()], covers=["log_softmax"])
+
+
+def test_abs_and_erf_of_negative_zero():
+    """abs(-0) is +0 and erf(-0) is -0: 1 / result shows the sign (both were wrong; found
+    by the fuzzer through x / abs(y) and 1 / erf(ceil(-0.3)))."""
+    z = torch.tensor([-0.0, 0.0, -1.5])
+    check(lambda t: 1.0 / torch.abs(t), [z], covers=["abs"])
+    check(lambda t: 1.0 / torch.erf(t), [z], covers=["erf"])
