@@ -70,7 +70,7 @@ def test_fuzz_zenith_matches_eager(tmp_path):
     assert counts.get("graphs", 0) >= 0.9 * GRAPHS, f"only {counts.get('graphs', 0)} of {GRAPHS} graphs ran"
     # graphs with an unjudged output (float32 overflow, sin/cos of large rounded values)
     # stay a minority; their other outputs were judged
-    assert counts.get("unjudged_ill_conditioned", 0) <= 0.2 * counts.get("graphs", 0), counts
+    assert counts.get("unjudged_ill_conditioned", 0) <= 0.3 * counts.get("graphs", 0), counts
     if GRAPHS >= FULL_BUDGET:
         low = {k: counts.get(k, 0) for k in PASSES + PLANNER if counts.get(k, 0) < MIN_HITS}
         assert not low, f"hit fewer than {MIN_HITS} times: {low}"
