@@ -1,13 +1,12 @@
 #include "zenith/runtime.h"
 
 #include <algorithm>
-#include <atomic>
-#include <chrono>
 #include <cstdlib>
 #include <cstring>
 
 #include "zenith/error.h"
 #include "zenith/kernels/kernels.h"
+#include "zenith/planner.h"
 #ifdef __SANITIZE_ADDRESS__
 #include <sanitizer/asan_interface.h>
 #endif
@@ -17,8 +16,7 @@ namespace zenith {
 void cast_buffer(const void* src, DType sd, void* dst, DType dd, int64_t n);  // kernels/elementwise.cc
 
 namespace {
-constexpr size_t kAlign = 64;
-size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+constexpr size_t kAlign = kArenaAlign;
 
 std::shared_ptr<void> aligned_buffer(size_t bytes) {
 #ifdef __SANITIZE_ADDRESS__
@@ -27,7 +25,7 @@ std::shared_ptr<void> aligned_buffer(size_t bytes) {
   void* p = nullptr;
   if (posix_memalign(&p, kAlign, std::max<size_t>(bytes, 1)) != 0) p = nullptr;
 #else
-  void* p = std::aligned_alloc(kAlign, align_up(std::max<size_t>(bytes, 1)));
+  void* p = std::aligned_alloc(kAlign, arena_align_up(std::max<size_t>(bytes, 1)));
 #endif
   if (!p) fail_alloc("zenith runtime: out of memory allocating ", bytes, " bytes");
   return std::shared_ptr<void>(p, std::free);
@@ -49,67 +47,11 @@ void* empty_data() {
 }
 }  // namespace
 
-namespace {
-std::atomic<bool> g_profile{false}, g_trace{false};
-std::mutex g_profile_mu;
-ProfileEntry g_profile_table[kNumOps];
-std::vector<ProfileEvent> g_events;
-int64_t g_events_dropped = 0;
-std::chrono::steady_clock::time_point g_epoch = std::chrono::steady_clock::now();
-std::atomic<uint64_t> g_next_serial{1};
-
-uint64_t thread_serial() {
-  thread_local uint64_t id = g_next_serial++;
-  return id;
-}
-}  // namespace
-
-void profile_enable(bool on) { g_profile = on; }
-bool profile_enabled() { return g_profile; }
-void profile_trace_enable(bool on) { g_trace = on; }
-void profile_reset() {
-  std::lock_guard<std::mutex> lock(g_profile_mu);
-  for (auto& e : g_profile_table) e = ProfileEntry{};
-  g_events.clear();
-  g_events_dropped = 0;
-  g_epoch = std::chrono::steady_clock::now();
-}
-std::vector<ProfileEvent> profile_events() {
-  std::lock_guard<std::mutex> lock(g_profile_mu);
-  return g_events;
-}
-int64_t profile_events_dropped() {
-  std::lock_guard<std::mutex> lock(g_profile_mu);
-  return g_events_dropped;
-}
-std::vector<std::pair<std::string, ProfileEntry>> profile_snapshot() {
-  std::lock_guard<std::mutex> lock(g_profile_mu);
-  std::vector<std::pair<std::string, ProfileEntry>> r;
-  for (int i = 0; i < kNumOps; ++i)
-    if (g_profile_table[i].calls) r.push_back({op_info(Op(i)).name, g_profile_table[i]});
-  return r;
-}
-
-// Where a value's bytes live during one call.
-struct Storage {
-  enum Kind : uint8_t { kArena, kInput, kConst, kOutput } kind = kArena;
-  size_t bytes = 0;   // size of the buffer
-  size_t offset = 0;  // kArena: offset in the arena
-  int index = -1;     // kInput: graph input position; kConst: node index; kOutput: output slot
-  int first = -1;     // kArena: node that writes it
-  int last = -1;      // kArena: last node that reads it (through any alias)
-};
-
 struct Plan {
   std::vector<std::vector<int64_t>> shapes;  // per value id
   std::vector<Node> nodes;                   // graph nodes with attributes resolved to constants
-  std::vector<int> storage_of;               // per value id
-  std::vector<Storage> storages;
-  std::vector<int> output_storage;           // per graph output: storage index
+  MemoryPlan mem;
   std::vector<bool> via_f32;                 // per node: half-precision values computed through float32
-  size_t arena_bytes = 0;
-  size_t arena_unshared_bytes = 0;  // what the arena values would take with no reuse (tests, fuzzer)
-  int num_output_buffers = 0;
 };
 
 struct Context {
@@ -122,7 +64,7 @@ struct Context {
 };
 
 Executable::Executable(Graph g, Device device, std::vector<std::string> symbol_inputs)
-    : graph_(std::move(g)), device_(device), serial_(g_next_serial++) {
+    : graph_(std::move(g)), device_(device), serial_(profile_next_serial()) {
   ZENITH_CHECK(device_ == Device::kCPU, "runtime: no backend for this device");
   graph_.reindex();
   verify(graph_);
@@ -213,12 +155,12 @@ size_t Executable::packed_bytes() const {
 
 size_t Executable::planned_arena_bytes() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return last_plan_ ? last_plan_->arena_bytes : 0;
+  return last_plan_ ? last_plan_->mem.arena_bytes : 0;
 }
 
 size_t Executable::planned_reused_bytes() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return last_plan_ ? last_plan_->arena_unshared_bytes - last_plan_->arena_bytes : 0;
+  return last_plan_ ? last_plan_->mem.arena_unshared_bytes - last_plan_->mem.arena_bytes : 0;
 }
 
 size_t Executable::num_plans() const {
@@ -296,7 +238,6 @@ std::shared_ptr<const Plan> Executable::build_plan(const std::vector<int64_t>& b
   auto plan = std::make_shared<Plan>();
   const Graph& g = graph_;
   plan->shapes.resize(g.values.size());
-  plan->storage_of.assign(g.values.size(), -1);
   // Concrete shapes: a graph with every symbol replaced by its value, re-inferred.
   Graph cg;
   cg.values = g.values;
@@ -321,87 +262,7 @@ std::shared_ptr<const Plan> Executable::build_plan(const std::vector<int64_t>& b
   for (size_t v = 0; v < g.values.size(); ++v)
     for (const auto& d : cg.values[v].type.shape) plan->shapes[v].push_back(d.value());
 
-  auto bytes_of = [&](int v) {
-    int64_t n = 1;
-    for (int64_t d : plan->shapes[size_t(v)]) n *= d;
-    return size_t(n) * dtype_size(g.type(v).dtype);
-  };
-  auto& st = plan->storages;
-  for (size_t i = 0; i < g.inputs.size(); ++i) {
-    Storage s;
-    s.kind = Storage::kInput;
-    s.index = int(i);
-    s.bytes = bytes_of(g.inputs[i]);
-    plan->storage_of[size_t(g.inputs[i])] = int(st.size());
-    st.push_back(s);
-  }
-  for (size_t ni = 0; ni < g.nodes.size(); ++ni) {
-    const Node& n = g.nodes[ni];
-    if (n.op == Op::constant) {
-      Storage s;
-      s.kind = Storage::kConst;
-      s.index = int(ni);
-      s.bytes = n.constant->nbytes;
-      plan->storage_of[size_t(n.outputs[0])] = int(st.size());
-      st.push_back(s);
-      continue;
-    }
-    if (op_info(n.op).traits & kAlias) {
-      plan->storage_of[size_t(n.outputs[0])] = plan->storage_of[size_t(n.inputs[0])];
-    } else {
-      for (int o : n.outputs) {
-        Storage s;
-        s.bytes = bytes_of(o);
-        s.first = int(ni);
-        s.last = int(ni);
-        plan->storage_of[size_t(o)] = int(st.size());
-        st.push_back(s);
-      }
-    }
-    for (int v : n.inputs) {
-      Storage& s = st[size_t(plan->storage_of[size_t(v)])];
-      s.last = std::max(s.last, int(ni));
-    }
-  }
-  // Graph outputs escape: their storages become per-call buffers. An output that is a
-  // graph input or a constant (possibly through a reshape) is copied into one.
-  for (int v : g.outputs) {
-    int si = plan->storage_of[size_t(v)];
-    Storage& s = st[size_t(si)];
-    if (s.kind == Storage::kArena) {
-      s.kind = Storage::kOutput;
-      s.index = plan->num_output_buffers++;
-    }
-    plan->output_storage.push_back(si);
-  }
-  // First-fit offsets for arena storages, largest first, against lifetime overlaps.
-  std::vector<int> order;
-  for (size_t i = 0; i < st.size(); ++i)
-    if (st[i].kind == Storage::kArena) order.push_back(int(i));
-  std::sort(order.begin(), order.end(), [&](int a, int b) {
-    return st[size_t(a)].bytes != st[size_t(b)].bytes ? st[size_t(a)].bytes > st[size_t(b)].bytes : a < b;
-  });
-  std::vector<int> placed;
-  size_t total = 0;
-  for (int si : order) {
-    Storage& s = st[size_t(si)];
-    std::vector<std::pair<size_t, size_t>> busy;
-    for (int pi : placed) {
-      const Storage& p = st[size_t(pi)];
-      if (p.first <= s.last && s.first <= p.last) busy.push_back({p.offset, p.offset + align_up(p.bytes)});
-    }
-    std::sort(busy.begin(), busy.end());
-    size_t off = 0, need = align_up(s.bytes);
-    for (auto [lo, hi] : busy) {
-      if (off + need <= lo) break;
-      off = std::max(off, hi);
-    }
-    s.offset = off;
-    total = std::max(total, off + need);
-    plan->arena_unshared_bytes += need;
-    placed.push_back(si);
-  }
-  plan->arena_bytes = total;
+  plan->mem = plan_memory(g, plan->shapes);
   // Decided once per plan, not per call: non-movement ops touching f16/bf16 values
   // run their float32 kernel between conversions.
   plan->via_f32.assign(g.nodes.size(), false);
@@ -439,14 +300,14 @@ std::vector<OutTensor> Executable::run(const std::vector<InTensor>& inputs,
   } release{this, ctx};
 
   const Graph& g = graph_;
-  if (ctx->arena_bytes < plan->arena_bytes) {
-    ctx->arena = aligned_buffer(plan->arena_bytes);
-    ctx->arena_bytes = plan->arena_bytes;
+  if (ctx->arena_bytes < plan->mem.arena_bytes) {
+    ctx->arena = aligned_buffer(plan->mem.arena_bytes);
+    ctx->arena_bytes = plan->mem.arena_bytes;
   }
-  std::vector<std::shared_ptr<void>> out_bufs(size_t(plan->num_output_buffers));
-  std::vector<void*> base(plan->storages.size(), nullptr);
-  for (size_t i = 0; i < plan->storages.size(); ++i) {
-    const Storage& s = plan->storages[i];
+  std::vector<std::shared_ptr<void>> out_bufs(size_t(plan->mem.num_output_buffers));
+  std::vector<void*> base(plan->mem.storages.size(), nullptr);
+  for (size_t i = 0; i < plan->mem.storages.size(); ++i) {
+    const Storage& s = plan->mem.storages[i];
     switch (s.kind) {
       case Storage::kArena: base[i] = static_cast<char*>(ctx->arena.get()) + s.offset; break;
       case Storage::kInput: base[i] = const_cast<void*>(inputs[size_t(s.index)].data); break;
@@ -501,35 +362,10 @@ std::vector<OutTensor> Executable::run(const std::vector<InTensor>& inputs,
     const PackedOperand* pk = packed.empty() ? nullptr : packed[ni].get();
     auto& ins = ctx->ins[ni];
     auto& outs = ctx->outs[ni];
-    for (size_t k = 0; k < n.inputs.size(); ++k) ins[k].data = base[size_t(plan->storage_of[size_t(n.inputs[k])])];
-    for (size_t k = 0; k < n.outputs.size(); ++k) outs[k].data = base[size_t(plan->storage_of[size_t(n.outputs[k])])];
+    for (size_t k = 0; k < n.inputs.size(); ++k) ins[k].data = base[size_t(plan->mem.storage_of[size_t(n.inputs[k])])];
+    for (size_t k = 0; k < n.outputs.size(); ++k) outs[k].data = base[size_t(plan->mem.storage_of[size_t(n.outputs[k])])];
     const bool half = plan->via_f32[ni];
-    const bool prof = g_profile.load(std::memory_order_relaxed);
-    auto t0 = prof ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
-    struct Timer {  // adds this node's time to the table (and trace) when it goes out of scope
-      bool on;
-      Op op;
-      std::chrono::steady_clock::time_point t0;
-      int64_t node;
-      uint64_t graph;
-      const std::vector<TensorRef>& outs;
-      ~Timer() {
-        if (!on) return;
-        auto t1 = std::chrono::steady_clock::now();
-        double dt = std::chrono::duration<double>(t1 - t0).count();
-        std::lock_guard<std::mutex> lock(g_profile_mu);
-        ++g_profile_table[size_t(op)].calls;
-        g_profile_table[size_t(op)].seconds += dt;
-        if (!g_trace.load(std::memory_order_relaxed)) return;
-        if (g_events.size() >= kMaxProfileEvents) {
-          ++g_events_dropped;
-          return;
-        }
-        g_events.push_back({op, node, graph, thread_serial(),
-                            std::chrono::duration<double, std::micro>(t0 - g_epoch).count(), dt * 1e6,
-                            outs.empty() ? std::vector<int64_t>{} : outs[0].shape});
-      }
-    } timer{prof, n.op, t0, int64_t(ni), serial_, outs};
+    KernelTimer timer(n.op, int64_t(ni), serial_, outs.empty() ? nullptr : &outs[0].shape);
     if (!half) {
       fn(KernelCtx{n, ins, outs, pk});
       continue;
@@ -557,7 +393,7 @@ std::vector<OutTensor> Executable::run(const std::vector<InTensor>& inputs,
   std::vector<OutTensor> result;
   for (size_t i = 0; i < g.outputs.size(); ++i) {
     int v = g.outputs[i];
-    const Storage& s = plan->storages[size_t(plan->output_storage[i])];
+    const Storage& s = plan->mem.storages[size_t(plan->mem.output_storage[i])];
     OutTensor o;
     o.dtype = g.type(v).dtype;
     o.shape = plan->shapes[size_t(v)];
@@ -570,7 +406,7 @@ std::vector<OutTensor> Executable::run(const std::vector<InTensor>& inputs,
       size_t bytes = size_t(n) * dtype_size(o.dtype);
       o.storage = aligned_buffer(bytes);
       o.data = o.storage.get();
-      std::memcpy(o.data, base[size_t(plan->output_storage[i])], bytes);
+      std::memcpy(o.data, base[size_t(plan->mem.output_storage[i])], bytes);
     }
     result.push_back(std::move(o));
   }

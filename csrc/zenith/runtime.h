@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "zenith/ir.h"
+#include "zenith/profiler.h"  // the bindings reach the profiler through this header
 
 namespace zenith {
 
@@ -38,33 +39,6 @@ struct OutTensor {
 struct Plan;
 struct Context;
 struct PackedOperand;
-
-// Per-op kernel timing (ZENITH_PROFILE=1 on the Python side). Off by default; when
-// on, each kernel call is timed and added to a process-wide table.
-struct ProfileEntry {
-  int64_t calls = 0;
-  double seconds = 0;
-};
-void profile_enable(bool on);
-bool profile_enabled();
-std::vector<std::pair<std::string, ProfileEntry>> profile_snapshot();
-void profile_reset();  // clears the table and the trace
-// One kernel call, for a timeline (Chrome trace): microseconds since the last
-// profile_reset(), on the thread that ran the node (kernels fork from it).
-struct ProfileEvent {
-  Op op;
-  int64_t node;          // the node's position in its graph
-  uint64_t graph;        // which executable (a process-wide serial number)
-  uint64_t thread;       // which calling thread (a process-wide serial number)
-  double start_us, dur_us;
-  std::vector<int64_t> out_shape;  // the first output's shape
-};
-// While on (and profiling is on), every kernel call is also kept as an event, up to
-// kMaxProfileEvents; later ones are counted in profile_events_dropped().
-constexpr size_t kMaxProfileEvents = size_t(1) << 20;
-void profile_trace_enable(bool on);
-std::vector<ProfileEvent> profile_events();
-int64_t profile_events_dropped();
 
 class Executable {
  public:

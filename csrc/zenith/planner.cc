@@ -1,0 +1,94 @@
+#include "zenith/planner.h"
+
+#include <algorithm>
+
+namespace zenith {
+
+MemoryPlan plan_memory(const Graph& g, const std::vector<std::vector<int64_t>>& shapes) {
+  MemoryPlan plan;
+  plan.storage_of.assign(g.values.size(), -1);
+  auto bytes_of = [&](int v) {
+    int64_t n = 1;
+    for (int64_t d : shapes[size_t(v)]) n *= d;
+    return size_t(n) * dtype_size(g.type(v).dtype);
+  };
+  auto& st = plan.storages;
+  for (size_t i = 0; i < g.inputs.size(); ++i) {
+    Storage s;
+    s.kind = Storage::kInput;
+    s.index = int(i);
+    s.bytes = bytes_of(g.inputs[i]);
+    plan.storage_of[size_t(g.inputs[i])] = int(st.size());
+    st.push_back(s);
+  }
+  for (size_t ni = 0; ni < g.nodes.size(); ++ni) {
+    const Node& n = g.nodes[ni];
+    if (n.op == Op::constant) {
+      Storage s;
+      s.kind = Storage::kConst;
+      s.index = int(ni);
+      s.bytes = n.constant->nbytes;
+      plan.storage_of[size_t(n.outputs[0])] = int(st.size());
+      st.push_back(s);
+      continue;
+    }
+    if (op_info(n.op).traits & kAlias) {
+      plan.storage_of[size_t(n.outputs[0])] = plan.storage_of[size_t(n.inputs[0])];
+    } else {
+      for (int o : n.outputs) {
+        Storage s;
+        s.bytes = bytes_of(o);
+        s.first = int(ni);
+        s.last = int(ni);
+        plan.storage_of[size_t(o)] = int(st.size());
+        st.push_back(s);
+      }
+    }
+    for (int v : n.inputs) {
+      Storage& s = st[size_t(plan.storage_of[size_t(v)])];
+      s.last = std::max(s.last, int(ni));
+    }
+  }
+  // Graph outputs escape: their storages become per-call buffers. An output that is a
+  // graph input or a constant (possibly through a reshape) keeps that storage.
+  for (int v : g.outputs) {
+    int si = plan.storage_of[size_t(v)];
+    Storage& s = st[size_t(si)];
+    if (s.kind == Storage::kArena) {
+      s.kind = Storage::kOutput;
+      s.index = plan.num_output_buffers++;
+    }
+    plan.output_storage.push_back(si);
+  }
+  // First-fit offsets for arena storages, largest first, against lifetime overlaps.
+  std::vector<int> order;
+  for (size_t i = 0; i < st.size(); ++i)
+    if (st[i].kind == Storage::kArena) order.push_back(int(i));
+  std::sort(order.begin(), order.end(), [&](int a, int b) {
+    return st[size_t(a)].bytes != st[size_t(b)].bytes ? st[size_t(a)].bytes > st[size_t(b)].bytes : a < b;
+  });
+  std::vector<int> placed;
+  size_t total = 0;
+  for (int si : order) {
+    Storage& s = st[size_t(si)];
+    std::vector<std::pair<size_t, size_t>> busy;
+    for (int pi : placed) {
+      const Storage& p = st[size_t(pi)];
+      if (p.first <= s.last && s.first <= p.last) busy.push_back({p.offset, p.offset + arena_align_up(p.bytes)});
+    }
+    std::sort(busy.begin(), busy.end());
+    size_t off = 0, need = arena_align_up(s.bytes);
+    for (auto [lo, hi] : busy) {
+      if (off + need <= lo) break;
+      off = std::max(off, hi);
+    }
+    s.offset = off;
+    total = std::max(total, off + need);
+    plan.arena_unshared_bytes += need;
+    placed.push_back(si);
+  }
+  plan.arena_bytes = total;
+  return plan;
+}
+
+}  // namespace zenith
