@@ -3,6 +3,7 @@
 #include <cstring>
 #include <set>
 
+#include "zenith/attrs.h"
 #include "zenith/error.h"
 #include "zenith/ir.h"
 
@@ -24,6 +25,8 @@ std::vector<int> Graph::add_node(Op op, std::vector<int> ins, std::map<std::stri
   n.op = op;
   n.inputs = std::move(ins);
   n.attrs = std::move(attrs);
+  normalize_attrs(op, n.attrs);
+  check_attrs(n);
   std::vector<TensorType> types = info.infer(*this, n);
   ZENITH_CHECK(int(types.size()) == info.num_outputs, info.name, ": inference returned ", types.size(), " outputs");
   int node_index = int(nodes.size());
@@ -106,6 +109,11 @@ void verify(const Graph& g) {
       const auto& t = g.type(n.outputs[0]);
       ZENITH_CHECK(size_t(t.static_numel()) * dtype_size(t.dtype) == n.constant->nbytes, "node ", i,
                    ": constant size does not match its type");
+    }
+    try {
+      check_attrs(n);
+    } catch (const Error& e) {
+      fail("node ", i, ": ", e.what());
     }
     std::vector<TensorType> types;
     try {

@@ -18,14 +18,22 @@
 namespace zenith {
 
 enum class Op : uint16_t {
-#define OP(name, nin, nout, traits) name,
+#define OP(name, nin, nout, traits, attrs) name,
 #include "zenith/ops.def"
 #undef OP
   kCount
 };
 inline constexpr int kNumOps = int(Op::kCount);
 
-enum OpTraits : uint32_t { kElementwise = 1, kCommutative = 2, kAlias = 4, kSource = 8 };
+enum OpTraits : uint32_t {  // see ops.def
+  kElementwise = 1,
+  kCommutative = 2,
+  kAlias = 4,
+  kSource = 8,
+  kDtypeGeneric = 16,
+  kFusable = 32,
+  kTakesActivation = 64,
+};
 
 struct TensorType;
 struct Node;
@@ -44,6 +52,7 @@ struct OpInfo {
 };
 
 const OpInfo& op_info(Op op);
+inline bool has_trait(Op op, uint32_t t) { return (op_info(op).traits & t) != 0; }
 bool parse_op(const std::string& name, Op* out);
 
 using Shape = std::vector<SymInt>;

@@ -272,7 +272,9 @@ Types infer_addmm(const Graph& g, const Node& n) {
 std::vector<int64_t> pair_attr(const Node& n, const char* key, int64_t lo) {
   auto v = n.const_ints(key);
   const char* op = op_info(n.op).name;
-  ZENITH_CHECK(v.size() == 2, op, ": ", key, " needs 2 values (height, width), got ", v.size());
+  ZENITH_CHECK(v.size() == 1 || v.size() == 2, op, ": ", key, " needs 2 values (height, width) or one for both, got ",
+               v.size());
+  if (v.size() == 1) v.push_back(v[0]);
   for (int64_t x : v) ZENITH_CHECK(x >= lo, op, ": ", key, " ", x, " is below ", lo);
   return v;
 }
@@ -706,7 +708,7 @@ Types infer_arange(const Graph&, const Node& n) {
 #define INFER_arange infer_arange
 
 const OpInfo kOps[] = {
-#define OP(name, nin, nout, traits) {#name, nin, nout, traits, INFER_##name},
+#define OP(name, nin, nout, traits, attrs) {#name, nin, nout, traits, INFER_##name},
 #include "zenith/ops.def"
 #undef OP
 };

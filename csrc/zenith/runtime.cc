@@ -47,9 +47,14 @@ void* empty_data() {
 }
 }  // namespace
 
+// One plan per input signature: concrete shapes, the nodes with their attributes
+// resolved, each node prepared by its kernel, and where every value lives.
 struct Plan {
+  std::vector<int64_t> key;                  // the signature (ranks, dims, symbol values)
   std::vector<std::vector<int64_t>> shapes;  // per value id
   std::vector<Node> nodes;                   // graph nodes with attributes resolved to constants
+  std::vector<PreparedOp> ops;               // per node: what its kernel chose for these shapes
+  std::vector<int> weight_input;             // per node: graph input position of its packable weight, or -1
   MemoryPlan mem;
   std::vector<bool> via_f32;                 // per node: half-precision values computed through float32
 };
@@ -61,10 +66,22 @@ struct Context {
   // (the plan cache is cleared when full) and another plan built at its address.
   std::shared_ptr<const Plan> bound;
   std::vector<std::vector<TensorRef>> ins, outs;
+  std::vector<void*> base;  // per storage, this call
+  // Packed weights for `bound`, per node, valid while the executable's pack generation
+  // is `packed_generation` and each weight input is still at `packed_src`.
+  std::vector<std::shared_ptr<const PackedOperand>> packed;
+  std::vector<const void*> packed_src;
+  uint64_t packed_generation = 0;
+};
+
+struct Executable::Kept {
+  const void* src = nullptr;
+  std::vector<int64_t> key;  // the kernel's name for the packed form (WeightPack::key)
+  std::shared_ptr<const PackedOperand> packed;
 };
 
 Executable::Executable(Graph g, Device device, std::vector<std::string> symbol_inputs)
-    : graph_(std::move(g)), device_(device), serial_(profile_next_serial()) {
+    : graph_(std::move(g)), device_(device), serial_(profile_next_serial()), hot_(std::make_unique<Context>()) {
   ZENITH_CHECK(device_ == Device::kCPU, "runtime: no backend for this device");
   graph_.reindex();
   verify(graph_);
@@ -73,83 +90,48 @@ Executable::Executable(Graph g, Device device, std::vector<std::string> symbol_i
     // A symbol that no shape mentions is still accepted (and ignored).
     symbol_inputs_.push_back(s);
   }
+  constant_.assign(graph_.inputs.size(), false);
+  kept_.resize(graph_.nodes.size());
 }
 
 Executable::~Executable() = default;
 
-namespace {
-// The weight operand a GEMM-based node may read packed: its input slot and which
-// side of the GEMM it is (B of matmul / addmm, A of an ungrouped conv2d).
-struct WeightOperand {
-  int slot = -1;
-  PackedOperand::Side side = PackedOperand::kB;
-};
-WeightOperand weight_operand(const Node& n) {
-  if (n.op == Op::addmm) return {2, PackedOperand::kB};
-  if (n.op == Op::matmul) return {1, PackedOperand::kB};
-  if (n.op == Op::conv2d && n.i("groups", 1) == 1) return {1, PackedOperand::kA};
-  return {};
-}
-
-// The GEMM the node's kernel runs on `w`, as (rows, cols, row stride, col stride) of
-// the weight operand, and whether sgemm reads it packed for that shape.
-struct WeightGemm {
-  int64_t rows, cols, rs, cs;
-  bool reads_packed;
-  // How to keep it: as the GEMM's A or B, or (a conv2d run by conv3x3_winograd) as
-  // transformed filters.
-  PackedOperand::Side side;
-};
-WeightGemm weight_gemm(const Node& n, WeightOperand w, const std::vector<std::vector<int64_t>>& shapes) {
-  const auto& ws = shapes[size_t(n.inputs[size_t(w.slot)])];
-  if (w.side == PackedOperand::kA) {  // conv2d: A = weight [OC, IC * KH * KW], B = columns [K, OH * OW]
-    const auto& os = shapes[size_t(n.outputs[0])];
-    const auto& xs = shapes[size_t(n.inputs[0])];
-    int64_t M = ws[0], K = ws[1] * ws[2] * ws[3], groups = n.i("groups", 1);
-    bool winograd = conv2d_uses_winograd(groups, ws[2], ws[3], n.const_ints("stride"), n.const_ints("padding"),
-                                         n.const_ints("dilation"), xs[1], xs[2], xs[3], ws[0]);
-    if (winograd) return {M, K, K, 1, true, PackedOperand::kWinograd};
-    if (conv2d_pixel_rows(xs[0], groups, os[2] * os[3], winograd))  // B = W^T: K x OC
-      return {K, M, 1, K, true, PackedOperand::kB};
-    return {M, K, K, 1, sgemm_reads_packed(M, os[2] * os[3], 1), PackedOperand::kA};
-  }
-  bool ta = n.i("trans_a", 0) != 0, tb = n.i("trans_b", 0) != 0;
-  int64_t K = tb ? ws[1] : ws[0], N = tb ? ws[0] : ws[1];
-  const auto& as = shapes[size_t(n.inputs[size_t(w.slot) - 1])];
-  int64_t M = as[as.size() - (ta ? 1 : 2)];  // rows of each GEMM (matmul loops over batch dims)
-  GemmStrides st = gemm_strides(ta, tb, M, N, K);  // as the kernel reads the operands
-  return {K, N, st.b_rs, st.b_cs, sgemm_reads_packed(M, st.b_rs, st.b_cs), PackedOperand::kB};
-}
-}  // namespace
-
 void Executable::set_constant_inputs(const std::vector<int>& positions) {
   std::lock_guard<std::mutex> lock(pack_mu_);
-  weight_input_.assign(graph_.nodes.size(), -1);
-  packed_.assign(graph_.nodes.size(), nullptr);
+  std::vector<bool> c(graph_.inputs.size(), false);
   for (int pos : positions) {
     ZENITH_CHECK(pos >= 0 && size_t(pos) < graph_.inputs.size(), "set_constant_inputs: no input ", pos);
-    int v = graph_.inputs[size_t(pos)];
-    if (graph_.type(v).dtype != DType::f32) continue;
-    for (size_t ni = 0; ni < graph_.nodes.size(); ++ni) {
-      const Node& n = graph_.nodes[ni];
-      WeightOperand w = weight_operand(n);
-      bool matrix = graph_.type(v).shape.size() == (w.side == PackedOperand::kA ? 4u : 2u);
-      if (w.slot >= 0 && n.inputs[size_t(w.slot)] == v && matrix && graph_.type(n.outputs[0]).dtype == DType::f32)
-        weight_input_[ni] = pos;
-    }
+    c[size_t(pos)] = true;
   }
+  constant_ = std::move(c);
+  for (auto& k : kept_) k.reset();
+  ++pack_generation_;
 }
 
 void Executable::drop_packed() {
-  std::lock_guard<std::mutex> lock(pack_mu_);
-  for (auto& p : packed_) p.reset();
+  {
+    std::lock_guard<std::mutex> lock(pack_mu_);
+    for (auto& k : kept_) k.reset();
+    ++pack_generation_;
+  }
+  // Idle contexts let go of their references now, not at their next call.
+  auto release = [](Context& c) {
+    c.packed.clear();
+    c.packed_src.clear();
+  };
+  if (!hot_busy_.exchange(true, std::memory_order_acquire)) {
+    release(*hot_);
+    hot_busy_.store(false, std::memory_order_release);
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& c : free_contexts_) release(*c);
 }
 
 size_t Executable::packed_bytes() const {
   std::lock_guard<std::mutex> lock(pack_mu_);
   size_t total = 0;
-  for (const auto& p : packed_)
-    if (p) total += p->source_bytes();
+  for (const auto& k : kept_)
+    if (k && k->packed) total += k->packed->source_bytes();
   return total;
 }
 
@@ -168,27 +150,48 @@ size_t Executable::num_plans() const {
   return plans_.size();
 }
 
-std::shared_ptr<const Plan> Executable::plan_for(const std::vector<InTensor>& inputs,
-                                                 const std::vector<int64_t>& syms) const {
+// The checks every call makes against the compiled types (no allocation unless one fails).
+void Executable::check_inputs(const std::vector<InTensor>& inputs, const std::vector<int64_t>& syms) const {
   ZENITH_CHECK(inputs.size() == graph_.inputs.size(), "expected ", graph_.inputs.size(), " tensor inputs, got ",
                inputs.size());
   ZENITH_CHECK(syms.size() == symbol_inputs_.size(), "expected ", symbol_inputs_.size(), " integer inputs, got ",
                syms.size());
-  std::vector<int64_t> key;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const InTensor& t = inputs[i];
     const TensorType& want = graph_.type(graph_.inputs[i]);
-    const std::string name = graph_.value_name(graph_.inputs[i]);
-    ZENITH_CHECK(t.dtype == want.dtype, "input ", i, " (", name, "): dtype ", dtype_name(t.dtype),
-                 " but the graph was compiled for ", dtype_name(want.dtype));
-    ZENITH_CHECK(t.shape.size() == want.shape.size(), "input ", i, " (", name, "): rank ", t.shape.size(),
-                 " but the graph was compiled for rank ", want.shape.size());
+    ZENITH_CHECK(t.dtype == want.dtype, "input ", i, " (", graph_.value_name(graph_.inputs[i]), "): dtype ",
+                 dtype_name(t.dtype), " but the graph was compiled for ", dtype_name(want.dtype));
+    ZENITH_CHECK(t.shape.size() == want.shape.size(), "input ", i, " (", graph_.value_name(graph_.inputs[i]),
+                 "): rank ", t.shape.size(), " but the graph was compiled for rank ", want.shape.size());
     for (size_t d = 0; d < t.shape.size(); ++d) {
-      ZENITH_CHECK(t.shape[d] >= 0, "input ", i, " (", name, "): negative dim");
+      ZENITH_CHECK(t.shape[d] >= 0, "input ", i, " (", graph_.value_name(graph_.inputs[i]), "): negative dim");
       if (want.shape[d].is_const())
-        ZENITH_CHECK(t.shape[d] == want.shape[d].value(), "input ", i, " (", name, "): dim ", d, " is ", t.shape[d],
-                     " but the graph was compiled for ", want.shape[d].value());
+        ZENITH_CHECK(t.shape[d] == want.shape[d].value(), "input ", i, " (", graph_.value_name(graph_.inputs[i]),
+                     "): dim ", d, " is ", t.shape[d], " but the graph was compiled for ", want.shape[d].value());
     }
+  }
+}
+
+namespace {
+// Whether `key` is the signature of these inputs (what plan_for would build).
+bool same_signature(const std::vector<int64_t>& key, const std::vector<InTensor>& inputs,
+                    const std::vector<int64_t>& syms) {
+  size_t k = 0;
+  for (const InTensor& t : inputs) {
+    if (k >= key.size() || key[k++] != int64_t(t.shape.size())) return false;
+    for (int64_t d : t.shape)
+      if (k >= key.size() || key[k++] != d) return false;
+  }
+  for (int64_t s : syms)
+    if (k >= key.size() || key[k++] != s) return false;
+  return k == key.size();
+}
+}  // namespace
+
+std::shared_ptr<const Plan> Executable::plan_for(const std::vector<InTensor>& inputs,
+                                                 const std::vector<int64_t>& syms) const {
+  std::vector<int64_t> key;
+  for (const InTensor& t : inputs) {
     key.push_back(int64_t(t.shape.size()));
     key.insert(key.end(), t.shape.begin(), t.shape.end());
   }
@@ -225,17 +228,18 @@ std::shared_ptr<const Plan> Executable::plan_for(const std::vector<InTensor>& in
                    " is ", inputs[i].shape[d], " but ", want.shape[d].str(graph_.symbols), " = ", v);
     }
   }
-  auto plan = build_plan(bind, inputs);
+  auto plan = build_plan(key, bind, inputs);
   std::lock_guard<std::mutex> lock(mu_);
   if (plans_.size() >= 64) plans_.clear();  // bound the cache under highly dynamic use
-  plans_[key] = plan;
+  plans_[std::move(key)] = plan;
   last_plan_ = plan;
   return plan;
 }
 
-std::shared_ptr<const Plan> Executable::build_plan(const std::vector<int64_t>& bind,
+std::shared_ptr<const Plan> Executable::build_plan(std::vector<int64_t> key, const std::vector<int64_t>& bind,
                                                    const std::vector<InTensor>& inputs) const {
   auto plan = std::make_shared<Plan>();
+  plan->key = std::move(key);
   const Graph& g = graph_;
   plan->shapes.resize(g.values.size());
   // Concrete shapes: a graph with every symbol replaced by its value, re-inferred.
@@ -261,14 +265,28 @@ std::shared_ptr<const Plan> Executable::build_plan(const std::vector<int64_t>& b
   }
   for (size_t v = 0; v < g.values.size(); ++v)
     for (const auto& d : cg.values[v].type.shape) plan->shapes[v].push_back(d.value());
-
   plan->mem = plan_memory(g, plan->shapes);
-  // Decided once per plan, not per call: non-movement ops touching f16/bf16 values
-  // run their float32 kernel between conversions.
+  // Each kernel prepares for these shapes: typed attributes, its algorithm, and which
+  // weight input (if any) it reads packed when that input is constant.
+  std::vector<int> input_pos(g.values.size(), -1);
+  for (size_t i = 0; i < g.inputs.size(); ++i) input_pos[size_t(g.inputs[i])] = int(i);
+  plan->ops.resize(g.nodes.size());
+  plan->weight_input.assign(g.nodes.size(), -1);
   plan->via_f32.assign(g.nodes.size(), false);
   for (size_t ni = 0; ni < g.nodes.size(); ++ni) {
-    const Node& n = g.nodes[ni];
-    if (kernel_is_dtype_generic(n.op)) continue;
+    const Node& n = plan->nodes[ni];
+    std::vector<TensorRef> ins, outs;
+    for (int v : n.inputs) ins.push_back({nullptr, g.type(v).dtype, plan->shapes[size_t(v)]});
+    for (int v : n.outputs) outs.push_back({nullptr, g.type(v).dtype, plan->shapes[size_t(v)]});
+    try {
+      plan->ops[ni] = prepare_node(n, ins, outs);
+    } catch (const Error& e) {
+      fail("node ", ni, " (", op_info(n.op).name, "): ", e.what());
+    }
+    int slot = plan->ops[ni].weight.slot;
+    if (slot >= 0) plan->weight_input[ni] = input_pos[size_t(n.inputs[size_t(slot)])];
+    // Non-movement ops touching f16/bf16 values run their float32 kernel between conversions.
+    if (has_trait(n.op, kDtypeGeneric)) continue;
     bool half = false;
     for (int v : n.inputs) half = half || is_half(g.type(v).dtype);
     for (int v : n.outputs) half = half || is_half(g.type(v).dtype);
@@ -277,9 +295,59 @@ std::shared_ptr<const Plan> Executable::build_plan(const std::vector<int64_t>& b
   return plan;
 }
 
+// Constant weights: packed on first use (and again if the input moved) the way the
+// node's kernel asked (WeightPack), kept per node across calls and plans while the
+// kernel's key for it is the same. The context holds this call's references, so a
+// concurrent drop_packed() cannot free them mid-run, and reuses them without the lock
+// while nothing changed.
+void Executable::bind_packed(const Plan& plan, const std::vector<InTensor>& inputs, Context& ctx) const {
+  const size_t nn = plan.ops.size();
+  if (ctx.packed.size() == nn && ctx.packed_generation == pack_generation_.load(std::memory_order_acquire)) {
+    bool same = true;
+    for (size_t ni = 0; ni < nn && same; ++ni) {
+      int pos = plan.weight_input[ni];
+      same = (pos < 0 ? nullptr : inputs[size_t(pos)].data) == ctx.packed_src[ni];
+    }
+    if (same) return;
+  }
+  ctx.packed.assign(nn, nullptr);
+  ctx.packed_src.assign(nn, nullptr);
+  std::lock_guard<std::mutex> lock(pack_mu_);
+  ctx.packed_generation = pack_generation_.load(std::memory_order_relaxed);
+  for (size_t ni = 0; ni < nn; ++ni) {
+    int pos = plan.weight_input[ni];
+    if (pos < 0) continue;
+    const void* src = inputs[size_t(pos)].data;
+    ctx.packed_src[ni] = src;
+    if (!constant_[size_t(pos)]) continue;
+    const WeightPack& w = plan.ops[ni].weight;
+    auto& kept = kept_[ni];
+    if (!kept || kept->src != src || kept->key != w.key) {
+      kept.reset();  // release the old copy before making the new one
+      auto k = std::make_unique<Kept>();
+      k->src = src;
+      k->key = w.key;
+      k->packed = w.pack(plan.ops[ni].state.get(), src);
+      kept = std::move(k);
+    }
+    ctx.packed[ni] = kept->packed;
+  }
+}
+
 std::vector<OutTensor> Executable::run(const std::vector<InTensor>& inputs,
                                        const std::vector<int64_t>& symbol_values) const {
-  std::shared_ptr<const Plan> plan = plan_for(inputs, symbol_values);
+  check_inputs(inputs, symbol_values);
+  std::vector<OutTensor> result;
+  // The single-threaded path takes the hot context with one atomic exchange; a call
+  // that finds it taken draws a context from the pool under the mutex.
+  if (!hot_busy_.exchange(true, std::memory_order_acquire)) {
+    struct Release {
+      std::atomic<bool>& busy;
+      ~Release() { busy.store(false, std::memory_order_release); }
+    } release{hot_busy_};
+    run_with(*hot_, inputs, symbol_values, result);
+    return result;
+  }
   std::unique_ptr<Context> ctx;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -298,18 +366,43 @@ std::vector<OutTensor> Executable::run(const std::vector<InTensor>& inputs,
       self->free_contexts_.push_back(std::move(c));
     }
   } release{this, ctx};
+  run_with(*ctx, inputs, symbol_values, result);
+  return result;
+}
 
+void Executable::run_with(Context& ctx, const std::vector<InTensor>& inputs, const std::vector<int64_t>& syms,
+                          std::vector<OutTensor>& result) const {
+  // The plan: the context's own when the signature is unchanged (no lock), else the cache's.
+  std::shared_ptr<const Plan> plan =
+      ctx.bound && same_signature(ctx.bound->key, inputs, syms) ? ctx.bound : plan_for(inputs, syms);
   const Graph& g = graph_;
-  if (ctx->arena_bytes < plan->mem.arena_bytes) {
-    ctx->arena = aligned_buffer(plan->mem.arena_bytes);
-    ctx->arena_bytes = plan->mem.arena_bytes;
+  const MemoryPlan& mem = plan->mem;
+  if (ctx.arena_bytes < mem.arena_bytes) {
+    ctx.arena.reset();
+    ctx.arena_bytes = 0;
+    ctx.arena = aligned_buffer(mem.arena_bytes);
+    ctx.arena_bytes = mem.arena_bytes;
   }
-  std::vector<std::shared_ptr<void>> out_bufs(size_t(plan->mem.num_output_buffers));
-  std::vector<void*> base(plan->mem.storages.size(), nullptr);
-  for (size_t i = 0; i < plan->mem.storages.size(); ++i) {
-    const Storage& s = plan->mem.storages[i];
+  if (ctx.bound != plan) {
+    ctx.bound.reset();  // refs half rebuilt when an allocation fails match no plan
+    ctx.packed.clear();
+    ctx.packed_src.clear();
+    ctx.ins.assign(plan->nodes.size(), {});
+    ctx.outs.assign(plan->nodes.size(), {});
+    for (size_t ni = 0; ni < plan->nodes.size(); ++ni) {
+      const Node& n = plan->nodes[ni];
+      for (int v : n.inputs) ctx.ins[ni].push_back({nullptr, g.type(v).dtype, plan->shapes[size_t(v)]});
+      for (int v : n.outputs) ctx.outs[ni].push_back({nullptr, g.type(v).dtype, plan->shapes[size_t(v)]});
+    }
+    ctx.base.assign(mem.storages.size(), nullptr);
+    ctx.bound = plan;
+  }
+  std::vector<std::shared_ptr<void>> out_bufs(size_t(mem.num_output_buffers));
+  std::vector<void*>& base = ctx.base;
+  for (size_t i = 0; i < mem.storages.size(); ++i) {
+    const Storage& s = mem.storages[i];
     switch (s.kind) {
-      case Storage::kArena: base[i] = static_cast<char*>(ctx->arena.get()) + s.offset; break;
+      case Storage::kArena: base[i] = static_cast<char*>(ctx.arena.get()) + s.offset; break;
       case Storage::kInput: base[i] = const_cast<void*>(inputs[size_t(s.index)].data); break;
       case Storage::kConst: base[i] = const_cast<void*>(g.nodes[size_t(s.index)].constant->data); break;
       case Storage::kOutput:
@@ -319,55 +412,18 @@ std::vector<OutTensor> Executable::run(const std::vector<InTensor>& inputs,
     }
     if (!base[i]) base[i] = empty_data();
   }
-  if (ctx->bound != plan) {
-    ctx->bound.reset();  // refs half rebuilt when an allocation fails match no plan
-    ctx->ins.assign(plan->nodes.size(), {});
-    ctx->outs.assign(plan->nodes.size(), {});
-    for (size_t ni = 0; ni < plan->nodes.size(); ++ni) {
-      const Node& n = plan->nodes[ni];
-      for (int v : n.inputs) ctx->ins[ni].push_back({nullptr, g.type(v).dtype, plan->shapes[size_t(v)]});
-      for (int v : n.outputs) ctx->outs[ni].push_back({nullptr, g.type(v).dtype, plan->shapes[size_t(v)]});
-    }
-    ctx->bound = plan;
-  }
-  // Constant weights: packed on first use (and again if the input moved), held here
-  // for the call so a concurrent drop_packed() cannot free them mid-run.
-  // weight_input_ is read under the lock: set_constant_inputs may run during a call.
-  std::vector<std::shared_ptr<const PackedOperand>> packed;
-  std::unique_lock<std::mutex> pack_lock(pack_mu_);
-  if (!weight_input_.empty()) {
-    packed.resize(plan->nodes.size());
-    for (size_t ni = 0; ni < plan->nodes.size(); ++ni) {
-      int pos = weight_input_[ni];
-      if (pos < 0) continue;
-      const Node& n = plan->nodes[ni];
-      WeightOperand w = weight_operand(n);
-      WeightGemm wg = weight_gemm(n, w, plan->shapes);
-      if (!wg.reads_packed) continue;  // few rows: B is streamed in place
-      const float* src = static_cast<const float*>(inputs[size_t(pos)].data);
-      auto& kept = packed_[ni];
-      if (!kept || kept->src != src || kept->rows != wg.rows || kept->cols != wg.cols || kept->side != wg.side)
-        kept = std::make_shared<const PackedOperand>(
-            wg.side == PackedOperand::kWinograd ? conv3x3_winograd_pack(wg.rows, wg.cols / 9, src)
-            : wg.side == PackedOperand::kA      ? sgemm_pack_a(wg.rows, wg.cols, src, wg.rs, wg.cs)
-                                                : sgemm_pack_b(wg.rows, wg.cols, src, wg.rs, wg.cs));
-      packed[ni] = kept;
-    }
-  }
-  pack_lock.unlock();
+  bind_packed(*plan, inputs, ctx);
   for (size_t ni = 0; ni < plan->nodes.size(); ++ni) {
+    const PreparedOp& op = plan->ops[ni];
+    if (!op.run) continue;
     const Node& n = plan->nodes[ni];
-    KernelFn fn = kernel_for(n.op);
-    if (!fn) continue;
-    const PackedOperand* pk = packed.empty() ? nullptr : packed[ni].get();
-    auto& ins = ctx->ins[ni];
-    auto& outs = ctx->outs[ni];
-    for (size_t k = 0; k < n.inputs.size(); ++k) ins[k].data = base[size_t(plan->mem.storage_of[size_t(n.inputs[k])])];
-    for (size_t k = 0; k < n.outputs.size(); ++k) outs[k].data = base[size_t(plan->mem.storage_of[size_t(n.outputs[k])])];
-    const bool half = plan->via_f32[ni];
+    auto& ins = ctx.ins[ni];
+    auto& outs = ctx.outs[ni];
+    for (size_t k = 0; k < n.inputs.size(); ++k) ins[k].data = base[size_t(mem.storage_of[size_t(n.inputs[k])])];
+    for (size_t k = 0; k < n.outputs.size(); ++k) outs[k].data = base[size_t(mem.storage_of[size_t(n.outputs[k])])];
     KernelTimer timer(n.op, int64_t(ni), serial_, outs.empty() ? nullptr : &outs[0].shape);
-    if (!half) {
-      fn(KernelCtx{n, ins, outs, pk});
+    if (!plan->via_f32[ni]) {
+      op.run(op.ctx(n, ins, outs, ctx.packed.empty() ? nullptr : ctx.packed[ni].get()));
       continue;
     }
     // float16/bfloat16 storage: compute in float32 and round once on the way out.
@@ -386,14 +442,14 @@ std::vector<OutTensor> Executable::run(const std::vector<InTensor>& inputs,
         t.data = temps.back().get();
         t.dtype = DType::f32;
       }
-    fn(KernelCtx{n, fin, fout});
+    op.run(op.ctx(n, fin, fout));
     for (size_t k = 0; k < outs.size(); ++k)
       if (is_half(outs[k].dtype)) cast_buffer(fout[k].data, DType::f32, outs[k].data, outs[k].dtype, outs[k].numel());
   }
-  std::vector<OutTensor> result;
+  result.reserve(g.outputs.size());
   for (size_t i = 0; i < g.outputs.size(); ++i) {
     int v = g.outputs[i];
-    const Storage& s = plan->mem.storages[size_t(plan->mem.output_storage[i])];
+    const Storage& s = mem.storages[size_t(mem.output_storage[i])];
     OutTensor o;
     o.dtype = g.type(v).dtype;
     o.shape = plan->shapes[size_t(v)];
@@ -406,11 +462,10 @@ std::vector<OutTensor> Executable::run(const std::vector<InTensor>& inputs,
       size_t bytes = size_t(n) * dtype_size(o.dtype);
       o.storage = aligned_buffer(bytes);
       o.data = o.storage.get();
-      std::memcpy(o.data, base[size_t(plan->mem.output_storage[i])], bytes);
+      std::memcpy(o.data, base[size_t(mem.output_storage[i])], bytes);
     }
     result.push_back(std::move(o));
   }
-  return result;
 }
 
 }  // namespace zenith

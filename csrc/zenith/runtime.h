@@ -8,6 +8,7 @@
 // memory; outputs get buffers of their own that the caller takes over.
 #pragma once
 #include <cstdint>
+#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -71,21 +72,33 @@ class Executable {
   size_t num_plans() const;
 
  private:
+  struct Kept;  // a packed constant weight, per node
+  void check_inputs(const std::vector<InTensor>& inputs, const std::vector<int64_t>& syms) const;
   std::shared_ptr<const Plan> plan_for(const std::vector<InTensor>& inputs, const std::vector<int64_t>& syms) const;
-  std::shared_ptr<const Plan> build_plan(const std::vector<int64_t>& bindings,
+  std::shared_ptr<const Plan> build_plan(std::vector<int64_t> key, const std::vector<int64_t>& bindings,
                                          const std::vector<InTensor>& inputs) const;
+  void bind_packed(const Plan& plan, const std::vector<InTensor>& inputs, Context& ctx) const;
+  void run_with(Context& ctx, const std::vector<InTensor>& inputs, const std::vector<int64_t>& syms,
+                std::vector<OutTensor>& result) const;
 
   Graph graph_;
   Device device_;
   uint64_t serial_;  // names this executable in profile events
   std::vector<int> symbol_inputs_;  // symbol index per integer input
-  mutable std::mutex mu_;
+  mutable std::mutex mu_;            // guards plans_, last_plan_, free_contexts_
   mutable std::map<std::vector<int64_t>, std::shared_ptr<const Plan>> plans_;
   mutable std::shared_ptr<const Plan> last_plan_;
   mutable std::vector<std::unique_ptr<Context>> free_contexts_;
-  std::vector<int> weight_input_;  // per node: graph-input position of its constant weight operand, or -1
-  mutable std::mutex pack_mu_;
-  mutable std::vector<std::shared_ptr<const PackedOperand>> packed_;  // per node
+  // One context a call takes without a lock when no other call holds it (the
+  // single-threaded case); concurrent calls draw from free_contexts_.
+  std::unique_ptr<Context> hot_;
+  mutable std::atomic<bool> hot_busy_{false};
+  mutable std::mutex pack_mu_;        // guards constant_, kept_
+  std::vector<bool> constant_;        // per graph input: marked constant by set_constant_inputs
+  mutable std::vector<std::unique_ptr<Kept>> kept_;  // per node
+  // Bumped whenever packed weights are dropped or the constant set changes: a context's
+  // cached packed pointers are valid only while it is unchanged.
+  mutable std::atomic<uint64_t> pack_generation_{1};
 };
 
 }  // namespace zenith

@@ -1,16 +1,18 @@
 // The IR's text form:
 //   graph(%x: f32[s0, 4], %w: f32[4, 4]) {
 //     %y: f32[s0, 4] = matmul(%x, %w)
-//     %c: f32[2] = constant() {dtype=[0], shape=[2]} data=0000803f00000040
+//     %c: f32[2] = constant() {dtype=f32, shape=[2]} data=0000803f00000040
 //     return (%y)
 //   }
-// Int attributes print as [a, b] (entries may be symbolic), float attributes as f[a, b].
+// Int attributes print as [a, b] (entries may be symbolic), float attributes as f[a, b],
+// enum and dtype attributes (attrs.h) by name: {activation=relu6, dtype=f16}.
 #include <cctype>
 #include <cstdio>
 #include <cstring>
 #include <map>
 #include <sstream>
 
+#include "zenith/attrs.h"
 #include "zenith/error.h"
 #include "zenith/ir.h"
 
@@ -54,7 +56,14 @@ std::string print_graph(const Graph& g) {
       for (const auto& [k, a] : n.attrs) {
         os << (first ? "" : ", ") << k << "=";
         first = false;
-        if (a.kind == Attr::kInts) {
+        const AttrSpec* spec = find_attr_spec(n.op, k);
+        if (spec && a.kind == Attr::kInts && a.ints.size() == 1 && a.ints[0].is_const() &&
+            (spec->kind == AttrKind::kEnum || spec->kind == AttrKind::kDType)) {  // by name
+          int64_t v = a.ints[0].value();
+          if (spec->kind == AttrKind::kDType && v >= 0 && v < kNumDTypes) os << dtype_name(DType(v));
+          else if (spec->kind == AttrKind::kEnum && v >= 0 && v < spec->enums.count) os << spec->enums.names[v];
+          else os << "[" << v << "]";  // out of range: verify() reports it
+        } else if (a.kind == Attr::kInts) {
           os << "[";
           for (size_t j = 0; j < a.ints.size(); ++j) os << (j ? ", " : "") << a.ints[j].str(g.symbols);
           os << "]";
@@ -231,6 +240,19 @@ struct TextParser {
           if (j == std::string::npos) error("unterminated string");
           a.str = s.substr(i, j - i);
           i = j + 1;
+        } else if (i < s.size() && std::isalpha((unsigned char)s[i])) {  // an enum or dtype by name
+          std::string name = ident();
+          const AttrSpec* spec = find_attr_spec(op, k);
+          int64_t v = -1;
+          if (spec && spec->kind == AttrKind::kDType) {
+            DType d;
+            if (parse_dtype(name, &d)) v = int64_t(d);
+          } else if (spec && spec->kind == AttrKind::kEnum) {
+            for (int e = 0; e < spec->enums.count; ++e)
+              if (name == spec->enums.names[e]) v = e;
+          }
+          if (v < 0) error("attribute '" + k + "' of " + opname + " has no value named '" + name + "'");
+          a.ints = {SymInt(v)};
         } else {
           a.ints = symint_list();
         }

@@ -1,7 +1,9 @@
+#include <set>
 // IR building, the verifier, the text form and shape inference.
 #include <gtest/gtest.h>
 
 #include "zenith/error.h"
+#include "zenith/attrs.h"
 #include "zenith/ir.h"
 
 using namespace zenith;
@@ -120,7 +122,7 @@ TEST(IR, VerifierCatchesBrokenGraphs) {
 TEST(IR, TextRoundTrip) {
   const char* text = R"(graph(%x: f32[s0, 4], %w: f32[4, 4]) {
   %y: f32[s0, 4] = matmul(%x, %w)
-  %c: f32[2] = constant() {dtype=[0], shape=[2]} data=0000803f00000040
+  %c: f32[2] = constant() {dtype=f32, shape=[2]} data=0000803f00000040
   %r: f32[(s0*2), 2] = reshape(%y) {shape=[(s0*2), 2]}
   %s: f32[(s0*2), 2] = mul(%r, %c)
   %t: f32[(s0*2), 2] = clamp(%s) {max=f[6], min=f[0]}
@@ -133,6 +135,129 @@ TEST(IR, TextRoundTrip) {
   EXPECT_EQ(printed, text);
   Graph again = parse_graph(printed);
   EXPECT_EQ(print_graph(again), printed);
+}
+
+TEST(IR, TextPrintsEnumsByNameAndRoundTrips) {
+  const char* text = R"(graph(%x: f32[2, 8], %w: f32[8, 8], %b: f32[8], %q: f32[1, 4, 2, 8]) {
+  %y: f32[2, 8] = addmm(%b, %x, %w) {activation=relu6}
+  %g: f32[2, 8] = gelu(%y) {approximate=tanh}
+  %d: f32[2, 8] = div(%g, %y) {rounding=floor}
+  %h: bf16[2, 8] = cast(%d) {dtype=bf16}
+  %a: f32[1, 4, 2, 8] = sdpa(%q, %q, %q, %q) {layout=blhe}
+  return (%h, %a)
+}
+)";
+  Graph g = parse_graph(text);
+  EXPECT_NO_THROW(verify(g));
+  EXPECT_EQ(print_graph(g), text);
+  EXPECT_EQ(g.nodes[0].i("activation"), int64_t(Activation::kRelu6));
+  EXPECT_EQ(g.nodes[4].i("layout"), int64_t(SdpaLayout::kBLHE));
+  // The numeric form still parses (and prints by name).
+  Graph old = parse_graph(R"(graph(%x: f32[2]) {
+  %h: f16[2] = cast(%x) {dtype=[1]}
+  return (%h)
+}
+)");
+  EXPECT_NE(print_graph(old).find("{dtype=f16}"), std::string::npos);
+  // A name the enum lacks, or a name for a non-enum attribute, is an error naming it.
+  for (const char* bad : {"addmm(%b, %x, %w) {activation=relu7}", "addmm(%b, %x, %w) {alpha=relu}"}) {
+    std::string t = std::string("graph(%x: f32[2, 8], %w: f32[8, 8], %b: f32[8]) {\n  %y: f32[2, 8] = ") + bad +
+                    "\n  return (%y)\n}\n";
+    try {
+      parse_graph(t);
+      ADD_FAILURE() << bad;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("relu"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(IR, VerifierChecksAttributesAgainstTheOpTable) {
+  Graph g;
+  int x = g.add_input("x", tt(DType::f32, {2, 8}));
+  int w = g.add_input("w", tt(DType::f32, {8, 8}));
+  int b = g.add_input("b", tt(DType::f32, {8}));
+  int y = g.add_node(Op::addmm, {b, x, w})[0];
+  g.outputs = {y};
+  EXPECT_NO_THROW(verify(g));
+  auto rejects = [&](const std::string& key, Attr a, const std::string& what) {
+    Graph bad = g;
+    bad.nodes[0].attrs[key] = a;
+    try {
+      verify(bad);
+      ADD_FAILURE() << key << " accepted";
+    } catch (const Error& e) {
+      std::string m = e.what();
+      EXPECT_NE(m.find(key), std::string::npos) << m;
+      EXPECT_NE(m.find(what), std::string::npos) << m;
+    }
+    // Graph building checks too, before inference.
+    std::map<std::string, Attr> attrs = {{key, a}};
+    EXPECT_THROW(bad.add_node(Op::addmm, {b, x, w}, attrs), Error) << key;
+  };
+  Attr i1;
+  i1.ints = {SymInt(int64_t(1))};
+  Attr i9 = i1;
+  i9.ints = {SymInt(int64_t(9))};
+  Attr i2 = i1;
+  i2.ints = {SymInt(int64_t(2))};
+  Attr two_ints = i1;
+  two_ints.ints = {SymInt(int64_t(0)), SymInt(int64_t(1))};
+  Attr fl;
+  fl.kind = Attr::kFloats;
+  fl.floats = {0.5};
+  Attr str;
+  str.kind = Attr::kStr;
+  str.str = "relu";
+  rejects("bogus", i1, "unknown attribute");
+  rejects("bogus", i1, "alpha, beta, trans_a, trans_b, activation");  // the known ones, in table order
+  rejects("activation", i9, "got code 9");                            // enum out of range
+  rejects("activation", fl, "enum");                                  // a float for an enum
+  rejects("activation", str, "enum");                                 // a string
+  rejects("trans_a", i2, "bool");                                     // a bool is 0 or 1
+  rejects("trans_b", two_ints, "2 values");                           // a scalar takes one value
+  rejects("alpha", two_ints, "float");                                // symbolic-free ints become floats only one by one
+  // A missing required attribute, and a symbolic value where a constant is needed.
+  Graph no_dim;
+  int v = no_dim.add_input("v", tt(DType::f32, {2, 3}));
+  EXPECT_THROW(no_dim.add_node(Op::softmax, {v}, {}), Error);
+  Graph sym;
+  int s0 = sym.add_input("s", tt(DType::f32, {2, 3}));
+  Attr symbolic;
+  symbolic.ints = {parse_symint("s0", &sym.symbols)};
+  EXPECT_THROW(sym.add_node(Op::gelu, {s0}, {{"approximate", symbolic}}), Error);
+  // Ints given for a float attribute are accepted as floats (the importer writes value=0).
+  Graph full;
+  Attr shape;
+  shape.ints = {SymInt(int64_t(2))};
+  Attr dt;
+  dt.ints = {SymInt(int64_t(0))};
+  int f = full.add_node(Op::full, {}, {{"shape", shape}, {"value", i1}, {"dtype", dt}})[0];
+  full.outputs = {f};
+  EXPECT_NO_THROW(verify(full));
+  EXPECT_EQ(full.nodes[0].f("value"), 1.0);
+}
+
+TEST(IR, AttributeTableDecodesTypedStructs) {
+  Graph g = parse_graph(R"(graph(%x: f32[1, 3, 8, 8], %w: f32[4, 3, 3, 3], %b: f32[4]) {
+  %y: f32[1, 4, 4, 4] = conv2d(%x, %w, %b) {activation=silu, dilation=[1, 1], groups=[1], has_bias=[1], padding=[1], stride=[2, 2]}
+  return (%y)
+}
+)");
+  AttrsPtr p = decode_attrs(g.nodes[0]);
+  const auto& a = *static_cast<const attrs::conv2d*>(p.get());
+  EXPECT_EQ(a.activation, Activation::kSilu);
+  EXPECT_EQ(a.groups, 1);
+  EXPECT_TRUE(a.has_bias);
+  EXPECT_FALSE(a.has_residual);
+  EXPECT_FALSE(a.bn_eps.has_value());
+  EXPECT_EQ(a.stride, (std::array<int64_t, 2>{2, 2}));
+  EXPECT_EQ(a.padding, (std::array<int64_t, 2>{1, 1}));  // one value stands for both
+  // Every op's attributes are declared once: names are unique per op.
+  for (int i = 0; i < kNumOps; ++i) {
+    std::set<std::string> names;
+    for (const auto& s : attr_specs(Op(i))) EXPECT_TRUE(names.insert(s.name).second) << op_info(Op(i)).name;
+  }
 }
 
 TEST(IR, TextErrorsNameTheLine) {

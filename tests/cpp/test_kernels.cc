@@ -568,9 +568,9 @@ void check_sdpa(int64_t B, int64_t H, int64_t Hk, int64_t L, int64_t S, int64_t 
   else in.push_back(in[0]);
   std::vector<float> got(size_t(B * H * L * Ev), 7.0f), want(got.size(), -7.0f);
   std::vector<TensorRef> out = {{got.data(), DType::f32, dims(H, L, Ev)}};
-  run_sdpa(KernelCtx{n, in, out});
+  run_node(n, in, out);
   out[0].data = want.data();
-  ref_sdpa(KernelCtx{n, in, out});
+  ref_sdpa(prepare_node(n, in, out).ctx(n, in, out));
   for (size_t i = 0; i < got.size(); ++i) {
     if (std::isnan(want[i])) {
       ASSERT_TRUE(std::isnan(got[i])) << "at " << i;
@@ -631,7 +631,7 @@ TEST(Kernels, SdpaFullyMaskedRowsAreNaN) {
   n.set_int("has_mask", 1);
   std::vector<float> o(size_t(L * E));
   std::vector<TensorRef> out = {{o.data(), DType::f32, {1, 1, L, E}}};
-  run_sdpa(KernelCtx{n, in, out});
+  run_node(n, in, out);
   for (int64_t i = 0; i < L; ++i)
     for (int64_t e = 0; e < E; ++e) EXPECT_EQ(std::isnan(o[size_t(i * E + e)]), i % 3 == 0) << i << "," << e;
 }
@@ -675,7 +675,7 @@ TEST(Kernels, ReduceSumMatchesReference) {
         node.set_ints("dims", std::vector<SymInt>(cs.dims.begin(), cs.dims.end()));
         std::vector<TensorRef> in = {{x.data(), DType::f32, cs.shape}};
         std::vector<TensorRef> out = {{got.data(), DType::f32, oshape}};
-        (mean ? run_reduce_mean : run_reduce_sum)(KernelCtx{node, in, out});
+        run_node(node, in, out);
         for (int64_t o = 0; o < on; ++o) {
           double w = mean ? want[size_t(o)] / double(count) : want[size_t(o)];
           if (std::isnan(w)) {
@@ -745,9 +745,9 @@ TEST(Kernels, MaxPool2dMatchesReference) {
                 std::vector<float> got(size_t(3 * OH * OW), 7.0f), want(got.size(), -7.0f);
                 std::vector<TensorRef> in = {{x.data(), DType::f32, {1, 3, H, W}}};
                 std::vector<TensorRef> out = {{got.data(), DType::f32, {1, 3, OH, OW}}};
-                run_max_pool2d(KernelCtx{n, in, out});
+                run_node(n, in, out);
                 out[0].data = want.data();
-                ref_max_pool2d(KernelCtx{n, in, out});
+                ref_max_pool2d(prepare_node(n, in, out).ctx(n, in, out));
                 for (size_t i = 0; i < got.size(); ++i) {
                   if (std::isnan(want[i])) {
                     ASSERT_TRUE(std::isnan(got[i])) << i;

@@ -62,15 +62,14 @@ struct Attn {
   }
 };
 
-Attn describe(const KernelCtx& c) {
-  const TensorRef &q = c.in[0], &k = c.in[1], &v = c.in[2];
+// The sizes, strides and scale of an sdpa node for these operand shapes (pointers null).
+Attn geometry(const attrs::sdpa& at, const std::vector<TensorRef>& in) {
+  const TensorRef &q = in[0], &k = in[1], &v = in[2];
   Attn a;
-  a.blhe = c.node.i("layout", 0) == 1;
-  a.causal = c.node.i("is_causal", 0) != 0;
-  a.q = q.as<float>();
-  a.k = k.as<float>();
-  a.v = v.as<float>();
-  a.o = c.out[0].as<float>();
+  a.q = a.k = a.v = nullptr;
+  a.o = nullptr;
+  a.blhe = at.layout == SdpaLayout::kBLHE;
+  a.causal = at.is_causal;
   a.B = q.shape[0];
   a.H = q.shape[a.blhe ? 2 : 1];
   a.L = q.shape[a.blhe ? 1 : 2];
@@ -83,15 +82,32 @@ Attn describe(const KernelCtx& c) {
   a.k_rs = a.blhe ? a.Hk * a.E : a.E;
   a.v_rs = a.blhe ? a.Hk * a.Ev : a.Ev;
   a.o_rs = a.blhe ? a.H * a.Ev : a.Ev;
-  a.scale = c.node.has("scale") ? float(c.node.f("scale")) : 1.0f / std::sqrt(float(a.E));
-  if (c.node.i("has_mask", 0) != 0) {
-    a.mask = &c.in[3];
-    std::vector<int64_t> cs = contiguous_strides(a.mask->shape);
-    int off = 4 - a.mask->rank();
-    for (int d = 0; d < a.mask->rank(); ++d) a.ms[off + d] = a.mask->shape[size_t(d)] == 1 ? 0 : cs[size_t(d)];
+  a.scale = at.scale ? float(*at.scale) : 1.0f / std::sqrt(float(a.E));
+  if (at.has_mask) {
+    const TensorRef& m = in[3];
+    std::vector<int64_t> cs = contiguous_strides(m.shape);
+    int off = 4 - m.rank();
+    for (int d = 0; d < m.rank(); ++d) a.ms[off + d] = m.shape[size_t(d)] == 1 ? 0 : cs[size_t(d)];
   }
   return a;
 }
+
+// `a` with this call's operands.
+Attn bind(Attn a, const KernelCtx& c) {
+  a.q = c.in[0].as<float>();
+  a.k = c.in[1].as<float>();
+  a.v = c.in[2].as<float>();
+  a.o = c.out[0].as<float>();
+  if (c.a<attrs::sdpa>().has_mask) a.mask = &c.in[3];
+  return a;
+}
+
+// What prepare_sdpa chose: the geometry, and the tiled kernel from one micro-kernel's
+// worth of query rows (sgemm's ISA choice) or, for fewer queries (decode), whole score rows.
+struct SdpaState {
+  enum Path : uint8_t { kRows, kTiledAvx2, kTiledAvx512 } path = kRows;
+  Attn geom;
+};
 
 // ---- rows path: a few queries, whole score rows, K and V streamed by sgemm ----
 void attention_rows(const Attn& a) {
@@ -289,24 +305,37 @@ __attribute__((target("avx512f,prefer-vector-width=512"))) void block_avx512(con
 
 }  // namespace
 
+void prepare_sdpa(const PrepareCtx& c, PreparedOp* p) {
+  auto s = std::make_shared<SdpaState>();
+  s->geom = geometry(c.a<attrs::sdpa>(), c.in);
+  s->path = SdpaState::kRows;
+#if defined(__x86_64__)
+  if (std::strcmp(sgemm_isa(), "avx512") == 0) {
+    if (s->geom.L >= 8) s->path = SdpaState::kTiledAvx512;
+  } else
+#endif
+  if (s->geom.L >= 6) {
+    s->path = SdpaState::kTiledAvx2;
+  }
+  p->state = std::move(s);
+}
+
 void run_sdpa(const KernelCtx& c) {
   if (c.out[0].numel() == 0) return;
-  Attn a = describe(c);
-  // The tiled path from one micro-kernel's worth of query rows (sgemm's ISA choice).
+  const auto& s = c.st<SdpaState>();
+  Attn a = bind(s.geom, c);
+  switch (s.path) {
 #if defined(__x86_64__)
-  static const bool avx512 = std::strcmp(sgemm_isa(), "avx512") == 0;  // sgemm's run-time choice
-  if (avx512) {
-    if (a.L >= 8) return attention_tiled<8, 32>(a, block_avx512);
-    return attention_rows(a);
-  }
+    case SdpaState::kTiledAvx512: return attention_tiled<8, 32>(a, block_avx512);
 #endif
-  if (a.L >= 6) return attention_tiled<6, 16>(a, block_avx2);
-  attention_rows(a);
+    case SdpaState::kTiledAvx2: return attention_tiled<6, 16>(a, block_avx2);
+    default: return attention_rows(a);
+  }
 }
 
 void ref_sdpa(const KernelCtx& c) {
   if (c.out[0].numel() == 0) return;
-  Attn a = describe(c);
+  Attn a = bind(geometry(c.a<attrs::sdpa>(), c.in), c);
   std::vector<double> p(size_t(a.S));
   for (int64_t b = 0; b < a.B; ++b)
     for (int64_t h = 0; h < a.H; ++h) {

@@ -199,7 +199,7 @@ ZENITH_FLOAT_UNARY(FLOAT_UNARY)
 
 void run_gelu(const KernelCtx& c) {
   // Lambdas, not function pointers, so the maps inline and vectorize.
-  if (c.node.i("approximate", 0)) unary_map<float>(c.in[0], c.out[0], [](float x) { return gelu_tanh(x); });
+  if (c.a<attrs::gelu>().approximate == GeluApprox::kTanh) unary_map<float>(c.in[0], c.out[0], [](float x) { return gelu_tanh(x); });
   else unary_map<float>(c.in[0], c.out[0], [](float x) { return gelu_exact(x); });
 }
 
@@ -234,8 +234,9 @@ void run_ceil(const KernelCtx& c) {
   else std::memcpy(c.out[0].data, c.in[0].data, size_t(c.in[0].numel()) * dtype_size(c.in[0].dtype));
 }
 void run_clamp(const KernelCtx& c) {
-  bool has_lo = c.node.has("min"), has_hi = c.node.has("max");
-  double lo = c.node.f("min", 0), hi = c.node.f("max", 0);
+  const auto& a = c.a<attrs::clamp>();
+  bool has_lo = a.min.has_value(), has_hi = a.max.has_value();
+  double lo = a.min.value_or(0), hi = a.max.value_or(0);
   dispatch_numeric(c.in[0].dtype, "clamp", [&](auto t) {
     using T = decltype(t);
     if constexpr (!std::is_same_v<T, bool>) {
@@ -361,7 +362,7 @@ ARITH(minimum, minimum_f(a, b), a < b ? a : b)
 #undef ARITH
 
 void run_div(const KernelCtx& c) {
-  int64_t mode = c.node.i("rounding", 0);
+  int64_t mode = int64_t(c.a<attrs::div>().rounding);  // Rounding: 0 true, 1 floor, 2 trunc
   dispatch_numeric(c.in[0].dtype, "div", [&](auto t) {
     using T = decltype(t);
     if constexpr (std::is_same_v<T, float>) {
@@ -525,28 +526,13 @@ void run_step(const FusedProgram::Step& st, const float* a, const float* b, floa
 }
 }  // namespace
 
-bool fusable_elementwise(Op op) {
-  switch (op) {
-#define CASE(name, expr) case Op::name:
-    ZENITH_FLOAT_UNARY(CASE)
-    ZENITH_FLOAT_BINARY(CASE)
-#undef CASE
-    case Op::neg:
-    case Op::abs:
-    case Op::relu:
-    case Op::gelu:
-    case Op::pow: return true;
-    default: return false;
-  }
-}
-
 void run_fused(const KernelCtx& c) {
   TensorRef& o = c.out[0];
   int64_t numel = o.numel();
   if (numel == 0) return;
   FusedProgram prog;
   prog.n_in = int(c.in.size());
-  std::vector<int64_t> code = c.node.const_ints("program");
+  const std::vector<int64_t>& code = c.a<attrs::fused>().program;
   ZENITH_CHECK(!code.empty() && code.size() % 4 == 0, "fused: malformed program");
   for (size_t k = 0; k < code.size(); k += 4) {
     FusedProgram::Step st{Op(code[k]), int(code[k + 1]), int(code[k + 2]), code[k + 3], NAN};

@@ -1,6 +1,6 @@
 // Single-precision GEMM (packed panels + a 6x16 register-tile micro-kernel written
 // with GCC vector extensions, so it compiles to AVX2/FMA, SSE or NEON as built) and
-// the ops built on it: matmul, addmm, conv2d (im2col). Attention is in attention.cc.
+// the ops built on it: matmul and addmm. Convolution is in conv2d.cc, attention in attention.cc.
 // ref_sgemm is the scalar reference the tests hold sgemm to.
 #include <algorithm>
 #include <cmath>
@@ -600,7 +600,7 @@ PackedOperand make_packed(PackedOperand::Side side, int64_t rows, int64_t cols, 
 // Whether the blocked driver packs each panel of B once for M x N: it does unless
 // threads own B's columns and A is taller than one L2 block of rows (each block then
 // packs B's panels again). Producing B panel by panel (GemmBSource) pays only then.
-static bool packs_b_once(int64_t M, int64_t N) {
+bool sgemm_packs_b_once(int64_t M, int64_t N) {
   int64_t mpanels = (M + isa().mr - 1) / isa().mr, npanels = (std::min(N, NC) + isa().nr - 1) / isa().nr;
   return !owns_columns(mpanels, npanels) || row_blocks(mpanels, panels_in_half_l2(isa().mr)) == 1;
 }
@@ -617,6 +617,11 @@ bool conv2d_pixel_rows(int64_t images, int64_t groups, int64_t cols, bool winogr
 }
 
 const char* sgemm_isa() { return isa().name; }
+
+void sgemm_epilogue_block(const GemmEpilogue& ep, float* c, int64_t ldc, int64_t m0, int64_t n0, int64_t mr,
+                          int64_t nr) {
+  apply_epilogue(ep, c, ldc, m0, n0, mr, nr);
+}
 
 bool sgemm_reads_packed(int64_t M, int64_t b_rs, int64_t b_cs) {
   return !skinny(M, b_rs, b_cs) && !weight_in_place(M, b_rs, b_cs);
@@ -687,14 +692,51 @@ void sgemm_b_source(int64_t M, int64_t N, int64_t K, const float* a, int64_t a_r
   isa().driver(M, N, K, 1.0f, a, a_rs, a_cs, nullptr, 0, 0, c, ldc, false, pa, nullptr, &b, ep);
 }
 
+// ---- matmul and addmm: prepared once per plan ----
+namespace {
+// What prepare_matmul / prepare_addmm chose: the sizes and strides of each GEMM (matmul
+// loops over batch dims), as the kernel reads the operands.
+struct GemmState {
+  int64_t M, N, K;
+  GemmStrides st;
+};
+std::shared_ptr<const PackedOperand> pack_gemm_b(const void* state, const void* src) {
+  const auto& s = *static_cast<const GemmState*>(state);
+  return std::make_shared<const PackedOperand>(
+      sgemm_pack_b(s.K, s.N, static_cast<const float*>(src), s.st.b_rs, s.st.b_cs));
+}
+// B (input `slot`) is offered packed when it is a float32 matrix that sgemm's blocked
+// driver would pack on every call at these sizes (few rows stream B in place instead).
+void prepare_gemm(const PrepareCtx& c, PreparedOp* p, int slot, bool ta, bool tb, int64_t M, int64_t N, int64_t K) {
+  auto s = std::make_shared<GemmState>(GemmState{M, N, K, gemm_strides(ta, tb, M, N, K)});
+  const TensorRef& b = c.in[size_t(slot)];
+  if (b.rank() == 2 && b.dtype == DType::f32 && c.out[0].dtype == DType::f32 &&
+      sgemm_reads_packed(M, s->st.b_rs, s->st.b_cs))
+    p->weight = WeightPack{slot, {int64_t(PackedOperand::kB), K, N, s->st.b_rs, s->st.b_cs}, pack_gemm_b};
+  p->state = std::move(s);
+}
+}  // namespace
+
+void prepare_matmul(const PrepareCtx& c, PreparedOp* p) {
+  const auto& at = c.a<attrs::matmul>();
+  const TensorRef &a = c.in[0], &o = c.out[0];
+  int ro = o.rank();
+  prepare_gemm(c, p, 1, at.trans_a, at.trans_b, o.shape[size_t(ro - 2)], o.shape[size_t(ro - 1)],
+               a.shape[size_t(a.rank() - (at.trans_a ? 2 : 1))]);
+}
+
+void prepare_addmm(const PrepareCtx& c, PreparedOp* p) {
+  const auto& at = c.a<attrs::addmm>();
+  prepare_gemm(c, p, 2, at.trans_a, at.trans_b, c.out[0].shape[0], c.out[0].shape[1], c.in[1].shape[at.trans_a ? 0 : 1]);
+}
+
 // ---- matmul: a[..., M, K] @ b[..., K, N] with broadcast batch dims ----
 void run_matmul(const KernelCtx& c) {
   const TensorRef &a = c.in[0], &b = c.in[1];
   TensorRef& o = c.out[0];
-  int ro = o.rank();
-  bool ta = c.node.i("trans_a", 0) != 0, tb = c.node.i("trans_b", 0) != 0;
-  int64_t M = o.shape[size_t(ro - 2)], N = o.shape[size_t(ro - 1)], K = a.shape[size_t(a.rank() - (ta ? 2 : 1))];
-  GemmStrides st = gemm_strides(ta, tb, M, N, K);
+  const auto& gs = c.st<GemmState>();
+  const int64_t M = gs.M, N = gs.N, K = gs.K;
+  const GemmStrides& st = gs.st;
   std::vector<int64_t> batch(o.shape.begin(), o.shape.end() - 2);
   int64_t nb = 1;
   for (int64_t d : batch) nb *= d;
@@ -730,15 +772,16 @@ void run_matmul(const KernelCtx& c) {
 void run_addmm(const KernelCtx& c) {
   const TensorRef &bias = c.in[0], &a = c.in[1], &b = c.in[2];
   TensorRef& o = c.out[0];
-  bool ta = c.node.i("trans_a", 0) != 0, tb = c.node.i("trans_b", 0) != 0;
-  int64_t M = o.shape[0], N = o.shape[1], K = a.shape[ta ? 0 : 1];
-  float alpha = float(c.node.f("alpha", 1.0)), beta = float(c.node.f("beta", 1.0));
+  const auto& at = c.a<attrs::addmm>();
+  const auto& gs = c.st<GemmState>();
+  const int64_t M = gs.M, N = gs.N, K = gs.K;
+  float alpha = float(at.alpha), beta = float(at.beta);
   float* po = o.as<float>();
   const float* pb = bias.as<float>();
   int64_t br = bias.rank() == 2 ? bias.shape[0] : 1;
   int64_t bc = bias.rank() >= 1 ? bias.shape[size_t(bias.rank() - 1)] : 1;
   GemmEpilogue ep;
-  ep.act = Activation(c.node.i("activation", 0));  // fused activation, if any
+  ep.act = at.activation;  // fused activation, if any
   // One bias value per column (nn.Linear's) at beta 1 is the epilogue's column shift,
   // added to each tile once its sum is complete. Any other bias (per row and column, a
   // scalar, beta != 1) is broadcast into the output first, the product added on top.
@@ -760,347 +803,9 @@ void run_addmm(const KernelCtx& c) {
       }
     });
   }
-  GemmStrides st = gemm_strides(ta, tb, M, N, K);
+  const GemmStrides& st = gs.st;
   sgemm(M, N, K, alpha, a.as<float>(), st.a_rs, st.a_cs, b.as<float>(), st.b_rs, st.b_cs, po, N, !col_bias,
         c.packed, &ep);
-}
-
-// ---- conv2d: implicit GEMM per image and group; depthwise has a direct loop ----
-
-namespace {
-// The im2col matrix of one image and group (rows: input channel, kernel row, kernel
-// column; columns: output pixels) as a GemmBSource: the driver asks for one packed
-// panel at a time and gets it built from the image, so the matrix is never written out
-// whole (at 56 x 56 with 64 channels it is 7 MiB, read back once more to be packed).
-struct ConvColumns {
-  const float* x;  // the image's first channel of this group
-  int64_t H, W, KH, KW, OW, sh, sw, ph, pw, dh, dw;
-
-  static void pack(const void* self, int64_t k0, int64_t kc, int64_t n0, int64_t nr, int64_t nr_max, float* dst) {
-    const auto& g = *static_cast<const ConvColumns*>(self);
-    // The panel's columns as runs along one output row each: run r covers columns
-    // [j0[r], j0[r + 1]) of the panel, whose windows start at image row ih0[r] and
-    // columns iw0[r], iw0[r] + sw, ... So a row of the panel is, per run, a strided
-    // copy of one image row, clipped at the image's edges (zeros: the padding).
-    ZENITH_CHECK(nr_max <= 64, "conv2d: panel wider than 64 columns");
-    int64_t j0[65], ih0[64], iw0[64], runs = 0;
-    for (int64_t j = 0; j < nr;) {
-      int64_t oh = (n0 + j) / g.OW, ow = (n0 + j) % g.OW;
-      j0[runs] = j;
-      ih0[runs] = oh * g.sh - g.ph;
-      iw0[runs] = ow * g.sw - g.pw;
-      ++runs;
-      j += std::min(nr - j, g.OW - ow);
-    }
-    j0[runs] = nr;
-    int64_t ic = k0 / (g.KH * g.KW), kh = (k0 / g.KW) % g.KH, kw = k0 % g.KW;
-    for (int64_t k = 0; k < kc; ++k) {
-      float* d = dst + k * nr_max;
-      const float* plane = g.x + ic * g.H * g.W;
-      for (int64_t r = 0; r < runs; ++r) {
-        int64_t ih = ih0[r] + kh * g.dh, iw = iw0[r] + kw * g.dw, len = j0[r + 1] - j0[r];
-        float* dr = d + j0[r];
-        if (ih < 0 || ih >= g.H) {
-          std::fill_n(dr, len, 0.0f);
-          continue;
-        }
-        // Columns t in [lo, hi) of the run read the image (0 <= iw + t * sw < W).
-        int64_t lo = iw >= 0 ? 0 : std::min(len, (-iw + g.sw - 1) / g.sw);
-        int64_t hi = std::max(lo, std::min(len, g.W - iw > 0 ? (g.W - iw + g.sw - 1) / g.sw : 0));
-        const float* src = plane + ih * g.W + iw;
-        std::fill_n(dr, lo, 0.0f);
-        if (g.sw == 1)
-          std::memcpy(dr + lo, src + lo, size_t(hi - lo) * sizeof(float));
-        else if (g.sw == 2)  // a constant stride: the loop vectorizes (ResNet's 7x7 / 2 stem)
-          for (int64_t t = lo; t < hi; ++t) dr[t] = src[2 * t];
-        else
-          for (int64_t t = lo; t < hi; ++t) dr[t] = src[t * g.sw];
-        std::fill_n(dr + hi, len - hi, 0.0f);
-      }
-      std::fill_n(d + nr, nr_max - nr, 0.0f);
-      if (++kw == g.KW) {
-        kw = 0;
-        if (++kh == g.KH) {
-          kh = 0;
-          ++ic;
-        }
-      }
-    }
-  }
-};
-}  // namespace
-
-void ref_depthwise_plane(const DepthwiseGeom& g, const float* x, const float* k, float* out) {
-  for (int64_t oh = 0; oh < g.OH; ++oh)
-    for (int64_t ow = 0; ow < g.OW; ++ow) {
-      float s = 0.0f;
-      for (int64_t kh = 0; kh < g.KH; ++kh) {
-        int64_t ih = oh * g.sh - g.ph + kh * g.dh;
-        if (ih < 0 || ih >= g.H) continue;
-        for (int64_t kw = 0; kw < g.KW; ++kw) {
-          int64_t iw = ow * g.sw - g.pw + kw * g.dw;
-          if (iw >= 0 && iw < g.W) s += x[ih * g.W + iw] * k[kh * g.KW + kw];
-        }
-      }
-      out[oh * g.OW + ow] = s;
-    }
-}
-
-namespace {
-// The plane zero-padded to every row and column the windows reach (`rows` x `span`):
-// p[r * span + j] = x[r - ph][j - pw], zero outside x. The loops below then read
-// without bounds checks.
-void pad_plane(const DepthwiseGeom& g, const float* x, float* p, int64_t rows, int64_t span) {
-  const int64_t ncopy = std::max<int64_t>(0, std::min(g.W, span - g.pw)), lead = std::min(g.pw, span);
-  for (int64_t r = 0; r < rows; ++r) {
-    float* d = p + r * span;
-    int64_t ih = r - g.ph;
-    if (ih < 0 || ih >= g.H || ncopy == 0) {
-      std::fill_n(d, span, 0.0f);
-      continue;
-    }
-    std::fill_n(d, lead, 0.0f);
-    std::memcpy(d + lead, x + ih * g.W, size_t(ncopy) * sizeof(float));
-    std::fill_n(d + lead + ncopy, span - lead - ncopy, 0.0f);
-  }
-}
-
-// 3 x 3 (MobileNets' depthwise kernel): the nine taps of a vector of outputs summed in
-// registers, in the reference's order. S: the column stride as a constant (1, 2: the
-// loop vectorizes) or 0 (g.sw at run time).
-template <int S>
-void depthwise_3x3(const DepthwiseGeom& g, const float* p, int64_t span, const float* k, float* out) {
-  const int64_t sw = S > 0 ? S : g.sw, dw = g.dw;
-  const float k0 = k[0], k1 = k[1], k2 = k[2], k3 = k[3], k4 = k[4], k5 = k[5], k6 = k[6], k7 = k[7], k8 = k[8];
-  for (int64_t oh = 0; oh < g.OH; ++oh) {
-    const float* a = p + oh * g.sh * span;
-    const float *b = a + g.dh * span, *c = b + g.dh * span;
-    const float *a1 = a + dw, *a2 = a + 2 * dw, *b1 = b + dw, *b2 = b + 2 * dw, *c1 = c + dw, *c2 = c + 2 * dw;
-    float* o = out + oh * g.OW;
-    for (int64_t ow = 0; ow < g.OW; ++ow) {
-      const int64_t j = sw * ow;
-      o[ow] = k0 * a[j] + k1 * a1[j] + k2 * a2[j] + k3 * b[j] + k4 * b1[j] + k5 * b2[j] + k6 * c[j] + k7 * c1[j] +
-              k8 * c2[j];
-    }
-  }
-}
-
-// Any kernel: each tap adds k * (a strided slice of a padded row) to the output row.
-template <int S>
-void depthwise_taps(const DepthwiseGeom& g, const float* p, int64_t span, const float* k, float* out) {
-  const int64_t sw = S > 0 ? S : g.sw;
-  for (int64_t oh = 0; oh < g.OH; ++oh) {
-    float* o = out + oh * g.OW;
-    std::fill_n(o, g.OW, 0.0f);
-    for (int64_t kh = 0; kh < g.KH; ++kh) {
-      const float* row = p + (oh * g.sh + kh * g.dh) * span;
-      for (int64_t kw = 0; kw < g.KW; ++kw) {
-        const float w = k[kh * g.KW + kw];
-        const float* src = row + kw * g.dw;
-        for (int64_t ow = 0; ow < g.OW; ++ow) o[ow] += w * src[sw * ow];
-      }
-    }
-  }
-}
-
-template <int S>
-void depthwise_strided(const DepthwiseGeom& g, const float* p, int64_t span, const float* k, float* out) {
-  if (g.KH == 3 && g.KW == 3) depthwise_3x3<S>(g, p, span, k, out);
-  else depthwise_taps<S>(g, p, span, k, out);
-}
-}  // namespace
-
-void depthwise_plane(const DepthwiseGeom& g, const float* x, const float* k, float* out) {
-  const int64_t rows = (g.OH - 1) * g.sh + (g.KH - 1) * g.dh + 1, span = (g.OW - 1) * g.sw + (g.KW - 1) * g.dw + 1;
-  thread_local std::vector<float> padded;
-  padded.resize(size_t(rows * span));
-  pad_plane(g, x, padded.data(), rows, span);
-  if (g.sw == 1) depthwise_strided<1>(g, padded.data(), span, k, out);
-  else if (g.sw == 2) depthwise_strided<2>(g, padded.data(), span, k, out);
-  else depthwise_strided<0>(g, padded.data(), span, k, out);
-  if (padded.capacity() > (size_t(1) << 20)) std::vector<float>().swap(padded);  // keep at most 4 MiB per thread
-}
-
-void run_conv2d(const KernelCtx& c) {
-  const TensorRef &x = c.in[0], &w = c.in[1];
-  TensorRef& o = c.out[0];
-  auto st = c.node.const_ints("stride"), pd = c.node.const_ints("padding"), dl = c.node.const_ints("dilation");
-  int64_t G = c.node.i("groups", 1);
-  bool has_bias = c.node.i("has_bias", 0) != 0;
-  int64_t N = x.shape[0], C = x.shape[1], H = x.shape[2], W = x.shape[3];
-  int64_t OC = w.shape[0], ICg = w.shape[1], KH = w.shape[2], KW = w.shape[3];
-  int64_t OH = o.shape[2], OW = o.shape[3];
-  int64_t OCg = OC / G;
-  const float* px = x.as<float>();
-  const float* pw = w.as<float>();
-  float* po = o.as<float>();
-  const float* pb = has_bias ? c.in[2].as<float>() : nullptr;
-  if (o.numel() == 0) return;
-  // The epilogue, per output channel (a row of the GEMM): the bias, a fused inference
-  // batch-norm ((y + bias) * scale + shift = y * scale + (bias * scale + shift)), a
-  // fused residual add (the last input, the output's shape) and a fused activation,
-  // applied by sgemm to each tile as it completes.
-  GemmEpilogue ep;
-  ep.act = Activation(c.node.i("activation", 0));
-  const float* res = c.node.i("has_residual", 0) != 0 ? c.in.back().as<float>() : nullptr;
-  std::vector<float> bn_scale, shift;
-  if (c.node.has("bn_eps")) {
-    float eps = float(c.node.f("bn_eps"));
-    const float *bw = c.in[3].as<float>(), *bb = c.in[4].as<float>(), *mu = c.in[5].as<float>(),
-                *var = c.in[6].as<float>();
-    bn_scale.resize(size_t(OC));
-    shift.resize(size_t(OC));
-    for (int64_t ch = 0; ch < OC; ++ch) {
-      float& t = shift[size_t(ch)];
-      batch_norm_affine(bw[ch], bb[ch], mu[ch], var[ch], eps, &bn_scale[size_t(ch)], &t);
-      if (pb) t += pb[ch] * bn_scale[size_t(ch)];
-    }
-    ep.row_scale = bn_scale.data();
-    ep.row_shift = shift.data();
-  } else {
-    ep.row_shift = pb;
-  }
-  const int64_t cols = OH * OW;
-  // The epilogue of image n's output channels [g * OCg, (g + 1) * OCg), rows 0.. of
-  // group g's GEMM (its residual rows are that image's channels, `cols` apart).
-  auto group_epilogue = [&](int64_t n, int64_t g) {
-    GemmEpilogue e = ep;
-    if (e.row_scale) e.row_scale += g * OCg;
-    if (e.row_shift) e.row_shift += g * OCg;
-    if (res) {
-      e.residual = res + (n * OC + g * OCg) * cols;
-      e.ld_residual = cols;
-    }
-    return e;
-  };
-  bool depthwise = G == C && ICg == 1 && OCg == 1;
-  if (depthwise) {
-    const DepthwiseGeom dg{H, W, KH, KW, OH, OW, st[0], st[1], pd[0], pd[1], dl[0], dl[1]};
-    parallel_for(N * C, 1, [&](int64_t lo, int64_t hi) {
-      for (int64_t nc = lo; nc < hi; ++nc) {
-        int64_t n = nc / C, ch = nc % C;
-        float* oi = po + (n * OC + ch) * OH * OW;
-        depthwise_plane(dg, px + (n * C + ch) * H * W, pw + ch * KH * KW, oi);
-        GemmEpilogue e = group_epilogue(n, 0);  // the channel as one row of image n's epilogue
-        if (!e.empty()) apply_epilogue(e, oi, OH * OW, ch, 0, 1, OH * OW);
-      }
-    });
-    return;
-  }
-  bool pointwise = KH == 1 && KW == 1 && st[0] == 1 && st[1] == 1 && pd[0] == 0 && pd[1] == 0;
-  int64_t rows = ICg * KH * KW;
-  // Columns of image n, group g (rows x cols, row stride ld) into dst: im2col.
-  auto im2col = [&](int64_t n, int64_t g, float* dst_all, int64_t ld) {
-    const float* xg = px + (n * C + g * ICg) * H * W;
-    parallel_for(rows, 1, [&](int64_t lo, int64_t hi) {
-      for (int64_t row = lo; row < hi; ++row) {
-        int64_t ic = row / (KH * KW), kh = (row / KW) % KH, kw = row % KW;
-        float* dst = dst_all + row * ld;
-        if (pointwise) {
-          std::memcpy(dst, xg + ic * H * W, size_t(cols) * sizeof(float));
-          continue;
-        }
-        for (int64_t oh = 0; oh < OH; ++oh) {
-          int64_t ih = oh * st[0] - pd[0] + kh * dl[0];
-          float* d = dst + oh * OW;
-          if (ih < 0 || ih >= H) {
-            std::fill_n(d, OW, 0.0f);
-            continue;
-          }
-          const float* src = xg + (ic * H + ih) * W;
-          for (int64_t ow = 0; ow < OW; ++ow) {
-            int64_t iw = ow * st[1] - pd[1] + kw * dl[1];
-            d[ow] = (iw >= 0 && iw < W) ? src[iw] : 0.0f;
-          }
-        }
-      }
-    });
-  };
-  thread_local AlignedBuf col_buf, out_buf;  // reused across calls: no allocation or zero-fill per conv
-  // 3x3 stride-1 same-padding convs on maps of 49+ pixels with enough channels run
-  // as Winograd F(2x2, 3x3), image by image: 2.25x fewer multiplies; smaller maps waste
-  // tiles. The runtime keeps such a conv's constant filters transformed (kWinograd);
-  // other convs' constant filters come packed as the GEMM's A.
-  const bool winograd = conv2d_uses_winograd(G, KH, KW, st, pd, dl, C, H, W, OC);
-  const PackedOperand* filters = c.packed && c.packed->side == PackedOperand::kWinograd ? c.packed : nullptr;
-  const PackedOperand* packed_a = c.packed && c.packed->side == PackedOperand::kA ? c.packed : nullptr;
-  // Filters packed as B (W^T): the runtime chose pixels as rows (conv2d_pixel_rows).
-  const PackedOperand* packed_wt = c.packed && c.packed->side == PackedOperand::kB ? c.packed : nullptr;
-  // Small feature maps (14 x 14, 7 x 7) of a batch run as one GEMM over every image's
-  // columns: a per-image GEMM that narrow wastes panel width and parallelism (256 x 196
-  // x 2304: 139 GFLOP/s; 256 x 1568 x 2304: 191). Costs a copy of the input's columns
-  // and of the output into the (N, OC, OH, OW) layout.
-  if (G == 1 && N > 1 && cols < 512 && !winograd) {
-    int64_t ncols = N * cols;
-    float* col = col_buf.get(size_t(rows * ncols));
-    float* out = out_buf.get(size_t(OC * ncols));
-    for (int64_t n = 0; n < N; ++n) im2col(n, 0, col + n * cols, ncols);
-    // A residual is laid out per image, not as the GEMM's columns: it and the
-    // activation after it are applied while copying out.
-    GemmEpilogue e = ep;
-    if (res) e.act = Activation::kNone;
-    sgemm(OC, ncols, rows, 1.0f, pw, rows, 1, col, ncols, 1, out, ncols, false, packed_a, &e);
-    parallel_for(OC, 1, [&](int64_t lo, int64_t hi) {
-      for (int64_t oc = lo; oc < hi; ++oc) {
-        const float* row = out + oc * ncols;
-        for (int64_t n = 0; n < N; ++n) {
-          float* dst = po + (n * OC + oc) * cols;
-          if (!res) {
-            std::memcpy(dst, row + n * cols, size_t(cols) * sizeof(float));
-            continue;
-          }
-          const float* r = res + (n * OC + oc) * cols;
-          with_activation(ep.act, [&](auto act) {
-            for (int64_t p = 0; p < cols; ++p) dst[p] = act(row[n * cols + p] + r[p]);
-          });
-        }
-      }
-    });
-    col_buf.trim(size_t(16) << 20);
-    out_buf.trim(size_t(16) << 20);
-    return;
-  }
-  for (int64_t n = 0; n < N; ++n)
-    for (int64_t g = 0; g < G; ++g) {
-      const float* xg = px + (n * C + g * ICg) * H * W;
-      float* og = po + (n * OC + g * OCg) * cols;
-      GemmEpilogue eg = group_epilogue(n, g);
-      if (winograd) {
-        conv3x3_winograd(xg, C, H, W, pw, OC, og, eg, filters);
-        continue;
-      }
-      if (packed_wt) {
-        // Pixels as rows: C^T [cols x OC] = columns^T W^T, then written transposed into
-        // the output with the epilogue per output channel (a few hundred KiB, in L2).
-        const float* B = xg;
-        if (!pointwise) {
-          float* col = col_buf.get(size_t(rows * cols));
-          im2col(n, g, col, cols);
-          B = col;
-        }
-        float* ct = out_buf.get(size_t(cols * OC));
-        sgemm(cols, OC, rows, 1.0f, B, 1, cols, pw, 1, rows, ct, OC, false, packed_wt, nullptr);
-        parallel_for(OC, 16, [&](int64_t lo, int64_t hi) {
-          transpose_block(ct + lo, OC, og + lo * cols, cols, cols, hi - lo);
-          if (!eg.empty()) apply_epilogue(eg, og + lo * cols, cols, lo, 0, hi - lo, cols);
-        });
-        continue;
-      }
-      const PackedOperand* packed = G == 1 ? packed_a : nullptr;
-      if (pointwise || !packs_b_once(OCg, cols)) {  // B in memory: the image as it is, or its im2col
-        const float* B = xg;
-        if (!pointwise) {
-          float* col = col_buf.get(size_t(rows * cols));
-          im2col(n, g, col, cols);
-          B = col;
-        }
-        sgemm(OCg, cols, rows, 1.0f, pw + g * OCg * rows, rows, 1, B, cols, 1, og, cols, false, packed, &eg);
-        continue;
-      }
-      ConvColumns cc{xg, H, W, KH, KW, OW, st[0], st[1], pd[0], pd[1], dl[0], dl[1]};
-      sgemm_b_source(OCg, cols, rows, pw + g * OCg * rows, rows, 1, GemmBSource{ConvColumns::pack, &cc}, og, cols,
-                     packed, &eg);
-    }
 }
 
 }  // namespace zenith

@@ -1,15 +1,26 @@
-// The kernel table, generated from ops.def.
+// The kernel table, generated from ops.def, and the prepare step every node goes
+// through once per plan.
 #include "zenith/kernels/kernels.h"
 
 namespace zenith {
 
 namespace {
 const KernelFn kKernels[] = {
-#define OP(name, nin, nout, traits) run_##name,
+#define OP(name, nin, nout, traits, attrs) run_##name,
 #include "zenith/ops.def"
 #undef OP
 };
 static_assert(sizeof(kKernels) / sizeof(kKernels[0]) == size_t(Op::kCount), "kernel table and op table disagree");
+
+PrepareFn prepare_for(Op op) {
+  switch (op) {
+    case Op::matmul: return prepare_matmul;
+    case Op::addmm: return prepare_addmm;
+    case Op::conv2d: return prepare_conv2d;
+    case Op::sdpa: return prepare_sdpa;
+    default: return nullptr;
+  }
+}
 }  // namespace
 
 KernelFn kernel_for(Op op) {
@@ -17,15 +28,17 @@ KernelFn kernel_for(Op op) {
   return kKernels[size_t(op)];
 }
 
-bool kernel_is_dtype_generic(Op op) {
-  switch (op) {
-    case Op::reshape: case Op::copy: case Op::permute: case Op::expand: case Op::slice: case Op::cat:
-    case Op::pad: case Op::embedding: case Op::index_select: case Op::gather: case Op::index: case Op::tril: case Op::constant:
-    case Op::full: case Op::where: case Op::cast:
-      return true;
-    default:
-      return false;
-  }
+PreparedOp prepare_node(const Node& n, const std::vector<TensorRef>& in, const std::vector<TensorRef>& out) {
+  PreparedOp p;
+  p.run = kernel_for(n.op);
+  p.attrs = decode_attrs(n);
+  if (PrepareFn f = prepare_for(n.op)) f(PrepareCtx{n, p.attrs.get(), in, out}, &p);
+  return p;
+}
+
+void run_node(const Node& n, const std::vector<TensorRef>& in, std::vector<TensorRef>& out) {
+  PreparedOp p = prepare_node(n, in, out);
+  if (p.run) p.run(p.ctx(n, in, out));
 }
 
 }  // namespace zenith

@@ -1,13 +1,19 @@
-// Kernel interface. A kernel reads its node's attributes (already resolved to
-// constants by the runtime) and dense row-major input/output buffers. Every kernel
-// is found through the op table (kernel_for); each fast kernel has a plain scalar
-// reference beside it in the same file (ref_*) that the tests compare against.
+// Kernel interface. An operator has a life cycle: once per plan (shapes known) it is
+// prepared -- its attributes decoded into the op's typed struct (attrs.h), and, for
+// the ops with a prepare_<op>, the kernel's own choice of algorithm made and the
+// packing of a constant weight described -- then run on every call over dense
+// row-major buffers. The runtime never guesses what a kernel will do: it keeps what
+// prepare returned and hands it back. Every kernel is found through the op table
+// (kernel_for); each fast kernel has a plain scalar reference beside it in the same
+// file (ref_*) that the tests compare against.
 #pragma once
 #include <cmath>
 #include <cstdint>
 #include <memory>
 #include <vector>
 
+#include "zenith/attrs.h"
+#include "zenith/error.h"
 #include "zenith/ir.h"
 
 namespace zenith {
@@ -28,21 +34,65 @@ struct TensorRef {
 struct PackedOperand;
 
 struct KernelCtx {
-  const Node& node;  // attributes resolved to constants
+  const Node& node;  // attributes resolved to constants (kernels read `attrs` instead)
   const std::vector<TensorRef>& in;
   std::vector<TensorRef>& out;
-  // GEMM-based ops whose weight operand is a constant: that operand, packed once by
-  // the runtime (B of matmul / addmm, A of conv2d).
+  const void* attrs = nullptr;  // the node's attrs::<op>, decoded once per plan
+  const void* state = nullptr;  // what prepare_<op> chose for these shapes, or null
+  // A constant weight packed the way prepare_<op> asked (WeightPack), or null: the
+  // kernel then reads the weight input itself.
   const PackedOperand* packed = nullptr;
+
+  template <class A> const A& a() const {
+    ZENITH_CHECK(node.op == A::op && attrs, op_info(node.op).name, ": kernel read another op's attributes");
+    return *static_cast<const A*>(attrs);
+  }
+  template <class S> const S& st() const {
+    ZENITH_CHECK(state, op_info(node.op).name, ": kernel run without its prepared state");
+    return *static_cast<const S*>(state);
+  }
 };
 
 using KernelFn = void (*)(const KernelCtx&);
 
+// A weight input a prepared kernel reads packed when the caller marks it constant:
+// which input slot, a key naming the packed form (equal keys mean equal bytes, so a
+// copy can be kept across plans), and the function making it from the input's data.
+struct WeightPack {
+  int slot = -1;  // -1: the kernel reads no packed weight
+  std::vector<int64_t> key;
+  std::shared_ptr<const PackedOperand> (*pack)(const void* state, const void* src) = nullptr;
+};
+
+// What prepare_<op> sees: the node (attributes resolved), its typed attributes, and
+// its operands' dtypes and shapes (no data).
+struct PrepareCtx {
+  const Node& node;
+  const void* attrs;
+  const std::vector<TensorRef>& in;
+  const std::vector<TensorRef>& out;
+  template <class A> const A& a() const { return *static_cast<const A*>(attrs); }
+};
+// A node prepared for one set of shapes.
+struct PreparedOp {
+  KernelFn run = nullptr;  // null: no kernel work (reshape, constant)
+  AttrsPtr attrs;
+  std::shared_ptr<const void> state;  // the kernel's own choices; opaque to the runtime
+  WeightPack weight;
+  KernelCtx ctx(const Node& n, const std::vector<TensorRef>& in, std::vector<TensorRef>& out,
+                const PackedOperand* packed = nullptr) const {
+    return KernelCtx{n, in, out, attrs.get(), state.get(), packed};
+  }
+};
+using PrepareFn = void (*)(const PrepareCtx&, PreparedOp*);
+
+// Prepares `n` (symbols resolved) for operands of these dtypes and shapes.
+PreparedOp prepare_node(const Node& n, const std::vector<TensorRef>& in, const std::vector<TensorRef>& out);
+// Prepares and runs once (tests, constant folding): no packed weight.
+void run_node(const Node& n, const std::vector<TensorRef>& in, std::vector<TensorRef>& out);
+
 // The kernel for `op`, or nullptr for ops without kernel work (reshape, constant).
 KernelFn kernel_for(Op op);
-// True if the op's kernel handles every dtype itself (data movement); other ops run
-// float16/bfloat16 values through float32 (the runtime converts around them).
-bool kernel_is_dtype_generic(Op op);
 
 // ---- GEMM, used by matmul, addmm, conv2d and sdpa ----
 // C[m, n] = alpha * sum_k A(m, k) B(k, n) + (accumulate ? C[m, n] : 0), with A(m, k) at
@@ -73,19 +123,6 @@ struct GemmStrides {
 inline GemmStrides gemm_strides(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K) {
   return {trans_a ? 1 : K, trans_a ? M : 1, trans_b ? 1 : N, trans_b ? K : 1};
 }
-// Activations a producer may apply to its output in place (a fused epilogue); the
-// code is the `activation` attribute of addmm. Same math as the standalone ops.
-enum class Activation : int64_t {
-  kNone = 0,
-  kRelu = 1,
-  kGelu = 2,
-  kGeluTanh = 3,
-  kSilu = 4,
-  kTanh = 5,
-  kRelu6 = 6,  // clamp(x, 0, 6): MobileNet V2's ReLU6
-  kHardswish = 7,
-  kHardsigmoid = 8,
-};
 // What sgemm does to each output value once its sum is complete:
 //   C[m, n] = act(sum * row_scale[m] + row_shift[m] + col_shift[n] + residual[m * ld_residual + n])
 // (a null pointer: scale 1, shift 0, no residual), where sum includes C's old value when
@@ -131,16 +168,23 @@ PackedOperand conv3x3_winograd_pack(int64_t OC, int64_t C, const float* w);
 // Whether conv2d runs a convolution with these parameters through conv3x3_winograd: 3x3,
 // stride 1, padding 1, no dilation or groups, maps of 49 pixels (7 x 7) and 64 channels (in and
 // out) up; below that the transforms cost more than the multiplies they save.
-bool conv2d_uses_winograd(int64_t groups, int64_t KH, int64_t KW, const std::vector<int64_t>& stride,
-                          const std::vector<int64_t>& padding, const std::vector<int64_t>& dilation, int64_t C,
+bool conv2d_uses_winograd(int64_t groups, int64_t KH, int64_t KW, const std::array<int64_t, 2>& stride,
+                          const std::array<int64_t, 2>& padding, const std::array<int64_t, 2>& dilation, int64_t C,
                           int64_t H, int64_t W, int64_t OC);
 // Whether conv2d computes an ungrouped convolution of one image with `cols` output
 // pixels as C^T = columns^T W^T: pixels as the micro-kernel's rows, output channels as
 // its column panels, the filters packed as B (W^T). It does where pixels padded to the
 // column panels' width waste much more than padded to the row tile (AVX-512, 7 x 7
-// maps: 49 columns compute 64, 49 rows compute 56). The runtime packs such a conv's
-// constant filters as B (sgemm_pack_b of W^T); conv2d takes this path only then.
+// maps: 49 columns compute 64, 49 rows compute 56); prepare_conv2d then asks for
+// constant filters packed as B (sgemm_pack_b of W^T).
 bool conv2d_pixel_rows(int64_t images, int64_t groups, int64_t cols, bool winograd);
+// Whether sgemm's blocked driver packs each panel of B once for M x N (so producing B
+// panel by panel, a GemmBSource, costs no repeated work).
+bool sgemm_packs_b_once(int64_t M, int64_t N);
+// The GEMM epilogue applied to an mr x nr block of C at c whose first value is
+// C[m0, n0] (paths that finish C outside the driver: depthwise, transposed results).
+void sgemm_epilogue_block(const GemmEpilogue& ep, float* c, int64_t ldc, int64_t m0, int64_t n0, int64_t mr,
+                          int64_t nr);
 // The micro-kernel sgemm runs on this machine: "avx512" or "avx2" (chosen at run
 // time; ZENITH_NO_AVX512=1 forces the AVX2 one).
 const char* sgemm_isa();
@@ -156,9 +200,6 @@ struct DepthwiseGeom {
 };
 void depthwise_plane(const DepthwiseGeom& g, const float* x, const float* k, float* out);
 void ref_depthwise_plane(const DepthwiseGeom& g, const float* x, const float* k, float* out);
-
-// Ops run_fused can run as a step: float32 elementwise ops (fuse_elementwise asks).
-bool fusable_elementwise(Op op);
 
 // Scalar reference of run_sdpa (attention.cc), same node and operands; sums in double.
 void ref_sdpa(const KernelCtx& c);
@@ -180,8 +221,13 @@ void strided_copy(void* dst, const void* src, size_t elem, const std::vector<int
 std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& shape);
 
 // Per-op kernels, declared for the table in kernels.cc.
-#define OP(name, nin, nout, traits) void run_##name(const KernelCtx&);
+#define OP(name, nin, nout, traits, attrs) void run_##name(const KernelCtx&);
 #include "zenith/ops.def"
 #undef OP
+// The ops that choose their algorithm once per plan (the rest only decode attributes).
+void prepare_matmul(const PrepareCtx&, PreparedOp*);
+void prepare_addmm(const PrepareCtx&, PreparedOp*);
+void prepare_conv2d(const PrepareCtx&, PreparedOp*);
+void prepare_sdpa(const PrepareCtx&, PreparedOp*);
 
 }  // namespace zenith

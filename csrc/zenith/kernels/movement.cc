@@ -57,7 +57,7 @@ void run_copy(const KernelCtx& c) {
 
 void run_permute(const KernelCtx& c) {
   const TensorRef& x = c.in[0];
-  auto perm = c.node.const_ints("perm");
+  const auto& perm = c.a<attrs::permute>().perm;
   std::vector<int64_t> cs = contiguous_strides(x.shape), st;
   for (int64_t p : perm) st.push_back(cs[size_t(p < 0 ? p + x.rank() : p)]);
   strided_copy(c.out[0].data, x.data, dtype_size(x.dtype), c.out[0].shape, st);
@@ -74,9 +74,10 @@ void run_expand(const KernelCtx& c) {
 
 void run_slice(const KernelCtx& c) {
   const TensorRef& x = c.in[0];
-  int64_t d = c.node.i("dim");
+  const auto& a = c.a<attrs::slice>();
+  int64_t d = a.dim;
   if (d < 0) d += x.rank();
-  int64_t L = x.shape[size_t(d)], start = c.node.i("start"), step = c.node.i("step", 1);
+  int64_t L = x.shape[size_t(d)], start = a.start.at(0), step = a.step;
   if (start < 0) start += L;
   start = std::clamp<int64_t>(start, 0, L);
   std::vector<int64_t> st = contiguous_strides(x.shape);
@@ -87,7 +88,7 @@ void run_slice(const KernelCtx& c) {
 
 void run_cat(const KernelCtx& c) {
   TensorRef& o = c.out[0];
-  int64_t d = c.node.i("dim");
+  int64_t d = c.a<attrs::cat>().dim;
   if (d < 0) d += o.rank();
   size_t es = dtype_size(o.dtype);
   int64_t outer = 1;
@@ -121,8 +122,9 @@ void fill_value(void* dst, DType dt, int64_t n, double v) {
 void run_pad(const KernelCtx& c) {
   const TensorRef& x = c.in[0];
   TensorRef& o = c.out[0];
-  auto pad = c.node.const_ints("pad");
-  fill_value(o.data, o.dtype, o.numel(), c.node.f("value", 0.0));
+  const auto& a = c.a<attrs::pad>();
+  const auto& pad = a.pad;
+  fill_value(o.data, o.dtype, o.numel(), a.value);
   size_t es = dtype_size(x.dtype);
   int r = x.rank();
   // The overlap of input and output, per dim (negative pads crop).
@@ -185,7 +187,7 @@ void run_embedding(const KernelCtx& c) {
 
 void run_index_select(const KernelCtx& c) {
   const TensorRef &x = c.in[0], &idx = c.in[1];
-  int64_t d = c.node.i("dim");
+  int64_t d = c.a<attrs::index_select>().dim;
   if (d < 0) d += std::max(x.rank(), 1);
   int64_t outer = 1, inner = 1;
   for (int64_t i = 0; i < d; ++i) outer *= x.shape[size_t(i)];
@@ -205,7 +207,7 @@ void run_index_select(const KernelCtx& c) {
 
 void run_gather(const KernelCtx& c) {
   const TensorRef &x = c.in[0], &idx = c.in[1];
-  int64_t d = c.node.i("dim");
+  int64_t d = c.a<attrs::gather>().dim;
   if (d < 0) d += x.rank();
   size_t es = dtype_size(x.dtype);
   std::vector<int64_t> xs = contiguous_strides(x.shape);
@@ -233,7 +235,7 @@ void run_gather(const KernelCtx& c) {
 void run_index(const KernelCtx& c) {
   const TensorRef& x = c.in[0];
   TensorRef& o = c.out[0];
-  auto dims = c.node.const_ints("dims");
+  const auto& dims = c.a<attrs::index>().dims;
   size_t k = dims.size();
   bool adjacent = true;
   for (size_t i = 1; i < k; ++i) adjacent = adjacent && dims[i] == dims[i - 1] + 1;
@@ -305,8 +307,8 @@ void run_index(const KernelCtx& c) {
 
 void run_tril(const KernelCtx& c) {
   const TensorRef& x = c.in[0];
-  int64_t diag = c.node.i("diagonal", 0);
-  bool upper = c.node.i("upper", 0) != 0;
+  int64_t diag = c.a<attrs::tril>().diagonal;
+  bool upper = c.a<attrs::tril>().upper;
   int64_t R = x.shape[size_t(x.rank() - 2)], C = x.shape[size_t(x.rank() - 1)];
   size_t es = dtype_size(x.dtype);
   int64_t mats = (R * C != 0) ? x.numel() / (R * C) : 0;
@@ -322,11 +324,11 @@ void run_tril(const KernelCtx& c) {
       }
 }
 
-void run_full(const KernelCtx& c) { fill_value(c.out[0].data, c.out[0].dtype, c.out[0].numel(), c.node.f("value")); }
+void run_full(const KernelCtx& c) { fill_value(c.out[0].data, c.out[0].dtype, c.out[0].numel(), c.a<attrs::full>().value); }
 
 void run_arange(const KernelCtx& c) {
   TensorRef& o = c.out[0];
-  double start = c.node.f("start"), step = c.node.f("step");
+  double start = c.a<attrs::arange>().start, step = c.a<attrs::arange>().step;
   int64_t n = o.numel();
   switch (o.dtype) {
     case DType::i64:
@@ -359,11 +361,11 @@ PoolGeom geom(const TensorRef& x, const TensorRef& o) {
 }
 
 struct MaxPoolParams {
-  std::vector<int64_t> k, st, pd, dl;
+  std::array<int64_t, 2> k, st, pd, dl;
 };
 MaxPoolParams max_pool_params(const KernelCtx& c) {
-  return {c.node.const_ints("kernel"), c.node.const_ints("stride"), c.node.const_ints("padding"),
-          c.node.has("dilation") ? c.node.const_ints("dilation") : std::vector<int64_t>{1, 1}};
+  const auto& a = c.a<attrs::max_pool2d>();
+  return {a.kernel, a.stride, a.padding, a.dilation};
 }
 // The kernel rows (kh0 <= kh < kh1) of output row oh that lie inside the input.
 void pool_rows(const MaxPoolParams& q, int64_t oh, int64_t H, int64_t* kh0, int64_t* kh1) {
@@ -464,8 +466,9 @@ void run_max_pool2d(const KernelCtx& c) {
 void run_avg_pool2d(const KernelCtx& c) {
   const TensorRef& x = c.in[0];
   PoolGeom g = geom(x, c.out[0]);
-  auto k = c.node.const_ints("kernel"), st = c.node.const_ints("stride"), pd = c.node.const_ints("padding");
-  bool include_pad = c.node.i("count_include_pad", 1) != 0;
+  const auto& a = c.a<attrs::avg_pool2d>();
+  const auto &k = a.kernel, &st = a.stride, &pd = a.padding;
+  bool include_pad = a.count_include_pad;
   for (int64_t p = 0; p < g.planes; ++p) {
     const float* xi = x.as<float>() + p * g.H * g.W;
     float* oi = c.out[0].as<float>() + p * g.OH * g.OW;

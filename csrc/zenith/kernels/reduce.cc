@@ -170,11 +170,10 @@ void reduce_typed(const TensorRef& x, TensorRef& out, const std::vector<bool>& m
   }
 }
 
-void run_reduce(const KernelCtx& c, RKind k) {
+void run_reduce(const KernelCtx& c, RKind k, const std::vector<int64_t>& dims) {
   const TensorRef& x = c.in[0];
   int r = x.rank();
   std::vector<bool> mask(size_t(r), false);
-  std::vector<int64_t> dims = c.node.const_ints("dims");
   if (dims.empty()) std::fill(mask.begin(), mask.end(), true);
   for (int64_t d : dims)
     if (r > 0) mask[size_t(d < 0 ? d + r : d)] = true;  // a 0-d tensor (dim 0 or -1) has no dim to reduce
@@ -221,19 +220,19 @@ void run_reduce(const KernelCtx& c, RKind k) {
 
 }  // namespace
 
-void run_reduce_sum(const KernelCtx& c) { run_reduce(c, RKind::kSum); }
-void run_reduce_mean(const KernelCtx& c) { run_reduce(c, RKind::kMean); }
-void run_reduce_max(const KernelCtx& c) { run_reduce(c, RKind::kMax); }
-void run_reduce_min(const KernelCtx& c) { run_reduce(c, RKind::kMin); }
-void run_reduce_prod(const KernelCtx& c) { run_reduce(c, RKind::kProd); }
+void run_reduce_sum(const KernelCtx& c) { run_reduce(c, RKind::kSum, c.a<attrs::reduce_sum>().dims); }
+void run_reduce_mean(const KernelCtx& c) { run_reduce(c, RKind::kMean, c.a<attrs::reduce_mean>().dims); }
+void run_reduce_max(const KernelCtx& c) { run_reduce(c, RKind::kMax, c.a<attrs::reduce_max>().dims); }
+void run_reduce_min(const KernelCtx& c) { run_reduce(c, RKind::kMin, c.a<attrs::reduce_min>().dims); }
+void run_reduce_prod(const KernelCtx& c) { run_reduce(c, RKind::kProd, c.a<attrs::reduce_prod>().dims); }
 
 void run_argmax(const KernelCtx& c) {
   const TensorRef& x = c.in[0];
   if (c.out[0].numel() == 0) return;  // another dim is 0: an empty result, as in torch
   ZENITH_CHECK(x.numel() > 0, "argmax: empty input");
   Split s;
-  if (c.node.has("dim")) {
-    int64_t d = c.node.i("dim");
+  if (const auto& dim = c.a<attrs::argmax>().dim) {
+    int64_t d = *dim;
     if (d < 0) d += std::max(x.rank(), 1);
     s = x.rank() == 0 ? Split{} : split_at(x.shape, int(d), int(d) + 1);
   } else {
@@ -270,7 +269,7 @@ void run_argmax(const KernelCtx& c) {
 
 void run_cumsum(const KernelCtx& c) {
   const TensorRef& x = c.in[0];
-  int64_t d = c.node.i("dim");
+  int64_t d = c.a<attrs::cumsum>().dim;
   if (d < 0) d += std::max(x.rank(), 1);
   Split s = x.rank() == 0 ? Split{} : split_at(x.shape, int(d), int(d) + 1);
   auto body = [&](auto t) {
@@ -295,9 +294,8 @@ void run_cumsum(const KernelCtx& c) {
 
 // ---- softmax ----
 namespace {
-void softmax_impl(const KernelCtx& c, bool log) {
+void softmax_impl(const KernelCtx& c, bool log, int64_t d) {
   const TensorRef& x = c.in[0];
-  int64_t d = c.node.i("dim");
   if (d < 0) d += std::max(x.rank(), 1);
   Split s = x.rank() == 0 ? Split{} : split_at(x.shape, int(d), int(d) + 1);
   const float* p = x.as<float>();
@@ -338,8 +336,8 @@ void softmax_impl(const KernelCtx& c, bool log) {
 }
 }  // namespace
 
-void run_softmax(const KernelCtx& c) { softmax_impl(c, false); }
-void run_log_softmax(const KernelCtx& c) { softmax_impl(c, true); }
+void run_softmax(const KernelCtx& c) { softmax_impl(c, false, c.a<attrs::softmax>().dim); }
+void run_log_softmax(const KernelCtx& c) { softmax_impl(c, true, c.a<attrs::log_softmax>().dim); }
 
 // ---- normalization ----
 namespace {
@@ -359,8 +357,9 @@ double lane_sum(int64_t n, F f) {
 
 void run_layer_norm(const KernelCtx& c) {
   const TensorRef& x = c.in[0];
-  int64_t k = c.node.i("normalized_ndim");
-  float eps = float(c.node.f("eps"));
+  const auto& a = c.a<attrs::layer_norm>();
+  int64_t k = a.normalized_ndim;
+  float eps = float(a.eps);
   int64_t n = 1;
   for (int64_t d = x.rank() - k; d < x.rank(); ++d) n *= x.shape[size_t(d)];
   int64_t rows = n ? x.numel() / n : 0;
@@ -397,8 +396,9 @@ void run_layer_norm(const KernelCtx& c) {
 
 void run_rms_norm(const KernelCtx& c) {
   const TensorRef& x = c.in[0];
-  int64_t k = c.node.i("normalized_ndim");
-  float eps = float(c.node.f("eps"));
+  const auto& a = c.a<attrs::rms_norm>();
+  int64_t k = a.normalized_ndim;
+  float eps = float(a.eps);
   int64_t n = 1;
   for (int64_t d = x.rank() - k; d < x.rank(); ++d) n *= x.shape[size_t(d)];
   int64_t rows = n ? x.numel() / n : 0;
@@ -415,7 +415,7 @@ void run_rms_norm(const KernelCtx& c) {
 
 void run_batch_norm(const KernelCtx& c) {
   const TensorRef& x = c.in[0];
-  float eps = float(c.node.f("eps"));
+  float eps = float(c.a<attrs::batch_norm>().eps);
   int64_t N = x.shape[0], C = x.shape[1];
   if (N * C == 0) return;
   int64_t inner = x.numel() / (N * C);

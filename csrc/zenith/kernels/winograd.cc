@@ -45,13 +45,13 @@ void transform_filters(int64_t OC, int64_t C, const float* w, float* U) {
 }
 }  // namespace
 
-bool conv2d_uses_winograd(int64_t groups, int64_t KH, int64_t KW, const std::vector<int64_t>& stride,
-                          const std::vector<int64_t>& padding, const std::vector<int64_t>& dilation, int64_t C,
+bool conv2d_uses_winograd(int64_t groups, int64_t KH, int64_t KW, const std::array<int64_t, 2>& stride,
+                          const std::array<int64_t, 2>& padding, const std::array<int64_t, 2>& dilation, int64_t C,
                           int64_t H, int64_t W, int64_t OC) {
   static const bool off = std::getenv("ZENITH_NO_WINOGRAD") != nullptr;
-  return !off && groups == 1 && KH == 3 && KW == 3 && stride == std::vector<int64_t>{1, 1} &&
-         padding == std::vector<int64_t>{1, 1} && dilation == std::vector<int64_t>{1, 1} && H * W >= 49 &&
-         C >= 64 && OC >= 64;
+  const std::array<int64_t, 2> one{1, 1};
+  return !off && groups == 1 && KH == 3 && KW == 3 && stride == one && padding == one && dilation == one &&
+         H * W >= 49 && C >= 64 && OC >= 64;
 }
 
 PackedOperand conv3x3_winograd_pack(int64_t OC, int64_t C, const float* w) {

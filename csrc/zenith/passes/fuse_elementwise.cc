@@ -17,7 +17,7 @@ namespace zenith {
 
 namespace {
 bool candidate(const Graph& g, const Node& n) {
-  if (!fusable_elementwise(n.op) || n.outputs.size() != 1 || g.type(n.outputs[0]).dtype != DType::f32) return false;
+  if (!has_trait(n.op, kFusable) || n.outputs.size() != 1 || g.type(n.outputs[0]).dtype != DType::f32) return false;
   if (n.op == Op::div && n.i("rounding", 0) != 0) return false;
   for (int v : n.inputs)
     if (g.type(v).dtype != DType::f32) return false;
