@@ -74,6 +74,7 @@ MemoryPlan plan_memory(const Graph& g, const std::vector<std::vector<int64_t>>& 
     std::vector<std::pair<size_t, size_t>> busy;
     for (int pi : placed) {
       const Storage& p = st[size_t(pi)];
+      // Inclusive at both ends: a node reads its inputs while it writes its outputs.
       if (p.first <= s.last && s.first <= p.last) busy.push_back({p.offset, p.offset + arena_align_up(p.bytes)});
     }
     std::sort(busy.begin(), busy.end());

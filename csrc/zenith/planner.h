@@ -24,20 +24,39 @@ struct Storage {
     kConst,   // a constant node's data, used in place
     kOutput,  // a buffer of its own per call, handed to the caller
   } kind = kArena;
-  size_t bytes = 0;   // size of the value (not rounded up to the alignment)
+  // Size in bytes of the value that owns the storage (its reshapes have the same
+  // size); not rounded up: the arena slot is arena_align_up(bytes), and 0 for an
+  // empty value takes no arena bytes at all.
+  size_t bytes = 0;
   size_t offset = 0;  // kArena only: byte offset in the arena, a multiple of kArenaAlign
   int index = -1;     // kInput: graph input position; kConst: node index; kOutput: output buffer slot
-  int first = -1;     // node that writes it (kArena/kOutput: its producer)
-  int last = -1;      // last node that reads it, directly or through an alias of it
+  // The lifetime [first, last], both ends inclusive, in node indices. A value read
+  // by node i overlaps the outputs of node i, so a node never writes over its own
+  // inputs (kernels read inputs while writing outputs).
+  int first = -1;  // kArena/kOutput: the node that writes it; kInput/kConst: -1
+  int last = -1;   // the last node that reads it, directly or through an alias of it;
+                   // == first if nothing reads it; kInput/kConst: -1 if nothing reads it
 };
 
 struct MemoryPlan {
-  std::vector<int> storage_of;      // per value id: index into storages
+  // Per value id: index into `storages`; values with the same index are aliases of
+  // one another. -1 for a value no node defines (passes leave dead values behind).
+  std::vector<int> storage_of;
+  // The graph inputs' storages, in input order, then one per constant and per output
+  // of a non-alias node, in node order.
   std::vector<Storage> storages;
-  std::vector<int> output_storage;  // per graph output: index into storages
-  size_t arena_bytes = 0;           // the arena's size: the highest offset + size placed
-  size_t arena_unshared_bytes = 0;  // what the arena values would take with no reuse
-  int num_output_buffers = 0;       // kOutput storages
+  // Per graph output, in g.outputs order: index into `storages` (an output listed
+  // twice, or beside a reshape of it, repeats the index: one buffer).
+  std::vector<int> output_storage;
+  // The arena's size: the highest offset + aligned size placed (a multiple of
+  // kArenaAlign; 0 when nothing lives in the arena).
+  size_t arena_bytes = 0;
+  // The sum of the aligned sizes of the kArena storages: the arena with no reuse
+  // (Executable::planned_reused_bytes is the difference).
+  size_t arena_unshared_bytes = 0;
+  // The number of kOutput storages; their `index`es are 0..n-1 in the order their
+  // values first appear in g.outputs.
+  int num_output_buffers = 0;
 };
 
 // Plans `g` for the concrete shapes `shapes` (per value id). Outputs that are graph
