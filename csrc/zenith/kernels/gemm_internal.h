@@ -271,7 +271,8 @@ using RowsMicroKernel = void (*)(int64_t, const float*, int64_t, const float*, f
 #include "zenith/kernels/gemm_ukernels.def"
 #undef GEMM_UKERNEL
 
-// The list as data, for choosing kernels at compile time (gemm_ukernel).
+// The list as data, for choosing kernels at compile time (gemm_ukernel) and listing
+// them at run time (gemm_ukernels(), gemm_ukernels.h).
 struct GemmUkernelDef {
   const char* name;
   GemmIsa isa;
