@@ -23,6 +23,16 @@ const std::vector<GemmUkernelInfo>& gemm_ukernels() {
   return list;
 }
 
+size_t gemm_ukernel_index(const std::string& name) {
+  const auto& list = gemm_ukernels();
+  std::string known;
+  for (size_t i = 0; i < list.size(); ++i) {
+    if (name == list[i].name) return i;
+    known += (i ? ", " : "") + std::string(list[i].name);
+  }
+  fail("unknown gemm micro-kernel '", name, "'; known: ", known);
+}
+
 namespace {
 std::shared_ptr<float> zeroed(int64_t n) {
   size_t bytes = (size_t(std::max<int64_t>(n, 1)) * sizeof(float) + 63) / 64 * 64;

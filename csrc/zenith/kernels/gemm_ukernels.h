@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 namespace zenith {
@@ -21,6 +22,8 @@ struct GemmUkernelInfo {
 
 // Every micro-kernel built into this library, in gemm_ukernels.def's order.
 const std::vector<GemmUkernelInfo>& gemm_ukernels();
+// The index of the kernel with this name; throws naming the known ones.
+size_t gemm_ukernel_index(const std::string& name);
 
 // C (+)= A @ B (M x N x K; A, B and C row-major with leading dimensions lda, ldb,
 // ldc) computed by one micro-kernel of the list alone, on the calling thread, k in
@@ -34,6 +37,8 @@ class GemmUkernelCase {
                   int64_t ldb, int64_t kc = 256);
   void run(float* c, int64_t ldc, bool accumulate) const;
   const GemmUkernelInfo& kernel() const { return gemm_ukernels()[kernel_]; }
+  int64_t rows() const { return M_; }  // C's
+  int64_t cols() const { return N_; }
 
  private:
   size_t kernel_;
