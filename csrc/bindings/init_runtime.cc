@@ -1,11 +1,14 @@
 // Bindings for compiling a graph into an Executable and calling it. Tensors cross
 // without copies in both directions (DLPack); the GIL is released while kernels run.
+#include <algorithm>
+
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
 #include "convert.h"
 #include "zenith/runtime.h"
+#include "zenith/kernels/gemm_ukernels.h"
 #include "zenith/kernels/kernels.h"
 #include "zenith/threadpool.h"
 
@@ -35,6 +38,54 @@ void init_runtime(nb::module_& m) {
   m.def("set_num_threads", &set_num_threads, "Size of Zenith's kernel thread pool.");
   m.def("num_threads", &num_threads);
   m.def("sgemm_isa", &sgemm_isa, "The SGEMM micro-kernel chosen for this CPU.");
+  m.def(
+      "gemm_ukernels",
+      [] {
+        nb::list l;
+        for (const GemmUkernelInfo& u : gemm_ukernels()) {
+          nb::dict d;
+          d["name"] = u.name;
+          d["isa"] = u.isa;
+          d["mr"] = u.mr;
+          d["nr"] = u.nr;
+          d["a"] = u.a_rows ? "rows" : "packed";
+          d["ka"] = u.ka;
+          d["kb"] = u.kb;
+          d["supported"] = u.supported;
+          l.append(d);
+        }
+        return l;
+      },
+      "The f32 GEMM micro-kernels (gemm_ukernels.def), each a dict: name, isa, mr, nr (its tile), "
+      "a ('packed' or 'rows': how it reads A), ka, kb (panel widths), supported (this CPU runs it).");
+  using Matrix = nb::ndarray<const float, nb::ndim<2>, nb::device::cpu>;
+  using OutMatrix = nb::ndarray<float, nb::ndim<2>, nb::device::cpu>;
+  nb::class_<GemmUkernelCase>(m, "GemmUkernelCase",
+                              "C = A @ B by one GEMM micro-kernel alone, on the calling thread, with A and B "
+                              "copied into its layouts when made; run() computes C.")
+      .def(
+          "__init__",
+          [](GemmUkernelCase* self, const std::string& name, const Matrix& a, const Matrix& b, int64_t kc) {
+            if ((a.shape(1) > 1 && a.stride(1) != 1) || (b.shape(1) > 1 && b.stride(1) != 1))
+              fail("GemmUkernelCase: A and B need contiguous rows");
+            if (a.shape(1) != b.shape(0))
+              fail("GemmUkernelCase: A is ", a.shape(0), "x", a.shape(1), ", B ", b.shape(0), "x", b.shape(1));
+            new (self) GemmUkernelCase(gemm_ukernel_index(name), int64_t(a.shape(0)), int64_t(b.shape(1)),
+                                       int64_t(a.shape(1)), a.data(), std::max<int64_t>(a.stride(0), a.shape(1)),
+                                       b.data(), std::max<int64_t>(b.stride(0), b.shape(1)), kc);
+          },
+          nb::arg("name"), nb::arg("a"), nb::arg("b"), nb::arg("kc") = 256)
+      .def(
+          "run",
+          [](const GemmUkernelCase& g, OutMatrix c, bool accumulate) {
+            if (int64_t(c.shape(0)) != g.rows() || int64_t(c.shape(1)) != g.cols())
+              fail("GemmUkernelCase.run: C is ", c.shape(0), "x", c.shape(1), ", A @ B ", g.rows(), "x", g.cols());
+            if (c.shape(1) > 1 && c.stride(1) != 1) fail("GemmUkernelCase.run: C needs contiguous rows");
+            nb::gil_scoped_release nogil;
+            g.run(c.data(), std::max<int64_t>(c.stride(0), c.shape(1)), accumulate);
+          },
+          nb::arg("c"), nb::arg("accumulate") = false,
+          "Writes A @ B into c (or adds it, accumulate=True); c must have A's rows and B's columns.");
   m.def("profile_enable", &profile_enable);
   m.def("profile_reset", &profile_reset);
   m.def("profile_snapshot", [] {

@@ -6,11 +6,13 @@
 #include <cstdlib>
 #include <string>
 #include <random>
+#include <set>
 #include <stdexcept>
 #include <tuple>
 #include <utility>
 
 #include "zenith/error.h"
+#include "zenith/kernels/gemm_ukernels.h"
 #include "zenith/kernels/kernels.h"
 #include "zenith/kernels/vmath.h"
 #include "zenith/threadpool.h"
@@ -31,6 +33,51 @@ TEST(Kernels, SgemmIsaIsReported) {
   std::string isa = sgemm_isa();
   EXPECT_TRUE(isa == "avx2" || isa == "avx512") << isa;
   if (std::getenv("ZENITH_NO_AVX512")) EXPECT_EQ(isa, "avx2");
+}
+
+// Every micro-kernel of gemm_ukernels.def on its own (GemmUkernelCase: one kernel over
+// the whole product) against ref_sgemm: row and column counts around the tile (tails
+// in M and N, several panels), k in blocks of 16 and of 256 (a short last block),
+// leading dimensions wider than the matrices, C overwritten and accumulated. A
+// kernel whose ISA this CPU lacks is skipped, by name.
+class GemmUkernels : public ::testing::TestWithParam<size_t> {};
+
+TEST_P(GemmUkernels, MatchesReferenceOverOddShapesTailsAndStrides) {
+  const GemmUkernelInfo& u = gemm_ukernels()[GetParam()];
+  if (!u.supported) GTEST_SKIP() << u.name << " needs " << u.isa << ", which this CPU lacks";
+  unsigned seed = 1;
+  for (int64_t M : {int64_t(1), u.mr - 1, u.mr, u.mr + 1, 2 * u.mr + 3})
+    for (int64_t N : {int64_t(1), u.nr - 1, u.nr, u.nr + 1, 2 * u.nr + 5})
+      for (int64_t K : {0, 1, 7, 37, 300})
+        for (int64_t kc : {16, 256})
+          for (bool acc : {false, true}) {
+            int64_t lda = K + 3, ldb = N + 5, ldc = N + 2;
+            auto a = randn(size_t(M * lda), seed++), b = randn(size_t(K * ldb), seed++);
+            auto c = randn(size_t(M * ldc), seed++);
+            auto r = c;
+            GemmUkernelCase(GetParam(), M, N, K, a.data(), lda, b.data(), ldb, kc).run(c.data(), ldc, acc);
+            ref_sgemm(M, N, K, 1.0f, a.data(), lda, 1, b.data(), ldb, 1, r.data(), ldc, acc);
+            for (int64_t i = 0; i < M; ++i)
+              for (int64_t j = 0; j < ldc; ++j)  // past column N: C's padding, untouched
+                ASSERT_NEAR(c[size_t(i * ldc + j)], r[size_t(i * ldc + j)], 1e-4f * std::sqrt(float(K + 1)) * 4)
+                    << u.name << " " << M << "x" << N << "x" << K << " kc " << kc << (acc ? " accumulate" : "")
+                    << " at " << i << "," << j;
+          }
+}
+
+INSTANTIATE_TEST_SUITE_P(Listed, GemmUkernels, ::testing::Range(size_t(0), gemm_ukernels().size()),
+                         [](const ::testing::TestParamInfo<size_t>& p) { return gemm_ukernels()[p.param].name; });
+
+TEST(Kernels, GemmUkernelListNamesItsTiles) {
+  // Names say dtype, op, tile and ISA; every ISA sgemm can choose has kernels listed.
+  std::set<std::string> names, isas;
+  for (const GemmUkernelInfo& u : gemm_ukernels()) {
+    std::string tile = "f32_gemm_" + std::to_string(u.mr) + "x" + std::to_string(u.nr) + "__" + u.isa;
+    EXPECT_EQ(std::string(u.name).rfind(tile, 0), 0u) << u.name;
+    EXPECT_TRUE(names.insert(u.name).second) << "listed twice: " << u.name;
+    isas.insert(u.isa);
+  }
+  EXPECT_TRUE(isas.count(sgemm_isa())) << sgemm_isa();
 }
 
 TEST(Kernels, SgemmMatchesReferenceOnOddShapes) {

@@ -293,13 +293,13 @@ void attention_tiled(const Attn& a, BlockFn block) {
 }
 
 void block_avx2(const Attn& a, const float* packed, int64_t t, BlockScratch& s) {
-  attend_block<6, 16, uk_f32_gemm_6x16_avx2<>, uk_f32_gemm_6x16_avx2<16>>(a, packed, t, s);
+  attend_block<6, 16, f32_gemm_6x16__avx2, f32_gemm_6x16__avx2_ka16>(a, packed, t, s);
 }
 
 #if defined(__x86_64__)
 __attribute__((target("avx512f,prefer-vector-width=512"))) void block_avx512(const Attn& a, const float* packed, int64_t t,
                                                      BlockScratch& s) {
-  attend_block<8, 32, uk_f32_gemm_avx512<8, 2>, uk_f32_gemm_avx512<8, 2, 32>>(a, packed, t, s);
+  attend_block<8, 32, f32_gemm_8x32__avx512, f32_gemm_8x32__avx512_ka32>(a, packed, t, s);
 }
 #endif
 

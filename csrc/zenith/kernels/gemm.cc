@@ -1,6 +1,6 @@
-// Single-precision GEMM (packed panels + a 6x16 register-tile micro-kernel written
-// with GCC vector extensions, so it compiles to AVX2/FMA, SSE or NEON as built) and
-// the ops built on it: matmul and addmm. Convolution is in conv2d.cc, attention in attention.cc.
+// Single-precision GEMM (packed panels + the register-tile micro-kernels of
+// gemm_ukernels.def, chosen at run time) and the ops built on it: matmul and addmm.
+// Convolution is in conv2d.cc, attention in attention.cc.
 // ref_sgemm is the scalar reference the tests hold sgemm to.
 #include <algorithm>
 #include <cmath>
@@ -545,18 +545,24 @@ struct Isa {
   WeightRowsDriver weight_rows = nullptr;
 };
 
+// sgemm on ISA I: the ISA's tile (its first row in gemm_ukernels.def) and the list's
+// kernels for that tile: full and half width, A packed or read in place.
+template <GemmIsa I>
+Isa isa_of() {
+  constexpr int MR = gemm_main_ukernel(I).mr, NR = gemm_main_ukernel(I).nr;
+  constexpr MicroKernel full = gemm_ukernel(I, MR, NR, GemmA::packed, MR, NR).packed;
+  constexpr MicroKernel half = gemm_ukernel(I, MR, NR / 2, GemmA::packed, MR, NR).packed;
+  constexpr RowsMicroKernel rows = gemm_ukernel(I, MR, NR, GemmA::rows, 0, NR).rows;
+  constexpr RowsMicroKernel rows_half = gemm_ukernel(I, MR, NR / 2, GemmA::rows, 0, NR).rows;
+  return {gemm_isa_name(I), MR, NR, sgemm_blocked<MR, NR, full, rows, half, rows_half>, pack_a_whole<MR>,
+          pack_b_whole<NR>, sgemm_weight_rows<MR, NR, rows, rows_half>};
+}
+
 Isa pick_isa() {
 #if defined(__x86_64__)
-  if (!std::getenv("ZENITH_NO_AVX512") && __builtin_cpu_supports("avx512f"))
-    return {"avx512", 8, 32,
-            sgemm_blocked<8, 32, uk_f32_gemm_avx512<8, 2>, uk_f32_gemm_avx512_rows<8, 2>, uk_f32_gemm_avx512<8, 1, 8, 32>,
-                          uk_f32_gemm_avx512_rows<8, 1>>,
-            pack_a_whole<8>, pack_b_whole<32>,
-            sgemm_weight_rows<8, 32, uk_f32_gemm_avx512_rows<8, 2>, uk_f32_gemm_avx512_rows<8, 1>>};
+  if (!std::getenv("ZENITH_NO_AVX512") && gemm_isa_supported(GemmIsa::avx512)) return isa_of<GemmIsa::avx512>();
 #endif
-  return {"avx2", 6, 16, sgemm_blocked<6, 16, uk_f32_gemm_6x16_avx2<>, uk_f32_gemm_6x16_rows_avx2<2>,
-                                       uk_f32_gemm_6x16_avx2<6, 1>, uk_f32_gemm_6x16_rows_avx2<1>>, pack_a_whole<6>, pack_b_whole<16>,
-          sgemm_weight_rows<6, 16, uk_f32_gemm_6x16_rows_avx2<2>, uk_f32_gemm_6x16_rows_avx2<1>>};
+  return isa_of<GemmIsa::avx2>();
 }
 
 const Isa& isa() {

@@ -146,7 +146,7 @@ inline void store_partial(const float (&tmp)[MR][NR], float* c, int64_t ldc, int
     for (int64_t j = 0; j < nr; ++j) c[r * ldc + j] = add ? c[r * ldc + j] + tmp[r][j] : tmp[r][j];
 }
 
-// ---- x86-64-v3 (AVX2 + FMA) micro-kernel: 6 x 16, 12 ymm accumulators ----
+// 8 floats as a GCC vector: the skinny kernels' unit (gemm.cc).
 typedef float v8f __attribute__((vector_size(32)));
 inline v8f load8(const float* p) {
   v8f v;
@@ -155,136 +155,158 @@ inline v8f load8(const float* p) {
 }
 inline void store8(float* p, v8f v) { std::memcpy(p, &v, sizeof v); }
 
-// The 6 x (8 * NV) tile over kc steps of k: A's value for row r at step k is a(k, r)
-// (how A is laid out is the caller's), B's columns at bp + k * 16 (a 16-wide panel;
-// NV = 1 uses its first 8 columns).
-template <int NV = 2, class AAt>
-void uk_6x16_avx2_tile(int64_t kc, AAt a, const float* bp, float* c, int64_t ldc, int64_t mr, int64_t nr, bool add) {
-  constexpr int MR = 6, NR = 8 * NV, KS = 16;
-  v8f acc[MR][NV];
+// ---- The register tile, written once over the vector width ----
+// Every function from here to the kernels is always_inline and written with GCC vector
+// extensions (no intrinsics): each kernel in gemm_ukernels.def is a function with its
+// ISA's target attribute that inlines the tile, so the same source compiles to ymm
+// registers for AVX2 and zmm for AVX-512 (and to SSE or NEON on other builds).
+#define ZENITH_UK_INLINE __attribute__((always_inline)) inline
+
+// L floats in one register: the tile's vector operations. Vectors go in and out by
+// reference: a 16-float vector passed by value to a function compiled without AVX-512
+// has another ABI, which GCC warns about even where every call is inlined. No
+// operation builds a vector from scalars: GCC splits such a 16-float constructor into
+// scalar inserts in a function compiled without AVX-512 (as these are before inlining).
+template <int L>
+struct F32Vec {
+  typedef float V __attribute__((vector_size(4 * L)));
+  static ZENITH_UK_INLINE void load(V& v, const float* p) { std::memcpy(&v, p, sizeof v); }
+  static ZENITH_UK_INLINE void store(float* p, const V& v) { std::memcpy(p, &v, sizeof v); }
+  // acc += x * b, x broadcast to every lane: vbroadcastss (or an FMA's {1to16} operand)
+  // and one FMA (GCC contracts the two; -ffp-contract=fast is its default).
+  static ZENITH_UK_INLINE void fma(V& acc, float x, const V& b) { acc += x * b; }
+};
+
+// The MR x NR tile of C (NR a multiple of L) over kc steps of k, MR * NR / L vector
+// accumulators: A's value for row r at step k is a(k, r) (how A is laid out is the
+// kernel's), B's columns at bp + k * KB (NR < KB: the panel's first NR columns).
+// Every loop over r and v is unrolled so the accumulators stay in registers; the
+// edges (mr < MR or nr < NR) go through a tile in memory.
+template <int L, int MR, int NR, int KB, class AAt>
+ZENITH_UK_INLINE void f32_gemm_tile(int64_t kc, AAt a, const float* bp, float* c, int64_t ldc, int64_t mr,
+                                    int64_t nr, bool add) {
+  using Vec = F32Vec<L>;
+  using V = typename Vec::V;
+  static_assert(NR % L == 0 && NR <= KB, "the tile is whole vectors of B's panel");
+  constexpr int NV = NR / L;
+  V acc[MR][NV];
+#pragma GCC unroll 16
   for (int r = 0; r < MR; ++r)
-    for (int v = 0; v < NV; ++v) acc[r][v] = v8f{};
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) acc[r][v] = V{};
   for (int64_t k = 0; k < kc; ++k) {
-    v8f b[NV];
-    for (int v = 0; v < NV; ++v) b[v] = load8(bp + k * KS + 8 * v);
-#pragma GCC unroll 6
+    V b[NV];
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) Vec::load(b[v], bp + k * KB + L * v);
+#pragma GCC unroll 16
     for (int r = 0; r < MR; ++r) {
-      float x = a(k, r);
-      v8f av = v8f{x, x, x, x, x, x, x, x};
-      for (int v = 0; v < NV; ++v) acc[r][v] += av * b[v];
+      const float x = a(k, r);
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) Vec::fma(acc[r][v], x, b[v]);
     }
   }
   if (mr == MR && nr == NR) {
     for (int r = 0; r < MR; ++r)
       for (int v = 0; v < NV; ++v) {
-        float* cr = c + r * ldc + 8 * v;
-        store8(cr, add ? load8(cr) + acc[r][v] : acc[r][v]);
-      }
-    return;
-  }
-  alignas(64) float tmp[MR][NR];
-  for (int r = 0; r < MR; ++r)
-    for (int v = 0; v < NV; ++v) store8(tmp[r] + 8 * v, acc[r][v]);
-  store_partial<MR, NR>(tmp, c, ldc, mr, nr, add);
-}
-
-// A packed: row r of k at ap[k * KS + r]. KS = 6 is sgemm's packed panel; the
-// attention kernel passes its transposed probability tile (KS = 16 query rows per k).
-// NV = 1: the first 8 columns of B's panel (a last panel with at most 8 columns).
-template <int KS = 6, int NV = 2>
-void uk_f32_gemm_6x16_avx2(int64_t kc, const float* ap, const float* bp, float* c, int64_t ldc, int64_t mr,
-                           int64_t nr, bool add) {
-  uk_6x16_avx2_tile<NV>(kc, [ap](int64_t k, int r) { return ap[k * KS + r]; }, bp, c, ldc, mr, nr, add);
-}
-
-// A read in place: row r at w + r * ldw, contiguous along k (an nn.Linear weight as
-// the left operand of C^T = W X^T). Rows from mr on read row 0 and are not stored, so a
-// last, short panel reads nothing past W. NV = 1: the first 8 columns of B's panel
-// (a last panel of X^T with at most 8 columns).
-template <int NV>
-void uk_f32_gemm_6x16_rows_avx2(int64_t kc, const float* w, int64_t ldw, const float* bp, float* c, int64_t ldc,
-                                int64_t mr, int64_t nr, bool add) {
-  const float* row[6];
-  for (int r = 0; r < 6; ++r) row[r] = w + (r < mr ? r : 0) * ldw;
-  uk_6x16_avx2_tile<NV>(kc, [&row](int64_t k, int r) { return row[r][k]; }, bp, c, ldc, mr, nr, add);
-}
-
-// ---- AVX-512 micro-kernel: MR x (16 * NV), chosen at run time ----
-// Run as 8 x 32 (16 zmm accumulators). 8 x 48 was 1.5x faster in an isolated kernel
-// loop here but made no measurable difference inside BERT or ResNet-50, and pads small
-// column counts (ResNet's 7 x 7 maps: 49 columns) more.
-#if defined(__x86_64__)
-#pragma GCC push_options
-#pragma GCC target("avx512f")
-typedef float v16f __attribute__((vector_size(64)));
-
-// The MR x (16 * NV) tile over kc steps of k: A's value for row r at step k is a(k, r)
-// (how A is laid out is the caller's), B's columns at bp + k * BS (a BS-wide panel; NV
-// = 1 in a 32-wide panel uses its first 16 columns).
-template <int MR, int NV, int BS, class AAt>
-inline void uk_avx512_tile(int64_t kc, AAt a, const float* bp, float* c, int64_t ldc, int64_t mr, int64_t nr,
-                           bool add) {
-  constexpr int NR = 16 * NV;
-  v16f acc[MR][NV];  // every loop over r and v is unrolled so acc stays in registers
-#pragma GCC unroll 16
-  for (int r = 0; r < MR; ++r)
-#pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) acc[r][v] = v16f{};
-  for (int64_t k = 0; k < kc; ++k) {
-    v16f b[NV];
-#pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) std::memcpy(&b[v], bp + k * BS + 16 * v, 64);
-#pragma GCC unroll 16
-    for (int r = 0; r < MR; ++r) {
-      float x = a(k, r);
-      v16f av = v16f{x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x};  // vbroadcastss from memory
-#pragma GCC unroll 4
-      for (int v = 0; v < NV; ++v) acc[r][v] += av * b[v];
-    }
-  }
-  if (mr == MR && nr == NR) {
-    for (int r = 0; r < MR; ++r) {
-      float* cr = c + r * ldc;
-      for (int v = 0; v < NV; ++v) {
-        v16f o = acc[r][v];
+        float* cr = c + r * ldc + L * v;
+        V o = acc[r][v];
         if (add) {
-          v16f old;
-          std::memcpy(&old, cr + 16 * v, 64);
+          V old;
+          Vec::load(old, cr);
           o += old;
         }
-        std::memcpy(cr + 16 * v, &o, 64);
+        Vec::store(cr, o);
       }
-    }
     return;
   }
-  alignas(64) float tmp[MR][NR];
+  V tmp[MR][NV];  // GCC's vector types alias their element type: read back as floats
   for (int r = 0; r < MR; ++r)
-    for (int v = 0; v < NV; ++v) std::memcpy(tmp[r] + 16 * v, &acc[r][v], 64);
-  store_partial<MR, NR>(tmp, c, ldc, mr, nr, add);
+    for (int v = 0; v < NV; ++v) tmp[r][v] = acc[r][v];
+  store_partial<MR, NR>(reinterpret_cast<const float(&)[MR][NR]>(tmp), c, ldc, mr, nr, add);
 }
 
-// A as in the AVX2 kernel: row r of k at ap[k * KS + r]; B's panel BS wide.
-template <int MR, int NV, int KS = MR, int BS = 16 * NV>
-void uk_f32_gemm_avx512(int64_t kc, const float* ap, const float* bp, float* c, int64_t ldc, int64_t mr, int64_t nr,
-                        bool add) {
-  uk_avx512_tile<MR, NV, BS>(kc, [ap](int64_t k, int r) { return ap[k * KS + r]; }, bp, c, ldc, mr, nr, add);
+// ---- The kernels: one function per row of gemm_ukernels.def ----
+enum class GemmIsa { avx2, avx512 };
+enum class GemmA { packed, rows };
+
+constexpr int gemm_lanes(GemmIsa isa) { return isa == GemmIsa::avx512 ? 16 : 8; }
+inline const char* gemm_isa_name(GemmIsa isa) { return isa == GemmIsa::avx512 ? "avx512" : "avx2"; }
+// Whether this CPU runs the ISA's kernels (the x86-64-v3 baseline build assumes AVX2).
+inline bool gemm_isa_supported(GemmIsa isa) {
+#if defined(__x86_64__)
+  if (isa == GemmIsa::avx512) return __builtin_cpu_supports("avx512f");
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#else
+  return isa == GemmIsa::avx2;  // the 8-wide kernels, compiled for this build's vectors
+#endif
 }
 
-// A read in place, as uk_f32_gemm_6x16_rows_avx2: row r at w + r * ldw, contiguous
-// along k; rows from mr on read row 0 and are not stored. B's panel is 32 wide; NV = 1
-// computes its first 16 columns (a last panel with at most 16).
-template <int MR, int NV>
-void uk_f32_gemm_avx512_rows(int64_t kc, const float* w, int64_t ldw, const float* bp, float* c, int64_t ldc,
-                             int64_t mr, int64_t nr, bool add) {
-  const float* row[MR];
-  for (int r = 0; r < MR; ++r) row[r] = w + (r < mr ? r : 0) * ldw;
-  uk_avx512_tile<MR, NV, 32>(kc, [&row](int64_t k, int r) { return row[r][k]; }, bp, c, ldc, mr, nr, add);
-}
-#pragma GCC pop_options
+#if defined(__x86_64__)
+#define ZENITH_UK_TARGET_avx2 __attribute__((target("avx2,fma")))
+#define ZENITH_UK_TARGET_avx512 __attribute__((target("avx512f")))
+#else
+#define ZENITH_UK_TARGET_avx2
 #endif
 
+// A packed kernel: (kc, ap, bp, c, ldc, mr, nr, add); a rows kernel reads A in place:
+// (kc, w, ldw, bp, c, ldc, mr, nr, add). mr <= MR, nr <= NR; add: C += the tile.
 using MicroKernel = void (*)(int64_t, const float*, const float*, float*, int64_t, int64_t, int64_t, bool);
-// A micro-kernel reading A's rows in place (row stride ldw) instead of a packed panel.
 using RowsMicroKernel = void (*)(int64_t, const float*, int64_t, const float*, float*, int64_t, int64_t, int64_t, bool);
+
+#define ZENITH_UK_DEFINE_packed(name, isa, MR, NR, KA, KB)                                                        \
+  ZENITH_UK_TARGET_##isa inline void name(int64_t kc, const float* ap, const float* bp, float* c, int64_t ldc,     \
+                                          int64_t mr, int64_t nr, bool add) {                                    \
+    f32_gemm_tile<gemm_lanes(GemmIsa::isa), MR, NR, KB>(                                                         \
+        kc, [ap](int64_t k, int r) { return ap[k * KA + r]; }, bp, c, ldc, mr, nr, add);                         \
+  }
+#define ZENITH_UK_DEFINE_rows(name, isa, MR, NR, KA, KB)                                                          \
+  ZENITH_UK_TARGET_##isa inline void name(int64_t kc, const float* w, int64_t ldw, const float* bp, float* c,      \
+                                          int64_t ldc, int64_t mr, int64_t nr, bool add) {                       \
+    const float* row[MR];                                                                                        \
+    for (int r = 0; r < MR; ++r) row[r] = w + (r < mr ? r : 0) * ldw;                                            \
+    f32_gemm_tile<gemm_lanes(GemmIsa::isa), MR, NR, KB>(                                                         \
+        kc, [&row](int64_t k, int r) { return row[r][k]; }, bp, c, ldc, mr, nr, add);                            \
+  }
+#define GEMM_UKERNEL(name, isa, MR, NR, a, KA, KB) ZENITH_UK_DEFINE_##a(name, isa, MR, NR, KA, KB)
+#include "zenith/kernels/gemm_ukernels.def"
+#undef GEMM_UKERNEL
+
+// The list as data, for choosing kernels at compile time (gemm_ukernel) and listing
+// them at run time (gemm_ukernels(), gemm_ukernels.h).
+struct GemmUkernelDef {
+  const char* name;
+  GemmIsa isa;
+  int mr, nr;
+  GemmA a;
+  int ka, kb;
+  MicroKernel packed;    // a == packed
+  RowsMicroKernel rows;  // a == rows
+};
+#define ZENITH_UK_PACKED_packed(name) name
+#define ZENITH_UK_PACKED_rows(name) nullptr
+#define ZENITH_UK_ROWS_packed(name) nullptr
+#define ZENITH_UK_ROWS_rows(name) name
+inline constexpr GemmUkernelDef kGemmUkernels[] = {
+#define GEMM_UKERNEL(name, isa, MR, NR, a, KA, KB) \
+  {#name, GemmIsa::isa, MR, NR, GemmA::a, KA, KB, ZENITH_UK_PACKED_##a(name), ZENITH_UK_ROWS_##a(name)},
+#include "zenith/kernels/gemm_ukernels.def"
+#undef GEMM_UKERNEL
+};
+
+// The row of the list with this ISA, tile and layout of A (KA for packed A, KB B's
+// panel width). Used in constant expressions: a kernel the list lacks is a compile error.
+constexpr const GemmUkernelDef& gemm_ukernel(GemmIsa isa, int mr, int nr, GemmA a, int ka, int kb) {
+  for (const GemmUkernelDef& u : kGemmUkernels)
+    if (u.isa == isa && u.mr == mr && u.nr == nr && u.a == a && (a == GemmA::rows || u.ka == ka) && u.kb == kb)
+      return u;
+  throw "gemm_ukernels.def has no such micro-kernel";
+}
+
+// The tile sgemm runs on an ISA: its first row in the list.
+constexpr const GemmUkernelDef& gemm_main_ukernel(GemmIsa isa) {
+  for (const GemmUkernelDef& u : kGemmUkernels)
+    if (u.isa == isa) return u;
+  throw "gemm_ukernels.def has no micro-kernel for this ISA";
+}
 
 }  // namespace zenith::gemm_detail

@@ -155,6 +155,11 @@ def render_table(doc):
                              f"{stats.ratio_text(u.get('throughput_ratio_vs_torch'))}")
             for n, zg, og in report.openblas_fractions(doc):
                 lines.append(f"  {n}^3: zenith {zg:.1f} GFLOP/s = {zg / og:.0%} of OpenBLAS {og:.1f}")
+            shapes, kernels = report.ukernel_table(w)
+            if kernels:
+                lines.append("  micro-kernels alone, 1 thread (GFLOP/s at " + ", ".join(shapes) + "):")
+                lines += [f"    {name:<28} {tile:>5} {isa:<6} {a:<6} " + "  ".join(f"{c:>7}" for c in cells)
+                          + (f"  ({note})" if note else "") for name, tile, isa, a, cells, note in kernels]
             continue
         if w["name"] == "bert-base-memory":
             lines.append(f"bert-base-memory {json.dumps(w['params'])} (peak RSS and first call, each contestant in its own process):")

@@ -139,6 +139,21 @@ def openblas_text(machine_w):
         f"{n}^3 {g:.1f} GFLOP/s" for n, g in sorted(ob["gflops"].items(), key=lambda kv: int(kv[0])))
 
 
+def ukernel_table(w):
+    """The micro-kernel rows of a gemm-sweep: the shapes ("MxNxK"), and per kernel in
+    the list's order (name, tile, ISA, how it reads A, a cell per shape: GFLOP/s or the
+    status, and why a shape did not run or '')."""
+    uk = w.get("ukernels") or {}
+    rows = uk.get("rows", [])
+    out = []
+    for k in uk.get("kernels", []):
+        res = [r["results"].get(k["name"], {}) for r in rows]
+        cells = [f"{x['gflops']:.1f}" if "gflops" in x else x.get("status", "-") for x in res]
+        note = next((x["reason"] for x in res if x.get("reason")), "")
+        out.append((k["name"], f"{k['mr']}x{k['nr']}", k["isa"], k["a"], cells, note))
+    return [f"{r['m']}x{r['n']}x{r['k']}" for r in rows], out
+
+
 def openblas_fractions(doc):
     """(n, Zenith packed GFLOP/s, OpenBLAS GFLOP/s) for the square shapes both measured."""
     ob = next((w.get("openblas") for w in doc["workloads"] if w["name"] == "machine"), None) or {}
@@ -201,6 +216,14 @@ def render_markdown(doc, plots=(), note=None):
             for n, zg, og in openblas_fractions(doc):
                 lines.append(f"\nAt {n}^3 Zenith (packed) runs at {zg:.1f} GFLOP/s, {zg / og:.0%} of OpenBLAS's "
                              f"{og:.1f} (medians; OpenBLAS measured in its own process, see machine).")
+            shapes, kernels = ukernel_table(w)
+            if kernels:
+                lines += ["", "Each GEMM micro-kernel alone (C = A @ B by that kernel only, one thread, operands "
+                          "copied into its layouts beforehand), GFLOP/s:", "",
+                          "| kernel | tile | ISA | A | " + " | ".join(shapes) + " | note |",
+                          "|---" * (5 + len(shapes)) + "|"]
+                lines += [f"| {name} | {tile} | {isa} | {a} | " + " | ".join(cells) + f" | {note} |"
+                          for name, tile, isa, a, cells, note in kernels]
             lines += [""]
             continue
         if w["name"] == "bert-base-memory":

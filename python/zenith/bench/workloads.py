@@ -645,7 +645,44 @@ def gemm_sweep(cfg):
                   f"(unpacked {res['zenith unpacked'].get('gflops', 0):.1f}), "
                   f"torch.mm {res['torch.mm'].get('gflops', 0):.1f}")
     return {"name": "gemm-sweep", "params": {"dtype": "fp32", "shapes": len(rows)},
-            "results": {"zenith": {"status": "skipped", "reason": "see rows"}}, "rows": rows}
+            "results": {"zenith": {"status": "skipped", "reason": "see rows"}}, "rows": rows,
+            "ukernels": ukernel_rows(cfg)}
+
+
+# Shapes for the micro-kernels alone: operands that stay in L2, one with whole tiles
+# of every kernel (6- and 8-row, 8- to 32-column) and one with tails everywhere.
+UKERNEL_SHAPES = [(240, 256, 256), (97, 250, 255)]
+
+
+def ukernel_rows(cfg):
+    """Every GEMM micro-kernel of Zenith's list (`_C.gemm_ukernels()`) alone: C = A @ B
+    by that kernel only, on one thread, with A and B copied into its layouts once
+    (`_C.GemmUkernelCase`), so the time is the register tile's and nothing else. The
+    kernels this CPU runs are timed side by side (interleaved) and checked against
+    torch.mm; the others are listed as skipped."""
+    from zenith import _C
+
+    rows = []
+    for (m, n, k) in cfg.extra.get("ukernel_shapes", UKERNEL_SHAPES):
+        A, B = torch.randn(m, k), torch.randn(k, n)
+        ref = torch.mm(A, B)
+        fns, skipped = {}, {}
+        for u in _C.gemm_ukernels():
+            if not u["supported"]:
+                skipped[u["name"]] = _skip(f"needs {u['isa']}, which this CPU lacks")
+                continue
+            case, C = _C.GemmUkernelCase(u["name"], A, B), torch.empty(m, n)
+            fns[u["name"]] = lambda case=case, C=C: (case.run(C), C)[1]
+        iters = max(5, min(cfg.iterations, int(2e10 / (2 * m * n * k))))
+        res = run_interleaved(Config(iterations=iters, warmup=2, threads=1), fns, lambda fw, out: agreement(ref, out))
+        for r in res.values():
+            if r["status"] == "ok":
+                r["gflops"] = 2 * m * n * k / r["latency"]["median"] / 1e9
+        res.update(skipped)
+        rows.append({"m": m, "n": n, "k": k, "results": {u["name"]: res[u["name"]] for u in _C.gemm_ukernels()}})
+        _say(cfg, f"micro-kernels {m}x{n}x{k}: " + ", ".join(
+            f"{name} {r['gflops']:.1f}" for name, r in res.items() if "gflops" in r) + " GFLOP/s")
+    return {"kernels": _C.gemm_ukernels(), "rows": rows}
 
 
 def machine(cfg):

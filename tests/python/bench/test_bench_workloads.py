@@ -100,7 +100,8 @@ def test_gemm_sweep_checks_every_contestant_and_reports_both_ratios(tmp_path):
     from zenith.bench import cli
 
     shapes = [(1, 37, 19), (7, 5, 130), (64, 64, 64)]
-    w = workloads.gemm_sweep(Config(threads=1, iterations=3, extra={"gemm_shapes": shapes}))
+    w = workloads.gemm_sweep(Config(threads=1, iterations=3, extra={"gemm_shapes": shapes,
+                                                                    "ukernel_shapes": [(13, 37, 19)]}))
     assert [(r["m"], r["n"], r["k"]) for r in w["rows"]] == shapes
     for r in w["rows"]:
         res = r["results"]
@@ -121,6 +122,21 @@ def test_gemm_sweep_checks_every_contestant_and_reports_both_ratios(tmp_path):
     assert "7x5    x130" in cli.render_table(doc) and "of OpenBLAS 2.0" in cli.render_table(doc)
     md = report.render_markdown(doc)
     assert "| 7x5x130 |" in md and "OpenBLAS SGEMM (test" in md and "of OpenBLAS's 2.0" in md
+    # Every micro-kernel of the list has a row: timed and checked where the CPU runs it,
+    # skipped with the ISA it needs where not.
+    from zenith import _C
+
+    listed = _C.gemm_ukernels()
+    (row,) = w["ukernels"]["rows"]
+    assert [k["name"] for k in w["ukernels"]["kernels"]] == [u["name"] for u in listed] == list(row["results"])
+    for u in listed:
+        r = row["results"][u["name"]]
+        if u["supported"]:
+            assert r["status"] == "ok" and r["agreement"]["max_rel_err"] < 1e-5 and r["gflops"] > 0, (u, r)
+        else:
+            assert r["status"] == "skipped" and u["isa"] in r["reason"]
+        assert u["name"] in cli.render_table(doc) and f"| {u['name']} | {u['mr']}x{u['nr']} |" in md
+    assert any(u["supported"] for u in listed)
     if importlib.util.find_spec("matplotlib"):
         assert "gemm-sweep.png" in report._plots(doc, str(tmp_path))[0]
 
