@@ -65,6 +65,15 @@ nb::list shape_to_py(const Graph& g, const Shape& s) {
 }  // namespace
 
 void init_ir(nb::module_& m) {
+  // The element types, declared once in dtype.h (ZENITH_DTYPES). Python reads the names
+  // and codes from here rather than keeping its own copy: a member's value is the code
+  // that Executable.run_raw and the `dtype` attribute of cast/full/arange take, and its
+  // name the one Graph.add_input, add_scalar and value_dtype use.
+  nb::enum_<DType> dtype(m, "DType", "Zenith element types; value = the dtype code of run_raw and attributes.");
+#define X(name, ctype, size) dtype.value(#name, DType::name);
+  ZENITH_DTYPES(X)
+#undef X
+
   nb::class_<Graph>(m, "Graph")
       .def(nb::init<>())
       .def("add_input",
