@@ -2,14 +2,166 @@
 through TORCH_LOGS, typed bindings, and one source of truth for what crosses the
 C++/Python boundary (dtype codes)."""
 import ast
+import dataclasses
 import pathlib
 
+import pytest
 import torch
+import torch._dynamo
 
 import zenith
 from zenith import _C
+from zenith import backend as zbackend
 from zenith.importer import DTYPE_CODES, DTYPES
+from zenith.options import MODES, OPTIONS, Options
 from zenith.partition import _raw
+
+
+def _mlp():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.Linear(16, 4)).eval()
+
+
+def _inner(excinfo):
+    """The error a backend raised: Dynamo wraps it in BackendCompilerFailed."""
+    e = excinfo.value
+    return getattr(e, "inner_exception", None) or e.__cause__ or e
+
+
+@pytest.fixture
+def seen_options(monkeypatch):
+    """The options dict every graph compiled in the test reached CompiledGraph with,
+    and how it was traced to ATen."""
+    seen = []
+    real = zbackend._compile_fx
+
+    def spy(gm, example_inputs, options, static_inputs=None, aten_trace="AOTAutograd"):
+        seen.append((dict(options), aten_trace))
+        return real(gm, example_inputs, options, static_inputs=static_inputs, aten_trace=aten_trace)
+
+    monkeypatch.setattr(zbackend, "_compile_fx", spy)
+    torch._dynamo.reset()
+    yield seen
+    torch._dynamo.reset()
+
+
+_FLIPPED = {k: not getattr(Options(), k) for k in OPTIONS}
+
+
+@pytest.mark.parametrize("how", ["torch.compile", "zenith.compile", "zenith.compile(options=)", "make_backend"])
+@pytest.mark.parametrize("name", OPTIONS)
+def test_every_option_reaches_the_compiler(seen_options, name, how):
+    m, x = _mlp(), torch.randn(3, 8)
+    value = _FLIPPED[name]
+    if how == "torch.compile":
+        c = torch.compile(m, backend="zenith", options={name: value})
+    elif how == "zenith.compile":
+        c = zenith.compile(m, **{name: value})
+    elif how == "zenith.compile(options=)":
+        c = zenith.compile(m, options={name: value})
+    else:
+        c = torch.compile(m, backend=zenith.make_backend(**{name: value}))
+    with torch.no_grad():
+        torch.testing.assert_close(c(x), m(x))
+    assert seen_options, "nothing compiled"
+    for options, trace in seen_options:
+        if name == "aot_inference":
+            assert trace == "AOTAutograd"
+        else:
+            assert options[name] is value, options
+        for other in OPTIONS:  # nothing else changed
+            if other not in (name, "aot_inference"):
+                assert options[other] == getattr(Options(), other)
+
+
+def test_torch_compile_options_change_what_runs():
+    # passes=False: no pass ran; fallback=False: an op Zenith lacks is an error
+    m, x = _mlp(), torch.randn(3, 8)
+    torch._dynamo.reset()
+    with zbackend.collect_reports() as reports, torch.no_grad():
+        torch.compile(m, backend="zenith")(x)
+        torch._dynamo.reset()
+        torch.compile(m, backend="zenith", options={"passes": False})(x)
+    on, off = reports
+    assert sum(on.passes.values()) > 0 and off.passes == {}
+    assert "fused" not in off.zenith_ops and on.zenith_ops != off.zenith_ops
+    torch._dynamo.reset()
+    f = torch.compile(lambda t: torch.special.i0(t) + 1, backend="zenith", options={"fallback": False})
+    with pytest.raises(Exception, match="fallback=False"):
+        f(torch.randn(3))
+    torch._dynamo.reset()
+
+
+def test_torch_compile_make_backend_and_options_combine(seen_options):
+    # torch.compile's options apply on top of the backend's own
+    m, x = _mlp(), torch.randn(3, 8)
+    with torch.no_grad():
+        torch.compile(m, backend=zenith.make_backend(verify=True), options={"passes": False})(x)
+    assert seen_options and all(o["verify"] is True and o["passes"] is False for o, _ in seen_options)
+
+
+@pytest.mark.parametrize("options, error, match", [
+    ({"passes": False, "bogus": 1}, TypeError, r"unknown option\(s\) bogus; known options: passes, verify, "
+                                               r"fallback, pack_weights, aot_inference"),
+    ({"passes": 1}, TypeError, r"option 'passes' must be a bool \(True or False\), got int 1"),
+    ({"verify": "yes"}, TypeError, r"option 'verify' must be a bool"),
+    ({"fallback": None}, TypeError, r"option 'fallback' must be a bool"),
+])
+def test_bad_options_are_clear_errors(options, error, match):
+    # zenith.compile checks at once; torch.compile calls the backend at the first call,
+    # where Dynamo wraps the same error
+    with pytest.raises(error, match=match):
+        zenith.compile(_mlp(), **options)
+    with pytest.raises(error, match=match):
+        zenith.compile(_mlp(), options=options)
+    with pytest.raises(error, match=match):
+        zenith.make_backend(**options)
+    torch._dynamo.reset()
+    c = torch.compile(_mlp(), backend="zenith", options=dict(options))
+    with pytest.raises(Exception, match=match) as ei:
+        c(torch.randn(2, 8))
+    assert isinstance(_inner(ei), error)
+    torch._dynamo.reset()
+
+
+def test_options_must_be_a_dict_and_not_given_twice():
+    with pytest.raises(TypeError, match="options must be a dict"):
+        zenith.compile(_mlp(), options=[("passes", False)])
+    with pytest.raises(TypeError, match="passes given both as keywords and in options="):
+        zenith.compile(_mlp(), passes=False, options={"passes": True})
+
+
+@pytest.mark.parametrize("mode", sorted(MODES))
+def test_known_modes_compile_as_documented(seen_options, mode):
+    m, x = _mlp(), torch.randn(3, 8)
+    expected = dataclasses.replace(Options(), **MODES[mode]).compiler_options()
+    for c in (torch.compile(m, backend="zenith", mode=mode), zenith.compile(m, mode=mode)):
+        torch._dynamo.reset()
+        seen_options.clear()
+        with torch.no_grad():
+            torch.testing.assert_close(c(x), m(x))
+        assert seen_options and all({k: o[k] for k in expected} == expected for o, _ in seen_options)
+
+
+def test_unknown_mode_is_a_clear_error():
+    match = r"unknown mode 'fast'; known modes: default, reduce-overhead, max-autotune, max-autotune-no-cudagraphs"
+    with pytest.raises(ValueError, match=match):
+        zenith.compile(_mlp(), mode="fast")
+    torch._dynamo.reset()
+    c = torch.compile(_mlp(), backend="zenith", mode="fast")
+    with pytest.raises(Exception, match=match) as ei:
+        c(torch.randn(2, 8))
+    assert isinstance(_inner(ei), ValueError)
+    with pytest.raises(TypeError, match="mode must be a string"):
+        zenith.compile(_mlp(), mode=3)
+    torch._dynamo.reset()
+
+
+def test_explain_takes_the_same_options():
+    r = zenith.explain(_mlp(), torch.randn(2, 8), options={"passes": False}, mode="max-autotune")
+    assert r.passes == {} and r.nodes_native == r.nodes_total > 0
+    with pytest.raises(TypeError, match="unknown option"):
+        zenith.explain(_mlp(), torch.randn(2, 8), pases=False)
 
 
 def test_dtype_codes_come_from_the_core():
