@@ -41,6 +41,10 @@ def collect_reports():
 def _compile_fx(gm, example_inputs, options, static_inputs=None, aten_trace="AOTAutograd"):
     compiled = CompiledGraph(gm, options, static_inputs=static_inputs)
     compiled.report.aten_trace = aten_trace
+    if log.isEnabledFor(logging.DEBUG):  # TORCH_LOGS=+zenith
+        n = len(compiled.report.executables)
+        for i, exe in enumerate(compiled.report.executables):
+            log.debug("zenith: segment %d/%d (%s) after passes:\n%s", i + 1, n, aten_trace, exe.graph_text)
     for sink in _REPORT_SINKS:
         sink.append(compiled.report)
     return compiled

@@ -196,3 +196,63 @@ def test_type_stubs_ship_with_the_package():
     graph = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Graph")
     add_input = next(f for f in graph.body if isinstance(f, ast.FunctionDef) and f.name == "add_input")
     assert [a.arg for a in add_input.args.args] == ["self", "name", "dtype", "shape"]
+
+
+_LOG_SCRIPT = """
+import sys, torch
+if sys.argv[1] == "zenith-first":
+    import zenith
+f = torch.compile(lambda x: torch.special.i0(torch.sin(x)) * 2, backend="zenith")
+f(torch.randn(4))
+import logging, zenith, torch._logging._internal as ti
+assert ti.log_registry.is_log("zenith")
+if sys.argv[2] == "set_logs":  # the API form, in a process without TORCH_LOGS
+    torch._dynamo.reset()
+    torch._logging.set_logs(modules={"zenith": logging.INFO})
+    torch.compile(lambda x: torch.cos(x) + 1, backend="zenith")(torch.randn(3))
+"""
+
+
+def _run_logged(env, *args):
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k not in ("TORCH_LOGS", "ZENITH_LOG")} | env
+    p = subprocess.run([sys.executable, "-c", _LOG_SCRIPT, *(args or ("torch-first", "-"))], env=env,
+                       capture_output=True, text=True, timeout=300)
+    return p
+
+
+@pytest.mark.parametrize("env, debug", [({"TORCH_LOGS": "zenith"}, False), ({"TORCH_LOGS": "+zenith"}, True),
+                                        ({"ZENITH_LOG": "info"}, False), ({"ZENITH_LOG": "DEBUG"}, True),
+                                        ({"TORCH_LOGS": "zenith", "ZENITH_LOG": "info"}, False), ({}, None)])
+def test_torch_logs_zenith_prints_the_compile_summary(env, debug):
+    p = _run_logged(env)
+    assert p.returncode == 0, p.stderr[-3000:]
+    summary = [line for line in p.stderr.splitlines() if "zenith: compiled graph:" in line]
+    fallback = [line for line in p.stderr.splitlines() if "runs in PyTorch" in line]
+    ir = [line for line in p.stderr.splitlines() if "after passes:" in line]
+    if debug is None:  # nothing asked, nothing printed
+        assert not summary and not fallback and not ir, p.stderr[-3000:]
+        return
+    assert len(summary) == 1, p.stderr[-3000:]  # once: ZENITH_LOG with TORCH_LOGS does not double it
+    assert "nodes native in 2 segment(s), 1 fallback op type(s)" in summary[0]
+    assert len(fallback) == 1 and "aten.i0" in fallback[0] and "no Zenith kernel" in fallback[0]
+    assert summary[0].startswith("I") and "partition.py" in summary[0]  # PyTorch's log format, either way
+    assert bool(ir) == debug
+
+
+def test_logging_works_whichever_is_imported_first_and_through_set_logs():
+    p = _run_logged({"TORCH_LOGS": "zenith"}, "zenith-first", "-")
+    assert p.returncode == 0 and "zenith: compiled graph:" in p.stderr, p.stderr[-3000:]
+    p = _run_logged({}, "torch-first", "set_logs")
+    assert p.returncode == 0, p.stderr[-3000:]
+    lines = [line for line in p.stderr.splitlines() if "zenith: compiled graph:" in line]
+    assert len(lines) == 1 and "1 segment(s)" in lines[0], p.stderr[-3000:]  # the graph after set_logs only
+
+
+def test_bad_zenith_log_level_is_a_clear_error():
+    p = _run_logged({"ZENITH_LOG": "loud"}, "zenith-first", "-")
+    assert p.returncode != 0
+    assert "ZENITH_LOG='loud' is not a log level; use one of debug, info, warning, error" in p.stderr
