@@ -39,6 +39,9 @@ class Options:
 
 OPTIONS = tuple(f.name for f in dataclasses.fields(Options))
 OPTION_DOCS = {f.name: f.metadata["doc"] for f in dataclasses.fields(Options)}
+# The declared type of each option (annotations are strings here); bool is not an int.
+_TYPES = {"bool": (bool, "a bool (True or False)"), "int": (int, "an int"), "str": (str, "a string")}
+OPTION_TYPES = {f.name: _TYPES[f.type] for f in dataclasses.fields(Options)}
 
 # torch.compile's modes (its docstring's four; torch passes mode= to a custom backend
 # unless it is "default"): name -> (the options it implies for Zenith, what it means).
@@ -53,6 +56,7 @@ _MODE_TABLE = {
 }
 MODES = {m: settings for m, (settings, _) in _MODE_TABLE.items()}
 MODE_DOCS = {m: doc for m, (_, doc) in _MODE_TABLE.items()}
+
 
 def resolve(mode=None, options=None, *, base=None, where="zenith"):
     """Options from `base` (default: the defaults), then `mode`'s settings, then the
@@ -72,10 +76,10 @@ def resolve(mode=None, options=None, *, base=None, where="zenith"):
     if unknown:
         raise TypeError(f"{where}: unknown option(s) {', '.join(unknown)}; known options: {', '.join(OPTIONS)}")
     for k, v in options.items():
-        if not isinstance(v, bool):
-            raise TypeError(f"{where}: option {k!r} must be a bool (True or False), got {type(v).__name__} {v!r}")
+        cls, what = OPTION_TYPES[k]
+        if not isinstance(v, cls) or (cls is int and isinstance(v, bool)):
+            raise TypeError(f"{where}: option {k!r} must be {what}, got {type(v).__name__} {v!r}")
     return dataclasses.replace(resolved, **options)
-
 
 
 def help_text(indent="    "):
