@@ -65,6 +65,15 @@ nb::list shape_to_py(const Graph& g, const Shape& s) {
 }  // namespace
 
 void init_ir(nb::module_& m) {
+  // The element types, declared once in dtype.h (ZENITH_DTYPES). Python reads the names
+  // and codes from here rather than keeping its own copy: a member's value is the code
+  // that Executable.run_raw and the `dtype` attribute of cast/full/arange take, and its
+  // name the one Graph.add_input, add_scalar and value_dtype use.
+  nb::enum_<DType> dtype(m, "DType", "Zenith element types; value = the dtype code of run_raw and attributes.");
+#define X(name, ctype, size) dtype.value(#name, DType::name);
+  ZENITH_DTYPES(X)
+#undef X
+
   nb::class_<Graph>(m, "Graph")
       .def(nb::init<>())
       .def("add_input",
@@ -73,7 +82,8 @@ void init_ir(nb::module_& m) {
              t.dtype = dtype_from_name(dtype);
              t.shape = to_shape(g, shape);
              return g.add_input(name, std::move(t));
-           })
+           },
+           nb::arg("name"), nb::arg("dtype"), nb::arg("shape"))
       .def("add_node",
            [](Graph& g, const std::string& op, std::vector<int> inputs, const nb::dict& attrs) {
              Op o;
@@ -90,7 +100,7 @@ void init_ir(nb::module_& m) {
              // Borrowed: the Python side keeps the tensor alive for the graph's lifetime.
              return g.add_constant(std::move(t), a.data(), a.nbytes(), nullptr);
            },
-           "A constant over the array's memory, not copied; the caller keeps the array alive.")
+           nb::arg("array"), "A constant over the array's memory, not copied; the caller keeps the array alive.")
       .def("add_scalar",
            [](Graph& g, double value, const std::string& dtype) {
              TensorType t;
@@ -106,11 +116,13 @@ void init_ir(nb::module_& m) {
              }
              return g.add_owned_constant(std::move(t), buf, dtype_size(t.dtype));
            },
-           "A 0-d constant owned by the graph.")
-      .def("set_outputs", [](Graph& g, std::vector<int> outs) { g.outputs = std::move(outs); })
-      .def("set_name", [](Graph& g, int v, const std::string& name) { g.values.at(size_t(v)).name = name; })
-      .def("value_dtype", [](const Graph& g, int v) { return std::string(dtype_name(g.type(v).dtype)); })
-      .def("value_shape", [](const Graph& g, int v) { return shape_to_py(g, g.type(v).shape); })
+           nb::arg("value"), nb::arg("dtype"), "A 0-d constant owned by the graph.")
+      .def("set_outputs", [](Graph& g, std::vector<int> outs) { g.outputs = std::move(outs); }, nb::arg("outputs"))
+      .def("set_name", [](Graph& g, int v, const std::string& name) { g.values.at(size_t(v)).name = name; },
+           nb::arg("value"), nb::arg("name"))
+      .def("value_dtype", [](const Graph& g, int v) { return std::string(dtype_name(g.type(v).dtype)); },
+           nb::arg("value"))
+      .def("value_shape", [](const Graph& g, int v) { return shape_to_py(g, g.type(v).shape); }, nb::arg("value"))
       .def_prop_ro("num_nodes", [](const Graph& g) { return g.nodes.size(); })
       .def_prop_ro("outputs", [](const Graph& g) { return g.outputs; })
       .def_prop_ro("inputs", [](const Graph& g) { return g.inputs; })
@@ -130,7 +142,7 @@ void init_ir(nb::module_& m) {
            },
            nb::arg("verify_each") = false)
       .def("__str__", [](const Graph& g) { return print_graph(g); })
-      .def_static("parse", [](const std::string& text) { return parse_graph(text); });
+      .def_static("parse", [](const std::string& text) { return parse_graph(text); }, nb::arg("text"));
 
   m.def("op_names", [] {
     std::vector<std::string> r;

@@ -5,25 +5,14 @@
 """
 from __future__ import annotations
 
-import logging
-import os
-
 from zenith import _C  # noqa: F401  (the native core; fails loudly if the build is missing)
+from zenith import logs as _logs
 from zenith.api import Report, compile, explain, reset_stats, stats  # noqa: A004
 from zenith.backend import make_backend, zenith_backend
 from zenith.profiler import _enable_from_env, profile
 
 __all__ = ["compile", "explain", "stats", "reset_stats", "profile", "Report", "make_backend", "zenith_backend"]
 __version__ = "0.1.0"
-
-_log = logging.getLogger("zenith")
-_level = os.environ.get("ZENITH_LOG", "").upper()
-if _level:
-    _log.setLevel(getattr(logging, _level, logging.INFO))
-    if not _log.handlers:
-        _h = logging.StreamHandler()
-        _h.setFormatter(logging.Formatter("%(message)s"))
-        _log.addHandler(_h)
 
 
 def _register():
@@ -37,4 +26,5 @@ def _register():
 
 
 _register()
+_logs.setup()
 _enable_from_env()

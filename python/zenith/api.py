@@ -1,57 +1,50 @@
 """The public API: compile, explain, stats."""
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 
 import torch
 
 from zenith import backend as _backend
+from zenith.options import help_text, resolve
 from zenith.partition import STATS
 
 
-OPTIONS = ("passes", "verify", "fallback", "pack_weights", "aot_inference")
-
-
-def compile(model, *, dynamic=None, fullgraph=False, **options):  # noqa: A001 (mirrors torch.compile)
-    """torch.compile(model) with the Zenith backend.
-
-    Zenith options: passes (run the IR pass pipeline, default True), verify (verify
-    the IR after every pass, default False), fallback (let unsupported ops run in
-    PyTorch, default True; False raises instead), pack_weights (at inference, keep
-    a weight packed for the GEMM after its first call instead of packing it on every
-    call; costs one extra copy of those weights in memory: conv filters and row-major
-    matmul weights such as GPT-2's Conv1D; nn.Linear weights are read in place and never
-    copied; default True), aot_inference (lower inference graphs through AOTAutograd
-    rather than tracing Dynamo's graph to ATen directly where that is safe; slower to
-    compile, default False).
+def compile(model, *, dynamic=None, fullgraph=False, mode=None, options=None, **kwargs):  # noqa: A001
+    """torch.compile(model, backend="zenith", ...), with Zenith's options checked here
+    rather than at the first call. Options are keywords (`zenith.compile(m,
+    passes=False)`) or, as torch.compile takes them, a dict (`options={"passes":
+    False}`). mode: one of torch.compile's modes. Options (with defaults) and modes:
     """
-    _check_options(options)
-    return torch.compile(model, backend=_backend_for(options), dynamic=dynamic, fullgraph=fullgraph)
+    opts = _resolve(mode, options, kwargs, "zenith.compile")
+    return torch.compile(model, backend=_backend_for(opts), dynamic=dynamic, fullgraph=fullgraph)
 
 
-def _check_options(options):
-    unknown = sorted(set(options) - set(OPTIONS))
-    if unknown:
-        raise TypeError(f"zenith.compile: unknown option(s) {', '.join(unknown)}; known: {', '.join(OPTIONS)}")
+compile.__doc__ = compile.__doc__.rstrip(" ") + help_text()
 
 
-_BACKENDS = {}  # options -> backend callable
+def _resolve(mode, options, kwargs, where):
+    if options is not None and not isinstance(options, dict):
+        raise TypeError(f"{where}: options must be a dict of option name to value, got {type(options).__name__}")
+    both = set(options or ()) & set(kwargs)
+    if both:
+        raise TypeError(f"{where}: option(s) {', '.join(sorted(both))} given both as keywords and in options=")
+    return resolve(mode, {**(options or {}), **kwargs}, where=where)
 
 
-def _backend_for(options):
+_BACKENDS = {}  # Options -> backend callable
+
+
+def _backend_for(opts):
     """One backend callable per set of options: Dynamo guards that a cached graph was
     compiled by the same backend object, so a fresh one per compile() made every model
     compiled separately (instances, deep copies) compile its own graph, and the ninth
     fell back to eager at Dynamo's recompile limit."""
-    key = tuple(sorted(options.items()))
-    try:
-        hash(key)
-    except TypeError:  # an unhashable option value: a backend of its own
-        return _backend.make_backend(**options)
-    if key not in _BACKENDS:
-        _BACKENDS[key] = _backend.make_backend(**options)
-    return _BACKENDS[key]
+    if opts not in _BACKENDS:
+        _BACKENDS[opts] = _backend.make_backend(**dataclasses.asdict(opts))
+    return _BACKENDS[opts]
 
 
 @dataclass
@@ -95,15 +88,16 @@ class Report:
         return "\n".join(lines)
 
 
-def explain(model, *example_inputs, dynamic=None, **options):
-    """Compiles `model` with Zenith, runs it once on `example_inputs`, and reports
-    what ran natively, what fell back (and why) and what the passes changed."""
+def explain(model, *example_inputs, dynamic=None, mode=None, options=None, **kwargs):
+    """Compiles `model` with Zenith (options and mode as for `compile`), runs it once on
+    `example_inputs`, and reports what ran natively, what fell back (and why) and what
+    the passes changed."""
+    opts = _resolve(mode, options, kwargs, "zenith.explain")
     with _backend.collect_reports() as sink:
         t0 = time.perf_counter()
-        _check_options(options)
         # a backend of its own: Dynamo compiles (and so reports) even where compile()'s
         # shared backend has a graph cached for this code
-        compiled = torch.compile(model, backend=_backend.make_backend(**options), dynamic=dynamic)
+        compiled = torch.compile(model, backend=_backend.make_backend(**dataclasses.asdict(opts)), dynamic=dynamic)
         with torch.no_grad():
             compiled(*example_inputs)
         total = time.perf_counter() - t0

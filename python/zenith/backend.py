@@ -18,6 +18,7 @@ import torch
 from torch._dynamo.backends.common import aot_autograd
 
 from zenith.importer import decomposition_table
+from zenith.options import resolve
 from zenith.partition import CompiledGraph
 
 log = logging.getLogger("zenith")
@@ -40,6 +41,10 @@ def collect_reports():
 def _compile_fx(gm, example_inputs, options, static_inputs=None, aten_trace="AOTAutograd"):
     compiled = CompiledGraph(gm, options, static_inputs=static_inputs)
     compiled.report.aten_trace = aten_trace
+    if log.isEnabledFor(logging.DEBUG):  # TORCH_LOGS=+zenith
+        n = len(compiled.report.executables)
+        for i, exe in enumerate(compiled.report.executables):
+            log.debug("zenith: segment %d/%d (%s) after passes:\n%s", i + 1, n, aten_trace, exe.graph_text)
     for sink in _REPORT_SINKS:
         sink.append(compiled.report)
     return compiled
@@ -100,32 +105,41 @@ def _direct_inference(gm, example_inputs, options):
     return run
 
 
-def make_backend(**options):
-    """A backend callable with Zenith options (passes=True, verify=False, fallback=True,
-    pack_weights=True, aot_inference=False: True lowers inference graphs through
-    AOTAutograd too, as training graphs are)."""
-    options = dict(options)
-    aot_inference = options.pop("aot_inference", False)
-    compiler = functools.partial(_compile_fx, options=options)
+def _compile(gm, example_inputs, opts):
+    """Dynamo's graph compiled with resolved Options."""
+    options = opts.compiler_options()
     # Inference graphs (no gradients needed) may treat parameters as constants.
     inference_options = {**options, "inference": True}
+    # AOTAutograd's own test for an inference graph: no input needs a gradient.
+    grad = torch.is_grad_enabled() and any(isinstance(x, torch.Tensor) and x.requires_grad for x in example_inputs)
+    if not grad and not opts.aot_inference:
+        fn = _direct_inference(gm, example_inputs, inference_options)
+        if fn is not None:
+            return fn
+    compiler = functools.partial(_compile_fx, options=options)
     inference = functools.partial(_compile_fx, options=inference_options)
     aot = aot_autograd(fw_compiler=compiler, bw_compiler=compiler, inference_compiler=inference,
                        decompositions=decomposition_table)
+    return aot(gm, example_inputs)
 
-    def backend(gm, example_inputs, **kwargs):
-        # AOTAutograd's own test for an inference graph: no input needs a gradient.
-        grad = torch.is_grad_enabled() and any(isinstance(x, torch.Tensor) and x.requires_grad
-                                               for x in example_inputs)
-        if not grad and not aot_inference:
-            fn = _direct_inference(gm, example_inputs, inference_options)
-            if fn is not None:
-                return fn
-        return aot(gm, example_inputs, **kwargs)
+
+_WHERE = 'torch.compile(backend="zenith")'
+
+
+def make_backend(**options):
+    """A backend callable with Zenith options (zenith.options.Options: passes=True,
+    verify=False, fallback=True, pack_weights=True, aot_inference=False). Given to
+    torch.compile, the `mode=` and `options=` it passes apply on top of these."""
+    base = resolve(options=options, where="zenith.make_backend")
+
+    def backend(gm, example_inputs, *, mode=None, options=None):
+        opts = base if mode is None and options is None else resolve(mode, options, base=base, where=_WHERE)
+        return _compile(gm, example_inputs, opts)
 
     return backend
 
 
-def zenith_backend(gm: torch.fx.GraphModule, example_inputs, **kwargs):
-    """The backend registered as "zenith" (default options)."""
-    return make_backend()(gm, example_inputs, **kwargs)
+def zenith_backend(gm: torch.fx.GraphModule, example_inputs, *, mode=None, options=None):
+    """The backend registered as "zenith": `torch.compile(model, backend="zenith",
+    mode=..., options={...})` passes mode= and options= here (see zenith.options)."""
+    return _compile(gm, example_inputs, resolve(mode, options, where=_WHERE))

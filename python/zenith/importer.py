@@ -25,7 +25,9 @@ DTYPES = {
     torch.int32: "i32",
     torch.bool: "b8",
 }
-DTYPE_CODES = {"f32": 0, "f16": 1, "bf16": 2, "i64": 3, "i32": 4, "b8": 5}  # order of ZENITH_DTYPES
+# Zenith dtype name -> code (the `dtype` attribute of cast/full/arange, run_raw's code),
+# as the C++ core declares them (csrc/zenith/dtype.h), never restated here.
+DTYPE_CODES = {d.name: d.value for d in _C.DType}
 
 
 class Unsupported(Exception):

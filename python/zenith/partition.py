@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import torch
 
 from zenith import _C
-from zenith.importer import CONVERTERS, DTYPES, Lowering, Unsupported, meta
+from zenith.importer import CONVERTERS, DTYPE_CODES, DTYPES, Lowering, Unsupported, meta
 
 log = logging.getLogger("zenith")
 
@@ -157,7 +157,7 @@ def _graph_symbols(L):
     return list(L.g.symbols)
 
 
-_DTYPE_CODES = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2, torch.int64: 3, torch.int32: 4, torch.bool: 5}
+_DTYPE_CODES = {t: DTYPE_CODES[name] for t, name in DTYPES.items()}  # torch dtype -> the C++ core's code
 
 
 def _raw(t, keep):

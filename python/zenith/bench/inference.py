@@ -1,0 +1,192 @@
+"""Single-call inference workloads (BERT-base, all-MiniLM-L6-v2, ResNet-50,
+MobileNet V2, a small MLP for per-call cost) and BERT-base's peak memory, each
+contestant in a process of its own."""
+from __future__ import annotations
+
+import torch
+
+from zenith.backend import collect_reports
+from zenith.bench import peers
+from zenith.bench.contestants import compiled, peer_status
+from zenith.bench.runner import agreement, flat, note_zenith, run_interleaved, run_probe, say, skipped
+
+
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def model_workload(cfg, name, params, make_model, make_inputs, items):
+    """Single-call inference. With --dtype bf16/fp16 every PyTorch contestant runs the
+    model in that dtype, eager in that dtype is the baseline, and the agreement also
+    states the cosine against the fp32 model (what the precision change costs)."""
+    torch.set_num_threads(cfg.threads)
+    torch.manual_seed(0)
+    model = make_model().eval()
+    inputs = make_inputs()
+    params = dict(params, dtype=cfg.dtype)
+    ref32 = None
+    if cfg.dtype != "fp32":
+        with torch.inference_mode():
+            ref32 = flat(model(*inputs))
+        model = model.to(DTYPES[cfg.dtype])
+        inputs = tuple(x.to(DTYPES[cfg.dtype]) if x.is_floating_point() else x for x in inputs)
+    with torch.inference_mode():
+        ref = model(*inputs)
+
+    def check(fw, out):
+        a = agreement(ref, out)
+        if ref32 is not None:
+            a["cosine_vs_fp32"] = torch.nn.functional.cosine_similarity(ref32.double(), flat(out).double(),
+                                                                        dim=0).item()
+        return a
+
+    fns, results = {}, {}
+    for fw in cfg.frameworks:
+        st = peer_status(fw, supported=("onnxruntime", "openvino") if cfg.dtype == "fp32" else ())
+        if st and cfg.dtype != "fp32" and fw in ("onnxruntime", "openvino"):
+            st = skipped(f"{fw} runs fp32 only in this suite (asked for {cfg.dtype})")
+        if st:
+            results[fw] = st
+            continue
+        if fw == "onnxruntime":
+            fns[fw] = peers.onnxruntime_fn(model, inputs, cfg.threads)
+            continue
+        if fw == "openvino":
+            fns[fw] = peers.openvino_fn(model, inputs, cfg.threads)
+            continue
+        m = compiled(fw, model)
+        if fw == "eager":
+            def fn(m=m):
+                with torch.inference_mode():
+                    return m(*inputs)
+        else:
+            def fn(m=m):
+                with torch.no_grad():
+                    return m(*inputs)
+        fns[fw] = fn
+    torch._dynamo.reset()
+    say(cfg, f"{name}: {', '.join(fns)}")
+    with collect_reports() as reports:
+        results.update(run_interleaved(cfg, fns, check))
+    note_zenith(results, reports)
+    for r in results.values():
+        if r.get("status") == "ok":
+            r["throughput_items_s"] = items / r["latency"]["median"]
+    return {"name": name, "params": params, "results": results}
+
+
+def bert_base(cfg):
+    import transformers
+
+    b, s = cfg.batch, cfg.seq
+    return model_workload(
+        cfg, "bert-base", {"batch": b, "seq": s, "dtype": "fp32", "weights": "random init, seed 0"},
+        lambda: transformers.BertModel(transformers.BertConfig()),
+        lambda: (torch.randint(0, 30000, (b, s)), torch.ones(b, s, dtype=torch.long)), b)
+
+
+_MEMORY_PROBE = """
+import json, sys, time
+import torch, transformers
+fw, batch, seq, threads = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+torch.set_num_threads(threads)
+torch.manual_seed(0)
+model = transformers.BertModel(transformers.BertConfig()).eval()
+ids, mask = torch.randint(0, 30000, (batch, seq)), torch.ones(batch, seq, dtype=torch.long)
+with torch.no_grad():
+    ref = model(ids, mask).last_hidden_state
+    def rss():  # this process's peak RSS (VmHWM; ru_maxrss would carry the parent's over exec)
+        with open("/proc/self/status") as f:
+            return next(int(l.split()[1]) for l in f if l.startswith("VmHWM:")) / 1024
+    loaded = rss()
+    if fw == "eager":
+        fn = model
+    else:
+        if fw == "zenith":
+            import zenith  # noqa: F401  (registers the backend)
+        fn = torch.compile(model, backend=fw)
+    t = time.perf_counter()
+    out = fn(ids, mask).last_hidden_state
+    first = time.perf_counter() - t
+    for _ in range(2):
+        out = fn(ids, mask).last_hidden_state
+print(json.dumps({"peak_rss_mib": rss(), "after_load_mib": loaded, "first_call_s": first,
+                  "max_abs_err": (out - ref).abs().max().item()}))
+"""
+
+
+def bert_memory(cfg):
+    """Peak process memory (VmHWM) of BERT-base inference, each contestant in a
+    process of its own: the same model (random init, seed 0) built, run eagerly once
+    for a reference, then compiled and called three times. Peak RSS includes the
+    model's construction, which is the same in every process. The first call's time
+    is the cold start in a fresh process (Dynamo's first use included, which in the
+    interleaved workloads only the first compiled contestant pays), with an empty
+    Inductor cache of its own unless the run keeps the user's warm cache."""
+    b, s = cfg.batch, cfg.seq
+    rows = {}
+    for fw in cfg.frameworks:
+        if fw not in ("eager", "inductor", "zenith"):
+            continue
+        say(cfg, f"bert-base-memory: {fw} in its own process")
+        env = {"HF_HUB_OFFLINE": "1"}
+        if cfg.empty_inductor_cache:
+            # The in-process workloads have filled this run's cache; a first call that
+            # finds BERT's kernels there would not be a cold start.
+            import tempfile
+
+            env["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="zenith-bench-probe-inductor-")
+        rows[fw] = run_probe(_MEMORY_PROBE, (fw, b, s, cfg.threads), **env)
+    eager = rows.get("eager", {}).get("peak_rss_mib")
+    for r in rows.values():
+        if eager and "peak_rss_mib" in r:
+            r["vs_eager"] = r["peak_rss_mib"] / eager
+    return {"name": "bert-base-memory", "params": {"batch": b, "seq": s, "dtype": "fp32"},
+            "results": {}, "memory": rows}
+
+
+def minilm(cfg):
+    from zenith.demo import load_minilm
+
+    tok, model = load_minilm()
+    b, s = cfg.batch, cfg.seq
+    ids = torch.randint(1000, 20000, (b, s))
+    return model_workload(cfg, "minilm", {"batch": b, "seq": s, "dtype": "fp32", "weights": "all-MiniLM-L6-v2 (real)"},
+                           lambda: model, lambda: (ids, torch.ones_like(ids)), b)
+
+
+def resnet50(cfg):
+    import torchvision
+
+    b = cfg.batch
+    return model_workload(cfg, "resnet50", {"batch": b, "image": 224, "dtype": "fp32", "weights": "random init"},
+                           lambda: torchvision.models.resnet50(), lambda: (torch.randn(b, 3, 224, 224),), b)
+
+
+def mobilenet_v2(cfg):
+    """MobileNet V2 (random init, batch-norm statistics calibrated on random batches so
+    activations keep their scale): depthwise 3x3 convolutions and ReLU6."""
+    import torchvision
+
+    b = cfg.batch
+
+    def build():
+        torch.manual_seed(0)
+        m = torchvision.models.mobilenet_v2().train()
+        with torch.no_grad():
+            for _ in range(2):
+                m(torch.randn(4, 3, 224, 224))
+        return m.eval()
+
+    return model_workload(cfg, "mobilenet-v2", {"batch": b, "image": 224, "dtype": "fp32", "weights": "random init"},
+                           build, lambda: (torch.randn(b, 3, 224, 224),), b)
+
+
+def small_mlp(cfg):
+    """Per-call overhead: a 2-layer MLP (256 -> 256 -> 256, GELU) on one row, a few
+    microseconds of arithmetic, so the time is mostly each contestant's fixed cost per
+    call (Dynamo's guards and wrappers for inductor and zenith)."""
+    b = cfg.batch
+    return model_workload(
+        cfg, "small-mlp", {"batch": b, "features": 256, "weights": "random init, seed 0"},
+        lambda: torch.nn.Sequential(torch.nn.Linear(256, 256), torch.nn.GELU(), torch.nn.Linear(256, 256)),
+        lambda: (torch.randn(b, 256),), b)

@@ -1,0 +1,149 @@
+"""The machine and the GEMM: peak SGEMM of torch.mm and OpenBLAS, memory bandwidth,
+and Zenith's GEMM against torch.mm over a sweep of shapes."""
+from __future__ import annotations
+
+import time
+
+import torch
+
+from zenith.bench import stats
+from zenith.bench.runner import Config, agreement, run_interleaved, run_probe, say
+
+
+GEMM_SHAPES = [(1, 768, 768), (1, 3072, 768), (1, 4096, 4096), (4, 768, 3072), (8, 4096, 1024), (16, 768, 768),
+               (64, 1024, 1024), (128, 768, 3072),
+               (128, 3072, 768), (256, 256, 256), (512, 512, 512), (1024, 1024, 1024), (2048, 2048, 2048),
+               (4096, 4096, 4096)]
+
+
+def gemm_sweep(cfg):
+    """C = A @ B per shape against torch.mm: "zenith" packs B once, as the runtime does
+    for a weight (nn.Linear, conv filters); "zenith unpacked" gets B as a per-call
+    input and packs it (or reads it in place) on every call. OpenBLAS is measured in
+    `machine`, in its own process: its spinning threads would slow whoever runs next."""
+    from zenith import _C
+    from zenith.partition import _raw
+
+    torch.set_num_threads(cfg.threads)
+    rows = []
+    for (m, n, k) in cfg.extra.get("gemm_shapes", GEMM_SHAPES):
+        g = _C.Graph()
+        a = g.add_input("a", "f32", [m, k])
+        b = g.add_input("b", "f32", [k, n])
+        g.set_outputs(g.add_node("matmul", [a, b]))
+        packed, unpacked = _C.Executable(g), _C.Executable(g)
+        packed.set_constant_inputs([1])
+        A, B = torch.randn(m, k), torch.randn(k, n)
+        ref = torch.mm(A, B)
+        _C.set_num_threads(cfg.threads)
+        # run_raw with (data_ptr, dtype, shape) built per call: the backend's call path
+        # (run() imports DLPack capsules, ~20 us more per call).
+        fns = {"torch.mm": lambda: torch.mm(A, B), "zenith": lambda: packed.run_raw([_raw(A, []), _raw(B, [])])[0],
+               "zenith unpacked": lambda: unpacked.run_raw([_raw(A, []), _raw(B, [])])[0]}
+        iters = max(5, min(cfg.iterations, int(2e10 / (2 * m * n * k))))
+        sub = Config(iterations=iters, warmup=2, threads=cfg.threads)
+        res = run_interleaved(sub, fns, lambda fw, out: agreement(ref, out))
+        flops = 2 * m * n * k
+        for r in res.values():
+            if r["status"] == "ok":
+                r["gflops"] = flops / r["latency"]["median"] / 1e9
+        for fw in ("zenith", "zenith unpacked"):
+            if res[fw]["status"] == "ok" and res["torch.mm"]["status"] == "ok":
+                ratio, lo, hi = stats.paired_ratio_ci(res[fw]["samples_s"], res["torch.mm"]["samples_s"])
+                res[fw]["throughput_ratio_vs_torch"] = {"median": ratio, "ci_lo": lo, "ci_hi": hi}
+        rows.append({"m": m, "n": n, "k": k, "results": res})
+        say(cfg, f"gemm {m}x{n}x{k}: zenith {res['zenith'].get('gflops', 0):.1f} GFLOP/s "
+                  f"(unpacked {res['zenith unpacked'].get('gflops', 0):.1f}), "
+                  f"torch.mm {res['torch.mm'].get('gflops', 0):.1f}")
+    return {"name": "gemm-sweep", "params": {"dtype": "fp32", "shapes": len(rows)},
+            "results": {"zenith": {"status": "skipped", "reason": "see rows"}}, "rows": rows,
+            "ukernels": ukernel_rows(cfg)}
+
+
+# Shapes for the micro-kernels alone: operands that stay in L2, one with whole tiles
+# of every kernel (6- and 8-row, 8- to 32-column) and one with tails everywhere.
+UKERNEL_SHAPES = [(240, 256, 256), (97, 250, 255)]
+
+
+def ukernel_rows(cfg):
+    """Every GEMM micro-kernel of Zenith's list (`_C.gemm_ukernels()`) alone: C = A @ B
+    by that kernel only, on one thread, with A and B copied into its layouts once
+    (`_C.GemmUkernelCase`), so the time is the register tile's and nothing else. The
+    kernels this CPU runs are timed side by side (interleaved) and checked against
+    torch.mm; the others are listed as skipped."""
+    from zenith import _C
+
+    rows = []
+    for (m, n, k) in cfg.extra.get("ukernel_shapes", UKERNEL_SHAPES):
+        A, B = torch.randn(m, k), torch.randn(k, n)
+        ref = torch.mm(A, B)
+        fns, skipped = {}, {}
+        for u in _C.gemm_ukernels():
+            if not u["supported"]:
+                skipped[u["name"]] = {"status": "skipped", "reason": f"needs {u['isa']}, which this CPU lacks"}
+                continue
+            case, C = _C.GemmUkernelCase(u["name"], A, B), torch.empty(m, n)
+            fns[u["name"]] = lambda case=case, C=C: (case.run(C), C)[1]
+        iters = max(5, min(cfg.iterations, int(2e10 / (2 * m * n * k))))
+        res = run_interleaved(Config(iterations=iters, warmup=2, threads=1), fns, lambda fw, out: agreement(ref, out))
+        for r in res.values():
+            if r["status"] == "ok":
+                r["gflops"] = 2 * m * n * k / r["latency"]["median"] / 1e9
+        res.update(skipped)
+        rows.append({"m": m, "n": n, "k": k, "results": {u["name"]: res[u["name"]] for u in _C.gemm_ukernels()}})
+        say(cfg, f"micro-kernels {m}x{n}x{k}: " + ", ".join(
+            f"{name} {r['gflops']:.1f}" for name, r in res.items() if "gflops" in r) + " GFLOP/s")
+    return {"kernels": _C.gemm_ukernels(), "rows": rows}
+
+
+def machine(cfg):
+    """Peak single-precision GEMM (torch.mm, large square) and memory bandwidth (copy)."""
+    torch.set_num_threads(cfg.threads)
+    n = 2048
+    A, B = torch.randn(n, n), torch.randn(n, n)
+    torch.mm(A, B)
+    best = 0.0
+    for _ in range(5):
+        t = time.perf_counter()
+        torch.mm(A, B)
+        best = max(best, 2 * n ** 3 / (time.perf_counter() - t) / 1e9)
+    src = torch.empty(64 * 2 ** 20, dtype=torch.float32).fill_(1.0)  # 256 MiB
+    dst = torch.empty_like(src)
+    dst.copy_(src)
+    bw = 0.0
+    for _ in range(5):
+        t = time.perf_counter()
+        dst.copy_(src)
+        bw = max(bw, 2 * src.numel() * 4 / (time.perf_counter() - t) / 1e9)  # read + write
+    return {"name": "machine", "params": {"gemm_n": n, "copy_mib": 256},
+            "results": {}, "peak_sgemm_gflops": best, "memory_bandwidth_gbs": bw,
+            "openblas": openblas_sgemm(cfg.threads)}
+
+
+_OPENBLAS_PROBE = """
+import json, sys, time
+import numpy as np
+blas = np.__config__.CONFIG["Build Dependencies"]["blas"]
+if "openblas" not in blas.get("name", ""):
+    print(json.dumps({"reason": "numpy here is built on " + str(blas.get("name"))})); sys.exit()
+out = {"library": blas["name"] + " " + str(blas.get("version", "")), "gflops": {}}
+for n in map(int, sys.argv[1:]):
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((n, n), dtype=np.float32), rng.standard_normal((n, n), dtype=np.float32)
+    a @ b
+    ts = []
+    for _ in range(5):
+        t = time.perf_counter(); a @ b; ts.append(time.perf_counter() - t)
+    out["gflops"][n] = 2 * n ** 3 / sorted(ts)[2] / 1e9
+print(json.dumps(out))
+"""
+
+
+def openblas_sgemm(threads, sizes=(2048, 4096)):
+    """OpenBLAS's large square SGEMM (numpy's, median of 5) with `threads` threads, in a
+    process of its own: OpenBLAS's threads spin after each call and would slow the
+    contestants that share this process."""
+    out = run_probe(_OPENBLAS_PROBE, sizes, OPENBLAS_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads))
+    if "gflops" in out:
+        out["gflops"] = {int(n): g for n, g in out["gflops"].items()}
+    return out

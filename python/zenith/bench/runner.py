@@ -1,0 +1,148 @@
+"""The benchmark's runner: a run's Config, interleaved timing of the contestants with
+their answers checked against eager in the same run, fresh-process probes, and the
+result records (ok, skipped with a reason, failed)."""
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+from zenith.bench import peers, stats
+
+
+@dataclass
+class Config:
+    frameworks: tuple = ("eager", "inductor", "zenith")
+    threads: int = 2
+    iterations: int = 20
+    warmup: int = 3
+    batch: int = 1
+    seq: int = 128
+    new_tokens: int = 32
+    steps: int = 50  # optimizer steps per contestant in the training workloads
+    dtype: str = "fp32"  # single-call inference workloads: fp32, bf16 or fp16
+    empty_inductor_cache: bool = True  # each fresh-process probe gets an empty Inductor cache of its own
+    progress: object = None  # callable(str) for progress lines
+    bar: object = None  # callable(done, total, label) for the progress bar
+    extra: dict = field(default_factory=dict)
+
+
+def say(cfg, msg):
+    if cfg.progress:
+        cfg.progress(msg)
+
+
+def skipped(reason):
+    return {"status": "skipped", "reason": reason}
+
+
+def failed(e):
+    return {"status": "failed", "reason": f"{type(e).__name__}: {e}"[:500]}
+
+
+def flat(out):
+    if isinstance(out, torch.Tensor):
+        return out.detach().float().reshape(-1)
+    if hasattr(out, "last_hidden_state"):
+        return flat(out.last_hidden_state)
+    if hasattr(out, "logits"):
+        return flat(out.logits)
+    if isinstance(out, (list, tuple)):
+        return torch.cat([flat(o) for o in out])
+    raise TypeError(f"cannot compare output of type {type(out).__name__}")
+
+
+def agreement(ref, got):
+    a, b = flat(ref), flat(got)
+    d = (a - b).abs()
+    scale = a.abs().max().clamp(min=1e-30)
+    cos = torch.nn.functional.cosine_similarity(a.double(), b.double(), dim=0).item()
+    return {"max_abs_err": d.max().item(), "max_rel_err": (d.max() / scale).item(), "cosine": cos}
+
+
+def _rss_mib():
+    """Current resident set size of this process (Linux), MiB; 0 where unknown."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except (OSError, ValueError):
+        return 0.0
+
+
+def run_interleaved(cfg, fns, check):
+    """fns: framework -> zero-arg callable (first call compiles). Cold start is the
+    first call alone; then warm-up; then `iterations` rounds, order rotating each
+    round. check(framework, output) -> agreement dict."""
+    results, alive, outputs = {}, {}, {}
+    for fw, fn in fns.items():
+        try:
+            rss = _rss_mib()
+            t = time.perf_counter()
+            out = fn()
+            cold = time.perf_counter() - t
+            outputs[fw] = out
+            results[fw] = {"status": "ok", "cold_start_s": cold, "samples_s": [],
+                           "rss_added_mib": max(0.0, _rss_mib() - rss)}
+            alive[fw] = fn
+        except Exception as e:  # a failing contestant is reported; the run goes on
+            results[fw] = failed(e)
+    for fw in list(alive):
+        try:
+            results[fw]["agreement"] = check(fw, outputs[fw])
+        except Exception as e:
+            results[fw] = failed(e)
+            del alive[fw]
+    for _ in range(cfg.warmup):
+        for fn in alive.values():
+            fn()
+    names = list(alive)
+    for i in range(cfg.iterations):
+        if cfg.bar:
+            cfg.bar(i, cfg.iterations, ", ".join(names))
+        order = names[i % len(names):] + names[: i % len(names)] if names else []
+        for fw in order:
+            t = time.perf_counter()
+            alive[fw]()
+            results[fw]["samples_s"].append(time.perf_counter() - t)
+    if cfg.bar and names:
+        cfg.bar(cfg.iterations, cfg.iterations, ", ".join(names))
+    for fw in names:
+        r = results[fw]
+        if fw in peers.SETTINGS:
+            r["settings"] = peers.SETTINGS[fw].format(t=cfg.threads)
+        r["latency"] = stats.summary(r["samples_s"])
+        r["compile_s_estimate"] = max(0.0, r["cold_start_s"] - r["latency"]["median"])
+    if "eager" in alive:
+        base = results["eager"]["samples_s"]
+        for fw in names:
+            ratio, lo, hi = stats.paired_ratio_ci(base, results[fw]["samples_s"])
+            results[fw]["ratio_vs_eager"] = {"median": ratio, "ci_lo": lo, "ci_hi": hi,
+                                             "verdict": stats.verdict(ratio, lo, hi)}
+    return results
+
+
+def note_zenith(results, reports):
+    """Adds what Zenith compiled (from its graph reports) to its result."""
+    if results.get("zenith", {}).get("status") == "ok":
+        results["zenith"]["nodes_native"] = sum(r.nodes_native for r in reports)
+        results["zenith"]["nodes_fallback"] = sum(r.nodes_total - r.nodes_native for r in reports)
+        results["zenith"]["planned_arena_bytes"] = sum(r.planned_bytes for r in reports)
+
+
+def run_probe(code, args, **env):
+    """Runs `code` in a fresh Python process with `args` and extra environment, and
+    returns the JSON object it prints last, or {"reason": ...} when it fails."""
+    import json
+    import subprocess
+    import sys
+
+    p = None
+    try:
+        p = subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True, text=True,
+                           timeout=1800, env=dict(os.environ, **env))
+        return json.loads(p.stdout.strip().splitlines()[-1])
+    except Exception as e:
+        tail = (p.stderr.strip().splitlines() or [""])[-1] if p is not None else ""
+        return {"reason": f"probe failed: {type(e).__name__}: {e} {tail}".strip()[:300]}
