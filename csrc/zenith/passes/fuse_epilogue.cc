@@ -48,7 +48,7 @@ int fuse_epilogue(Graph& g) {
     }
     if (!single || p < 0) continue;
     Node& mm = g.nodes[size_t(p)];
-    if ((mm.op != Op::addmm && mm.op != Op::conv2d) || mm.i("activation", 0) != 0) continue;
+    if (!has_trait(mm.op, kTakesActivation) || mm.i("activation", 0) != 0) continue;
     mm.set_int("activation", int64_t(act));
     replace_all_uses(g, n.outputs[0], x);
     uses[size_t(x)] = uses[size_t(n.outputs[0])];
