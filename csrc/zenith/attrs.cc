@@ -39,19 +39,7 @@ const std::vector<AttrSpec>* const kSpecs[] = {
 #include "zenith/ops.def"
 #undef OP
 };
-#undef A_INT
-#undef A_INT_DEF
-#undef A_INT_OPT
-#undef A_BOOL
-#undef A_ENUM
-#undef A_DTYPE
-#undef A_INTS
-#undef A_INTS_OPT
-#undef A_PAIR
-#undef A_PAIR_DEF
-#undef A_FLOAT
-#undef A_FLOAT_DEF
-#undef A_FLOAT_OPT
+#include "zenith/attr_macros_end.inc"
 static_assert(sizeof(kSpecs) / sizeof(kSpecs[0]) == size_t(Op::kCount), "attribute table and op table disagree");
 
 const char* kind_name(AttrKind k) {
@@ -155,6 +143,8 @@ std::array<int64_t, 2> pair_of(const Node& n, const char* k) {
   }
 #include "zenith/ops.def"
 #undef OP
+
+#include "zenith/attr_macros_end.inc"
 
 using DecodeFn = AttrsPtr (*)(const Node&);
 const DecodeFn kDecoders[] = {

@@ -86,19 +86,7 @@ namespace attrs {
   };
 #include "zenith/ops.def"
 #undef OP
-#undef A_INT
-#undef A_INT_DEF
-#undef A_INT_OPT
-#undef A_BOOL
-#undef A_ENUM
-#undef A_DTYPE
-#undef A_INTS
-#undef A_INTS_OPT
-#undef A_PAIR
-#undef A_PAIR_DEF
-#undef A_FLOAT
-#undef A_FLOAT_DEF
-#undef A_FLOAT_OPT
+#include "zenith/attr_macros_end.inc"
 }  // namespace attrs
 
 // A node's decoded attributes: an attrs::<op> struct, type-erased. Requires every
