@@ -406,11 +406,11 @@ def test_torch_side_nodes_on_inputs_alone_do_not_split_segments():
 def test_a_non_cpu_tensor_never_reaches_a_segment():
     # The last guard before the runtime reads a data pointer: a tensor on another device
     # (here "meta", which has no data) is refused with its device named.
-    from zenith import partition
+    from zenith import callpath
 
     with pytest.raises(RuntimeError, match="a meta tensor reached a CPU segment"):
-        partition._raw(torch.empty(2, 3, device="meta"), [])
+        callpath._raw(torch.empty(2, 3, device="meta"), [])
     keep = []
     t = torch.randn(3, 4).t()  # non-contiguous: a contiguous copy is made and kept alive
-    ptr, code, shape = partition._raw(t, keep)
+    ptr, code, shape = callpath._raw(t, keep)
     assert len(keep) == 1 and ptr == keep[0].data_ptr() and shape == (4, 3) and code == 0
