@@ -15,6 +15,18 @@
 namespace zenith::py {
 
 namespace {
+// torch.utils.dlpack.from_dlpack, looked up once. Held for the life of the process
+// (never released: no destructor runs after the interpreter is gone). The GIL guards
+// the lookup; two threads racing here at worst look it up twice.
+nb::handle torch_from_dlpack() {
+  static PyObject* fn = nullptr;
+  if (!fn) fn = nb::object(nb::module_::import_("torch.utils.dlpack").attr("from_dlpack")).release().ptr();
+  return fn;
+}
+
+// Outputs become torch tensors through a plain DLPack capsule handed to
+// from_dlpack: nb::pytorch's export passes an object with __dlpack__ instead, which
+// from_dlpack negotiates with in Python (measured ~1.3 us more per output).
 nb::list run_and_wrap(const Executable& exe, const std::vector<InTensor>& ins, const std::vector<int64_t>& ints) {
   std::vector<OutTensor> outs;
   {
@@ -26,9 +38,9 @@ nb::list run_and_wrap(const Executable& exe, const std::vector<InTensor>& ins, c
     auto* keep = new std::shared_ptr<void>(o.storage);
     nb::capsule owner(keep, [](void* p) noexcept { delete static_cast<std::shared_ptr<void>*>(p); });
     std::vector<size_t> shape(o.shape.begin(), o.shape.end());
-    nb::ndarray<nb::pytorch, nb::device::cpu> arr(o.data, shape.size(), shape.data(), owner, nullptr,
-                                                  dlpack_from_dtype(o.dtype));
-    result.append(arr.cast());
+    nb::ndarray<nb::device::cpu> arr(o.data, shape.size(), shape.data(), owner, nullptr,
+                                     dlpack_from_dtype(o.dtype));
+    result.append(torch_from_dlpack()(arr.cast()));
   }
   return result;
 }

@@ -329,6 +329,39 @@ def test_inference_weights_stay_packed_and_follow_in_place_updates():
     assert "packed weights" in str(zenith.explain(m, x))
 
 
+def test_weight_check_reads_no_weight_while_none_is_packed():
+    # The per-call cost of the weight check: with nothing packed (nn.Linear weights, few
+    # rows) it touches no tensor; once something is, one version counter per weight.
+    from zenith.weights import WeightWatch
+
+    class Exe:
+        packed_bytes = 0
+        drops = 0
+
+        def set_constant_inputs(self, positions):
+            self.marked = positions
+
+        def drop_packed(self):
+            self.drops += 1
+
+    class Untouchable:
+        def __getattr__(self, name):
+            raise AssertionError(f"read {name}")
+
+    exe, w = Exe(), torch.nn.Parameter(torch.randn(3))
+    watch = WeightWatch([1], [(exe, [(0, 1)])])
+    assert exe.marked == [0]
+    watch.check([None, w])  # the first call records the versions and storages
+    watch.check([None, Untouchable()])
+    exe.packed_bytes = 12
+    watch.check([None, w])
+    assert exe.drops == 0
+    with torch.no_grad():
+        w.mul_(2)
+    watch.check([None, w])
+    assert exe.drops == 1
+
+
 @pytest.mark.parametrize("rows", [1, 5, 40, 131])
 def test_linear_weights_are_read_in_place(rows):
     # No packed copy of nn.Linear's weights at any row count (the GEMM reads W's rows
@@ -406,11 +439,11 @@ def test_torch_side_nodes_on_inputs_alone_do_not_split_segments():
 def test_a_non_cpu_tensor_never_reaches_a_segment():
     # The last guard before the runtime reads a data pointer: a tensor on another device
     # (here "meta", which has no data) is refused with its device named.
-    from zenith import partition
+    from zenith import callpath
 
     with pytest.raises(RuntimeError, match="a meta tensor reached a CPU segment"):
-        partition._raw(torch.empty(2, 3, device="meta"), [])
+        callpath._raw(torch.empty(2, 3, device="meta"), [])
     keep = []
     t = torch.randn(3, 4).t()  # non-contiguous: a contiguous copy is made and kept alive
-    ptr, code, shape = partition._raw(t, keep)
+    ptr, code, shape = callpath._raw(t, keep)
     assert len(keep) == 1 and ptr == keep[0].data_ptr() and shape == (4, 3) and code == 0

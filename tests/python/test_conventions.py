@@ -14,7 +14,7 @@ from zenith import _C
 from zenith import backend as zbackend
 from zenith.importer import DTYPE_CODES, DTYPES
 from zenith.options import MODES, OPTIONS, Options
-from zenith.partition import _raw
+from zenith.callpath import _raw
 
 
 def _mlp():

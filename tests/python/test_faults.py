@@ -388,6 +388,45 @@ def test_new_storage_at_the_old_address_is_seen():
         torch.testing.assert_close(c(x), m(x), **GEMM_TOL)
 
 
+def test_a_weight_changed_while_nothing_was_packed_is_seen():
+    """Per call the weight check reads nothing while no segment holds a packed weight
+    (few-row GEMMs stream row-major weights in place); the versions it compares later
+    are those of its last full check, so a change made in between still drops a copy
+    packed after it. One graph (dynamic rows): 2 rows pack nothing, 40 rows pack W."""
+    m = _RowMajor(128, 128).eval()
+    few, many = torch.randn(2, 128), torch.randn(40, 128)
+    with torch.no_grad(), zenith.backend.collect_reports() as reports:
+        c = zenith.compile(m, dynamic=True)
+        torch.testing.assert_close(c(few), m(few), **GEMM_TOL)
+        assert len(reports) == 1 and reports[0].packed_weight_bytes == 0
+        m.w.mul_(-2)  # nothing packed: not looked at now
+        torch.testing.assert_close(c(many), m(many), **GEMM_TOL)  # packs the changed W
+        assert reports[0].packed_weight_bytes == 128 * 128 * 4
+        m.w.add_(0.5)
+        torch.testing.assert_close(c(few), m(few), **GEMM_TOL)
+        torch.testing.assert_close(c(many), m(many), **GEMM_TOL)
+        m.w.mul_(3)
+        torch.testing.assert_close(c(many), m(many), **GEMM_TOL)
+        assert len(reports) == 1
+
+
+def test_a_weight_viewed_differently_under_the_same_tensor_is_seen():
+    """A call passes each parameter's compiled dtype and shape and reads only its data
+    pointer (Dynamo guards their layout and recompiles when it changes). `.data =` a
+    transpose of its own storage keeps the address and the version: the compiled model
+    must follow it anyway, and back."""
+    m, x = _RowMajor(96, 96).eval(), torch.randn(40, 96)
+    c = zenith.compile(m)
+    with torch.no_grad():
+        torch.testing.assert_close(c(x), m(x), **GEMM_TOL)
+        ptr, version = m.w.data_ptr(), m.w._version
+        m.w.data = m.w.data.t()
+        assert (m.w.data_ptr(), m.w._version) == (ptr, version) and not m.w.is_contiguous()
+        torch.testing.assert_close(c(x), m(x), **GEMM_TOL)
+        m.w.data = m.w.data.t()
+        torch.testing.assert_close(c(x), m(x), **GEMM_TOL)
+
+
 def test_in_place_change_of_tensor_attributes_and_globals_is_seen():
     """Tensors the graph reads that are not parameters (a plain tensor attribute, a
     module-level global, a closure's tensor, a plain object's), big enough for the

@@ -66,3 +66,31 @@ def test_env_writes_table_and_trace_at_exit(tmp_path):
     assert "Zenith kernel profile" in out and "Chrome trace of" in out
     ev = json.loads(path.read_text())["traceEvents"]
     assert len(ev) >= 2 and all(e["ph"] == "X" for e in ev)
+
+
+def test_torch_profiler_trace_has_the_zenith_segments(tmp_path):
+    # A fallback op (i0) splits the graph into two segments: each call shows both as
+    # ranges, once each, and the ops inside them are Zenith's (no aten::addmm events).
+    m = _model()
+
+    def f(x):
+        return m(torch.special.i0(torch.tanh(x) * 2))
+
+    x = torch.randn(5, 16)
+    with torch.no_grad(), collect_reports() as reports:
+        c = zenith.compile(f)
+        torch.testing.assert_close(c(x), f(x), rtol=1e-4, atol=1e-5)
+        with torch.profiler.profile() as prof:
+            for _ in range(2):
+                c(x)
+    (r,) = reports
+    assert r.segments == 2 and "aten.i0.default" in r.fallback_ops, (r.segments, r.fallback_ops)
+    names = [e.name for e in prof.events()]
+    segs = sorted({n for n in names if n.startswith("zenith: graph ")})
+    assert len(segs) == 2 and [s.rsplit(" ", 1)[1] for s in segs] == ["0", "1"], segs
+    assert all(names.count(s) == 2 for s in segs), names
+    assert "aten::i0" in names and "aten::addmm" not in names and "aten::mm" not in names
+    path = tmp_path / "torch-trace.json"
+    prof.export_chrome_trace(str(path))
+    traced = {e.get("name") for e in json.loads(path.read_text())["traceEvents"]}
+    assert set(segs) <= traced

@@ -22,7 +22,7 @@ def gemm_sweep(cfg):
     input and packs it (or reads it in place) on every call. OpenBLAS is measured in
     `machine`, in its own process: its spinning threads would slow whoever runs next."""
     from zenith import _C
-    from zenith.partition import _raw
+    from zenith.callpath import _raw
 
     torch.set_num_threads(cfg.threads)
     rows = []

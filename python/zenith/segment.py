@@ -1,0 +1,58 @@
+"""One Zenith segment: a maximal run of natively supported ATen nodes, lowered to a
+Zenith graph, put through the pass pipeline and compiled into an Executable.
+
+The segment only records what the call path needs (its inputs as fx nodes with
+their layouts, its outputs, the symbols it binds); it does not run itself
+(callpath.py generates the code that calls it).
+"""
+from __future__ import annotations
+
+import torch
+
+from zenith import _C
+from zenith.importer import CONVERTERS, Lowering
+
+_VIEW_OPS = {torch.ops.aten.t.default, torch.ops.aten.permute.default, torch.ops.aten.transpose.int}
+
+
+class Segment:
+    def __init__(self, index):
+        self.index = index  # position among the graph's segments
+        self.nodes = []  # fx nodes, in graph order
+
+    def lower(self, gm, users_outside, options, report):
+        """Builds and compiles the Zenith graph. users_outside(n): whether fx node n is
+        read outside this segment (so it must be one of its outputs)."""
+        L = Lowering(gm)
+        for n in self.nodes:
+            L.env[n] = CONVERTERS[n.target](L, n)
+        self.out_nodes = [n for n in self.nodes if users_outside(n)]
+        # A transpose of a graph input that leaves the segment (AOTAutograd saves weight
+        # transposes for backward) is a free view in PyTorch but a full copy as a Zenith
+        # output: PyTorch makes it; uses inside the segment still see it (as trans_b).
+        self.torch_views = [n for n in self.out_nodes if n.target in _VIEW_OPS and isinstance(n.args[0], torch.fx.Node)
+                            and n.args[0].op in ("placeholder", "get_attr")]
+        if len(self.torch_views) == len(self.out_nodes):
+            self.torch_views = []
+        self.out_nodes = [n for n in self.out_nodes if n not in self.torch_views]
+        outs = []
+        for n in self.out_nodes:
+            v = L.env[n]
+            if isinstance(v, tuple):
+                raise RuntimeError(f"zenith: tuple value {n.name} escapes its segment")
+            outs.append(v)
+        L.g.set_outputs(outs)
+        if options.get("passes", True):
+            for name, changes in L.g.run_passes(options.get("verify", False)):
+                report.passes[name] = report.passes.get(name, 0) + changes
+        self.op_counts = L.g.op_counts()
+        for op, c in self.op_counts.items():
+            report.zenith_ops[op] = report.zenith_ops.get(op, 0) + c
+        # Every symbol the graph mentions (input shapes, view sizes, slice bounds); the
+        # runtime receives each one's value at call time, in this order.
+        self.symbols = list(L.g.symbols)
+        self.exe = _C.Executable(L.g, self.symbols)
+        self.in_nodes = L.inputs  # fx nodes, in the order of the graph's inputs
+        self.in_perms = L.input_perms  # per input: None, or the permute that makes it contiguous
+        self.keepalive = L.const_keepalive  # tensors whose memory the graph borrows as constants
+        self.graph = L.g
