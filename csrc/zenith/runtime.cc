@@ -68,10 +68,16 @@ struct Context {
   std::vector<std::vector<TensorRef>> ins, outs;
   std::vector<void*> base;  // per storage, this call
   // Packed weights for `bound`, per node, valid while the executable's pack generation
-  // is `packed_generation` and each weight input is still at `packed_src`.
+  // is `packed_generation` (0: never valid) and each constant weight input is still at
+  // `packed_src` (null for nodes without one).
   std::vector<std::shared_ptr<const PackedOperand>> packed;
   std::vector<const void*> packed_src;
   uint64_t packed_generation = 0;
+  void release_packed() {
+    packed.clear();
+    packed_src.clear();
+    packed_generation = 0;
+  }
 };
 
 struct Executable::Kept {
@@ -106,6 +112,7 @@ void Executable::set_constant_inputs(const std::vector<int>& positions) {
   constant_ = std::move(c);
   for (auto& k : kept_) k.reset();
   ++pack_generation_;
+  release_idle_packed();
 }
 
 void Executable::drop_packed() {
@@ -114,17 +121,18 @@ void Executable::drop_packed() {
     for (auto& k : kept_) k.reset();
     ++pack_generation_;
   }
-  // Idle contexts let go of their references now, not at their next call.
-  auto release = [](Context& c) {
-    c.packed.clear();
-    c.packed_src.clear();
-  };
+  release_idle_packed();
+}
+
+// Idle contexts let go of their packed references now, not at their next call; a
+// context in a call lets go when the call ends (run_with sees the generation moved).
+void Executable::release_idle_packed() const {
   if (!hot_busy_.exchange(true, std::memory_order_acquire)) {
-    release(*hot_);
+    hot_->release_packed();
     hot_busy_.store(false, std::memory_order_release);
   }
   std::lock_guard<std::mutex> lock(mu_);
-  for (auto& c : free_contexts_) release(*c);
+  for (auto& c : free_contexts_) c->release_packed();
 }
 
 size_t Executable::packed_bytes() const {
@@ -302,24 +310,22 @@ std::shared_ptr<const Plan> Executable::build_plan(std::vector<int64_t> key, con
 // while nothing changed.
 void Executable::bind_packed(const Plan& plan, const std::vector<InTensor>& inputs, Context& ctx) const {
   const size_t nn = plan.ops.size();
-  if (ctx.packed.size() == nn && ctx.packed_generation == pack_generation_.load(std::memory_order_acquire)) {
+  if (ctx.packed.size() == nn && ctx.packed_generation != 0 &&
+      ctx.packed_generation == pack_generation_.load(std::memory_order_acquire)) {
     bool same = true;
-    for (size_t ni = 0; ni < nn && same; ++ni) {
-      int pos = plan.weight_input[ni];
-      same = (pos < 0 ? nullptr : inputs[size_t(pos)].data) == ctx.packed_src[ni];
-    }
+    for (size_t ni = 0; ni < nn && same; ++ni)
+      same = !ctx.packed_src[ni] || inputs[size_t(plan.weight_input[ni])].data == ctx.packed_src[ni];
     if (same) return;
   }
+  ctx.release_packed();  // valid again only once every pack below has succeeded
   ctx.packed.assign(nn, nullptr);
   ctx.packed_src.assign(nn, nullptr);
   std::lock_guard<std::mutex> lock(pack_mu_);
-  ctx.packed_generation = pack_generation_.load(std::memory_order_relaxed);
+  const uint64_t generation = pack_generation_.load(std::memory_order_relaxed);
   for (size_t ni = 0; ni < nn; ++ni) {
     int pos = plan.weight_input[ni];
-    if (pos < 0) continue;
+    if (pos < 0 || !constant_[size_t(pos)]) continue;  // a weight that is not constant is read as it is
     const void* src = inputs[size_t(pos)].data;
-    ctx.packed_src[ni] = src;
-    if (!constant_[size_t(pos)]) continue;
     const WeightPack& w = plan.ops[ni].weight;
     auto& kept = kept_[ni];
     if (!kept || kept->src != src || kept->key != w.key) {
@@ -331,7 +337,9 @@ void Executable::bind_packed(const Plan& plan, const std::vector<InTensor>& inpu
       kept = std::move(k);
     }
     ctx.packed[ni] = kept->packed;
+    ctx.packed_src[ni] = src;
   }
+  ctx.packed_generation = generation;
 }
 
 std::vector<OutTensor> Executable::run(const std::vector<InTensor>& inputs,
@@ -385,8 +393,7 @@ void Executable::run_with(Context& ctx, const std::vector<InTensor>& inputs, con
   }
   if (ctx.bound != plan) {
     ctx.bound.reset();  // refs half rebuilt when an allocation fails match no plan
-    ctx.packed.clear();
-    ctx.packed_src.clear();
+    ctx.release_packed();
     ctx.ins.assign(plan->nodes.size(), {});
     ctx.outs.assign(plan->nodes.size(), {});
     for (size_t ni = 0; ni < plan->nodes.size(); ++ni) {
@@ -446,6 +453,8 @@ void Executable::run_with(Context& ctx, const std::vector<InTensor>& inputs, con
     for (size_t k = 0; k < outs.size(); ++k)
       if (is_half(outs[k].dtype)) cast_buffer(fout[k].data, DType::f32, outs[k].data, outs[k].dtype, outs[k].numel());
   }
+  // Weights dropped during this call: let go of them now.
+  if (ctx.packed_generation != pack_generation_.load(std::memory_order_acquire)) ctx.release_packed();
   result.reserve(g.outputs.size());
   for (size_t i = 0; i < g.outputs.size(); ++i) {
     int v = g.outputs[i];

@@ -78,6 +78,7 @@ class Executable {
   std::shared_ptr<const Plan> build_plan(std::vector<int64_t> key, const std::vector<int64_t>& bindings,
                                          const std::vector<InTensor>& inputs) const;
   void bind_packed(const Plan& plan, const std::vector<InTensor>& inputs, Context& ctx) const;
+  void release_idle_packed() const;
   void run_with(Context& ctx, const std::vector<InTensor>& inputs, const std::vector<int64_t>& syms,
                 std::vector<OutTensor>& result) const;
 

@@ -181,6 +181,7 @@ struct ConvState {
     kWinograd,         // conv3x3_winograd per image; constant filters kept transformed
     kBatchedColumns,   // small maps of a batch: one GEMM over every image's im2col columns
     kPixelRows,        // one image, C^T = columns^T W^T: pixels as the micro-kernel's rows
+                       // (with the filters packed as B; without, kPerImage runs)
     kPerImage,         // a GEMM per image and group, B built panel by panel or in memory
   } algo = kPerImage;
   int64_t N, C, H, W, OC, ICg, KH, KW, OH, OW, G, OCg;
@@ -188,6 +189,12 @@ struct ConvState {
   bool pointwise;      // 1x1, stride 1, no padding: the image is B as it is
   std::array<int64_t, 2> st, pd, dl;
 };
+
+// The packed form each algorithm reads (per image and batched columns both read A).
+PackedOperand::Side packed_form(ConvState::Algo a) {
+  return a == ConvState::kWinograd ? PackedOperand::kWinograd : a == ConvState::kPixelRows ? PackedOperand::kB
+                                                                                           : PackedOperand::kA;
+}
 
 std::shared_ptr<const PackedOperand> pack_filters(const void* state, const void* src) {
   const auto& s = *static_cast<const ConvState*>(state);
@@ -238,9 +245,9 @@ void prepare_conv2d(const PrepareCtx& c, PreparedOp* p) {
   // pack A on every call. Grouped and depthwise convs read their filters in place.
   const bool f32 = w.dtype == DType::f32 && o.dtype == DType::f32;
   if (f32 && q.G == 1 && q.algo != ConvState::kDepthwise &&
-      (q.algo != ConvState::kPerImage && q.algo != ConvState::kBatchedColumns ||
+      ((q.algo != ConvState::kPerImage && q.algo != ConvState::kBatchedColumns) ||
        sgemm_reads_packed(q.OC, gemm_b_rs, 1)))
-    p->weight = WeightPack{1, {int64_t(q.algo), q.OC, q.C, q.rows}, pack_filters};
+    p->weight = WeightPack{1, {int64_t(packed_form(q.algo)), q.OC, q.C, q.rows}, pack_filters};
   p->state = std::move(s);
 }
 
@@ -250,6 +257,10 @@ void run_conv2d(const KernelCtx& c) {
   if (o.numel() == 0) return;
   const auto& at = c.a<attrs::conv2d>();
   const ConvState& q = c.st<ConvState>();
+  // Pixels as rows pays only with the filters packed in advance as B (a weight that is
+  // not constant, or computed through float32 for half types, arrives unpacked): else the
+  // GEMM per image runs, which packs A itself.
+  const ConvState::Algo algo = q.algo == ConvState::kPixelRows && !c.packed ? ConvState::kPerImage : q.algo;
   const int64_t N = q.N, C = q.C, H = q.H, W = q.W, OC = q.OC, ICg = q.ICg, KH = q.KH, KW = q.KW, OH = q.OH,
                 OW = q.OW, G = q.G, OCg = q.OCg, rows = q.rows, cols = q.cols;
   const auto &st = q.st, &pd = q.pd, &dl = q.dl;
@@ -294,7 +305,7 @@ void run_conv2d(const KernelCtx& c) {
     }
     return e;
   };
-  if (q.algo == ConvState::kDepthwise) {
+  if (algo == ConvState::kDepthwise) {
     const DepthwiseGeom dg{H, W, KH, KW, OH, OW, st[0], st[1], pd[0], pd[1], dl[0], dl[1]};
     parallel_for(N * C, 1, [&](int64_t lo, int64_t hi) {
       for (int64_t nc = lo; nc < hi; ++nc) {
@@ -336,7 +347,7 @@ void run_conv2d(const KernelCtx& c) {
   };
   thread_local AlignedBuf col_buf, out_buf;  // reused across calls: no allocation or zero-fill per conv
   // c.packed, when given, is what pack_filters made for this algorithm.
-  if (q.algo == ConvState::kBatchedColumns) {
+  if (algo == ConvState::kBatchedColumns) {
     int64_t ncols = N * cols;
     float* col = col_buf.get(size_t(rows * ncols));
     float* out = out_buf.get(size_t(OC * ncols));
@@ -371,11 +382,11 @@ void run_conv2d(const KernelCtx& c) {
       const float* xg = px + (n * C + g * ICg) * H * W;
       float* og = po + (n * OC + g * OCg) * cols;
       GemmEpilogue eg = group_epilogue(n, g);
-      if (q.algo == ConvState::kWinograd) {
+      if (algo == ConvState::kWinograd) {
         conv3x3_winograd(xg, C, H, W, pw, OC, og, eg, c.packed);
         continue;
       }
-      if (q.algo == ConvState::kPixelRows) {
+      if (algo == ConvState::kPixelRows) {
         // Pixels as rows: C^T [cols x OC] = columns^T W^T, then written transposed into
         // the output with the epilogue per output channel (a few hundred KiB, in L2).
         const float* B = xg;
