@@ -145,6 +145,9 @@ def test_an_impossible_allocation_is_a_memory_error_in_process():
 _INTERRUPT_SCRIPT = """
 import os, signal, threading, time, torch, zenith
 
+# Ctrl-C as a user's interpreter has it: a process started in the background by a
+# non-interactive shell (as CI jobs can be) inherits SIGINT ignored, and Python keeps it so.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 torch.manual_seed(0)
 STOP = [False]
 
