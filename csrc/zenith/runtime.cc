@@ -54,6 +54,7 @@ struct Plan {
   std::vector<std::vector<int64_t>> shapes;  // per value id
   std::vector<Node> nodes;                   // graph nodes with attributes resolved to constants
   std::vector<PreparedOp> ops;               // per node: what its kernel chose for these shapes
+  std::vector<std::vector<TensorRef>> ins, outs;  // per node: operand dtypes and shapes (data null)
   std::vector<int> weight_input;             // per node: graph input position of its packable weight, or -1
   MemoryPlan mem;
   std::vector<bool> via_f32;                 // per node: half-precision values computed through float32
@@ -279,11 +280,13 @@ std::shared_ptr<const Plan> Executable::build_plan(std::vector<int64_t> key, con
   std::vector<int> input_pos(g.values.size(), -1);
   for (size_t i = 0; i < g.inputs.size(); ++i) input_pos[size_t(g.inputs[i])] = int(i);
   plan->ops.resize(g.nodes.size());
+  plan->ins.resize(g.nodes.size());
+  plan->outs.resize(g.nodes.size());
   plan->weight_input.assign(g.nodes.size(), -1);
   plan->via_f32.assign(g.nodes.size(), false);
   for (size_t ni = 0; ni < g.nodes.size(); ++ni) {
     const Node& n = plan->nodes[ni];
-    std::vector<TensorRef> ins, outs;
+    auto &ins = plan->ins[ni], &outs = plan->outs[ni];
     for (int v : n.inputs) ins.push_back({nullptr, g.type(v).dtype, plan->shapes[size_t(v)]});
     for (int v : n.outputs) outs.push_back({nullptr, g.type(v).dtype, plan->shapes[size_t(v)]});
     try {
@@ -394,13 +397,8 @@ void Executable::run_with(Context& ctx, const std::vector<InTensor>& inputs, con
   if (ctx.bound != plan) {
     ctx.bound.reset();  // refs half rebuilt when an allocation fails match no plan
     ctx.release_packed();
-    ctx.ins.assign(plan->nodes.size(), {});
-    ctx.outs.assign(plan->nodes.size(), {});
-    for (size_t ni = 0; ni < plan->nodes.size(); ++ni) {
-      const Node& n = plan->nodes[ni];
-      for (int v : n.inputs) ctx.ins[ni].push_back({nullptr, g.type(v).dtype, plan->shapes[size_t(v)]});
-      for (int v : n.outputs) ctx.outs[ni].push_back({nullptr, g.type(v).dtype, plan->shapes[size_t(v)]});
-    }
+    ctx.ins = plan->ins;  // this context's own copies: kernels see data pointers set per call
+    ctx.outs = plan->outs;
     ctx.base.assign(mem.storages.size(), nullptr);
     ctx.bound = plan;
   }

@@ -526,23 +526,31 @@ void run_step(const FusedProgram::Step& st, const float* a, const float* b, floa
 }
 }  // namespace
 
-void run_fused(const KernelCtx& c) {
-  TensorRef& o = c.out[0];
-  int64_t numel = o.numel();
-  if (numel == 0) return;
-  FusedProgram prog;
-  prog.n_in = int(c.in.size());
+// The program decoded and checked once per plan; only a scalar pow exponent, which is
+// input data, is read per call.
+void prepare_fused(const PrepareCtx& c, PreparedOp* p) {
+  auto prog = std::make_shared<FusedProgram>();
+  prog->n_in = int(c.in.size());
   const std::vector<int64_t>& code = c.a<attrs::fused>().program;
   ZENITH_CHECK(!code.empty() && code.size() % 4 == 0, "fused: malformed program");
   for (size_t k = 0; k < code.size(); k += 4) {
     FusedProgram::Step st{Op(code[k]), int(code[k + 1]), int(code[k + 2]), code[k + 3], NAN};
-    int reg = prog.n_in + int(k / 4);
+    int reg = prog->n_in + int(k / 4);
     ZENITH_CHECK(code[k] >= 0 && code[k] < kNumOps && st.x >= 0 && st.x < reg && st.y < reg,
                  "fused: malformed program step ", k / 4);
+    prog->steps.push_back(st);
+  }
+  p->state = std::move(prog);
+}
+
+void run_fused(const KernelCtx& c) {
+  TensorRef& o = c.out[0];
+  int64_t numel = o.numel();
+  if (numel == 0) return;
+  FusedProgram prog = c.st<FusedProgram>();
+  for (auto& st : prog.steps)
     if (st.op == Op::pow && st.y >= 0 && st.y < prog.n_in && c.in[size_t(st.y)].numel() == 1)
       st.pow_exp = *c.in[size_t(st.y)].as<float>();
-    prog.steps.push_back(st);
-  }
   int n_in = prog.n_in, n_reg = n_in + int(prog.steps.size());
   std::vector<const TensorRef*> ins;
   for (const TensorRef& t : c.in) ins.push_back(&t);

@@ -18,6 +18,7 @@ PrepareFn prepare_for(Op op) {
     case Op::addmm: return prepare_addmm;
     case Op::conv2d: return prepare_conv2d;
     case Op::sdpa: return prepare_sdpa;
+    case Op::fused: return prepare_fused;
     default: return nullptr;
   }
 }

@@ -229,5 +229,6 @@ void prepare_matmul(const PrepareCtx&, PreparedOp*);
 void prepare_addmm(const PrepareCtx&, PreparedOp*);
 void prepare_conv2d(const PrepareCtx&, PreparedOp*);
 void prepare_sdpa(const PrepareCtx&, PreparedOp*);
+void prepare_fused(const PrepareCtx&, PreparedOp*);
 
 }  // namespace zenith
