@@ -21,6 +21,8 @@ import time
 from zenith.bench import report, schema, stats
 
 # Workloads that take --seqs (a sequence-length sweep), with their default lengths.
+# Zenith's --quant contestants (issue 16; int8-dynamic and int8-static are not built yet).
+QUANT_SCHEMES = ("fp32", "gguf", "int8", "int4", "nf4")
 SEQ_SWEEPS = {"minilm": None, "bert-base-sweep": [8, 32, 128, 512]}
 BATCH_SWEEPS = ("resnet50", "mobilenet-v2")  # workloads that take --batches
 STANDARD = ["machine", "gemm-sweep", "bert-base", "bert-base-memory", "minilm", "resnet50", "mobilenet-v2", "gpt2-decode", "gemma3-270m-decode",
@@ -78,6 +80,9 @@ def run(args):
     bad = [f for f in fws if f not in ALL_FRAMEWORKS]
     if bad:
         sys.exit(f"unknown framework(s): {', '.join(bad)}; known: {', '.join(ALL_FRAMEWORKS)}")
+    badq = [q for q in args.quant if q not in QUANT_SCHEMES]
+    if badq:
+        sys.exit(f"unknown --quant scheme(s): {', '.join(badq)}; known: {', '.join(QUANT_SCHEMES)}")
     if not args.warm_inductor_cache:
         # Inductor keeps compiled kernels on disk between runs; a cold start measured on a
         # warm cache is not a cold start. Unless asked otherwise, it starts empty.
@@ -102,13 +107,15 @@ def run(args):
             print(text, file=sys.stderr, flush=True)
 
     cfg = Config(frameworks=fws, threads=args.threads, iterations=args.iterations, warmup=args.warmup,
-                 batch=args.batch, seq=args.seq, new_tokens=args.new_tokens, steps=args.steps, dtype=args.dtype, progress=progress,
+                 batch=args.batch, seq=args.seq, new_tokens=args.new_tokens, steps=args.steps, dtype=args.dtype,
+                 quant=args.quant, ppl_tokens=args.ppl_tokens, progress=progress,
                  bar=bar, empty_inductor_cache=not args.warm_inductor_cache)
     doc = {"schema": schema.SCHEMA, "created": datetime.datetime.now(datetime.timezone.utc).isoformat(),
            "machine": machine_info(args.threads),
            "config": {"frameworks": list(fws), "threads": args.threads, "iterations": args.iterations,
                       "warmup": args.warmup, "batch": args.batch, "seq": args.seq, "new_tokens": args.new_tokens,
                       "seqs": args.seqs, "batches": args.batches, "steps": args.steps, "dtype": args.dtype,
+                      "quant": list(args.quant), "ppl_tokens": args.ppl_tokens,
                       "inductor_cache": "warm (user's)" if args.warm_inductor_cache else "empty at start",
                       "command": " ".join(["zenith bench"] + sys.argv[2:])},
            "workloads": []}
@@ -162,6 +169,13 @@ def render_table(doc):
                 lines.append("  micro-kernels alone, 1 thread (GFLOP/s at " + ", ".join(shapes) + "):")
                 lines += [f"    {name:<28} {tile:>5} {isa:<6} {a:<6} " + "  ".join(f"{c:>7}" for c in cells)
                           + (f"  ({note})" if note else "") for name, tile, isa, a, cells, note in kernels]
+            continue
+        if "perplexity" in w:
+            lines.append(f"{w['name']} {json.dumps(w['params'])}:")
+            for fw, r in w["perplexity"].items():
+                lines.append(f"  {fw:<16} " + (f"perplexity {r['perplexity']:.3f} over {r['tokens_scored']} tokens "
+                                               f"({r['seconds']:.1f} s)" if r["status"] == "ok"
+                                               else f"{r['status']}: {r['reason']}"))
             continue
         if w["name"] == "bert-base-memory":
             lines.append(f"bert-base-memory {json.dumps(w['params'])} (peak RSS and first call, each contestant in its own process):")
@@ -238,6 +252,10 @@ def main(argv=None):
     ap.add_argument("--new-tokens", type=int, default=32)
     ap.add_argument("--dtype", choices=("fp32", "bf16", "fp16"), default="fp32",
                     help="bert-base, minilm, resnet50: run every PyTorch contestant in this dtype")
+    ap.add_argument("--quant", type=lambda s: tuple(x.strip() for x in s.split(",") if x.strip()), default=("fp32",),
+                    help=f"Zenith contestants, one per scheme: {','.join(QUANT_SCHEMES)} ('zenith' is fp32, the "
+                         "others run as 'zenith:<scheme>'; gguf = the model file's own blocks)")
+    ap.add_argument("--ppl-tokens", type=int, default=2048, help="tokens of text the perplexity workloads score")
     ap.add_argument("--steps", type=int, default=50, help="optimizer steps per contestant in train-* workloads")
     ap.add_argument("--warm-inductor-cache", action="store_true",
                     help="keep Inductor's on-disk cache (default: an empty one, so its cold start is one)")

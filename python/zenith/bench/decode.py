@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import math
 import os
 import time
 
@@ -10,23 +11,26 @@ import torch
 
 from zenith.bench import peers
 from zenith.bench.contestants import compiled, peer_status
-from zenith.bench.runner import run_interleaved, say
+from zenith.bench.runner import failed, run_interleaved, say
 
 
-def decode(cfg, name, params, base, ids, peer_builders=None, extra_params=None):
+def decode(cfg, name, params, base, ids, peer_builders=None, extra_params=None, contestants=None, variants=None):
     """Greedy decoding of cfg.new_tokens tokens after prompt `ids` ([1, P]) with
-    base.generate for eager/inductor/zenith (the model's forward compiled), and with
-    peer_builders[fw](prompt_ids, n, threads) -> fn(n) for peers such as llama.cpp."""
+    base.generate for eager/inductor/zenith (the model's forward compiled), with
+    peer_builders[fw](prompt_ids, n, threads) -> fn(n) for peers such as llama.cpp, and
+    with variants[fw]() -> a model Zenith compiles (the quantized contestants,
+    'zenith:<scheme>'). `contestants` (default cfg.frameworks) names them all; every
+    answer is checked against eager's fp32 tokens."""
     torch.set_num_threads(cfg.threads)
-    peer_builders = peer_builders or {}
+    peer_builders, variants = peer_builders or {}, variants or {}
     prompt_len = ids.shape[1]
     n = cfg.new_tokens
     gen_kw = dict(max_new_tokens=n, min_new_tokens=n, do_sample=False, pad_token_id=0)
     with torch.inference_mode():
         ref = base.generate(ids, **gen_kw)
     fns, results, first_token = {}, {}, {}
-    for fw in cfg.frameworks:
-        st = peer_status(fw, supported=tuple(peer_builders))
+    for fw in contestants or cfg.frameworks:
+        st = peer_status(fw.split(":")[0], supported=tuple(p.split(":")[0] for p in peer_builders))
         if st:
             results[fw] = st
             continue
@@ -35,9 +39,13 @@ def decode(cfg, name, params, base, ids, peer_builders=None, extra_params=None):
             fns[fw] = pfn
             first_token[fw] = lambda pfn=pfn: pfn(1)
             continue
-        m = base if fw == "eager" else copy.deepcopy(base)
+        try:
+            m = variants[fw]() if fw in variants else base if fw == "eager" else copy.deepcopy(base)
+        except Exception as e:  # a contestant that cannot be built is reported; the run goes on
+            results[fw] = failed(e)
+            continue
         if fw != "eager":
-            m.forward = compiled(fw, m.forward)
+            m.forward = compiled(fw.split(":")[0], m.forward)
 
         def fn(m=m, fw=fw, k=n):
             ctx = torch.inference_mode() if fw == "eager" else torch.no_grad()
@@ -133,16 +141,109 @@ def load_gemma3():
     return model.eval(), tok, time.perf_counter() - t, how
 
 
+def quant_variants(cfg, base, gguf=None):
+    """The Zenith contestants of `--quant`: 'zenith' for fp32, 'zenith:<scheme>' for
+    each other scheme, as (names, variants): variants[name]() builds that contestant's
+    model (a quantized copy of `base`, or for 'gguf' the file's own blocks)."""
+    import zenith
+
+    names, variants = [], {}
+    for scheme in cfg.quant:
+        if scheme == "fp32":
+            names.append("zenith")
+            continue
+        fw = f"zenith:{scheme}"
+        names.append(fw)
+        if scheme == "gguf":
+            variants[fw] = (lambda: zenith.load_gguf(gguf)[0].eval()) if gguf else None
+        else:
+            variants[fw] = lambda scheme=scheme: zenith.quantize(copy.deepcopy(base), scheme).eval()
+    return names, {k: v for k, v in variants.items() if v is not None}
+
+
+def gemma3_contestants(cfg, model, gguf):
+    """Contestants of the Gemma 3 workloads: eager and Inductor in fp32, Zenith once per
+    `--quant` scheme, llama.cpp on the Q4_K_M file as shipped ('llamacpp:q4_k_m')."""
+    zen, variants = quant_variants(cfg, model, gguf)
+    names = []
+    for fw in cfg.frameworks:
+        names += zen if fw == "zenith" else ["llamacpp:q4_k_m"] if fw == "llamacpp" else [fw]
+    return names, variants
+
+
 def gemma3_decode(cfg):
-    """Gemma 3 270M (real weights from the GGUF) greedy decode: eager, Inductor and
-    Zenith run the fp32 de-quantized model; llama.cpp runs the Q4_K_M GGUF itself,
-    so its token agreement with eager shows what its quantized arithmetic changes."""
+    """Gemma 3 270M (real weights from the GGUF) greedy decode: eager and Inductor run
+    the fp32 de-quantized model; Zenith runs it once per `--quant` scheme ('gguf': the
+    file's own Q8_0/Q5_0/Q4_K/Q6_K blocks); llama.cpp runs the Q4_K_M GGUF itself. Token
+    agreement is against eager fp32, so it shows what each quantized arithmetic changes."""
     torch.set_num_threads(cfg.threads)
     model, tok, load_s, how = load_gemma3()
     ids = tok(GEMMA_PROMPT, return_tensors="pt").input_ids
     gguf = gemma3_gguf_path()
-    w = decode(cfg, "gemma3-270m-decode", {"model": "Gemma 3 270M", "dtype": "fp32 (llamacpp: Q4_K_M GGUF)"},
-                model, ids, {"llamacpp": lambda p, n, th: peers.llamacpp_generate_fn(gguf, p, n, th)},
-                extra_params={"weights": how, "prompt_text": GEMMA_PROMPT})
+    names, variants = gemma3_contestants(cfg, model, gguf)
+    w = decode(cfg, "gemma3-270m-decode", {"model": "Gemma 3 270M", "dtype": "fp32 unless named (zenith:<scheme>, llamacpp:q4_k_m)"},
+               model, ids, {"llamacpp:q4_k_m": lambda p, n, th: peers.llamacpp_generate_fn(gguf, p, n, th)},
+               extra_params={"weights": how, "prompt_text": GEMMA_PROMPT, "quant": list(cfg.quant)},
+               contestants=names, variants=variants)
     w["model_load_s"] = load_s
     return w
+
+
+PPL_TEXT = "/usr/share/common-licenses/GPL-3"
+
+
+def window_nll(logits, window):
+    """Summed negative log-likelihood of window[1:] under logits[:-1] (float64), and the
+    number of tokens scored."""
+    lp = torch.log_softmax(logits[:-1].double(), dim=-1)
+    return -lp.gather(1, window[1:, None]).sum().item(), len(window) - 1
+
+
+def gemma3_perplexity(cfg):
+    """Gemma 3 270M perplexity on the GPL-3 text every Debian machine has, for eager
+    fp32, each Zenith `--quant` scheme and llama.cpp on the Q4_K_M file, all on the
+    same token ids: the first --ppl-tokens tokens in windows of --seq tokens, each
+    window starting at BOS and scored independently (tokens 2..seq of each)."""
+    torch.set_num_threads(cfg.threads)
+    model, tok, _, how = load_gemma3()
+    gguf = gemma3_gguf_path()
+    text = open(PPL_TEXT, encoding="utf-8").read()
+    ids = tok(text, add_special_tokens=False, return_tensors="pt").input_ids[0]
+    seq = cfg.seq
+    body = seq - 1
+    nwin = max(1, min(len(ids) // body, cfg.ppl_tokens // body))
+    windows = [torch.cat([torch.tensor([tok.bos_token_id]), ids[i * body:(i + 1) * body]]) for i in range(nwin)]
+    names, variants = gemma3_contestants(cfg, model, gguf)
+    results = {}
+    for fw in names:
+        st = peer_status(fw.split(":")[0], supported=("llamacpp",))
+        if st:
+            results[fw] = st
+            continue
+        say(cfg, f"gemma3-270m-perplexity: {fw}")
+        try:
+            t = time.perf_counter()
+            if fw.startswith("llamacpp"):
+                logits_of = peers.llamacpp_logits_fn(gguf, seq, cfg.threads)
+            else:
+                m = variants[fw]() if fw in variants else model if fw == "eager" else copy.deepcopy(model)
+                if fw != "eager":
+                    m.forward = compiled(fw.split(":")[0], m.forward)
+
+                def logits_of(w, m=m):
+                    with torch.no_grad():
+                        return m(w[None]).logits[0]
+            nll, count = 0.0, 0
+            for w in windows:
+                a, b = window_nll(logits_of(w), w)
+                nll, count = nll + a, count + b
+            results[fw] = {"status": "ok", "perplexity": math.exp(nll / count), "tokens_scored": count,
+                           "seconds": time.perf_counter() - t}
+        except Exception as e:  # a failing contestant is reported; the run goes on
+            results[fw] = failed(e)
+        torch._dynamo.reset()
+    # Not timed samples: kept beside "results" (empty), as bert-base-memory keeps its probes.
+    return {"name": "gemma3-270m-perplexity",
+            "params": {"model": "Gemma 3 270M", "text": PPL_TEXT, "window": seq, "windows": nwin,
+                       "weights": how, "quant": list(cfg.quant)},
+            "results": {}, "perplexity": results}

@@ -18,7 +18,7 @@ SETTINGS = {
     "onnxruntime": "torch.onnx.export (dynamo, optimize) -> CPUExecutionProvider, ORT_ENABLE_ALL, "
                    "intra_op_num_threads={t}, inter_op 1, pool spinning off",
     "openvino": "openvino.convert_model -> CPU, LATENCY hint, INFERENCE_NUM_THREADS={t}, precision f32",
-    "llamacpp": "llama-cpp-python on the Q4_K_M GGUF, n_threads={t}, greedy (top_k=1, temp 0)",
+    "llamacpp": "llama-cpp-python on the GGUF file, n_threads={t}, greedy (top_k=1, temp 0)",
 }
 
 
@@ -103,5 +103,22 @@ def llamacpp_generate_fn(gguf_path, prompt_ids, new_tokens, threads):
             if i + 1 >= n:
                 break
         return torch.tensor([out])
+
+    return fn
+
+
+def llamacpp_logits_fn(gguf_path, n_ctx, threads):
+    """llama-cpp-python on the GGUF file: fn(ids [T]) -> logits [T, vocab] of one
+    window evaluated from an empty cache (for perplexity)."""
+    import numpy as np
+    from llama_cpp import Llama
+
+    llm = Llama(model_path=str(gguf_path), n_threads=threads, n_threads_batch=threads, n_ctx=n_ctx,
+                n_batch=n_ctx, logits_all=True, verbose=False, seed=0)
+
+    def fn(ids):
+        llm.reset()
+        llm.eval([int(i) for i in ids])
+        return torch.from_numpy(np.array(llm.scores[: len(ids)], dtype=np.float32))
 
     return fn

@@ -73,21 +73,21 @@ def _plots(doc, out):
         med = [r["latency"]["median"] * 1e3 for _, r in ok]
         err = [[m - r["latency"]["p10"] * 1e3 for m, (_, r) in zip(med, ok)],
                [r["latency"]["p90"] * 1e3 - m for m, (_, r) in zip(med, ok)]]
-        ax.bar([fw for fw, _ in ok], med, yerr=err, capsize=4, color=[COLORS.get(fw, "#555") for fw, _ in ok])
+        ax.bar([fw for fw, _ in ok], med, yerr=err, capsize=4, color=[COLORS.get(fw.split(":")[0], "#555") for fw, _ in ok])
         ax.set_ylabel(("step" if "loss_curve" in ok[0][1] else "latency") + ", ms (median, p10-p90)")
         ax.set_title(title(w), fontsize=9)
         save(fig, f"{slug(w)}-latency.png")
         if any("decode_tokens_s" in r for _, r in ok):
             fig, ax = plt.subplots(figsize=(5.5, 3))
             ax.bar([fw for fw, _ in ok], [r["decode_tokens_s"] for _, r in ok],
-                   color=[COLORS.get(fw, "#555") for fw, _ in ok])
+                   color=[COLORS.get(fw.split(":")[0], "#555") for fw, _ in ok])
             ax.set_ylabel("decode tokens/s (from median)")
             ax.set_title(title(w), fontsize=9)
             save(fig, f"{slug(w)}-tokens.png")
         if any("loss_curve" in r for _, r in ok):
             fig, ax = plt.subplots(figsize=(5.5, 3))
             for fw, r in ok:
-                ax.plot(range(1, len(r["loss_curve"]) + 1), r["loss_curve"], label=fw, color=COLORS.get(fw),
+                ax.plot(range(1, len(r["loss_curve"]) + 1), r["loss_curve"], label=fw, color=COLORS.get(fw.split(":")[0]),
                         linestyle="-" if fw == "eager" else "--")
             ax.set_xlabel("optimizer step")
             ax.set_ylabel("training loss")
@@ -96,7 +96,7 @@ def _plots(doc, out):
             save(fig, f"{slug(w)}-loss.png")
     for name, axis, fixed, ws in _sweeps(doc):
         fig, ax = plt.subplots(figsize=(5.5, 3.2))
-        fws = sorted({fw for w in ws for fw, _ in _ok(w)}, key=list(COLORS).index)
+        fws = sorted({fw for w in ws for fw, _ in _ok(w)}, key=lambda f: (list(COLORS).index(f.split(":")[0]) if f.split(":")[0] in COLORS else len(COLORS), f))
         for fw in fws:
             pts = [(w["params"][axis], w["results"][fw]["latency"]) for w in ws
                    if w["results"].get(fw, {}).get("status") == "ok"]
@@ -104,7 +104,7 @@ def _plots(doc, out):
             med = [lat["median"] * 1e3 for _, lat in pts]
             err = [[m - lat["p10"] * 1e3 for m, (_, lat) in zip(med, pts)],
                    [lat["p90"] * 1e3 - m for m, (_, lat) in zip(med, pts)]]
-            ax.errorbar(xs, med, yerr=err, label=fw, color=COLORS.get(fw), marker="o", capsize=3)
+            ax.errorbar(xs, med, yerr=err, label=fw, color=COLORS.get(fw.split(":")[0]), marker="o", capsize=3)
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xlabel(axis)
@@ -225,6 +225,13 @@ def render_markdown(doc, plots=(), note=None):
                 lines += [f"| {name} | {tile} | {isa} | {a} | " + " | ".join(cells) + f" | {note} |"
                           for name, tile, isa, a, cells, note in kernels]
             lines += [""]
+            continue
+        if "perplexity" in w:
+            lines += [f"## {w['name']}", "", f"Parameters: `{json.dumps(w['params'])}`. Every contestant scores "
+                      "the same token ids; lower is better.", "", "| contestant | perplexity | tokens | seconds (build, compile, score) |",
+                      "|---|---|---|---|"]
+            lines += [f"| {fw} | {r['perplexity']:.3f} | {r['tokens_scored']} | {r['seconds']:.1f} |" if r["status"] == "ok"
+                      else f"| {fw} | {r['status']}: {r['reason']} | | |" for fw, r in w["perplexity"].items()] + [""]
             continue
         if w["name"] == "bert-base-memory":
             lines += ["## bert-base-memory", "", f"Parameters: `{json.dumps(w['params'])}`. Peak process memory "

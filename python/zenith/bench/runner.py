@@ -23,6 +23,8 @@ class Config:
     new_tokens: int = 32
     steps: int = 50  # optimizer steps per contestant in the training workloads
     dtype: str = "fp32"  # single-call inference workloads: fp32, bf16 or fp16
+    quant: tuple = ("fp32",)  # Zenith's contestants: 'zenith' (fp32) and 'zenith:<scheme>' for the others
+    ppl_tokens: int = 2048  # tokens of text the perplexity workloads score
     empty_inductor_cache: bool = True  # each fresh-process probe gets an empty Inductor cache of its own
     progress: object = None  # callable(str) for progress lines
     bar: object = None  # callable(done, total, label) for the progress bar
@@ -110,8 +112,9 @@ def run_interleaved(cfg, fns, check):
         cfg.bar(cfg.iterations, cfg.iterations, ", ".join(names))
     for fw in names:
         r = results[fw]
-        if fw in peers.SETTINGS:
-            r["settings"] = peers.SETTINGS[fw].format(t=cfg.threads)
+        peer = fw.split(":")[0]  # a peer's variants ('llamacpp:q4_k_m') share its settings
+        if peer in peers.SETTINGS:
+            r["settings"] = peers.SETTINGS[peer].format(t=cfg.threads)
         r["latency"] = stats.summary(r["samples_s"])
         r["compile_s_estimate"] = max(0.0, r["cold_start_s"] - r["latency"]["median"])
     if "eager" in alive:

@@ -21,6 +21,7 @@ WORKLOADS = {
     "gpt2-decode": decode.gpt2_decode,
     "tinyllama-decode": decode.tinyllama_decode,
     "gemma3-270m-decode": decode.gemma3_decode,
+    "gemma3-270m-perplexity": decode.gemma3_perplexity,
     "train-transformer-43m": training.train_transformer_43m,
     "train-lora": training.train_lora,
 }

@@ -207,3 +207,31 @@ def test_cli_runs_workloads_by_name_from_the_registry(tmp_path):
         cli.main(["bench", "nope"])
     with pytest.raises(SystemExit, match="unknown framework.s.: tvm; known: eager"):
         cli.main(["bench", "small-mlp", "--frameworks", "eager,tvm"])
+
+
+def test_window_nll_is_cross_entropy_of_the_next_token():
+    from zenith.bench import decode
+
+    torch.manual_seed(0)
+    logits, w = torch.randn(7, 11), torch.randint(0, 11, (7,))
+    nll, n = decode.window_nll(logits, w)
+    want = torch.nn.functional.cross_entropy(logits[:-1].double(), w[1:], reduction="sum").item()
+    assert n == 6 and nll == pytest.approx(want, rel=1e-12)
+
+
+def test_quant_contestants_are_named_per_scheme():
+    from zenith.bench import decode
+
+    cfg = Config(frameworks=("eager", "zenith", "llamacpp"), quant=("fp32", "gguf", "int8"))
+    names, variants = decode.gemma3_contestants(cfg, torch.nn.Linear(2, 2), "model.gguf")
+    assert names == ["eager", "zenith", "zenith:gguf", "zenith:int8", "llamacpp:q4_k_m"]
+    assert set(variants) == {"zenith:gguf", "zenith:int8"}
+
+
+def test_unknown_quant_scheme_is_refused():
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "zenith.cli", "bench", "small-mlp", "--quant", "fp32,int3"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode != 0 and "int3" in r.stderr and "known" in r.stderr
