@@ -156,6 +156,7 @@ void init_runtime(nb::module_& m) {
            "Marks inputs (by position) as constant weights that GEMMs may keep packed.")
       .def("drop_packed", &Executable::drop_packed, "Forgets packed weights (their data changed).")
       .def_prop_ro("packed_bytes", &Executable::packed_bytes)
+      .def_prop_ro("holds_packed", &Executable::holds_packed)
       .def_prop_ro("arena_bytes", &Executable::planned_arena_bytes)
       .def_prop_ro("reused_bytes", &Executable::planned_reused_bytes)
       .def_prop_ro("num_plans", &Executable::num_plans)

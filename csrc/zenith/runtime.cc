@@ -112,6 +112,7 @@ void Executable::set_constant_inputs(const std::vector<int>& positions) {
   }
   constant_ = std::move(c);
   for (auto& k : kept_) k.reset();
+  holds_packed_.store(false, std::memory_order_release);
   ++pack_generation_;
   release_idle_packed();
 }
@@ -120,6 +121,7 @@ void Executable::drop_packed() {
   {
     std::lock_guard<std::mutex> lock(pack_mu_);
     for (auto& k : kept_) k.reset();
+    holds_packed_.store(false, std::memory_order_release);
     ++pack_generation_;
   }
   release_idle_packed();
@@ -338,6 +340,7 @@ void Executable::bind_packed(const Plan& plan, const std::vector<InTensor>& inpu
       k->key = w.key;
       k->packed = w.pack(plan.ops[ni].state.get(), src);
       kept = std::move(k);
+      holds_packed_.store(true, std::memory_order_release);
     }
     ctx.packed[ni] = kept->packed;
     ctx.packed_src[ni] = src;

@@ -63,6 +63,9 @@ class Executable {
   void set_constant_inputs(const std::vector<int>& positions);
   void drop_packed();
   size_t packed_bytes() const;  // bytes held by packed weights
+  // Whether any packed weight is kept; no lock, so a caller's per-call check stays cheap
+  // (may be true a moment longer than packed_bytes() is nonzero, never false while one is kept).
+  bool holds_packed() const { return holds_packed_.load(std::memory_order_acquire); }
 
   const Graph& graph() const { return graph_; }
   // Arena bytes of the plan for the most recently planned signature (0 before a call).
@@ -100,6 +103,7 @@ class Executable {
   // Bumped whenever packed weights are dropped or the constant set changes: a context's
   // cached packed pointers are valid only while it is unchanged.
   mutable std::atomic<uint64_t> pack_generation_{1};
+  mutable std::atomic<bool> holds_packed_{false};  // set when kept_ gains a pack, cleared with kept_
 };
 
 }  // namespace zenith

@@ -29,7 +29,7 @@ import operator
 import weakref
 
 _version_of = operator.attrgetter("_version")
-_packed_bytes = operator.attrgetter("packed_bytes")
+_holds_packed = operator.attrgetter("holds_packed")
 
 
 class WeightWatch:
@@ -53,7 +53,7 @@ class WeightWatch:
             exe.set_constant_inputs([i for i, pos in pairs if pos not in unversioned])
 
     def _held(self):
-        return any(map(_packed_bytes, self._exes))
+        return any(map(_holds_packed, self._exes))  # lock-free in C++
 
     def check(self, args):
         """Before a call: drops packed copies of weights that changed since the last check."""

@@ -377,6 +377,7 @@ TEST(Runtime, ConstantWeightsArePackedOnceAndFollowTheirInput) {
   EXPECT_EQ(exe.packed_bytes(), 0u);
   check(w, 40);
   EXPECT_EQ(exe.packed_bytes(), 99 * sizeof(float));
+  EXPECT_TRUE(exe.holds_packed());
   check(w, 40);
   auto w2 = w;
   for (auto& v : w2) v = -v;
@@ -384,6 +385,7 @@ TEST(Runtime, ConstantWeightsArePackedOnceAndFollowTheirInput) {
   for (auto& v : w2) v *= 3.0f;
   exe.drop_packed();
   EXPECT_EQ(exe.packed_bytes(), 0u);
+  EXPECT_FALSE(exe.holds_packed());
   check(w2, 40);
   for (int64_t rows : {2, 5, 16, 40, 100}) {
     check_on(linear, w, rows, true);

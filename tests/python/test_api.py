@@ -335,7 +335,7 @@ def test_weight_check_reads_no_weight_while_none_is_packed():
     from zenith.weights import WeightWatch
 
     class Exe:
-        packed_bytes = 0
+        holds_packed = False
         drops = 0
 
         def set_constant_inputs(self, positions):
@@ -353,7 +353,7 @@ def test_weight_check_reads_no_weight_while_none_is_packed():
     assert exe.marked == [0]
     watch.check([None, w])  # the first call records the versions and storages
     watch.check([None, Untouchable()])
-    exe.packed_bytes = 12
+    exe.holds_packed = True
     watch.check([None, w])
     assert exe.drops == 0
     with torch.no_grad():
