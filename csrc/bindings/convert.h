@@ -25,6 +25,9 @@ inline DType dtype_from_dlpack(nb::dlpack::dtype d) {
       if (d.bits == 64) return DType::i64;
       if (d.bits == 32) return DType::i32;
       break;
+    case C::UInt:
+      if (d.bits == 8) return DType::u8;
+      break;
     case C::Bool: return DType::b8;
     default: break;
   }
@@ -40,6 +43,7 @@ inline nb::dlpack::dtype dlpack_from_dtype(DType d) {
     case DType::i64: return {uint8_t(C::Int), 64, 1};
     case DType::i32: return {uint8_t(C::Int), 32, 1};
     case DType::b8: return {uint8_t(C::Bool), 8, 1};
+    case DType::u8: return {uint8_t(C::UInt), 8, 1};
   }
   return {};
 }
