@@ -180,6 +180,34 @@ TEST(QuantKernels, ActivationQuantizerBoundsAndSums) {
     }
 }
 
+// The AVX2 quantizer equals the reference value for value: blocks of 32 and 256, short
+// last blocks (int8 rows), zeros, tiny values, inf and NaN.
+TEST(QuantKernels, Avx2ActivationQuantizerEqualsReference) {
+  if (!qisa_supported(QIsa::kAvx2)) GTEST_SKIP() << "this CPU has no AVX2";
+  unsigned seed = 5;
+  for (int64_t block : {32, 256})
+    for (int64_t K : {32, 256, 512, 1, 33, 100, 287}) {
+      if (block == 256 && K % 256) continue;
+      const int64_t kpad = (K + 31) / 32 * 32, nd = (kpad + block - 1) / block;
+      for (int variant = 0; variant < 4; ++variant) {
+        auto x = randn(size_t(K), seed++);
+        if (variant == 1) std::fill(x.begin(), x.begin() + std::min<int64_t>(K, 32), 0.0f);
+        if (variant == 2) x[0] = std::numeric_limits<float>::infinity(), x[size_t(K - 1)] = NAN;
+        if (variant == 3)
+          for (auto& v : x) v *= 1e-38f;  // 127 / max overflows: zeros
+        std::vector<int8_t> q1(static_cast<size_t>(kpad), 9), q2(static_cast<size_t>(kpad), 9);
+        std::vector<float> d1(static_cast<size_t>(nd)), d2(static_cast<size_t>(nd));
+        std::vector<int16_t> s1(static_cast<size_t>(kpad / 16)), s2(static_cast<size_t>(kpad / 16));
+        quant::quantize_act_row(x.data(), K, block, q1.data(), d1.data(), s1.data());
+        quant::quantize_act_row_avx2(x.data(), K, block, q2.data(), d2.data(), s2.data());
+        ASSERT_EQ(q1, q2) << "K " << K << " block " << block << " variant " << variant;
+        ASSERT_EQ(s1, s2) << "K " << K << " block " << block << " variant " << variant;
+        for (size_t i = 0; i < d1.size(); ++i)
+          ASSERT_TRUE(d1[i] == d2[i] || (std::isnan(d1[i]) && std::isnan(d2[i]))) << K << " " << block;
+      }
+    }
+}
+
 // AVX2 against the scalar reference: rows M (every tile size 1-4, remainders, more
 // than a tile), weight rows N, K of several blocks, with and without bias, on one and
 // two threads. The integer parts are equal by construction; the k-quants' float

@@ -52,6 +52,7 @@ QMatmulPlan qmatmul_plan(QFormat f, int64_t M, int64_t N, int64_t K, QIsa isa) {
   p.isa = isa;
   p.act = act_kind(f);
   p.dots = isa == QIsa::kAvx2 ? avx2_dot_kernels(f) : nullptr;
+  p.quantize = isa == QIsa::kAvx2 ? quantize_act_row_avx2 : quantize_act_row;
   p.kpad = (K + 31) / 32 * 32;
   p.nscales = p.kpad / act_block(p.act);
   p.nsums = p.kpad / 16;
@@ -59,6 +60,8 @@ QMatmulPlan qmatmul_plan(QFormat f, int64_t M, int64_t N, int64_t K, QIsa isa) {
   const int64_t act_bytes = p.act == ActKind::kF32 ? 4 * K : p.kpad + 4 * p.nscales + 2 * p.nsums;
   p.row_chunk = std::max<int64_t>(kMaxDotRows, (int64_t(128) << 10) / std::max<int64_t>(act_bytes, 1) / kMaxDotRows *
                                                    kMaxDotRows);
+  // Weight rows per block: ~16 KiB, read from L1 by every tile of rows of x after the first.
+  p.n_block = std::max<int64_t>(1, (int64_t(16) << 10) / std::max<int64_t>(1, p.row_bytes));
   // A thread's share: at least ~32 KiB of weight bytes times rows of x.
   p.n_grain = std::max<int64_t>(1, (int64_t(32) << 10) / std::max<int64_t>(1, p.row_bytes * std::min<int64_t>(M, 16)));
   return p;
@@ -87,7 +90,7 @@ void qmatmul(const QMatmulPlan& p, const float* x, const uint8_t* w, const float
     const int64_t block = act_block(p.act);
     parallel_for(M, 16, [&](int64_t lo, int64_t hi) {
       for (int64_t m = lo; m < hi; ++m)
-        quantize_act_row(x + m * K, K, block, q + m * p.kpad, d + m * p.nscales, s16 + m * p.nsums);
+        p.quantize(x + m * K, K, block, q + m * p.kpad, d + m * p.nscales, s16 + m * p.nsums);
     });
   }
   auto act = [&](int64_t m) {
@@ -97,22 +100,23 @@ void qmatmul(const QMatmulPlan& p, const float* x, const uint8_t* w, const float
   parallel_for(N, p.n_grain, [&](int64_t lo, int64_t hi) {
     for (int64_t m0 = 0; m0 < M; m0 += p.row_chunk) {
       const int64_t m1 = std::min(M, m0 + p.row_chunk);
-      for (int64_t n = lo; n < hi; ++n) {
-        const uint8_t* wr = w + n * p.row_bytes;
-        const float b = bias ? bias[n] : 0.0f;
+      // Weight rows in blocks that stay in L1 while every tile of rows of x passes.
+      for (int64_t n0 = lo; n0 < hi; n0 += p.n_block) {
+        const int64_t n1 = std::min(hi, n0 + p.n_block);
         if (!p.dots) {
-          for (int64_t m = m0; m < m1; ++m) y[m * N + n] = ref_dot(p.format, wr, K, act(m)) + b;
-          continue;
+          for (int64_t n = n0; n < n1; ++n)
+            for (int64_t m = m0; m < m1; ++m) y[m * N + n] = ref_dot(p.format, w + n * p.row_bytes, K, act(m));
         }
-        for (int64_t m = m0; m < m1;) {
+        for (int64_t m = m0; p.dots && m < m1;) {
           const int r = int(std::min<int64_t>(kMaxDotRows, m1 - m));
           QActRow a[kMaxDotRows];
-          float out[kMaxDotRows];
           for (int i = 0; i < r; ++i) a[i] = act(m + i);
-          p.dots[r - 1](wr, K, a, out);
-          for (int i = 0; i < r; ++i) y[(m + i) * N + n] = out[i] + b;
+          p.dots[r - 1](w + n0 * p.row_bytes, p.row_bytes, n1 - n0, K, a, y + m * N + n0, N);
           m += r;
         }
+        if (bias)
+          for (int64_t m = m0; m < m1; ++m)
+            for (int64_t n = n0; n < n1; ++n) y[m * N + n] += bias[n];
       }
     }
   });

@@ -26,8 +26,10 @@ struct QMatmulPlan {
   QIsa isa = QIsa::kScalar;
   quant::ActKind act = quant::ActKind::kQ8x32;
   const quant::QDotFn* dots = nullptr;  // the SIMD kernels for 1..kMaxDotRows rows; null: ref_dot
+  quant::QuantizeActFn quantize = nullptr;  // the activation quantizer of the same ISA
   int64_t kpad = 0, nscales = 0, nsums = 0;  // one quantized activation row: codes, scales, 16-sums
   int64_t row_chunk = 0;  // rows of x per sweep over the weight rows (their activations stay in L2)
+  int64_t n_block = 1;    // weight rows that stay in L1 while the tiles of rows of x pass
   int64_t n_grain = 1;    // fewest weight rows a thread takes
 };
 // Throws zenith::Error if K is not a whole number of the format's blocks.

@@ -29,7 +29,9 @@
 // FMAs; measured numbers are in docs/benchmarks (see quant.cc's header for the shapes).
 #include <immintrin.h>
 
+#include <cfloat>
 #include <cstring>
+#include <limits>
 
 #include "zenith/kernels/quant_formats.h"
 
@@ -63,18 +65,23 @@ inline int32_t hsum_i32(__m256i v) {
 
 // The 32 codes of a 16-byte chunk of nibbles in value order: low nibbles are values
 // 0..15, high nibbles 16..31.
+// The 16 bytes in both 128-bit lanes (a broadcast load, no shuffle), the high lane
+// shifted right by 4 (a per-lane variable shift).
 inline __m256i nibbles32(const uint8_t* qs) {
-  const __m128i t = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
-  return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(t, 4), t), _mm256_set1_epi8(15));
+  const __m256i t = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs)));
+  return _mm256_and_si256(_mm256_srlv_epi64(t, _mm256_setr_epi64x(0, 0, 4, 4)), _mm256_set1_epi8(15));
 }
 
-// Bit j of qh as byte j: 0x10 where set, 0 where not (the 5th bit of q5_0 / q5_1 codes).
-inline __m256i fifth_bits(uint32_t qh) {
+// Bit j of the u32 at p as byte j: 0xFF where set, 0 where not (the 5th bits of q5_0 /
+// q5_1 codes). Byte j gets qh's byte j / 8, ORed with every bit but bit j % 8.
+inline __m256i bit_mask32(const uint8_t* p) {
+  uint32_t qh;
+  std::memcpy(&qh, p, 4);
   const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,  //
                                           2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
-  const __m256i bit = _mm256_set1_epi64x(int64_t(0x8040201008040201ull));
-  const __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32(int32_t(qh)), spread);
-  return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit), _mm256_set1_epi8(0x10));
+  const __m256i others = _mm256_set1_epi64x(int64_t(0x7fbfdfeff7fbfdfeull));
+  const __m256i v = _mm256_or_si256(_mm256_shuffle_epi8(_mm256_set1_epi32(int32_t(qh)), spread), others);
+  return _mm256_cmpeq_epi8(v, _mm256_set1_epi8(-1));
 }
 
 // ---- Formats of 32-value chunks (small_block_layout) and int8 ----
@@ -90,12 +97,14 @@ inline void small_chunk(const uint8_t* w, int64_t b, const QActRow* a, __m256 (&
     codes = loadu(p + s.qs + 32 * c);
   } else {
     codes = nibbles32(p + s.qs + 16 * c);
-    if constexpr (s.qh >= 0) {
-      uint32_t qh;
-      std::memcpy(&qh, p + s.qh, 4);
-      codes = _mm256_or_si256(codes, fifth_bits(qh));
+    if constexpr (s.qh >= 0 && s.has_m) {  // q5_1: nibble + 16 x bit
+      codes = _mm256_or_si256(codes, _mm256_and_si256(bit_mask32(p + s.qh), _mm256_set1_epi8(0x10)));
+    } else if constexpr (s.qh >= 0) {  // q5_0: nibble + 16 x bit - 16 = nibble, or nibble | 0xF0 (negative)
+      static_assert(s.offset == 16);
+      codes = _mm256_or_si256(codes, _mm256_andnot_si256(bit_mask32(p + s.qh), _mm256_set1_epi8(char(0xF0))));
+    } else if constexpr (!s.has_m) {
+      codes = _mm256_sub_epi8(codes, _mm256_set1_epi8(char(s.offset)));
     }
-    if constexpr (!s.has_m) codes = _mm256_sub_epi8(codes, _mm256_set1_epi8(char(s.offset)));
   }
   const __m256i ux = s.has_m ? codes : _mm256_sign_epi8(codes, codes);  // |codes| (-128 reads as 128)
   const float d = f16(p);
@@ -110,8 +119,10 @@ inline void small_chunk(const uint8_t* w, int64_t b, const QActRow* a, __m256 (&
   }
 }
 
+#define ZENITH_QDOT_INLINE __attribute__((always_inline)) inline
+
 template <QFormat F, int MR>
-void dot_small(const uint8_t* w, int64_t K, const QActRow* a, float* out) {
+ZENITH_QDOT_INLINE void dot_small(const uint8_t* w, int64_t K, const QActRow* a, float* out) {
   __m256 acc0[MR], acc1[MR];
   float accm[MR];
   for (int r = 0; r < MR; ++r) {
@@ -143,7 +154,7 @@ inline void int8_chunk(const uint8_t* codes_at, int64_t b, const QActRow* a, __m
 }
 
 template <int MR>
-void dot_int8(const uint8_t* w, int64_t K, const QActRow* a, float* out) {
+ZENITH_QDOT_INLINE void dot_int8(const uint8_t* w, int64_t K, const QActRow* a, float* out) {
   const uint8_t* codes = w + 4;
   __m256 acc0[MR], acc1[MR];
   for (int r = 0; r < MR; ++r) acc0[r] = acc1[r] = _mm256_setzero_ps();
@@ -168,10 +179,20 @@ void dot_int8(const uint8_t* w, int64_t K, const QActRow* a, float* out) {
 }
 
 // ---- k-quants: one integer per super-block and row, then ref_dot's float formula ----
+// kPickWord[k]: the shuffle that broadcasts int16 lane k of a 128-bit lane to all of it.
+alignas(32) constexpr uint8_t kPickWord[8][32] = {
+#define ZENITH_PICK(k) {2 * k, 2 * k + 1, 2 * k, 2 * k + 1, 2 * k, 2 * k + 1, 2 * k, 2 * k + 1, 2 * k, 2 * k + 1, 2 * k, \
+                        2 * k + 1, 2 * k, 2 * k + 1, 2 * k, 2 * k + 1, 2 * k, 2 * k + 1, 2 * k, 2 * k + 1, 2 * k,      \
+                        2 * k + 1, 2 * k, 2 * k + 1, 2 * k, 2 * k + 1, 2 * k, 2 * k + 1, 2 * k, 2 * k + 1, 2 * k, 2 * k + 1}
+    ZENITH_PICK(0), ZENITH_PICK(1), ZENITH_PICK(2), ZENITH_PICK(3),
+    ZENITH_PICK(4), ZENITH_PICK(5), ZENITH_PICK(6), ZENITH_PICK(7),
+#undef ZENITH_PICK
+};
+
 // q4_k / q5_k: sub-blocks (2i, 2i + 1) are the low and high nibbles of 32 bytes; the
 // scaled sums go through madd by the sub-block's scale, the mins through the 16-sums.
 template <bool FIVE, int MR>
-void dot_q45k(const uint8_t* w, int64_t K, const QActRow* a, float* out) {
+ZENITH_QDOT_INLINE void dot_q45k(const uint8_t* w, int64_t K, const QActRow* a, float* out) {
   constexpr int64_t kBytes = FIVE ? sizeof(BlockQ5K) : sizeof(BlockQ4K);
   constexpr size_t kQs = FIVE ? offsetof(BlockQ5K, qs) : offsetof(BlockQ4K, qs);
   const __m256i m4 = _mm256_set1_epi8(15), one = _mm256_set1_epi8(1);
@@ -179,11 +200,16 @@ void dot_q45k(const uint8_t* w, int64_t K, const QActRow* a, float* out) {
   float y[MR] = {};
   for (int64_t sb = 0; sb < K / 256; ++sb) {
     const uint8_t* p = w + sb * kBytes;
-    alignas(16) uint8_t sc[16] = {}, mn[16] = {};
-    unpack_q4k_scales(p + 4, sc, mn);
-    // mins as 16 int16 lanes, min j twice: madd with the 16-sums gives min_j x sum_j.
-    const __m256i mins =
-        _mm256_cvtepu8_epi16(_mm_shuffle_epi8(_mm_load_si128(reinterpret_cast<const __m128i*>(mn)), pairs));
+    // unpack_q4k_scales four bytes at a time: the 8 scales and the 8 mins as bytes
+    uint32_t s[3];
+    std::memcpy(s, p + 4, 12);
+    const uint32_t low6 = 0x3f3f3f3fu, low4 = 0x0f0f0f0fu, top2 = 0x30303030u;
+    const __m128i sc8 = _mm_setr_epi32(int(s[0] & low6), int((s[2] & low4) | ((s[0] >> 2) & top2)), 0, 0);
+    const __m128i mn8 = _mm_setr_epi32(int(s[1] & low6), int(((s[2] >> 4) & low4) | ((s[1] >> 2) & top2)), 0, 0);
+    // scales as int16 in both 128-bit lanes (picked per sub-block below); mins as 16
+    // int16 lanes, min j twice: madd with the 16-sums gives min_j x sum_j.
+    const __m256i scales = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sc8));
+    const __m256i mins = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(mn8, pairs));
     const __m256i qh = FIVE ? loadu(p + offsetof(BlockQ5K, qh)) : _mm256_setzero_si256();
     __m256i isum[MR];
     for (int r = 0; r < MR; ++r) isum[r] = _mm256_setzero_si256();
@@ -194,7 +220,8 @@ void dot_q45k(const uint8_t* w, int64_t K, const QActRow* a, float* out) {
         lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * i), one), 4));
         hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * i + 1), one), 4));
       }
-      const __m256i s_lo = _mm256_set1_epi16(sc[2 * i]), s_hi = _mm256_set1_epi16(sc[2 * i + 1]);
+      const __m256i s_lo = _mm256_shuffle_epi8(scales, loadu(kPickWord[2 * i]));
+      const __m256i s_hi = _mm256_shuffle_epi8(scales, loadu(kPickWord[2 * i + 1]));
       for (int r = 0; r < MR; ++r) {
         const int8_t* qx = a[r].q + 256 * sb + 64 * i;
         const __m256i plo = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, loadu(qx)), s_lo);
@@ -218,7 +245,7 @@ void dot_q45k(const uint8_t* w, int64_t K, const QActRow* a, float* out) {
 // g's scale in the low 8 int16 lanes and g + 1's in the high 8. The -32 offset comes off
 // as 32 x sum_g scale_g x sum16_g.
 template <int MR>
-void dot_q6k(const uint8_t* w, int64_t K, const QActRow* a, float* out) {
+ZENITH_QDOT_INLINE void dot_q6k(const uint8_t* w, int64_t K, const QActRow* a, float* out) {
   const __m256i m4 = _mm256_set1_epi8(15), m2 = _mm256_set1_epi8(3);
   float y[MR] = {};
   for (int64_t sb = 0; sb < K / 256; ++sb) {
@@ -262,14 +289,16 @@ void dot_q6k(const uint8_t* w, int64_t K, const QActRow* a, float* out) {
 
 // ---- nf4: floats ----
 template <int MR>
-void dot_nf4(const uint8_t* w, int64_t K, const QActRow* a, float* out) {
+ZENITH_QDOT_INLINE void dot_nf4(const uint8_t* w, int64_t K, const QActRow* a, float* out) {
   const __m256 lo_levels = _mm256_loadu_ps(kNF4), hi_levels = _mm256_loadu_ps(kNF4 + 8);
   const __m128i m4 = _mm_set1_epi8(15);
   __m256 acc0[MR], acc1[MR];
   for (int r = 0; r < MR; ++r) acc0[r] = acc1[r] = _mm256_setzero_ps();
   for (int64_t g = 0; g < K / 64; ++g) {
     const uint8_t* p = w + g * int64_t(sizeof(BlockNF4));
+    // the levels times absmax once per block: the same products as NF4[q] * absmax
     const __m256 absmax = _mm256_set1_ps(f16(p));
+    const __m256 lo_scaled = _mm256_mul_ps(lo_levels, absmax), hi_scaled = _mm256_mul_ps(hi_levels, absmax);
     for (int c = 0; c < 2; ++c) {
       const __m128i t = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2 + 16 * c));
       const __m128i lo = _mm_and_si128(t, m4), hi = _mm_and_si128(_mm_srli_epi16(t, 4), m4);
@@ -277,10 +306,9 @@ void dot_nf4(const uint8_t* w, int64_t K, const QActRow* a, float* out) {
       const __m128i part[4] = {lo, _mm_unpackhi_epi64(lo, lo), hi, _mm_unpackhi_epi64(hi, hi)};
       for (int v = 0; v < 4; ++v) {
         const __m256i code = _mm256_cvtepu8_epi32(part[v]);
-        const __m256 level = _mm256_blendv_ps(_mm256_permutevar8x32_ps(lo_levels, code),
-                                              _mm256_permutevar8x32_ps(hi_levels, code),
-                                              _mm256_castsi256_ps(_mm256_slli_epi32(code, 28)));
-        const __m256 wv = _mm256_mul_ps(level, absmax);
+        const __m256 wv = _mm256_blendv_ps(_mm256_permutevar8x32_ps(lo_scaled, code),
+                                           _mm256_permutevar8x32_ps(hi_scaled, code),
+                                           _mm256_castsi256_ps(_mm256_slli_epi32(code, 28)));
         const int64_t k = 64 * g + 32 * c + 8 * v;
         for (int r = 0; r < MR; ++r) {
           if (v & 1) acc1[r] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(a[r].x + k), acc1[r]);
@@ -292,15 +320,81 @@ void dot_nf4(const uint8_t* w, int64_t K, const QActRow* a, float* out) {
   for (int r = 0; r < MR; ++r) out[r] = hsum(_mm256_add_ps(acc0[r], acc1[r]));
 }
 
+// The exported kernels: a row function run over a block of weight rows.
+using RowDot = void (*)(const uint8_t*, int64_t, const QActRow*, float*);
+template <int MR, RowDot kDot>
+void over_rows(const uint8_t* w, int64_t row_bytes, int64_t rows, int64_t K, const QActRow* a, float* out,
+               int64_t ldo) {
+  for (int64_t n = 0; n < rows; ++n) {
+    float o[MR];
+    kDot(w + n * row_bytes, K, a, o);
+    for (int r = 0; r < MR; ++r) out[r * ldo + n] = o[r];
+  }
+}
+#define ZENITH_QDOT_ROWS(...) \
+  {over_rows<1, __VA_ARGS__<1>>, over_rows<2, __VA_ARGS__<2>>, over_rows<3, __VA_ARGS__<3>>, over_rows<4, __VA_ARGS__<4>>}
 template <QFormat F>
-constexpr QDotFn kSmall[kMaxDotRows] = {dot_small<F, 1>, dot_small<F, 2>, dot_small<F, 3>, dot_small<F, 4>};
-constexpr QDotFn kInt8[kMaxDotRows] = {dot_int8<1>, dot_int8<2>, dot_int8<3>, dot_int8<4>};
-constexpr QDotFn kQ4K[kMaxDotRows] = {dot_q45k<false, 1>, dot_q45k<false, 2>, dot_q45k<false, 3>, dot_q45k<false, 4>};
-constexpr QDotFn kQ5K[kMaxDotRows] = {dot_q45k<true, 1>, dot_q45k<true, 2>, dot_q45k<true, 3>, dot_q45k<true, 4>};
-constexpr QDotFn kQ6K[kMaxDotRows] = {dot_q6k<1>, dot_q6k<2>, dot_q6k<3>, dot_q6k<4>};
-constexpr QDotFn kNF4Rows[kMaxDotRows] = {dot_nf4<1>, dot_nf4<2>, dot_nf4<3>, dot_nf4<4>};
+constexpr QDotFn kSmall[kMaxDotRows] = {over_rows<1, dot_small<F, 1>>, over_rows<2, dot_small<F, 2>>,
+                                        over_rows<3, dot_small<F, 3>>, over_rows<4, dot_small<F, 4>>};
+constexpr QDotFn kInt8[kMaxDotRows] = ZENITH_QDOT_ROWS(dot_int8);
+constexpr QDotFn kQ4K[kMaxDotRows] = {over_rows<1, dot_q45k<false, 1>>, over_rows<2, dot_q45k<false, 2>>,
+                                      over_rows<3, dot_q45k<false, 3>>, over_rows<4, dot_q45k<false, 4>>};
+constexpr QDotFn kQ5K[kMaxDotRows] = {over_rows<1, dot_q45k<true, 1>>, over_rows<2, dot_q45k<true, 2>>,
+                                      over_rows<3, dot_q45k<true, 3>>, over_rows<4, dot_q45k<true, 4>>};
+constexpr QDotFn kQ6K[kMaxDotRows] = ZENITH_QDOT_ROWS(dot_q6k);
+constexpr QDotFn kNF4Rows[kMaxDotRows] = ZENITH_QDOT_ROWS(dot_nf4);
+#undef ZENITH_QDOT_ROWS
+
+// ---- The activation quantizer ----
+// 32 values times id, rounded half to even (cvtps2dq in the default rounding mode, as
+// nearbyint), clamped to [-127, 127], packed to int8 in value order; their sums per 16
+// into s16[0..1].
+inline void quantize32(const float* x, __m256 id, int8_t* q, int16_t* s16) {
+  const __m256 lo = _mm256_set1_ps(-127.0f), hi = _mm256_set1_ps(127.0f);
+  __m256i v[4];
+  for (int i = 0; i < 4; ++i)
+    v[i] = _mm256_cvtps_epi32(_mm256_min_ps(hi, _mm256_max_ps(lo, _mm256_mul_ps(_mm256_loadu_ps(x + 8 * i), id))));
+  // packs interleave the 128-bit lanes: values land as dwords 0 2 4 6 1 3 5 7
+  const __m256i packed = _mm256_packs_epi16(_mm256_packs_epi32(v[0], v[1]), _mm256_packs_epi32(v[2], v[3]));
+  const __m256i codes = _mm256_permutevar8x32_epi32(packed, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(q), codes);
+  __m256i quads = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), codes), _mm256_set1_epi16(1));
+  quads = _mm256_hadd_epi32(quads, quads);
+  quads = _mm256_hadd_epi32(quads, quads);  // dword 0: values 0-15, dword 4: values 16-31
+  s16[0] = int16_t(_mm256_extract_epi32(quads, 0));
+  s16[1] = int16_t(_mm256_extract_epi32(quads, 4));
+}
 
 }  // namespace
+
+void quantize_act_row_avx2(const float* x, int64_t K, int64_t block, int8_t* q, float* d, int16_t* s16) {
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff)), big = _mm256_set1_ps(FLT_MAX);
+  const int64_t full = K / block * block;
+  for (int64_t b0 = 0; b0 < full; b0 += block) {
+    __m256 amax = _mm256_setzero_ps(), bad = _mm256_setzero_ps();
+    for (int64_t k = b0; k < b0 + block; k += 8) {
+      const __m256 a = _mm256_and_ps(_mm256_loadu_ps(x + k), abs_mask);
+      amax = _mm256_max_ps(amax, a);
+      bad = _mm256_or_ps(bad, _mm256_cmp_ps(a, big, _CMP_NLE_UQ));  // inf or NaN
+    }
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    const float m = _mm_cvtss_f32(_mm_max_ss(m4, _mm_movehdup_ps(m4)));
+    const bool finite = _mm256_movemask_ps(bad) == 0;
+    // as quantize_act_row: zeros (and a NaN scale for inf / NaN) where 127 / max fails
+    const float id = finite && m > 0.0f ? 127.0f / m : 0.0f;
+    if (!(id > 0.0f && id <= FLT_MAX)) {
+      std::memset(q + b0, 0, size_t(block));
+      std::memset(s16 + b0 / 16, 0, size_t(block / 16) * sizeof(int16_t));
+      d[b0 / block] = finite ? 0.0f : std::numeric_limits<float>::quiet_NaN();
+      continue;
+    }
+    d[b0 / block] = m / 127.0f;
+    for (int64_t k = b0; k < b0 + block; k += 32) quantize32(x + k, _mm256_set1_ps(id), q + k, s16 + k / 16);
+  }
+  if (full < K)  // a short last block (int8 rows of any K): the reference
+    quantize_act_row(x + full, K - full, block, q + full, d + full / block, s16 + full / 16);
+}
 
 const QDotFn* avx2_dot_kernels(QFormat f) {
   switch (f) {

@@ -192,14 +192,20 @@ struct QActRow {
 // sums). q is in [-127, 127], so |code| * |q| products fit the SIMD kernels' 16-bit pair
 // sums (quant_avx2.cc). A block holding inf or NaN gets d = NaN and q = 0: its dot is NaN.
 void quantize_act_row(const float* x, int64_t K, int64_t block, int8_t* q, float* d, int16_t* s16);
+// The same in AVX2 (quant_avx2.cc), equal to it value for value.
+void quantize_act_row_avx2(const float* x, int64_t K, int64_t block, int8_t* q, float* d, int16_t* s16);
+using QuantizeActFn = void (*)(const float*, int64_t, int64_t, int8_t*, float*, int16_t*);
 
 // The scalar dot product of one weight row (K values) with an activation row: the
 // reference of the SIMD kernels and the kernel that runs without AVX2.
 float ref_dot(QFormat f, const uint8_t* w, int64_t K, const QActRow& a);
 
-// A SIMD dot kernel: out[r] = w . a[r] for MR activation rows (MR fixed per kernel), the
-// weight row decoded once for all of them.
-using QDotFn = void (*)(const uint8_t* w, int64_t K, const QActRow* a, float* out);
+// A SIMD dot kernel: out[r * ldo + n] = w_n . a[r] for `rows` weight rows w_n (at
+// w + n * row_bytes) and MR activation rows (MR fixed per kernel), each weight block
+// decoded once for all MR. The loop over weight rows is inside, so nothing is paid per
+// row beyond the dot product itself.
+using QDotFn = void (*)(const uint8_t* w, int64_t row_bytes, int64_t rows, int64_t K, const QActRow* a, float* out,
+                        int64_t ldo);
 constexpr int kMaxDotRows = 4;
 // The AVX2 kernels of `f` for 1..kMaxDotRows rows (quant_avx2.cc), or null when it has none.
 const QDotFn* avx2_dot_kernels(QFormat f);
