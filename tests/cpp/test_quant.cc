@@ -491,3 +491,20 @@ TEST(QuantOps, RuntimeRunsQmatmulAndQembedding) {
                Error);
   set_num_threads(1);
 }
+
+// Batch dims flatten into rows, also when a row has no values (int8 rows of K = 0: the
+// output is the bias).
+TEST(QuantOps, RuntimeBatchDimsAndEmptyRows) {
+  Executable exe(parse_graph(R"(graph(%x: f32[2, 3, 0], %w: u8[2, 4], %b: f32[2]) {
+  %y: f32[2, 3, 2] = qmatmul(%x, %w, %b) {format=int8}
+  return (%y)
+})"));
+  const float x[1] = {0.0f}, b[2] = {0.5f, -3.0f};
+  const float scales[2] = {1.0f, 2.0f};
+  auto out = exe.run({{x, DType::f32, {2, 3, 0}}, {scales, DType::u8, {2, 4}}, {b, DType::f32, {2}}}, {});
+  const float* y = static_cast<const float*>(out[0].data);
+  for (int i = 0; i < 6; ++i) {
+    EXPECT_EQ(y[2 * i], 0.5f);
+    EXPECT_EQ(y[2 * i + 1], -3.0f);
+  }
+}

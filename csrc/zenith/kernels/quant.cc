@@ -154,8 +154,9 @@ void qembedding(QFormat f, const uint8_t* w, int64_t V, int64_t row_bytes, const
 void prepare_qmatmul(const PrepareCtx& c, PreparedOp* p) {
   const TensorRef &x = c.in[0], &w = c.in[1];
   const int64_t K = x.shape.back();
-  auto plan = std::make_shared<QMatmulPlan>(
-      qmatmul_plan(c.a<attrs::qmatmul>().format, K ? x.numel() / K : 0, w.shape[0], K));
+  int64_t M = 1;  // batch dims flattened into rows
+  for (int d = 0; d + 1 < x.rank(); ++d) M *= x.shape[size_t(d)];
+  auto plan = std::make_shared<QMatmulPlan>(qmatmul_plan(c.a<attrs::qmatmul>().format, M, w.shape[0], K));
   ZENITH_CHECK(plan->row_bytes == w.shape[1], "qmatmul: the weight has ", w.shape[1], " bytes per row, ",
                qformat_info(plan->format).name, " rows of ", K, " values take ", plan->row_bytes);
   p->state = std::move(plan);
