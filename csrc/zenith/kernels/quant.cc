@@ -60,8 +60,9 @@ QMatmulPlan qmatmul_plan(QFormat f, int64_t M, int64_t N, int64_t K, QIsa isa) {
   const int64_t act_bytes = p.act == ActKind::kF32 ? 4 * K : p.kpad + 4 * p.nscales + 2 * p.nsums;
   p.row_chunk = std::max<int64_t>(kMaxDotRows, (int64_t(128) << 10) / std::max<int64_t>(act_bytes, 1) / kMaxDotRows *
                                                    kMaxDotRows);
-  // Weight rows per block: ~16 KiB, read from L1 by every tile of rows of x after the first.
-  p.n_block = std::max<int64_t>(1, (int64_t(16) << 10) / std::max<int64_t>(1, p.row_bytes));
+  // Weight rows per block: ~16 KiB, read from L1 by every tile of rows of x after the first;
+  // with one tile (decode) there is nothing to reuse, and a thread's rows go in one call.
+  p.n_block = M <= kMaxDotRows ? N : std::max<int64_t>(1, (int64_t(16) << 10) / std::max<int64_t>(1, p.row_bytes));
   // A thread's share: at least ~32 KiB of weight bytes times rows of x.
   p.n_grain = std::max<int64_t>(1, (int64_t(32) << 10) / std::max<int64_t>(1, p.row_bytes * std::min<int64_t>(M, 16)));
   return p;
