@@ -113,6 +113,7 @@ void init_ir(nb::module_& m) {
                case DType::i64: { int64_t v = int64_t(value); std::memcpy(buf, &v, 8); break; }
                case DType::i32: { int32_t v = int32_t(value); std::memcpy(buf, &v, 4); break; }
                case DType::b8: buf[0] = value != 0.0; break;
+               case DType::u8: buf[0] = uint8_t(int64_t(value)); break;
              }
              return g.add_owned_constant(std::move(t), buf, dtype_size(t.dtype));
            },

@@ -13,12 +13,48 @@ const char* const kGeluNames[] = {"none", "tanh"};
 const char* const kRoundingNames[] = {"true", "floor", "trunc"};
 const char* const kLayoutNames[] = {"bhle", "blhe"};
 template <size_t N> EnumNames names_of(const char* const (&a)[N]) { return {a, int(N)}; }
+const QFormatInfo kQFormats[] = {
+#define QFORMAT(name, elems, bytes) {#name, elems, bytes},
+#include "zenith/quant_formats.def"
+#undef QFORMAT
+};
+const char* const kQFormatNames[] = {
+#define QFORMAT(name, elems, bytes) #name,
+#include "zenith/quant_formats.def"
+#undef QFORMAT
+};
 }  // namespace
+
+const QFormatInfo& qformat_info(QFormat f) { return kQFormats[size_t(f)]; }
+
+bool parse_qformat(const std::string& s, QFormat* out) {
+  for (size_t i = 0; i < sizeof(kQFormats) / sizeof(kQFormats[0]); ++i)
+    if (s == kQFormats[i].name) {
+      *out = QFormat(i);
+      return true;
+    }
+  return false;
+}
+
+int64_t qformat_row_elems(QFormat f, int64_t row_bytes) {
+  const QFormatInfo& q = qformat_info(f);
+  if (row_bytes < 0) return -1;
+  if (q.block_elems == 0) return row_bytes >= q.block_bytes ? row_bytes - q.block_bytes : -1;
+  return row_bytes % q.block_bytes == 0 ? row_bytes / q.block_bytes * q.block_elems : -1;
+}
+
+int64_t qformat_row_bytes(QFormat f, int64_t K) {
+  const QFormatInfo& q = qformat_info(f);
+  if (K < 0) return -1;
+  if (q.block_elems == 0) return K + q.block_bytes;
+  return K % q.block_elems == 0 ? K / q.block_elems * q.block_bytes : -1;
+}
 
 template <> EnumNames enum_names<Activation>() { return names_of(kActivationNames); }
 template <> EnumNames enum_names<GeluApprox>() { return names_of(kGeluNames); }
 template <> EnumNames enum_names<Rounding>() { return names_of(kRoundingNames); }
 template <> EnumNames enum_names<SdpaLayout>() { return names_of(kLayoutNames); }
+template <> EnumNames enum_names<QFormat>() { return names_of(kQFormatNames); }
 
 namespace {
 #define A_INT(n) {#n, AttrKind::kInt, true, {}},
@@ -26,6 +62,7 @@ namespace {
 #define A_INT_OPT(n) {#n, AttrKind::kInt, false, {}},
 #define A_BOOL(n, d) {#n, AttrKind::kBool, false, {}},
 #define A_ENUM(n, E, d) {#n, AttrKind::kEnum, false, enum_names<E>()},
+#define A_ENUM_REQ(n, E) {#n, AttrKind::kEnum, true, enum_names<E>()},
 #define A_DTYPE(n) {#n, AttrKind::kDType, true, {}},
 #define A_INTS(n) {#n, AttrKind::kInts, true, {}},
 #define A_INTS_OPT(n) {#n, AttrKind::kInts, false, {}},
@@ -125,6 +162,7 @@ std::array<int64_t, 2> pair_of(const Node& n, const char* k) {
   if (node.has(#n)) a->n = node.i(#n);
 #define A_BOOL(n, d) a->n = node.i(#n, d) != 0;
 #define A_ENUM(n, E, d) a->n = E(node.i(#n, int64_t(E::d)));
+#define A_ENUM_REQ(n, E) a->n = E(node.i(#n));
 #define A_DTYPE(n) a->n = DType(node.i(#n));
 #define A_INTS(n) a->n = node.const_ints(#n);
 #define A_INTS_OPT(n) \

@@ -38,6 +38,26 @@ enum class SdpaLayout : int64_t {                                     // sdpa's 
   kBLHE = 1,  // all are (batch, length, heads, head dim): read and written in place
 };
 
+// Quantized weight formats (quant_formats.def): qmatmul's and qembedding's `format`.
+// The enumerators are the names the text form and the bindings use.
+enum class QFormat : int64_t {
+#define QFORMAT(name, elems, bytes) name,
+#include "zenith/quant_formats.def"
+#undef QFORMAT
+};
+struct QFormatInfo {
+  const char* name;
+  int64_t block_elems;  // 0: the whole row is one block (int8)
+  int64_t block_bytes;  // for int8: the row's bytes beyond its K values (the scale)
+};
+const QFormatInfo& qformat_info(QFormat f);
+// Returns false if `s` names no format.
+bool parse_qformat(const std::string& s, QFormat* out);
+// K of a row of `row_bytes` bytes, or -1 if that is not a whole number of blocks.
+int64_t qformat_row_elems(QFormat f, int64_t row_bytes);
+// The bytes of a row of K values, or -1 if K is not a whole number of blocks.
+int64_t qformat_row_bytes(QFormat f, int64_t K);
+
 // An enum's names in value order, as the text form prints them.
 struct EnumNames {
   const char* const* names;
@@ -71,6 +91,7 @@ namespace attrs {
 #define A_INT_OPT(n) std::optional<int64_t> n;
 #define A_BOOL(n, d) bool n = d;
 #define A_ENUM(n, E, d) E n = E::d;
+#define A_ENUM_REQ(n, E) E n{};
 #define A_DTYPE(n) DType n = DType::f32;
 #define A_INTS(n) std::vector<int64_t> n;
 #define A_INTS_OPT(n) std::optional<std::vector<int64_t>> n;

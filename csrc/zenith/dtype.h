@@ -1,6 +1,7 @@
 // Element types Zenith values can carry. float32 is the compute type; float16 and
 // bfloat16 are storage types (kernels convert to float32 on load); int64, int32
-// and bool serve indices and masks.
+// and bool serve indices and masks; u8 is quantized weight storage (bytes in a format of
+// quant_formats.def), read only by the quantized ops and moved by data movement.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -15,7 +16,8 @@ namespace zenith {
   X(bf16, uint16_t, 2)   \
   X(i64, int64_t, 8)     \
   X(i32, int32_t, 4)     \
-  X(b8, bool, 1)
+  X(b8, bool, 1)         \
+  X(u8, uint8_t, 1)
 
 enum class DType : uint8_t {
 #define X(name, ctype, size) name,
@@ -23,7 +25,8 @@ enum class DType : uint8_t {
 #undef X
 };
 
-inline constexpr int kNumDTypes = 6;
+inline constexpr int kNumDTypes = 7;
+static_assert(int(DType::u8) + 1 == kNumDTypes, "kNumDTypes must count ZENITH_DTYPES");
 
 inline size_t dtype_size(DType d) {
   switch (d) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "zenith/attrs.h"
 #include "zenith/error.h"
 #include "zenith/ir.h"
 
@@ -265,6 +266,59 @@ Types infer_addmm(const Graph& g, const Node& n) {
   t.dtype = a.dtype;
   t.shape = {a.shape[ta ? 1 : 0], b.shape[tb ? 0 : 1]};
   broadcast_shapes(in(g, n, 0).shape, t.shape, "addmm");
+  return {t};
+}
+
+// A quantized weight: u8 [rows, row_bytes] with static row bytes that are a whole
+// number of `format` blocks. Returns K, the values per row.
+int64_t quant_weight_k(const Graph& g, const Node& n, const TensorType& w) {
+  const char* op = op_info(n.op).name;
+  QFormat f = QFormat(n.i("format"));
+  ZENITH_CHECK(w.dtype == DType::u8 && w.rank() == 2, op, ": the weight must be u8 [rows, row_bytes], got ",
+               dtype_name(w.dtype), " of rank ", w.rank());
+  ZENITH_CHECK(w.shape[1].is_const(), op, ": the weight's row bytes must be static");
+  int64_t rb = w.shape[1].value(), K = qformat_row_elems(f, rb);
+  const QFormatInfo& q = qformat_info(f);
+  if (K < 0) {
+    if (q.block_elems == 0) fail(op, ": ", rb, " bytes per row is less than ", q.name, "'s ", q.block_bytes, "-byte scale");
+    fail(op, ": ", rb, " bytes per row is not a whole number of ", q.name, " blocks (", q.block_bytes, " bytes each)");
+  }
+  return K;
+}
+
+Types infer_qmatmul(const Graph& g, const Node& n) {
+  ZENITH_CHECK(n.inputs.size() == 2 || n.inputs.size() == 3, "qmatmul: takes (x, w[, bias]), got ", n.inputs.size(),
+               " inputs");
+  const auto& x = in(g, n, 0);
+  const auto& w = in(g, n, 1);
+  ZENITH_CHECK(x.dtype == DType::f32 && x.rank() >= 1, "qmatmul: x must be f32 [..., K], got ", dtype_name(x.dtype),
+               " of rank ", x.rank());
+  int64_t K = quant_weight_k(g, n, w);
+  const SymInt& xk = x.shape.back();
+  ZENITH_CHECK(!xk.is_const() || xk.value() == K, "qmatmul: x has ", xk.str(g.symbols), " values per row, the ",
+               qformat_info(QFormat(n.i("format"))).name, " weight ", K);
+  if (n.inputs.size() == 3) {
+    const auto& b = in(g, n, 2);
+    ZENITH_CHECK(b.dtype == DType::f32 && b.rank() == 1 && dims_match(b.shape[0], w.shape[0]),
+                 "qmatmul: the bias must be f32 [", w.shape[0].str(g.symbols), "]");
+  }
+  TensorType t;
+  t.dtype = DType::f32;
+  t.shape.assign(x.shape.begin(), x.shape.end() - 1);
+  t.shape.push_back(w.shape[0]);
+  return {t};
+}
+
+Types infer_qembedding(const Graph& g, const Node& n) {
+  const auto& w = in(g, n, 0);
+  const auto& ids = in(g, n, 1);
+  int64_t K = quant_weight_k(g, n, w);
+  ZENITH_CHECK(ids.dtype == DType::i64 || ids.dtype == DType::i32, "qembedding: ids must be i64 or i32, got ",
+               dtype_name(ids.dtype));
+  TensorType t;
+  t.dtype = DType::f32;
+  t.shape = ids.shape;
+  t.shape.push_back(K);
   return {t};
 }
 
@@ -688,6 +742,8 @@ Types infer_arange(const Graph&, const Node& n) {
 #define INFER_addmm infer_addmm
 #define INFER_conv2d infer_conv2d
 #define INFER_sdpa infer_sdpa
+#define INFER_qmatmul infer_qmatmul
+#define INFER_qembedding infer_qembedding
 #define INFER_max_pool2d infer_pool
 #define INFER_avg_pool2d infer_pool
 #define INFER_adaptive_avg_pool2d infer_adaptive_pool
@@ -707,8 +763,23 @@ Types infer_arange(const Graph&, const Node& n) {
 #define INFER_full infer_constant
 #define INFER_arange infer_arange
 
+// u8 is quantized weight storage: the quantized ops read it and data movement
+// (kDtypeGeneric: copies, indexing, cast, sources) moves it; every other op refuses
+// it here, once for the whole table, so no arithmetic kernel ever sees one.
+template <InferFn F, uint32_t kTraits>
+Types infer_checking_u8(const Graph& g, const Node& n) {
+  Types out = F(g, n);
+  if ((kTraits & kDtypeGeneric) || n.op == Op::qmatmul || n.op == Op::qembedding) return out;
+  bool u8 = false;
+  for (size_t i = 0; i < n.inputs.size(); ++i) u8 = u8 || in(g, n, i).dtype == DType::u8;
+  for (const auto& t : out) u8 = u8 || t.dtype == DType::u8;
+  ZENITH_CHECK(!u8, op_info(n.op).name, ": u8 is quantized weight storage; only qmatmul, qembedding and data "
+               "movement take it");
+  return out;
+}
+
 const OpInfo kOps[] = {
-#define OP(name, nin, nout, traits, attrs) {#name, nin, nout, traits, INFER_##name},
+#define OP(name, nin, nout, traits, attrs) {#name, nin, nout, traits, infer_checking_u8<INFER_##name, (traits)>},
 #include "zenith/ops.def"
 #undef OP
 };

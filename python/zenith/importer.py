@@ -24,6 +24,7 @@ DTYPES = {
     torch.int64: "i64",
     torch.int32: "i32",
     torch.bool: "b8",
+    torch.uint8: "u8",  # quantized weight storage (only quant ops and data movement take it)
 }
 # Zenith dtype name -> code (the `dtype` attribute of cast/full/arange, run_raw's code),
 # as the C++ core declares them (csrc/zenith/dtype.h), never restated here.

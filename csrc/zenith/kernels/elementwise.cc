@@ -288,6 +288,7 @@ double load_as_double(const void* p, int64_t i, DType d) {
     case DType::i64: return double(static_cast<const int64_t*>(p)[i]);
     case DType::i32: return static_cast<const int32_t*>(p)[i];
     case DType::b8: return static_cast<const bool*>(p)[i] ? 1.0 : 0.0;
+    case DType::u8: return static_cast<const uint8_t*>(p)[i];
   }
   return 0;
 }
@@ -313,15 +314,17 @@ void cast_buffer(const void* src, DType sd, void* dst, DType dd, int64_t n) {
     return;
   }
   // i64 <-> i64 through double would lose precision above 2^53, so integers go direct.
-  bool si = sd == DType::i64 || sd == DType::i32 || sd == DType::b8;
-  bool di = dd == DType::i64 || dd == DType::i32 || dd == DType::b8;
-  if (si && di) {
+  // Integers narrow modulo 2^bits (to u8 as well, as torch does on x86).
+  auto is_int = [](DType d) { return d == DType::i64 || d == DType::i32 || d == DType::b8 || d == DType::u8; };
+  if (is_int(sd) && is_int(dd)) {
     for (int64_t i = 0; i < n; ++i) {
       int64_t v = sd == DType::i64 ? static_cast<const int64_t*>(src)[i]
                 : sd == DType::i32 ? static_cast<const int32_t*>(src)[i]
+                : sd == DType::u8  ? static_cast<const uint8_t*>(src)[i]
                                    : int64_t(static_cast<const bool*>(src)[i]);
       if (dd == DType::i64) static_cast<int64_t*>(dst)[i] = v;
       else if (dd == DType::i32) static_cast<int32_t*>(dst)[i] = int32_t(v);
+      else if (dd == DType::u8) static_cast<uint8_t*>(dst)[i] = uint8_t(v);
       else static_cast<bool*>(dst)[i] = v != 0;
     }
     return;
@@ -335,6 +338,7 @@ void cast_buffer(const void* src, DType sd, void* dst, DType dd, int64_t n) {
       case DType::i64: static_cast<int64_t*>(dst)[i] = std::isfinite(v) ? int64_t(v) : INT64_MIN; break;
       case DType::i32: static_cast<int32_t*>(dst)[i] = std::isfinite(v) ? int32_t(int64_t(v)) : INT32_MIN; break;
       case DType::b8: static_cast<bool*>(dst)[i] = v != 0.0; break;  // NaN != 0 is true, as in torch
+      case DType::u8: static_cast<uint8_t*>(dst)[i] = std::isfinite(v) ? uint8_t(int64_t(v)) : 0; break;
     }
   }
 }

@@ -19,6 +19,7 @@ PrepareFn prepare_for(Op op) {
     case Op::conv2d: return prepare_conv2d;
     case Op::sdpa: return prepare_sdpa;
     case Op::fused: return prepare_fused;
+    case Op::qmatmul: return prepare_qmatmul;
     default: return nullptr;
   }
 }

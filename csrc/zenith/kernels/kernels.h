@@ -230,5 +230,6 @@ void prepare_addmm(const PrepareCtx&, PreparedOp*);
 void prepare_conv2d(const PrepareCtx&, PreparedOp*);
 void prepare_sdpa(const PrepareCtx&, PreparedOp*);
 void prepare_fused(const PrepareCtx&, PreparedOp*);
+void prepare_qmatmul(const PrepareCtx&, PreparedOp*);
 
 }  // namespace zenith

@@ -115,6 +115,7 @@ void fill_value(void* dst, DType dt, int64_t n, double v) {
     case DType::i64: std::fill_n(static_cast<int64_t*>(dst), n, int64_t(v)); break;
     case DType::i32: std::fill_n(static_cast<int32_t*>(dst), n, int32_t(v)); break;
     case DType::b8: std::fill_n(static_cast<bool*>(dst), n, v != 0.0); break;
+    case DType::u8: std::fill_n(static_cast<uint8_t*>(dst), n, uint8_t(int64_t(v))); break;
   }
 }
 }  // namespace

@@ -726,6 +726,32 @@ def test_inference_rejects_malformed_nodes():
             raise AssertionError(f"{op} {inputs} {attrs} was accepted")
 
 
+def test_quantized_ops_in_a_graph():
+    """qmatmul and qembedding (u8 weights, the format printed by name) run in a compiled
+    graph as their eager bindings do; the kernels and formats themselves are tested in
+    test_quant_kernels.py. u8 is storage: arithmetic on it is refused."""
+    COVERED.update(["qmatmul", "qembedding"])
+    code = list(_C.quant_formats()).index  # format codes in the core's order
+    torch.manual_seed(0)
+    w = torch.randint(0, 256, (6, 144), dtype=torch.uint8)  # q4_k: K = 256
+    w[:, 0:4] = torch.tensor([0.01, 0.002], dtype=torch.float16).view(torch.uint8)
+    t = torch.randint(0, 256, (10, 8 * 34), dtype=torch.uint8)  # q8_0: K = 256
+    t.view(10, 8, 34)[:, :, 0:2] = torch.tensor([0.02], dtype=torch.float16).view(torch.uint8)
+    x, b, ids = torch.randn(3, 256), torch.randn(6), torch.tensor([9, 0, 4, 4])
+    g = _C.Graph()
+    xv, wv, bv = g.add_input("x", "f32", [3, 256]), g.add_input("w", "u8", [6, 144]), g.add_input("b", "f32", [6])
+    tv, iv = g.add_input("t", "u8", [10, 272]), g.add_input("ids", "i64", [4])
+    (y,) = g.add_node("qmatmul", [xv, wv, bv], {"format": code("q4_k")})
+    (e,) = g.add_node("qembedding", [tv, iv], {"format": code("q8_0")})
+    g.set_outputs([y, e])
+    assert "{format=q4_k}" in str(g) and "{format=q8_0}" in str(g)
+    out = _C.Executable(g).run([x, w, b, t, ids])
+    assert torch.equal(out[0], _C.qmatmul(x, w, "q4_k", b))
+    assert torch.equal(out[1], _C.qembedding(t, ids, "q8_0"))
+    with pytest.raises(RuntimeError, match="u8 is quantized weight storage"):
+        g.add_node("add", [wv, wv], {})
+
+
 def test_every_op_is_covered():
     """Runs after every op test above it: every op in the C++ table was exercised."""
     missing = set(_C.op_names()) - COVERED

@@ -1,0 +1,178 @@
+// The quantized ops: qmatmul (prepared once per plan: kernels, activation layout, work
+// split) and qembedding, over the formats of quant_formats.{h,cc} and the AVX2 dot
+// kernels of quant_avx2.cc.
+//
+// qmatmul, any number of rows: the rows of x are quantized once per call (quant_formats.h
+// says how, per format) into a per-thread scratch buffer; threads then split the weight
+// rows, and each weight row is decoded once per tile of up to 4 rows of x (the kernel
+// keeps the tile's accumulators in registers) while its bytes stay in L1 for the next
+// tile. Rows of x go in chunks whose quantized activations fit in L2, so a weight row is
+// read from memory once per chunk. Decode (1-8 rows) is bound by reading the weight once;
+// prefill runs the same integer dot products (a packed int8 GEMM is a later step).
+#include "zenith/kernels/quant.h"
+
+#include <algorithm>
+#include <cstdlib>
+
+#include "zenith/error.h"
+#include "zenith/kernels/gemm_internal.h"
+#include "zenith/kernels/kernels.h"
+#include "zenith/threadpool.h"
+
+namespace zenith {
+
+using namespace quant;
+
+const char* qisa_name(QIsa isa) { return isa == QIsa::kAvx2 ? "avx2" : "scalar"; }
+
+bool qisa_supported(QIsa isa) {
+  if (isa == QIsa::kScalar) return true;
+#if defined(__x86_64__)
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+#else
+  return false;
+#endif
+}
+
+QIsa qisa_default() {
+  static const QIsa chosen = qisa_supported(QIsa::kAvx2) ? QIsa::kAvx2 : QIsa::kScalar;
+  return chosen;
+}
+
+QMatmulPlan qmatmul_plan(QFormat f, int64_t M, int64_t N, int64_t K, QIsa isa) {
+  QMatmulPlan p;
+  p.format = f;
+  p.M = M;
+  p.N = N;
+  p.K = K;
+  p.row_bytes = qformat_row_bytes(f, K);
+  ZENITH_CHECK(p.row_bytes >= 0, "qmatmul: K = ", K, " is not a whole number of ", qformat_info(f).name, " blocks (",
+               qformat_info(f).block_elems, " values)");
+  ZENITH_CHECK(qisa_supported(isa), "qmatmul: this CPU has no ", qisa_name(isa));
+  p.isa = isa;
+  p.act = act_kind(f);
+  p.dots = isa == QIsa::kAvx2 ? avx2_dot_kernels(f) : nullptr;
+  p.quantize = isa == QIsa::kAvx2 ? quantize_act_row_avx2 : quantize_act_row;
+  p.kpad = (K + 31) / 32 * 32;
+  p.nscales = p.kpad / act_block(p.act);
+  p.nsums = p.kpad / 16;
+  // Bytes of one row of x as the kernels read it; chunks of rows of about 128 KiB.
+  const int64_t act_bytes = p.act == ActKind::kF32 ? 4 * K : p.kpad + 4 * p.nscales + 2 * p.nsums;
+  p.row_chunk = std::max<int64_t>(kMaxDotRows, (int64_t(128) << 10) / std::max<int64_t>(act_bytes, 1) / kMaxDotRows *
+                                                   kMaxDotRows);
+  // Weight rows per block: ~16 KiB, read from L1 by every tile of rows of x after the first;
+  // with one tile (decode) there is nothing to reuse, and a thread's rows go in one call.
+  p.n_block = M <= kMaxDotRows ? N : std::max<int64_t>(1, (int64_t(16) << 10) / std::max<int64_t>(1, p.row_bytes));
+  // A thread's share: at least ~32 KiB of weight bytes times rows of x.
+  p.n_grain = std::max<int64_t>(1, (int64_t(32) << 10) / std::max<int64_t>(1, p.row_bytes * std::min<int64_t>(M, 16)));
+  return p;
+}
+
+void qmatmul(const QMatmulPlan& p, const float* x, const uint8_t* w, const float* bias, float* y) {
+  const int64_t M = p.M, N = p.N, K = p.K;
+  if (M == 0 || N == 0) return;
+  if (K == 0) {
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t n = 0; n < N; ++n) y[m * N + n] = bias ? bias[n] : 0.0f;
+    return;
+  }
+  // The quantized rows of x: codes, then scales, then 16-sums, in one per-thread buffer
+  // kept between calls (released past 4 MiB).
+  thread_local gemm_detail::AlignedBuf scratch;
+  int8_t* q = nullptr;
+  float* d = nullptr;
+  int16_t* s16 = nullptr;
+  if (p.act != ActKind::kF32) {
+    const size_t floats = size_t(M * p.kpad / 4 + M * p.nscales + (M * p.nsums + 1) / 2);
+    float* base = scratch.get(floats);
+    q = reinterpret_cast<int8_t*>(base);
+    d = base + M * p.kpad / 4;
+    s16 = reinterpret_cast<int16_t*>(d + M * p.nscales);
+    const int64_t block = act_block(p.act);
+    parallel_for(M, 16, [&](int64_t lo, int64_t hi) {
+      for (int64_t m = lo; m < hi; ++m)
+        p.quantize(x + m * K, K, block, q + m * p.kpad, d + m * p.nscales, s16 + m * p.nsums);
+    });
+  }
+  auto act = [&](int64_t m) {
+    return QActRow{q ? q + m * p.kpad : nullptr, d ? d + m * p.nscales : nullptr, s16 ? s16 + m * p.nsums : nullptr,
+                   x + m * K};
+  };
+  parallel_for(N, p.n_grain, [&](int64_t lo, int64_t hi) {
+    for (int64_t m0 = 0; m0 < M; m0 += p.row_chunk) {
+      const int64_t m1 = std::min(M, m0 + p.row_chunk);
+      // Weight rows in blocks that stay in L1 while every tile of rows of x passes.
+      for (int64_t n0 = lo; n0 < hi; n0 += p.n_block) {
+        const int64_t n1 = std::min(hi, n0 + p.n_block);
+        if (!p.dots) {
+          for (int64_t n = n0; n < n1; ++n)
+            for (int64_t m = m0; m < m1; ++m) y[m * N + n] = ref_dot(p.format, w + n * p.row_bytes, K, act(m));
+        }
+        for (int64_t m = m0; p.dots && m < m1;) {
+          const int r = int(std::min<int64_t>(kMaxDotRows, m1 - m));
+          QActRow a[kMaxDotRows];
+          for (int i = 0; i < r; ++i) a[i] = act(m + i);
+          p.dots[r - 1](w + n0 * p.row_bytes, p.row_bytes, n1 - n0, K, a, y + m * N + n0, N);
+          m += r;
+        }
+        if (bias)
+          for (int64_t m = m0; m < m1; ++m)
+            for (int64_t n = n0; n < n1; ++n) y[m * N + n] += bias[n];
+      }
+    }
+  });
+  scratch.trim(size_t(1) << 20);
+}
+
+void qdequantize(QFormat f, const uint8_t* w, int64_t rows, int64_t row_bytes, float* out) {
+  const int64_t K = qformat_row_elems(f, row_bytes);
+  ZENITH_CHECK(K >= 0, "qdequantize: ", row_bytes, " bytes per row is not a whole number of ", qformat_info(f).name,
+               " blocks");
+  parallel_for(rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(K, 1)), [&](int64_t lo, int64_t hi) {
+    for (int64_t r = lo; r < hi; ++r) ref_dequant_row(f, w + r * row_bytes, K, out + r * K);
+  });
+}
+
+void qembedding(QFormat f, const uint8_t* w, int64_t V, int64_t row_bytes, const void* ids, DType id_dtype,
+                int64_t n, float* out) {
+  const int64_t K = qformat_row_elems(f, row_bytes);
+  ZENITH_CHECK(K >= 0, "qembedding: ", row_bytes, " bytes per row is not a whole number of ", qformat_info(f).name,
+               " blocks");
+  ZENITH_CHECK(id_dtype == DType::i64 || id_dtype == DType::i32, "qembedding: ids must be i64 or i32");
+  auto id = [&](int64_t i) {
+    return id_dtype == DType::i64 ? static_cast<const int64_t*>(ids)[i] : int64_t(static_cast<const int32_t*>(ids)[i]);
+  };
+  for (int64_t i = 0; i < n; ++i)
+    ZENITH_CHECK(id(i) >= 0 && id(i) < V, "qembedding: id ", id(i), " (at ", i, ") is out of range for ", V, " rows");
+  // One row (decode) is a few hundred values: the scalar dequantizer, which the compiler
+  // vectorizes, costs less than the call around it. Many rows split across threads.
+  parallel_for(n, std::max<int64_t>(1, 16384 / std::max<int64_t>(K, 1)), [&](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i) ref_dequant_row(f, w + id(i) * row_bytes, K, out + i * K);
+  });
+}
+
+// ---- The ops ----
+void prepare_qmatmul(const PrepareCtx& c, PreparedOp* p) {
+  const TensorRef &x = c.in[0], &w = c.in[1];
+  const int64_t K = x.shape.back();
+  int64_t M = 1;  // batch dims flattened into rows
+  for (int d = 0; d + 1 < x.rank(); ++d) M *= x.shape[size_t(d)];
+  auto plan = std::make_shared<QMatmulPlan>(qmatmul_plan(c.a<attrs::qmatmul>().format, M, w.shape[0], K));
+  ZENITH_CHECK(plan->row_bytes == w.shape[1], "qmatmul: the weight has ", w.shape[1], " bytes per row, ",
+               qformat_info(plan->format).name, " rows of ", K, " values take ", plan->row_bytes);
+  p->state = std::move(plan);
+}
+
+void run_qmatmul(const KernelCtx& c) {
+  const auto& plan = c.st<QMatmulPlan>();
+  qmatmul(plan, c.in[0].as<float>(), c.in[1].as<uint8_t>(), c.in.size() > 2 ? c.in[2].as<float>() : nullptr,
+          c.out[0].as<float>());
+}
+
+void run_qembedding(const KernelCtx& c) {
+  const TensorRef &w = c.in[0], &ids = c.in[1];
+  qembedding(c.a<attrs::qembedding>().format, w.as<uint8_t>(), w.shape[0], w.shape[1], ids.data, ids.dtype,
+             ids.numel(), c.out[0].as<float>());
+}
+
+}  // namespace zenith

@@ -1,0 +1,47 @@
+// Quantized weight-only kernels: qmatmul (y = x @ dequant(w)^T + bias) and qembedding
+// (rows of dequant(w)), for weights stored as u8 [N, row_bytes] in a format of
+// quant_formats.def. The interface the ops (quant.cc), the bindings and the tests use;
+// the formats themselves are in quant_formats.{h,cc}, the AVX2 kernels in quant_avx2.cc.
+#pragma once
+#include <cstdint>
+
+#include "zenith/attrs.h"
+#include "zenith/dtype.h"
+#include "zenith/kernels/quant_formats.h"
+
+namespace zenith {
+
+// The instruction sets qmatmul's dot products come in: the scalar reference (any CPU)
+// and AVX2 (chosen at run time where the CPU has it, as sgemm chooses its kernels).
+enum class QIsa : uint8_t { kScalar, kAvx2 };
+const char* qisa_name(QIsa isa);
+bool qisa_supported(QIsa isa);
+QIsa qisa_default();  // the best one this CPU runs
+
+// What qmatmul chose for one format and one set of sizes, once per plan: the kernels,
+// the activation layout and the split of the work.
+struct QMatmulPlan {
+  QFormat format = QFormat::q8_0;
+  int64_t M = 0, N = 0, K = 0, row_bytes = 0;
+  QIsa isa = QIsa::kScalar;
+  quant::ActKind act = quant::ActKind::kQ8x32;
+  const quant::QDotFn* dots = nullptr;  // the SIMD kernels for 1..kMaxDotRows rows; null: ref_dot
+  quant::QuantizeActFn quantize = nullptr;  // the activation quantizer of the same ISA
+  int64_t kpad = 0, nscales = 0, nsums = 0;  // one quantized activation row: codes, scales, 16-sums
+  int64_t row_chunk = 0;  // rows of x per sweep over the weight rows (their activations stay in L2)
+  int64_t n_block = 1;    // weight rows that stay in L1 while the tiles of rows of x pass
+  int64_t n_grain = 1;    // fewest weight rows a thread takes
+};
+// Throws zenith::Error if K is not a whole number of the format's blocks.
+QMatmulPlan qmatmul_plan(QFormat f, int64_t M, int64_t N, int64_t K, QIsa isa = qisa_default());
+// y[M, N] = x[M, K] @ dequant(w[N, row_bytes])^T (+ bias[N], if given). Threads split N.
+void qmatmul(const QMatmulPlan& p, const float* x, const uint8_t* w, const float* bias, float* y);
+
+// out[rows, K] = dequant(w[rows, row_bytes]), by the scalar reference.
+void qdequantize(QFormat f, const uint8_t* w, int64_t rows, int64_t row_bytes, float* out);
+// out[i, :] = dequant(w[ids[i]]) for n ids (i64 or i32); an id outside [0, V) throws
+// zenith::Error naming it, before anything is written.
+void qembedding(QFormat f, const uint8_t* w, int64_t V, int64_t row_bytes, const void* ids, DType id_dtype,
+                int64_t n, float* out);
+
+}  // namespace zenith

@@ -1,0 +1,458 @@
+// AVX2 dot kernels of the quantized formats: out[r] = w . a[r] for MR = 1..4 activation
+// rows, each weight block decoded into registers once for all of them. The arithmetic
+// (what is integer, where the floats come in) is ref_dot's, quant_formats.{h,cc}; only
+// the order of float sums differs (none for the k-quants: their results are equal bit
+// for bit). Chosen at run time where the CPU has AVX2, FMA and F16C (quant.cc).
+//
+// Integer dot products: _mm256_maddubs_epi16 multiplies unsigned bytes by signed bytes
+// and adds pairs into int16 with saturation, then _mm256_madd_epi16 widens to int32.
+// The pair sums never reach the int16 limit (32767), so nothing saturates; the
+// activation codes are in [-127, 127] (quantize_act_row clamps) and:
+//   signed codes c (q8_0 [-128, 127], q4_0 / int4 [-8, 7], q5_0 [-16, 15], int8): the sign
+//     trick, maddubs(|c|, sign(q, c)): |c| <= 128 as unsigned, sign(q, c) in [-127, 127],
+//     pairs <= 2 * 128 * 127 = 32512;
+//   unsigned codes u (q4_1, uint4 [0, 15], q5_1 [0, 31], q4_k [0, 15], q5_k [0, 31],
+//     q6_k [0, 63]): maddubs(u, q), pairs <= 2 * 63 * 127 = 16002.
+// test_quant.cc's worst-case test holds each format at its extreme codes and scales
+// against +-127 activations and compares with the scalar reference exactly.
+// int32 sums: a k-quant super-block's scaled sum stays below 2^29 (q6_k: 16 groups of
+// 16 x 63 x 127 times |scale| <= 128, plus 32 x the sums of q x scale).
+//
+// nf4 multiplies floats (its levels are not integers; an int8 table would not be exact):
+// the 16 levels are looked up as four byte planes by in-lane byte shuffles (dot_nf4),
+// times absmax, FMAed with x. Measured (Zen 2, one thread, in cache): 7.0 ns per 32
+// values with two _mm256_permutevar8x32_ps lookups and a blend per 8 values, ~2.5 with
+// the byte planes.
+//
+// Why x is quantized rather than w decoded to floats, even for one row (decode):
+// measured on Zen 2 (one thread, weights in cache, one row of x), q8_0 with K = 640 /
+// 2048 took 1.60 / 1.42 ns per 32 values this way and 2.11 / 1.97 ns sign-extending the
+// codes to floats and FMAing them with x (4 conversions and 4 FMAs per 32 values against
+// 2 integer multiply-adds); each further row of x costs the integer path less still.
+// Per format (ns per 32 values, one row / per row of a 4-row tile): q8_0 1.4 / 1.2, q4_0
+// 1.8 / 1.2, q5_0 2.2 / 1.3, q4_k 1.3 / 1.1, q6_k 1.5 / 1.0, int8 1.2 / 1.0, nf4 3.5 / 1.5.
+#include <immintrin.h>
+
+#include <cfloat>
+#include <cstring>
+#include <limits>
+
+#include "zenith/kernels/quant_formats.h"
+
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c")
+
+namespace zenith::quant {
+namespace {
+
+inline __m256i loadu(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+
+inline float f16(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return _cvtsh_ss(h);
+}
+
+inline float hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+inline int32_t hsum_i32(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
+  return _mm_cvtsi128_si32(s);
+}
+
+// The 32 codes of a 16-byte chunk of nibbles in value order: low nibbles are values
+// 0..15, high nibbles 16..31.
+// The 16 bytes in both 128-bit lanes (a broadcast load, no shuffle), the high lane
+// shifted right by 4 (a per-lane variable shift).
+inline __m256i nibbles32(const uint8_t* qs) {
+  const __m256i t = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs)));
+  return _mm256_and_si256(_mm256_srlv_epi64(t, _mm256_setr_epi64x(0, 0, 4, 4)), _mm256_set1_epi8(15));
+}
+
+// Bit j of the u32 at p as byte j: 0xFF where set, 0 where not (the 5th bits of q5_0 /
+// q5_1 codes). Byte j gets qh's byte j / 8, ORed with every bit but bit j % 8.
+inline __m256i bit_mask32(const uint8_t* p) {
+  uint32_t qh;
+  std::memcpy(&qh, p, 4);
+  const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,  //
+                                          2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+  const __m256i others = _mm256_set1_epi64x(int64_t(0x7fbfdfeff7fbfdfeull));
+  const __m256i v = _mm256_or_si256(_mm256_shuffle_epi8(_mm256_set1_epi32(int32_t(qh)), spread), others);
+  return _mm256_cmpeq_epi8(v, _mm256_set1_epi8(-1));
+}
+
+// ---- Formats of 32-value chunks (small_block_layout) and int8 ----
+// Chunk b (global 32-value index) of every row into acc (one of two sets, so two
+// chunks' FMAs are in flight), and the min term into accm.
+template <QFormat F, int MR>
+inline void small_chunk(const uint8_t* w, int64_t b, const QActRow* a, __m256 (&acc)[MR], float (&accm)[MR]) {
+  constexpr SmallBlock s = small_block_layout(F);
+  const uint8_t* p = w + (b / s.chunks) * s.bytes;
+  const int c = int(b % s.chunks);
+  __m256i codes;
+  if constexpr (s.int8) {
+    codes = loadu(p + s.qs + 32 * c);
+  } else {
+    codes = nibbles32(p + s.qs + 16 * c);
+    if constexpr (s.qh >= 0 && s.has_m) {  // q5_1: nibble + 16 x bit
+      codes = _mm256_or_si256(codes, _mm256_and_si256(bit_mask32(p + s.qh), _mm256_set1_epi8(0x10)));
+    } else if constexpr (s.qh >= 0) {  // q5_0: nibble + 16 x bit - 16 = nibble, or nibble | 0xF0 (negative)
+      static_assert(s.offset == 16);
+      codes = _mm256_or_si256(codes, _mm256_andnot_si256(bit_mask32(p + s.qh), _mm256_set1_epi8(char(0xF0))));
+    } else if constexpr (!s.has_m) {
+      codes = _mm256_sub_epi8(codes, _mm256_set1_epi8(char(s.offset)));
+    }
+  }
+  const __m256i ux = s.has_m ? codes : _mm256_sign_epi8(codes, codes);  // |codes| (-128 reads as 128)
+  const float d = f16(p);
+  const __m256i ones = _mm256_set1_epi16(1);
+  for (int r = 0; r < MR; ++r) {
+    __m256i qx = loadu(a[r].q + 32 * b);
+    if constexpr (!s.has_m) qx = _mm256_sign_epi8(qx, codes);
+    const __m256i dot = _mm256_madd_epi16(_mm256_maddubs_epi16(ux, qx), ones);
+    const float da = a[r].d[b];
+    acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d * da), _mm256_cvtepi32_ps(dot), acc[r]);
+    if constexpr (s.has_m) accm[r] += (f16(p + 2) * da) * float(a[r].s16[2 * b] + a[r].s16[2 * b + 1]);
+  }
+}
+
+#define ZENITH_QDOT_INLINE __attribute__((always_inline)) inline
+
+template <QFormat F, int MR>
+ZENITH_QDOT_INLINE void dot_small(const uint8_t* w, int64_t K, const QActRow* a, float* out) {
+  __m256 acc0[MR], acc1[MR];
+  float accm[MR];
+  for (int r = 0; r < MR; ++r) {
+    acc0[r] = acc1[r] = _mm256_setzero_ps();
+    accm[r] = 0.0f;
+  }
+  const int64_t nb = K / 32;
+  int64_t b = 0;
+  for (; b + 2 <= nb; b += 2) {
+    small_chunk<F, MR>(w, b, a, acc0, accm);
+    small_chunk<F, MR>(w, b + 1, a, acc1, accm);
+  }
+  if (b < nb) small_chunk<F, MR>(w, b, a, acc0, accm);
+  for (int r = 0; r < MR; ++r) out[r] = hsum(_mm256_add_ps(acc0[r], acc1[r])) + accm[r];
+}
+
+// int8: an f32 row scale, then K int8 codes; K need not be a multiple of 32 (the short
+// last chunk is scalar).
+template <int MR>
+inline void int8_chunk(const uint8_t* codes_at, int64_t b, const QActRow* a, __m256 (&acc)[MR]) {
+  const __m256i codes = loadu(codes_at + 32 * b);
+  const __m256i ux = _mm256_sign_epi8(codes, codes);
+  const __m256i ones = _mm256_set1_epi16(1);
+  for (int r = 0; r < MR; ++r) {
+    const __m256i qx = _mm256_sign_epi8(loadu(a[r].q + 32 * b), codes);
+    const __m256i dot = _mm256_madd_epi16(_mm256_maddubs_epi16(ux, qx), ones);
+    acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(a[r].d[b]), _mm256_cvtepi32_ps(dot), acc[r]);
+  }
+}
+
+template <int MR>
+ZENITH_QDOT_INLINE void dot_int8(const uint8_t* w, int64_t K, const QActRow* a, float* out) {
+  const uint8_t* codes = w + 4;
+  __m256 acc0[MR], acc1[MR];
+  for (int r = 0; r < MR; ++r) acc0[r] = acc1[r] = _mm256_setzero_ps();
+  const int64_t nb = K / 32;
+  int64_t b = 0;
+  for (; b + 2 <= nb; b += 2) {
+    int8_chunk<MR>(codes, b, a, acc0);
+    int8_chunk<MR>(codes, b + 1, a, acc1);
+  }
+  if (b < nb) int8_chunk<MR>(codes, b, a, acc0);
+  float scale;
+  std::memcpy(&scale, w, 4);
+  for (int r = 0; r < MR; ++r) {
+    float y = hsum(_mm256_add_ps(acc0[r], acc1[r]));
+    if (nb * 32 < K) {
+      int32_t dot = 0;
+      for (int64_t k = nb * 32; k < K; ++k) dot += int8_t(codes[k]) * a[r].q[k];
+      y += a[r].d[nb] * float(dot);
+    }
+    out[r] = scale * y;
+  }
+}
+
+// ---- k-quants: one integer per super-block and row, then ref_dot's float formula ----
+// kPickWord[k]: the shuffle that broadcasts int16 lane k of a 128-bit lane to all of it.
+alignas(32) constexpr uint8_t kPickWord[8][32] = {
+#define ZENITH_PICK(k) {2 * k, 2 * k + 1, 2 * k, 2 * k + 1, 2 * k, 2 * k + 1, 2 * k, 2 * k + 1, 2 * k, 2 * k + 1, 2 * k, \
+                        2 * k + 1, 2 * k, 2 * k + 1, 2 * k, 2 * k + 1, 2 * k, 2 * k + 1, 2 * k, 2 * k + 1, 2 * k,      \
+                        2 * k + 1, 2 * k, 2 * k + 1, 2 * k, 2 * k + 1, 2 * k, 2 * k + 1, 2 * k, 2 * k + 1, 2 * k, 2 * k + 1}
+    ZENITH_PICK(0), ZENITH_PICK(1), ZENITH_PICK(2), ZENITH_PICK(3),
+    ZENITH_PICK(4), ZENITH_PICK(5), ZENITH_PICK(6), ZENITH_PICK(7),
+#undef ZENITH_PICK
+};
+
+// q4_k / q5_k: sub-blocks (2i, 2i + 1) are the low and high nibbles of 32 bytes; the
+// scaled sums go through madd by the sub-block's scale, the mins through the 16-sums.
+template <bool FIVE, int MR>
+ZENITH_QDOT_INLINE void dot_q45k(const uint8_t* w, int64_t K, const QActRow* a, float* out) {
+  constexpr int64_t kBytes = FIVE ? sizeof(BlockQ5K) : sizeof(BlockQ4K);
+  constexpr size_t kQs = FIVE ? offsetof(BlockQ5K, qs) : offsetof(BlockQ4K, qs);
+  const __m256i m4 = _mm256_set1_epi8(15), one = _mm256_set1_epi8(1);
+  const __m128i pairs = _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
+  float y[MR] = {};
+  for (int64_t sb = 0; sb < K / 256; ++sb) {
+    const uint8_t* p = w + sb * kBytes;
+    // unpack_q4k_scales four bytes at a time: the 8 scales and the 8 mins as bytes
+    uint32_t s[3];
+    std::memcpy(s, p + 4, 12);
+    const uint32_t low6 = 0x3f3f3f3fu, low4 = 0x0f0f0f0fu, top2 = 0x30303030u;
+    const __m128i sc8 = _mm_setr_epi32(int(s[0] & low6), int((s[2] & low4) | ((s[0] >> 2) & top2)), 0, 0);
+    const __m128i mn8 = _mm_setr_epi32(int(s[1] & low6), int(((s[2] >> 4) & low4) | ((s[1] >> 2) & top2)), 0, 0);
+    // scales as int16 in both 128-bit lanes (picked per sub-block below); mins as 16
+    // int16 lanes, min j twice: madd with the 16-sums gives min_j x sum_j.
+    const __m256i scales = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sc8));
+    const __m256i mins = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(mn8, pairs));
+    const __m256i qh = FIVE ? loadu(p + offsetof(BlockQ5K, qh)) : _mm256_setzero_si256();
+    __m256i isum[MR];
+    for (int r = 0; r < MR; ++r) isum[r] = _mm256_setzero_si256();
+    for (int i = 0; i < 4; ++i) {
+      const __m256i qb = loadu(p + kQs + 32 * i);
+      __m256i lo = _mm256_and_si256(qb, m4), hi = _mm256_and_si256(_mm256_srli_epi16(qb, 4), m4);
+      if constexpr (FIVE) {
+        lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * i), one), 4));
+        hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * i + 1), one), 4));
+      }
+      const __m256i s_lo = _mm256_shuffle_epi8(scales, loadu(kPickWord[2 * i]));
+      const __m256i s_hi = _mm256_shuffle_epi8(scales, loadu(kPickWord[2 * i + 1]));
+      for (int r = 0; r < MR; ++r) {
+        const int8_t* qx = a[r].q + 256 * sb + 64 * i;
+        const __m256i plo = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, loadu(qx)), s_lo);
+        const __m256i phi = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, loadu(qx + 32)), s_hi);
+        isum[r] = _mm256_add_epi32(isum[r], _mm256_add_epi32(plo, phi));
+      }
+    }
+    const float d = f16(p), dmin = f16(p + 2);
+    for (int r = 0; r < MR; ++r) {
+      const int32_t is = hsum_i32(isum[r]);
+      const int32_t ms = hsum_i32(_mm256_madd_epi16(loadu(a[r].s16 + 16 * sb), mins));
+      const float da = a[r].d[sb];
+      y[r] += (d * da) * float(is) - (dmin * da) * float(ms);
+    }
+  }
+  for (int r = 0; r < MR; ++r) out[r] = y[r];
+}
+
+// q6_k: each half of 128 values is four 32-value quarters built from ql's nibbles and
+// qh's bit pairs; a quarter spans two 16-value groups, so its scale vector holds group
+// g's scale in the low 8 int16 lanes and g + 1's in the high 8. The -32 offset comes off
+// as 32 x sum_g scale_g x sum16_g.
+template <int MR>
+ZENITH_QDOT_INLINE void dot_q6k(const uint8_t* w, int64_t K, const QActRow* a, float* out) {
+  const __m256i m4 = _mm256_set1_epi8(15), m2 = _mm256_set1_epi8(3);
+  float y[MR] = {};
+  for (int64_t sb = 0; sb < K / 256; ++sb) {
+    const uint8_t* p = w + sb * int64_t(sizeof(BlockQ6K));
+    const __m128i sc8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + offsetof(BlockQ6K, scales)));
+    __m256i isum[MR];
+    for (int r = 0; r < MR; ++r) isum[r] = _mm256_setzero_si256();
+    for (int h = 0; h < 2; ++h) {
+      const __m256i l0 = loadu(p + 64 * h), l1 = loadu(p + 64 * h + 32);
+      const __m256i hb = loadu(p + offsetof(BlockQ6K, qh) + 32 * h);
+      const __m256i u[4] = {
+          _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(hb, m2), 4)),
+          _mm256_or_si256(_mm256_and_si256(l1, m4),
+                          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2), m2), 4)),
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+                          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 4), m2), 4)),
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 6), m2), 4)),
+      };
+      for (int t = 0; t < 4; ++t) {
+        const int64_t g = 8 * h + 2 * t;  // the quarter's first 16-value group
+        const __m128i pick = _mm_set_epi64x(int64_t(0x0101010101010101ull * uint64_t(g + 1)),
+                                            int64_t(0x0101010101010101ull * uint64_t(g)));
+        const __m256i scale = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc8, pick));
+        for (int r = 0; r < MR; ++r) {
+          const __m256i qx = loadu(a[r].q + 256 * sb + 128 * h + 32 * t);
+          isum[r] = _mm256_add_epi32(isum[r], _mm256_madd_epi16(_mm256_maddubs_epi16(u[t], qx), scale));
+        }
+      }
+    }
+    const __m256i scales = _mm256_cvtepi8_epi16(sc8);
+    const float d = f16(p + offsetof(BlockQ6K, d));
+    for (int r = 0; r < MR; ++r) {
+      const __m256i offs = _mm256_madd_epi16(loadu(a[r].s16 + 16 * sb), scales);
+      const int32_t is = hsum_i32(_mm256_sub_epi32(isum[r], _mm256_slli_epi32(offs, 5)));
+      y[r] += (d * a[r].d[sb]) * float(is);
+    }
+  }
+  for (int r = 0; r < MR; ++r) out[r] = y[r];
+}
+
+// ---- nf4: floats ----
+// The levels as four byte planes (byte k of each level's float bits, in both 128-bit
+// lanes): one in-lane byte shuffle per plane looks up 32 codes at once, and unpacking
+// the planes bytewise, then wordwise, assembles the floats. The unpacks interleave
+// within lanes, so the codes go in as lane 0 = values 0-3, 8-11, 16-19, 24-27 and lane 1
+// = 4-7, 12-15, 20-23, 28-31; the floats then come out in value order, 8 at a time.
+struct NF4Planes {
+  __m256i plane[4];
+  NF4Planes() {
+    alignas(16) uint8_t bytes[4][16];
+    for (int i = 0; i < 16; ++i) {
+      uint32_t u;
+      std::memcpy(&u, &kNF4[i], 4);
+      for (int k = 0; k < 4; ++k) bytes[k][i] = uint8_t(u >> (8 * k));
+    }
+    for (int k = 0; k < 4; ++k)
+      plane[k] = _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(bytes[k])));
+  }
+};
+
+// The 32 codes of a 16-byte chunk in the order above: bytes 0-3, 8-11 of the chunk in
+// lane 0 (low nibbles, then high), bytes 4-7, 12-15 in lane 1.
+inline __m256i nf4_codes(const uint8_t* qs) {
+  const __m256i order = _mm256_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, 0, 1, 2, 3, 8, 9, 10, 11,  //
+                                         4, 5, 6, 7, 12, 13, 14, 15, 4, 5, 6, 7, 12, 13, 14, 15);
+  const __m256i t = _mm256_shuffle_epi8(
+      _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs))), order);
+  return _mm256_and_si256(_mm256_srlv_epi64(t, _mm256_setr_epi64x(0, 4, 0, 4)), _mm256_set1_epi8(15));
+}
+
+template <int MR>
+ZENITH_QDOT_INLINE void dot_nf4(const uint8_t* w, int64_t K, const QActRow* a, float* out) {
+  static const NF4Planes levels;
+  // FMA chains in flight: four sets of accumulators for one or two rows (one row with two
+  // was bound by FMA latency), two for more (registers)
+  constexpr int S = MR <= 2 ? 4 : 2;
+  __m256 acc[S][MR];
+  for (int i = 0; i < S; ++i)
+    for (int r = 0; r < MR; ++r) acc[i][r] = _mm256_setzero_ps();
+  for (int64_t g = 0; g < K / 64; ++g) {
+    const uint8_t* p = w + g * int64_t(sizeof(BlockNF4));
+    const __m256 absmax = _mm256_set1_ps(f16(p));
+    for (int c = 0; c < 2; ++c) {
+      const __m256i codes = nf4_codes(p + 2 + 16 * c);
+      __m256i b[4];
+      for (int k = 0; k < 4; ++k) b[k] = _mm256_shuffle_epi8(levels.plane[k], codes);
+      const __m256i lo01 = _mm256_unpacklo_epi8(b[0], b[1]), hi01 = _mm256_unpackhi_epi8(b[0], b[1]);
+      const __m256i lo23 = _mm256_unpacklo_epi8(b[2], b[3]), hi23 = _mm256_unpackhi_epi8(b[2], b[3]);
+      const __m256i f[4] = {_mm256_unpacklo_epi16(lo01, lo23), _mm256_unpackhi_epi16(lo01, lo23),
+                            _mm256_unpacklo_epi16(hi01, hi23), _mm256_unpackhi_epi16(hi01, hi23)};
+#pragma GCC unroll 4
+      for (int v = 0; v < 4; ++v) {
+        // NF4[q] * absmax, the reference's product, then times x
+        const __m256 wv = _mm256_mul_ps(_mm256_castsi256_ps(f[v]), absmax);
+        const int64_t k = 64 * g + 32 * c + 8 * v;
+        for (int r = 0; r < MR; ++r) acc[v % S][r] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(a[r].x + k), acc[v % S][r]);
+      }
+    }
+  }
+  for (int r = 0; r < MR; ++r) {
+    __m256 t = acc[0][r];
+    for (int i = 1; i < S; ++i) t = _mm256_add_ps(t, acc[i][r]);
+    out[r] = hsum(t);
+  }
+}
+
+// The exported kernels: a row function run over a block of weight rows.
+using RowDot = void (*)(const uint8_t*, int64_t, const QActRow*, float*);
+template <int MR, RowDot kDot>
+void over_rows(const uint8_t* w, int64_t row_bytes, int64_t rows, int64_t K, const QActRow* a, float* out,
+               int64_t ldo) {
+  for (int64_t n = 0; n < rows; ++n) {
+    float o[MR];
+    kDot(w + n * row_bytes, K, a, o);
+    for (int r = 0; r < MR; ++r) out[r * ldo + n] = o[r];
+  }
+}
+#define ZENITH_QDOT_ROWS(...) \
+  {over_rows<1, __VA_ARGS__<1>>, over_rows<2, __VA_ARGS__<2>>, over_rows<3, __VA_ARGS__<3>>, over_rows<4, __VA_ARGS__<4>>}
+template <QFormat F>
+constexpr QDotFn kSmall[kMaxDotRows] = {over_rows<1, dot_small<F, 1>>, over_rows<2, dot_small<F, 2>>,
+                                        over_rows<3, dot_small<F, 3>>, over_rows<4, dot_small<F, 4>>};
+constexpr QDotFn kInt8[kMaxDotRows] = ZENITH_QDOT_ROWS(dot_int8);
+constexpr QDotFn kQ4K[kMaxDotRows] = {over_rows<1, dot_q45k<false, 1>>, over_rows<2, dot_q45k<false, 2>>,
+                                      over_rows<3, dot_q45k<false, 3>>, over_rows<4, dot_q45k<false, 4>>};
+constexpr QDotFn kQ5K[kMaxDotRows] = {over_rows<1, dot_q45k<true, 1>>, over_rows<2, dot_q45k<true, 2>>,
+                                      over_rows<3, dot_q45k<true, 3>>, over_rows<4, dot_q45k<true, 4>>};
+constexpr QDotFn kQ6K[kMaxDotRows] = ZENITH_QDOT_ROWS(dot_q6k);
+constexpr QDotFn kNF4Rows[kMaxDotRows] = ZENITH_QDOT_ROWS(dot_nf4);
+#undef ZENITH_QDOT_ROWS
+
+// ---- The activation quantizer ----
+// 32 values times id, rounded half to even (cvtps2dq in the default rounding mode, as
+// nearbyint), clamped to [-127, 127], packed to int8 in value order; their sums per 16
+// into s16[0..1].
+inline void quantize32(const float* x, __m256 id, int8_t* q, int16_t* s16) {
+  const __m256 lo = _mm256_set1_ps(-127.0f), hi = _mm256_set1_ps(127.0f);
+  __m256i v[4];
+  for (int i = 0; i < 4; ++i)
+    v[i] = _mm256_cvtps_epi32(_mm256_min_ps(hi, _mm256_max_ps(lo, _mm256_mul_ps(_mm256_loadu_ps(x + 8 * i), id))));
+  // packs interleave the 128-bit lanes: values land as dwords 0 2 4 6 1 3 5 7
+  const __m256i packed = _mm256_packs_epi16(_mm256_packs_epi32(v[0], v[1]), _mm256_packs_epi32(v[2], v[3]));
+  const __m256i codes = _mm256_permutevar8x32_epi32(packed, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(q), codes);
+  __m256i quads = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), codes), _mm256_set1_epi16(1));
+  quads = _mm256_hadd_epi32(quads, quads);
+  quads = _mm256_hadd_epi32(quads, quads);  // dword 0: values 0-15, dword 4: values 16-31
+  s16[0] = int16_t(_mm256_extract_epi32(quads, 0));
+  s16[1] = int16_t(_mm256_extract_epi32(quads, 4));
+}
+
+}  // namespace
+
+void quantize_act_row_avx2(const float* x, int64_t K, int64_t block, int8_t* q, float* d, int16_t* s16) {
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff)), big = _mm256_set1_ps(FLT_MAX);
+  const int64_t full = K / block * block;
+  for (int64_t b0 = 0; b0 < full; b0 += block) {
+    __m256 amax = _mm256_setzero_ps(), bad = _mm256_setzero_ps();
+    for (int64_t k = b0; k < b0 + block; k += 8) {
+      const __m256 a = _mm256_and_ps(_mm256_loadu_ps(x + k), abs_mask);
+      amax = _mm256_max_ps(amax, a);
+      bad = _mm256_or_ps(bad, _mm256_cmp_ps(a, big, _CMP_NLE_UQ));  // inf or NaN
+    }
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    const float m = _mm_cvtss_f32(_mm_max_ss(m4, _mm_movehdup_ps(m4)));
+    const bool finite = _mm256_movemask_ps(bad) == 0;
+    // as quantize_act_row: zeros (and a NaN scale for inf / NaN) where 127 / max fails
+    const float id = finite && m > 0.0f ? 127.0f / m : 0.0f;
+    if (!(id > 0.0f && id <= FLT_MAX)) {
+      std::memset(q + b0, 0, size_t(block));
+      std::memset(s16 + b0 / 16, 0, size_t(block / 16) * sizeof(int16_t));
+      d[b0 / block] = finite ? 0.0f : std::numeric_limits<float>::quiet_NaN();
+      continue;
+    }
+    d[b0 / block] = m / 127.0f;
+    for (int64_t k = b0; k < b0 + block; k += 32) quantize32(x + k, _mm256_set1_ps(id), q + k, s16 + k / 16);
+  }
+  if (full < K)  // a short last block (int8 rows of any K): the reference
+    quantize_act_row(x + full, K - full, block, q + full, d + full / block, s16 + full / 16);
+}
+
+const QDotFn* avx2_dot_kernels(QFormat f) {
+  switch (f) {
+    case QFormat::q8_0: return kSmall<QFormat::q8_0>;
+    case QFormat::q4_0: return kSmall<QFormat::q4_0>;
+    case QFormat::q4_1: return kSmall<QFormat::q4_1>;
+    case QFormat::q5_0: return kSmall<QFormat::q5_0>;
+    case QFormat::q5_1: return kSmall<QFormat::q5_1>;
+    case QFormat::int4_g64: return kSmall<QFormat::int4_g64>;
+    case QFormat::int4_g128: return kSmall<QFormat::int4_g128>;
+    case QFormat::uint4_g64: return kSmall<QFormat::uint4_g64>;
+    case QFormat::uint4_g128: return kSmall<QFormat::uint4_g128>;
+    case QFormat::q4_k: return kQ4K;
+    case QFormat::q5_k: return kQ5K;
+    case QFormat::q6_k: return kQ6K;
+    case QFormat::int8: return kInt8;
+    case QFormat::nf4: return kNF4Rows;
+  }
+  return nullptr;
+}
+
+}  // namespace zenith::quant
+
+#pragma GCC pop_options

@@ -1,0 +1,213 @@
+// Quantized weight formats (quant_formats.def): the block layouts, each format's scalar
+// reference dequantizer (the judge every fast path is held to), the activation
+// quantizer the integer dot products read, and the scalar dot products of a weight row
+// with a quantized activation row (the reference of the SIMD kernels in quant_avx2.cc,
+// and the path that runs where AVX2 is absent). Internal to the kernels: quant.h is the
+// interface the ops, the bindings and the tests use.
+//
+// Dot products (y = w . x for one weight row and one activation row):
+// - Formats with 32-value blocks (q8_0, q4_0, q4_1, q5_0, q5_1, int4_g*, uint4_g*) and int8
+//   read x quantized per 32 values: q = round(x / d) in [-127, 127] with d = max|x| / 127,
+//   plus the sum of q per 16 values (the asymmetric formats' m term needs it). A block
+//   contributes d_w * d_x * (integer dot of the codes) [+ m_w * d_x * sum(q)].
+// - k-quants (q4_k, q5_k, q6_k) read x quantized per 256 values (one d per super-block,
+//   like ggml's q8_K) and the sums per 16: a super-block's sub-block scales are integers,
+//   so its whole dot is one integer before one float multiply.
+// - nf4 reads x itself: its 16 levels are not integers, so it multiplies floats.
+// The integer parts are exact and equal in every path; only the order of float sums
+// differs between the scalar and the SIMD kernels (k-quants: not even that).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "zenith/attrs.h"
+#include "zenith/dtype.h"
+
+namespace zenith::quant {
+
+// ---- Block layouts (the GGUF formats bit for bit as ggml's ggml-common.h) ----
+// The structs document the layouts and their sizes; kernels read blocks through byte
+// offsets (offsetof) with unaligned loads, since a row of an odd-sized format, or a
+// tensor view, need not be aligned.
+struct BlockQ8_0 {
+  uint16_t d;  // f16
+  int8_t qs[32];
+};
+struct BlockQ4_0 {
+  uint16_t d;
+  uint8_t qs[16];  // byte j: low nibble = value j, high nibble = value j + 16
+};
+struct BlockQ4_1 {
+  uint16_t d, m;
+  uint8_t qs[16];
+};
+struct BlockQ5_0 {
+  uint16_t d;
+  uint8_t qh[4];  // bit j (little endian u32): the 5th bit of value j
+  uint8_t qs[16];
+};
+struct BlockQ5_1 {
+  uint16_t d, m;
+  uint8_t qh[4];
+  uint8_t qs[16];
+};
+// 256 values as 8 sub-blocks of 32, each with a 6-bit scale and a 6-bit min:
+// value = d * scale_j * q - dmin * min_j, q in [0, 15]. qs holds sub-blocks (2i, 2i+1) in
+// the low and high nibbles of bytes [32i, 32i + 32).
+struct BlockQ4K {
+  uint16_t d, dmin;
+  uint8_t scales[12];  // packed 6-bit scales and mins (unpack_q4k_scales)
+  uint8_t qs[128];
+};
+// As q4_k with a 5th bit: bit j of qh[l] is the 5th bit of value l of sub-block j.
+struct BlockQ5K {
+  uint16_t d, dmin;
+  uint8_t scales[12];
+  uint8_t qh[32];
+  uint8_t qs[128];
+};
+// 256 values as 16 groups of 16, each with an int8 scale: value = d * scale_g * (q - 32),
+// q in [0, 63]: 4 low bits in ql, 2 high bits in qh (layout in dequant_q6k).
+struct BlockQ6K {
+  uint8_t ql[128];
+  uint8_t qh[64];
+  int8_t scales[16];
+  uint16_t d;
+};
+template <int G> struct BlockInt4 {  // int4_g64 / int4_g128: d * (q - 8)
+  uint16_t d;
+  uint8_t qs[G / 2];  // G / 32 sub-chunks of 16 bytes, each as q4_0's
+};
+template <int G> struct BlockUint4 {  // uint4_g64 / uint4_g128: d * q + m
+  uint16_t d, m;
+  uint8_t qs[G / 2];
+};
+struct BlockNF4 {  // NF4[q] * absmax
+  uint16_t absmax;
+  uint8_t qs[32];
+};
+static_assert(sizeof(BlockQ8_0) == 34 && sizeof(BlockQ4_0) == 18 && sizeof(BlockQ4_1) == 20 &&
+              sizeof(BlockQ5_0) == 22 && sizeof(BlockQ5_1) == 24);
+static_assert(sizeof(BlockQ4K) == 144 && sizeof(BlockQ5K) == 176 && sizeof(BlockQ6K) == 210);
+static_assert(sizeof(BlockInt4<64>) == 34 && sizeof(BlockInt4<128>) == 66 && sizeof(BlockUint4<64>) == 36 &&
+              sizeof(BlockUint4<128>) == 68 && sizeof(BlockNF4) == 34);
+
+// The block geometry of quant_formats.def at compile time, for the static_asserts below.
+constexpr int64_t kBlockElems[] = {
+#define QFORMAT(name, elems, bytes) elems,
+#include "zenith/quant_formats.def"
+#undef QFORMAT
+};
+constexpr int64_t kBlockBytes[] = {
+#define QFORMAT(name, elems, bytes) bytes,
+#include "zenith/quant_formats.def"
+#undef QFORMAT
+};
+
+// The formats built from 32-value chunks with one f16 scale (and an optional f16 min)
+// per block, described once for the scalar reference and the SIMD kernels: where each
+// part of a block lives, and what a code means.
+struct SmallBlock {
+  bool valid = false;  // false: not such a format
+  int bytes = 0;       // block bytes
+  int chunks = 0;      // 32-value chunks per block
+  bool has_m = false;  // an f16 min after d: value = d * q + m (codes unsigned)
+  int qh = -1;         // offset of the u32 of 5th bits, or -1
+  int qs = 0;          // offset of the codes: 16 bytes of nibbles per chunk, or 32 int8 (q8_0)
+  int offset = 0;      // without a min: value = d * (q - offset)
+  bool int8 = false;   // codes are int8 bytes (q8_0)
+};
+constexpr SmallBlock small_block_layout(QFormat f) {
+  switch (f) {
+    case QFormat::q8_0: return {true, 34, 1, false, -1, 2, 0, true};
+    case QFormat::q4_0: return {true, 18, 1, false, -1, 2, 8, false};
+    case QFormat::q4_1: return {true, 20, 1, true, -1, 4, 0, false};
+    case QFormat::q5_0: return {true, 22, 1, false, 2, 6, 16, false};
+    case QFormat::q5_1: return {true, 24, 1, true, 4, 8, 0, false};
+    case QFormat::int4_g64: return {true, 34, 2, false, -1, 2, 8, false};
+    case QFormat::int4_g128: return {true, 66, 4, false, -1, 2, 8, false};
+    case QFormat::uint4_g64: return {true, 36, 2, true, -1, 4, 0, false};
+    case QFormat::uint4_g128: return {true, 68, 4, true, -1, 4, 0, false};
+    default: return {};
+  }
+}
+constexpr bool small_blocks_match_the_table() {
+  for (size_t i = 0; i < sizeof(kBlockBytes) / sizeof(kBlockBytes[0]); ++i) {
+    SmallBlock s = small_block_layout(QFormat(i));
+    if (s.valid && (s.bytes != kBlockBytes[i] || 32 * s.chunks != kBlockElems[i])) return false;
+  }
+  return true;
+}
+static_assert(small_blocks_match_the_table(), "small_block_layout disagrees with quant_formats.def");
+static_assert(kBlockBytes[int(QFormat::q4_k)] == sizeof(BlockQ4K) && kBlockBytes[int(QFormat::q5_k)] == sizeof(BlockQ5K) &&
+              kBlockBytes[int(QFormat::q6_k)] == sizeof(BlockQ6K) && kBlockBytes[int(QFormat::nf4)] == sizeof(BlockNF4));
+
+// bitsandbytes' NF4 levels (normal-float quantiles), code 0..15.
+extern const float kNF4[16];
+
+inline float f16_at(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return f16_to_f32(h);
+}
+inline float f32_at(const uint8_t* p) {
+  float f;
+  std::memcpy(&f, p, 4);
+  return f;
+}
+// q4_k / q5_k: the 8 six-bit scales and mins of a super-block's 12 scale bytes.
+inline void unpack_q4k_scales(const uint8_t* s, uint8_t sc[8], uint8_t mn[8]) {
+  for (int j = 0; j < 4; ++j) {
+    sc[j] = s[j] & 63;
+    mn[j] = s[j + 4] & 63;
+    sc[j + 4] = uint8_t((s[j + 8] & 15) | ((s[j] >> 6) << 4));
+    mn[j + 4] = uint8_t((s[j + 8] >> 4) | ((s[j + 4] >> 6) << 4));
+  }
+}
+
+// The reference dequantizer: `out` = the K values of one row. Float operations are those
+// of gguf.quants.dequantize (and ggml's dequantize_row_*), unfused, so GGUF rows match it
+// bit for bit.
+void ref_dequant_row(QFormat f, const uint8_t* row, int64_t K, float* out);
+
+// ---- Activations ----
+enum class ActKind : uint8_t {
+  kQ8x32,   // int8 per 32 values, one f32 scale per 32
+  kQ8x256,  // int8 per 32 values, one f32 scale per 256 (k-quants)
+  kF32,     // x itself (nf4)
+};
+ActKind act_kind(QFormat f);
+inline int64_t act_block(ActKind k) { return k == ActKind::kQ8x256 ? 256 : 32; }
+
+// One activation row as the dot products read it. kpad = K rounded up to 32; q[K..kpad)
+// are 0. d: one scale per act_block values; s16: the sum of q per 16 values.
+struct QActRow {
+  const int8_t* q;
+  const float* d;
+  const int16_t* s16;
+  const float* x;  // the row in float (nf4)
+};
+// Quantizes x[0, K) into q (kpad values), d (kpad / block scales) and s16 (kpad / 16
+// sums). q is in [-127, 127], so |code| * |q| products fit the SIMD kernels' 16-bit pair
+// sums (quant_avx2.cc). A block holding inf or NaN gets d = NaN and q = 0: its dot is NaN.
+void quantize_act_row(const float* x, int64_t K, int64_t block, int8_t* q, float* d, int16_t* s16);
+// The same in AVX2 (quant_avx2.cc), equal to it value for value.
+void quantize_act_row_avx2(const float* x, int64_t K, int64_t block, int8_t* q, float* d, int16_t* s16);
+using QuantizeActFn = void (*)(const float*, int64_t, int64_t, int8_t*, float*, int16_t*);
+
+// The scalar dot product of one weight row (K values) with an activation row: the
+// reference of the SIMD kernels and the kernel that runs without AVX2.
+float ref_dot(QFormat f, const uint8_t* w, int64_t K, const QActRow& a);
+
+// A SIMD dot kernel: out[r * ldo + n] = w_n . a[r] for `rows` weight rows w_n (at
+// w + n * row_bytes) and MR activation rows (MR fixed per kernel), each weight block
+// decoded once for all MR. The loop over weight rows is inside, so nothing is paid per
+// row beyond the dot product itself.
+using QDotFn = void (*)(const uint8_t* w, int64_t row_bytes, int64_t rows, int64_t K, const QActRow* a, float* out,
+                        int64_t ldo);
+constexpr int kMaxDotRows = 4;
+// The AVX2 kernels of `f` for 1..kMaxDotRows rows (quant_avx2.cc), or null when it has none.
+const QDotFn* avx2_dot_kernels(QFormat f);
+
+}  // namespace zenith::quant

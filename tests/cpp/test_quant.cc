@@ -1,0 +1,510 @@
+// Quantized kernels (kernels/quant*.cc): every format's AVX2 dot kernels against the
+// scalar reference over odd shapes, the reference against x @ dequant(w)^T in double
+// within the error activation quantization allows, the worst-case codes that would
+// saturate maddubs' 16-bit sums if the operand ranges were wrong, qembedding, and the
+// ops in the IR (inference, text form, runtime).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <iterator>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "zenith/error.h"
+#include "zenith/ir.h"
+#include "zenith/kernels/kernels.h"
+#include "zenith/kernels/quant.h"
+#include "zenith/runtime.h"
+#include "zenith/threadpool.h"
+
+using namespace zenith;
+
+namespace zenith {
+void PrintTo(QFormat f, std::ostream* os) { *os << qformat_info(f).name; }
+}  // namespace zenith
+
+namespace {
+
+std::vector<QFormat> all_formats() {
+  std::vector<QFormat> r;
+#define QFORMAT(name, elems, bytes) r.push_back(QFormat::name);
+#include "zenith/quant_formats.def"
+#undef QFORMAT
+  return r;
+}
+
+bool is_kquant(QFormat f) { return f == QFormat::q4_k || f == QFormat::q5_k || f == QFormat::q6_k; }
+
+void put_f16(uint8_t* p, float v) {
+  uint16_t h = f32_to_f16(v);
+  std::memcpy(p, &h, 2);
+}
+
+// Where a block keeps its f16 scales: (offset, is a min). int8's f32 row scale is
+// handled apart.
+std::vector<std::pair<int, bool>> scale_fields(QFormat f) {
+  quant::SmallBlock s = quant::small_block_layout(f);
+  if (s.valid) {
+    if (s.has_m) return {{0, false}, {2, true}};
+    return {{0, false}};
+  }
+  switch (f) {
+    case QFormat::q4_k:
+    case QFormat::q5_k: return {{0, false}, {2, true}};
+    case QFormat::q6_k: return {{208, false}};
+    case QFormat::nf4: return {{0, false}};
+    default: return {};
+  }
+}
+
+// Random bytes for the codes (and the k-quants' sub-block scales) with sane scales: f16
+// d in +-[1e-3, 5e-2], mins in [-0.2, 0.2], int8's row scale in [1e-3, 5e-2].
+std::vector<uint8_t> random_weight(QFormat f, int64_t N, int64_t K, unsigned seed) {
+  std::mt19937 rng(seed);
+  const int64_t rb = qformat_row_bytes(f, K);
+  std::vector<uint8_t> w(size_t(N * rb));
+  for (auto& b : w) b = uint8_t(rng());
+  std::uniform_real_distribution<float> mag(1e-3f, 5e-2f), mins(-0.2f, 0.2f);
+  const QFormatInfo& q = qformat_info(f);
+  for (int64_t n = 0; n < N; ++n) {
+    uint8_t* row = w.data() + n * rb;
+    if (f == QFormat::int8) {
+      float s = mag(rng);
+      std::memcpy(row, &s, 4);
+      continue;
+    }
+    for (int64_t b = 0; b < K / q.block_elems; ++b)
+      for (auto [off, is_min] : scale_fields(f))
+        put_f16(row + b * q.block_bytes + off, is_min ? mins(rng) : (rng() & 1 ? 1.0f : -1.0f) * mag(rng));
+  }
+  return w;
+}
+
+std::vector<float> randn(size_t n, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d;
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+std::vector<float> dequant(QFormat f, const std::vector<uint8_t>& w, int64_t N, int64_t K) {
+  std::vector<float> out(size_t(N * K));
+  qdequantize(f, w.data(), N, qformat_row_bytes(f, K), out.data());
+  return out;
+}
+
+std::vector<float> run_qmatmul(QFormat f, QIsa isa, int64_t M, int64_t N, int64_t K, const std::vector<float>& x,
+                               const std::vector<uint8_t>& w, const float* bias) {
+  std::vector<float> y(size_t(M * N), std::numeric_limits<float>::quiet_NaN());
+  qmatmul(qmatmul_plan(f, M, N, K, isa), x.data(), w.data(), bias, y.data());
+  return y;
+}
+
+// K values to test for a format: several blocks (int8: any K, tails of 32).
+std::vector<int64_t> test_ks(QFormat f) {
+  int64_t be = qformat_info(f).block_elems;
+  if (be == 0) return {1, 31, 32, 33, 100, 256};
+  if (be == 256) return {256, 512, 768};
+  return {be, 2 * be, 5 * be, std::max<int64_t>(be, 640 / be * be)};
+}
+
+std::string name_of(QFormat f) { return qformat_info(f).name; }
+
+class QuantFormat : public ::testing::TestWithParam<QFormat> {};
+
+}  // namespace
+
+TEST(QuantFormats, TableIsTheContract) {
+  struct Row {
+    const char* name;
+    int64_t elems, bytes;
+  };
+  const Row expect[] = {{"q8_0", 32, 34},      {"q4_0", 32, 18},        {"q4_1", 32, 20},     {"q5_0", 32, 22},
+                        {"q5_1", 32, 24},      {"q4_k", 256, 144},      {"q5_k", 256, 176},   {"q6_k", 256, 210},
+                        {"int8", 0, 4},        {"int4_g64", 64, 34},    {"int4_g128", 128, 66}, {"uint4_g64", 64, 36},
+                        {"uint4_g128", 128, 68}, {"nf4", 64, 34}};
+  ASSERT_EQ(all_formats().size(), std::size(expect));
+  for (QFormat f : all_formats()) {
+    const Row& r = expect[size_t(f)];
+    const QFormatInfo& q = qformat_info(f);
+    EXPECT_STREQ(q.name, r.name);
+    EXPECT_EQ(q.block_elems, r.elems) << r.name;
+    EXPECT_EQ(q.block_bytes, r.bytes) << r.name;
+    QFormat back;
+    ASSERT_TRUE(parse_qformat(r.name, &back));
+    EXPECT_EQ(back, f);
+  }
+  QFormat dummy;
+  EXPECT_FALSE(parse_qformat("q3_k", &dummy));
+  EXPECT_EQ(qformat_row_elems(QFormat::q8_0, 68), 64);
+  EXPECT_EQ(qformat_row_elems(QFormat::q8_0, 67), -1);
+  EXPECT_EQ(qformat_row_elems(QFormat::int8, 4), 0);
+  EXPECT_EQ(qformat_row_elems(QFormat::int8, 3), -1);
+  EXPECT_EQ(qformat_row_bytes(QFormat::q6_k, 512), 420);
+  EXPECT_EQ(qformat_row_bytes(QFormat::q6_k, 640), -1);
+  EXPECT_EQ(qformat_row_bytes(QFormat::int8, 7), 11);
+}
+
+// The activation quantizer: codes within [-127, 127], the largest |x| of a block maps
+// to +-127, the sums per 16 add up, and the error per value is at most half a step.
+TEST(QuantKernels, ActivationQuantizerBoundsAndSums) {
+  for (int64_t block : {32, 256})
+    for (int64_t K : {256, 512}) {
+      auto x = randn(size_t(K), unsigned(K + block));
+      x[3] = 1e3f;  // one outlier: its block's step is large
+      const int64_t nd = K / block;
+      std::vector<int8_t> q(static_cast<size_t>(K));
+      std::vector<float> d(static_cast<size_t>(nd));
+      std::vector<int16_t> s(size_t(K / 16));
+      quant::quantize_act_row(x.data(), K, block, q.data(), d.data(), s.data());
+      for (int64_t b = 0; b < nd; ++b) {
+        int best = 0;
+        for (int64_t k = b * block; k < (b + 1) * block; ++k) {
+          ASSERT_GE(q[size_t(k)], -127);
+          ASSERT_LE(q[size_t(k)], 127);
+          best = std::max(best, std::abs(int(q[size_t(k)])));
+          EXPECT_LE(std::fabs(x[size_t(k)] - d[size_t(b)] * q[size_t(k)]), d[size_t(b)] * 0.5001f);
+        }
+        EXPECT_EQ(best, 127);
+      }
+      for (int64_t g = 0; g < K / 16; ++g) {
+        int sum = 0;
+        for (int i = 0; i < 16; ++i) sum += q[size_t(16 * g + i)];
+        EXPECT_EQ(s[size_t(g)], sum);
+      }
+    }
+}
+
+// The AVX2 quantizer equals the reference value for value: blocks of 32 and 256, short
+// last blocks (int8 rows), zeros, tiny values, inf and NaN.
+TEST(QuantKernels, Avx2ActivationQuantizerEqualsReference) {
+  if (!qisa_supported(QIsa::kAvx2)) GTEST_SKIP() << "this CPU has no AVX2";
+  unsigned seed = 5;
+  for (int64_t block : {32, 256})
+    for (int64_t K : {32, 256, 512, 1, 33, 100, 287}) {
+      if (block == 256 && K % 256) continue;
+      const int64_t kpad = (K + 31) / 32 * 32, nd = (kpad + block - 1) / block;
+      for (int variant = 0; variant < 4; ++variant) {
+        auto x = randn(size_t(K), seed++);
+        if (variant == 1) std::fill(x.begin(), x.begin() + std::min<int64_t>(K, 32), 0.0f);
+        if (variant == 2) x[0] = std::numeric_limits<float>::infinity(), x[size_t(K - 1)] = NAN;
+        if (variant == 3)
+          for (auto& v : x) v *= 1e-38f;  // 127 / max overflows: zeros
+        std::vector<int8_t> q1(static_cast<size_t>(kpad), 9), q2(static_cast<size_t>(kpad), 9);
+        std::vector<float> d1(static_cast<size_t>(nd)), d2(static_cast<size_t>(nd));
+        std::vector<int16_t> s1(static_cast<size_t>(kpad / 16)), s2(static_cast<size_t>(kpad / 16));
+        quant::quantize_act_row(x.data(), K, block, q1.data(), d1.data(), s1.data());
+        quant::quantize_act_row_avx2(x.data(), K, block, q2.data(), d2.data(), s2.data());
+        ASSERT_EQ(q1, q2) << "K " << K << " block " << block << " variant " << variant;
+        ASSERT_EQ(s1, s2) << "K " << K << " block " << block << " variant " << variant;
+        for (size_t i = 0; i < d1.size(); ++i)
+          ASSERT_TRUE(d1[i] == d2[i] || (std::isnan(d1[i]) && std::isnan(d2[i]))) << K << " " << block;
+      }
+    }
+}
+
+// AVX2 against the scalar reference: rows M (every tile size 1-4, remainders, more
+// than a tile), weight rows N, K of several blocks, with and without bias, on one and
+// two threads. The integer parts are equal by construction; the k-quants' float
+// arithmetic is too (bit-exact), the others' float sums differ in order only.
+TEST_P(QuantFormat, Avx2MatchesScalarReference) {
+  if (!qisa_supported(QIsa::kAvx2)) GTEST_SKIP() << "this CPU has no AVX2";
+  const QFormat f = GetParam();
+  unsigned seed = 1;
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    for (int64_t K : test_ks(f))
+      for (int64_t M : {1, 2, 3, 5, 8, 17})
+        for (int64_t N : {1, 7, 33}) {
+          auto w = random_weight(f, N, K, seed++);
+          auto x = randn(size_t(M * K), seed++);
+          auto bias = randn(size_t(N), seed++);
+          const float* b = (M + N) % 2 ? bias.data() : nullptr;
+          auto fast = run_qmatmul(f, QIsa::kAvx2, M, N, K, x, w, b);
+          auto ref = run_qmatmul(f, QIsa::kScalar, M, N, K, x, w, b);
+          auto wd = dequant(f, w, N, K);
+          for (int64_t m = 0; m < M; ++m)
+            for (int64_t n = 0; n < N; ++n) {
+              const size_t i = size_t(m * N + n);
+              if (is_kquant(f)) {
+                ASSERT_EQ(fast[i], ref[i]) << name_of(f) << " M=" << M << " N=" << N << " K=" << K;
+                continue;
+              }
+              // float sums in another order: a bound on their rounding, from the
+              // largest weight of the row and the row of x
+              double wmax = 0, xsum = 0;
+              for (int64_t k = 0; k < K; ++k) {
+                wmax = std::max(wmax, double(std::fabs(wd[size_t(n * K + k)])));
+                xsum += std::fabs(x[size_t(m * K + k)]);
+              }
+              ASSERT_NEAR(fast[i], ref[i], 1e-5 * wmax * xsum + 1e-6)
+                  << name_of(f) << " M=" << M << " N=" << N << " K=" << K << " at " << m << "," << n;
+            }
+        }
+  }
+  set_num_threads(1);
+}
+
+// The reference against x @ dequant(w)^T in double. Quantizing x moves each value by
+// at most half its block's step d_x = max|x_block| / 127, so |y - y_exact| <=
+// sum_k |w_k| d_x(k) / 2, plus float rounding (1e-5 of sum |w x|). nf4 reads x itself.
+TEST_P(QuantFormat, ReferenceMatchesDequantizedMatmulWithinActivationError) {
+  const QFormat f = GetParam();
+  const int64_t M = 3, N = 5;
+  unsigned seed = 100;
+  const int64_t ablock = quant::act_block(quant::act_kind(f));
+  for (int64_t K : test_ks(f)) {
+    auto w = random_weight(f, N, K, seed++);
+    auto x = randn(size_t(M * K), seed++);
+    auto y = run_qmatmul(f, QIsa::kScalar, M, N, K, x, w, nullptr);
+    auto wd = dequant(f, w, N, K);
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t n = 0; n < N; ++n) {
+        double exact = 0, bound = 0, mag = 0;
+        for (int64_t b0 = 0; b0 < K; b0 += ablock) {
+          double amax = 0;
+          for (int64_t k = b0; k < std::min(K, b0 + ablock); ++k) amax = std::max(amax, double(std::fabs(x[size_t(m * K + k)])));
+          for (int64_t k = b0; k < std::min(K, b0 + ablock); ++k) {
+            const double wk = wd[size_t(n * K + k)], xk = x[size_t(m * K + k)];
+            exact += wk * xk;
+            mag += std::fabs(wk * xk);
+            if (quant::act_kind(f) != quant::ActKind::kF32) bound += std::fabs(wk) * amax / 127 / 2;
+          }
+        }
+        ASSERT_NEAR(y[size_t(m * N + n)], exact, bound * 1.001 + 1e-5 * mag + 1e-6)
+            << name_of(f) << " K=" << K << " at " << m << "," << n;
+      }
+  }
+}
+
+// The codes and scales at their extremes against activations of +-127 (x = +-127, so
+// d_x = 1 exactly), with unit weight scales: every product and sum is an integer the
+// floats hold exactly, so the AVX2 result must equal the exact dot product computed in
+// int64 from the dequantized weights. A saturated 16-bit pair sum (maddubs) would be off
+// by at least 1. Signed codes at -128 (q8_0, int8) against -127 give the largest pair,
+// 2 x 128 x 127 = 32512.
+TEST_P(QuantFormat, WorstCaseCodesDoNotSaturate) {
+  if (!qisa_supported(QIsa::kAvx2)) GTEST_SKIP() << "this CPU has no AVX2";
+  const QFormat f = GetParam();
+  const int64_t K = qformat_info(f).block_elems == 0 ? 96 : std::max<int64_t>(256, qformat_info(f).block_elems);
+  const int64_t rb = qformat_row_bytes(f, K);
+  // Weight rows: every code byte 0x00, 0xFF, 0x80, 0x7F (with k-quant sub-block scale
+  // bytes the same), then unit scales written over them.
+  const uint8_t fills[] = {0x00, 0xFF, 0x80, 0x7F};
+  const int64_t N = 4;
+  std::vector<uint8_t> w(size_t(N * rb));
+  for (int64_t n = 0; n < N; ++n) {
+    uint8_t* row = w.data() + n * rb;
+    std::memset(row, fills[n], size_t(rb));
+    if (f == QFormat::int8) {
+      float one = 1.0f;
+      std::memcpy(row, &one, 4);
+      continue;
+    }
+    const QFormatInfo& q = qformat_info(f);
+    for (int64_t b = 0; b < K / q.block_elems; ++b)
+      for (auto [off, is_min] : scale_fields(f)) put_f16(row + b * q.block_bytes + off, is_min ? -1.0f : 1.0f);
+  }
+  // Activations: all +127, all -127, alternating, alternating in pairs.
+  const int64_t M = 4;
+  std::vector<float> x(size_t(M * K));
+  for (int64_t k = 0; k < K; ++k) {
+    x[size_t(k)] = 127;
+    x[size_t(K + k)] = -127;
+    x[size_t(2 * K + k)] = k % 2 ? -127 : 127;
+    x[size_t(3 * K + k)] = (k / 2) % 2 ? -127 : 127;
+  }
+  auto fast = run_qmatmul(f, QIsa::kAvx2, M, N, K, x, w, nullptr);
+  auto ref = run_qmatmul(f, QIsa::kScalar, M, N, K, x, w, nullptr);
+  auto wd = dequant(f, w, N, K);
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = 0; n < N; ++n) {
+      double exact = 0;
+      for (int64_t k = 0; k < K; ++k) exact += double(wd[size_t(n * K + k)]) * x[size_t(m * K + k)];
+      const size_t i = size_t(m * N + n);
+      if (f == QFormat::nf4) {  // float levels: only rounding
+        EXPECT_NEAR(fast[i], exact, 1e-5 * std::fabs(exact) + 1e-3) << name_of(f);
+        continue;
+      }
+      // Sums past 2^24 (k-quant super-blocks) are rounded once to float: half an ulp.
+      const double ulp = std::max(1.0, std::ldexp(1.0, std::ilogb(std::fabs(exact) + 1) - 23));
+      EXPECT_LE(std::fabs(fast[i] - exact), ulp) << name_of(f) << " fill " << int(fills[n]) << " x pattern " << m
+                                                 << ": " << fast[i] << " vs exact " << exact;
+      EXPECT_EQ(fast[i], ref[i]) << name_of(f) << " fill " << int(fills[n]) << " x pattern " << m;
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(All, QuantFormat, ::testing::ValuesIn(all_formats()),
+                         [](const ::testing::TestParamInfo<QFormat>& p) { return name_of(p.param); });
+
+TEST(QuantKernels, NonFiniteActivationsGiveNaN) {
+  const int64_t K = 256, N = 3;
+  for (QFormat f : {QFormat::q8_0, QFormat::q4_k, QFormat::q6_k, QFormat::int8})
+    for (QIsa isa : {QIsa::kScalar, QIsa::kAvx2}) {
+      if (!qisa_supported(isa)) continue;
+      auto w = random_weight(f, N, K, 7);
+      auto x = randn(size_t(2 * K), 8);
+      x[5] = std::numeric_limits<float>::infinity();
+      x[K + 200] = std::numeric_limits<float>::quiet_NaN();
+      auto y = run_qmatmul(f, isa, 2, N, K, x, w, nullptr);
+      for (float v : y) EXPECT_TRUE(std::isnan(v)) << name_of(f) << " " << qisa_name(isa);
+    }
+}
+
+TEST(QuantKernels, ZeroRowsAndEmptyK) {
+  std::vector<uint8_t> w(8, 0);
+  float one = 1.0f;
+  std::memcpy(w.data(), &one, 4);
+  std::memcpy(w.data() + 4, &one, 4);
+  const float bias[2] = {1.5f, -2.0f};
+  std::vector<float> x(3), y(6, 7.0f);  // K = 0: y is the bias
+  qmatmul(qmatmul_plan(QFormat::int8, 3, 2, 0), x.data(), w.data(), bias, y.data());
+  for (int m = 0; m < 3; ++m) {
+    EXPECT_EQ(y[size_t(2 * m)], 1.5f);
+    EXPECT_EQ(y[size_t(2 * m + 1)], -2.0f);
+  }
+  qmatmul(qmatmul_plan(QFormat::q8_0, 0, 5, 64), nullptr, nullptr, nullptr, nullptr);  // nothing to do
+  EXPECT_THROW(qmatmul_plan(QFormat::q4_k, 1, 1, 640), Error);
+}
+
+TEST(QuantKernels, EmbeddingRowsAndOutOfRangeIds) {
+  set_num_threads(2);
+  for (QFormat f : all_formats()) {
+    const int64_t V = 9, K = qformat_info(f).block_elems ? 2 * std::max<int64_t>(qformat_info(f).block_elems, 32) : 40;
+    const int64_t rb = qformat_row_bytes(f, K);
+    auto w = random_weight(f, V, K, 11);
+    auto table = dequant(f, w, V, K);
+    const std::vector<int64_t> ids = {3, 0, 8, 3, 5};
+    std::vector<float> out(ids.size() * size_t(K));
+    qembedding(f, w.data(), V, rb, ids.data(), DType::i64, int64_t(ids.size()), out.data());
+    for (size_t i = 0; i < ids.size(); ++i)
+      for (int64_t k = 0; k < K; ++k)
+        ASSERT_EQ(out[i * size_t(K) + size_t(k)], table[size_t(ids[i] * K + k)]) << name_of(f);
+    const std::vector<int32_t> ids32 = {8, 1};
+    qembedding(f, w.data(), V, rb, ids32.data(), DType::i32, 2, out.data());
+    EXPECT_EQ(out[0], table[size_t(8 * K)]);
+    for (int64_t bad : {int64_t(9), int64_t(-1), int64_t(1) << 40}) {
+      const std::vector<int64_t> b = {1, bad};
+      try {
+        qembedding(f, w.data(), V, rb, b.data(), DType::i64, 2, out.data());
+        ADD_FAILURE() << "id " << bad << " was accepted";
+      } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("out of range"), std::string::npos) << e.what();
+      }
+    }
+  }
+  set_num_threads(1);
+}
+
+// ---- The ops in the IR ----
+TEST(QuantOps, TextFormRoundTripsWithTheFormatByName) {
+  const std::string text = R"(graph(%x: f32[s0, 512], %w: u8[6, 288], %b: f32[6], %t: u8[10, 420], %ids: i64[s0]) {
+  %y: f32[s0, 6] = qmatmul(%x, %w, %b) {format=q4_k}
+  %e: f32[s0, 512] = qembedding(%t, %ids) {format=q6_k}
+  return (%y, %e)
+})";
+  Graph g = parse_graph(text);
+  verify(g);
+  std::string printed = print_graph(g);
+  EXPECT_NE(printed.find("{format=q4_k}"), std::string::npos) << printed;
+  EXPECT_NE(printed.find("{format=q6_k}"), std::string::npos) << printed;
+  EXPECT_EQ(print_graph(parse_graph(printed)), printed);
+}
+
+TEST(QuantOps, InferenceRejectsBadWeightsAndShapes) {
+  auto expect_rejected = [](const std::string& body, const std::string& why) {
+    try {
+      parse_graph("graph(%x: f32[2, 64], %w: u8[4, 68], %w2: u8[4, 34], %w3: u8[4, 67], %wf: f32[4, 68], %b: f32[4], %b5: f32[5], "
+                  "%h: f16[2, 64], %i: i64[3], %f: f32[3]) {\n  " + body + "\n  return (%r)\n}");
+      ADD_FAILURE() << body << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << body << ": " << e.what();
+    }
+  };
+  // row bytes not a whole number of blocks; K differs from x's; bias shape; dtypes
+  expect_rejected("%r: f32[2, 4] = qmatmul(%x, %w3) {format=q8_0}", "not a whole number of q8_0 blocks");
+  expect_rejected("%r: f32[2, 4] = qmatmul(%x, %w2) {format=q8_0}", "the q8_0 weight 32");
+  expect_rejected("%r: f32[2, 4] = qmatmul(%x, %w, %b5) {format=q8_0}", "bias");
+  expect_rejected("%r: f32[2, 4] = qmatmul(%x, %wf) {format=q8_0}", "must be u8");
+  expect_rejected("%r: f32[2, 4] = qmatmul(%h, %w) {format=q8_0}", "x must be f32");
+  expect_rejected("%r: f32[2, 4] = qmatmul(%x, %w)", "missing attribute 'format'");
+  expect_rejected("%r: f32[2, 4] = qmatmul(%x, %w) {format=q3_k}", "");
+  expect_rejected("%r: f32[3, 64] = qembedding(%w, %f) {format=q8_0}", "ids must be i64 or i32");
+  expect_rejected("%r: f32[3, 64] = qembedding(%w3, %i) {format=q8_0}", "not a whole number");
+  // u8 is storage: arithmetic refuses it
+  expect_rejected("%r: u8[4, 68] = add(%w, %w)", "u8 is quantized weight storage");
+  // a well-formed one is accepted, with int8's whole-row blocks
+  Graph g = parse_graph(R"(graph(%x: f32[2, 64], %w: u8[4, 68], %b: f32[4]) {
+  %y: f32[2, 4] = qmatmul(%x, %w, %b) {format=int8}
+  %z: f32[2, 4] = qmatmul(%x, %w) {format=q8_0}
+  return (%y, %z)
+})");
+  verify(g);
+}
+
+// The runtime runs both ops (the prepared qmatmul plan, batch dims flattened into rows)
+// and moves u8 values like any other (a reshape aliases, a cast converts).
+TEST(QuantOps, RuntimeRunsQmatmulAndQembedding) {
+  set_num_threads(2);
+  const int64_t K = 256, N = 6, V = 10;
+  auto w = random_weight(QFormat::q4_k, N, K, 21);
+  auto t = random_weight(QFormat::q8_0, V, K, 22);
+  auto bias = randn(size_t(N), 23);
+  auto x = randn(size_t(2 * 3 * K), 24);
+  const std::vector<int64_t> ids = {9, 0, 4};
+  Executable exe(parse_graph(R"(graph(%x: f32[2, 3, 256], %w: u8[6, 144], %b: f32[6], %t: u8[10, 272], %ids: i64[3]) {
+  %y: f32[2, 3, 6] = qmatmul(%x, %w, %b) {format=q4_k}
+  %e: f32[3, 256] = qembedding(%t, %ids) {format=q8_0}
+  %tr: u8[5, 544] = reshape(%t) {shape=[5, 544]}
+  %tf: f32[5, 544] = cast(%tr) {dtype=f32}
+  return (%y, %e, %tf)
+})"));
+  auto out = exe.run({{x.data(), DType::f32, {2, 3, K}},
+                      {w.data(), DType::u8, {N, 144}},
+                      {bias.data(), DType::f32, {N}},
+                      {t.data(), DType::u8, {V, 272}},
+                      {ids.data(), DType::i64, {3}}},
+                     {});
+  ASSERT_EQ(out.size(), 3u);
+  auto y = run_qmatmul(QFormat::q4_k, qisa_default(), 6, N, K, x, w, bias.data());
+  const float* yo = static_cast<const float*>(out[0].data);
+  for (size_t i = 0; i < y.size(); ++i) ASSERT_EQ(yo[i], y[i]);
+  auto table = dequant(QFormat::q8_0, t, V, K);
+  const float* eo = static_cast<const float*>(out[1].data);
+  for (size_t i = 0; i < ids.size(); ++i)
+    for (int64_t k = 0; k < K; ++k) ASSERT_EQ(eo[i * size_t(K) + size_t(k)], table[size_t(ids[i] * K + k)]);
+  const float* to = static_cast<const float*>(out[2].data);
+  for (size_t i = 0; i < t.size(); ++i) ASSERT_EQ(to[i], float(t[i]));
+  // an id out of range is an error, not garbage
+  const std::vector<int64_t> bad = {1, 10, 2};
+  EXPECT_THROW(exe.run({{x.data(), DType::f32, {2, 3, K}},
+                        {w.data(), DType::u8, {N, 144}},
+                        {bias.data(), DType::f32, {N}},
+                        {t.data(), DType::u8, {V, 272}},
+                        {bad.data(), DType::i64, {3}}},
+                       {}),
+               Error);
+  set_num_threads(1);
+}
+
+// Batch dims flatten into rows, also when a row has no values (int8 rows of K = 0: the
+// output is the bias).
+TEST(QuantOps, RuntimeBatchDimsAndEmptyRows) {
+  Executable exe(parse_graph(R"(graph(%x: f32[2, 3, 0], %w: u8[2, 4], %b: f32[2]) {
+  %y: f32[2, 3, 2] = qmatmul(%x, %w, %b) {format=int8}
+  return (%y)
+})"));
+  const float x[1] = {0.0f}, b[2] = {0.5f, -3.0f};
+  const float scales[2] = {1.0f, 2.0f};
+  auto out = exe.run({{x, DType::f32, {2, 3, 0}}, {scales, DType::u8, {2, 4}}, {b, DType::f32, {2}}}, {});
+  const float* y = static_cast<const float*>(out[0].data);
+  for (int i = 0; i < 6; ++i) {
+    EXPECT_EQ(y[2 * i], 0.5f);
+    EXPECT_EQ(y[2 * i + 1], -3.0f);
+  }
+}
