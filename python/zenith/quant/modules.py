@@ -96,9 +96,15 @@ class QEmbedding(nn.Module):
             raise Unquantizable("max_norm renormalises the weight on lookup")
         if type(module).forward is nn.Embedding.forward:
             return None
-        scale = getattr(module, "embed_scale", None)
-        if type(module).__name__.endswith("ScaledWordEmbedding") and isinstance(scale, torch.Tensor):
-            return scale.detach().clone()
+        if type(module).__name__.endswith("ScaledWordEmbedding"):
+            # the float transformers keeps next to the buffer (which is on meta in a model
+            # built there), else the buffer
+            scale = getattr(module, "scalar_embed_scale", None)
+            if scale is not None:
+                return torch.tensor(scale, dtype=torch.float32)
+            scale = getattr(module, "embed_scale", None)
+            if isinstance(scale, torch.Tensor) and not scale.is_meta:
+                return scale.detach().float().clone()
         raise Unquantizable(f"{type(module).__name__} changes nn.Embedding's forward in a way Zenith does not know")
 
     @classmethod
