@@ -65,14 +65,20 @@ def _blocks(w, fmt_bytes):
     return w.reshape(w.shape[0], -1, fmt_bytes)
 
 
+def _as(b, dtype):
+    """uint8 [..., n * size] reinterpreted as dtype [..., n], from a fresh dense copy (a
+    view of a slice can have strides the reinterpretation cannot take)."""
+    return b.new_empty(b.shape).copy_(b).view(dtype)
+
+
 def _f16(b):
     """uint8 [..., 2] (little-endian f16) -> f32 [..., 1]."""
-    return b.contiguous().view(torch.float16).float()
+    return _as(b, torch.float16).float()
 
 
 def _u32(b):
     """uint8 [..., 4] (little-endian u32) -> int64 [..., 1]."""
-    return b.contiguous().view(torch.int32).to(torch.int64) & 0xFFFFFFFF
+    return _as(b, torch.int32).to(torch.int64) & 0xFFFFFFFF
 
 
 def _nibbles(qs):
@@ -96,7 +102,7 @@ def _f16_bytes(x):
 # ------------------------------------------------------------------ dequantizers
 def _dq_q8_0(w):
     b = _blocks(w, 34)
-    d, q = _f16(b[..., :2]), b[..., 2:].contiguous().view(torch.int8).float()
+    d, q = _f16(b[..., :2]), b[..., 2:].view(torch.int8).float()
     return (q * d).reshape(w.shape[0], -1)
 
 
@@ -178,7 +184,7 @@ def _dq_q6_k(w):
     lead = b.shape[:-1]
     ql = b[..., 0:128].reshape(*lead, 2, 2, 32)  # [half, 32-byte row, l]
     qh = b[..., 128:192].reshape(*lead, 2, 1, 32)  # [half, 1, l]
-    sc = b[..., 192:208].contiguous().view(torch.int8).float()
+    sc = b[..., 192:208].view(torch.int8).float()
     d = _f16(b[..., 208:210])
     # per half of 128: elements 0-31 / 32-63 are the low nibbles of ql rows 0 / 1, 64-95 /
     # 96-127 their high nibbles; the top two bits come from qh shifted by 0, 2, 4, 6.
@@ -189,8 +195,8 @@ def _dq_q6_k(w):
 
 
 def _dq_int8(w):
-    scale = w[:, :4].contiguous().view(torch.float32)
-    q = w[:, 4:].contiguous().view(torch.int8).float()
+    scale = _as(w[:, :4], torch.float32)
+    q = w[:, 4:].view(torch.int8).float()
     return scale * q
 
 
