@@ -171,11 +171,10 @@ def _config(f):
     import transformers
     from transformers.integrations.ggml import GGUF_CONFIG_DEFAULTS_MAPPING, GGUF_CONFIG_MAPPING
 
-    mapping = {"general": GGUF_CONFIG_MAPPING["general"], f.arch: GGUF_CONFIG_MAPPING[f.arch]}
     cfg = {}
-    for key, value in f.metadata.items():
+    for key, value in f.metadata.items():  # prefixes: general, tokenizer (special ids), the architecture
         prefix, _, rest = key.partition(".")
-        target = mapping.get(prefix, {}).get(rest)
+        target = GGUF_CONFIG_MAPPING.get(prefix, {}).get(rest)
         if target is not None and target != -1:
             cfg[target] = value
     cfg["model_type"] = ARCHITECTURES[f.arch]

@@ -109,6 +109,7 @@ def quantize(model, scheme, *, group_size=None, symmetric=True, include_embeddin
     if isinstance(exclude, str):
         exclude = (exclude,)
     kept = {}
+    by_choice = set()  # kept as the options say (a tied LM head without include_embeddings): no warning
     new = {}  # id(old module) -> replacement (a module reachable under two names is replaced once)
     tied = {}  # id(embedding weight Parameter) -> its QEmbedding, for LM heads that share it
     names = {}  # id(old module) -> first name
@@ -135,6 +136,8 @@ def quantize(model, scheme, *, group_size=None, symmetric=True, include_embeddin
             if q is None:
                 kept[name] = (f"its weight is {emb_weights[id(m.weight)]}'s, which stays in floating point "
                               + ("" if include_embeddings else "(pass include_embeddings=True)")).rstrip()
+                if not include_embeddings:
+                    by_choice.add(name)
             elif isinstance(m, nn.Linear):
                 new[id(m)] = QLinear(q.weight, fmt, m.bias)
             continue
@@ -152,9 +155,10 @@ def quantize(model, scheme, *, group_size=None, symmetric=True, include_embeddin
     model._zenith_quant_kept = {**getattr(model, "_zenith_quant_kept", {}), **kept}
     for name, why in kept.items():
         log.info("zenith.quantize: %s stays in floating point: %s", name, why)
-    if kept:
-        listed = "; ".join(f"{n} ({w})" for n, w in list(kept.items())[:5])
-        more = f"; and {len(kept) - 5} more" if len(kept) > 5 else ""
-        warnings.warn(f"zenith.quantize({scheme!r}): {len(kept)} layer(s) stay in floating point: {listed}{more} "
-                      "(zenith.quant.summary(model).kept lists them all)", stacklevel=2)
+    surprising = {n: w for n, w in kept.items() if n not in by_choice}
+    if surprising:
+        listed = "; ".join(f"{n} ({w})" for n, w in list(surprising.items())[:5])
+        more = f"; and {len(surprising) - 5} more" if len(surprising) > 5 else ""
+        warnings.warn(f"zenith.quantize({scheme!r}): {len(surprising)} layer(s) stay in floating point: {listed}"
+                      f"{more} (zenith.quant.summary(model).kept lists them all)", stacklevel=2)
     return model
