@@ -17,9 +17,9 @@ imported only when a file is loaded.
 from __future__ import annotations
 
 import logging
+import math
 import os
 
-import numpy as np
 import torch
 from torch import nn
 
@@ -121,6 +121,7 @@ class _File:
     """The header (metadata, tensor table) and a copy-on-write memory map of the data."""
 
     def __init__(self, path):
+        import numpy as np
         from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
 
         self.path = path = os.fspath(path)
@@ -141,7 +142,7 @@ class _File:
             except ValueError:
                 _fail(path, f"tensor {name} has ggml type {ggml_type}, which no GGUF version defines (corrupt file?)")
             block_elems, block_bytes = GGML_QUANT_SIZES[GGMLQuantizationType(ggml_type)]
-            nbytes = int(np.prod(shape)) // block_elems * block_bytes
+            nbytes = math.prod(shape) // block_elems * block_bytes
             if kind in GGML_FORMATS:
                 kind = GGML_FORMATS[kind]
             elif kind in _FLOAT_TYPES:
@@ -161,7 +162,7 @@ class _File:
         kind, shape, start, nbytes = self.tensors[name]
         raw = torch.from_numpy(self._map[start:start + nbytes])
         if isinstance(kind, str):
-            return raw.reshape(-1, nbytes // max(1, int(np.prod(shape[:-1]))))
+            return raw.reshape(-1, nbytes // max(1, math.prod(shape[:-1])))
         return raw.view(kind).reshape(shape)
 
 
