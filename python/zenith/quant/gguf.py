@@ -29,28 +29,30 @@ from zenith.quant.modules import QEmbedding, QLinear
 log = logging.getLogger("zenith")
 
 _FLOAT_TYPES = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16}
-# GGUF architecture -> transformers model_type (the config the file's metadata maps to)
-ARCHITECTURES = {"llama": "llama", "gemma3": "gemma3_text"}
 
 
-def _gemma_norm(name, t):
+def _gemma_fix(name, t, config):
     """llama.cpp stores Gemma's RMSNorm weights as w + 1 (its norm multiplies by w;
     transformers' by 1 + w): undo it."""
-    return t - 1 if name.endswith("norm.weight") else t
+    return t - 1 if name.endswith("norm.weight") and t.dtype.is_floating_point else t
 
 
-def _llama_qk_rows(name, config):
-    """llama.cpp's converter permutes the rows of Llama's q and k projections (rotary
-    halves interleaved per head); the row order that undoes it, or None. Rows of a block
-    layout are independent, so the same permutation applies to the bytes."""
+def _llama_fix(name, t, config):
+    """llama.cpp's converter permutes the rows of Llama's q and k projections (the rotary
+    halves interleaved per head): put them back. Rows of a block layout are independent,
+    so the same permutation applies to the bytes (a copy of the quantized rows)."""
     if ".attn_q." in name:
         heads = config.num_attention_heads
     elif ".attn_k." in name:
         heads = config.num_key_value_heads
     else:
-        return None
-    rows = config.num_attention_heads * config.head_dim if ".attn_q." in name else heads * config.head_dim
-    return torch.arange(rows).reshape(heads, rows // heads // 2, 2).transpose(1, 2).reshape(rows)
+        return t
+    n = t.shape[0]
+    return t[torch.arange(n).reshape(heads, n // heads // 2, 2).transpose(1, 2).reshape(n)]
+
+
+# GGUF architecture -> (transformers model_type, the fix-up each of its tensors goes through)
+ARCHITECTURES = {"llama": ("llama", _llama_fix), "gemma3": ("gemma3_text", _gemma_fix)}
 
 
 def _fail(path, why):
@@ -178,7 +180,7 @@ def _config(f):
         target = GGUF_CONFIG_MAPPING.get(prefix, {}).get(rest)
         if target is not None and target != -1:
             cfg[target] = value
-    cfg["model_type"] = ARCHITECTURES[f.arch]
+    cfg["model_type"] = ARCHITECTURES[f.arch][0]
     cfg["tie_word_embeddings"] = "output.weight" not in f.tensors
     for k, v in GGUF_CONFIG_DEFAULTS_MAPPING.get(f.arch, {}).items():
         cfg.setdefault(k, v)
@@ -265,8 +267,9 @@ def _fill(f, config, module_name, module, tensors):
     """Puts the file's tensors into one module: a replacement module (QLinear,
     QEmbedding) or None when the parameters were set in place."""
     values = {}
+    fix = ARCHITECTURES[f.arch][1]
     for attr, name in tensors.items():
-        kind, shape, _, _ = f.tensors[name]
+        kind = f.tensors[name][0]
         t = f.tensor(name)
         want = getattr(module, attr, None)
         if not isinstance(want, torch.Tensor):
@@ -277,16 +280,9 @@ def _fill(f, config, module_name, module, tensors):
             k = get_format(kind).k_of(t.shape[1])
             if (t.shape[0], k) != tuple(want.shape):
                 _fail(f.path, f"tensor {name} holds [{t.shape[0]}, {k}], {module_name}.weight is {list(want.shape)}")
-            if f.arch == "llama" and (rows := _llama_qk_rows(name, config)) is not None:
-                t = t[rows]  # a copy of the (quantized) bytes in the model's row order
-        else:
-            if tuple(t.shape) != tuple(want.shape):
-                _fail(f.path, f"tensor {name} is {list(t.shape)}, {module_name}.{attr} is {list(want.shape)}")
-            if f.arch == "gemma3":
-                t = _gemma_norm(name, t)
-            if f.arch == "llama" and (rows := _llama_qk_rows(name, config)) is not None:
-                t = t[rows]
-        values[attr] = (kind, t)
+        elif tuple(t.shape) != tuple(want.shape):
+            _fail(f.path, f"tensor {name} is {list(t.shape)}, {module_name}.{attr} is {list(want.shape)}")
+        values[attr] = (kind, fix(name, t, config))
     kind, w = values.get("weight", (None, None))
     bias = values["bias"][1].float() if "bias" in values else None
     if isinstance(kind, str) and isinstance(module, nn.Embedding):

@@ -2,6 +2,8 @@
 eager against the torch reference (F.linear over the de-quantized weight), shapes,
 errors, and their lowering to the native ops."""
 import re
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -133,3 +135,9 @@ def test_compiled_runs_the_native_ops(fmt):
     assert r.zenith_ops.get("qmatmul") == 1 and r.zenith_ops.get("qembedding") == 1, r.zenith_ops
     with torch.no_grad():
         torch.testing.assert_close(torch.compile(m, backend="zenith")(ids), m(ids), rtol=1e-4, atol=1e-5)
+
+
+def test_import_zenith_needs_neither_gguf_nor_transformers():
+    code = "import sys, zenith; print(sorted(m for m in ('gguf', 'transformers') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
