@@ -775,14 +775,15 @@ def _tril(L, node):
 def qformat_code(name):
     """The code of format `name` in the core's QFormat enum (the `format` attribute of
     qmatmul / qembedding), read from the core: its exported enum if it has one, else the
-    position in _C.quant_formats(), which lists the formats in enum order."""
+    position in _C.quant_formats(), taken to list the formats in enum order
+    (tests/python/quant/test_quant_ops.py checks that the core prints each code by its name)."""
     enum = getattr(_C, "QFormat", None)
     if enum is not None:
         return enum.__members__[name].value
     return list(_C.quant_formats()).index(name)
 
 
-def _quant_operand(node, x, what):
+def _float32_operand(x, what):
     if meta(x).dtype != torch.float32:
         raise Unsupported(f"{what} takes float32 values, got {meta(x).dtype}")
 
@@ -790,10 +791,10 @@ def _quant_operand(node, x, what):
 @register(torch.ops.zenith.qlinear.default)
 def _qlinear(L, node):
     x, w, bias, fmt = args_of(node, ("x", None), ("w", None), ("bias", None), ("format", None))
-    _quant_operand(node, x, "qmatmul")
+    _float32_operand(x, "qmatmul")
     ins = [L.val(x), L.val(w)]
     if bias is not None:
-        _quant_operand(node, bias, "qmatmul's bias")
+        _float32_operand(bias, "qmatmul's bias")
         ins.append(L.val(bias))
     return L.emit("qmatmul", ins, format=qformat_code(fmt))
 
