@@ -124,7 +124,12 @@ class _File:
 
     def __init__(self, path):
         import numpy as np
-        from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
+
+        try:
+            from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
+        except ImportError:
+            raise ImportError("zenith.load_gguf needs the gguf package: pip install 'pyzenith[quant]' "
+                              "(or gguf==0.19.0)") from None
 
         self.path = path = os.fspath(path)
         if not os.path.isfile(path):
@@ -310,14 +315,22 @@ def _tie_lm_head(model, config):
 
 
 def _materialize_buffers(model, path):
-    """Buffers the model computes rather than loads (rotary frequencies) were made on the
-    meta device: make them on the CPU with the model's own initializer. Any parameter
-    still on meta was in neither the file nor the model's recipe: an error naming it."""
-    for name, module in model.named_modules():
-        if any(b is not None and b.is_meta for b in module._buffers.values()):
-            module.to_empty(device="cpu", recurse=False)
-            model._init_weights(module)
+    """Every parameter must have come from the file (else an error naming it). Buffers the
+    model computes rather than loads (rotary frequencies) were made on the meta device:
+    make them on the CPU with the model's own initializer, which is only run on modules
+    that hold no parameters (it would re-initialize those)."""
     missing = [n for n, p in model.named_parameters() if p.is_meta]
-    missing += [n for n, b in model.named_buffers() if b.is_meta]
     if missing:
         _fail(path, f"the file holds no tensor for {', '.join(missing[:8])}" + (" ..." if len(missing) > 8 else ""))
+    for name, module in model.named_modules():
+        meta = [k for k, b in module._buffers.items() if b is not None and b.is_meta]
+        if not meta:
+            continue
+        if next(module.parameters(recurse=False), None) is not None:
+            _fail(path, f"{name} ({type(module).__name__}) has buffers the file does not hold: {', '.join(meta)}")
+        for k in meta:
+            module._buffers[k] = torch.empty_like(module._buffers[k], device="cpu")
+        model._init_weights(module)
+    left = [n for n, b in model.named_buffers() if b.is_meta]
+    if left:
+        _fail(path, f"no values for the buffers {', '.join(left[:8])}")

@@ -36,7 +36,7 @@ def reference_linear(x, w, bias, format):
     return y
 
 
-def _check_ids(w, ids):
+def _check_ids(ids):
     if ids.dtype not in (torch.int64, torch.int32):
         raise TypeError(f"zenith.qembedding: ids must be int64 or int32, got {ids.dtype}")
 
@@ -87,7 +87,7 @@ def qembedding(w: Tensor, ids: Tensor, format: str) -> Tensor:
     """Rows `ids` of dequant(w [V, row_bytes] uint8) -> float32 [*ids.shape, K]; an id
     outside [0, V) is an IndexError."""
     k = check_weight(w, format)
-    _check_ids(w, ids)
+    _check_ids(ids)
     if HAVE_NATIVE_QUANT:
         return _C.qembedding(w.contiguous(), ids.to(torch.int64).contiguous(), format)
     flat = ids.reshape(-1).to(torch.int64)
@@ -100,5 +100,5 @@ def qembedding(w: Tensor, ids: Tensor, format: str) -> Tensor:
 @qembedding.register_fake
 def _(w, ids, format):
     k = check_weight(w, format)
-    _check_ids(w, ids)
+    _check_ids(ids)
     return w.new_empty((*ids.shape, k), dtype=torch.float32)
