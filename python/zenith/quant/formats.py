@@ -106,18 +106,6 @@ def _dq_q8_0(w):
     return (q * d).reshape(w.shape[0], -1)
 
 
-def _dq_q4_0(w):
-    b = _blocks(w, 18)
-    d, q = _f16(b[..., :2]), _nibbles(b[..., 2:])
-    return (d * (q.to(torch.int8) - 8).float()).reshape(w.shape[0], -1)
-
-
-def _dq_q4_1(w):
-    b = _blocks(w, 20)
-    d, m, q = _f16(b[..., :2]), _f16(b[..., 2:4]), _nibbles(b[..., 4:])
-    return (d * q.float() + m).reshape(w.shape[0], -1)
-
-
 def _fifth_bits(qh):
     """u32 [..., 1] -> uint8 [..., 32]: bit j as element j's fifth bit (value 16)."""
     bit = torch.arange(32, dtype=torch.int64, device=qh.device)
@@ -201,6 +189,7 @@ def _dq_int8(w):
 
 
 def _dq_sym4(g):
+    """q4_0 (g = 32) and int4_g64/g128: f16 d, then g/32 sub-chunks as q4_0; d * (q - 8)."""
     def dq(w):
         b = _blocks(w, 2 + g // 2)
         d, q = _f16(b[..., :2]), _nibbles(b[..., 2:])
@@ -209,6 +198,7 @@ def _dq_sym4(g):
 
 
 def _dq_asym4(g):
+    """q4_1 (g = 32) and uint4_g64/g128: f16 d, f16 m, then sub-chunks as q4_0; d * q + m."""
     def dq(w):
         b = _blocks(w, 4 + g // 2)
         d, m, q = _f16(b[..., :2]), _f16(b[..., 2:4]), _nibbles(b[..., 4:])
@@ -305,8 +295,8 @@ def _q_nf4(x):
 # Contract order (quant-contract.md); the names are the `format` strings everywhere.
 FORMATS = {f.name: f for f in [
     Format("q8_0", 32, 34, _dq_q8_0, _q_q8_0, "Q8_0"),
-    Format("q4_0", 32, 18, _dq_q4_0, _q_sym4(32), "Q4_0"),
-    Format("q4_1", 32, 20, _dq_q4_1, _q_asym4(32), "Q4_1"),
+    Format("q4_0", 32, 18, _dq_sym4(32), _q_sym4(32), "Q4_0"),  # int4, group 32, symmetric
+    Format("q4_1", 32, 20, _dq_asym4(32), _q_asym4(32), "Q4_1"),  # ... asymmetric
     Format("q5_0", 32, 22, _dq_q5_0, None, "Q5_0"),
     Format("q5_1", 32, 24, _dq_q5_1, None, "Q5_1"),
     Format("q4_k", QK_K, 144, _dq_q4_k, None, "Q4_K"),
