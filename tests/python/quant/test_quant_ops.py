@@ -141,3 +141,30 @@ def test_import_zenith_needs_neither_gguf_nor_transformers():
     code = "import sys, zenith; print(sorted(m for m in ('gguf', 'transformers') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("how", ["direct", "AOTAutograd", "dynamic"])
+def test_custom_ops_stay_one_node(monkeypatch, how):
+    # Dynamo, the direct ATen trace and AOTAutograd keep each custom op as one node
+    # (nothing decomposes it), with the uint8 weights as graph inputs (buffers)
+    from zenith import backend as zbackend
+
+    seen = []
+    real = zbackend._compile_fx
+
+    def spy(gm, example_inputs, options, static_inputs=None, aten_trace="AOTAutograd"):
+        seen.append((aten_trace, [str(n.target) for n in gm.graph.nodes if n.op == "call_function"],
+                     [getattr(n.meta["val"], "dtype", None) for n in gm.graph.nodes if n.op == "placeholder"]))
+        return real(gm, example_inputs, options, static_inputs=static_inputs, aten_trace=aten_trace)
+
+    monkeypatch.setattr(zbackend, "_compile_fx", spy)
+    m = torch.nn.Sequential(QEmbedding(random_weight("q4_k", 20, 256), "q4_k"),
+                            QLinear(random_weight("q4_0", 8, 256), "q4_0", torch.randn(8))).eval()
+    ids = torch.randint(0, 20, (2, 3))
+    kw = {"dynamic": True} if how == "dynamic" else {"options": {"aot_inference": how == "AOTAutograd"}}
+    with torch.no_grad():
+        torch.testing.assert_close(torch.compile(m, backend="zenith", **kw)(ids), m(ids))
+    [(trace, targets, dtypes)] = seen
+    assert trace == ("direct" if how == "direct" else "AOTAutograd")
+    assert targets == ["zenith.qembedding.default", "zenith.qlinear.default"]
+    assert dtypes.count(torch.uint8) == 2
