@@ -10,8 +10,10 @@ from zenith import logs as _logs
 from zenith.api import Report, compile, explain, reset_stats, stats  # noqa: A004
 from zenith.backend import make_backend, zenith_backend
 from zenith.profiler import _enable_from_env, profile
+from zenith.quant import load_gguf, quantize
 
-__all__ = ["compile", "explain", "stats", "reset_stats", "profile", "Report", "make_backend", "zenith_backend"]
+__all__ = ["compile", "explain", "stats", "reset_stats", "profile", "Report", "make_backend", "zenith_backend",
+           "quantize", "load_gguf"]
 __version__ = "0.1.0"
 
 

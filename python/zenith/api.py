@@ -10,6 +10,7 @@ import torch
 from zenith import backend as _backend
 from zenith.options import help_text, resolve
 from zenith.partition import STATS
+from zenith.quant.quantize import summary as quant_summary
 
 
 def compile(model, *, dynamic=None, fullgraph=False, mode=None, options=None, **kwargs):  # noqa: A001
@@ -60,6 +61,8 @@ class Report:
     planned_bytes: int = 0  # the runtime's liveness-planned arena for intermediates
     packed_weight_bytes: int = 0  # weights kept packed for the GEMM (pack_weights)
     aten_traces: dict = field(default_factory=dict)  # how graphs reached ATen -> count
+    quantized: list = field(default_factory=list)  # zenith.quant.quantize.QuantLayer per quantized layer
+    quant_kept: dict = field(default_factory=dict)  # layer -> why zenith.quantize left it in floating point
 
     def __str__(self):
         lines = [
@@ -85,7 +88,30 @@ class Report:
         if self.zenith_ops:
             top = sorted(self.zenith_ops.items(), key=lambda kv: -kv[1])
             lines.append("  Zenith ops: " + ", ".join(f"{k} x{v}" for k, v in top))
+        lines += self._quant_lines()
         return "\n".join(lines)
+
+    def _quant_lines(self, listed=16):
+        if not self.quantized and not self.quant_kept:
+            return []
+        mib = 2.0**20
+        by_format = {}
+        for q in self.quantized:
+            n, b, f = by_format.get(q.format, (0, 0, 0))
+            by_format[q.format] = (n + 1, b + q.bytes, f + q.fp32_bytes)
+        qbytes, fbytes = sum(q.bytes for q in self.quantized), sum(q.fp32_bytes for q in self.quantized)
+        lines = [f"  quantized layers  {len(self.quantized)}: {qbytes / mib:.2f} MiB of weights, "
+                 f"{(fbytes - qbytes) / mib:.2f} MiB saved against fp32"]
+        for fmt, (n, b, f) in by_format.items():
+            lines.append(f"    {fmt:<11} x{n:<4} {b / mib:8.2f} MiB (fp32 {f / mib:.2f} MiB)")
+        if len(self.quantized) <= listed:
+            for q in self.quantized:
+                lines.append(f"    {q.name}: {q.kind}, {q.format}, {(q.fp32_bytes - q.bytes) / mib:.3f} MiB saved")
+        else:
+            lines.append(f"    (each layer: report.quantized, {len(self.quantized)} entries)")
+        for name, why in self.quant_kept.items():
+            lines.append(f"    kept in floating point: {name}: {why}")
+        return lines
 
 
 def explain(model, *example_inputs, dynamic=None, mode=None, options=None, **kwargs):
@@ -102,6 +128,10 @@ def explain(model, *example_inputs, dynamic=None, mode=None, options=None, **kwa
             compiled(*example_inputs)
         total = time.perf_counter() - t0
     r = Report(graphs=len(sink), compile_seconds=total)
+    module = model if isinstance(model, torch.nn.Module) else getattr(model, "__self__", None)  # a bound forward
+    if isinstance(module, torch.nn.Module):
+        q = quant_summary(module)
+        r.quantized, r.quant_kept = q.layers, q.kept
     for g in sink:
         r.nodes_total += g.nodes_total
         r.nodes_native += g.nodes_native

@@ -8,6 +8,7 @@ for argument combinations Zenith does not handle.
 """
 from __future__ import annotations
 
+import functools
 import math
 import operator
 
@@ -24,7 +25,7 @@ DTYPES = {
     torch.int64: "i64",
     torch.int32: "i32",
     torch.bool: "b8",
-    torch.uint8: "u8",  # quantized weight storage (only quant ops and data movement take it)
+    torch.uint8: "u8",  # quantized weights (zenith.quant): only the quant ops and data movement take it
 }
 # Zenith dtype name -> code (the `dtype` attribute of cast/full/arange, run_raw's code),
 # as the C++ core declares them (csrc/zenith/dtype.h), never restated here.
@@ -764,6 +765,41 @@ def _index(L, node):
 def _tril(L, node):
     diag = node.args[1] if len(node.args) > 1 else node.kwargs.get("diagonal", 0)
     return L.emit("tril", [L.val(node.args[0])], diagonal=diag, upper=int(node.target is aten.triu.default))
+
+
+# -- quantized weights (zenith.quant's custom ops) --
+@functools.cache
+def qformat_code(name):
+    """The code of format `name` in the core's QFormat enum (the `format` attribute of
+    qmatmul / qembedding), read from the core: its exported enum if it has one, else the
+    position in _C.quant_formats(), taken to list the formats in enum order
+    (tests/python/quant/test_quant_ops.py checks that the core prints each code by its name)."""
+    enum = getattr(_C, "QFormat", None)
+    if enum is not None:
+        return enum.__members__[name].value
+    return list(_C.quant_formats()).index(name)
+
+
+def _float32_operand(x, what):
+    if meta(x).dtype != torch.float32:
+        raise Unsupported(f"{what} takes float32 values, got {meta(x).dtype}")
+
+
+@register(torch.ops.zenith.qlinear.default)
+def _qlinear(L, node):
+    x, w, bias, fmt = args_of(node, ("x", None), ("w", None), ("bias", None), ("format", None))
+    _float32_operand(x, "qmatmul")
+    ins = [L.val(x), L.val(w)]
+    if bias is not None:
+        _float32_operand(bias, "qmatmul's bias")
+        ins.append(L.val(bias))
+    return L.emit("qmatmul", ins, format=qformat_code(fmt))
+
+
+@register(torch.ops.zenith.qembedding.default)
+def _qembedding(L, node):
+    w, ids, fmt = args_of(node, ("w", None), ("ids", None), ("format", None))
+    return L.emit("qembedding", [L.val(w), L.val(ids)], format=qformat_code(fmt))
 
 
 # prims.convert_element_type is what decompositions leave for dtype conversions; run

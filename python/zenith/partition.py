@@ -39,7 +39,7 @@ def _is_tensor_node(n):
 def _target_name(n):
     t = n.target
     if isinstance(t, torch._ops.OpOverload):
-        return f"aten.{t.overloadpacket.__name__}.{t._overloadname}"
+        return f"{t.namespace}.{t.overloadpacket.__name__}.{t._overloadname}"
     return getattr(t, "__name__", str(t))
 
 

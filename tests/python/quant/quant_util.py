@@ -1,0 +1,56 @@
+"""Shared by the quantization tests: valid random blocks of every format, and the error
+measure the kernel tests use."""
+import numpy as np
+import torch
+
+from zenith.quant.formats import FORMATS, quantize_weight
+
+# where each GGUF block keeps its f16 scale fields (byte offsets in the block)
+_F16_FIELDS = {"q8_0": (0,), "q4_0": (0,), "q4_1": (0, 2), "q5_0": (0,), "q5_1": (0, 2),
+               "q4_k": (0, 2), "q5_k": (0, 2), "q6_k": (208,)}
+
+ZENITH_FORMATS = [n for n, f in FORMATS.items() if f.quantize is not None]
+GGUF_FORMATS = [n for n, f in FORMATS.items() if f.ggml_type]
+
+
+def random_weight(fmt, n, k, seed=0):
+    """uint8 [n, row_bytes] of `fmt` with finite, moderate scales: made by the quantizer
+    where Zenith has one, else random bytes with the f16 fields set to values in
+    [0.001, 0.05] (so de-quantized values stay O(1))."""
+    g = torch.Generator().manual_seed(seed)
+    f = FORMATS[fmt]
+    if f.quantize is not None:
+        return quantize_weight(torch.randn(n, k, generator=g), fmt)
+    w = torch.randint(0, 256, (n, f.row_bytes(k)), dtype=torch.uint8, generator=g)
+    blocks = w.view(n, -1, f.block_bytes)
+    for off in _F16_FIELDS[fmt]:
+        scale = (torch.rand(*blocks.shape[:2], 1, generator=g) * 0.049 + 0.001).to(torch.float16)
+        blocks[..., off:off + 2] = scale.view(torch.uint8)
+    return w
+
+
+def gguf_type(fmt):
+    from gguf import GGMLQuantizationType
+
+    return GGMLQuantizationType[FORMATS[fmt].ggml_type]
+
+
+def same_floats(got, want):
+    """Bit for bit equal f32 arrays, NaN where the other has NaN (payloads may differ)."""
+    got, want = np.ascontiguousarray(got, dtype=np.float32), np.ascontiguousarray(want, dtype=np.float32)
+    if got.shape != want.shape:
+        return False
+    nan = np.isnan(want)
+    return bool(np.array_equal(np.isnan(got), nan)
+                and np.array_equal(got[~nan].view(np.uint32), want[~nan].view(np.uint32)))
+
+
+def normalized_error(got, want):
+    """max |got - want| / max |want|."""
+    return ((got - want).abs().max() / want.abs().max().clamp_min(1e-30)).item()
+
+
+# Kernels may quantize activations to 8 bits per block before integer dot products
+# (llama.cpp's scheme, allowed by issue 16): about 1/254 of a block's largest |x| per
+# element, which over K terms stays within 2% of the output's largest magnitude.
+KERNEL_TOL = 2e-2
