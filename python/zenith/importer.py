@@ -15,6 +15,7 @@ import operator
 import torch
 
 from zenith import _C
+from zenith.quant import ops as _quant_ops  # noqa: F401  (registers torch.ops.zenith.qlinear/qembedding)
 
 aten = torch.ops.aten
 

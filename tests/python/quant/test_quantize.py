@@ -9,11 +9,12 @@ import pytest
 import torch
 
 import zenith
+from quant_util import assert_same_model_close
 from zenith.quant import QEmbedding, QLinear, summary
 
 transformers = pytest.importorskip("transformers")
 
-TIGHT = dict(rtol=1e-4, atol=1e-5)
+
 # scheme, options, the formats they give, and the loose bounds against fp32: cosine of the
 # outputs at least this, largest error at most this fraction of the largest output
 SCHEMES = [
@@ -46,7 +47,7 @@ def compiled_vs_eager(model, *inputs, pick=lambda o: o):
     with torch.no_grad():
         want = pick(model(*inputs))
         got = pick(compiled(*inputs))
-    torch.testing.assert_close(got, want, **TIGHT)
+    assert_same_model_close(got, want)
     return want
 
 
@@ -127,7 +128,7 @@ def test_gemma3_scaled_embedding():
     ids = torch.randint(0, 512, (1, 9))
     got = compiled_vs_eager(m, ids, pick=lambda o: o.logits)
     with torch.no_grad():
-        loose_close(got, base(ids).logits, 0.999, 0.03)
+        loose_close(got, base(ids).logits, 0.999, 0.05)  # int8 weights and activations through 2 layers
 
 
 def test_layers_that_do_not_fit_stay_and_are_reported():
