@@ -61,22 +61,31 @@ MemoryPlan plan_memory(const Graph& g, const std::vector<std::vector<int64_t>>& 
     plan.output_storage.push_back(si);
   }
   // First-fit offsets for arena storages, largest first, against lifetime overlaps.
+  // live[ni] lists the storages placed so far that are live at node ni, so a storage
+  // meets only the placed ones that overlap it: decode graphs of ~1000 nodes are
+  // re-planned on every new sequence length, and comparing each storage with every
+  // placed one (quadratic) took ~1 ms a call.
   std::vector<int> order;
   for (size_t i = 0; i < st.size(); ++i)
     if (st[i].kind == Storage::kArena) order.push_back(int(i));
   std::sort(order.begin(), order.end(), [&](int a, int b) {
     return st[size_t(a)].bytes != st[size_t(b)].bytes ? st[size_t(a)].bytes > st[size_t(b)].bytes : a < b;
   });
-  std::vector<int> placed;
+  std::vector<std::vector<int>> live(g.nodes.size());
+  std::vector<int> seen(st.size(), -1);  // the storage whose busy list last took it
+  std::vector<std::pair<size_t, size_t>> busy;
   size_t total = 0;
   for (int si : order) {
     Storage& s = st[size_t(si)];
-    std::vector<std::pair<size_t, size_t>> busy;
-    for (int pi : placed) {
-      const Storage& p = st[size_t(pi)];
-      // Inclusive at both ends: a node reads its inputs while it writes its outputs.
-      if (p.first <= s.last && s.first <= p.last) busy.push_back({p.offset, p.offset + arena_align_up(p.bytes)});
-    }
+    busy.clear();
+    // Inclusive at both ends: a node reads its inputs while it writes its outputs.
+    for (int ni = s.first; ni <= s.last; ++ni)
+      for (int pi : live[size_t(ni)]) {
+        if (seen[size_t(pi)] == si) continue;
+        seen[size_t(pi)] = si;
+        const Storage& p = st[size_t(pi)];
+        busy.push_back({p.offset, p.offset + arena_align_up(p.bytes)});
+      }
     std::sort(busy.begin(), busy.end());
     size_t off = 0, need = arena_align_up(s.bytes);
     for (auto [lo, hi] : busy) {
@@ -86,7 +95,7 @@ MemoryPlan plan_memory(const Graph& g, const std::vector<std::vector<int64_t>>& 
     s.offset = off;
     total = std::max(total, off + need);
     plan.arena_unshared_bytes += need;
-    placed.push_back(si);
+    for (int ni = s.first; ni <= s.last; ++ni) live[size_t(ni)].push_back(si);
   }
   plan.arena_bytes = total;
   return plan;
