@@ -52,7 +52,11 @@ void* empty_data() {
 struct Plan {
   std::vector<int64_t> key;                  // the signature (ranks, dims, symbol values)
   std::vector<std::vector<int64_t>> shapes;  // per value id
-  std::vector<Node> nodes;                   // graph nodes with attributes resolved to constants
+  // Per node: the graph's node, or for a node with symbolic attributes its copy in
+  // `resolved` with them evaluated (copying every node each new signature cost ~1 ms
+  // a call on a 1000-node decode graph).
+  std::vector<const Node*> nodes;
+  std::vector<std::unique_ptr<Node>> resolved;
   std::vector<PreparedOp> ops;               // per node: what its kernel chose for these shapes
   std::vector<std::vector<TensorRef>> ins, outs;  // per node: operand dtypes and shapes (data null)
   std::vector<int> weight_input;             // per node: graph input position of its packable weight, or -1
@@ -99,6 +103,18 @@ Executable::Executable(Graph g, Device device, std::vector<std::string> symbol_i
   }
   constant_.assign(graph_.inputs.size(), false);
   kept_.resize(graph_.nodes.size());
+  // Nodes whose operands all have constant shapes and whose attributes are constant:
+  // verify() inferred their outputs already, and every plan prepares them alike.
+  static_node_.assign(graph_.nodes.size(), false);
+  for (size_t ni = 0; ni < graph_.nodes.size(); ++ni) {
+    const Node& n = graph_.nodes[ni];
+    bool st = true;
+    for (int v : n.inputs) st = st && graph_.type(v).is_static();
+    for (int v : n.outputs) st = st && graph_.type(v).is_static();
+    for (const auto& [k, a] : n.attrs)
+      for (const auto& d : a.ints) st = st && d.is_const();
+    static_node_[ni] = st;
+  }
 }
 
 Executable::~Executable() = default;
@@ -247,38 +263,117 @@ std::shared_ptr<const Plan> Executable::plan_for(const std::vector<InTensor>& in
   return plan;
 }
 
+namespace {
+// A symbol's value rounded up to its bucket: a multiple of 16, or of an eighth of its
+// power of two above 128 (at most 12.5% more bytes for the values sized by it).
+int64_t bucket_up(int64_t v) {
+  if (v <= 0) return v;
+  int64_t step = 16;
+  while (step * 8 < v) step *= 2;
+  return (v + step - 1) / step * step;
+}
+}  // namespace
+
+// The memory plan for these shapes. A graph with symbols is planned once per bucket of
+// symbol values (bucket_up), with every value sized at the bucket's top, and the plan
+// reused for the values inside it: a decode step's sequence length grows by one each
+// call, and first-fit over ~1000 storages each time cost ~0.5 ms a token. Offsets
+// planned for larger sizes hold for smaller ones; each storage's actual size is
+// checked against its planned slot, and a size an expression makes larger than at the
+// bucket's top (not monotone in the symbols) gets an exact plan instead.
+MemoryPlan Executable::memory_plan_for(const std::vector<int64_t>& bind,
+                                       const std::vector<std::vector<int64_t>>& shapes) const {
+  const Graph& g = graph_;
+  if (bind.empty()) return plan_memory(g, shapes);
+  std::vector<int64_t> bucket(bind.size());
+  for (size_t i = 0; i < bind.size(); ++i) bucket[i] = bucket_up(bind[i]);
+  std::shared_ptr<const MemoryPlan> top;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = mem_plans_.find(bucket);
+    if (it != mem_plans_.end()) top = it->second;
+  }
+  if (!top) {
+    std::vector<std::vector<int64_t>> at_top(g.values.size());
+    for (size_t v = 0; v < g.values.size(); ++v)
+      for (const SymInt& d : g.values[v].type.shape) at_top[v].push_back(std::max<int64_t>(0, d.eval(bucket)));
+    top = std::make_shared<const MemoryPlan>(plan_memory(g, at_top));
+    std::lock_guard<std::mutex> lock(mu_);
+    if (mem_plans_.size() >= 64) mem_plans_.clear();
+    mem_plans_[bucket] = top;
+  }
+  MemoryPlan mem = *top;
+  for (size_t v = 0; v < g.values.size(); ++v) {
+    const int si = mem.storage_of[v];
+    if (si < 0) continue;
+    int64_t n = 1;
+    for (int64_t d : shapes[v]) n *= d;
+    Storage& s = mem.storages[size_t(si)];
+    s.bytes = size_t(n) * dtype_size(g.type(int(v)).dtype);
+    if (s.kind == Storage::kArena && arena_align_up(s.bytes) > arena_align_up(top->storages[size_t(si)].bytes))
+      return plan_memory(g, shapes);
+  }
+  return mem;
+}
+
 std::shared_ptr<const Plan> Executable::build_plan(std::vector<int64_t> key, const std::vector<int64_t>& bind,
                                                    const std::vector<InTensor>& inputs) const {
   auto plan = std::make_shared<Plan>();
   plan->key = std::move(key);
   const Graph& g = graph_;
   plan->shapes.resize(g.values.size());
-  // Concrete shapes: a graph with every symbol replaced by its value, re-inferred.
+  // Concrete shapes: a graph with every symbol replaced by its value, re-inferred. The
+  // values are a scratch copy kept between plans: every input's and node output's type
+  // is overwritten below, so it need not be copied afresh from the graph each time.
   Graph cg;
-  cg.values = g.values;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    cg.values = std::move(scratch_values_);
+  }
+  if (cg.values.size() != g.values.size()) cg.values = g.values;
   for (size_t i = 0; i < g.inputs.size(); ++i) {
     auto& t = cg.values[size_t(g.inputs[i])].type;
-    for (size_t d = 0; d < t.shape.size(); ++d) t.shape[d] = inputs[i].shape[d];
+    t.shape.assign(inputs[i].shape.begin(), inputs[i].shape.end());
   }
-  plan->nodes = g.nodes;
-  for (size_t ni = 0; ni < plan->nodes.size(); ++ni) {
-    Node& n = plan->nodes[ni];
-    for (auto& [k, a] : n.attrs)
-      for (auto& s : a.ints)
-        if (!s.is_const()) s = SymInt(s.eval(bind));
+  plan->nodes.resize(g.nodes.size());
+  for (size_t ni = 0; ni < g.nodes.size(); ++ni) {
+    const Node* n = &g.nodes[ni];
+    plan->nodes[ni] = n;
+    if (static_node_[ni]) continue;  // its outputs' types are the graph's, as verify() inferred
+    bool symbolic = false;
+    for (const auto& [k, a] : n->attrs)
+      for (const auto& s : a.ints) symbolic = symbolic || !s.is_const();
+    if (symbolic) {
+      plan->resolved.push_back(std::make_unique<Node>(*n));
+      for (auto& [k, a] : plan->resolved.back()->attrs)
+        for (auto& s : a.ints)
+          if (!s.is_const()) s = SymInt(s.eval(bind));
+      n = plan->resolved.back().get();
+      plan->nodes[ni] = n;
+    }
     std::vector<TensorType> types;
     try {
-      types = op_info(n.op).infer(cg, n);
+      types = op_info(n->op).infer(cg, *n);
     } catch (const Error& e) {
-      fail("node ", ni, " (", op_info(n.op).name, ") with the given input shapes: ", e.what());
+      fail("node ", ni, " (", op_info(n->op).name, ") with the given input shapes: ", e.what());
     }
-    for (size_t k = 0; k < n.outputs.size(); ++k) cg.values[size_t(n.outputs[k])].type = types[k];
+    for (size_t k = 0; k < n->outputs.size(); ++k) cg.values[size_t(n->outputs[k])].type = std::move(types[k]);
   }
   for (size_t v = 0; v < g.values.size(); ++v)
     for (const auto& d : cg.values[v].type.shape) plan->shapes[v].push_back(d.value());
-  plan->mem = plan_memory(g, plan->shapes);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    scratch_values_ = std::move(cg.values);
+  }
+  plan->mem = memory_plan_for(bind, plan->shapes);
   // Each kernel prepares for these shapes: typed attributes, its algorithm, and which
-  // weight input (if any) it reads packed when that input is constant.
+  // weight input (if any) it reads packed when that input is constant. Static nodes
+  // reuse what the first plan prepared for them.
+  std::shared_ptr<const std::vector<PreparedOp>> static_ops;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    static_ops = static_ops_;
+  }
   std::vector<int> input_pos(g.values.size(), -1);
   for (size_t i = 0; i < g.inputs.size(); ++i) input_pos[size_t(g.inputs[i])] = int(i);
   plan->ops.resize(g.nodes.size());
@@ -287,14 +382,18 @@ std::shared_ptr<const Plan> Executable::build_plan(std::vector<int64_t> key, con
   plan->weight_input.assign(g.nodes.size(), -1);
   plan->via_f32.assign(g.nodes.size(), false);
   for (size_t ni = 0; ni < g.nodes.size(); ++ni) {
-    const Node& n = plan->nodes[ni];
+    const Node& n = *plan->nodes[ni];
     auto &ins = plan->ins[ni], &outs = plan->outs[ni];
     for (int v : n.inputs) ins.push_back({nullptr, g.type(v).dtype, plan->shapes[size_t(v)]});
     for (int v : n.outputs) outs.push_back({nullptr, g.type(v).dtype, plan->shapes[size_t(v)]});
-    try {
-      plan->ops[ni] = prepare_node(n, ins, outs);
-    } catch (const Error& e) {
-      fail("node ", ni, " (", op_info(n.op).name, "): ", e.what());
+    if (static_ops && static_node_[ni]) {
+      plan->ops[ni] = (*static_ops)[ni];
+    } else {
+      try {
+        plan->ops[ni] = prepare_node(n, ins, outs);
+      } catch (const Error& e) {
+        fail("node ", ni, " (", op_info(n.op).name, "): ", e.what());
+      }
     }
     int slot = plan->ops[ni].weight.slot;
     if (slot >= 0) plan->weight_input[ni] = input_pos[size_t(n.inputs[size_t(slot)])];
@@ -304,6 +403,13 @@ std::shared_ptr<const Plan> Executable::build_plan(std::vector<int64_t> key, con
     for (int v : n.inputs) half = half || is_half(g.type(v).dtype);
     for (int v : n.outputs) half = half || is_half(g.type(v).dtype);
     plan->via_f32[ni] = half;
+  }
+  if (!static_ops) {
+    auto ops = std::make_shared<std::vector<PreparedOp>>(g.nodes.size());
+    for (size_t ni = 0; ni < g.nodes.size(); ++ni)
+      if (static_node_[ni]) (*ops)[ni] = plan->ops[ni];
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!static_ops_) static_ops_ = std::move(ops);
   }
   return plan;
 }
@@ -424,7 +530,7 @@ void Executable::run_with(Context& ctx, const std::vector<InTensor>& inputs, con
   for (size_t ni = 0; ni < plan->nodes.size(); ++ni) {
     const PreparedOp& op = plan->ops[ni];
     if (!op.run) continue;
-    const Node& n = plan->nodes[ni];
+    const Node& n = *plan->nodes[ni];
     auto& ins = ctx.ins[ni];
     auto& outs = ctx.outs[ni];
     for (size_t k = 0; k < n.inputs.size(); ++k) ins[k].data = base[size_t(mem.storage_of[size_t(n.inputs[k])])];

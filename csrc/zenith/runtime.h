@@ -40,6 +40,8 @@ struct OutTensor {
 struct Plan;
 struct Context;
 struct PackedOperand;
+struct PreparedOp;
+struct MemoryPlan;
 
 class Executable {
  public:
@@ -78,6 +80,8 @@ class Executable {
   struct Kept;  // a packed constant weight, per node
   void check_inputs(const std::vector<InTensor>& inputs, const std::vector<int64_t>& syms) const;
   std::shared_ptr<const Plan> plan_for(const std::vector<InTensor>& inputs, const std::vector<int64_t>& syms) const;
+  MemoryPlan memory_plan_for(const std::vector<int64_t>& bindings,
+                             const std::vector<std::vector<int64_t>>& shapes) const;
   std::shared_ptr<const Plan> build_plan(std::vector<int64_t> key, const std::vector<int64_t>& bindings,
                                          const std::vector<InTensor>& inputs) const;
   void bind_packed(const Plan& plan, const std::vector<InTensor>& inputs, Context& ctx) const;
@@ -89,7 +93,14 @@ class Executable {
   Device device_;
   uint64_t serial_;  // names this executable in profile events
   std::vector<int> symbol_inputs_;  // symbol index per integer input
-  mutable std::mutex mu_;            // guards plans_, last_plan_, free_contexts_
+  mutable std::mutex mu_;            // guards plans_, last_plan_, free_contexts_, scratch_values_
+  // build_plan's working copy of the graph's values, kept for the next new signature.
+  mutable std::vector<Value> scratch_values_;
+  // Memory plans of a graph with symbols, per bucket of symbol values (memory_plan_for).
+  mutable std::map<std::vector<int64_t>, std::shared_ptr<const MemoryPlan>> mem_plans_;
+  std::vector<bool> static_node_;  // per node: constant shapes and attributes
+  // What the first plan prepared for the static nodes (entries of other nodes empty).
+  mutable std::shared_ptr<const std::vector<PreparedOp>> static_ops_;
   mutable std::map<std::vector<int64_t>, std::shared_ptr<const Plan>> plans_;
   mutable std::shared_ptr<const Plan> last_plan_;
   mutable std::vector<std::unique_ptr<Context>> free_contexts_;

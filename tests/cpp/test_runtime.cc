@@ -173,6 +173,41 @@ TEST(Runtime, HalfStorageComputesInFloat) {
   EXPECT_FLOAT_EQ(f(out[1])[2], 65504.0f);
 }
 
+// Memory plans are shared by symbol values in one bucket (sized at its top) and
+// reused; a value whose size shrinks as a symbol grows (not monotone) must not take the
+// bucket's plan. Every call is checked against the formula, across buckets, back and
+// forth, so a slot sized for another call would show as wrong sums or a sanitizer report.
+TEST(Runtime, BucketedMemoryPlansHoldForGrowingAndShrinkingSizes) {
+  Executable exe(parse_graph(R"(graph(%x: f32[s0, 4], %t: f32[64, 4]) {
+  %a: f32[(64 - s0), 4] = slice(%t) {dim=[0], start=[s0], end=[64], out_size=[(64 - s0)]}
+  %b: f32[(64 - s0), 4] = tanh(%a)
+  %c: f32[(64 - s0), 4] = mul(%b, %b)
+  %d: f32[4] = reduce_sum(%c) {dims=[0], keepdim=[0]}
+  %e: f32[s0, 4] = tanh(%x)
+  %f: f32[s0, 4] = add(%e, %e)
+  %g: f32[s0, 4] = mul(%f, %e)
+  return (%d, %g)
+})"));
+  auto t = iota(64 * 4, -128.0f);
+  for (auto& v : t) v *= 0.01f;
+  for (int64_t rows : {1, 2, 15, 16, 17, 31, 3, 40, 63, 17, 129, 130, 5}) {
+    if (rows > 63) continue;  // the slice needs s0 <= 64
+    auto x = iota(size_t(rows * 4), -3.0f);
+    for (auto& v : x) v *= 0.1f;
+    auto out = exe.run({{x.data(), DType::f32, {rows, 4}}, {t.data(), DType::f32, {64, 4}}}, {});
+    ASSERT_EQ(out[1].shape, (std::vector<int64_t>{rows, 4}));
+    for (int64_t j = 0; j < 4; ++j) {
+      double want = 0;
+      for (int64_t r = rows; r < 64; ++r) want += std::pow(std::tanh(double(t[size_t(r * 4 + j)])), 2);
+      EXPECT_NEAR(f(out[0])[j], want, 1e-4 * (1 + std::abs(want))) << "rows " << rows << " col " << j;
+    }
+    for (int64_t i = 0; i < rows * 4; ++i) {
+      double e = std::tanh(double(x[size_t(i)]));
+      EXPECT_NEAR(f(out[1])[i], 2 * e * e, 1e-5) << "rows " << rows << " at " << i;
+    }
+  }
+}
+
 TEST(Runtime, ConcurrentCallsAgree) {
   Executable exe(parse_graph(R"(graph(%x: f32[s0, 64], %w: f32[64, 64]) {
   %a: f32[s0, 64] = matmul(%x, %w)
