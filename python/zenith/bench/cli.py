@@ -177,9 +177,9 @@ def render_table(doc):
                                                f"({r['seconds']:.1f} s)" if r["status"] == "ok"
                                                else f"{r['status']}: {r['reason']}"))
             continue
-        if w["name"] == "bert-base-memory":
-            lines.append(f"bert-base-memory {json.dumps(w['params'])} (peak RSS and first call, each contestant in its own process):")
-            lines += [f"  {fw:<12} {report.memory_text(r)}" for fw, r in w["memory"].items()]
+        if "memory" in w:
+            lines.append(f"{w['name']} {json.dumps(w['params'])} (peak RSS, each contestant in its own process):")
+            lines += [f"  {fw:<14} {report.memory_text(r)}" for fw, r in w["memory"].items()]
             continue
         lines.append(f"{w['name']} {json.dumps(w['params'])}")
         for fw, r in w["results"].items():
@@ -192,6 +192,8 @@ def render_table(doc):
             agree = r.get("agreement", {})
             agree_s = ", ".join(f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}" for k, v in agree.items())
             extra = f"  {r['decode_tokens_s']:.1f} tok/s" if "decode_tokens_s" in r else ""
+            if "bandwidth_share" in r:
+                extra += f" ({r['weight_bytes_per_token'] / 1e6:.0f} MB a token, {r['bandwidth_share']:.0%} of bandwidth)"
             if "loss_curve" in r:
                 extra += f"  final loss {r['loss_curve'][-1]:.4f}"
             lines.append(f"  {fw:<12} median {lat['median'] * 1e3:8.2f} ms  p10 {lat['p10'] * 1e3:8.2f}  "

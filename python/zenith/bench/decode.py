@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 import math
 import os
 import time
@@ -11,16 +12,18 @@ import torch
 
 from zenith.bench import peers
 from zenith.bench.contestants import compiled, peer_status
-from zenith.bench.runner import failed, run_interleaved, say
+from zenith.bench.runner import failed, run_interleaved, run_probe, say
 
 
-def decode(cfg, name, params, base, ids, peer_builders=None, extra_params=None, contestants=None, variants=None):
+def decode(cfg, name, params, base, ids, peer_builders=None, extra_params=None, contestants=None, variants=None,
+           describe=None):
     """Greedy decoding of cfg.new_tokens tokens after prompt `ids` ([1, P]) with
     base.generate for eager/inductor/zenith (the model's forward compiled), with
     peer_builders[fw](prompt_ids, n, threads) -> fn(n) for peers such as llama.cpp, and
     with variants[fw]() -> a model Zenith compiles (the quantized contestants,
     'zenith:<scheme>'). `contestants` (default cfg.frameworks) names them all; every
-    answer is checked against eager's fp32 tokens."""
+    answer is checked against eager's fp32 tokens. describe(model) -> dict adds facts
+    about each PyTorch contestant's model to its result (weight bytes read per token)."""
     torch.set_num_threads(cfg.threads)
     peer_builders, variants = peer_builders or {}, variants or {}
     prompt_len = ids.shape[1]
@@ -31,7 +34,7 @@ def decode(cfg, name, params, base, ids, peer_builders=None, extra_params=None, 
     gen_kw = dict(max_new_tokens=n, do_sample=False, pad_token_id=0, eos_token_id=None)
     with torch.inference_mode():
         ref = base.generate(ids, **gen_kw)
-    fns, results, first_token = {}, {}, {}
+    fns, results, first_token, facts = {}, {}, {}, {}
     for fw in contestants or cfg.frameworks:
         st = peer_status(fw.split(":")[0], supported=tuple(p.split(":")[0] for p in peer_builders))
         if st:
@@ -47,6 +50,8 @@ def decode(cfg, name, params, base, ids, peer_builders=None, extra_params=None, 
         except Exception as e:  # a contestant that cannot be built is reported; the run goes on
             results[fw] = failed(e)
             continue
+        if describe:
+            facts[fw] = describe(m)
         if fw != "eager":
             m.forward = compiled(fw.split(":")[0], m.forward)
 
@@ -67,6 +72,7 @@ def decode(cfg, name, params, base, ids, peer_builders=None, extra_params=None, 
     results.update(run_interleaved(cfg, fns, check))
     for fw, r in results.items():
         if r.get("status") == "ok":
+            r.update(facts.get(fw, {}))
             r["decode_tokens_s"] = n / r["latency"]["median"]
             t = time.perf_counter()  # time to first token: a one-token generation, warm
             first_token[fw]()
@@ -89,14 +95,132 @@ def gpt2_decode(cfg):
                    lambda: transformers.GPT2LMHeadModel(transformers.GPT2Config()), 16, 50257)
 
 
-def tinyllama_decode(cfg):
+def tinyllama_config():
     import transformers
 
-    c = transformers.LlamaConfig(hidden_size=2048, intermediate_size=5632, num_hidden_layers=22,
-                                 num_attention_heads=32, num_key_value_heads=4, vocab_size=32000,
-                                 max_position_embeddings=2048)
-    return _random_decode(cfg, "tinyllama-decode", {"model": "TinyLlama-1.1B config, random init", "dtype": "fp32"},
-                   lambda: transformers.LlamaForCausalLM(c), 16, 32000)
+    return transformers.LlamaConfig(hidden_size=2048, intermediate_size=5632, num_hidden_layers=22,
+                                    num_attention_heads=32, num_key_value_heads=4, vocab_size=32000,
+                                    max_position_embeddings=2048)
+
+
+def weight_bytes_per_token(model):
+    """The bytes of weight one decode step reads: every linear layer's weight and bias
+    whole (quantized ones at their stored size; an LM head tied to the embedding too),
+    one row of each embedding otherwise (a lookup), and the other floating-point
+    parameters and buffers (norms) whole. The KV cache is not counted."""
+    from zenith.quant import QEmbedding, QLinear
+
+    total, seen = 0, set()
+    linear_first = sorted(model.modules(), key=lambda m: not isinstance(m, (torch.nn.Linear, QLinear)))
+    for m in linear_first:
+        for t in list(m.parameters(recurse=False)) + list(m.buffers(recurse=False)):
+            if t is None or id(t) in seen:
+                continue
+            seen.add(id(t))
+            if isinstance(m, (torch.nn.Embedding, QEmbedding)) and t is m.weight:
+                total += t[0].numel() * t.element_size()
+            elif t.is_floating_point() or isinstance(m, QLinear) and t is m.weight:
+                total += t.numel() * t.element_size()
+    return {"weight_bytes_per_token": total}
+
+
+def tinyllama_decode(cfg):
+    """TinyLlama-1.1B config (random init) greedy decode: eager and Inductor in fp32,
+    Zenith once per `--quant` scheme (zenith.quantize of the same model). Each Zenith
+    contestant reports the weight bytes a token reads and the share of the machine's
+    memory bandwidth (the `machine` workload's 256 MiB copy, measured here) its tokens/s
+    take: bytes per token x tokens/s / bandwidth."""
+    import transformers
+
+    from zenith.bench.machine import copy_bandwidth_gbs
+
+    torch.set_num_threads(cfg.threads)
+    torch.manual_seed(0)
+    config = tinyllama_config()
+    base = transformers.LlamaForCausalLM(config).eval()
+    ids = torch.randint(0, config.vocab_size, (1, 16))
+    zen, variants = quant_variants(cfg, base)
+    names = [x for fw in cfg.frameworks for x in (zen if fw == "zenith" else [fw])]
+    bw = copy_bandwidth_gbs(cfg.threads)
+    w = decode(cfg, "tinyllama-decode", {"model": "TinyLlama-1.1B config, random init",
+                                         "dtype": "fp32 unless named (zenith:<scheme>)"},
+               base, ids, extra_params={"quant": list(cfg.quant)}, contestants=names, variants=variants,
+               describe=weight_bytes_per_token)
+    for r in w["results"].values():
+        if r.get("status") == "ok" and "weight_bytes_per_token" in r:
+            r["bandwidth_share"] = r["weight_bytes_per_token"] * r["decode_tokens_s"] / (bw * 1e9)
+    w["memory_bandwidth_gbs"] = bw
+    return w
+
+
+_TINYLLAMA_MEMORY_PROBE = """
+import json, sys, time
+import torch, transformers
+import zenith
+fw, scheme, threads, n = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+c = transformers.LlamaConfig.from_dict(json.loads(sys.argv[5]))
+torch.set_num_threads(threads)
+def rss():  # this process's peak RSS (VmHWM)
+    with open("/proc/self/status") as f:
+        return next(int(l.split()[1]) for l in f if l.startswith("VmHWM:")) / 1024
+with torch.device("meta"):
+    model = transformers.LlamaForCausalLM(c)
+torch.manual_seed(0)
+# Made one layer at a time, as a loader streaming a checkpoint would, and each linear layer
+# and embedding quantized as soon as it exists: the fp32 model is never whole.
+for name, m in list(model.named_modules()):
+    if not any(p.is_meta for p in m.parameters(recurse=False)):
+        continue
+    m.to_empty(device="cpu", recurse=False)
+    with torch.no_grad():
+        for pname, p in m.named_parameters(recurse=False):
+            p.normal_(0, 0.02) if pname == "weight" and isinstance(m, (torch.nn.Linear, torch.nn.Embedding)) else p.fill_(1.0)
+    if scheme != "fp32" and isinstance(m, (torch.nn.Linear, torch.nn.Embedding)):
+        parent, _, attr = name.rpartition(".")
+        setattr(model.get_submodule(parent), attr, zenith.quantize(m, scheme, include_embeddings=True))
+model.model.rotary_emb = type(model.model.rotary_emb)(config=c)  # its buffers were made on meta
+assert not any(t.is_meta for t in list(model.parameters()) + list(model.buffers()))
+model.eval()
+loaded = rss()
+if fw == "zenith":
+    model.forward = zenith.compile(model.forward)
+ids = torch.randint(0, c.vocab_size, (1, 16))
+t = time.perf_counter()
+with torch.no_grad():
+    out = model.generate(ids, max_new_tokens=n, do_sample=False, pad_token_id=0, eos_token_id=None)
+print(json.dumps({"peak_rss_mib": rss(), "after_load_mib": loaded, "generate_s": time.perf_counter() - t,
+                  "tokens": out[0, ids.shape[1]:].tolist()}))
+"""
+
+
+def tinyllama_memory(cfg):
+    """Peak process memory (VmHWM) of TinyLlama-1.1B (config, random init) decoding
+    cfg.new_tokens tokens, each contestant in a process of its own: eager fp32, Zenith
+    once per `--quant` scheme. The model is built on the meta device and made one layer
+    at a time, each linear layer and embedding quantized as it is made (include_embeddings),
+    so a quantized model never holds the fp32 weights whole; fp32 is built the same way.
+    Every contestant's tokens are compared with eager fp32's."""
+    rows, config = {}, json.dumps(tinyllama_config().to_dict())
+    for fw in cfg.frameworks:
+        if fw not in ("eager", "zenith"):
+            continue
+        for scheme in (("fp32",) if fw == "eager" else cfg.quant):
+            if scheme == "gguf":
+                continue
+            name = fw if scheme == "fp32" else f"{fw}:{scheme}"
+            say(cfg, f"tinyllama-memory: {name} in its own process")
+            rows[name] = run_probe(_TINYLLAMA_MEMORY_PROBE, (fw, scheme, cfg.threads, cfg.new_tokens, config),
+                                   HF_HUB_OFFLINE="1")
+    fp32 = rows.get("zenith", {}).get("peak_rss_mib")
+    ref = rows.get("eager", {}).get("tokens")
+    for r in rows.values():
+        if fp32 and "peak_rss_mib" in r:
+            r["vs_zenith_fp32"] = r["peak_rss_mib"] / fp32
+        if ref and "tokens" in r:
+            r["token_agreement"] = sum(a == b for a, b in zip(ref, r["tokens"])) / len(ref)
+    return {"name": "tinyllama-memory", "params": {"model": "TinyLlama-1.1B config, random init",
+                                                   "new_tokens": cfg.new_tokens, "quant": list(cfg.quant)},
+            "results": {}, "memory": rows}
 
 
 GEMMA_PROMPT = "The capital of France is"
@@ -158,10 +282,14 @@ def quant_variants(cfg, base, gguf=None):
         fw = f"zenith:{scheme}"
         names.append(fw)
         if scheme == "gguf":
-            variants[fw] = (lambda: zenith.load_gguf(gguf)[0].eval()) if gguf else None
+            if not gguf:
+                say(cfg, "--quant gguf: this workload has no GGUF file (a random-init config); no zenith:gguf")
+                names.pop()
+                continue
+            variants[fw] = lambda: zenith.load_gguf(gguf)[0].eval()
         else:
             variants[fw] = lambda scheme=scheme: zenith.quantize(copy.deepcopy(base), scheme).eval()
-    return names, {k: v for k, v in variants.items() if v is not None}
+    return names, variants
 
 
 def gemma3_contestants(cfg, model, gguf):

@@ -171,9 +171,13 @@ def memory_text(r):
     if "peak_rss_mib" not in r:
         return f"failed: {r.get('reason')}"
     vs = f", {r['vs_eager']:.3f}x eager's" if "vs_eager" in r else ""
+    vs += f", {r['vs_zenith_fp32']:.3f}x Zenith fp32's" if "vs_zenith_fp32" in r else ""
     first = f"; first call {r['first_call_s']:.2f} s" if "first_call_s" in r else ""
-    return (f"peak RSS {r['peak_rss_mib']:.0f} MiB{vs} (after building the model {r['after_load_mib']:.0f} MiB; "
-            f"max abs err vs eager {r['max_abs_err']:.2g}){first}")
+    first += f"; generate {r['generate_s']:.1f} s" if "generate_s" in r else ""
+    check = (f"max abs err vs eager {r['max_abs_err']:.2g}" if "max_abs_err" in r else
+             f"token agreement with eager fp32 {r['token_agreement']:.2f}" if "token_agreement" in r else "")
+    return (f"peak RSS {r['peak_rss_mib']:.0f} MiB{vs} (after building the model {r['after_load_mib']:.0f} MiB"
+            f"{'; ' + check if check else ''}){first}")
 
 
 def render_markdown(doc, plots=(), note=None):
@@ -233,6 +237,13 @@ def render_markdown(doc, plots=(), note=None):
             lines += [f"| {fw} | {r['perplexity']:.3f} | {r['tokens_scored']} | {r['seconds']:.1f} |" if r["status"] == "ok"
                       else f"| {fw} | {r['status']}: {r['reason']} | | |" for fw, r in w["perplexity"].items()] + [""]
             continue
+        if w["name"] == "tinyllama-memory":
+            lines += ["## tinyllama-memory", "", f"Parameters: `{json.dumps(w['params'])}`. Peak process memory "
+                      "(VmHWM) with each contestant in a process of its own: the model built on the meta device "
+                      "and made one layer at a time (each linear layer and embedding quantized as it is made), "
+                      "then compiled and decoding the tokens.", ""]
+            lines += [f"- {fw}: {memory_text(r)}" for fw, r in w["memory"].items()] + [""]
+            continue
         if w["name"] == "bert-base-memory":
             lines += ["## bert-base-memory", "", f"Parameters: `{json.dumps(w['params'])}`. Peak process memory "
                       "(VmHWM) with each contestant in a process of its own: build the model, run it eagerly "
@@ -244,6 +255,10 @@ def render_markdown(doc, plots=(), note=None):
         lines += [f"## {title(w)}", "", f"Parameters: `{json.dumps(w['params'])}`", ""]
         if "model_load_s" in w:
             lines += [f"Model load: {w['model_load_s']:.1f} s.", ""]
+        if "memory_bandwidth_gbs" in w:
+            lines += [f"Memory bandwidth measured in this workload (256 MiB copy, read+write): "
+                      f"{w['memory_bandwidth_gbs']:.1f} GB/s; a contestant's share of it is the weight bytes a "
+                      "token reads x its tokens/s / that bandwidth.", ""]
         lines += [
                   "| framework | median ms | p10 / p90 ms | time vs eager (95% CI) | cold start s | agreement | notes |",
                   "|---|---|---|---|---|---|---|"]
@@ -259,6 +274,9 @@ def render_markdown(doc, plots=(), note=None):
             notes = []
             if "decode_tokens_s" in r:
                 notes.append(f"{r['decode_tokens_s']:.1f} tok/s, TTFT {r['time_to_first_token_s'] * 1e3:.0f} ms")
+            if "bandwidth_share" in r:
+                notes.append(f"{r['weight_bytes_per_token'] / 1e6:.0f} MB of weights a token, "
+                             f"{r['bandwidth_share']:.0%} of the bandwidth")
             if "loss_curve" in r:
                 notes.append(f"final loss {r['loss_curve'][-1]:.4f} after {len(r['loss_curve'])} steps")
             if "settings" in r:

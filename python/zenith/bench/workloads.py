@@ -20,6 +20,7 @@ WORKLOADS = {
     "small-mlp": inference.small_mlp,
     "gpt2-decode": decode.gpt2_decode,
     "tinyllama-decode": decode.tinyllama_decode,
+    "tinyllama-memory": decode.tinyllama_memory,
     "gemma3-270m-decode": decode.gemma3_decode,
     "gemma3-270m-perplexity": decode.gemma3_perplexity,
     "train-transformer-43m": training.train_transformer_43m,

@@ -235,3 +235,67 @@ def test_unknown_quant_scheme_is_refused():
     r = subprocess.run([sys.executable, "-m", "zenith.cli", "bench", "small-mlp", "--quant", "fp32,int3"],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode != 0 and "int3" in r.stderr and "known" in r.stderr
+
+
+def _tiny_llama_config():
+    import transformers
+
+    return transformers.LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                                    num_key_value_heads=2, vocab_size=256, max_position_embeddings=64)
+
+
+def test_weight_bytes_per_token_counts_linears_whole_and_one_embedding_row():
+    import transformers
+
+    import zenith
+    from zenith.bench import decode
+
+    torch.manual_seed(0)
+    m = transformers.LlamaForCausalLM(_tiny_llama_config()).eval()
+    linear = sum(x.weight.numel() for x in m.modules() if isinstance(x, torch.nn.Linear))
+    others = sum(t.numel() for x in m.modules() if not isinstance(x, (torch.nn.Linear, torch.nn.Embedding))
+                 for t in list(x.parameters(recurse=False)) + list(x.buffers(recurse=False)) if t.is_floating_point())
+    assert decode.weight_bytes_per_token(m)["weight_bytes_per_token"] == 4 * (linear + 64 + others)
+    q = zenith.quantize(copy.deepcopy(m), "int8", include_embeddings=True)
+    qbytes = sum(x.weight.numel() for x in q.modules() if isinstance(x, zenith.quant.QLinear))
+    emb = q.model.embed_tokens.weight  # a QEmbedding: one row of its stored bytes a token
+    assert decode.weight_bytes_per_token(q)["weight_bytes_per_token"] == qbytes + emb.shape[1] + 4 * others
+    # an LM head tied to the embedding reads the whole matrix
+    m.lm_head.weight = m.model.embed_tokens.weight
+    assert decode.weight_bytes_per_token(m)["weight_bytes_per_token"] == 4 * (linear + others)
+
+
+def test_tinyllama_decode_runs_each_quant_scheme_and_reports_bandwidth(monkeypatch):
+    # The workload on a tiny Llama config: one Zenith contestant per --quant scheme (no
+    # GGUF file for a random-init config, so no zenith:gguf), each checked against
+    # eager's tokens and given its weight bytes and bandwidth share.
+    from zenith.bench import decode
+
+    monkeypatch.setattr(decode, "tinyllama_config", _tiny_llama_config)
+    cfg = Config(frameworks=("eager", "zenith"), quant=("fp32", "int8", "gguf"), iterations=2, warmup=1,
+                 threads=1, new_tokens=4)
+    w = decode.tinyllama_decode(cfg)
+    assert list(w["results"]) == ["eager", "zenith", "zenith:int8"] and w["memory_bandwidth_gbs"] > 0
+    r = w["results"]
+    assert all(x["status"] == "ok" for x in r.values()), r
+    assert r["zenith"]["agreement"]["tokens_equal"]
+    assert r["zenith:int8"]["weight_bytes_per_token"] < r["zenith"]["weight_bytes_per_token"] / 3
+    assert all(0 < x["bandwidth_share"] for fw, x in r.items() if fw != "eager")
+    assert "of the bandwidth" in report.render_markdown({
+        "created": "2026-11-24", "config": {}, "workloads": [w],
+        "machine": {"cpu": "x", "cores": 2, "threads": 1, "torch": "t", "zenith": "z", "zenith_commit": "c"}})
+
+
+def test_tinyllama_memory_probes_each_scheme_in_its_own_process(monkeypatch):
+    from zenith.bench import cli, decode
+
+    monkeypatch.setattr(decode, "tinyllama_config", _tiny_llama_config)
+    w = decode.tinyllama_memory(Config(frameworks=("eager", "zenith"), quant=("fp32", "int4"), threads=1,
+                                       new_tokens=4))
+    rows = w["memory"]
+    assert list(rows) == ["eager", "zenith", "zenith:int4"]
+    assert all("peak_rss_mib" in r and len(r["tokens"]) == 4 for r in rows.values()), rows
+    assert rows["zenith"]["token_agreement"] == 1.0 and rows["zenith"]["vs_zenith_fp32"] == 1.0
+    doc = {"created": "2026-11-24", "config": {}, "workloads": [w],
+           "machine": {"cpu": "x", "cores": 2, "threads": 1, "torch": "t", "zenith": "z", "zenith_commit": "c"}}
+    assert "Zenith fp32's" in cli.render_table(doc) and "## tinyllama-memory" in report.render_markdown(doc)
