@@ -176,7 +176,8 @@ def memory_text(r):
     first += f"; generate {r['generate_s']:.1f} s" if "generate_s" in r else ""
     check = (f"max abs err vs eager {r['max_abs_err']:.2g}" if "max_abs_err" in r else
              f"token agreement with eager fp32 {r['token_agreement']:.2f}" if "token_agreement" in r else "")
-    return (f"peak RSS {r['peak_rss_mib']:.0f} MiB{vs} (after building the model {r['after_load_mib']:.0f} MiB"
+    imports = f"after the imports {r['imports_mib']:.0f} MiB, " if "imports_mib" in r else ""
+    return (f"peak RSS {r['peak_rss_mib']:.0f} MiB{vs} ({imports}after building the model {r['after_load_mib']:.0f} MiB"
             f"{'; ' + check if check else ''}){first}")
 
 

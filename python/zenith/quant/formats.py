@@ -331,14 +331,24 @@ def check_weight(w, fmt, k=None):
     return kw
 
 
+_QUANTIZE_VALUES = 1 << 22  # weight values quantize_weight quantizes at a time
+
+
 def quantize_weight(w, fmt) -> torch.Tensor:
     """A float weight [N, K] as the bytes of `fmt` (uint8 [N, row_bytes])."""
     f = get_format(fmt)
     if f.quantize is None:
         raise ValueError(f"{f.name} is read from GGUF files only; Zenith quantizes to "
                          + ", ".join(n for n, g in FORMATS.items() if g.quantize))
-    f.row_bytes(w.shape[1])  # the error for a K that is not a whole number of blocks
-    return f.quantize(w).contiguous()
+    row_bytes = f.row_bytes(w.shape[1])  # the error for a K that is not a whole number of blocks
+    # A slice of rows at a time (rows are independent in every format): the float
+    # temporaries of quantizing stay ~16 MiB each rather than several copies of the
+    # whole weight (an LM head of 32000 x 2048 is 262 MB in fp32).
+    out = torch.empty(w.shape[0], row_bytes, dtype=torch.uint8, device=w.device)
+    step = max(1, _QUANTIZE_VALUES // max(1, w.shape[1]))
+    for n in range(0, w.shape[0], step):
+        out[n:n + step] = f.quantize(w[n:n + step])
+    return out
 
 
 def dequantize(w, fmt, rows=None) -> torch.Tensor:

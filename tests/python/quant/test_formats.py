@@ -92,6 +92,21 @@ def test_round_trip_within_bound(fmt, dist):
         assert torch.equal(back, w)
 
 
+@pytest.mark.parametrize("fmt", ZENITH_FORMATS)
+def test_quantizing_in_slices_of_rows_changes_no_byte(fmt, monkeypatch):
+    # quantize_weight quantizes a slice of rows at a time (bounded temporaries); slices
+    # of 1, 2 or 3 rows (and a last, shorter one) give the bytes of one whole call.
+    from zenith.quant import formats
+
+    g = torch.Generator().manual_seed(2)
+    w = torch.randn(11, 256, generator=g) * torch.linspace(0.1, 3, 11)[:, None]
+    whole = quantize_weight(w, fmt)
+    for values in (1, 512, 768):
+        monkeypatch.setattr(formats, "_QUANTIZE_VALUES", values)
+        assert torch.equal(quantize_weight(w, fmt), whole), values
+    assert quantize_weight(w[:0], fmt).shape == (0, whole.shape[1])
+
+
 @pytest.mark.parametrize("fmt", ["q8_0", "q4_0", "q4_1"])
 def test_quantizers_match_ggml(fmt):
     # q4_0 / q4_1 (int4 with group 32) and q8_0 bytes equal the gguf package's, which
