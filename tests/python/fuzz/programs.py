@@ -947,7 +947,7 @@ def run_case(prog: Program):
             COUNTS["invalid"] += 1
             raise Invalid(f"{type(e).__name__}: {e}") from e
         try:
-            moved = _run_nudged(prog, inputs)
+            moved = [_run_nudged(prog, inputs, k) for k in range(NUDGES)]
         except Exception:
             moved = None
         cg = compile_program(prog, inputs)
@@ -974,22 +974,31 @@ def run_case(prog: Program):
             continue
         r = ref64[k] if ref64 is not None and ref64[k].shape == wt.shape else None
         spread = None
-        if moved is not None and moved[k].shape == wt.shape and wt.dtype in FLOATS:
-            a, b_ = moved[k].double(), wt.double()
-            spread = torch.where(a.isnan() == b_.isnan(), (a - b_).abs().nan_to_num(0, math.inf, math.inf),
-                                 torch.full_like(a, math.inf))
+        if moved is not None and all(m[k].shape == wt.shape for m in moved) and wt.dtype in FLOATS:
+            b_ = wt.double()
+            for m in moved:
+                a = m[k].double()
+                one = torch.where(a.isnan() == b_.isnan(), (a - b_).abs().nan_to_num(0, math.inf, math.inf),
+                                  torch.full_like(a, math.inf))
+                spread = one if spread is None else torch.maximum(spread, one)
         judge(gt, wt, r, f"output {k} (value {prog.outputs[k]})", spread)
     return cg
 
 
-def _run_nudged(prog, inputs):
+# independent nudged runs whose largest movement is the allowance: one run's random
+# signs can cancel at an element (a 1600-term convolution output moved by 9e-7 where
+# the median moved by 1e-4), and the judge then failed plain summation-order noise
+NUDGES = 3
+
+
+def _run_nudged(prog, inputs, k=0):
     """The program with its float inputs and every inexactly computed float value moved
     by about 8 ulps as it is made, as another implementation's rounding would move it. Where the outputs then
     move a lot (cancellation in a long sum, then log; x + 1e4 absorbing x, then a
     norm), the order of operations decides those digits, and the judge allows that much
     (`spread`). Exactly computed values are left alone, so comparisons of them do not
     flip (comparisons of inputs may: those outputs are compared exactly anyway)."""
-    g = torch.Generator().manual_seed(prog.seed + 1)
+    g = torch.Generator().manual_seed(prog.seed + 1 + 7919 * k)
 
     def nudge(t):  # float32 ulps whatever the dtype: half types' own ulps would allow 25%
         rel = 8 * torch.finfo(torch.float32).eps

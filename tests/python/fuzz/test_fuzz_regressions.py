@@ -5,7 +5,7 @@ import torch
 
 from programs import Input, Program, Step, run_case
 
-f32, b8 = torch.float32, torch.bool
+f32, f16, i64, b8 = torch.float32, torch.float16, torch.int64, torch.bool
 
 REGRESSIONS = {
     # fuse_attention_layout left the permute back reading sdpa's re-typed result; the
@@ -58,6 +58,28 @@ REGRESSIONS = {
         steps=[Step("ceil", (0,), {}), Step("erf", (1,), {}), Step("reciprocal", (2,), {}),
                Step("reshape", (3,), {"shape": (-1,)})],
         outputs=[3, 4, 3], seed=0),
+    # a 64x64x5x5 convolution plus a residual (1600 terms cancelling to ~0.1): one nudged
+    # run's signs cancelled at one element (it moved 9e-7, the median 1e-4), so the judge
+    # failed summation-order noise; the allowance is now the largest of three nudged runs.
+    # The first 28 inputs only advance the input generator to the failing draw.
+    "conv_residual_spread_of_three_nudges": Program(
+        inputs=[Input((4,), f16, "step", 0.0), Input((1, 3, 23), f32, "t", 0.05), Input((5, 19), i64, "step", 0.0),
+                Input((1, 33), f32, "t", 0.05), Input((33,), f32, "contig", 0.0), Input((33,), f32, "contig", 0.0),
+                Input((1, 33), f32, "t", 0.05), Input((33,), f32, "contig", 0.0),
+                Input((1, 1, 3, 13), f32, "contig", 0.05), Input((1, 1, 1, 1), f32, "t", 0.0)]
+        + [Input((1,), f32, "contig", 0.0)] * 3
+        + [Input((1,), f32, "step", 0.0), Input((1,), f32, "contig", 0.0, 0.1, 2.0, True),
+           Input((1, 1, 3, 13), f32, "t", 0.05), Input((1, 8, 9, 12), f32, "t", 0.05),
+           Input((4, 4, 3, 3), f32, "t", 0.0)]
+        + [Input((4,), f32, "contig", 0.0)] * 4
+        + [Input((4,), f32, "contig", 0.0, 0.1, 2.0, True), Input((1, 4, 9, 12), f32, "step", 0.05),
+           Input((2, 17, 8), f32, "contig", 0.0), Input((2, 17, 8), f32, "t", 0.0),
+           Input((2, 17, 8), f32, "contig", 0.0), Input((8,), f32, "contig", 0.0),
+           Input((1, 64, 10, 13), f32, "t", 0.0), Input((64, 64, 5, 5), f32, "t", 0.0),
+           Input((64,), f32, "step", 0.0), Input((1, 64, 10, 13), f32, "t", 0.05)],
+        steps=[Step("conv", (28, 29, 30, 31), {"stride": 1, "padding": 2, "dilation": 1, "groups": 1, "bias": True,
+                                               "bn": False, "residual": True, "act": None})],
+        outputs=[32], seed=182401562),
 }
 
 
