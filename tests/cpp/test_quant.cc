@@ -110,10 +110,19 @@ std::vector<int64_t> test_ks(QFormat f) {
   int64_t be = qformat_info(f).block_elems;
   if (be == 0) return {1, 31, 32, 33, 100, 256};
   if (be == 256) return {256, 512, 768};
-  return {be, 2 * be, 5 * be, std::max<int64_t>(be, 640 / be * be)};
+  return {be, 2 * be, 3 * be, 5 * be, 7 * be, std::max<int64_t>(be, 640 / be * be)};
 }
 
 std::string name_of(QFormat f) { return qformat_info(f).name; }
+
+// The SIMD instruction sets this CPU runs that have a kernel of their own for `f` (AVX-512
+// runs the AVX2 kernels of the formats it has none for: nothing more to test there).
+std::vector<QIsa> simd_isas(QFormat f) {
+  std::vector<QIsa> out;
+  if (qisa_supported(QIsa::kAvx2)) out.push_back(QIsa::kAvx2);
+  if (qisa_supported(QIsa::kAvx512) && quant::avx512_dot_kernels(f)) out.push_back(QIsa::kAvx512);
+  return out;
+}
 
 class QuantFormat : public ::testing::TestWithParam<QFormat> {};
 
@@ -208,14 +217,29 @@ TEST(QuantKernels, Avx2ActivationQuantizerEqualsReference) {
     }
 }
 
-// AVX2 against the scalar reference: rows M (every tile size 1-4, remainders, more
-// than a tile), weight rows N, K of several blocks, with and without bias, on one and
-// two threads. The integer parts are equal by construction; the k-quants' float
-// arithmetic is too (bit-exact), the others' float sums differ in order only.
-TEST_P(QuantFormat, Avx2MatchesScalarReference) {
-  if (!qisa_supported(QIsa::kAvx2)) GTEST_SKIP() << "this CPU has no AVX2";
+// The AVX-512 zero sums equal the reference's: one and several 64-code steps, a last 32.
+TEST(QuantKernels, Avx512ZeroSumsEqualReference) {
+  if (!qisa_supported(QIsa::kAvx512)) GTEST_SKIP() << "this CPU has no AVX-512 VNNI";
+  for (int64_t kpad : {32, 64, 96, 640, 5632}) {
+    std::vector<int8_t> q(static_cast<size_t>(kpad));
+    for (int64_t k = 0; k < kpad; ++k) q[size_t(k)] = int8_t(k % 3 == 0 ? -127 : (k * 37) % 255 - 127);
+    std::vector<int32_t> a(size_t(kpad / 4)), b(size_t(kpad / 4), 99);
+    quant::zero_sums(q.data(), kpad, 8, a.data());
+    quant::zero_sums_avx512(q.data(), kpad, 8, b.data());
+    ASSERT_EQ(a, b) << "kpad " << kpad;
+  }
+}
+
+// AVX2 and AVX-512 against the scalar reference: rows M (every tile size 1-4,
+// remainders, more than a tile), weight rows N, K of several blocks (odd counts of 32,
+// for AVX-512's chunk pairs), with and without bias, on one and two threads. The integer
+// parts are equal by construction; the k-quants' float arithmetic is too (bit-exact),
+// the others' float sums differ in order only.
+TEST_P(QuantFormat, SimdMatchesScalarReference) {
   const QFormat f = GetParam();
+  if (simd_isas(f).empty()) GTEST_SKIP() << "this CPU has no AVX2";
   unsigned seed = 1;
+  for (QIsa isa : simd_isas(f))
   for (int threads : {1, 2}) {
     set_num_threads(threads);
     for (int64_t K : test_ks(f))
@@ -225,7 +249,7 @@ TEST_P(QuantFormat, Avx2MatchesScalarReference) {
           auto x = randn(size_t(M * K), seed++);
           auto bias = randn(size_t(N), seed++);
           const float* b = (M + N) % 2 ? bias.data() : nullptr;
-          auto fast = run_qmatmul(f, QIsa::kAvx2, M, N, K, x, w, b);
+          auto fast = run_qmatmul(f, isa, M, N, K, x, w, b);
           auto ref = run_qmatmul(f, QIsa::kScalar, M, N, K, x, w, b);
           auto wd = dequant(f, w, N, K);
           for (int64_t m = 0; m < M; ++m)
@@ -243,7 +267,7 @@ TEST_P(QuantFormat, Avx2MatchesScalarReference) {
                 xsum += std::fabs(x[size_t(m * K + k)]);
               }
               ASSERT_NEAR(fast[i], ref[i], 1e-5 * wmax * xsum + 1e-6)
-                  << name_of(f) << " M=" << M << " N=" << N << " K=" << K << " at " << m << "," << n;
+                  << name_of(f) << " " << qisa_name(isa) << " M=" << M << " N=" << N << " K=" << K << " at " << m << "," << n;
             }
         }
   }
@@ -289,8 +313,8 @@ TEST_P(QuantFormat, ReferenceMatchesDequantizedMatmulWithinActivationError) {
 // by at least 1. Signed codes at -128 (q8_0, int8) against -127 give the largest pair,
 // 2 x 128 x 127 = 32512.
 TEST_P(QuantFormat, WorstCaseCodesDoNotSaturate) {
-  if (!qisa_supported(QIsa::kAvx2)) GTEST_SKIP() << "this CPU has no AVX2";
   const QFormat f = GetParam();
+  if (simd_isas(f).empty()) GTEST_SKIP() << "this CPU has no AVX2";
   const int64_t K = qformat_info(f).block_elems == 0 ? 96 : std::max<int64_t>(256, qformat_info(f).block_elems);
   const int64_t rb = qformat_row_bytes(f, K);
   // Weight rows: every code byte 0x00, 0xFF, 0x80, 0x7F (with k-quant sub-block scale
@@ -319,24 +343,27 @@ TEST_P(QuantFormat, WorstCaseCodesDoNotSaturate) {
     x[size_t(2 * K + k)] = k % 2 ? -127 : 127;
     x[size_t(3 * K + k)] = (k / 2) % 2 ? -127 : 127;
   }
-  auto fast = run_qmatmul(f, QIsa::kAvx2, M, N, K, x, w, nullptr);
   auto ref = run_qmatmul(f, QIsa::kScalar, M, N, K, x, w, nullptr);
   auto wd = dequant(f, w, N, K);
-  for (int64_t m = 0; m < M; ++m)
-    for (int64_t n = 0; n < N; ++n) {
-      double exact = 0;
-      for (int64_t k = 0; k < K; ++k) exact += double(wd[size_t(n * K + k)]) * x[size_t(m * K + k)];
-      const size_t i = size_t(m * N + n);
-      if (f == QFormat::nf4) {  // float levels: only rounding
-        EXPECT_NEAR(fast[i], exact, 1e-5 * std::fabs(exact) + 1e-3) << name_of(f);
-        continue;
+  for (QIsa isa : simd_isas(f)) {
+    auto fast = run_qmatmul(f, isa, M, N, K, x, w, nullptr);
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t n = 0; n < N; ++n) {
+        double exact = 0;
+        for (int64_t k = 0; k < K; ++k) exact += double(wd[size_t(n * K + k)]) * x[size_t(m * K + k)];
+        const size_t i = size_t(m * N + n);
+        if (f == QFormat::nf4) {  // float levels: only rounding
+          EXPECT_NEAR(fast[i], exact, 1e-5 * std::fabs(exact) + 1e-3) << name_of(f);
+          continue;
+        }
+        // Sums past 2^24 (k-quant super-blocks) are rounded once to float: half an ulp.
+        const double ulp = std::max(1.0, std::ldexp(1.0, std::ilogb(std::fabs(exact) + 1) - 23));
+        EXPECT_LE(std::fabs(fast[i] - exact), ulp) << name_of(f) << " fill " << int(fills[n]) << " x pattern " << m
+                                                   << ": " << fast[i] << " vs exact " << exact;
+        EXPECT_EQ(fast[i], ref[i]) << name_of(f) << " " << qisa_name(isa) << " fill " << int(fills[n]) << " x pattern "
+                                   << m;
       }
-      // Sums past 2^24 (k-quant super-blocks) are rounded once to float: half an ulp.
-      const double ulp = std::max(1.0, std::ldexp(1.0, std::ilogb(std::fabs(exact) + 1) - 23));
-      EXPECT_LE(std::fabs(fast[i] - exact), ulp) << name_of(f) << " fill " << int(fills[n]) << " x pattern " << m
-                                                 << ": " << fast[i] << " vs exact " << exact;
-      EXPECT_EQ(fast[i], ref[i]) << name_of(f) << " fill " << int(fills[n]) << " x pattern " << m;
-    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(All, QuantFormat, ::testing::ValuesIn(all_formats()),
@@ -344,8 +371,8 @@ INSTANTIATE_TEST_SUITE_P(All, QuantFormat, ::testing::ValuesIn(all_formats()),
 
 TEST(QuantKernels, NonFiniteActivationsGiveNaN) {
   const int64_t K = 256, N = 3;
-  for (QFormat f : {QFormat::q8_0, QFormat::q4_k, QFormat::q6_k, QFormat::int8})
-    for (QIsa isa : {QIsa::kScalar, QIsa::kAvx2}) {
+  for (QFormat f : {QFormat::q8_0, QFormat::q4_0, QFormat::int4_g128, QFormat::q4_k, QFormat::q6_k, QFormat::int8})
+    for (QIsa isa : {QIsa::kScalar, QIsa::kAvx2, QIsa::kAvx512}) {
       if (!qisa_supported(isa)) continue;
       auto w = random_weight(f, N, K, 7);
       auto x = randn(size_t(2 * K), 8);

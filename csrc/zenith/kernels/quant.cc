@@ -1,6 +1,6 @@
 // The quantized ops: qmatmul (prepared once per plan: kernels, activation layout, work
-// split) and qembedding, over the formats of quant_formats.{h,cc} and the AVX2 dot
-// kernels of quant_avx2.cc.
+// split) and qembedding, over the formats of quant_formats.{h,cc} and the dot kernels of
+// quant_avx2.cc and quant_avx512.cc.
 //
 // qmatmul, any number of rows: the rows of x are quantized once per call (quant_formats.h
 // says how, per format) into a per-thread scratch buffer; threads then split the weight
@@ -23,19 +23,30 @@ namespace zenith {
 
 using namespace quant;
 
-const char* qisa_name(QIsa isa) { return isa == QIsa::kAvx2 ? "avx2" : "scalar"; }
+const char* qisa_name(QIsa isa) {
+  switch (isa) {
+    case QIsa::kAvx2: return "avx2";
+    case QIsa::kAvx512: return "avx512vnni";
+    default: return "scalar";
+  }
+}
 
 bool qisa_supported(QIsa isa) {
   if (isa == QIsa::kScalar) return true;
 #if defined(__x86_64__)
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+  if (isa == QIsa::kAvx2) return avx2;
+  return avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
 #else
   return false;
 #endif
 }
 
 QIsa qisa_default() {
-  static const QIsa chosen = qisa_supported(QIsa::kAvx2) ? QIsa::kAvx2 : QIsa::kScalar;
+  static const QIsa chosen = !std::getenv("ZENITH_NO_AVX512") && qisa_supported(QIsa::kAvx512) ? QIsa::kAvx512
+                             : qisa_supported(QIsa::kAvx2)                                      ? QIsa::kAvx2
+                                                                                                : QIsa::kScalar;
   return chosen;
 }
 
@@ -51,13 +62,19 @@ QMatmulPlan qmatmul_plan(QFormat f, int64_t M, int64_t N, int64_t K, QIsa isa) {
   ZENITH_CHECK(qisa_supported(isa), "qmatmul: this CPU has no ", qisa_name(isa));
   p.isa = isa;
   p.act = act_kind(f);
-  p.dots = isa == QIsa::kAvx2 ? avx2_dot_kernels(f) : nullptr;
-  p.quantize = isa == QIsa::kAvx2 ? quantize_act_row_avx2 : quantize_act_row;
+  p.dots = isa == QIsa::kScalar ? nullptr : avx2_dot_kernels(f);
+  if (isa == QIsa::kAvx512 && avx512_dot_kernels(f)) {
+    p.dots = avx512_dot_kernels(f);
+    p.zero_sums = zero_sums_avx512;
+    p.zero = avx512_zero_point(f);
+  }
+  p.quantize = isa == QIsa::kScalar ? quantize_act_row : quantize_act_row_avx2;
   p.kpad = (K + 31) / 32 * 32;
   p.nscales = p.kpad / act_block(p.act);
   p.nsums = p.kpad / 16;
   // Bytes of one row of x as the kernels read it; chunks of rows of about 128 KiB.
-  const int64_t act_bytes = p.act == ActKind::kF32 ? 4 * K : p.kpad + 4 * p.nscales + 2 * p.nsums;
+  const int64_t act_bytes =
+      p.act == ActKind::kF32 ? 4 * K : p.kpad * (p.zero_sums ? 2 : 1) + 4 * p.nscales + 2 * p.nsums;
   p.row_chunk = std::max<int64_t>(kMaxDotRows, (int64_t(128) << 10) / std::max<int64_t>(act_bytes, 1) / kMaxDotRows *
                                                    kMaxDotRows);
   // Weight rows per block: ~16 KiB, read from L1 by every tile of rows of x after the first;
@@ -76,27 +93,32 @@ void qmatmul(const QMatmulPlan& p, const float* x, const uint8_t* w, const float
       for (int64_t n = 0; n < N; ++n) y[m * N + n] = bias ? bias[n] : 0.0f;
     return;
   }
-  // The quantized rows of x: codes, then scales, then 16-sums, in one per-thread buffer
-  // kept between calls (released past 4 MiB).
+  // The quantized rows of x: codes, then scales, then zero sums (if the kernels read
+  // them), then 16-sums, in one per-thread buffer kept between calls (released past 4 MiB).
   thread_local gemm_detail::AlignedBuf scratch;
   int8_t* q = nullptr;
   float* d = nullptr;
+  int32_t* zs = nullptr;
   int16_t* s16 = nullptr;
+  const int64_t nzs = p.zero_sums ? p.kpad / 4 : 0;
   if (p.act != ActKind::kF32) {
-    const size_t floats = size_t(M * p.kpad / 4 + M * p.nscales + (M * p.nsums + 1) / 2);
+    const size_t floats = size_t(M * p.kpad / 4 + M * p.nscales + M * nzs + (M * p.nsums + 1) / 2);
     float* base = scratch.get(floats);
     q = reinterpret_cast<int8_t*>(base);
     d = base + M * p.kpad / 4;
-    s16 = reinterpret_cast<int16_t*>(d + M * p.nscales);
+    zs = reinterpret_cast<int32_t*>(d + M * p.nscales);
+    s16 = reinterpret_cast<int16_t*>(zs + M * nzs);
     const int64_t block = act_block(p.act);
     parallel_for(M, 16, [&](int64_t lo, int64_t hi) {
-      for (int64_t m = lo; m < hi; ++m)
+      for (int64_t m = lo; m < hi; ++m) {
         p.quantize(x + m * K, K, block, q + m * p.kpad, d + m * p.nscales, s16 + m * p.nsums);
+        if (p.zero_sums) p.zero_sums(q + m * p.kpad, p.kpad, p.zero, zs + m * nzs);
+      }
     });
   }
   auto act = [&](int64_t m) {
     return QActRow{q ? q + m * p.kpad : nullptr, d ? d + m * p.nscales : nullptr, s16 ? s16 + m * p.nsums : nullptr,
-                   x + m * K};
+                   x + m * K, p.zero_sums ? zs + m * nzs : nullptr};
   };
   parallel_for(N, p.n_grain, [&](int64_t lo, int64_t hi) {
     for (int64_t m0 = 0; m0 < M; m0 += p.row_chunk) {

@@ -1,7 +1,8 @@
 // Quantized weight-only kernels: qmatmul (y = x @ dequant(w)^T + bias) and qembedding
 // (rows of dequant(w)), for weights stored as u8 [N, row_bytes] in a format of
 // quant_formats.def. The interface the ops (quant.cc), the bindings and the tests use;
-// the formats themselves are in quant_formats.{h,cc}, the AVX2 kernels in quant_avx2.cc.
+// the formats themselves are in quant_formats.{h,cc}, the AVX2 kernels in quant_avx2.cc,
+// the AVX-512 VNNI kernels of the signed 4-bit formats in quant_avx512.cc.
 #pragma once
 #include <cstdint>
 
@@ -11,9 +12,11 @@
 
 namespace zenith {
 
-// The instruction sets qmatmul's dot products come in: the scalar reference (any CPU)
-// and AVX2 (chosen at run time where the CPU has it, as sgemm chooses its kernels).
-enum class QIsa : uint8_t { kScalar, kAvx2 };
+// The instruction sets qmatmul's dot products come in: the scalar reference (any CPU),
+// AVX2 and AVX-512 VNNI (chosen at run time where the CPU has them, as sgemm chooses its
+// kernels; ZENITH_NO_AVX512=1 keeps AVX2). Formats without an AVX-512 kernel run their
+// AVX2 one under kAvx512.
+enum class QIsa : uint8_t { kScalar, kAvx2, kAvx512 };
 const char* qisa_name(QIsa isa);
 bool qisa_supported(QIsa isa);
 QIsa qisa_default();  // the best one this CPU runs
@@ -27,6 +30,8 @@ struct QMatmulPlan {
   quant::ActKind act = quant::ActKind::kQ8x32;
   const quant::QDotFn* dots = nullptr;  // the SIMD kernels for 1..kMaxDotRows rows; null: ref_dot
   quant::QuantizeActFn quantize = nullptr;  // the activation quantizer of the same ISA
+  quant::ZeroSumsFn zero_sums = nullptr;    // QActRow::zsum for the kernels that read it
+  int zero = 0;                             // their zero point
   int64_t kpad = 0, nscales = 0, nsums = 0;  // one quantized activation row: codes, scales, 16-sums
   int64_t row_chunk = 0;  // rows of x per sweep over the weight rows (their activations stay in L2)
   int64_t n_block = 1;    // weight rows that stay in L1 while the tiles of rows of x pass

@@ -144,6 +144,11 @@ ActKind act_kind(QFormat f) {
   }
 }
 
+void zero_sums(const int8_t* q, int64_t kpad, int zero, int32_t* out) {
+  for (int64_t j = 0; j < kpad / 4; ++j)
+    out[j] = -zero * (int32_t(q[4 * j]) + q[4 * j + 1] + q[4 * j + 2] + q[4 * j + 3]);
+}
+
 void quantize_act_row(const float* x, int64_t K, int64_t block, int8_t* q, float* d, int16_t* s16) {
   const int64_t kpad = (K + 31) / 32 * 32;
   for (int64_t b0 = 0; b0 < kpad; b0 += block) {

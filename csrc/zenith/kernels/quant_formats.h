@@ -187,6 +187,9 @@ struct QActRow {
   const float* d;
   const int16_t* s16;
   const float* x;  // the row in float (nf4)
+  // -zero x the sum of each 4 codes (kpad / 4 values), for kernels whose unsigned codes
+  // carry a zero point (quant_avx512.cc); null where the plan's kernels do not read it
+  const int32_t* zsum = nullptr;
 };
 // Quantizes x[0, K) into q (kpad values), d (kpad / block scales) and s16 (kpad / 16
 // sums). q is in [-127, 127], so |code| * |q| products fit the SIMD kernels' 16-bit pair
@@ -209,5 +212,14 @@ using QDotFn = void (*)(const uint8_t* w, int64_t row_bytes, int64_t rows, int64
 constexpr int kMaxDotRows = 4;
 // The AVX2 kernels of `f` for 1..kMaxDotRows rows (quant_avx2.cc), or null when it has none.
 const QDotFn* avx2_dot_kernels(QFormat f);
+// The AVX-512 VNNI kernels of `f` (quant_avx512.cc: q4_0, int4_g64, int4_g128), or null.
+// They read QActRow::zsum, made by zero_sums with zero = avx512_zero_point(f).
+const QDotFn* avx512_dot_kernels(QFormat f);
+inline int avx512_zero_point(QFormat f) { return avx512_dot_kernels(f) ? 8 : 0; }
+// out[j] = -zero x (q[4j] + q[4j+1] + q[4j+2] + q[4j+3]) for j < kpad / 4 (kpad a
+// multiple of 32): the reference, and AVX-512 VNNI (quant_avx512.cc) equal to it.
+void zero_sums(const int8_t* q, int64_t kpad, int zero, int32_t* out);
+void zero_sums_avx512(const int8_t* q, int64_t kpad, int zero, int32_t* out);
+using ZeroSumsFn = void (*)(const int8_t*, int64_t, int, int32_t*);
 
 }  // namespace zenith::quant

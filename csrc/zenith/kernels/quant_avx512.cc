@@ -1,0 +1,137 @@
+// AVX-512 VNNI dot kernels of the signed 4-bit formats (q4_0, int4_g64, int4_g128: value
+// = d * (q - 8), q an unsigned nibble): out[r] = w . a[r] for MR = 1..4 activation rows,
+// two 32-value chunks per 512-bit register. Chosen at run time where the CPU has
+// AVX512F/BW/VL and AVX512_VNNI (quant.cc; ZENITH_NO_AVX512=1 keeps AVX2); the other
+// formats run quant_avx2.cc's kernels there.
+//
+// Why: the AVX2 kernel of these formats is bound by its instructions, not by memory (Zen 5,
+// 2 threads: q4_0 GEMV at 2048 x 5632 took as long as int8's, which reads twice the bytes).
+// vpdpbusd multiplies unsigned bytes by signed bytes and adds each 4 products into an
+// int32 lane without saturation, so the nibbles go in as they are (0..15), no sign trick
+// and no 16-bit pair sums; the zero point's share, -8 x the sum of the activation codes,
+// does not depend on the weight, so it is computed once per activation row (zero_sums:
+// -8 x the sum of each 4 codes, one int32 per lane) and starts each chunk pair's
+// accumulator. The integer sum of a chunk is then exactly ref_dot's (sum of (q - 8) x a);
+// only the order of the float sums differs, as in the AVX2 kernels.
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "zenith/kernels/quant_formats.h"
+
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")
+// GCC 12's 512-bit broadcast/insert intrinsics start from a self-initialised
+// _mm512_undefined_* value, which -Wmaybe-uninitialized reports (GCC bug 105593)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+namespace zenith::quant {
+namespace {
+
+inline uint16_t u16_at(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return h;
+}
+
+// The 64 codes of chunks c and c + 1 (16 bytes of nibbles each, at qs0 and qs1) in value
+// order: 128-bit lanes [qs0 low nibbles, qs0 high, qs1 low, qs1 high].
+inline __m512i nibbles64(const uint8_t* qs0, const uint8_t* qs1) {
+  const __m512i lo = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs0)));
+  const __m256i hi = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs1)));
+  const __m512i t = _mm512_inserti64x4(lo, hi, 1);
+  return _mm512_and_si512(_mm512_srlv_epi64(t, _mm512_setr_epi64(0, 0, 4, 4, 0, 0, 4, 4)), _mm512_set1_epi8(15));
+}
+
+// Chunks b and b + 1 (b + 1 < nb unless `single`: then only b, the upper half zero) of
+// every row into acc.
+template <QFormat F, int MR, bool single>
+inline void chunk_pair(const uint8_t* w, int64_t b, const QActRow* a, __m512 (&acc)[MR]) {
+  constexpr SmallBlock s = small_block_layout(F);
+  static_assert(!s.int8 && !s.has_m && s.qh < 0 && s.offset == 8 && (s.chunks == 1 || s.chunks % 2 == 0));
+  const uint8_t* p0 = w + (b / s.chunks) * s.bytes;
+  const uint8_t* qs0 = p0 + s.qs + 16 * (b % s.chunks);
+  // chunks of one-chunk blocks (q4_0) are in consecutive blocks, with their own scales;
+  // an even-chunked block holds both chunks of a pair and one scale
+  const uint8_t* p1 = s.chunks == 1 ? p0 + s.bytes : p0;
+  const uint8_t* qs1 = s.chunks == 1 ? p1 + s.qs : qs0 + 16;
+  __m512i u = nibbles64(qs0, single ? qs0 : qs1);
+  if constexpr (single) u = _mm512_maskz_mov_epi64(0x0F, u);
+  // [d0, d1] (f16 -> f32) times each row's [da0, da1], spread to lanes 0-7 and 8-15
+  const __m128i dh = _mm_insert_epi16(_mm_cvtsi32_si128(u16_at(p0)), single ? 0 : u16_at(p1), 1);
+  const __m128 dw = _mm_cvtph_ps(dh);
+  const __m512i spread = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+  for (int r = 0; r < MR; ++r) {
+    __m512i qx, dot;
+    __m128 da;
+    if constexpr (single) {
+      qx = _mm512_maskz_loadu_epi8(0xFFFFFFFFull, a[r].q + 32 * b);
+      dot = _mm512_maskz_loadu_epi32(0x00FF, a[r].zsum + 8 * b);
+      da = _mm_load_ss(a[r].d + b);
+    } else {
+      qx = _mm512_loadu_si512(a[r].q + 32 * b);
+      dot = _mm512_loadu_si512(a[r].zsum + 8 * b);
+      da = _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(a[r].d + b)));
+    }
+    dot = _mm512_dpbusd_epi32(dot, u, qx);
+    const __m512 scale = _mm512_permutexvar_ps(spread, _mm512_castps128_ps512(_mm_mul_ps(dw, da)));
+    acc[r] = _mm512_fmadd_ps(scale, _mm512_cvtepi32_ps(dot), acc[r]);
+  }
+}
+
+template <QFormat F, int MR>
+__attribute__((always_inline)) inline void dot_s4(const uint8_t* w, int64_t K, const QActRow* a, float* out) {
+  __m512 acc0[MR], acc1[MR];
+  for (int r = 0; r < MR; ++r) acc0[r] = acc1[r] = _mm512_setzero_ps();
+  const int64_t nb = K / 32;
+  int64_t b = 0;
+  for (; b + 4 <= nb; b += 4) {  // two pairs, two sets of accumulators in flight
+    chunk_pair<F, MR, false>(w, b, a, acc0);
+    chunk_pair<F, MR, false>(w, b + 2, a, acc1);
+  }
+  if (b + 2 <= nb) {
+    chunk_pair<F, MR, false>(w, b, a, acc0);
+    b += 2;
+  }
+  if (b < nb) chunk_pair<F, MR, true>(w, b, a, acc1);
+  for (int r = 0; r < MR; ++r) out[r] = _mm512_reduce_add_ps(_mm512_add_ps(acc0[r], acc1[r]));
+}
+
+template <int MR, QFormat F>
+void over_rows(const uint8_t* w, int64_t row_bytes, int64_t rows, int64_t K, const QActRow* a, float* out,
+               int64_t ldo) {
+  for (int64_t n = 0; n < rows; ++n) {
+    float o[MR];
+    dot_s4<F, MR>(w + n * row_bytes, K, a, o);
+    for (int r = 0; r < MR; ++r) out[r * ldo + n] = o[r];
+  }
+}
+template <QFormat F>
+constexpr QDotFn kS4[kMaxDotRows] = {over_rows<1, F>, over_rows<2, F>, over_rows<3, F>, over_rows<4, F>};
+
+}  // namespace
+
+void zero_sums_avx512(const int8_t* q, int64_t kpad, int zero, int32_t* out) {
+  const __m512i z = _mm512_set1_epi8(char(zero)), none = _mm512_setzero_si512();
+  int64_t k = 0;
+  for (; k + 64 <= kpad; k += 64)
+    _mm512_storeu_si512(out + k / 4, _mm512_sub_epi32(none, _mm512_dpbusd_epi32(none, z, _mm512_loadu_si512(q + k))));
+  for (; k < kpad; k += 32) {
+    const __m256i t = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(char(zero)),
+                                          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + k)));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + k / 4), _mm256_sub_epi32(_mm256_setzero_si256(), t));
+  }
+}
+
+const QDotFn* avx512_dot_kernels(QFormat f) {
+  switch (f) {
+    case QFormat::q4_0: return kS4<QFormat::q4_0>;
+    case QFormat::int4_g64: return kS4<QFormat::int4_g64>;
+    case QFormat::int4_g128: return kS4<QFormat::int4_g128>;
+    default: return nullptr;
+  }
+}
+
+}  // namespace zenith::quant
+
+#pragma GCC pop_options
