@@ -108,7 +108,7 @@ std::vector<float> run_qmatmul(QFormat f, QIsa isa, int64_t M, int64_t N, int64_
 // K values to test for a format: several blocks (int8: any K, tails of 32).
 std::vector<int64_t> test_ks(QFormat f) {
   int64_t be = qformat_info(f).block_elems;
-  if (be == 0) return {1, 31, 32, 33, 100, 256};
+  if (be == 0) return {1, 31, 32, 33, 64, 65, 100, 160, 256};
   if (be == 256) return {256, 512, 768};
   return {be, 2 * be, 3 * be, 5 * be, 7 * be, std::max<int64_t>(be, 640 / be * be)};
 }
@@ -220,13 +220,14 @@ TEST(QuantKernels, Avx2ActivationQuantizerEqualsReference) {
 // The AVX-512 zero sums equal the reference's: one and several 64-code steps, a last 32.
 TEST(QuantKernels, Avx512ZeroSumsEqualReference) {
   if (!qisa_supported(QIsa::kAvx512)) GTEST_SKIP() << "this CPU has no AVX-512 VNNI";
+  for (int zero : {8, 128})
   for (int64_t kpad : {32, 64, 96, 640, 5632}) {
     std::vector<int8_t> q(static_cast<size_t>(kpad));
     for (int64_t k = 0; k < kpad; ++k) q[size_t(k)] = int8_t(k % 3 == 0 ? -127 : (k * 37) % 255 - 127);
     std::vector<int32_t> a(size_t(kpad / 4)), b(size_t(kpad / 4), 99);
-    quant::zero_sums(q.data(), kpad, 8, a.data());
-    quant::zero_sums_avx512(q.data(), kpad, 8, b.data());
-    ASSERT_EQ(a, b) << "kpad " << kpad;
+    quant::zero_sums(q.data(), kpad, zero, a.data());
+    quant::zero_sums_avx512(q.data(), kpad, zero, b.data());
+    ASSERT_EQ(a, b) << "zero " << zero << " kpad " << kpad;
   }
 }
 

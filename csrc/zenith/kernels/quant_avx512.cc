@@ -1,18 +1,22 @@
-// AVX-512 VNNI dot kernels of the signed 4-bit formats (q4_0, int4_g64, int4_g128: value
-// = d * (q - 8), q an unsigned nibble): out[r] = w . a[r] for MR = 1..4 activation rows,
-// two 32-value chunks per 512-bit register. Chosen at run time where the CPU has
-// AVX512F/BW/VL and AVX512_VNNI (quant.cc; ZENITH_NO_AVX512=1 keeps AVX2); the other
-// formats run quant_avx2.cc's kernels there.
+// AVX-512 VNNI dot kernels of the formats whose codes are one zero point away from
+// unsigned bytes: q4_0, int4_g64, int4_g128 (value d * (q - 8), q an unsigned nibble) and
+// q8_0, int8 (signed bytes c; c + 128, the sign bit flipped, is unsigned): out[r] =
+// w . a[r] for MR = 1..4 activation rows, two 32-value chunks per 512-bit register.
+// Chosen at run time where the CPU has AVX512F/BW/VL and AVX512_VNNI (quant.cc;
+// ZENITH_NO_AVX512=1 keeps AVX2); the other formats run quant_avx2.cc's kernels there.
 //
-// Why: the AVX2 kernel of these formats is bound by its instructions, not by memory (Zen 5,
-// 2 threads: q4_0 GEMV at 2048 x 5632 took as long as int8's, which reads twice the bytes).
+// Why: the AVX2 kernels of these formats are bound by their instructions, not by memory.
 // vpdpbusd multiplies unsigned bytes by signed bytes and adds each 4 products into an
-// int32 lane without saturation, so the nibbles go in as they are (0..15), no sign trick
-// and no 16-bit pair sums; the zero point's share, -8 x the sum of the activation codes,
-// does not depend on the weight, so it is computed once per activation row (zero_sums:
-// -8 x the sum of each 4 codes, one int32 per lane) and starts each chunk pair's
-// accumulator. The integer sum of a chunk is then exactly ref_dot's (sum of (q - 8) x a);
-// only the order of the float sums differs, as in the AVX2 kernels.
+// int32 lane without saturation, so the codes go in as unsigned bytes, with no sign trick
+// and no 16-bit pair sums. The zero point's share, -zero x the sum of the activation codes
+// (zero 8 or 128), does not depend on the weight, so it is computed once per activation
+// row (zero_sums: -zero x the sum of each 4 codes, one int32 per lane, at most 128 x 508
+// in size) and starts each chunk pair's accumulator. The integer sum of a chunk is then
+// exactly ref_dot's (the sum of (q - zero) x a); only the order of the float sums differs,
+// as in the AVX2 kernels. Measured on Zen 5, 2 threads, against the AVX2 kernels
+// (/tmp-style scripts in docs/benchmarks/README.md): one row of x (decode GEMV, 2048 x
+// 5632 weights) q4_0 / int4_g128 1.5-1.6x, int8 / q8_0 1.4-1.55x; 128 rows (prefill,
+// 768 x 768 .. 3072) 1.6-2.0x.
 #include <immintrin.h>
 
 #include <cstring>
@@ -43,23 +47,11 @@ inline __m512i nibbles64(const uint8_t* qs0, const uint8_t* qs1) {
   return _mm512_and_si512(_mm512_srlv_epi64(t, _mm512_setr_epi64(0, 0, 4, 4, 0, 0, 4, 4)), _mm512_set1_epi8(15));
 }
 
-// Chunks b and b + 1 (b + 1 < nb unless `single`: then only b, the upper half zero) of
-// every row into acc.
-template <QFormat F, int MR, bool single>
-inline void chunk_pair(const uint8_t* w, int64_t b, const QActRow* a, __m512 (&acc)[MR]) {
-  constexpr SmallBlock s = small_block_layout(F);
-  static_assert(!s.int8 && !s.has_m && s.qh < 0 && s.offset == 8 && (s.chunks == 1 || s.chunks % 2 == 0));
-  const uint8_t* p0 = w + (b / s.chunks) * s.bytes;
-  const uint8_t* qs0 = p0 + s.qs + 16 * (b % s.chunks);
-  // chunks of one-chunk blocks (q4_0) are in consecutive blocks, with their own scales;
-  // an even-chunked block holds both chunks of a pair and one scale
-  const uint8_t* p1 = s.chunks == 1 ? p0 + s.bytes : p0;
-  const uint8_t* qs1 = s.chunks == 1 ? p1 + s.qs : qs0 + 16;
-  __m512i u = nibbles64(qs0, single ? qs0 : qs1);
-  if constexpr (single) u = _mm512_maskz_mov_epi64(0x0F, u);
-  // [d0, d1] (f16 -> f32) times each row's [da0, da1], spread to lanes 0-7 and 8-15
-  const __m128i dh = _mm_insert_epi16(_mm_cvtsi32_si128(u16_at(p0)), single ? 0 : u16_at(p1), 1);
-  const __m128 dw = _mm_cvtph_ps(dh);
+// Adds chunks b and b + 1 of every row (only b if `single`) into acc: u holds the 64
+// weight codes as unsigned bytes (code + zero point; the upper 32 zero if `single`), dw
+// the two chunks' weight scales in lanes 0 and 1.
+template <int MR, bool single>
+inline void rows_fma(__m512i u, __m128 dw, int64_t b, const QActRow* a, __m512 (&acc)[MR]) {
   const __m512i spread = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
   for (int r = 0; r < MR; ++r) {
     __m512i qx, dot;
@@ -79,8 +71,34 @@ inline void chunk_pair(const uint8_t* w, int64_t b, const QActRow* a, __m512 (&a
   }
 }
 
+// Chunks b and b + 1 (b + 1 < nb unless `single`) of a small-block format's row.
+template <QFormat F, int MR, bool single>
+inline void chunk_pair(const uint8_t* w, int64_t b, const QActRow* a, __m512 (&acc)[MR]) {
+  constexpr SmallBlock s = small_block_layout(F);
+  static_assert(!s.has_m && s.qh < 0 && (s.int8 ? s.chunks == 1 : s.offset == 8) &&
+                (s.chunks == 1 || s.chunks % 2 == 0));
+  const uint8_t* p0 = w + (b / s.chunks) * s.bytes;
+  const uint8_t* qs0 = p0 + s.qs + (s.int8 ? 32 : 16) * (b % s.chunks);
+  // chunks of one-chunk blocks (q4_0, q8_0) are in consecutive blocks, with their own
+  // scales; an even-chunked block holds both chunks of a pair and one scale
+  const uint8_t* p1 = s.chunks == 1 ? p0 + s.bytes : p0;
+  const uint8_t* qs1 = s.chunks == 1 ? p1 + s.qs : qs0 + 16;
+  __m512i u;
+  if constexpr (s.int8) {  // signed codes: flip the sign bit, code + 128
+    const __m256i c0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs0));
+    const __m256i c1 = single ? _mm256_setzero_si256() : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs1));
+    u = _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(c0), c1, 1), _mm512_set1_epi8(char(0x80)));
+  } else {
+    u = nibbles64(qs0, single ? qs0 : qs1);
+  }
+  if constexpr (single) u = _mm512_maskz_mov_epi64(0x0F, u);
+  // [d0, d1] (f16 -> f32)
+  const __m128i dh = _mm_insert_epi16(_mm_cvtsi32_si128(u16_at(p0)), single ? 0 : u16_at(p1), 1);
+  rows_fma<MR, single>(u, _mm_cvtph_ps(dh), b, a, acc);
+}
+
 template <QFormat F, int MR>
-__attribute__((always_inline)) inline void dot_s4(const uint8_t* w, int64_t K, const QActRow* a, float* out) {
+__attribute__((always_inline)) inline void dot_small(const uint8_t* w, int64_t K, const QActRow* a, float* out) {
   __m512 acc0[MR], acc1[MR];
   for (int r = 0; r < MR; ++r) acc0[r] = acc1[r] = _mm512_setzero_ps();
   const int64_t nb = K / 32;
@@ -97,17 +115,50 @@ __attribute__((always_inline)) inline void dot_s4(const uint8_t* w, int64_t K, c
   for (int r = 0; r < MR; ++r) out[r] = _mm512_reduce_add_ps(_mm512_add_ps(acc0[r], acc1[r]));
 }
 
+// int8: an f32 row scale, then K int8 codes (K need not be a multiple of 32: the last
+// pair's weight bytes past K are masked to zero; the activation codes there are 0).
+template <int MR>
+__attribute__((always_inline)) inline void dot_int8(const uint8_t* w, int64_t K, const QActRow* a, float* out) {
+  const uint8_t* codes = w + 4;
+  __m512 acc0[MR], acc1[MR];
+  for (int r = 0; r < MR; ++r) acc0[r] = acc1[r] = _mm512_setzero_ps();
+  const __m512i flip = _mm512_set1_epi8(char(0x80));
+  const __m128 ones = _mm_set1_ps(1.0f);
+  const int64_t nb = (K + 31) / 32, nfull = K / 64 * 2;  // chunks; chunks in whole 64-byte pairs
+  auto pair = [&](int64_t b, __m512 (&acc)[MR]) {
+    rows_fma<MR, false>(_mm512_xor_si512(_mm512_loadu_si512(codes + 32 * b), flip), ones, b, a, acc);
+  };
+  int64_t b = 0;
+  for (; b + 4 <= nfull; b += 4) {
+    pair(b, acc0);
+    pair(b + 2, acc1);
+  }
+  if (b < nfull) {
+    pair(b, acc0);
+    b += 2;
+  }
+  if (b < nb) {  // one or two chunks left, K - 32b < 64 weight bytes
+    const __m512i u = _mm512_xor_si512(_mm512_maskz_loadu_epi8((1ull << (K - 32 * b)) - 1, codes + 32 * b), flip);
+    if (b + 2 == nb) rows_fma<MR, false>(u, ones, b, a, acc1);
+    else rows_fma<MR, true>(_mm512_maskz_mov_epi64(0x0F, u), ones, b, a, acc1);
+  }
+  float scale;
+  std::memcpy(&scale, w, 4);
+  for (int r = 0; r < MR; ++r) out[r] = scale * _mm512_reduce_add_ps(_mm512_add_ps(acc0[r], acc1[r]));
+}
+
 template <int MR, QFormat F>
 void over_rows(const uint8_t* w, int64_t row_bytes, int64_t rows, int64_t K, const QActRow* a, float* out,
                int64_t ldo) {
   for (int64_t n = 0; n < rows; ++n) {
     float o[MR];
-    dot_s4<F, MR>(w + n * row_bytes, K, a, o);
+    if constexpr (F == QFormat::int8) dot_int8<MR>(w + n * row_bytes, K, a, o);
+    else dot_small<F, MR>(w + n * row_bytes, K, a, o);
     for (int r = 0; r < MR; ++r) out[r * ldo + n] = o[r];
   }
 }
 template <QFormat F>
-constexpr QDotFn kS4[kMaxDotRows] = {over_rows<1, F>, over_rows<2, F>, over_rows<3, F>, over_rows<4, F>};
+constexpr QDotFn kDots[kMaxDotRows] = {over_rows<1, F>, over_rows<2, F>, over_rows<3, F>, over_rows<4, F>};
 
 }  // namespace
 
@@ -125,9 +176,11 @@ void zero_sums_avx512(const int8_t* q, int64_t kpad, int zero, int32_t* out) {
 
 const QDotFn* avx512_dot_kernels(QFormat f) {
   switch (f) {
-    case QFormat::q4_0: return kS4<QFormat::q4_0>;
-    case QFormat::int4_g64: return kS4<QFormat::int4_g64>;
-    case QFormat::int4_g128: return kS4<QFormat::int4_g128>;
+    case QFormat::q8_0: return kDots<QFormat::q8_0>;
+    case QFormat::q4_0: return kDots<QFormat::q4_0>;
+    case QFormat::int8: return kDots<QFormat::int8>;
+    case QFormat::int4_g64: return kDots<QFormat::int4_g64>;
+    case QFormat::int4_g128: return kDots<QFormat::int4_g128>;
     default: return nullptr;
   }
 }

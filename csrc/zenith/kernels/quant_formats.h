@@ -212,10 +212,14 @@ using QDotFn = void (*)(const uint8_t* w, int64_t row_bytes, int64_t rows, int64
 constexpr int kMaxDotRows = 4;
 // The AVX2 kernels of `f` for 1..kMaxDotRows rows (quant_avx2.cc), or null when it has none.
 const QDotFn* avx2_dot_kernels(QFormat f);
-// The AVX-512 VNNI kernels of `f` (quant_avx512.cc: q4_0, int4_g64, int4_g128), or null.
-// They read QActRow::zsum, made by zero_sums with zero = avx512_zero_point(f).
+// The AVX-512 VNNI kernels of `f` (quant_avx512.cc: q8_0, q4_0, int8, int4_g64,
+// int4_g128), or null. They read QActRow::zsum, made by zero_sums with zero =
+// avx512_zero_point(f): what makes the format's codes unsigned bytes.
 const QDotFn* avx512_dot_kernels(QFormat f);
-inline int avx512_zero_point(QFormat f) { return avx512_dot_kernels(f) ? 8 : 0; }
+inline int avx512_zero_point(QFormat f) {
+  if (!avx512_dot_kernels(f)) return 0;
+  return f == QFormat::q8_0 || f == QFormat::int8 ? 128 : 8;
+}
 // out[j] = -zero x (q[4j] + q[4j+1] + q[4j+2] + q[4j+3]) for j < kpad / 4 (kpad a
 // multiple of 32): the reference, and AVX-512 VNNI (quant_avx512.cc) equal to it.
 void zero_sums(const int8_t* q, int64_t kpad, int zero, int32_t* out);

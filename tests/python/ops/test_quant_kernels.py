@@ -130,9 +130,26 @@ def assert_qmatmul_close(y, x, wd, fmt):
     assert worst <= 1.0, f"{fmt}: error {err.max():.3g} exceeds the bound by {worst:.3g}x"
 
 
+def _cpu_flags():
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("flags"):
+                return set(line.split(":", 1)[1].split())
+    return set()
+
+
 def test_formats_are_the_contract():
     assert _C.quant_formats() == CONTRACT
-    assert _C.qmatmul_isa() in ("avx2", "scalar")
+
+
+def test_kernels_are_the_best_this_cpu_runs():
+    """AVX-512 VNNI where the CPU has it (unless ZENITH_NO_AVX512), else AVX2."""
+    flags = _cpu_flags()
+    if not os.environ.get("ZENITH_NO_AVX512") and {"avx512f", "avx512bw", "avx512vl", "avx512_vnni"} <= flags:
+        expected = "avx512vnni"
+    else:
+        expected = "avx2" if {"avx2", "fma", "f16c"} <= flags else "scalar"
+    assert _C.qmatmul_isa() == expected
 
 
 @pytest.mark.parametrize("fmt", sorted(GGUF_TYPES))
