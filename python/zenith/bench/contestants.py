@@ -3,12 +3,13 @@ runs (eager, torch.compile with Inductor, Zenith), and whether a peer outside Py
 can run here (installed, and in scope for the workload)."""
 from __future__ import annotations
 
+import copy
 import importlib.util
 
 import torch
 
 import zenith
-from zenith.bench.runner import skipped
+from zenith.bench.runner import say, skipped
 
 
 ALL_FRAMEWORKS = ("eager", "inductor", "zenith", "onnxruntime", "openvino", "llamacpp")
@@ -36,3 +37,25 @@ def compiled(fw, model, dynamic=None):
     if fw == "zenith":
         return zenith.compile(model, dynamic=dynamic)
     raise ValueError(fw)
+
+
+def quant_variants(cfg, base, gguf=None):
+    """The Zenith contestants of `--quant`: 'zenith' for fp32, 'zenith:<scheme>' for
+    each other scheme, as (names, variants): variants[name]() builds that contestant's
+    model (a quantized copy of `base`, or for 'gguf' the file's own blocks)."""
+    names, variants = [], {}
+    for scheme in cfg.quant:
+        if scheme == "fp32":
+            names.append("zenith")
+            continue
+        fw = f"zenith:{scheme}"
+        names.append(fw)
+        if scheme == "gguf":
+            if not gguf:
+                say(cfg, "--quant gguf: this workload has no GGUF file (a random-init config); no zenith:gguf")
+                names.pop()
+                continue
+            variants[fw] = lambda: zenith.load_gguf(gguf)[0].eval()
+        else:
+            variants[fw] = lambda scheme=scheme: zenith.quantize(copy.deepcopy(base), scheme).eval()
+    return names, variants

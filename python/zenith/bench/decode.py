@@ -11,7 +11,7 @@ import time
 import torch
 
 from zenith.bench import peers
-from zenith.bench.contestants import compiled, peer_status
+from zenith.bench.contestants import compiled, peer_status, quant_variants
 from zenith.bench.runner import failed, run_interleaved, run_probe, say
 
 
@@ -269,30 +269,6 @@ def load_gemma3():
         model.save_pretrained(cached)
         tok.save_pretrained(cached)
     return model.eval(), tok, time.perf_counter() - t, how
-
-
-def quant_variants(cfg, base, gguf=None):
-    """The Zenith contestants of `--quant`: 'zenith' for fp32, 'zenith:<scheme>' for
-    each other scheme, as (names, variants): variants[name]() builds that contestant's
-    model (a quantized copy of `base`, or for 'gguf' the file's own blocks)."""
-    import zenith
-
-    names, variants = [], {}
-    for scheme in cfg.quant:
-        if scheme == "fp32":
-            names.append("zenith")
-            continue
-        fw = f"zenith:{scheme}"
-        names.append(fw)
-        if scheme == "gguf":
-            if not gguf:
-                say(cfg, "--quant gguf: this workload has no GGUF file (a random-init config); no zenith:gguf")
-                names.pop()
-                continue
-            variants[fw] = lambda: zenith.load_gguf(gguf)[0].eval()
-        else:
-            variants[fw] = lambda scheme=scheme: zenith.quantize(copy.deepcopy(base), scheme).eval()
-    return names, variants
 
 
 def gemma3_contestants(cfg, model, gguf):

@@ -7,17 +7,37 @@ import torch
 
 from zenith.backend import collect_reports
 from zenith.bench import peers
-from zenith.bench.contestants import compiled, peer_status
+from zenith.bench.contestants import compiled, peer_status, quant_variants
 from zenith.bench.runner import agreement, flat, note_zenith, run_interleaved, run_probe, say, skipped
 
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
-def model_workload(cfg, name, params, make_model, make_inputs, items):
+def contestants(cfg, quantizable):
+    """The run's contestant names. On a workload whose layers `zenith.quantize` takes
+    (the transformers' linear layers), Zenith runs once per `--quant` scheme
+    ('zenith:int8', ...), and with int8 among them ONNX Runtime also runs its
+    `quantize_dynamic` model ('onnxruntime:int8-dynamic': int8 weights and activations
+    quantized at run time, as Zenith's int8 kernels do)."""
+    quant = quantizable and cfg.dtype == "fp32" and any(q not in ("fp32", "gguf") for q in cfg.quant)
+    names = []
+    for fw in cfg.frameworks:
+        if fw == "zenith" and quant:
+            names += [n for n in quant_variants(cfg, None)[0] if n != "zenith:gguf"]
+        elif fw == "onnxruntime" and quant and "int8" in cfg.quant:
+            names += ["onnxruntime", "onnxruntime:int8-dynamic"]
+        else:
+            names.append(fw)
+    return names
+
+
+def model_workload(cfg, name, params, make_model, make_inputs, items, quantizable=False):
     """Single-call inference. With --dtype bf16/fp16 every PyTorch contestant runs the
     model in that dtype, eager in that dtype is the baseline, and the agreement also
-    states the cosine against the fp32 model (what the precision change costs)."""
+    states the cosine against the fp32 model (what the precision change costs).
+    quantizable: `--quant` gives Zenith (and ONNX Runtime) quantized contestants
+    (contestants()); every contestant is checked against eager fp32."""
     torch.set_num_threads(cfg.threads)
     torch.manual_seed(0)
     model = make_model().eval()
@@ -40,20 +60,25 @@ def model_workload(cfg, name, params, make_model, make_inputs, items):
         return a
 
     fns, results = {}, {}
-    for fw in cfg.frameworks:
-        st = peer_status(fw, supported=("onnxruntime", "openvino") if cfg.dtype == "fp32" else ())
-        if st and cfg.dtype != "fp32" and fw in ("onnxruntime", "openvino"):
+    names = contestants(cfg, quantizable)
+    variants = quant_variants(cfg, model)[1] if any(n.startswith("zenith:") for n in names) else {}
+    if any(n.startswith("zenith:") for n in names):
+        params = dict(params, quant=list(cfg.quant))
+    for fw in names:
+        peer = fw.split(":")[0]
+        st = peer_status(peer, supported=("onnxruntime", "openvino") if cfg.dtype == "fp32" else ())
+        if st and cfg.dtype != "fp32" and peer in ("onnxruntime", "openvino"):
             st = skipped(f"{fw} runs fp32 only in this suite (asked for {cfg.dtype})")
         if st:
             results[fw] = st
             continue
-        if fw == "onnxruntime":
-            fns[fw] = peers.onnxruntime_fn(model, inputs, cfg.threads)
+        if peer == "onnxruntime":
+            fns[fw] = peers.onnxruntime_fn(model, inputs, cfg.threads, quantize=fw.partition(":")[2] or None)
             continue
         if fw == "openvino":
             fns[fw] = peers.openvino_fn(model, inputs, cfg.threads)
             continue
-        m = compiled(fw, model)
+        m = compiled("zenith", variants[fw]()) if fw in variants else compiled(fw, model)
         if fw == "eager":
             def fn(m=m):
                 with torch.inference_mode():
@@ -81,7 +106,7 @@ def bert_base(cfg):
     return model_workload(
         cfg, "bert-base", {"batch": b, "seq": s, "dtype": "fp32", "weights": "random init, seed 0"},
         lambda: transformers.BertModel(transformers.BertConfig()),
-        lambda: (torch.randint(0, 30000, (b, s)), torch.ones(b, s, dtype=torch.long)), b)
+        lambda: (torch.randint(0, 30000, (b, s)), torch.ones(b, s, dtype=torch.long)), b, quantizable=True)
 
 
 _MEMORY_PROBE = """
@@ -151,7 +176,7 @@ def minilm(cfg):
     b, s = cfg.batch, cfg.seq
     ids = torch.randint(1000, 20000, (b, s))
     return model_workload(cfg, "minilm", {"batch": b, "seq": s, "dtype": "fp32", "weights": "all-MiniLM-L6-v2 (real)"},
-                           lambda: model, lambda: (ids, torch.ones_like(ids)), b)
+                           lambda: model, lambda: (ids, torch.ones_like(ids)), b, quantizable=True)
 
 
 def resnet50(cfg):

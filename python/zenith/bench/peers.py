@@ -17,6 +17,9 @@ import torch
 SETTINGS = {
     "onnxruntime": "torch.onnx.export (dynamo, optimize) -> CPUExecutionProvider, ORT_ENABLE_ALL, "
                    "intra_op_num_threads={t}, inter_op 1, pool spinning off",
+    "onnxruntime:int8-dynamic": "torch.onnx.export (dynamo, optimize) -> onnxruntime.quantization.quantize_dynamic "
+                                "(QInt8 weights per channel, activations quantized per tensor at run time) -> "
+                                "CPUExecutionProvider, ORT_ENABLE_ALL, intra_op_num_threads={t}, inter_op 1, pool spinning off",
     "openvino": "openvino.convert_model -> CPU, LATENCY hint, INFERENCE_NUM_THREADS={t}, precision f32",
     "llamacpp": "llama-cpp-python on the GGUF file, n_threads={t}, greedy (top_k=1, temp 0)",
 }
@@ -35,9 +38,12 @@ def _built_on_first_call(build):
     return fn
 
 
-def onnxruntime_fn(model, inputs, threads):
+def onnxruntime_fn(model, inputs, threads, quantize=None):
     """torch.onnx.export (the dynamo exporter, optimized) of the same eager model;
-    ONNX Runtime CPU provider with all graph optimizations."""
+    ONNX Runtime CPU provider with all graph optimizations. quantize="int8-dynamic":
+    the exported model through onnxruntime.quantization.quantize_dynamic first."""
+    if quantize not in (None, "int8-dynamic"):
+        raise ValueError(f"onnxruntime: no quantized variant {quantize!r} (int8-dynamic)")
 
     def build():
         import onnxruntime as ort
@@ -46,6 +52,12 @@ def onnxruntime_fn(model, inputs, threads):
         with torch.no_grad():
             torch.onnx.export(model, tuple(inputs), path, input_names=[f"input_{i}" for i in range(len(inputs))],
                               dynamo=True, optimize=True, verbose=False)
+        if quantize:
+            from onnxruntime.quantization import QuantType, quantize_dynamic
+
+            qpath = path.replace(".onnx", ".int8.onnx")
+            quantize_dynamic(path, qpath, weight_type=QuantType.QInt8, per_channel=True)
+            path = qpath
         so = ort.SessionOptions()
         so.intra_op_num_threads = threads
         so.inter_op_num_threads = 1

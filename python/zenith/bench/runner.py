@@ -112,9 +112,10 @@ def run_interleaved(cfg, fns, check):
         cfg.bar(cfg.iterations, cfg.iterations, ", ".join(names))
     for fw in names:
         r = results[fw]
-        peer = fw.split(":")[0]  # a peer's variants ('llamacpp:q4_k_m') share its settings
-        if peer in peers.SETTINGS:
-            r["settings"] = peers.SETTINGS[peer].format(t=cfg.threads)
+        peer = fw.split(":")[0]  # a peer's variants ('llamacpp:q4_k_m') share its settings unless they have their own
+        setting = peers.SETTINGS.get(fw, peers.SETTINGS.get(peer))
+        if setting:
+            r["settings"] = setting.format(t=cfg.threads)
         r["latency"] = stats.summary(r["samples_s"])
         r["compile_s_estimate"] = max(0.0, r["cold_start_s"] - r["latency"]["median"])
     if "eager" in alive:

@@ -228,6 +228,31 @@ def test_quant_contestants_are_named_per_scheme():
     assert set(variants) == {"zenith:gguf", "zenith:int8"}
 
 
+def test_encoder_quant_contestants_include_onnxruntime_dynamic_int8():
+    cfg = Config(frameworks=("eager", "zenith", "onnxruntime"), quant=("fp32", "int8", "int4"))
+    assert inference.contestants(cfg, quantizable=True) == [
+        "eager", "zenith", "zenith:int8", "zenith:int4", "onnxruntime", "onnxruntime:int8-dynamic"]
+    # fp32 alone, or a workload zenith.quantize does not cover (CNNs): the plain contestants
+    assert inference.contestants(Config(frameworks=cfg.frameworks), quantizable=True) == list(cfg.frameworks)
+    assert inference.contestants(cfg, quantizable=False) == list(cfg.frameworks)
+
+
+def test_quantized_encoder_contestant_runs_and_is_checked_against_eager_fp32():
+    # A tiny model through model_workload: zenith:int8 is the int8 copy compiled by
+    # Zenith; its error against eager fp32 is what int8 costs (nonzero, small).
+    cfg = Config(frameworks=("eager", "zenith"), quant=("fp32", "int8"), iterations=2, warmup=1, threads=1)
+    torch.manual_seed(0)
+    w = inference.model_workload(
+        cfg, "tiny", {}, lambda: torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 8)),
+        lambda: (torch.randn(4, 64),), 4, quantizable=True)
+    assert w["params"]["quant"] == ["fp32", "int8"]
+    assert set(w["results"]) == {"eager", "zenith", "zenith:int8"}
+    q = w["results"]["zenith:int8"]
+    assert q["status"] == "ok", q
+    assert 0 < q["agreement"]["max_abs_err"] and q["agreement"]["cosine"] > 0.99
+    assert w["results"]["zenith"]["agreement"]["max_abs_err"] < 1e-5
+
+
 def test_unknown_quant_scheme_is_refused():
     import subprocess
     import sys
