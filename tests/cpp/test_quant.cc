@@ -477,6 +477,65 @@ TEST(QuantOps, InferenceRejectsBadWeightsAndShapes) {
 
 // The runtime runs both ops (the prepared qmatmul plan, batch dims flattened into rows)
 // and moves u8 values like any other (a reshape aliases, a cast converts).
+// The int8 GEMM (AVX-512 VNNI, a weight packed by qmatmul_pack_int8) against the scalar
+// reference: rows 1..13 (every tile height, remainders), columns around the 32-column
+// blocks, K with tails of 32 (and K < 4), with and without bias, one and two threads.
+// The integer sums are the reference's; only the float sums' order differs.
+TEST(QuantKernels, Int8GemmMatchesScalarReference) {
+  if (!qisa_supported(QIsa::kAvx512)) GTEST_SKIP() << "this CPU has no AVX-512 VNNI";
+  unsigned seed = 100;
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    for (int64_t K : {1, 3, 31, 32, 33, 100, 256})
+      for (int64_t M : {1, 4, 5, 8, 13})
+        for (int64_t N : {1, 17, 32, 33, 70}) {
+          auto w = random_weight(QFormat::int8, N, K, seed++);
+          auto x = randn(size_t(M * K), seed++);
+          auto bias = randn(size_t(N), seed++);
+          const float* b = (M + N) % 2 ? bias.data() : nullptr;
+          const PackedOperand packed = qmatmul_pack_int8(w.data(), N, K);
+          ASSERT_EQ(packed.source_bytes(), size_t(N * K));
+          std::vector<float> fast(size_t(M * N), std::numeric_limits<float>::quiet_NaN());
+          qmatmul(qmatmul_plan(QFormat::int8, M, N, K, QIsa::kAvx512), x.data(), w.data(), b, fast.data(), &packed);
+          auto ref = run_qmatmul(QFormat::int8, QIsa::kScalar, M, N, K, x, w, b);
+          auto wd = dequant(QFormat::int8, w, N, K);
+          for (int64_t m = 0; m < M; ++m)
+            for (int64_t n = 0; n < N; ++n) {
+              double bound = 0;
+              for (int64_t k = 0; k < K; ++k)
+                bound += std::fabs(wd[size_t(n * K + k)]) * std::fabs(x[size_t(m * K + k)]);
+              const size_t i = size_t(m * N + n);
+              ASSERT_NEAR(fast[i], ref[i], 1e-5 * bound + 1e-6) << "M=" << M << " N=" << N << " K=" << K << " at "
+                                                                << m << "," << n;
+            }
+        }
+  }
+  set_num_threads(1);
+}
+
+// The runtime offers a constant int8 weight packed to qmatmul when 8 or more rows read it
+// (AVX-512 VNNI), and the packed run equals the unpacked kernels' within float order.
+TEST(QuantOps, RuntimePacksConstantInt8WeightsForManyRows) {
+  set_num_threads(2);
+  const int64_t M = 24, K = 100, N = 40;
+  auto w = random_weight(QFormat::int8, N, K, 31);
+  auto x = randn(size_t(M * K), 32);
+  auto bias = randn(size_t(N), 33);
+  Executable exe(parse_graph(R"(graph(%x: f32[24, 100], %w: u8[40, 104], %b: f32[40]) {
+  %y: f32[24, 40] = qmatmul(%x, %w, %b) {format=int8}
+  return (%y)
+})"));
+  exe.set_constant_inputs({1});
+  auto out = exe.run({{x.data(), DType::f32, {M, K}}, {w.data(), DType::u8, {N, 4 + K}}, {bias.data(), DType::f32, {N}}},
+                     {});
+  const bool gemm = qisa_default() == QIsa::kAvx512;
+  EXPECT_EQ(exe.packed_bytes(), gemm ? size_t(N * K) : 0u);
+  auto ref = run_qmatmul(QFormat::int8, QIsa::kScalar, M, N, K, x, w, bias.data());
+  const float* y = static_cast<const float*>(out[0].data);
+  for (size_t i = 0; i < ref.size(); ++i) ASSERT_NEAR(y[i], ref[i], 1e-3 * (1 + std::fabs(ref[i]))) << i;
+  set_num_threads(1);
+}
+
 TEST(QuantOps, RuntimeRunsQmatmulAndQembedding) {
   set_num_threads(2);
   const int64_t K = 256, N = 6, V = 10;

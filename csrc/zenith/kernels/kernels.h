@@ -103,11 +103,13 @@ KernelFn kernel_for(Op op);
 // from; sgemm checks them.
 struct PackedOperand {
   // kWinograd: a 3x3 conv's filters as conv3x3_winograd's 16 transformed matrices.
-  enum Side : uint8_t { kA, kB, kWinograd } side = kB;
+  // kQ8: an int8 qmatmul weight [N rows, K] as the VNNI int8 GEMM reads it
+  // (qmatmul_pack_int8: the bytes behind `data`).
+  enum Side : uint8_t { kA, kB, kWinograd, kQ8 } side = kB;
   std::shared_ptr<float> data;
   const float* src = nullptr;
   int64_t rows = 0, cols = 0, rs = 0, cs = 0;  // A: M x K; B: K x N
-  size_t source_bytes() const { return size_t(rows * cols) * sizeof(float); }
+  size_t source_bytes() const { return size_t(rows * cols) * (side == kQ8 ? 1 : sizeof(float)); }
 };
 PackedOperand sgemm_pack_a(int64_t M, int64_t K, const float* a, int64_t a_rs, int64_t a_cs);
 PackedOperand sgemm_pack_b(int64_t K, int64_t N, const float* b, int64_t b_rs, int64_t b_cs);

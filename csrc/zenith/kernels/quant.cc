@@ -85,7 +85,42 @@ QMatmulPlan qmatmul_plan(QFormat f, int64_t M, int64_t N, int64_t K, QIsa isa) {
   return p;
 }
 
-void qmatmul(const QMatmulPlan& p, const float* x, const uint8_t* w, const float* bias, float* y) {
+bool qmatmul_reads_packed(const QMatmulPlan& p) {
+  return p.format == QFormat::int8 && p.isa == QIsa::kAvx512 && p.M >= kQ8GemmRows && p.N > 0 && p.K > 0;
+}
+
+namespace {
+int64_t q8_kpad(int64_t K) { return (K + 31) / 32 * 32; }
+int64_t q8_col_blocks(int64_t N) { return (N + 31) / 32; }
+}  // namespace
+
+PackedOperand qmatmul_pack_int8(const uint8_t* w, int64_t N, int64_t K) {
+  const int64_t kpad = q8_kpad(K), nb = q8_col_blocks(N), rb = 4 + K;
+  const size_t code_bytes = size_t(nb * kpad * 32), floats = size_t(nb * 32) + code_bytes / 4;
+  PackedOperand o;
+  o.side = PackedOperand::kQ8;
+  o.rows = N;
+  o.cols = K;
+  o.data.reset(static_cast<float*>(std::aligned_alloc(64, (floats * sizeof(float) + 63) / 64 * 64)), std::free);
+  ZENITH_CHECK(o.data, "qmatmul: out of memory packing an int8 weight of ", N, " x ", K);
+  float* scale = o.data.get() + code_bytes / 4;
+  uint8_t* codes = reinterpret_cast<uint8_t*>(o.data.get());
+  parallel_for(nb, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t j = lo; j < hi; ++j) {
+      uint8_t* blk = codes + j * kpad * 32;
+      for (int64_t c = 0; c < 32; ++c) {
+        const int64_t n = 32 * j + c;
+        scale[n] = n < N ? f32_at(w + n * rb) : 0.0f;
+        for (int64_t k = 0; k < kpad; ++k)
+          blk[(k / 4) * 128 + c * 4 + k % 4] = n < N && k < K ? uint8_t(w[n * rb + 4 + k] ^ 0x80) : uint8_t(0x80);
+      }
+    }
+  });
+  return o;
+}
+
+void qmatmul(const QMatmulPlan& p, const float* x, const uint8_t* w, const float* bias, float* y,
+             const PackedOperand* packed) {
   const int64_t M = p.M, N = p.N, K = p.K;
   if (M == 0 || N == 0) return;
   if (K == 0) {
@@ -112,7 +147,7 @@ void qmatmul(const QMatmulPlan& p, const float* x, const uint8_t* w, const float
     parallel_for(M, 16, [&](int64_t lo, int64_t hi) {
       for (int64_t m = lo; m < hi; ++m) {
         p.quantize(x + m * K, K, block, q + m * p.kpad, d + m * p.nscales, s16 + m * p.nsums);
-        if (p.zero_sums) p.zero_sums(q + m * p.kpad, p.kpad, p.zero, zs + m * nzs);
+        if (p.zero_sums && !packed) p.zero_sums(q + m * p.kpad, p.kpad, p.zero, zs + m * nzs);  // the GEMM reads s16
       }
     });
   }
@@ -120,6 +155,33 @@ void qmatmul(const QMatmulPlan& p, const float* x, const uint8_t* w, const float
     return QActRow{q ? q + m * p.kpad : nullptr, d ? d + m * p.nscales : nullptr, s16 ? s16 + m * p.nsums : nullptr,
                    x + m * K, p.zero_sums ? zs + m * nzs : nullptr};
   };
+  if (packed) {  // the int8 GEMM: threads split the blocks of 32 columns
+    ZENITH_CHECK(packed->side == PackedOperand::kQ8 && packed->rows == N && packed->cols == K && p.act == ActKind::kQ8x32,
+                 "qmatmul: the packed weight is not this int8 weight's");
+    const uint8_t* codes = reinterpret_cast<const uint8_t*>(packed->data.get());
+    const int64_t nb = q8_col_blocks(N);
+    const float* scale = packed->data.get() + nb * p.kpad * 32 / 4;
+    parallel_for(nb, 1, [&](int64_t lo, int64_t hi) {
+      for (int64_t m0 = 0; m0 < M; m0 += p.row_chunk) {
+        const int64_t m1 = std::min(M, m0 + p.row_chunk);
+        for (int64_t j = lo; j < hi; ++j) {
+          const int nvalid = int(std::min<int64_t>(32, N - 32 * j));
+          for (int64_t m = m0; m < m1;) {
+            const int r = int(std::min<int64_t>(kMaxDotRows, m1 - m));
+            QActRow a[kMaxDotRows];
+            for (int i = 0; i < r; ++i) a[i] = act(m + i);
+            q8_gemm_tile_avx512(codes + j * p.kpad * 32, scale + 32 * j, p.kpad, a, r, y + m * N + 32 * j, N, nvalid);
+            m += r;
+          }
+          if (bias)
+            for (int64_t m = m0; m < m1; ++m)
+              for (int64_t n = 32 * j; n < 32 * j + nvalid; ++n) y[m * N + n] += bias[n];
+        }
+      }
+    });
+    scratch.trim(size_t(1) << 20);
+    return;
+  }
   parallel_for(N, p.n_grain, [&](int64_t lo, int64_t hi) {
     for (int64_t m0 = 0; m0 < M; m0 += p.row_chunk) {
       const int64_t m1 = std::min(M, m0 + p.row_chunk);
@@ -174,6 +236,13 @@ void qembedding(QFormat f, const uint8_t* w, int64_t V, int64_t row_bytes, const
 }
 
 // ---- The ops ----
+namespace {
+std::shared_ptr<const PackedOperand> pack_qmatmul_int8(const void* state, const void* src) {
+  const auto& p = *static_cast<const QMatmulPlan*>(state);
+  return std::make_shared<const PackedOperand>(qmatmul_pack_int8(static_cast<const uint8_t*>(src), p.N, p.K));
+}
+}  // namespace
+
 void prepare_qmatmul(const PrepareCtx& c, PreparedOp* p) {
   const TensorRef &x = c.in[0], &w = c.in[1];
   const int64_t K = x.shape.back();
@@ -182,13 +251,16 @@ void prepare_qmatmul(const PrepareCtx& c, PreparedOp* p) {
   auto plan = std::make_shared<QMatmulPlan>(qmatmul_plan(c.a<attrs::qmatmul>().format, M, w.shape[0], K));
   ZENITH_CHECK(plan->row_bytes == w.shape[1], "qmatmul: the weight has ", w.shape[1], " bytes per row, ",
                qformat_info(plan->format).name, " rows of ", K, " values take ", plan->row_bytes);
+  // A constant int8 weight is offered packed for the int8 GEMM when enough rows read it.
+  if (qmatmul_reads_packed(*plan))
+    p->weight = WeightPack{1, {int64_t(PackedOperand::kQ8), plan->N, plan->K}, pack_qmatmul_int8};
   p->state = std::move(plan);
 }
 
 void run_qmatmul(const KernelCtx& c) {
   const auto& plan = c.st<QMatmulPlan>();
   qmatmul(plan, c.in[0].as<float>(), c.in[1].as<uint8_t>(), c.in.size() > 2 ? c.in[2].as<float>() : nullptr,
-          c.out[0].as<float>());
+          c.out[0].as<float>(), c.packed);
 }
 
 void run_qembedding(const KernelCtx& c) {

@@ -174,6 +174,60 @@ void zero_sums_avx512(const int8_t* q, int64_t kpad, int zero, int32_t* out) {
   }
 }
 
+namespace {
+
+// The int8 GEMM: 32 columns (two registers of 16 int32 sums) by MR rows, one 32-value
+// block of K at a time: 8 quads of 4 codes, each a broadcast of 4 activation codes and
+// two vpdpbusd per row; then each block's int32 sums are scaled by the row's activation
+// scale into float accumulators. 512 multiply-adds per row and block in 8 vpdpbusd, where
+// the dot kernels above spend a vpdpbusd, a convert and an FMA on 64.
+template <int MR>
+void q8_gemm_tile(const uint8_t* wb, const float* ws, int64_t kpad, const QActRow* a, float* y, int64_t ldy,
+                  int nvalid) {
+  __m512 f[MR][2];
+  for (int r = 0; r < MR; ++r) f[r][0] = f[r][1] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < kpad / 32; ++b) {
+    __m512i s[MR][2];
+    for (int r = 0; r < MR; ++r)  // -128 x the block's activation codes: the zero point's share
+      s[r][0] = s[r][1] = _mm512_set1_epi32(-128 * (int32_t(a[r].s16[2 * b]) + a[r].s16[2 * b + 1]));
+    const uint8_t* wq = wb + b * 8 * 128;
+    for (int q = 0; q < 8; ++q) {
+      const __m512i w0 = _mm512_loadu_si512(wq + 128 * q), w1 = _mm512_loadu_si512(wq + 128 * q + 64);
+      for (int r = 0; r < MR; ++r) {
+        int32_t v;
+        std::memcpy(&v, a[r].q + 32 * b + 4 * q, 4);
+        const __m512i av = _mm512_set1_epi32(v);
+        s[r][0] = _mm512_dpbusd_epi32(s[r][0], w0, av);
+        s[r][1] = _mm512_dpbusd_epi32(s[r][1], w1, av);
+      }
+    }
+    for (int r = 0; r < MR; ++r) {
+      const __m512 d = _mm512_set1_ps(a[r].d[b]);
+      f[r][0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[r][0]), d, f[r][0]);
+      f[r][1] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[r][1]), d, f[r][1]);
+    }
+  }
+  const __m512 s0 = _mm512_loadu_ps(ws), s1 = _mm512_loadu_ps(ws + 16);
+  const __mmask16 m0 = nvalid >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << nvalid) - 1);
+  const __mmask16 m1 = nvalid >= 32 ? __mmask16(0xFFFF) : nvalid > 16 ? __mmask16((1u << (nvalid - 16)) - 1) : 0;
+  for (int r = 0; r < MR; ++r) {
+    _mm512_mask_storeu_ps(y + r * ldy, m0, _mm512_mul_ps(f[r][0], s0));
+    _mm512_mask_storeu_ps(y + r * ldy + 16, m1, _mm512_mul_ps(f[r][1], s1));
+  }
+}
+
+}  // namespace
+
+void q8_gemm_tile_avx512(const uint8_t* wblock, const float* wscale, int64_t kpad, const QActRow* a, int mr, float* y,
+                         int64_t ldy, int nvalid) {
+  switch (mr) {
+    case 1: return q8_gemm_tile<1>(wblock, wscale, kpad, a, y, ldy, nvalid);
+    case 2: return q8_gemm_tile<2>(wblock, wscale, kpad, a, y, ldy, nvalid);
+    case 3: return q8_gemm_tile<3>(wblock, wscale, kpad, a, y, ldy, nvalid);
+    default: return q8_gemm_tile<4>(wblock, wscale, kpad, a, y, ldy, nvalid);
+  }
+}
+
 const QDotFn* avx512_dot_kernels(QFormat f) {
   switch (f) {
     case QFormat::q8_0: return kDots<QFormat::q8_0>;
