@@ -18,6 +18,7 @@
 #include "zenith/ir.h"
 #include "zenith/kernels/kernels.h"
 #include "zenith/kernels/quant.h"
+#include "zenith/passes/passes.h"
 #include "zenith/runtime.h"
 #include "zenith/threadpool.h"
 
@@ -533,6 +534,38 @@ TEST(QuantOps, RuntimePacksConstantInt8WeightsForManyRows) {
   auto ref = run_qmatmul(QFormat::int8, QIsa::kScalar, M, N, K, x, w, bias.data());
   const float* y = static_cast<const float*>(out[0].data);
   for (size_t i = 0; i < ref.size(); ++i) ASSERT_NEAR(y[i], ref[i], 1e-3 * (1 + std::fabs(ref[i]))) << i;
+  set_num_threads(1);
+}
+
+// A GELU after qmatmul joins it (fuse_epilogue), and the fused op equals GELU of the
+// unfused one on both paths: the dot kernels (2 rows) and the int8 GEMM (24 rows, the
+// weight constant, on AVX-512 VNNI).
+TEST(QuantOps, FusedActivationEqualsTheSeparateOp) {
+  set_num_threads(2);
+  const int64_t K = 100, N = 40;
+  for (int64_t M : {2, 24}) {
+    auto w = random_weight(QFormat::int8, N, K, 41);
+    auto x = randn(size_t(M * K), 42);
+    auto bias = randn(size_t(N), 43);
+    const std::string sig = "graph(%x: f32[" + std::to_string(M) + ", 100], %w: u8[40, 104], %b: f32[40]) {\n";
+    const std::string mm = "  %y: f32[" + std::to_string(M) + ", 40] = qmatmul(%x, %w, %b) {format=int8}\n";
+    Graph g = parse_graph(sig + mm + "  %g: f32[" + std::to_string(M) + ", 40] = gelu(%y)\n  return (%g)\n}");
+    Graph sep = g;
+    ASSERT_EQ(fuse_epilogue(g), 1);
+    dead_code_elimination(g);
+    ASSERT_EQ(g.nodes.size(), 1u);
+    ASSERT_EQ(g.nodes[0].i("activation", 0), int64_t(Activation::kGelu));
+    Executable fused(g), separate(sep);
+    fused.set_constant_inputs({1});
+    separate.set_constant_inputs({1});
+    const std::vector<InTensor> in = {
+        {x.data(), DType::f32, {M, K}}, {w.data(), DType::u8, {N, 4 + K}}, {bias.data(), DType::f32, {N}}};
+    auto a = fused.run(in, {});
+    auto b = separate.run(in, {});
+    const float* ya = static_cast<const float*>(a[0].data);
+    const float* yb = static_cast<const float*>(b[0].data);
+    for (int64_t i = 0; i < M * N; ++i) ASSERT_NEAR(ya[i], yb[i], 1e-6f * (1 + std::fabs(yb[i]))) << "M=" << M << " at " << i;
+  }
   set_num_threads(1);
 }
 

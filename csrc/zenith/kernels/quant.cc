@@ -15,6 +15,7 @@
 #include <cstdlib>
 
 #include "zenith/error.h"
+#include "zenith/kernels/activation.h"
 #include "zenith/kernels/gemm_internal.h"
 #include "zenith/kernels/kernels.h"
 #include "zenith/threadpool.h"
@@ -120,12 +121,25 @@ PackedOperand qmatmul_pack_int8(const uint8_t* w, int64_t N, int64_t K) {
 }
 
 void qmatmul(const QMatmulPlan& p, const float* x, const uint8_t* w, const float* bias, float* y,
-             const PackedOperand* packed) {
+             const PackedOperand* packed, Activation activation) {
   const int64_t M = p.M, N = p.N, K = p.K;
   if (M == 0 || N == 0) return;
+  // y[m0..m1, n0..n1) += bias, then the activation, on a block just written (in cache)
+  auto finish = [&](int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
+    if (!bias && activation == Activation::kNone) return;
+    with_activation(activation, [&](auto fn) {
+      for (int64_t m = m0; m < m1; ++m) {
+        float* row = y + m * N;
+        if (bias)
+          for (int64_t n = n0; n < n1; ++n) row[n] = fn(row[n] + bias[n]);
+        else
+          for (int64_t n = n0; n < n1; ++n) row[n] = fn(row[n]);
+      }
+    });
+  };
   if (K == 0) {
-    for (int64_t m = 0; m < M; ++m)
-      for (int64_t n = 0; n < N; ++n) y[m * N + n] = bias ? bias[n] : 0.0f;
+    std::fill_n(y, M * N, 0.0f);
+    finish(0, M, 0, N);
     return;
   }
   // The quantized rows of x: codes, then scales, then zero sums (if the kernels read
@@ -173,9 +187,7 @@ void qmatmul(const QMatmulPlan& p, const float* x, const uint8_t* w, const float
             q8_gemm_tile_avx512(codes + j * p.kpad * 32, scale + 32 * j, p.kpad, a, r, y + m * N + 32 * j, N, nvalid);
             m += r;
           }
-          if (bias)
-            for (int64_t m = m0; m < m1; ++m)
-              for (int64_t n = 32 * j; n < 32 * j + nvalid; ++n) y[m * N + n] += bias[n];
+          finish(m0, m1, 32 * j, 32 * j + nvalid);
         }
       }
     });
@@ -199,9 +211,7 @@ void qmatmul(const QMatmulPlan& p, const float* x, const uint8_t* w, const float
           p.dots[r - 1](w + n0 * p.row_bytes, p.row_bytes, n1 - n0, K, a, y + m * N + n0, N);
           m += r;
         }
-        if (bias)
-          for (int64_t m = m0; m < m1; ++m)
-            for (int64_t n = n0; n < n1; ++n) y[m * N + n] += bias[n];
+        finish(m0, m1, n0, n1);
       }
     }
   });
@@ -260,7 +270,7 @@ void prepare_qmatmul(const PrepareCtx& c, PreparedOp* p) {
 void run_qmatmul(const KernelCtx& c) {
   const auto& plan = c.st<QMatmulPlan>();
   qmatmul(plan, c.in[0].as<float>(), c.in[1].as<uint8_t>(), c.in.size() > 2 ? c.in[2].as<float>() : nullptr,
-          c.out[0].as<float>(), c.packed);
+          c.out[0].as<float>(), c.packed, c.a<attrs::qmatmul>().activation);
 }
 
 void run_qembedding(const KernelCtx& c) {

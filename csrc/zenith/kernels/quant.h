@@ -39,11 +39,13 @@ struct QMatmulPlan {
 };
 // Throws zenith::Error if K is not a whole number of the format's blocks.
 QMatmulPlan qmatmul_plan(QFormat f, int64_t M, int64_t N, int64_t K, QIsa isa = qisa_default());
-// y[M, N] = x[M, K] @ dequant(w[N, row_bytes])^T (+ bias[N], if given). Threads split N.
+// y[M, N] = act(x[M, K] @ dequant(w[N, row_bytes])^T (+ bias[N], if given)). Threads split N.
 // packed: w as qmatmul_pack_int8 made it (int8 on AVX-512 VNNI: the int8 GEMM runs), or null.
 struct PackedOperand;
+// act: applied to each output after the bias (fuse_epilogue's activation), while the
+// tile is in cache.
 void qmatmul(const QMatmulPlan& p, const float* x, const uint8_t* w, const float* bias, float* y,
-             const PackedOperand* packed = nullptr);
+             const PackedOperand* packed = nullptr, Activation act = Activation::kNone);
 // Whether qmatmul with this plan reads a weight packed by qmatmul_pack_int8: int8 weights,
 // AVX-512 VNNI, and enough rows of x (kQ8GemmRows) for the GEMM tiles to pay for the
 // packed copy (N x K bytes more while it is kept). Decode (one row) reads w as it is.

@@ -1,7 +1,7 @@
 // Epilogue fusion: an activation (relu, gelu exact or tanh, silu, tanh, relu6 as
-// clamp(0, 6), hardswish, hardsigmoid) whose only input is an addmm or conv2d result
-// used nowhere else becomes that op's `activation` attribute, so the linear layer or
-// convolution writes its activated output in one kernel and the intermediate buffer
+// clamp(0, 6), hardswish, hardsigmoid) whose only input is an addmm, qmatmul or conv2d
+// result used nowhere else becomes that op's `activation` attribute, so the linear layer
+// (float or quantized) or convolution writes its activated output in one kernel and the intermediate buffer
 // disappears. Reshapes between the two are looked through (an elementwise op commutes
 // with a reshape; PyTorch puts a view between linear's addmm and the activation
 // whenever the input has more than two dims). Leaves alone: a result that is also read
