@@ -63,7 +63,7 @@ inline void rows_fma(__m512i u, __m128 dw, int64_t b, const QActRow* a, __m512 (
     } else {
       qx = _mm512_loadu_si512(a[r].q + 32 * b);
       dot = _mm512_loadu_si512(a[r].zsum + 8 * b);
-      da = _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(a[r].d + b)));
+      da = _mm_castsi128_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(a[r].d + b)));  // 8 bytes, unaligned
     }
     dot = _mm512_dpbusd_epi32(dot, u, qx);
     const __m512 scale = _mm512_permutexvar_ps(spread, _mm512_castps128_ps512(_mm_mul_ps(dw, da)));
