@@ -4,6 +4,7 @@
 #include <cmath>
 #include <atomic>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <random>
 #include <set>
@@ -12,6 +13,7 @@
 #include <utility>
 
 #include "zenith/error.h"
+#include "zenith/kernels/activation.h"
 #include "zenith/kernels/gemm_ukernels.h"
 #include "zenith/kernels/kernels.h"
 #include "zenith/kernels/vmath.h"
@@ -541,6 +543,59 @@ TEST(Kernels, SgemmThreadedMatchesReference) {
     for (size_t i = 0; i < c.size(); ++i) ASSERT_NEAR(c[i], r[i], 1e-4f * std::sqrt(float(K)) * 4);
   }
   set_num_threads(1);
+}
+
+// GELU (exact) against libm's erfc in double: relative error at every x whose result is
+// a normal float (the left tail included, which 1 + erf would round to 0), the special
+// values; and gelu_exact_n (its chunked loops, on the ISA this run chose: ctest runs
+// Kernels.* with AVX2 forced too) equal to the one-loop form bit for bit, any length and
+// offset, in place or not.
+TEST(Kernels, GeluMatchesLibmAndItsArrayKernel) {
+  // Relative error: 1e-6, plus in the left tail the float spacing of the exponent
+  // -x^2 / 2 (6e-8 of it), which exp turns into relative error (5e-6 at x = -13).
+  std::vector<float> xs;
+  for (int i = -400000; i <= 400000; ++i) xs.push_back(float(i) * 5e-5f * (i % 5 == 0 ? 20.0f : 1.0f));  // to +-400
+  std::vector<float> ys(xs.size());
+  ref_gelu_exact_n(xs.data(), ys.data(), int64_t(xs.size()));
+  double worst = 0;
+  float worst_x = 0;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    const double x = xs[i], ref = 0.5 * x * std::erfc(-x / std::sqrt(2.0));
+    if (std::fabs(ref) < 1e-36) continue;
+    const double err = std::fabs(double(ys[i]) - ref) / std::fabs(ref) / (1e-6 + 6e-8 * 0.5 * x * x);
+    if (err > worst) worst = err, worst_x = xs[i];
+  }
+  EXPECT_LT(worst, 1.0) << "at x = " << worst_x;
+  const float special[] = {NAN, -INFINITY, INFINITY, 0.0f, -0.0f, -200.0f};
+  float got[6];
+  gelu_exact_n(special, got, 6);
+  EXPECT_TRUE(std::isnan(got[0]));
+  EXPECT_TRUE(std::isnan(got[1]));  // -inf * 0, as PyTorch gives
+  EXPECT_EQ(got[2], INFINITY);
+  EXPECT_TRUE(got[3] == 0.0f && !std::signbit(got[3]));
+  EXPECT_TRUE(got[4] == 0.0f && std::signbit(got[4]));
+  EXPECT_EQ(got[5], 0.0f);
+
+  std::vector<float> x = randn(1000, 5);
+  for (size_t i = 0; i < x.size(); i += 37) x[i] *= 8;  // tails
+  x[3] = NAN, x[4] = INFINITY, x[5] = -INFINITY, x[6] = -0.0f, x[7] = -30.0f;
+  std::vector<float> want(x.size());
+  ref_gelu_exact_n(x.data(), want.data(), int64_t(x.size()));
+  for (int64_t n : {0, 1, 7, 8, 15, 16, 17, 127, 128, 129, 300, 997})
+    for (int64_t off : {0, 1, 3}) {
+      std::vector<float> y(size_t(n), 1.0f), inplace(x.begin() + off, x.begin() + off + n);
+      gelu_exact_n(x.data() + off, y.data(), n);
+      gelu_exact_n(inplace.data(), inplace.data(), n);
+      for (int64_t i = 0; i < n; ++i) {
+        const float w = want[size_t(off + i)];
+        if (std::isnan(w)) {  // a NaN, its payload aside
+          ASSERT_TRUE(std::isnan(y[size_t(i)]) && std::isnan(inplace[size_t(i)])) << "n=" << n << " at " << i;
+          continue;
+        }
+        ASSERT_EQ(std::memcmp(&y[size_t(i)], &w, 4), 0) << "n=" << n << " off=" << off << " at " << i;
+        ASSERT_EQ(std::memcmp(&inplace[size_t(i)], &w, 4), 0) << "in place, n=" << n << " at " << i;
+      }
+    }
 }
 
 TEST(VMath, MatchesLibmWithinBounds) {

@@ -10,7 +10,27 @@
 
 namespace zenith {
 
-inline float gelu_exact(float x) { return 0.5f * x * (1.0f + verf(x * 0.70710678118654752f)); }
+// GELU (exact) = x/2 (1 + erf(x / sqrt 2)) = x/2 erfc(-x / sqrt 2), computed as the
+// latter with vmath's erfc (erfc_poly): erfc(z) for z = |x| / sqrt 2 is
+// t exp(-x^2 / 2 + erfc_poly(t)) and erfc(-z) = 2 - erfc(z). Relative error ~1e-6 at
+// every x, tails included (1 + erf would round the left tail to 0, and costs erf's
+// small-|x| series). Three steps with nothing but t and the exponent between them, so
+// that gelu_exact_n (activation.cc) can run them as separate loops over a chunk (each
+// loop's iterations independent: the CPU overlaps them, where one long chain per
+// element was bound by its latency) and still equal gelu_exact bit for bit: -x^2 / 2
+// enters the exponent through one fma (exact product), no step's result is a bare
+// product another step could fuse.
+inline float gelu_t(float x) { return 1.0f / (1.0f + 0.5f * (std::fabs(x) * 0.70710678118654752f)); }
+inline float gelu_exponent(float x, float t) { return std::fma(-0.5f * x, x, erfc_poly(t)); }
+inline float gelu_finish(float x, float t, float exponent) {
+  // exponent <= 3e-8: vexp_nonpos applies; x = -inf gives -inf * 0 = NaN, as PyTorch does
+  const float e = t * vexp_nonpos(exponent);
+  return 0.5f * x * (x < 0 ? e : 2.0f - e);
+}
+inline float gelu_exact(float x) {
+  const float t = gelu_t(x);
+  return gelu_finish(x, t, gelu_exponent(x, t));
+}
 inline float gelu_tanh(float x) {
   const float k = 0.7978845608028654f;  // sqrt(2/pi)
   return 0.5f * x * (1.0f + vtanh(k * (x + 0.044715f * x * x * x)));
@@ -25,6 +45,18 @@ inline float clamp_f(float x, float lo, float hi) {
 inline float relu6_f(float x) { return clamp_f(x, 0.0f, 6.0f); }
 inline float hard_sigmoid(float x) { return clamp_f(x + 3.0f, 0.0f, 6.0f) / 6.0f; }
 inline float hard_swish(float x) { return x * clamp_f(x + 3.0f, 0.0f, 6.0f) / 6.0f; }
+
+// y[i] = gelu_exact(x[i]) for i < n, bit for bit, in chunks whose three steps run as
+// separate loops; AVX-512 where the CPU has it (ZENITH_NO_AVX512=1 keeps AVX2). x == y
+// is allowed. activation.cc.
+void gelu_exact_n(const float* x, float* y, int64_t n);
+// The same as one loop of gelu_exact (the form with_activation's users, such as the
+// conv2d epilogue, compile to): the reference gelu_exact_n is tested against, compiled
+// with the kernels' flags (a test's own inline gelu_exact is not: no FMA contraction).
+void ref_gelu_exact_n(const float* x, float* y, int64_t n);
+// p[i] = act(p[i]) for i < n: GELU (exact) through gelu_exact_n, the others through
+// with_activation's loop.
+void activation_inplace(Activation act, float* p, int64_t n);
 
 // Calls f(fn) with fn the activation as a lambda, so the caller's loop is compiled
 // once per activation and inlines it (kNone passes the identity).

@@ -200,7 +200,11 @@ ZENITH_FLOAT_UNARY(FLOAT_UNARY)
 void run_gelu(const KernelCtx& c) {
   // Lambdas, not function pointers, so the maps inline and vectorize.
   if (c.a<attrs::gelu>().approximate == GeluApprox::kTanh) unary_map<float>(c.in[0], c.out[0], [](float x) { return gelu_tanh(x); });
-  else unary_map<float>(c.in[0], c.out[0], [](float x) { return gelu_exact(x); });
+  else {
+    const float* x = c.in[0].as<float>();
+    float* y = c.out[0].as<float>();
+    parallel_for(c.out[0].numel(), kElemChunk, [&](int64_t lo, int64_t hi) { gelu_exact_n(x + lo, y + lo, hi - lo); });
+  }
 }
 
 // ---- unary numeric ops (float and integer) ----
@@ -522,7 +526,7 @@ void run_step(const FusedProgram::Step& st, const float* a, const float* b, floa
     case Op::relu: un([](float x) { return relu_f(x); }); return;
     case Op::gelu:
       if (st.flag) un([](float x) { return gelu_tanh(x); });
-      else un([](float x) { return gelu_exact(x); });
+      else gelu_exact_n(a, d, n);
       return;
     case Op::pow: with_pow_f(st.pow_exp, bin); return;
     default: fail("fused: ", op_info(st.op).name, " is not a fusable elementwise op");

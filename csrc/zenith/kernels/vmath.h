@@ -4,9 +4,9 @@
 //   vexp:  range reduction to [-ln2/2, ln2/2] and a degree-6 polynomial; < 2 ulp.
 //   vexp_nonpos: vexp restricted to x <= 0 (softmax, and erf's small positive
 //          exponents), cheaper; same error.
-//   verf:  erfc via the Chebyshev fit of Numerical Recipes (fractional error
-//          < 1.2e-7 in exact arithmetic), reflected for negative inputs; absolute
-//          error < 5e-7 in float.
+//   verf:  erfc via the Chebyshev fit of Numerical Recipes (erfc_poly; fractional
+//          error < 1.2e-7 in exact arithmetic), reflected for negative inputs; absolute
+//          error < 5e-7 in float. (GELU uses the same erfc directly: activation.h.)
 //   vtanh, vsigmoid: built on vexp, with the small-|x| tanh done by a polynomial so
 //          that relative error stays small near zero.
 #pragma once
@@ -66,16 +66,23 @@ inline float vexp_nonpos(float x) {
   return x != x ? x : y;
 }
 
+// erfc(z) = t exp(-z^2 + erfc_poly(t)) for z >= 0, t = 1 / (1 + z / 2): the
+// Chebyshev fit of Numerical Recipes (fractional error < 1.2e-7 in exact arithmetic).
+// erfc_poly(t) lies in [-1.2656, 3e-8] for t in [0, 1].
+inline float erfc_poly(float t) {
+  return -1.26551223f +
+         t * (1.00002368f +
+              t * (0.37409196f +
+                   t * (0.09678418f +
+                        t * (-0.18628806f +
+                             t * (0.27886807f +
+                                  t * (-1.13520398f + t * (1.48851587f + t * (-0.82215223f + t * 0.17087277f))))))));
+}
+
 inline float verf(float x) {
   float z = std::fabs(x);
   float t = 1.0f / (1.0f + 0.5f * z);
-  float poly = -1.26551223f +
-               t * (1.00002368f +
-                    t * (0.37409196f +
-                         t * (0.09678418f +
-                              t * (-0.18628806f +
-                                   t * (0.27886807f +
-                                        t * (-1.13520398f + t * (1.48851587f + t * (-0.82215223f + t * 0.17087277f))))))));
+  float poly = erfc_poly(t);
   // The exponent is at most ~1.3 (-z^2 plus a poly bounded by 1.27): vexp_nonpos's one
   // scale factor covers it (2^n for n <= 2), without vexp's overflow handling.
   float erfc = t * vexp_nonpos(-z * z + poly);
