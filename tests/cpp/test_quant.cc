@@ -313,7 +313,7 @@ TEST_P(QuantFormat, ReferenceMatchesDequantizedMatmulWithinActivationError) {
 // floats hold exactly, so the AVX2 result must equal the exact dot product computed in
 // int64 from the dequantized weights. A saturated 16-bit pair sum (maddubs) would be off
 // by at least 1. Signed codes at -128 (q8_0, int8) against -127 give the largest pair,
-// 2 x 128 x 127 = 32512.
+// 2 x 128 x 127 = 32512. int8 runs the packed int8 GEMM tiles too.
 TEST_P(QuantFormat, WorstCaseCodesDoNotSaturate) {
   const QFormat f = GetParam();
   if (simd_isas(f).empty()) GTEST_SKIP() << "this CPU has no AVX2";
@@ -347,8 +347,17 @@ TEST_P(QuantFormat, WorstCaseCodesDoNotSaturate) {
   }
   auto ref = run_qmatmul(f, QIsa::kScalar, M, N, K, x, w, nullptr);
   auto wd = dequant(f, w, N, K);
+  std::vector<std::pair<QIsa, bool>> runs;  // (ISA, the packed int8 GEMM rather than the dot kernels)
   for (QIsa isa : simd_isas(f)) {
+    runs.push_back({isa, false});
+    if (f == QFormat::int8) runs.push_back({isa, true});
+  }
+  for (auto [isa, gemm] : runs) {
     auto fast = run_qmatmul(f, isa, M, N, K, x, w, nullptr);
+    if (gemm) {
+      const PackedOperand packed = qmatmul_pack_int8(w.data(), N, K, isa);
+      qmatmul(qmatmul_plan(f, M, N, K, isa), x.data(), w.data(), nullptr, fast.data(), &packed);
+    }
     for (int64_t m = 0; m < M; ++m)
       for (int64_t n = 0; n < N; ++n) {
         double exact = 0;
@@ -362,8 +371,8 @@ TEST_P(QuantFormat, WorstCaseCodesDoNotSaturate) {
         const double ulp = std::max(1.0, std::ldexp(1.0, std::ilogb(std::fabs(exact) + 1) - 23));
         EXPECT_LE(std::fabs(fast[i] - exact), ulp) << name_of(f) << " fill " << int(fills[n]) << " x pattern " << m
                                                    << ": " << fast[i] << " vs exact " << exact;
-        EXPECT_EQ(fast[i], ref[i]) << name_of(f) << " " << qisa_name(isa) << " fill " << int(fills[n]) << " x pattern "
-                                   << m;
+        EXPECT_EQ(fast[i], ref[i]) << name_of(f) << " " << qisa_name(isa) << (gemm ? " GEMM" : "") << " fill "
+                                   << int(fills[n]) << " x pattern " << m;
       }
   }
 }
@@ -478,14 +487,16 @@ TEST(QuantOps, InferenceRejectsBadWeightsAndShapes) {
 
 // The runtime runs both ops (the prepared qmatmul plan, batch dims flattened into rows)
 // and moves u8 values like any other (a reshape aliases, a cast converts).
-// The int8 GEMM (AVX-512 VNNI, a weight packed by qmatmul_pack_int8) against the scalar
-// reference: rows 1..13 (every tile height, remainders), columns around the 32-column
-// blocks, K with tails of 32 (and K < 4), with and without bias, one and two threads.
-// The integer sums are the reference's; only the float sums' order differs.
+// The int8 GEMM (a weight packed by qmatmul_pack_int8 for each ISA this CPU has: AVX2,
+// AVX-512 VNNI) against the scalar reference: rows 1..13 (every tile height,
+// remainders), columns around the 8-column groups and 32-column blocks, K with tails of
+// 32 (and K < 4), with and without bias, one and two threads. The integer sums are the
+// reference's; only the float sums' order differs.
 TEST(QuantKernels, Int8GemmMatchesScalarReference) {
-  if (!qisa_supported(QIsa::kAvx512)) GTEST_SKIP() << "this CPU has no AVX-512 VNNI";
   unsigned seed = 100;
+  for (QIsa isa : {QIsa::kAvx2, QIsa::kAvx512})
   for (int threads : {1, 2}) {
+    if (!qisa_supported(isa)) continue;
     set_num_threads(threads);
     for (int64_t K : {1, 3, 31, 32, 33, 100, 256})
       for (int64_t M : {1, 4, 5, 8, 13})
@@ -494,10 +505,10 @@ TEST(QuantKernels, Int8GemmMatchesScalarReference) {
           auto x = randn(size_t(M * K), seed++);
           auto bias = randn(size_t(N), seed++);
           const float* b = (M + N) % 2 ? bias.data() : nullptr;
-          const PackedOperand packed = qmatmul_pack_int8(w.data(), N, K);
+          const PackedOperand packed = qmatmul_pack_int8(w.data(), N, K, isa);
           ASSERT_EQ(packed.source_bytes(), size_t(N * K));
           std::vector<float> fast(size_t(M * N), std::numeric_limits<float>::quiet_NaN());
-          qmatmul(qmatmul_plan(QFormat::int8, M, N, K, QIsa::kAvx512), x.data(), w.data(), b, fast.data(), &packed);
+          qmatmul(qmatmul_plan(QFormat::int8, M, N, K, isa), x.data(), w.data(), b, fast.data(), &packed);
           auto ref = run_qmatmul(QFormat::int8, QIsa::kScalar, M, N, K, x, w, b);
           auto wd = dequant(QFormat::int8, w, N, K);
           for (int64_t m = 0; m < M; ++m)
@@ -506,8 +517,8 @@ TEST(QuantKernels, Int8GemmMatchesScalarReference) {
               for (int64_t k = 0; k < K; ++k)
                 bound += std::fabs(wd[size_t(n * K + k)]) * std::fabs(x[size_t(m * K + k)]);
               const size_t i = size_t(m * N + n);
-              ASSERT_NEAR(fast[i], ref[i], 1e-5 * bound + 1e-6) << "M=" << M << " N=" << N << " K=" << K << " at "
-                                                                << m << "," << n;
+              ASSERT_NEAR(fast[i], ref[i], 1e-5 * bound + 1e-6) << qisa_name(isa) << " M=" << M << " N=" << N
+                                                                << " K=" << K << " at " << m << "," << n;
             }
         }
   }
@@ -515,7 +526,7 @@ TEST(QuantKernels, Int8GemmMatchesScalarReference) {
 }
 
 // The runtime offers a constant int8 weight packed to qmatmul when 8 or more rows read it
-// (AVX-512 VNNI), and the packed run equals the unpacked kernels' within float order.
+// (AVX2, AVX-512 VNNI), and the packed run equals the unpacked kernels' within float order.
 TEST(QuantOps, RuntimePacksConstantInt8WeightsForManyRows) {
   set_num_threads(2);
   const int64_t M = 24, K = 100, N = 40;
@@ -529,7 +540,7 @@ TEST(QuantOps, RuntimePacksConstantInt8WeightsForManyRows) {
   exe.set_constant_inputs({1});
   auto out = exe.run({{x.data(), DType::f32, {M, K}}, {w.data(), DType::u8, {N, 4 + K}}, {bias.data(), DType::f32, {N}}},
                      {});
-  const bool gemm = qisa_default() == QIsa::kAvx512;
+  const bool gemm = qisa_default() != QIsa::kScalar;
   EXPECT_EQ(exe.packed_bytes(), gemm ? size_t(N * K) : 0u);
   auto ref = run_qmatmul(QFormat::int8, QIsa::kScalar, M, N, K, x, w, bias.data());
   const float* y = static_cast<const float*>(out[0].data);
@@ -539,7 +550,7 @@ TEST(QuantOps, RuntimePacksConstantInt8WeightsForManyRows) {
 
 // A GELU after qmatmul joins it (fuse_epilogue), and the fused op equals GELU of the
 // unfused one on both paths: the dot kernels (2 rows) and the int8 GEMM (24 rows, the
-// weight constant, on AVX-512 VNNI).
+// weight constant).
 TEST(QuantOps, FusedActivationEqualsTheSeparateOp) {
   set_num_threads(2);
   const int64_t K = 100, N = 40;

@@ -103,9 +103,10 @@ KernelFn kernel_for(Op op);
 // from; sgemm checks them.
 struct PackedOperand {
   // kWinograd: a 3x3 conv's filters as conv3x3_winograd's 16 transformed matrices.
-  // kQ8: an int8 qmatmul weight [N rows, K] as the VNNI int8 GEMM reads it
-  // (qmatmul_pack_int8: the bytes behind `data`).
+  // kQ8: an int8 qmatmul weight [N rows, K] as the int8 GEMM tile of one ISA reads it
+  // (qmatmul_pack_int8: the bytes behind `data`; `isa` the QIsa).
   enum Side : uint8_t { kA, kB, kWinograd, kQ8 } side = kB;
+  uint8_t isa = 0;
   std::shared_ptr<float> data;
   const float* src = nullptr;
   int64_t rows = 0, cols = 0, rs = 0, cs = 0;  // A: M x K; B: K x N

@@ -8,7 +8,8 @@
 // keeps the tile's accumulators in registers) while its bytes stay in L1 for the next
 // tile. Rows of x go in chunks whose quantized activations fit in L2, so a weight row is
 // read from memory once per chunk. Decode (1-8 rows) is bound by reading the weight once;
-// prefill runs the same integer dot products (a packed int8 GEMM is a later step).
+// prefill runs the same integer dot products, except int8 weights, which 8 or more rows
+// read through the int8 GEMM tiles (AVX2 and AVX-512 VNNI) from a copy packed once.
 #include "zenith/kernels/quant.h"
 
 #include <algorithm>
@@ -87,7 +88,7 @@ QMatmulPlan qmatmul_plan(QFormat f, int64_t M, int64_t N, int64_t K, QIsa isa) {
 }
 
 bool qmatmul_reads_packed(const QMatmulPlan& p) {
-  return p.format == QFormat::int8 && p.isa == QIsa::kAvx512 && p.M >= kQ8GemmRows && p.N > 0 && p.K > 0;
+  return p.format == QFormat::int8 && p.isa != QIsa::kScalar && p.M >= kQ8GemmRows && p.N > 0 && p.K > 0;
 }
 
 namespace {
@@ -95,11 +96,14 @@ int64_t q8_kpad(int64_t K) { return (K + 31) / 32 * 32; }
 int64_t q8_col_blocks(int64_t N) { return (N + 31) / 32; }
 }  // namespace
 
-PackedOperand qmatmul_pack_int8(const uint8_t* w, int64_t N, int64_t K) {
+PackedOperand qmatmul_pack_int8(const uint8_t* w, int64_t N, int64_t K, QIsa isa) {
+  ZENITH_CHECK(isa != QIsa::kScalar, "qmatmul: no int8 GEMM tile for the scalar reference");
+  const uint8_t flip = isa == QIsa::kAvx512 ? 0x80 : 0;  // VNNI reads unsigned codes
   const int64_t kpad = q8_kpad(K), nb = q8_col_blocks(N), rb = 4 + K;
   const size_t code_bytes = size_t(nb * kpad * 32), floats = size_t(nb * 32) + code_bytes / 4;
   PackedOperand o;
   o.side = PackedOperand::kQ8;
+  o.isa = uint8_t(isa);
   o.rows = N;
   o.cols = K;
   o.data.reset(static_cast<float*>(std::aligned_alloc(64, (floats * sizeof(float) + 63) / 64 * 64)), std::free);
@@ -113,7 +117,7 @@ PackedOperand qmatmul_pack_int8(const uint8_t* w, int64_t N, int64_t K) {
         const int64_t n = 32 * j + c;
         scale[n] = n < N ? f32_at(w + n * rb) : 0.0f;
         for (int64_t k = 0; k < kpad; ++k)
-          blk[(k / 4) * 128 + c * 4 + k % 4] = n < N && k < K ? uint8_t(w[n * rb + 4 + k] ^ 0x80) : uint8_t(0x80);
+          blk[(k / 4) * 128 + c * 4 + k % 4] = n < N && k < K ? uint8_t(w[n * rb + 4 + k] ^ flip) : flip;
       }
     }
   });
@@ -177,8 +181,10 @@ void qmatmul(const QMatmulPlan& p, const float* x, const uint8_t* w, const float
                    x + m * K, p.zero_sums ? zs + m * nzs : nullptr};
   };
   if (packed) {  // the int8 GEMM: threads split the blocks of 32 columns
-    ZENITH_CHECK(packed->side == PackedOperand::kQ8 && packed->rows == N && packed->cols == K && p.act == ActKind::kQ8x32,
-                 "qmatmul: the packed weight is not this int8 weight's");
+    ZENITH_CHECK(packed->side == PackedOperand::kQ8 && packed->isa == uint8_t(p.isa) && p.isa != QIsa::kScalar &&
+                     packed->rows == N && packed->cols == K && p.act == ActKind::kQ8x32,
+                 "qmatmul: the packed weight is not this int8 weight's, for this ISA");
+    const auto tile = p.isa == QIsa::kAvx512 ? q8_gemm_tile_avx512 : q8_gemm_tile_avx2;
     const uint8_t* codes = reinterpret_cast<const uint8_t*>(packed->data.get());
     const int64_t nb = q8_col_blocks(N);
     const float* scale = packed->data.get() + nb * p.kpad * 32 / 4;
@@ -191,7 +197,7 @@ void qmatmul(const QMatmulPlan& p, const float* x, const uint8_t* w, const float
             const int r = int(std::min<int64_t>(kMaxDotRows, m1 - m));
             QActRow a[kMaxDotRows];
             for (int i = 0; i < r; ++i) a[i] = act(m + i);
-            q8_gemm_tile_avx512(codes + j * p.kpad * 32, scale + 32 * j, p.kpad, a, r, y + m * N + 32 * j, N, nvalid);
+            tile(codes + j * p.kpad * 32, scale + 32 * j, p.kpad, a, r, y + m * N + 32 * j, N, nvalid);
             m += r;
           }
           finish(m0, m1, 32 * j, 32 * j + nvalid);
@@ -258,7 +264,7 @@ void qembedding(QFormat f, const uint8_t* w, int64_t V, int64_t row_bytes, const
 namespace {
 std::shared_ptr<const PackedOperand> pack_qmatmul_int8(const void* state, const void* src) {
   const auto& p = *static_cast<const QMatmulPlan*>(state);
-  return std::make_shared<const PackedOperand>(qmatmul_pack_int8(static_cast<const uint8_t*>(src), p.N, p.K));
+  return std::make_shared<const PackedOperand>(qmatmul_pack_int8(static_cast<const uint8_t*>(src), p.N, p.K, p.isa));
 }
 }  // namespace
 
@@ -272,7 +278,7 @@ void prepare_qmatmul(const PrepareCtx& c, PreparedOp* p) {
                qformat_info(plan->format).name, " rows of ", K, " values take ", plan->row_bytes);
   // A constant int8 weight is offered packed for the int8 GEMM when enough rows read it.
   if (qmatmul_reads_packed(*plan))
-    p->weight = WeightPack{1, {int64_t(PackedOperand::kQ8), plan->N, plan->K}, pack_qmatmul_int8};
+    p->weight = WeightPack{1, {int64_t(PackedOperand::kQ8), plan->N, plan->K, int64_t(plan->isa)}, pack_qmatmul_int8};
   p->state = std::move(plan);
 }
 

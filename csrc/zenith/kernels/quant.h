@@ -40,21 +40,22 @@ struct QMatmulPlan {
 // Throws zenith::Error if K is not a whole number of the format's blocks.
 QMatmulPlan qmatmul_plan(QFormat f, int64_t M, int64_t N, int64_t K, QIsa isa = qisa_default());
 // y[M, N] = act(x[M, K] @ dequant(w[N, row_bytes])^T (+ bias[N], if given)). Threads split N.
-// packed: w as qmatmul_pack_int8 made it (int8 on AVX-512 VNNI: the int8 GEMM runs), or null.
+// packed: w as qmatmul_pack_int8 made it for the plan's ISA (the int8 GEMM runs), or null.
 struct PackedOperand;
 // act: applied to each output after the bias (fuse_epilogue's activation), while the
 // tile is in cache.
 void qmatmul(const QMatmulPlan& p, const float* x, const uint8_t* w, const float* bias, float* y,
              const PackedOperand* packed = nullptr, Activation act = Activation::kNone);
 // Whether qmatmul with this plan reads a weight packed by qmatmul_pack_int8: int8 weights,
-// AVX-512 VNNI, and enough rows of x (kQ8GemmRows) for the GEMM tiles to pay for the
-// packed copy (N x K bytes more while it is kept). Decode (one row) reads w as it is.
+// AVX2 or AVX-512 VNNI, and enough rows of x (kQ8GemmRows) for the GEMM tiles to pay for
+// the packed copy (N x K bytes more while it is kept). Decode (one row) reads w as it is.
 constexpr int64_t kQ8GemmRows = 8;
 bool qmatmul_reads_packed(const QMatmulPlan& p);
-// An int8 weight [N, 4 + K] (per row an f32 scale, K codes) as the int8 GEMM tile reads
-// it: columns in blocks of 32, each block's K as quads of 4 codes per column (code + 128,
-// unsigned), zero-padded to whole blocks; then the column scales.
-PackedOperand qmatmul_pack_int8(const uint8_t* w, int64_t N, int64_t K);
+// An int8 weight [N, 4 + K] (per row an f32 scale, K codes) as the int8 GEMM tile of
+// `isa` reads it: columns in blocks of 32, each block's K as quads of 4 codes per column
+// (AVX-512 VNNI: code + 128, unsigned; AVX2: signed), zero-padded to whole blocks; then
+// the column scales.
+PackedOperand qmatmul_pack_int8(const uint8_t* w, int64_t N, int64_t K, QIsa isa);
 
 // out[rows, K] = dequant(w[rows, row_bytes]), by the scalar reference.
 void qdequantize(QFormat f, const uint8_t* w, int64_t rows, int64_t row_bytes, float* out);

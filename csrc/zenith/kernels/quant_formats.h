@@ -226,13 +226,16 @@ void zero_sums(const int8_t* q, int64_t kpad, int zero, int32_t* out);
 void zero_sums_avx512(const int8_t* q, int64_t kpad, int zero, int32_t* out);
 using ZeroSumsFn = void (*)(const int8_t*, int64_t, int, int32_t*);
 
-// The int8 GEMM tile (quant_avx512.cc, AVX-512 VNNI): y[r * ldy + c] = wscale[c] x
-// sum over 32-value blocks b of a[r].d[b] x (integer dot of block b of row r with column
-// c), for r < mr (1..kMaxDotRows) and c < nvalid (<= 32), the same integer sums as
-// ref_dot's for int8. wblock: one block of 32 columns of a weight packed by
-// qmatmul_pack_int8 (kpad / 4 quads, each 32 columns x 4 codes + 128); wscale: its 32
-// column scales. The activation rows' s16 sums give the zero point's share.
+// The int8 GEMM tile: y[r * ldy + c] = wscale[c] x sum over 32-value blocks b of
+// a[r].d[b] x (integer dot of block b of row r with column c), for r < mr
+// (1..kMaxDotRows) and c < nvalid (<= 32), the same integer sums as ref_dot's for int8.
+// wblock: one block of 32 columns of a weight packed by qmatmul_pack_int8 for the same
+// ISA (kpad / 4 quads, each 32 columns x 4 codes); wscale: its 32 column scales.
+// AVX-512 VNNI (quant_avx512.cc): codes + 128, unsigned; the activation rows' s16 sums
+// give the zero point's share. AVX2 (quant_avx2.cc): the codes as they are, signed.
 void q8_gemm_tile_avx512(const uint8_t* wblock, const float* wscale, int64_t kpad, const QActRow* a, int mr, float* y,
                          int64_t ldy, int nvalid);
+void q8_gemm_tile_avx2(const uint8_t* wblock, const float* wscale, int64_t kpad, const QActRow* a, int mr, float* y,
+                       int64_t ldy, int nvalid);
 
 }  // namespace zenith::quant
