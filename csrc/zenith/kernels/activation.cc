@@ -62,11 +62,4 @@ void ref_gelu_exact_n(const float* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = gelu_exact(x[i]);
 }
 
-void activation_inplace(Activation act, float* p, int64_t n) {
-  if (act == Activation::kGelu) return gelu_exact_n(p, p, n);
-  with_activation(act, [&](auto fn) {
-    for (int64_t i = 0; i < n; ++i) p[i] = fn(p[i]);
-  });
-}
-
 }  // namespace zenith

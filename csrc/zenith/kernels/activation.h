@@ -54,9 +54,6 @@ void gelu_exact_n(const float* x, float* y, int64_t n);
 // conv2d epilogue, compile to): the reference gelu_exact_n is tested against, compiled
 // with the kernels' flags (a test's own inline gelu_exact is not: no FMA contraction).
 void ref_gelu_exact_n(const float* x, float* y, int64_t n);
-// p[i] = act(p[i]) for i < n: GELU (exact) through gelu_exact_n, the others through
-// with_activation's loop.
-void activation_inplace(Activation act, float* p, int64_t n);
 
 // Calls f(fn) with fn the activation as a lambda, so the caller's loop is compiled
 // once per activation and inlines it (kNone passes the identity).

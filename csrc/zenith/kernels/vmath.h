@@ -51,7 +51,7 @@ inline float vexp(float x) {
 }
 
 // exp(x) for x <= 0 (the softmax terms once the row max is subtracted; verf's tail,
-// whose exponent stays below 1.3): there 2^n is one normal float (-126 <= n <= 127),
+// whose exponent stays below 3e-8): there 2^n is one normal float (-126 <= n <= 127),
 // so it needs one scale factor and no overflow checks. Same reduction and polynomial
 // as vexp; -inf and anything below the float range -> 0, NaN stays NaN. Wrong for x
 // near 88 and above (no overflow handling).
@@ -83,8 +83,8 @@ inline float verf(float x) {
   float z = std::fabs(x);
   float t = 1.0f / (1.0f + 0.5f * z);
   float poly = erfc_poly(t);
-  // The exponent is at most ~1.3 (-z^2 plus a poly bounded by 1.27): vexp_nonpos's one
-  // scale factor covers it (2^n for n <= 2), without vexp's overflow handling.
+  // The exponent is at most 3e-8 (-z^2 plus erfc_poly, <= 3e-8): vexp_nonpos covers it
+  // (2^n for n <= 0), without vexp's overflow handling.
   float erfc = t * vexp_nonpos(-z * z + poly);
   float r = 1.0f - erfc;
   // Below 0.5, 1 - erfc loses erf's relative accuracy (erfc's 1e-7 absolute error is
