@@ -65,6 +65,10 @@ QMatmulPlan qmatmul_plan(QFormat f, int64_t M, int64_t N, int64_t K, QIsa isa) {
   p.isa = isa;
   p.act = act_kind(f);
   p.dots = isa == QIsa::kScalar ? nullptr : avx2_dot_kernels(f);
+  if (p.dots && avx2_zero_point(f)) {  // a scalar loop the compiler vectorizes: K / 4 sums per row of x
+    p.zero_sums = zero_sums;
+    p.zero = avx2_zero_point(f);
+  }
   if (isa == QIsa::kAvx512 && avx512_dot_kernels(f)) {
     p.dots = avx512_dot_kernels(f);
     p.zero_sums = zero_sums_avx512;
