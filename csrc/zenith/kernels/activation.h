@@ -55,6 +55,16 @@ void gelu_exact_n(const float* x, float* y, int64_t n);
 // with the kernels' flags (a test's own inline gelu_exact is not: no FMA contraction).
 void ref_gelu_exact_n(const float* x, float* y, int64_t n);
 
+// How an epilogue applies an activation: the part it computes per value, inside its own
+// loop (with_activation(per_value(act), ...)), then the part it applies to each finished
+// run of a row (per_row). GELU (exact) is all per row, through gelu_exact_n, whose
+// chunked loops run 4x faster than the one-expression form, and whose runs must be long
+// (in 32-value pieces it cost qmatmul as much as its int8 GEMM); the others per value.
+inline Activation per_value(Activation act) { return act == Activation::kGelu ? Activation::kNone : act; }
+inline void per_row(Activation act, float* row, int64_t n) {
+  if (act == Activation::kGelu) gelu_exact_n(row, row, n);
+}
+
 // Calls f(fn) with fn the activation as a lambda, so the caller's loop is compiled
 // once per activation and inlines it (kNone passes the identity).
 template <class F>

@@ -151,8 +151,7 @@ void in_row_blocks(int64_t M, F&& f) {
 template <int64_t NR = 0>
 void apply_epilogue(const GemmEpilogue& ep, float* c, int64_t ldc, int64_t m0, int64_t n0, int64_t mr, int64_t nr) {
   const int64_t w = NR > 0 ? NR : nr;
-  const bool gelu = ep.act == Activation::kGelu;  // GELU in its own loops, over each finished row
-  with_activation(gelu ? Activation::kNone : ep.act, [&](auto act) {
+  with_activation(per_value(ep.act), [&](auto act) {
     for (int64_t r = 0; r < mr; ++r) {
       float s = ep.row_scale ? ep.row_scale[m0 + r] : 1.0f, t = ep.row_shift ? ep.row_shift[m0 + r] : 0.0f;
       float* row = c + r * ldc;
@@ -166,7 +165,7 @@ void apply_epilogue(const GemmEpilogue& ep, float* c, int64_t ldc, int64_t m0, i
       } else {
         for (int64_t j = 0; j < w; ++j) row[j] = act(row[j] * s + t);
       }
-      if (gelu) gelu_exact_n(row, row, w);
+      per_row(ep.act, row, w);
     }
   });
 }
@@ -432,8 +431,7 @@ void finish_strip(const GemmEpilogue* ep, float* strip, int64_t width, int64_t r
   for (int64_t r = 0; r < mr && alpha != 1.0f; ++r)
     for (int64_t m = 0; m < rows; ++m) strip[r * width + m] *= alpha;
   if (!ep) return;
-  const bool gelu = ep->act == Activation::kGelu;  // GELU in its own loops, over each finished row
-  with_activation(gelu ? Activation::kNone : ep->act, [&](auto act) {
+  with_activation(per_value(ep->act), [&](auto act) {
     for (int64_t r = 0; r < mr; ++r) {
       float* s = strip + r * width;
       const float cs = ep->col_shift ? ep->col_shift[n0 + r] : 0.0f;
@@ -444,7 +442,7 @@ void finish_strip(const GemmEpilogue* ep, float* strip, int64_t width, int64_t r
       if (ep->residual)  // C^T's row r is C's column n0 + r
         for (int64_t m = 0; m < rows; ++m) s[m] += ep->residual[(m0 + m) * ep->ld_residual + n0 + r];
       for (int64_t m = 0; m < rows; ++m) s[m] = act(s[m] + cs);
-      if (gelu) gelu_exact_n(s, s, rows);
+      per_row(ep->act, s, rows);
     }
   });
 }

@@ -69,6 +69,8 @@ QMatmulPlan qmatmul_plan(QFormat f, int64_t M, int64_t N, int64_t K, QIsa isa) {
     p.zero_sums = zero_sums;
     p.zero = avx2_zero_point(f);
   }
+  if (f == QFormat::int8 && isa != QIsa::kScalar)
+    p.tiles = isa == QIsa::kAvx512 ? q8_gemm_tiles_avx512() : q8_gemm_tiles_avx2();
   if (isa == QIsa::kAvx512 && avx512_dot_kernels(f)) {
     p.dots = avx512_dot_kernels(f);
     p.zero_sums = zero_sums_avx512;
@@ -92,7 +94,7 @@ QMatmulPlan qmatmul_plan(QFormat f, int64_t M, int64_t N, int64_t K, QIsa isa) {
 }
 
 bool qmatmul_reads_packed(const QMatmulPlan& p) {
-  return p.format == QFormat::int8 && p.isa != QIsa::kScalar && p.M >= kQ8GemmRows && p.N > 0 && p.K > 0;
+  return p.tiles && p.M >= kQ8GemmRows && p.N > 0 && p.K > 0;
 }
 
 namespace {
@@ -132,13 +134,13 @@ void qmatmul(const QMatmulPlan& p, const float* x, const uint8_t* w, const float
              const PackedOperand* packed, Activation activation) {
   const int64_t M = p.M, N = p.N, K = p.K;
   if (M == 0 || N == 0) return;
-  // y[m0..m1, n0..n1) += bias, then the activation, on a block just written (in cache).
-  // GELU is left to finish_gelu, over whole runs of a row: gelu_exact_n on each block's
-  // 32..40-value row pieces cost as much as the integer GEMM (Zen 5, 128 x 384 x 1536).
-  const bool gelu = activation == Activation::kGelu;
+  // y[m0..m1, n0..n1) += bias, then the activation's per-value part, on a block just
+  // written (in cache); its per-row part (GELU) over the thread's whole runs of each row
+  // once the blocks are done (finish_rows).
+  const Activation each = per_value(activation);
   auto finish = [&](int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
-    if (!bias && (gelu || activation == Activation::kNone)) return;
-    with_activation(gelu ? Activation::kNone : activation, [&](auto fn) {
+    if (!bias && each == Activation::kNone) return;
+    with_activation(each, [&](auto fn) {
       for (int64_t m = m0; m < m1; ++m) {
         float* row = y + m * N;
         if (bias)
@@ -148,13 +150,14 @@ void qmatmul(const QMatmulPlan& p, const float* x, const uint8_t* w, const float
       }
     });
   };
-  auto finish_gelu = [&](int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
-    for (int64_t m = m0; gelu && m < m1; ++m) gelu_exact_n(y + m * N + n0, y + m * N + n0, n1 - n0);
+  auto finish_rows = [&](int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
+    if (each == activation) return;
+    for (int64_t m = m0; m < m1; ++m) per_row(activation, y + m * N + n0, n1 - n0);
   };
   if (K == 0) {
     std::fill_n(y, M * N, 0.0f);
     finish(0, M, 0, N);
-    finish_gelu(0, M, 0, N);
+    finish_rows(0, M, 0, N);
     return;
   }
   // The quantized rows of x: codes, then scales, then zero sums (if the kernels read
@@ -185,10 +188,9 @@ void qmatmul(const QMatmulPlan& p, const float* x, const uint8_t* w, const float
                    x + m * K, p.zero_sums ? zs + m * nzs : nullptr};
   };
   if (packed) {  // the int8 GEMM: threads split the blocks of 32 columns
-    ZENITH_CHECK(packed->side == PackedOperand::kQ8 && packed->isa == uint8_t(p.isa) && p.isa != QIsa::kScalar &&
+    ZENITH_CHECK(packed->side == PackedOperand::kQ8 && packed->isa == uint8_t(p.isa) && p.tiles &&
                      packed->rows == N && packed->cols == K && p.act == ActKind::kQ8x32,
                  "qmatmul: the packed weight is not this int8 weight's, for this ISA");
-    const auto tile = p.isa == QIsa::kAvx512 ? q8_gemm_tile_avx512 : q8_gemm_tile_avx2;
     const uint8_t* codes = reinterpret_cast<const uint8_t*>(packed->data.get());
     const int64_t nb = q8_col_blocks(N);
     const float* scale = packed->data.get() + nb * p.kpad * 32 / 4;
@@ -201,12 +203,12 @@ void qmatmul(const QMatmulPlan& p, const float* x, const uint8_t* w, const float
             const int r = int(std::min<int64_t>(kMaxDotRows, m1 - m));
             QActRow a[kMaxDotRows];
             for (int i = 0; i < r; ++i) a[i] = act(m + i);
-            tile(codes + j * p.kpad * 32, scale + 32 * j, p.kpad, a, r, y + m * N + 32 * j, N, nvalid);
+            p.tiles[r - 1](codes + j * p.kpad * 32, scale + 32 * j, p.kpad, a, y + m * N + 32 * j, N, nvalid);
             m += r;
           }
           finish(m0, m1, 32 * j, 32 * j + nvalid);
         }
-        finish_gelu(m0, m1, 32 * lo, std::min(N, 32 * hi));
+        finish_rows(m0, m1, 32 * lo, std::min(N, 32 * hi));
       }
     });
     scratch.trim(size_t(1) << 20);
@@ -231,7 +233,7 @@ void qmatmul(const QMatmulPlan& p, const float* x, const uint8_t* w, const float
         }
         finish(m0, m1, n0, n1);
       }
-      finish_gelu(m0, m1, lo, hi);
+      finish_rows(m0, m1, lo, hi);
     }
   });
   scratch.trim(size_t(1) << 20);

@@ -29,6 +29,7 @@ struct QMatmulPlan {
   QIsa isa = QIsa::kScalar;
   quant::ActKind act = quant::ActKind::kQ8x32;
   const quant::QDotFn* dots = nullptr;  // the SIMD kernels for 1..kMaxDotRows rows; null: ref_dot
+  const quant::QGemmTileFn* tiles = nullptr;  // int8: the GEMM tiles for 1..kMaxDotRows rows, of the same ISA
   quant::QuantizeActFn quantize = nullptr;  // the activation quantizer of the same ISA
   quant::ZeroSumsFn zero_sums = nullptr;    // QActRow::zsum for the kernels that read it
   int zero = 0;                             // their zero point

@@ -218,14 +218,9 @@ void q8_gemm_tile(const uint8_t* wb, const float* ws, int64_t kpad, const QActRo
 
 }  // namespace
 
-void q8_gemm_tile_avx512(const uint8_t* wblock, const float* wscale, int64_t kpad, const QActRow* a, int mr, float* y,
-                         int64_t ldy, int nvalid) {
-  switch (mr) {
-    case 1: return q8_gemm_tile<1>(wblock, wscale, kpad, a, y, ldy, nvalid);
-    case 2: return q8_gemm_tile<2>(wblock, wscale, kpad, a, y, ldy, nvalid);
-    case 3: return q8_gemm_tile<3>(wblock, wscale, kpad, a, y, ldy, nvalid);
-    default: return q8_gemm_tile<4>(wblock, wscale, kpad, a, y, ldy, nvalid);
-  }
+const QGemmTileFn* q8_gemm_tiles_avx512() {
+  static constexpr QGemmTileFn kTiles[kMaxDotRows] = {q8_gemm_tile<1>, q8_gemm_tile<2>, q8_gemm_tile<3>, q8_gemm_tile<4>};
+  return kTiles;
 }
 
 const QDotFn* avx512_dot_kernels(QFormat f) {

@@ -239,9 +239,10 @@ using ZeroSumsFn = void (*)(const int8_t*, int64_t, int, int32_t*);
 // ISA (kpad / 4 quads, each 32 columns x 4 codes); wscale: its 32 column scales.
 // AVX-512 VNNI (quant_avx512.cc): codes + 128, unsigned; the activation rows' s16 sums
 // give the zero point's share. AVX2 (quant_avx2.cc): the codes as they are, signed.
-void q8_gemm_tile_avx512(const uint8_t* wblock, const float* wscale, int64_t kpad, const QActRow* a, int mr, float* y,
-                         int64_t ldy, int nvalid);
-void q8_gemm_tile_avx2(const uint8_t* wblock, const float* wscale, int64_t kpad, const QActRow* a, int mr, float* y,
-                       int64_t ldy, int nvalid);
+// One tile function per row count, as the dot kernels: tiles[mr - 1].
+using QGemmTileFn = void (*)(const uint8_t* wblock, const float* wscale, int64_t kpad, const QActRow* a, float* y,
+                             int64_t ldy, int nvalid);
+const QGemmTileFn* q8_gemm_tiles_avx512();
+const QGemmTileFn* q8_gemm_tiles_avx2();
 
 }  // namespace zenith::quant

@@ -61,8 +61,9 @@ def model_workload(cfg, name, params, make_model, make_inputs, items, quantizabl
 
     fns, results = {}, {}
     names = contestants(cfg, quantizable)
-    variants = quant_variants(cfg, model)[1] if any(n.startswith("zenith:") for n in names) else {}
+    variants = {}
     if any(n.startswith("zenith:") for n in names):
+        variants = quant_variants(cfg, model)[1]
         params = dict(params, quant=list(cfg.quant))
     for fw in names:
         peer = fw.split(":")[0]
