@@ -794,26 +794,82 @@ TEST(Kernels, ReduceSumMatchesReference) {
 
 TEST(Kernels, DepthwisePlaneMatchesReference) {
   // conv2d's depthwise path against its bounds-checked scalar loop: odd sizes (rows of 1
-  // to 61 outputs: vector bodies and tails), kernels 1, 3 and 5 wide, strides 1, 2
-  // (constant-stride loops) and 3 (run-time stride), padding none / half / over the
-  // kernel's reach on one side, dilation 1 and 2.
+  // to 61 outputs: whole blocks of 8 or 16 lanes and partial ones; heights not a
+  // multiple of the 4-row block), kernels 1, 3 and 5 wide (3 and 5 with row dilation 1
+  // and strides 1, 2 take the unrolled loop, the rest the general one), strides 1, 2
+  // (the phase-split copy's vector paths) and 3, padding none / half / over the
+  // kernel's reach on one side, dilation 1 and 2. Nothing is written past the plane.
+  // The shapes alternate on one thread, so the buffer's re-zeroing on a new geometry is
+  // exercised too.
   unsigned seed = 11;
-  for (auto [H, W] : {std::pair<int64_t, int64_t>{1, 1}, {5, 7}, {17, 33}, {12, 122}})
+  for (auto [H, W] : {std::pair<int64_t, int64_t>{1, 1}, {5, 7}, {17, 33}, {12, 122}, {9, 64}})
     for (int64_t K : {1, 3, 5})
       for (int64_t s = 1; s <= 3; ++s)
         for (int64_t d : {1, 2})
           for (int64_t p : {int64_t(0), K / 2, K}) {
             int64_t OH = (H + 2 * p - d * (K - 1) - 1) / s + 1, OW = (W + 2 * p - d * (K - 1) - 1) / s + 1;
             if (H + 2 * p < d * (K - 1) + 1 || W + 2 * p < d * (K - 1) + 1) continue;
-            DepthwiseGeom g{H, W, K, K, OH, OW, s, s, p, p, d, d};
-            auto x = randn(size_t(H * W), seed++), k = randn(size_t(K * K), seed++);
-            std::vector<float> got(size_t(OH * OW), 7.0f), want(got.size(), -7.0f);
-            depthwise_plane(g, x.data(), k.data(), got.data());
-            ref_depthwise_plane(g, x.data(), k.data(), want.data());
-            for (size_t i = 0; i < got.size(); ++i)
-              ASSERT_NEAR(got[i], want[i], 1e-5f * (1.0f + std::fabs(want[i])))
-                  << H << "x" << W << " k" << K << " s" << s << " d" << d << " p" << p << " at " << i;
+            for (bool dilate_rows : {true, false}) {
+              const int64_t dh = dilate_rows ? d : 1;
+              if (!dilate_rows && d == 1) continue;
+              OH = (H + 2 * p - dh * (K - 1) - 1) / s + 1;
+              if (H + 2 * p < dh * (K - 1) + 1) continue;
+              DepthwiseGeom g{H, W, K, K, OH, OW, s, s, p, p, dh, d};
+              auto x = randn(size_t(H * W), seed++), k = randn(size_t(K * K), seed++);
+              const size_t n = size_t(OH * OW), guard = 40;
+              std::vector<float> got(n + guard, 7.0f), want(n, -7.0f);
+              depthwise_plane(g, x.data(), k.data(), got.data());
+              ref_depthwise_plane(g, x.data(), k.data(), want.data());
+              for (size_t i = 0; i < n; ++i)
+                ASSERT_NEAR(got[i], want[i], 1e-5f * (1.0f + std::fabs(want[i])))
+                    << H << "x" << W << " k" << K << " s" << s << " dh" << dh << " dw" << d << " p" << p << " at " << i;
+              for (size_t i = n; i < n + guard; ++i) ASSERT_EQ(got[i], 7.0f) << "written past the plane at " << i;
+            }
           }
+}
+
+TEST(Kernels, DepthwisePlaneAppliesTheEpilogue) {
+  // The epilogue conv2d hands the plane (as row `ch` of a GEMM-shaped output): scale and
+  // shift with no activation, ReLU, ReLU6 (applied in registers), GELU and a residual
+  // (applied to each block's rows once written), against the plain plane followed by
+  // sgemm_epilogue_block. Values straddle 0 and 6 so both clamps bite; a NaN input
+  // stays NaN through each activation.
+  unsigned seed = 31;
+  const int64_t C = 3, ch = 2;
+  for (auto [H, s] : {std::pair<int64_t, int64_t>{23, 1}, {40, 2}, {7, 1}})
+    for (Activation act : {Activation::kNone, Activation::kRelu, Activation::kRelu6, Activation::kGelu})
+      for (bool residual : {false, true}) {
+        const int64_t OH = (H + 2 - 3) / s + 1;
+        DepthwiseGeom g{H, H, 3, 3, OH, OH, s, s, 1, 1, 1, 1};
+        auto x = randn(size_t(H * H), seed++), k = randn(size_t(9), seed++);
+        for (auto& v : x) v *= 3.0f;
+        x[size_t(H + 1)] = NAN;
+        auto scale = randn(size_t(C), seed++), shift = randn(size_t(C), seed++);
+        auto res = randn(size_t(C * OH * OH), seed++);
+        GemmEpilogue ep;
+        ep.row_scale = scale.data();
+        ep.row_shift = shift.data();
+        ep.act = act;
+        if (residual) {
+          ep.residual = res.data();
+          ep.ld_residual = OH * OH;
+        }
+        std::vector<float> got(size_t(OH * OH)), want(got.size());
+        depthwise_plane(g, x.data(), k.data(), got.data(), &ep, ch);
+        depthwise_plane(g, x.data(), k.data(), want.data());
+        sgemm_epilogue_block(ep, want.data(), OH * OH, ch, 0, 1, OH * OH);
+        int nans = 0;
+        for (size_t i = 0; i < got.size(); ++i) {
+          if (std::isnan(want[i])) {
+            ASSERT_TRUE(std::isnan(got[i])) << i;
+            ++nans;
+            continue;
+          }
+          ASSERT_NEAR(got[i], want[i], 1e-5f * (1.0f + std::fabs(want[i])))
+              << "H " << H << " s " << s << " act " << int(act) << " residual " << residual << " at " << i;
+        }
+        ASSERT_GT(nans, 0);
+      }
 }
 
 TEST(Kernels, MaxPool2dMatchesReference) {

@@ -10,9 +10,9 @@
 // 196608 values, the GELU of one MiniLM layer at seq 128). The steps are activation.h's,
 // so the values equal gelu_exact's bit for bit on both ISAs.
 #include <algorithm>
-#include <cstdlib>
 
 #include "zenith/kernels/activation.h"
+#include "zenith/kernels/gemm_internal.h"
 
 namespace zenith {
 namespace {
@@ -44,9 +44,7 @@ __attribute__((flatten, target("avx512f,avx512vl,avx512dq,avx512bw,avx2,fma,f16c
 using GeluFn = void (*)(const float*, float*, int64_t);
 GeluFn pick_gelu() {
 #if defined(__x86_64__)
-  if (!std::getenv("ZENITH_NO_AVX512") && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
-      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw"))
-    return gelu_avx512;
+  if (gemm_detail::kernels_use_avx512()) return gelu_avx512;
 #endif
   return gelu_avx2;
 }

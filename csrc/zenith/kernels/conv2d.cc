@@ -1,9 +1,9 @@
 // conv2d: an implicit GEMM per image and group against the filters (gemm.cc's sgemm),
 // Winograd F(2x2, 3x3) for 3x3 stride-1 convs with enough channels (winograd.cc), a
-// direct loop for depthwise convs. prepare_conv2d chooses the algorithm once per plan
-// and says how it wants constant filters packed; run_conv2d executes that choice.
-// ref_depthwise_plane is the depthwise loop's scalar reference; the other paths are
-// held to ref_sgemm through the GEMM and to PyTorch by the op tests.
+// direct loop for depthwise convs (depthwise.cc). prepare_conv2d chooses the algorithm
+// once per plan and says how it wants constant filters packed; run_conv2d executes that
+// choice. The GEMM paths are held to ref_sgemm through the GEMM and to PyTorch by the
+// op tests.
 #include <algorithm>
 #include <cstring>
 #include <memory>
@@ -81,97 +81,6 @@ struct ConvColumns {
   }
 };
 }  // namespace
-
-void ref_depthwise_plane(const DepthwiseGeom& g, const float* x, const float* k, float* out) {
-  for (int64_t oh = 0; oh < g.OH; ++oh)
-    for (int64_t ow = 0; ow < g.OW; ++ow) {
-      float s = 0.0f;
-      for (int64_t kh = 0; kh < g.KH; ++kh) {
-        int64_t ih = oh * g.sh - g.ph + kh * g.dh;
-        if (ih < 0 || ih >= g.H) continue;
-        for (int64_t kw = 0; kw < g.KW; ++kw) {
-          int64_t iw = ow * g.sw - g.pw + kw * g.dw;
-          if (iw >= 0 && iw < g.W) s += x[ih * g.W + iw] * k[kh * g.KW + kw];
-        }
-      }
-      out[oh * g.OW + ow] = s;
-    }
-}
-
-namespace {
-// The plane zero-padded to every row and column the windows reach (`rows` x `span`):
-// p[r * span + j] = x[r - ph][j - pw], zero outside x. The loops below then read
-// without bounds checks.
-void pad_plane(const DepthwiseGeom& g, const float* x, float* p, int64_t rows, int64_t span) {
-  const int64_t ncopy = std::max<int64_t>(0, std::min(g.W, span - g.pw)), lead = std::min(g.pw, span);
-  for (int64_t r = 0; r < rows; ++r) {
-    float* d = p + r * span;
-    int64_t ih = r - g.ph;
-    if (ih < 0 || ih >= g.H || ncopy == 0) {
-      std::fill_n(d, span, 0.0f);
-      continue;
-    }
-    std::fill_n(d, lead, 0.0f);
-    std::memcpy(d + lead, x + ih * g.W, size_t(ncopy) * sizeof(float));
-    std::fill_n(d + lead + ncopy, span - lead - ncopy, 0.0f);
-  }
-}
-
-// 3 x 3 (MobileNets' depthwise kernel): the nine taps of a vector of outputs summed in
-// registers, in the reference's order. S: the column stride as a constant (1, 2: the
-// loop vectorizes) or 0 (g.sw at run time).
-template <int S>
-void depthwise_3x3(const DepthwiseGeom& g, const float* p, int64_t span, const float* k, float* out) {
-  const int64_t sw = S > 0 ? S : g.sw, dw = g.dw;
-  const float k0 = k[0], k1 = k[1], k2 = k[2], k3 = k[3], k4 = k[4], k5 = k[5], k6 = k[6], k7 = k[7], k8 = k[8];
-  for (int64_t oh = 0; oh < g.OH; ++oh) {
-    const float* a = p + oh * g.sh * span;
-    const float *b = a + g.dh * span, *c = b + g.dh * span;
-    const float *a1 = a + dw, *a2 = a + 2 * dw, *b1 = b + dw, *b2 = b + 2 * dw, *c1 = c + dw, *c2 = c + 2 * dw;
-    float* o = out + oh * g.OW;
-    for (int64_t ow = 0; ow < g.OW; ++ow) {
-      const int64_t j = sw * ow;
-      o[ow] = k0 * a[j] + k1 * a1[j] + k2 * a2[j] + k3 * b[j] + k4 * b1[j] + k5 * b2[j] + k6 * c[j] + k7 * c1[j] +
-              k8 * c2[j];
-    }
-  }
-}
-
-// Any kernel: each tap adds k * (a strided slice of a padded row) to the output row.
-template <int S>
-void depthwise_taps(const DepthwiseGeom& g, const float* p, int64_t span, const float* k, float* out) {
-  const int64_t sw = S > 0 ? S : g.sw;
-  for (int64_t oh = 0; oh < g.OH; ++oh) {
-    float* o = out + oh * g.OW;
-    std::fill_n(o, g.OW, 0.0f);
-    for (int64_t kh = 0; kh < g.KH; ++kh) {
-      const float* row = p + (oh * g.sh + kh * g.dh) * span;
-      for (int64_t kw = 0; kw < g.KW; ++kw) {
-        const float w = k[kh * g.KW + kw];
-        const float* src = row + kw * g.dw;
-        for (int64_t ow = 0; ow < g.OW; ++ow) o[ow] += w * src[sw * ow];
-      }
-    }
-  }
-}
-
-template <int S>
-void depthwise_strided(const DepthwiseGeom& g, const float* p, int64_t span, const float* k, float* out) {
-  if (g.KH == 3 && g.KW == 3) depthwise_3x3<S>(g, p, span, k, out);
-  else depthwise_taps<S>(g, p, span, k, out);
-}
-}  // namespace
-
-void depthwise_plane(const DepthwiseGeom& g, const float* x, const float* k, float* out) {
-  const int64_t rows = (g.OH - 1) * g.sh + (g.KH - 1) * g.dh + 1, span = (g.OW - 1) * g.sw + (g.KW - 1) * g.dw + 1;
-  thread_local std::vector<float> padded;
-  padded.resize(size_t(rows * span));
-  pad_plane(g, x, padded.data(), rows, span);
-  if (g.sw == 1) depthwise_strided<1>(g, padded.data(), span, k, out);
-  else if (g.sw == 2) depthwise_strided<2>(g, padded.data(), span, k, out);
-  else depthwise_strided<0>(g, padded.data(), span, k, out);
-  if (padded.capacity() > (size_t(1) << 20)) std::vector<float>().swap(padded);  // keep at most 4 MiB per thread
-}
 
 namespace {
 // What prepare_conv2d chose for one set of shapes.
@@ -311,9 +220,8 @@ void run_conv2d(const KernelCtx& c) {
       for (int64_t nc = lo; nc < hi; ++nc) {
         int64_t n = nc / C, ch = nc % C;
         float* oi = po + (n * OC + ch) * OH * OW;
-        depthwise_plane(dg, px + (n * C + ch) * H * W, pw + ch * KH * KW, oi);
-        GemmEpilogue e = group_epilogue(n, 0);  // the channel as one row of image n's epilogue
-        if (!e.empty()) sgemm_epilogue_block(e, oi, OH * OW, ch, 0, 1, OH * OW);
+        const GemmEpilogue e = group_epilogue(n, 0);  // the channel as row ch of image n's epilogue
+        depthwise_plane(dg, px + (n * C + ch) * H * W, pw + ch * KH * KW, oi, &e, ch);
       }
     });
     return;

@@ -565,7 +565,7 @@ Isa isa_of() {
 
 Isa pick_isa() {
 #if defined(__x86_64__)
-  if (!std::getenv("ZENITH_NO_AVX512") && gemm_isa_supported(GemmIsa::avx512)) return isa_of<GemmIsa::avx512>();
+  if (kernels_use_avx512()) return isa_of<GemmIsa::avx512>();
 #endif
   return isa_of<GemmIsa::avx2>();
 }

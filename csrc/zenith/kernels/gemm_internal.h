@@ -241,6 +241,20 @@ inline bool gemm_isa_supported(GemmIsa isa) {
 #endif
 }
 
+// Whether the float kernels written over the vector width (sgemm's tiles, depthwise,
+// GELU) run their AVX-512 build: the CPU has AVX-512 (F, DQ, VL, BW) and
+// ZENITH_NO_AVX512 is unset. Read once.
+inline bool kernels_use_avx512() {
+#if defined(__x86_64__)
+  static const bool yes = !std::getenv("ZENITH_NO_AVX512") && __builtin_cpu_supports("avx512f") &&
+                          __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
+                          __builtin_cpu_supports("avx512bw");
+  return yes;
+#else
+  return false;
+#endif
+}
+
 #if defined(__x86_64__)
 #define ZENITH_UK_TARGET_avx2 __attribute__((target("avx2,fma")))
 #define ZENITH_UK_TARGET_avx512 __attribute__((target("avx512f")))

@@ -195,13 +195,18 @@ void ref_sgemm(int64_t M, int64_t N, int64_t K, float alpha, const float* a, int
                const float* b, int64_t b_rs, int64_t b_cs, float* c, int64_t ldc, bool accumulate);
 
 // One channel of a depthwise convolution: out (OH x OW) = x (H x W) correlated with
-// k (KH x KW), with conv2d's strides, padding and dilation; no bias or epilogue.
-// depthwise_plane is conv2d's depthwise path (zero-padded rows, loops that vectorize
-// along output rows); ref_depthwise_plane is its scalar reference (taps bounds-checked).
+// k (KH x KW), with conv2d's strides, padding and dilation.
+// depthwise_plane is conv2d's depthwise path (depthwise.cc: a zero-padded copy split by
+// column phase, vector loops along output rows, AVX2 or AVX-512 chosen at run time);
+// ref_depthwise_plane is its scalar reference (taps bounds-checked).
 struct DepthwiseGeom {
   int64_t H, W, KH, KW, OH, OW, sh, sw, ph, pw, dh, dw;
 };
-void depthwise_plane(const DepthwiseGeom& g, const float* x, const float* k, float* out);
+// ep, when given, is applied to the plane as row ep_row of a GEMM's output whose
+// columns are the plane's pixels (conv2d's per-channel epilogue), a few rows at a time
+// as they are written.
+void depthwise_plane(const DepthwiseGeom& g, const float* x, const float* k, float* out,
+                     const GemmEpilogue* ep = nullptr, int64_t ep_row = 0);
 void ref_depthwise_plane(const DepthwiseGeom& g, const float* x, const float* k, float* out);
 
 // Scalar reference of run_sdpa (attention.cc), same node and operands; sums in double.
