@@ -33,8 +33,10 @@ Activation activation_of(const Node& n) {
 int fuse_epilogue(Graph& g) {
   g.reindex();
   std::vector<int> uses = g.use_counts();
+  std::vector<bool> absorbed(g.nodes.size(), false);
   int fused = 0;
-  for (Node& n : g.nodes) {
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    Node& n = g.nodes[i];
     Activation act = activation_of(n);
     if (act == Activation::kNone) continue;
     int x = n.inputs[0];  // the activation's input: the value that takes its place
@@ -52,8 +54,10 @@ int fuse_epilogue(Graph& g) {
     mm.set_int("activation", int64_t(act));
     replace_all_uses(g, n.outputs[0], x);
     uses[size_t(x)] = uses[size_t(n.outputs[0])];
+    absorbed[i] = true;  // erased now, so later passes count the producer's real readers
     ++fused;
   }
+  if (fused) erase_nodes(g, absorbed);
   return fused;
 }
 
