@@ -402,6 +402,43 @@ Types infer_conv2d(const Graph& g, const Node& n) {
   return {t};
 }
 
+// conv2d_pw_dw: (x, w_pw, bias_pw[, bn x 4], w_dw, bias_dw[, bn x 4]), float32 only
+// (fuse_conv_pw_dw makes it from two float32 convs).
+Types infer_conv2d_pw_dw(const Graph& g, const Node& n) {
+  const size_t q = n.has("pw_bn_eps") ? 7 : 3, total = q + (n.has("bn_eps") ? 6 : 2);
+  ZENITH_CHECK(n.inputs.size() == total, "conv2d_pw_dw: expected ", total, " inputs (the 1x1 conv's ", q,
+               ", the depthwise conv's ", total - q, "), got ", n.inputs.size());
+  const auto &x = in(g, n, 0), &w1 = in(g, n, 1), &w2 = in(g, n, q);
+  ZENITH_CHECK(x.rank() == 4 && w1.is_static() && w1.rank() == 4 && w2.is_static() && w2.rank() == 4,
+               "conv2d_pw_dw: needs NCHW input and static OIHW weights");
+  const int64_t E = w1.shape[0].value();
+  ZENITH_CHECK(x.shape[1].is_const() && x.shape[1].value() == w1.shape[1].value() && w1.shape[2].value() == 1 &&
+                   w1.shape[3].value() == 1,
+               "conv2d_pw_dw: the first weight must be a 1x1 conv's over the input's channels");
+  ZENITH_CHECK(w2.shape[0].value() == E && w2.shape[1].value() == 1,
+               "conv2d_pw_dw: the second weight must be a depthwise conv's over the ", E, " expanded channels");
+  // The per-channel inputs that are there (an absent bias's slot repeats the weight, as
+  // conv2d's does).
+  std::vector<size_t> vectors;
+  if (n.i("pw_has_bias", 0)) vectors.push_back(2);
+  for (size_t k = 3; k < q; ++k) vectors.push_back(k);
+  if (n.i("has_bias", 0)) vectors.push_back(q + 1);
+  for (size_t k = q + 2; k < total; ++k) vectors.push_back(k);
+  for (size_t k : vectors) {
+    const auto& t = in(g, n, k);
+    ZENITH_CHECK(t.rank() == 1 && t.shape[0].is_const() && t.shape[0].value() == E, "conv2d_pw_dw: input ", k,
+                 " must be a per-channel vector of ", E);
+  }
+  for (size_t k = 0; k < total; ++k)
+    ZENITH_CHECK(in(g, n, k).dtype == DType::f32, "conv2d_pw_dw: float32 only");
+  auto st = pair_attr(n, "stride", 1), pd = pair_attr(n, "padding", 0), dl = pair_attr(n, "dilation", 1);
+  TensorType t;
+  t.dtype = DType::f32;
+  t.shape = {x.shape[0], w1.shape[0], conv_out(x.shape[2], w2.shape[2].value(), st[0], pd[0], dl[0], false),
+             conv_out(x.shape[3], w2.shape[3].value(), st[1], pd[1], dl[1], false)};
+  return {t};
+}
+
 Types infer_pool(const Graph& g, const Node& n) {
   const auto& x = in(g, n, 0);
   ZENITH_CHECK(x.rank() == 4 || x.rank() == 3, op_info(n.op).name, ": needs (N)CHW input");
@@ -741,6 +778,7 @@ Types infer_arange(const Graph&, const Node& n) {
 #define INFER_matmul infer_matmul
 #define INFER_addmm infer_addmm
 #define INFER_conv2d infer_conv2d
+#define INFER_conv2d_pw_dw infer_conv2d_pw_dw
 #define INFER_sdpa infer_sdpa
 #define INFER_qmatmul infer_qmatmul
 #define INFER_qembedding infer_qembedding

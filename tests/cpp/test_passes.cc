@@ -285,6 +285,36 @@ TEST(Passes, FuseConvBatchNorm) {
 })"));
 }
 
+TEST(Passes, FuseConvPwDw) {
+  // %e (1x1, bn folded, relu6) feeds only the depthwise %d on a 28 x 28 map: one
+  // conv2d_pw_dw, the 1x1 conv's inputs first and its epilogue as pw_*. Left alone: %f
+  // is also returned (its raw value is needed), %s's map is 27 x 27, and %t's padding
+  // (3) reaches past its 3 x 3 window.
+  Graph g = parse_graph(R"(graph(%x: f32[2, 3, 28, 28], %y: f32[1, 3, 27, 27], %w: f32[8, 3, 1, 1], %k: f32[8, 1, 3, 3], %b: f32[8], %g: f32[8], %h: f32[8], %m: f32[8], %v: f32[8]) {
+  %e: f32[2, 8, 28, 28] = conv2d(%x, %w, %w, %g, %h, %m, %v) {activation=[7], bn_eps=f[0.001], stride=[1, 1], padding=[0, 0], dilation=[1, 1], groups=[1], has_bias=[0]}
+  %d: f32[2, 8, 14, 14] = conv2d(%e, %k, %b) {activation=[1], stride=[2, 2], padding=[1, 1], dilation=[1, 1], groups=[8], has_bias=[1]}
+  %f: f32[2, 8, 28, 28] = conv2d(%x, %w, %w) {stride=[1, 1], padding=[0, 0], dilation=[1, 1], groups=[1], has_bias=[0]}
+  %j: f32[2, 8, 28, 28] = conv2d(%f, %k, %b) {stride=[1, 1], padding=[1, 1], dilation=[1, 1], groups=[8], has_bias=[1]}
+  %r: f32[1, 8, 27, 27] = conv2d(%y, %w, %w) {stride=[1, 1], padding=[0, 0], dilation=[1, 1], groups=[1], has_bias=[0]}
+  %s: f32[1, 8, 27, 27] = conv2d(%r, %k, %b) {stride=[1, 1], padding=[1, 1], dilation=[1, 1], groups=[8], has_bias=[1]}
+  %p: f32[2, 8, 28, 28] = conv2d(%x, %w, %w) {stride=[1, 1], padding=[0, 0], dilation=[1, 1], groups=[1], has_bias=[0]}
+  %t: f32[2, 8, 32, 32] = conv2d(%p, %k, %b) {stride=[1, 1], padding=[3, 3], dilation=[1, 1], groups=[8], has_bias=[1]}
+  return (%d, %j, %f, %s, %t)
+})");
+  EXPECT_EQ(fuse_conv_pw_dw(g), 1);
+  verify(g);
+  EXPECT_EQ(print_graph(g), canon(R"(graph(%x: f32[2, 3, 28, 28], %y: f32[1, 3, 27, 27], %w: f32[8, 3, 1, 1], %k: f32[8, 1, 3, 3], %b: f32[8], %g: f32[8], %h: f32[8], %m: f32[8], %v: f32[8]) {
+  %d: f32[2, 8, 14, 14] = conv2d_pw_dw(%x, %w, %w, %g, %h, %m, %v, %k, %b) {activation=[1], pw_activation=[7], pw_bn_eps=f[0.001], pw_has_bias=[0], stride=[2, 2], padding=[1, 1], dilation=[1, 1], has_bias=[1]}
+  %f: f32[2, 8, 28, 28] = conv2d(%x, %w, %w) {stride=[1, 1], padding=[0, 0], dilation=[1, 1], groups=[1], has_bias=[0]}
+  %j: f32[2, 8, 28, 28] = conv2d(%f, %k, %b) {stride=[1, 1], padding=[1, 1], dilation=[1, 1], groups=[8], has_bias=[1]}
+  %r: f32[1, 8, 27, 27] = conv2d(%y, %w, %w) {stride=[1, 1], padding=[0, 0], dilation=[1, 1], groups=[1], has_bias=[0]}
+  %s: f32[1, 8, 27, 27] = conv2d(%r, %k, %b) {stride=[1, 1], padding=[1, 1], dilation=[1, 1], groups=[8], has_bias=[1]}
+  %p: f32[2, 8, 28, 28] = conv2d(%x, %w, %w) {stride=[1, 1], padding=[0, 0], dilation=[1, 1], groups=[1], has_bias=[0]}
+  %t: f32[2, 8, 32, 32] = conv2d(%p, %k, %b) {stride=[1, 1], padding=[3, 3], dilation=[1, 1], groups=[8], has_bias=[1]}
+  return (%d, %j, %f, %s, %t)
+})"));
+}
+
 TEST(Passes, FuseConvResidual) {
   // A block with a downsample branch: add(%a, %b) joins the later conv (%b), reading %a;
   // its relu then joins through fuse_epilogue. add(%c, %x) joins %c. Left alone: a conv
@@ -435,13 +465,13 @@ TEST(Passes, PipelineVerifiesEachPass) {
   return (%d)
 })");
   auto reports = run_default_pipeline(g, true);
-  ASSERT_EQ(reports.size(), 11u);
+  ASSERT_EQ(reports.size(), 12u);
   EXPECT_EQ(reports[0].name, "canonicalize");
   EXPECT_EQ(reports[0].changes, 1);
   EXPECT_EQ(reports[2].name, "cse");
   EXPECT_EQ(reports[2].changes, 1);
-  EXPECT_EQ(reports[9].name, "fuse_elementwise");  // relu(x) + relu(x), one node after cse
-  EXPECT_EQ(reports[9].changes, 1);
+  EXPECT_EQ(reports[10].name, "fuse_elementwise");  // relu(x) + relu(x), one node after cse
+  EXPECT_EQ(reports[10].changes, 1);
   ASSERT_EQ(g.nodes.size(), 1u);
   EXPECT_EQ(g.nodes[0].op, Op::fused);
 }

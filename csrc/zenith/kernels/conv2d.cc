@@ -117,6 +117,31 @@ std::shared_ptr<const PackedOperand> pack_filters(const void* state, const void*
 }
 }  // namespace
 
+GemmEpilogue conv_channel_epilogue(const std::vector<TensorRef>& in, size_t bias_slot, bool has_bias,
+                                   const std::optional<double>& bn_eps, Activation act, int64_t channels,
+                                   std::vector<float>& scale, std::vector<float>& shift) {
+  GemmEpilogue ep;
+  ep.act = act;
+  const float* pb = has_bias ? in[bias_slot].as<float>() : nullptr;
+  if (!bn_eps) {
+    ep.row_shift = pb;
+    return ep;
+  }
+  const float eps = float(*bn_eps);
+  const float *bw = in[bias_slot + 1].as<float>(), *bb = in[bias_slot + 2].as<float>(),
+              *mu = in[bias_slot + 3].as<float>(), *var = in[bias_slot + 4].as<float>();
+  scale.resize(size_t(channels));
+  shift.resize(size_t(channels));
+  for (int64_t ch = 0; ch < channels; ++ch) {
+    float& t = shift[size_t(ch)];
+    batch_norm_affine(bw[ch], bb[ch], mu[ch], var[ch], eps, &scale[size_t(ch)], &t);
+    if (pb) t += pb[ch] * scale[size_t(ch)];
+  }
+  ep.row_scale = scale.data();
+  ep.row_shift = shift.data();
+  return ep;
+}
+
 void prepare_conv2d(const PrepareCtx& c, PreparedOp* p) {
   const auto& at = c.a<attrs::conv2d>();
   const TensorRef &x = c.in[0], &w = c.in[1], &o = c.out[0];
@@ -177,31 +202,12 @@ void run_conv2d(const KernelCtx& c) {
   const float* px = x.as<float>();
   const float* pw = w.as<float>();
   float* po = o.as<float>();
-  const float* pb = at.has_bias ? c.in[2].as<float>() : nullptr;
-  // The epilogue, per output channel (a row of the GEMM): the bias, a fused inference
-  // batch-norm ((y + bias) * scale + shift = y * scale + (bias * scale + shift)), a
-  // fused residual add (the last input, the output's shape) and a fused activation,
-  // applied by sgemm to each tile as it completes.
-  GemmEpilogue ep;
-  ep.act = at.activation;
-  const float* res = at.has_residual ? c.in.back().as<float>() : nullptr;
+  // The epilogue, per output channel (a row of the GEMM): bias, batch-norm and
+  // activation (conv_channel_epilogue), and a fused residual add (the last input, the
+  // output's shape), applied by sgemm to each tile as it completes.
   std::vector<float> bn_scale, shift;
-  if (at.bn_eps) {
-    float eps = float(*at.bn_eps);
-    const float *bw = c.in[3].as<float>(), *bb = c.in[4].as<float>(), *mu = c.in[5].as<float>(),
-                *var = c.in[6].as<float>();
-    bn_scale.resize(size_t(OC));
-    shift.resize(size_t(OC));
-    for (int64_t ch = 0; ch < OC; ++ch) {
-      float& t = shift[size_t(ch)];
-      batch_norm_affine(bw[ch], bb[ch], mu[ch], var[ch], eps, &bn_scale[size_t(ch)], &t);
-      if (pb) t += pb[ch] * bn_scale[size_t(ch)];
-    }
-    ep.row_scale = bn_scale.data();
-    ep.row_shift = shift.data();
-  } else {
-    ep.row_shift = pb;
-  }
+  GemmEpilogue ep = conv_channel_epilogue(c.in, 2, at.has_bias, at.bn_eps, at.activation, OC, bn_scale, shift);
+  const float* res = at.has_residual ? c.in.back().as<float>() : nullptr;
   // The epilogue of image n's output channels [g * OCg, (g + 1) * OCg), rows 0.. of
   // group g's GEMM (its residual rows are that image's channels, `cols` apart).
   auto group_epilogue = [&](int64_t n, int64_t g) {

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "zenith/attrs.h"
@@ -193,6 +194,15 @@ void sgemm_epilogue_block(const GemmEpilogue& ep, float* c, int64_t ldc, int64_t
 const char* sgemm_isa();
 void ref_sgemm(int64_t M, int64_t N, int64_t K, float alpha, const float* a, int64_t a_rs, int64_t a_cs,
                const float* b, int64_t b_rs, int64_t b_cs, float* c, int64_t ldc, bool accumulate);
+
+// A convolution's epilogue per output channel (a row of its GEMM): the bias at
+// in[bias_slot] when has_bias, a fused inference batch-norm (its weight, bias, running
+// mean and var in the next four slots, when bn_eps is set) folded with the bias into a
+// scale and shift ((y + bias) * s + t = y * s + (bias * s + t)), and the activation.
+// scale and shift receive the folded values the result points to.
+GemmEpilogue conv_channel_epilogue(const std::vector<TensorRef>& in, size_t bias_slot, bool has_bias,
+                                   const std::optional<double>& bn_eps, Activation act, int64_t channels,
+                                   std::vector<float>& scale, std::vector<float>& shift);
 
 // One channel of a depthwise convolution: out (OH x OW) = x (H x W) correlated with
 // k (KH x KW), with conv2d's strides, padding and dilation.

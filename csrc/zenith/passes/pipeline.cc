@@ -3,7 +3,8 @@
 // batch-norms into the convolutions before them, attention reading and writing the
 // projections' layout, residual adds into the convolutions that feed them,
 // activations into GEMM and convolution epilogues (before chains
-// form, so an activation a GEMM can absorb stays its epilogue), residual adds into the
+// form, so an activation a GEMM can absorb stays its epilogue), expand 1x1 convs into
+// the depthwise convs that read them, residual adds into the
 // layer norms that read them, remaining elementwise
 // chains into single-pass kernels; a last dce drops what they absorbed.
 #include "zenith/error.h"
@@ -25,6 +26,7 @@ const PassEntry kPipeline[] = {
     {"fuse_attention_layout", fuse_attention_layout},
     {"fuse_conv_residual", fuse_conv_residual},  // after the norm joins the conv, before its relu does
     {"fuse_epilogue", fuse_epilogue},
+    {"fuse_conv_pw_dw", fuse_conv_pw_dw},  // after both convs have their norms and activations
     {"fuse_residual_norm", fuse_residual_norm},  // before chains form: the add stays visible
     {"fuse_elementwise", fuse_elementwise},
     {"dce", dead_code_elimination},

@@ -549,6 +549,53 @@ def test_conv_residual_add_relu():
             assert cg.report.passes["fuse_conv_residual"] >= 1
 
 
+def test_expand_depthwise_fused():
+    """MobileNet V2's expand -> depthwise pair, conv1x1 (+ bn + activation) then a
+    depthwise conv (+ bn + activation), runs as one conv2d_pw_dw (passes on) against
+    eager: wide maps whose expanded rows come in several bands per image (the window
+    kept between bands, rows split between threads), strides 1 and 2, kernels 3 and 5,
+    padding 0 to the window's edge, dilation 2, bias without bn, odd sizes, batches of
+    1 to 3. Maps under 28 x 28 and an expanded tensor that is also returned keep the two
+    convs."""
+    COVERED.add("conv2d_pw_dw")
+    tol = dict(rtol=1e-4, atol=1e-4)
+
+    def bn_of(e):
+        return [make((e,), f32), make((e,), f32).abs() + 0.5, make((e,), f32), make((e,), f32)]
+
+    def f(x, w1, b1, m1, v1, g1, be1, w2, b2, m2, v2, g2, be2, s=1, p=1, d=1, bn=True, act=torch.relu):
+        y = F.conv2d(x, w1, None if bn else b1)
+        if bn:
+            y = F.batch_norm(y, m1, v1, g1, be1, training=False, eps=1e-5)
+        y = act(y)
+        y = F.conv2d(y, w2, None if bn else b2, stride=s, padding=p, dilation=d, groups=w2.shape[0])
+        if bn:
+            y = F.batch_norm(y, m2, v2, g2, be2, training=False, eps=1e-3)
+        return act(y)
+
+    relu6 = lambda t: F.hardtanh(t, 0.0, 6.0)  # noqa: E731
+    cases = [  # (N, C, E, H, W, k, kwargs)
+        ((1, 3, 96, 30, 112), 3, dict(act=relu6)),
+        ((1, 3, 96, 31, 112), 3, dict(s=2, act=relu6)),
+        ((2, 4, 80, 29, 130), 5, dict(s=2, p=2, act=torch.relu)),
+        ((3, 5, 12, 29, 31), 3, dict(bn=False, act=lambda t: t)),
+        ((1, 4, 40, 33, 47), 3, dict(p=0, s=2, bn=False, act=torch.relu)),
+        ((1, 4, 64, 28, 90), 3, dict(p=2, d=2, act=relu6)),
+    ]
+    for (n, c, e, h, w), k, kw in cases:
+        inputs = [make((n, c, h, w), f32), make((e, c, 1, 1), f32), make((e,), f32)] + bn_of(e)
+        inputs += [make((e, 1, k, k), f32), make((e,), f32)] + bn_of(e)
+        cg = check(lambda *a: f(*a, **kw), inputs, covers=["conv2d_pw_dw"], passes=True, tol=tol)
+        assert "conv2d" not in cg.report.zenith_ops, cg.report.zenith_ops
+    inputs = [make((1, 3, 27, 27), f32), make((8, 3, 1, 1), f32), make((8,), f32)] + bn_of(8)
+    inputs += [make((8, 1, 3, 3), f32), make((8,), f32)] + bn_of(8)
+    cg = check(f, inputs, covers=["conv2d"], passes=True, tol=tol)
+    assert "conv2d_pw_dw" not in cg.report.zenith_ops
+    inputs[0] = make((1, 3, 28, 28), f32)
+    cg = check(lambda x, w1, *r: (f(x, w1, *r), F.conv2d(x, w1)), inputs, covers=["conv2d"], passes=True, tol=tol)
+    assert "conv2d_pw_dw" not in cg.report.zenith_ops
+
+
 def test_residual_layer_norm():
     """Post-norm residual: LayerNorm(x + y) runs as one layer_norm reading both (passes
     on; the add is gone); a sum that is also returned keeps its add. Against eager."""

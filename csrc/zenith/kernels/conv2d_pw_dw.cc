@@ -1,0 +1,93 @@
+// conv2d_pw_dw: a 1x1 convolution and the depthwise convolution that alone reads its
+// output (MobileNet V2's expand -> depthwise), computed band of output rows by band.
+//
+// Why: the expanded tensor is the largest in the block (MobileNet V2's first one is 96
+// channels of 112 x 112: 4.8 MB per image) and was written by the 1x1 conv's GEMM and
+// read back by the depthwise conv; at batch 8 that traffic went to memory. Here each
+// worker keeps a window of the expanded rows that its band of depthwise output rows
+// needs (every channel, a few rows: a few hundred KiB, in L2), computes only the rows
+// the window lacks with the 1x1 GEMM (the rows the last band also needed are kept, not
+// recomputed), and runs the depthwise plane kernel on the window. Each image's output
+// rows are split into as many chunks as there are threads left after the images.
+//
+// The math is the two convs' own: sgemm with the 1x1 conv's epilogue (bias, batch-norm,
+// activation), then depthwise_plane with the depthwise conv's; the op tests hold it
+// to PyTorch and the kernel tests hold both halves to their scalar references.
+#include <algorithm>
+#include <cstring>
+
+#include "zenith/kernels/gemm_internal.h"
+#include "zenith/kernels/kernels.h"
+#include "zenith/threadpool.h"
+
+namespace zenith {
+
+namespace {
+// The expanded rows' window aims at this many floats (512 KiB, Zen 2's and 3's whole L2,
+// half of Zen 4's and 5's: 256 KiB and 1 MiB measured no different on Zen 5, within noise).
+constexpr int64_t kWindowFloats = 128 * 1024;
+}  // namespace
+
+void run_conv2d_pw_dw(const KernelCtx& c) {
+  const auto& at = c.a<attrs::conv2d_pw_dw>();
+  const TensorRef &x = c.in[0], &w1 = c.in[1];
+  TensorRef& o = c.out[0];
+  if (o.numel() == 0) return;
+  const size_t q = at.pw_bn_eps ? 7 : 3;  // the depthwise conv's first input
+  const TensorRef& w2 = c.in[q];
+  const int64_t N = x.shape[0], C = x.shape[1], H = x.shape[2], W = x.shape[3], E = w1.shape[0];
+  const int64_t KH = w2.shape[2], KW = w2.shape[3], OH = o.shape[2], OW = o.shape[3];
+  const int64_t sh = at.stride[0], sw = at.stride[1], ph = at.padding[0], pw = at.padding[1], dh = at.dilation[0],
+                dw = at.dilation[1];
+  std::vector<float> s1, t1, s2, t2;
+  const GemmEpilogue ep1 = conv_channel_epilogue(c.in, 2, at.pw_has_bias, at.pw_bn_eps, at.pw_activation, E, s1, t1);
+  const GemmEpilogue ep2 = conv_channel_epilogue(c.in, q + 1, at.has_bias, at.bn_eps, at.activation, E, s2, t2);
+  const float *px = x.as<float>(), *pw1 = w1.as<float>(), *pw2 = w2.as<float>();
+  float* po = o.as<float>();
+
+  // Output rows per band: as many as keep the window (every channel, the band's input
+  // rows) near kWindowFloats; the window holds `cap` input rows per channel.
+  const int64_t reach = (KH - 1) * dh + 1;
+  const int64_t fit = std::max<int64_t>(reach, kWindowFloats / std::max<int64_t>(1, E * W));
+  const int64_t band = std::clamp<int64_t>((fit - reach) / sh + 1, 1, OH);
+  const int64_t cap = (band - 1) * sh + reach;
+  // Work items: (image, chunk of output rows).
+  const int64_t chunks = std::min(OH, std::max<int64_t>(1, (num_threads() + N - 1) / N));
+  parallel_for(N * chunks, 1, [&](int64_t lo, int64_t hi) {
+    thread_local gemm_detail::AlignedBuf window;
+    float* win = window.get(size_t(E * cap * W));
+    for (int64_t item = lo; item < hi; ++item) {
+      const int64_t n = item / chunks, ch = item % chunks;
+      const int64_t r_begin = OH * ch / chunks, r_end = OH * (ch + 1) / chunks;
+      const float* xn = px + n * C * H * W;
+      int64_t w_lo = 0, w_hi = 0;  // the input rows the window holds, at its rows 0..
+      for (int64_t b0 = r_begin; b0 < r_end; b0 += band) {
+        const int64_t b1 = std::min(r_end, b0 + band);
+        const int64_t need_lo = std::clamp<int64_t>(b0 * sh - ph, 0, H);
+        const int64_t need_hi = std::clamp<int64_t>((b1 - 1) * sh - ph + reach, need_lo, H);
+        // Keep the rows of the window this band needs again, at the top.
+        int64_t keep_lo = std::max(w_lo, need_lo), keep_hi = std::min(w_hi, need_hi);
+        if (keep_hi <= keep_lo) keep_lo = keep_hi = need_lo;
+        if (keep_lo > w_lo && keep_hi > keep_lo)
+          for (int64_t e = 0; e < E; ++e)
+            std::memmove(win + e * cap * W, win + (e * cap + keep_lo - w_lo) * W,
+                         size_t((keep_hi - keep_lo) * W) * sizeof(float));
+        // The 1x1 conv of the rows the window lacks (window rows keep_hi - need_lo ..).
+        if (need_hi > keep_hi)
+          sgemm(E, (need_hi - keep_hi) * W, C, 1.0f, pw1, C, 1, xn + keep_hi * W, H * W, 1,
+                win + (keep_hi - need_lo) * W, cap * W, false, nullptr, &ep1);
+        w_lo = need_lo;
+        w_hi = need_hi;
+        // The depthwise conv of the band: its windows start at input row b0 * sh - ph,
+        // which is window row b0 * sh - ph - need_lo (negative: that much padding left).
+        const DepthwiseGeom g{need_hi - need_lo, W, KH, KW, b1 - b0, OW, sh, sw, need_lo - (b0 * sh - ph), pw,
+                              dh,                dw};
+        for (int64_t e = 0; e < E; ++e)
+          depthwise_plane(g, win + e * cap * W, pw2 + e * KH * KW, po + ((n * E + e) * OH + b0) * OW, &ep2, e);
+      }
+    }
+    window.trim(size_t(4) << 20);
+  });
+}
+
+}  // namespace zenith

@@ -1,0 +1,81 @@
+// Expand + depthwise fusion: a 1x1 conv2d (stride 1, no padding, one group) whose output
+// only a depthwise conv2d reads becomes, with that conv, one conv2d_pw_dw node, whose
+// kernel computes the expanded tensor a window of rows at a time for the depthwise
+// conv's bands (MobileNet V2's inverted residual blocks: the expanded tensor, the
+// block's largest, never reaches memory). Each conv keeps its own epilogue (bias,
+// batch-norm, activation): runs after fuse_conv_bn and fuse_epilogue.
+// Leaves alone: maps under 28 x 28 or of symbolic size (the expanded tensor of a small
+// map stays in cache anyway), convs with a fused residual, padding at least the
+// depthwise window's reach, and non-float32 convs.
+#include "zenith/passes/passes.h"
+
+namespace zenith {
+
+namespace {
+constexpr int64_t kMinPixels = 28 * 28;
+
+bool all_f32(const Graph& g, const Node& n) {
+  for (int v : n.inputs)
+    if (g.type(v).dtype != DType::f32) return false;
+  return g.type(n.outputs[0]).dtype == DType::f32;
+}
+
+bool is_pair(const Node& n, const char* key, int64_t v, int64_t dflt) {
+  if (!n.has(key)) return v == dflt;
+  const auto& p = n.ints(key);
+  for (const SymInt& s : p)
+    if (!s.is_const() || s.value() != v) return false;
+  return true;
+}
+
+// The 1x1, stride-1, unpadded, ungrouped conv2d of float32 values, without a residual.
+bool expanding(const Graph& g, const Node& n) {
+  if (n.op != Op::conv2d || n.i("groups", 1) != 1 || n.i("has_residual", 0) || !all_f32(g, n)) return false;
+  const Shape& w = g.type(n.inputs[1]).shape;
+  return w.size() == 4 && w[2].is_const() && w[2].value() == 1 && w[3].is_const() && w[3].value() == 1 &&
+         is_pair(n, "stride", 1, 1) && is_pair(n, "padding", 0, 0) && is_pair(n, "dilation", 1, 1);
+}
+
+// The depthwise conv2d of float32 values over a map of at least kMinPixels, without a
+// residual, its padding inside the window's reach.
+bool depthwise(const Graph& g, const Node& n) {
+  if (n.op != Op::conv2d || n.i("has_residual", 0) || !all_f32(g, n)) return false;
+  const Shape &x = g.type(n.inputs[0]).shape, &w = g.type(n.inputs[1]).shape;
+  if (x.size() != 4 || !x[1].is_const() || !x[2].is_const() || !x[3].is_const() || w.size() != 4) return false;
+  const int64_t C = x[1].value();
+  if (n.i("groups", 1) != C || w[0].value() != C || w[1].value() != 1 || x[2].value() * x[3].value() < kMinPixels)
+    return false;
+  const std::vector<int64_t> pd = n.has("padding") ? n.const_ints("padding") : std::vector<int64_t>{0, 0};
+  const std::vector<int64_t> dl = n.has("dilation") ? n.const_ints("dilation") : std::vector<int64_t>{1, 1};
+  return pd[0] < (w[2].value() - 1) * dl[0] + 1 && pd[1] < (w[3].value() - 1) * dl[1] + 1;
+}
+}  // namespace
+
+int fuse_conv_pw_dw(Graph& g) {
+  g.reindex();
+  std::vector<int> uses = g.use_counts();
+  std::vector<bool> absorbed(g.nodes.size(), false);
+  int fused = 0;
+  for (Node& dw : g.nodes) {
+    if (!depthwise(g, dw)) continue;
+    const int x = dw.inputs[0], p = g.values[size_t(x)].producer;
+    if (p < 0 || uses[size_t(x)] != 1 || !expanding(g, g.nodes[size_t(p)])) continue;
+    const Node& pw = g.nodes[size_t(p)];
+    std::vector<int> inputs = pw.inputs;
+    inputs.insert(inputs.end(), dw.inputs.begin() + 1, dw.inputs.end());
+    dw.op = Op::conv2d_pw_dw;
+    dw.inputs = std::move(inputs);
+    dw.attrs.erase("groups");
+    dw.attrs.erase("has_residual");
+    for (const char* key : {"has_bias", "bn_eps", "activation"}) {
+      auto it = pw.attrs.find(key);
+      if (it != pw.attrs.end()) dw.attrs[std::string("pw_") + key] = it->second;
+    }
+    absorbed[size_t(p)] = true;
+    ++fused;
+  }
+  if (fused) erase_nodes(g, absorbed);
+  return fused;
+}
+
+}  // namespace zenith
