@@ -138,7 +138,15 @@ ZENITH_UK_INLINE void copy_row(const DepthwiseGeom& g, const PhasedPlane& pp, co
     int64_t i = 0;
     if constexpr (L == 16) i = deinterleave<16>(src, g.W, i, ev, od);
     i = deinterleave<8>(src, g.W, i, ev, od);
-    for (int64_t iw = 2 * i; iw < g.W; ++iw) (iw % 2 ? od : ev)[iw / 2] = src[iw];
+    // Not (iw % 2 ? od : ev)[iw / 2]: GCC 12 with -fsanitize=undefined
+    // -fno-sanitize-recover (the sanitizer CI build) miscompiles that form (wrong values,
+    // then a wild pointer), found by the clean-clone CI.
+    for (int64_t iw = 2 * i; iw < g.W; ++iw) {
+      if (iw % 2)
+        od[iw / 2] = src[iw];
+      else
+        ev[iw / 2] = src[iw];
+    }
     return;
   }
   for (int64_t iw = 0; iw < g.W; ++iw) {
