@@ -870,6 +870,25 @@ TEST(Kernels, DepthwisePlaneAppliesTheEpilogue) {
         }
         ASSERT_GT(nans, 0);
       }
+  // ReLU of an exact -0 (a zero plane scaled by -1, shifted by -0) is +0, as relu_f
+  // gives; ReLU6 and no activation keep the -0, as clamp_f and the identity do.
+  for (Activation act : {Activation::kRelu, Activation::kRelu6, Activation::kNone}) {
+    DepthwiseGeom g{20, 20, 3, 3, 20, 20, 1, 1, 1, 1, 1, 1};
+    std::vector<float> x(400, 0.0f), k(9, 1.0f), got(400, 7.0f), want(400, 7.0f);
+    float scale = -1.0f, shift = -0.0f;
+    GemmEpilogue ep;
+    ep.row_scale = &scale;
+    ep.row_shift = &shift;
+    ep.act = act;
+    depthwise_plane(g, x.data(), k.data(), got.data(), &ep, 0);
+    depthwise_plane(g, x.data(), k.data(), want.data());
+    sgemm_epilogue_block(ep, want.data(), 400, 0, 0, 1, 400);
+    for (size_t i = 0; i < got.size(); ++i) {
+      ASSERT_EQ(got[i], 0.0f);
+      ASSERT_EQ(std::signbit(got[i]), std::signbit(want[i])) << "act " << int(act) << " at " << i;
+    }
+    ASSERT_EQ(std::signbit(got[0]), act != Activation::kRelu);
+  }
 }
 
 TEST(Kernels, MaxPool2dMatchesReference) {

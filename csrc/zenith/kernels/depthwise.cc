@@ -159,7 +159,7 @@ ZENITH_UK_INLINE void copy_row(const DepthwiseGeom& g, const PhasedPlane& pp, co
 // of a GEMM-shaped output whose columns are the plane's pixels. A per-channel scale
 // and shift with no activation, ReLU or ReLU6 (MobileNets' batch-norm and ReLU6) are
 // applied in registers before the store (kRegs), the activation as clamp_f's two
-// selects (NaN stays NaN; ReLU of a sum of exactly -0 gives -0, not relu_f's +0); any
+// selects (NaN stays NaN), then + 0 for ReLU (relu_f's +0 where the sum is -0); any
 // other epilogue runs over each block's rows once they are written (in L1). As a pass
 // of its own the epilogue had cost a third as much as a 3 x 3 convolution with AVX-512.
 struct Post {
@@ -167,6 +167,7 @@ struct Post {
   int64_t ep_row = 0;
   bool in_regs = false;
   float scale = 1.0f, shift = 0.0f, lo = -INFINITY, hi = INFINITY;
+  bool plus_zero = false;  // ReLU: -0 becomes +0
 
   Post(const GemmEpilogue* e, int64_t row) : ep(e), ep_row(row) {
     if (!e || e->residual || e->col_shift ||
@@ -177,6 +178,7 @@ struct Post {
     scale = e->row_scale ? e->row_scale[row] : 1.0f;
     shift = e->row_shift ? e->row_shift[row] : 0.0f;
     if (e->act != Activation::kNone) lo = 0.0f;
+    plus_zero = e->act == Activation::kRelu;
     if (e->act == Activation::kRelu6) hi = 6.0f;
   }
 
@@ -189,6 +191,7 @@ struct Post {
       v = v * scale + shift;
       v = v < vlo ? vlo : v;
       v = v > vhi ? vhi : v;
+      if (plus_zero) v = v + zero;
     }
     if (j + L <= OW) {
       F32Vec<L>::store(o + j, v);

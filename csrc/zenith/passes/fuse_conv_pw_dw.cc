@@ -41,7 +41,14 @@ bool expanding(const Graph& g, const Node& n) {
 bool depthwise(const Graph& g, const Node& n) {
   if (n.op != Op::conv2d || n.i("has_residual", 0) || !all_f32(g, n)) return false;
   const Shape &x = g.type(n.inputs[0]).shape, &w = g.type(n.inputs[1]).shape;
-  if (x.size() != 4 || !x[1].is_const() || !x[2].is_const() || !x[3].is_const() || w.size() != 4) return false;
+  if (x.size() != 4 || w.size() != 4) return false;
+  for (const Shape* s : {&x, &w})
+    for (const SymInt& d : *s)
+      if (!d.is_const()) return false;
+  for (const char* key : {"padding", "dilation"})
+    if (n.has(key))
+      for (const SymInt& d : n.ints(key))
+        if (!d.is_const()) return false;
   const int64_t C = x[1].value();
   if (n.i("groups", 1) != C || w[0].value() != C || w[1].value() != 1 || x[2].value() * x[3].value() < kMinPixels)
     return false;
