@@ -51,7 +51,7 @@ namespace {
 // by the FMA's latency: 9 dependent FMAs per vector of a 3 x 3 kernel).
 template <int L, int R, int U>
 struct Block {
-  static constexpr int kLanes = L, kRows = R, kCols = U * L;
+  static constexpr int kLanes = L, kRows = R, kVecs = U, kCols = U * L;
 };
 
 // The padded, phase-split buffer of one plane for blocks of R rows by `cols` outputs:
@@ -201,6 +201,14 @@ struct Post {
       std::memcpy(o + j, tail, size_t(OW - j) * sizeof(float));
     }
   }
+  // A block's accumulators (rows oh.., columns ow..), clipped to the plane.
+  template <class B, bool kRegs, class V>
+  ZENITH_UK_INLINE void store_block(const DepthwiseGeom& g, float* out, int64_t oh, int64_t ow,
+                                    const V (&acc)[B::kRows][B::kVecs]) const {
+    for (int r = 0; r < B::kRows && oh + r < g.OH; ++r)
+      for (int u = 0; u < B::kVecs; ++u)
+        store<kRegs, B::kLanes>(out + (oh + r) * g.OW, ow + u * B::kLanes, g.OW, acc[r][u]);
+  }
   // Output rows [oh, oh + rows) of the plane at out are stored.
   void rows(const DepthwiseGeom& g, float* out, int64_t oh, int64_t rows) const {
     if (ep) sgemm_epilogue_block(*ep, out + oh * g.OW, g.OH * g.OW, ep_row, oh * g.OW, 1, rows * g.OW);
@@ -213,7 +221,7 @@ struct Post {
 template <class B, bool kRegs>
 ZENITH_UK_INLINE void conv_rows_any(const DepthwiseGeom& g, const PhasedPlane& pp, const float* p, const float* k,
                                     float* out, const Post& post) {
-  constexpr int L = B::kLanes, R = B::kRows, U = B::kCols / L;
+  constexpr int L = B::kLanes, R = B::kRows, U = B::kVecs;
   using V = typename F32Vec<L>::V;
   const int64_t taps = g.KH * g.KW, row_step = g.sh * pp.pitch;
   std::vector<int64_t> off(static_cast<size_t>(taps));
@@ -239,8 +247,7 @@ ZENITH_UK_INLINE void conv_rows_any(const DepthwiseGeom& g, const PhasedPlane& p
             acc[r][u] += wt * x;
           }
       }
-      for (int r = 0; r < R && oh + r < g.OH; ++r)
-        for (int u = 0; u < U; ++u) post.store<kRegs, L>(out + (oh + r) * g.OW, ow + u * L, g.OW, acc[r][u]);
+      post.store_block<B, kRegs>(g, out, oh, ow, acc);
     }
     post.rows(g, out, oh, std::min<int64_t>(R, g.OH - oh));
   }
@@ -255,7 +262,7 @@ ZENITH_UK_INLINE void conv_rows_any(const DepthwiseGeom& g, const PhasedPlane& p
 template <class B, bool kRegs, int KH, int KW, int SH>
 ZENITH_UK_INLINE void conv_rows_fixed(const DepthwiseGeom& g, const PhasedPlane& pp, const float* p, const float* k,
                                       float* out, const Post& post) {
-  constexpr int L = B::kLanes, R = B::kRows, U = B::kCols / L, kInRows = (R - 1) * SH + KH;
+  constexpr int L = B::kLanes, R = B::kRows, U = B::kVecs, kInRows = (R - 1) * SH + KH;
   using V = typename F32Vec<L>::V;
   float w[KH * KW];
   int64_t coff[KW];
@@ -287,8 +294,7 @@ ZENITH_UK_INLINE void conv_rows_fixed(const DepthwiseGeom& g, const PhasedPlane&
               if (kh >= 0 && kh < KH) acc[r][u] += w[kh * KW + kw] * x;
             }
           }
-      for (int r = 0; r < R && oh + r < g.OH; ++r)
-        for (int u = 0; u < U; ++u) post.store<kRegs, L>(out + (oh + r) * g.OW, ow + u * L, g.OW, acc[r][u]);
+      post.store_block<B, kRegs>(g, out, oh, ow, acc);
     }
     post.rows(g, out, oh, std::min<int64_t>(R, g.OH - oh));
   }

@@ -20,40 +20,39 @@ bool all_f32(const Graph& g, const Node& n) {
   return g.type(n.outputs[0]).dtype == DType::f32;
 }
 
-bool is_pair(const Node& n, const char* key, int64_t v, int64_t dflt) {
-  if (!n.has(key)) return v == dflt;
+// The (height, width) attribute `key` as constants (dflt when absent); false if symbolic.
+bool const_pair(const Node& n, const char* key, int64_t dflt, int64_t out[2]) {
+  out[0] = out[1] = dflt;
+  if (!n.has(key)) return true;
   const auto& p = n.ints(key);
-  for (const SymInt& s : p)
-    if (!s.is_const() || s.value() != v) return false;
+  for (size_t j = 0; j < 2 && j < p.size(); ++j) {
+    if (!p[j].is_const()) return false;
+    out[j] = p[j].value();
+  }
   return true;
 }
 
 // The 1x1, stride-1, unpadded, ungrouped conv2d of float32 values, without a residual.
 bool expanding(const Graph& g, const Node& n) {
   if (n.op != Op::conv2d || n.i("groups", 1) != 1 || n.i("has_residual", 0) || !all_f32(g, n)) return false;
-  const Shape& w = g.type(n.inputs[1]).shape;
-  return w.size() == 4 && w[2].is_const() && w[2].value() == 1 && w[3].is_const() && w[3].value() == 1 &&
-         is_pair(n, "stride", 1, 1) && is_pair(n, "padding", 0, 0) && is_pair(n, "dilation", 1, 1);
+  const Shape& w = g.type(n.inputs[1]).shape;  // static: infer_conv2d requires it
+  int64_t st[2], pd[2], dl[2];
+  return w[2].value() == 1 && w[3].value() == 1 && const_pair(n, "stride", 1, st) && st[0] == 1 && st[1] == 1 &&
+         const_pair(n, "padding", 0, pd) && pd[0] == 0 && pd[1] == 0 && const_pair(n, "dilation", 1, dl) &&
+         dl[0] == 1 && dl[1] == 1;
 }
 
-// The depthwise conv2d of float32 values over a map of at least kMinPixels, without a
-// residual, its padding inside the window's reach.
+// The depthwise conv2d of float32 values over a static map of at least kMinPixels,
+// without a residual, its padding inside the window's reach.
 bool depthwise(const Graph& g, const Node& n) {
-  if (n.op != Op::conv2d || n.i("has_residual", 0) || !all_f32(g, n)) return false;
-  const Shape &x = g.type(n.inputs[0]).shape, &w = g.type(n.inputs[1]).shape;
-  if (x.size() != 4 || w.size() != 4) return false;
-  for (const Shape* s : {&x, &w})
-    for (const SymInt& d : *s)
-      if (!d.is_const()) return false;
-  for (const char* key : {"padding", "dilation"})
-    if (n.has(key))
-      for (const SymInt& d : n.ints(key))
-        if (!d.is_const()) return false;
-  const int64_t C = x[1].value();
-  if (n.i("groups", 1) != C || w[0].value() != C || w[1].value() != 1 || x[2].value() * x[3].value() < kMinPixels)
+  if (n.op != Op::conv2d || n.i("has_residual", 0) || !all_f32(g, n) || !g.type(n.inputs[0]).is_static())
     return false;
-  const std::vector<int64_t> pd = n.has("padding") ? n.const_ints("padding") : std::vector<int64_t>{0, 0};
-  const std::vector<int64_t> dl = n.has("dilation") ? n.const_ints("dilation") : std::vector<int64_t>{1, 1};
+  const Shape &x = g.type(n.inputs[0]).shape, &w = g.type(n.inputs[1]).shape;
+  const int64_t C = x[1].value();
+  int64_t pd[2], dl[2];
+  if (n.i("groups", 1) != C || w[0].value() != C || w[1].value() != 1 || x[2].value() * x[3].value() < kMinPixels ||
+      !const_pair(n, "padding", 0, pd) || !const_pair(n, "dilation", 1, dl))
+    return false;
   return pd[0] < (w[2].value() - 1) * dl[0] + 1 && pd[1] < (w[3].value() - 1) * dl[1] + 1;
 }
 }  // namespace
