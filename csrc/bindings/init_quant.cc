@@ -4,9 +4,11 @@
 // format name, IndexError for an id out of range) so the kernels only see what they
 // accept; the GIL is released while they run. Outputs are torch tensors that own
 // Zenith's buffers (no copy).
+#include <cmath>
 #include <cstdlib>
 #include <string>
 
+#include <nanobind/stl/array.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/tuple.h>
@@ -99,8 +101,11 @@ void init_quant(nb::module_& m) {
       "dequant(w): a float32 tensor [rows, K] from a uint8 weight [rows, row_bytes], by the scalar reference.");
   m.def(
       "qmatmul",
-      [](const CpuArray& x, const CpuArray& w, const std::string& format, std::optional<CpuArray> bias) {
+      [](const CpuArray& x, const CpuArray& w, const std::string& format, std::optional<CpuArray> bias,
+         std::optional<float> x_scale) {
         const QFormat f = format_of(format);
+        if (x_scale && !(f == QFormat::int8 && *x_scale > 0.0f && std::isfinite(*x_scale)))
+          throw nb::value_error("x_scale needs int8 weights and a positive finite value");
         const int64_t K = weight_k(w, f), N = int64_t(w.shape(0));
         require(x, "x", dtype_code::Float, 32, "float32");
         if (x.ndim() < 1 || int64_t(x.shape(x.ndim() - 1)) != K)
@@ -125,14 +130,70 @@ void init_quant(nb::module_& m) {
         auto out = alloc_floats(M * N);
         {
           nb::gil_scoped_release nogil;
-          qmatmul(qmatmul_plan(f, M, N, K), static_cast<const float*>(x.data()), static_cast<const uint8_t*>(w.data()),
-                  b, static_cast<float*>(out.get()));
+          qmatmul(qmatmul_plan(f, M, N, K, qisa_default(), x_scale.value_or(0.0f)),
+                  static_cast<const float*>(x.data()), static_cast<const uint8_t*>(w.data()), b,
+                  static_cast<float*>(out.get()));
         }
         return to_torch(out, out.get(), DType::f32, shape);
       },
-      nb::arg("x"), nb::arg("w"), nb::arg("format"), nb::arg("bias") = nb::none(),
+      nb::arg("x"), nb::arg("w"), nb::arg("format"), nb::arg("bias") = nb::none(), nb::arg("x_scale") = nb::none(),
       "x @ dequant(w)^T (+ bias): x float32 [..., K], w uint8 [N, row_bytes], bias float32 [N] or None; a "
-      "float32 tensor [..., N]. The kernel the runtime runs (threaded; x quantized per block on the fly).");
+      "float32 tensor [..., N]. The kernel the runtime runs (threaded; x quantized per block on the fly, or on "
+      "x_scale for int8 weights: static INT8).");
+  m.def(
+      "qconv2d",
+      [](const CpuArray& x, const CpuArray& w, std::optional<CpuArray> bias, std::array<int64_t, 2> kernel,
+         std::array<int64_t, 2> stride, std::array<int64_t, 2> padding, std::array<int64_t, 2> dilation,
+         std::optional<float> x_scale, std::optional<std::string> isa_name) {
+        require(x, "x", dtype_code::Float, 32, "float32");
+        const int64_t K = weight_k(w, QFormat::int8);
+        if (x.ndim() != 4) throw nb::value_error("x must be NCHW (4-D)");
+        Conv2dInt8Geom g;
+        g.N = int64_t(x.shape(0)), g.C = int64_t(x.shape(1)), g.H = int64_t(x.shape(2)), g.W = int64_t(x.shape(3));
+        g.OC = int64_t(w.shape(0)), g.KH = kernel[0], g.KW = kernel[1];
+        g.st = stride, g.pd = padding, g.dl = dilation;
+        for (int i = 0; i < 2; ++i)
+          if (kernel[i] < 1 || stride[i] < 1 || dilation[i] < 1 || padding[i] < 0)
+            throw nb::value_error("kernel, stride and dilation must be positive and padding not negative");
+        if (g.K() != K)
+          throw nb::value_error(("w has " + std::to_string(K) + " codes per row; " + std::to_string(g.C) +
+                                 " channels x kernel " + std::to_string(g.KH) + "x" + std::to_string(g.KW) + " need " +
+                                 std::to_string(g.K()))
+                                    .c_str());
+        g.OH = (g.H + 2 * g.pd[0] - g.dl[0] * (g.KH - 1) - 1) / g.st[0] + 1;
+        g.OW = (g.W + 2 * g.pd[1] - g.dl[1] * (g.KW - 1) - 1) / g.st[1] + 1;
+        if (g.OH < 1 || g.OW < 1) throw nb::value_error("the kernel is larger than the padded input");
+        if (x_scale && !(*x_scale > 0.0f && std::isfinite(*x_scale)))
+          throw nb::value_error("x_scale must be a positive finite number");
+        GemmEpilogue ep;
+        if (bias) {
+          require(*bias, "bias", dtype_code::Float, 32, "float32");
+          if (bias->ndim() != 1 || int64_t(bias->shape(0)) != g.OC)
+            throw nb::value_error(("bias must be [" + std::to_string(g.OC) + "]").c_str());
+          ep.row_shift = static_cast<const float*>(bias->data());
+        }
+        QIsa isa = qisa_default();
+        if (isa_name) {
+          if (*isa_name == "scalar") isa = QIsa::kScalar;
+          else if (*isa_name == "avx2") isa = QIsa::kAvx2;
+          else if (*isa_name == "avx512vnni") isa = QIsa::kAvx512;
+          else throw nb::value_error(("unknown isa '" + *isa_name + "' (scalar, avx2, avx512vnni)").c_str());
+          if (!qisa_supported(isa)) throw nb::value_error(("this CPU has no " + *isa_name).c_str());
+        }
+        auto out = alloc_floats(g.N * g.OC * g.OH * g.OW);
+        {
+          nb::gil_scoped_release nogil;
+          const PackedOperand packed = conv2d_int8_pack(g, static_cast<const uint8_t*>(w.data()), isa);
+          conv2d_int8(g, isa, static_cast<const float*>(x.data()), packed, x_scale, ep, nullptr,
+                      static_cast<float*>(out.get()));
+        }
+        return to_torch(out, out.get(), DType::f32, {g.N, g.OC, g.OH, g.OW});
+      },
+      nb::arg("x"), nb::arg("w"), nb::arg("bias").none(), nb::arg("kernel"), nb::arg("stride"), nb::arg("padding"),
+      nb::arg("dilation"), nb::arg("x_scale").none(), nb::arg("isa") = nb::none(),
+      "conv2d of float32 NCHW x with int8 filters w (uint8 int8 rows [OC, 4 + C * KH * KW]) and int8 activations: "
+      "x_scale their scale (static), or None for max|x| / 127 per image (dynamic). One group. isa: 'scalar', "
+      "'avx2' or 'avx512vnni' (default: the best this CPU has). The kernel the runtime runs.");
   m.def(
       "qembedding",
       [](const CpuArray& w, const CpuArray& ids, const std::string& format) {

@@ -1,6 +1,7 @@
 // The op table and each op's shape/dtype inference. Inference works on symbolic
 // dims (compile time) and on constant dims (the runtime, after binding symbols).
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "zenith/attrs.h"
@@ -302,6 +303,11 @@ Types infer_qmatmul(const Graph& g, const Node& n) {
     ZENITH_CHECK(b.dtype == DType::f32 && b.rank() == 1 && dims_match(b.shape[0], w.shape[0]),
                  "qmatmul: the bias must be f32 [", w.shape[0].str(g.symbols), "]");
   }
+  if (n.has("x_scale")) {
+    const double s = n.f("x_scale");
+    ZENITH_CHECK(QFormat(n.i("format")) == QFormat::int8 && s > 0 && s <= 3.4e38,
+                 "qmatmul: x_scale needs int8 weights and a positive finite value, got ", s);
+  }
   TensorType t;
   t.dtype = DType::f32;
   t.shape.assign(x.shape.begin(), x.shape.end() - 1);
@@ -365,7 +371,10 @@ Types infer_conv2d(const Graph& g, const Node& n) {
                "conv2d: takes (x, w, bias) or (x, w, bias, bn_w, bn_b, bn_mean, bn_var), then the residual with "
                "has_residual; got ",
                n.inputs.size(), " inputs");
-  ZENITH_CHECK(x.rank() == 4 && w.rank() == 4, "conv2d: needs NCHW input and OIHW weight");
+  const bool int8 = w.dtype == DType::u8;
+  ZENITH_CHECK(x.rank() == 4 && w.rank() == (int8 ? 2 : 4),
+               int8 ? "conv2d: an int8 weight is u8 rows [OC, 4 + C * KH * KW], with an NCHW input"
+                    : "conv2d: needs NCHW input and OIHW weight");
   for (size_t k = 3; k < plain; ++k) {
     const auto& t = in(g, n, k);
     ZENITH_CHECK(t.rank() == 1 && t.shape[0].is_const() && t.shape[0].value() == w.shape[0].value() &&
@@ -378,21 +387,36 @@ Types infer_conv2d(const Graph& g, const Node& n) {
   int64_t groups = n.i("groups", 1);
   ZENITH_CHECK(groups >= 1 && w.shape[0].value() % groups == 0, "conv2d: ", w.shape[0].value(),
                " output channels do not split into ", groups, " groups");
-  ZENITH_CHECK(x.shape[1].is_const() && x.shape[1].value() == w.shape[1].value() * groups,
-               "conv2d: input channels ", x.shape[1].str(g.symbols), " != weight ", w.shape[1].value(), " x groups ",
-               groups);
+  std::vector<int64_t> kernel = n.has("kernel") ? pair_attr(n, "kernel", 1) : std::vector<int64_t>{0, 0};
+  if (int8) {
+    ZENITH_CHECK(groups == 1 && x.dtype == DType::f32 && kernel[0] > 0 && kernel[1] > 0 && x.shape[1].is_const() &&
+                     w.shape[1].value() == 4 + x.shape[1].value() * kernel[0] * kernel[1],
+                 "conv2d: an int8 weight needs one group, a float32 input and `kernel`, its rows 4 + C * KH * KW "
+                 "bytes; got ", w.shape[1].value(), " bytes for ", x.shape[1].str(g.symbols), " channels and kernel ",
+                 kernel[0], "x", kernel[1]);
+    if (n.has("x_scale")) {
+      const double s = n.f("x_scale");
+      ZENITH_CHECK(s > 0 && std::isfinite(s), "conv2d: x_scale must be a positive finite number, got ", s);
+    }
+  } else {
+    ZENITH_CHECK(!n.has("x_scale") && !n.has("kernel"), "conv2d: x_scale and kernel are for int8 weights");
+    kernel = {w.shape[2].value(), w.shape[3].value()};
+    ZENITH_CHECK(x.shape[1].is_const() && x.shape[1].value() == w.shape[1].value() * groups,
+                 "conv2d: input channels ", x.shape[1].str(g.symbols), " != weight ", w.shape[1].value(),
+                 " x groups ", groups);
+  }
   if (n.i("has_bias", 0)) {
     const auto& b = in(g, n, 2);
     ZENITH_CHECK(b.rank() == 1 && b.shape[0].is_const() && b.shape[0].value() == w.shape[0].value() &&
                      b.dtype == x.dtype,
                  "conv2d: bias must be [", w.shape[0].value(), "] of the input's dtype");
   }
-  ZENITH_CHECK(w.dtype == x.dtype && is_float(x.dtype), "conv2d: needs input and weight of one floating dtype");
+  ZENITH_CHECK(int8 || (w.dtype == x.dtype && is_float(x.dtype)),
+               "conv2d: needs input and weight of one floating dtype");
   TensorType t;
   t.dtype = x.dtype;
-  t.shape = {x.shape[0], w.shape[0],
-             conv_out(x.shape[2], w.shape[2].value(), st[0], pd[0], dl[0], false),
-             conv_out(x.shape[3], w.shape[3].value(), st[1], pd[1], dl[1], false)};
+  t.shape = {x.shape[0], w.shape[0], conv_out(x.shape[2], kernel[0], st[0], pd[0], dl[0], false),
+             conv_out(x.shape[3], kernel[1], st[1], pd[1], dl[1], false)};
   if (residual) {
     const auto& r = in(g, n, n.inputs.size() - 1);
     bool same = r.dtype == DType::f32 && x.dtype == DType::f32 && r.rank() == 4;
@@ -801,17 +825,20 @@ Types infer_arange(const Graph&, const Node& n) {
 #define INFER_full infer_constant
 #define INFER_arange infer_arange
 
-// u8 is quantized weight storage: the quantized ops read it and data movement
-// (kDtypeGeneric: copies, indexing, cast, sources) moves it; every other op refuses
-// it here, once for the whole table, so no arithmetic kernel ever sees one.
+// u8 is quantized weight storage: the quantized ops read it (and conv2d as its weight:
+// int8 filters) and data movement (kDtypeGeneric: copies, indexing, cast, sources) moves
+// it; every other op and operand refuses it here, once for the whole table, so no
+// arithmetic kernel ever sees one.
 template <InferFn F, uint32_t kTraits>
 Types infer_checking_u8(const Graph& g, const Node& n) {
   Types out = F(g, n);
   if ((kTraits & kDtypeGeneric) || n.op == Op::qmatmul || n.op == Op::qembedding) return out;
   bool u8 = false;
-  for (size_t i = 0; i < n.inputs.size(); ++i) u8 = u8 || in(g, n, i).dtype == DType::u8;
+  // conv2d's weight, and its bias slot when it has no bias (the slot repeats the weight)
+  auto weight = [&](size_t i) { return n.op == Op::conv2d && (i == 1 || (i == 2 && !n.i("has_bias", 0))); };
+  for (size_t i = 0; i < n.inputs.size(); ++i) u8 = u8 || (in(g, n, i).dtype == DType::u8 && !weight(i));
   for (const auto& t : out) u8 = u8 || t.dtype == DType::u8;
-  ZENITH_CHECK(!u8, op_info(n.op).name, ": u8 is quantized weight storage; only qmatmul, qembedding and data "
+  ZENITH_CHECK(!u8, op_info(n.op).name, ": u8 is quantized weight storage; only qmatmul, qembedding, conv2d's weight and data "
                "movement take it");
   return out;
 }

@@ -218,6 +218,39 @@ TEST(QuantKernels, Avx2ActivationQuantizerEqualsReference) {
     }
 }
 
+// A static scale (qmatmul's x_scale): every block's scale is it, codes round(x / s)
+// clamped to [-127, 127], a block with inf or NaN a NaN scale; AVX2 equal to the reference.
+TEST(QuantKernels, StaticActivationScale) {
+  const float s = 0.02f;
+  for (int64_t K : {32, 100, 287}) {
+    const int64_t kpad = (K + 31) / 32 * 32, nd = kpad / 32;
+    auto x = randn(size_t(K), unsigned(K));
+    x[1] = 50.0f;  // clips
+    if (K == 100) x[40] = NAN;  // block 1
+    std::vector<int8_t> q1(static_cast<size_t>(kpad)), q2(static_cast<size_t>(kpad));
+    std::vector<float> d1(static_cast<size_t>(nd)), d2(static_cast<size_t>(nd));
+    std::vector<int16_t> s1(static_cast<size_t>(kpad / 16)), s2(static_cast<size_t>(kpad / 16));
+    quant::quantize_act_row(x.data(), K, 32, q1.data(), d1.data(), s1.data(), s);
+    for (int64_t b = 0; b < nd; ++b) {
+      const bool bad = K == 100 && b == 1;
+      if (bad) {
+        ASSERT_TRUE(std::isnan(d1[size_t(b)]));
+        continue;
+      }
+      ASSERT_EQ(d1[size_t(b)], s);
+      for (int64_t k = 32 * b; k < std::min(K, 32 * b + 32); ++k)
+        ASSERT_EQ(q1[size_t(k)], int8_t(std::max(-127.0f, std::min(127.0f, std::nearbyint(x[size_t(k)] * (1.0f / s))))))
+            << k;
+    }
+    EXPECT_EQ(q1[1], 127);
+    if (!qisa_supported(QIsa::kAvx2)) continue;
+    quant::quantize_act_row_avx2(x.data(), K, 32, q2.data(), d2.data(), s2.data(), s);
+    ASSERT_EQ(q1, q2) << K;
+    ASSERT_EQ(s1, s2) << K;
+    for (size_t i = 0; i < d1.size(); ++i) ASSERT_TRUE(d1[i] == d2[i] || (std::isnan(d1[i]) && std::isnan(d2[i])));
+  }
+}
+
 // The AVX-512 zero sums equal the reference's: one and several 64-code steps, a last 32.
 TEST(QuantKernels, Avx512ZeroSumsEqualReference) {
   if (!qisa_supported(QIsa::kAvx512)) GTEST_SKIP() << "this CPU has no AVX-512 VNNI";

@@ -12,6 +12,7 @@
 #include "zenith/kernels/activation.h"
 #include "zenith/kernels/gemm_internal.h"
 #include "zenith/kernels/kernels.h"
+#include "zenith/kernels/quant.h"
 #include "zenith/threadpool.h"
 
 namespace zenith {
@@ -92,12 +93,18 @@ struct ConvState {
     kPixelRows,        // one image, C^T = columns^T W^T: pixels as the micro-kernel's rows
                        // (with the filters packed as B; without, kPerImage runs)
     kPerImage,         // a GEMM per image and group, B built panel by panel or in memory
+    kInt8,             // an int8 weight: conv2d_int8 (conv2d_int8.cc)
   } algo = kPerImage;
+  QIsa isa = QIsa::kScalar;  // kInt8: the int8 GEMM's instruction set
   int64_t N, C, H, W, OC, ICg, KH, KW, OH, OW, G, OCg;
   int64_t rows, cols;  // the GEMM's depth (ICg * KH * KW) and output pixels per image
   bool pointwise;      // 1x1, stride 1, no padding: the image is B as it is
   std::array<int64_t, 2> st, pd, dl;
 };
+
+Conv2dInt8Geom int8_geom(const ConvState& s) {
+  return Conv2dInt8Geom{s.N, s.C, s.H, s.W, s.OC, s.KH, s.KW, s.OH, s.OW, s.st, s.pd, s.dl};
+}
 
 // The packed form each algorithm reads (per image and batched columns both read A).
 PackedOperand::Side packed_form(ConvState::Algo a) {
@@ -107,6 +114,9 @@ PackedOperand::Side packed_form(ConvState::Algo a) {
 
 std::shared_ptr<const PackedOperand> pack_filters(const void* state, const void* src) {
   const auto& s = *static_cast<const ConvState*>(state);
+  if (s.algo == ConvState::kInt8)
+    return std::make_shared<const PackedOperand>(
+        conv2d_int8_pack(int8_geom(s), static_cast<const uint8_t*>(src), s.isa));
   const float* w = static_cast<const float*>(src);
   switch (s.algo) {
     case ConvState::kWinograd: return std::make_shared<const PackedOperand>(conv3x3_winograd_pack(s.OC, s.C, w));
@@ -148,13 +158,22 @@ void prepare_conv2d(const PrepareCtx& c, PreparedOp* p) {
   auto s = std::make_shared<ConvState>();
   ConvState& q = *s;
   q.N = x.shape[0], q.C = x.shape[1], q.H = x.shape[2], q.W = x.shape[3];
-  q.OC = w.shape[0], q.ICg = w.shape[1], q.KH = w.shape[2], q.KW = w.shape[3];
+  const bool int8 = w.dtype == DType::u8;
+  q.OC = w.shape[0], q.ICg = int8 ? q.C : w.shape[1];
+  q.KH = int8 ? at.kernel[0] : w.shape[2], q.KW = int8 ? at.kernel[1] : w.shape[3];
   q.OH = o.shape[2], q.OW = o.shape[3];
   q.G = at.groups;
   q.OCg = q.OC / q.G;
   q.st = at.stride, q.pd = at.padding, q.dl = at.dilation;
   q.rows = q.ICg * q.KH * q.KW;
   q.cols = q.OH * q.OW;
+  if (int8) {  // the filters packed for the int8 GEMM (a weight that is not constant: per call)
+    q.algo = ConvState::kInt8;
+    q.isa = qisa_default();
+    p->weight = WeightPack{1, {int64_t(PackedOperand::kQ8), q.OC, q.C, q.KH, q.KW, int64_t(q.isa)}, pack_filters};
+    p->state = std::move(s);
+    return;
+  }
   q.pointwise = q.KH == 1 && q.KW == 1 && q.st[0] == 1 && q.st[1] == 1 && q.pd[0] == 0 && q.pd[1] == 0;
   // 3x3 stride-1 same-padding convs on maps of 49+ pixels with enough channels run as
   // Winograd F(2x2, 3x3), image by image: 2.25x fewer multiplies; smaller maps waste tiles.
@@ -191,6 +210,17 @@ void run_conv2d(const KernelCtx& c) {
   if (o.numel() == 0) return;
   const auto& at = c.a<attrs::conv2d>();
   const ConvState& q = c.st<ConvState>();
+  if (q.algo == ConvState::kInt8) {
+    std::shared_ptr<const PackedOperand> own;
+    if (!c.packed) own = pack_filters(&q, w.data);
+    std::vector<float> bn_scale, shift;
+    const GemmEpilogue ep =
+        conv_channel_epilogue(c.in, 2, at.has_bias, at.bn_eps, at.activation, q.OC, bn_scale, shift);
+    conv2d_int8(int8_geom(q), q.isa, x.as<float>(), c.packed ? *c.packed : *own,
+                at.x_scale ? std::optional<float>(float(*at.x_scale)) : std::nullopt, ep,
+                at.has_residual ? c.in.back().as<float>() : nullptr, o.as<float>());
+    return;
+  }
   // Pixels as rows pays only with the filters packed in advance as B (a weight that is
   // not constant, or computed through float32 for half types, arrives unpacked): else the
   // GEMM per image runs, which packs A itself.

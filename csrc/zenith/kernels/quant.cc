@@ -13,6 +13,7 @@
 #include "zenith/kernels/quant.h"
 
 #include <algorithm>
+#include <cfloat>
 #include <cstdlib>
 
 #include "zenith/error.h"
@@ -52,7 +53,7 @@ QIsa qisa_default() {
   return chosen;
 }
 
-QMatmulPlan qmatmul_plan(QFormat f, int64_t M, int64_t N, int64_t K, QIsa isa) {
+QMatmulPlan qmatmul_plan(QFormat f, int64_t M, int64_t N, int64_t K, QIsa isa, float x_scale) {
   QMatmulPlan p;
   p.format = f;
   p.M = M;
@@ -63,6 +64,10 @@ QMatmulPlan qmatmul_plan(QFormat f, int64_t M, int64_t N, int64_t K, QIsa isa) {
                qformat_info(f).block_elems, " values)");
   ZENITH_CHECK(qisa_supported(isa), "qmatmul: this CPU has no ", qisa_name(isa));
   p.isa = isa;
+  ZENITH_CHECK(x_scale == 0.0f || (f == QFormat::int8 && x_scale > 0.0f && x_scale <= FLT_MAX),
+               "qmatmul: a static activation scale needs int8 weights and a positive finite value, got ", x_scale,
+               " for ", qformat_info(f).name);
+  p.x_scale = x_scale;
   p.act = act_kind(f);
   p.dots = isa == QIsa::kScalar ? nullptr : avx2_dot_kernels(f);
   if (p.dots && avx2_zero_point(f)) {  // a scalar loop the compiler vectorizes: K / 4 sums per row of x
@@ -178,39 +183,14 @@ void qmatmul(const QMatmulPlan& p, const float* x, const uint8_t* w, const float
     const int64_t block = act_block(p.act);
     parallel_for(M, 16, [&](int64_t lo, int64_t hi) {
       for (int64_t m = lo; m < hi; ++m) {
-        p.quantize(x + m * K, K, block, q + m * p.kpad, d + m * p.nscales, s16 + m * p.nsums);
+        p.quantize(x + m * K, K, block, q + m * p.kpad, d + m * p.nscales, s16 + m * p.nsums, p.x_scale);
         if (p.zero_sums && !packed) p.zero_sums(q + m * p.kpad, p.kpad, p.zero, zs + m * nzs);  // the GEMM reads s16
       }
     });
   }
-  auto act = [&](int64_t m) {
-    return QActRow{q ? q + m * p.kpad : nullptr, d ? d + m * p.nscales : nullptr, s16 ? s16 + m * p.nsums : nullptr,
-                   x + m * K, p.zero_sums ? zs + m * nzs : nullptr};
-  };
-  if (packed) {  // the int8 GEMM: threads split the blocks of 32 columns
-    ZENITH_CHECK(packed->side == PackedOperand::kQ8 && packed->isa == uint8_t(p.isa) && p.tiles &&
-                     packed->rows == N && packed->cols == K && p.act == ActKind::kQ8x32,
-                 "qmatmul: the packed weight is not this int8 weight's, for this ISA");
-    const uint8_t* codes = reinterpret_cast<const uint8_t*>(packed->data.get());
-    const int64_t nb = q8_col_blocks(N);
-    const float* scale = packed->data.get() + nb * p.kpad * 32 / 4;
-    parallel_for(nb, 1, [&](int64_t lo, int64_t hi) {
-      for (int64_t m0 = 0; m0 < M; m0 += p.row_chunk) {
-        const int64_t m1 = std::min(M, m0 + p.row_chunk);
-        for (int64_t j = lo; j < hi; ++j) {
-          const int nvalid = int(std::min<int64_t>(32, N - 32 * j));
-          for (int64_t m = m0; m < m1;) {
-            const int r = int(std::min<int64_t>(kMaxDotRows, m1 - m));
-            QActRow a[kMaxDotRows];
-            for (int i = 0; i < r; ++i) a[i] = act(m + i);
-            p.tiles[r - 1](codes + j * p.kpad * 32, scale + 32 * j, p.kpad, a, y + m * N + 32 * j, N, nvalid);
-            m += r;
-          }
-          finish(m0, m1, 32 * j, 32 * j + nvalid);
-        }
-        finish_rows(m0, m1, 32 * lo, std::min(N, 32 * hi));
-      }
-    });
+  const QActRows rows{q, d, s16, p.zero_sums ? zs : nullptr, x, p.kpad, p.nscales, p.nsums, K};
+  if (packed) {  // the int8 GEMM
+    q8_gemm_packed(p, rows, *packed, y, finish, finish_rows);
     scratch.trim(size_t(1) << 20);
     return;
   }
@@ -222,12 +202,12 @@ void qmatmul(const QMatmulPlan& p, const float* x, const uint8_t* w, const float
         const int64_t n1 = std::min(hi, n0 + p.n_block);
         if (!p.dots) {
           for (int64_t n = n0; n < n1; ++n)
-            for (int64_t m = m0; m < m1; ++m) y[m * N + n] = ref_dot(p.format, w + n * p.row_bytes, K, act(m));
+            for (int64_t m = m0; m < m1; ++m) y[m * N + n] = ref_dot(p.format, w + n * p.row_bytes, K, rows.row(m));
         }
         for (int64_t m = m0; p.dots && m < m1;) {
           const int r = int(std::min<int64_t>(kMaxDotRows, m1 - m));
           QActRow a[kMaxDotRows];
-          for (int i = 0; i < r; ++i) a[i] = act(m + i);
+          for (int i = 0; i < r; ++i) a[i] = rows.row(m + i);
           p.dots[r - 1](w + n0 * p.row_bytes, p.row_bytes, n1 - n0, K, a, y + m * N + n0, N);
           m += r;
         }
@@ -237,6 +217,34 @@ void qmatmul(const QMatmulPlan& p, const float* x, const uint8_t* w, const float
     }
   });
   scratch.trim(size_t(1) << 20);
+}
+
+void q8_gemm_packed(const QMatmulPlan& p, const QActRows& a, const PackedOperand& packed, float* y,
+                    const QBlockFn& block, const QBlockFn& rows) {
+  const int64_t M = p.M, N = p.N;
+  ZENITH_CHECK(packed.side == PackedOperand::kQ8 && packed.isa == uint8_t(p.isa) && p.tiles && packed.rows == N &&
+                   packed.cols == p.K && p.act == ActKind::kQ8x32,
+               "qmatmul: the packed weight is not this int8 weight's, for this ISA");
+  const uint8_t* codes = reinterpret_cast<const uint8_t*>(packed.data.get());
+  const int64_t nb = q8_col_blocks(N);
+  const float* scale = packed.data.get() + nb * p.kpad * 32 / 4;
+  parallel_for(nb, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t m0 = 0; m0 < M; m0 += p.row_chunk) {
+      const int64_t m1 = std::min(M, m0 + p.row_chunk);
+      for (int64_t j = lo; j < hi; ++j) {
+        const int nvalid = int(std::min<int64_t>(32, N - 32 * j));
+        for (int64_t m = m0; m < m1;) {
+          const int r = int(std::min<int64_t>(kMaxDotRows, m1 - m));
+          QActRow t[kMaxDotRows];
+          for (int i = 0; i < r; ++i) t[i] = a.row(m + i);
+          p.tiles[r - 1](codes + j * p.kpad * 32, scale + 32 * j, p.kpad, t, y + m * N + 32 * j, N, nvalid);
+          m += r;
+        }
+        if (block) block(m0, m1, 32 * j, 32 * j + nvalid);
+      }
+      if (rows) rows(m0, m1, 32 * lo, std::min(N, 32 * hi));
+    }
+  });
 }
 
 void qdequantize(QFormat f, const uint8_t* w, int64_t rows, int64_t row_bytes, float* out) {
@@ -279,7 +287,9 @@ void prepare_qmatmul(const PrepareCtx& c, PreparedOp* p) {
   const int64_t K = x.shape.back();
   int64_t M = 1;  // batch dims flattened into rows
   for (int d = 0; d + 1 < x.rank(); ++d) M *= x.shape[size_t(d)];
-  auto plan = std::make_shared<QMatmulPlan>(qmatmul_plan(c.a<attrs::qmatmul>().format, M, w.shape[0], K));
+  const auto& at = c.a<attrs::qmatmul>();
+  auto plan = std::make_shared<QMatmulPlan>(
+      qmatmul_plan(at.format, M, w.shape[0], K, qisa_default(), at.x_scale ? float(*at.x_scale) : 0.0f));
   ZENITH_CHECK(plan->row_bytes == w.shape[1], "qmatmul: the weight has ", w.shape[1], " bytes per row, ",
                qformat_info(plan->format).name, " rows of ", K, " values take ", plan->row_bytes);
   // A constant int8 weight is offered packed for the int8 GEMM when enough rows read it.

@@ -5,9 +5,13 @@
 // the AVX-512 VNNI kernels (dot products, and the int8 GEMM tile) in quant_avx512.cc.
 #pragma once
 #include <cstdint>
+#include <array>
+#include <functional>
+#include <optional>
 
 #include "zenith/attrs.h"
 #include "zenith/dtype.h"
+#include "zenith/kernels/kernels.h"
 #include "zenith/kernels/quant_formats.h"
 
 namespace zenith {
@@ -31,6 +35,7 @@ struct QMatmulPlan {
   const quant::QDotFn* dots = nullptr;  // the SIMD kernels for 1..kMaxDotRows rows; null: ref_dot
   const quant::QGemmTileFn* tiles = nullptr;  // int8: the GEMM tiles for 1..kMaxDotRows rows, of the same ISA
   quant::QuantizeActFn quantize = nullptr;  // the activation quantizer of the same ISA
+  float x_scale = 0.0f;                     // > 0: static INT8 activations on this scale (int8 weights)
   quant::ZeroSumsFn zero_sums = nullptr;    // QActRow::zsum for the kernels that read it
   int zero = 0;                             // their zero point
   int64_t kpad = 0, nscales = 0, nsums = 0;  // one quantized activation row: codes, scales, 16-sums
@@ -39,7 +44,10 @@ struct QMatmulPlan {
   int64_t n_grain = 1;    // fewest weight rows a thread takes
 };
 // Throws zenith::Error if K is not a whole number of the format's blocks.
-QMatmulPlan qmatmul_plan(QFormat f, int64_t M, int64_t N, int64_t K, QIsa isa = qisa_default());
+// x_scale > 0 (int8 weights only): activations quantized on that one scale (static INT8)
+// instead of per block of 32 (dynamic).
+QMatmulPlan qmatmul_plan(QFormat f, int64_t M, int64_t N, int64_t K, QIsa isa = qisa_default(),
+                         float x_scale = 0.0f);
 // y[M, N] = act(x[M, K] @ dequant(w[N, row_bytes])^T (+ bias[N], if given)). Threads split N.
 // packed: w as qmatmul_pack_int8 made it for the plan's ISA (the int8 GEMM runs), or null.
 struct PackedOperand;
@@ -57,6 +65,45 @@ bool qmatmul_reads_packed(const QMatmulPlan& p);
 // (AVX-512 VNNI: code + 128, unsigned; AVX2: signed), zero-padded to whole blocks; then
 // the column scales.
 PackedOperand qmatmul_pack_int8(const uint8_t* w, int64_t N, int64_t K, QIsa isa);
+
+// Quantized activation rows as a plan lays them out: row m's codes at q + m * kpad, its
+// scales at d + m * nscales, its 16-sums at s16 + m * nsums (zero sums, where read, at
+// zs + m * kpad / 4).
+struct QActRows {
+  const int8_t* q = nullptr;
+  const float* d = nullptr;
+  const int16_t* s16 = nullptr;
+  const int32_t* zs = nullptr;
+  const float* x = nullptr;  // the float rows (K apart), for formats that read them
+  int64_t kpad = 0, nscales = 0, nsums = 0, K = 0;
+  quant::QActRow row(int64_t m) const {
+    return quant::QActRow{q ? q + m * kpad : nullptr, d ? d + m * nscales : nullptr, s16 ? s16 + m * nsums : nullptr,
+                          x ? x + m * K : nullptr, zs ? zs + m * kpad / 4 : nullptr};
+  }
+};
+// The int8 GEMM over rows already quantized (kQ8x32): y[m * N + n] for m < M, n < N
+// (p.M, p.N) from the weight packed by qmatmul_pack_int8 for p.isa. Threads split the
+// blocks of 32 columns; each block of rows [m0, m1) x columns [n0, n1) is handed to
+// `block` as soon as it is written (still in cache), and each thread's run of columns to
+// `rows` once a chunk of rows is done (either may be empty).
+using QBlockFn = std::function<void(int64_t m0, int64_t m1, int64_t n0, int64_t n1)>;
+void q8_gemm_packed(const QMatmulPlan& p, const QActRows& a, const PackedOperand& packed, float* y,
+                    const QBlockFn& block, const QBlockFn& rows = {});
+
+// conv2d with an int8 weight (conv2d_int8.cc): one group, int8 activations with one
+// scale per image (given: static; else max|x| / 127 of the image: dynamic).
+struct Conv2dInt8Geom {
+  int64_t N = 0, C = 0, H = 0, W = 0, OC = 0, KH = 0, KW = 0, OH = 0, OW = 0;
+  std::array<int64_t, 2> st{1, 1}, pd{0, 0}, dl{1, 1};
+  int64_t K() const { return C * KH * KW; }
+};
+// The filters w (int8 rows [OC, 4 + C * KH * KW], torch's (ic, kh, kw) order) as
+// conv2d_int8 reads them on `isa`: the int8 GEMM's packing of rows in (kh, kw, ic) order.
+PackedOperand conv2d_int8_pack(const Conv2dInt8Geom& g, const uint8_t* w, QIsa isa);
+// y [N, OC, OH, OW] = ep(conv(x [N, C, H, W], w)) (+ residual [N, OC, OH, OW] before the
+// activation): ep per output channel, as conv2d's (conv_channel_epilogue).
+void conv2d_int8(const Conv2dInt8Geom& g, QIsa isa, const float* x, const PackedOperand& w,
+                 std::optional<float> x_scale, const GemmEpilogue& ep, const float* residual, float* y);
 
 // out[rows, K] = dequant(w[rows, row_bytes]), by the scalar reference.
 void qdequantize(QFormat f, const uint8_t* w, int64_t rows, int64_t row_bytes, float* out);

@@ -415,7 +415,8 @@ inline void quantize32(const float* x, __m256 id, int8_t* q, int16_t* s16) {
 
 }  // namespace
 
-void quantize_act_row_avx2(const float* x, int64_t K, int64_t block, int8_t* q, float* d, int16_t* s16) {
+void quantize_act_row_avx2(const float* x, int64_t K, int64_t block, int8_t* q, float* d, int16_t* s16,
+                           float scale) {
   const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff)), big = _mm256_set1_ps(FLT_MAX);
   const int64_t full = K / block * block;
   for (int64_t b0 = 0; b0 < full; b0 += block) {
@@ -427,21 +428,21 @@ void quantize_act_row_avx2(const float* x, int64_t K, int64_t block, int8_t* q, 
     }
     __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
     m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-    const float m = _mm_cvtss_f32(_mm_max_ss(m4, _mm_movehdup_ps(m4)));
+    const float m = scale > 0.0f ? 127.0f * scale : _mm_cvtss_f32(_mm_max_ss(m4, _mm_movehdup_ps(m4)));
     const bool finite = _mm256_movemask_ps(bad) == 0;
     // as quantize_act_row: zeros (and a NaN scale for inf / NaN) where 127 / max fails
-    const float id = finite && m > 0.0f ? 127.0f / m : 0.0f;
+    const float id = finite && m > 0.0f ? (scale > 0.0f ? 1.0f / scale : 127.0f / m) : 0.0f;
     if (!(id > 0.0f && id <= FLT_MAX)) {
       std::memset(q + b0, 0, size_t(block));
       std::memset(s16 + b0 / 16, 0, size_t(block / 16) * sizeof(int16_t));
       d[b0 / block] = finite ? 0.0f : std::numeric_limits<float>::quiet_NaN();
       continue;
     }
-    d[b0 / block] = m / 127.0f;
+    d[b0 / block] = scale > 0.0f ? scale : m / 127.0f;
     for (int64_t k = b0; k < b0 + block; k += 32) quantize32(x + k, _mm256_set1_ps(id), q + k, s16 + k / 16);
   }
   if (full < K)  // a short last block (int8 rows of any K): the reference
-    quantize_act_row(x + full, K - full, block, q + full, d + full / block, s16 + full / 16);
+    quantize_act_row(x + full, K - full, block, q + full, d + full / block, s16 + full / 16, scale);
 }
 
 namespace {

@@ -194,10 +194,14 @@ struct QActRow {
 // Quantizes x[0, K) into q (kpad values), d (kpad / block scales) and s16 (kpad / 16
 // sums). q is in [-127, 127], so |code| * |q| products fit the SIMD kernels' 16-bit pair
 // sums (quant_avx2.cc). A block holding inf or NaN gets d = NaN and q = 0: its dot is NaN.
-void quantize_act_row(const float* x, int64_t K, int64_t block, int8_t* q, float* d, int16_t* s16);
+// scale > 0: every block's scale is `scale` (static INT8: codes round(x / scale),
+// clamped); 0: each block's is max|x| / 127 (dynamic).
+void quantize_act_row(const float* x, int64_t K, int64_t block, int8_t* q, float* d, int16_t* s16,
+                      float scale = 0.0f);
 // The same in AVX2 (quant_avx2.cc), equal to it value for value.
-void quantize_act_row_avx2(const float* x, int64_t K, int64_t block, int8_t* q, float* d, int16_t* s16);
-using QuantizeActFn = void (*)(const float*, int64_t, int64_t, int8_t*, float*, int16_t*);
+void quantize_act_row_avx2(const float* x, int64_t K, int64_t block, int8_t* q, float* d, int16_t* s16,
+                           float scale = 0.0f);
+using QuantizeActFn = void (*)(const float*, int64_t, int64_t, int8_t*, float*, int16_t*, float);
 
 // The scalar dot product of one weight row (K values) with an activation row: the
 // reference of the SIMD kernels and the kernel that runs without AVX2.

@@ -1,0 +1,285 @@
+// conv2d with an int8 weight (quant_formats' int8 rows: per output channel an f32 scale,
+// then C * KH * KW codes in torch's (channel, kernel row, kernel column) order) and int8
+// activations: x quantized with one scale per image, either given (static INT8, from
+// calibration) or max|x| / 127 of the image (dynamic), symmetric, so a padded zero is
+// code 0. The sums are exact int32 dot products (the int8 GEMM tiles of quant.cc); the
+// scales, bias, batch-norm, residual and activation are applied to each block of the
+// output as it leaves the tile.
+//
+// Layout: each image is quantized once into pixels x channels (NHWC) codes; a row of the
+// GEMM is then one output pixel's window, KH * KW runs of C codes copied whole, so the
+// filters are packed in (kernel row, kernel column, channel) order to match. Output
+// pixels are the GEMM's rows and channels its columns; blocks are transposed into NCHW
+// as they are finished. A window touching a NaN or infinite input gives that output
+// pixel NaN in every channel (its scales are NaN), as float arithmetic would.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
+
+#include "zenith/error.h"
+#include "zenith/kernels/gemm_internal.h"
+#include "zenith/kernels/kernels.h"
+#include "zenith/kernels/quant.h"
+#include "zenith/threadpool.h"
+
+namespace zenith {
+
+using gemm_detail::AlignedBuf;
+using gemm_detail::transpose_block;
+using quant::QActRow;
+
+namespace {
+
+// The int8 rows [OC, 4 + K] with each row's codes reordered (ic, kh, kw) -> (kh, kw, ic).
+std::vector<uint8_t> reorder_filters(const Conv2dInt8Geom& g, const uint8_t* w) {
+  const int64_t K = g.K(), rb = 4 + K, KK = g.KH * g.KW;
+  std::vector<uint8_t> out(size_t(g.OC * rb));
+  for (int64_t oc = 0; oc < g.OC; ++oc) {
+    const uint8_t* src = w + oc * rb;
+    uint8_t* dst = out.data() + oc * rb;
+    std::memcpy(dst, src, 4);
+    for (int64_t ic = 0; ic < g.C; ++ic)
+      for (int64_t t = 0; t < KK; ++t) dst[4 + t * g.C + ic] = src[4 + ic * KK + t];
+  }
+  return out;
+}
+
+// One code: round half to even, clamped to [-127, 127] (NaN: 0; its pixel is flagged).
+inline int8_t code_of(float v, float inv) {
+  const float r = std::nearbyint(v * inv);
+  return int8_t(r >= 127.0f ? 127 : r <= -127.0f ? -127 : r == r ? int(r) : 0);
+}
+
+inline bool finite(float v) { return std::fabs(v) <= std::numeric_limits<float>::max(); }
+
+// Pixels [p0, p1) of image x [C, HW] into codes [HW, C] (q points at pixel 0's) with
+// 1 / scale = inv, and bad[p] = 1 where pixel p holds a NaN or infinity in any channel.
+// AVX2: blocks of 8 pixels x 8 channels transposed in registers, then quantized a pixel
+// (8 channels) at a time; the same codes as code_of (vcvtps2dq rounds half to even).
+void quantize_pixels(const float* x, int64_t C, int64_t HW, int64_t p0, int64_t p1, float inv, int8_t* q,
+                     uint8_t* bad) {
+  std::fill(bad + p0, bad + p1, uint8_t(0));
+  int64_t c8 = 0;
+#if defined(__AVX2__)
+  c8 = C / 8 * 8;
+  const __m256 vinv = _mm256_set1_ps(inv), big = _mm256_set1_ps(std::numeric_limits<float>::max()),
+               absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  const __m256i lo = _mm256_set1_epi32(-127), hi = _mm256_set1_epi32(127);
+  alignas(32) float t[64];
+  int64_t p = p0;
+  for (; p + 8 <= p1; p += 8) {
+    for (int64_t c0 = 0; c0 < c8; c0 += 8) {
+      gemm_detail::transpose_8x8(x + c0 * HW + p, HW, t, 8);  // t[j * 8 + c]: pixel p + j, channel c0 + c
+      for (int j = 0; j < 8; ++j) {
+        const __m256 v = _mm256_load_ps(t + 8 * j);
+        const int nonfinite = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_and_ps(v, absmask), big, _CMP_NLE_UQ));
+        __m256i c = _mm256_cvtps_epi32(_mm256_mul_ps(v, vinv));
+        c = _mm256_min_epi32(_mm256_max_epi32(c, lo), hi);
+        const __m128i w = _mm_packs_epi32(_mm256_castsi256_si128(c), _mm256_extracti128_si256(c, 1));
+        _mm_storel_epi64(reinterpret_cast<__m128i*>(q + (p + j) * C + c0), _mm_packs_epi16(w, w));
+        bad[p + j] |= uint8_t(nonfinite != 0);
+      }
+    }
+  }
+  for (; p < p1; ++p)  // the last pixels, fewer than 8
+    for (int64_t c = 0; c < c8; ++c) {
+      const float v = x[c * HW + p];
+      q[p * C + c] = code_of(v, inv);
+      bad[p] |= uint8_t(!finite(v));
+    }
+#endif
+  for (int64_t c = c8; c < C; ++c)  // channels past the last 8 (all of them without AVX2)
+    for (int64_t p = p0; p < p1; ++p) {
+      const float v = x[c * HW + p];
+      q[p * C + c] = code_of(v, inv);
+      bad[p] |= uint8_t(!finite(v));
+    }
+}
+
+// The scale of one image: the given one, or max |finite x| / 127 (1 for an image of
+// zeros: every code is 0 either way). Threads split the image.
+float image_scale(const float* x, int64_t n, std::optional<float> given) {
+  if (given) return *given;
+  const int64_t parts = std::max<int64_t>(1, std::min<int64_t>(64, n / 16384));
+  std::vector<float> part(static_cast<size_t>(parts), 0.0f);
+  parallel_for(parts, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t j = lo; j < hi; ++j) {
+      float amax = 0.0f;
+      for (int64_t i = n * j / parts; i < n * (j + 1) / parts; ++i) {
+        const float a = std::fabs(x[i]);
+        amax = a <= std::numeric_limits<float>::max() && a > amax ? a : amax;
+      }
+      part[size_t(j)] = amax;
+    }
+  });
+  const float amax = *std::max_element(part.begin(), part.end());
+  return amax > 0.0f ? amax / 127.0f : 1.0f;
+}
+
+// out[j] = the sum of codes [16 j, 16 j + 16) for j < n.
+void sums16(const int8_t* q, int64_t n, int16_t* out) {
+  int64_t j = 0;
+#if defined(__AVX2__)
+  // |sad(code ^ 0x80, 0)| over 8 bytes = their sum + 8 x 128: two of those per 16.
+  const __m256i flip = _mm256_set1_epi8(char(0x80)), zero = _mm256_setzero_si256();
+  for (; j + 2 <= n; j += 2) {
+    const __m256i v = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 16 * j)), flip);
+    const __m256i sad = _mm256_sad_epu8(v, zero);
+    const __m256i t = _mm256_add_epi64(sad, _mm256_srli_si256(sad, 8));
+    out[j] = int16_t(_mm256_extract_epi64(t, 0) - 2048);
+    out[j + 1] = int16_t(_mm256_extract_epi64(t, 2) - 2048);
+  }
+#endif
+  for (; j < n; ++j) {
+    int sum = 0;
+    for (int i = 0; i < 16; ++i) sum += q[16 * j + i];
+    out[j] = int16_t(sum);
+  }
+}
+
+}  // namespace
+
+PackedOperand conv2d_int8_pack(const Conv2dInt8Geom& g, const uint8_t* w, QIsa isa) {
+  std::vector<uint8_t> rows = reorder_filters(g, w);
+  if (isa != QIsa::kScalar) return qmatmul_pack_int8(rows.data(), g.OC, g.K(), isa);
+  // The scalar reference reads the reordered rows as they are.
+  PackedOperand o;
+  o.side = PackedOperand::kQ8;
+  o.isa = uint8_t(isa);
+  o.rows = g.OC;
+  o.cols = g.K();
+  o.data.reset(static_cast<float*>(std::aligned_alloc(64, (rows.size() + 63) / 64 * 64)), std::free);
+  ZENITH_CHECK(o.data, "conv2d: out of memory packing an int8 filter of ", g.OC, " x ", g.K());
+  std::memcpy(o.data.get(), rows.data(), rows.size());
+  return o;
+}
+
+void conv2d_int8(const Conv2dInt8Geom& g, QIsa isa, const float* x, const PackedOperand& w,
+                 std::optional<float> x_scale, const GemmEpilogue& ep, const float* residual, float* y) {
+  const int64_t N = g.N, C = g.C, HW = g.H * g.W, OC = g.OC, cols = g.OH * g.OW, K = g.K();
+  const int64_t M = N * cols;
+  if (M == 0 || OC == 0) return;
+  ZENITH_CHECK(w.side == PackedOperand::kQ8 && w.isa == uint8_t(isa) && w.rows == OC && w.cols == K,
+               "conv2d: the packed int8 filter is not this conv's, for this ISA");
+  ZENITH_CHECK(!x_scale || (*x_scale > 0.0f && std::isfinite(*x_scale)), "conv2d: the activation scale must be a "
+               "positive finite number, got ", x_scale ? *x_scale : 0.0f);
+  // Every image quantized: codes [N * HW, C] (pixels x channels), then a bad-pixel flag
+  // per pixel, with one scale per image.
+  thread_local AlignedBuf img_buf;
+  int8_t* codes = reinterpret_cast<int8_t*>(img_buf.get(size_t((N * HW * (C + 1) + 3) / 4)));
+  uint8_t* bad = reinterpret_cast<uint8_t*>(codes + N * HW * C);
+  std::vector<float> scale(static_cast<size_t>(N));
+  constexpr int64_t kTile = 256;  // pixels per task
+  const int64_t tiles = (HW + kTile - 1) / kTile;
+  for (int64_t n = 0; n < N; ++n) {
+    const float* xn = x + n * C * HW;
+    const float s = image_scale(xn, C * HW, x_scale), inv = 1.0f / s;
+    scale[size_t(n)] = s;
+    parallel_for(tiles, 1, [&](int64_t lo, int64_t hi) {
+      quantize_pixels(xn, C, HW, lo * kTile, std::min(HW, hi * kTile), inv, codes + n * HW * C, bad + n * HW);
+    });
+  }
+  const QMatmulPlan plan0 = qmatmul_plan(QFormat::int8, 1, OC, K, isa);
+  const int64_t kpad = plan0.kpad, nscales = plan0.nscales, nsums = plan0.nsums;
+  // A 1x1 stride-1 conv over channels in whole 32s reads its rows in place: row m is
+  // pixel m's codes. Other convs build each output pixel's window row.
+  const bool in_place = g.KH == 1 && g.KW == 1 && g.st[0] == 1 && g.st[1] == 1 && g.pd[0] == 0 && g.pd[1] == 0 &&
+                        K == kpad;
+  // Rows in chunks of at most 1 MiB of codes and 512 KiB of int8 GEMM results (they stay
+  // in L2 until transposed out); each chunk's window rows built, multiplied, and its
+  // output blocks written into NCHW.
+  const int64_t chunk =
+      std::min(M, std::max<int64_t>(64, std::min((int64_t(1) << 20) / kpad, (int64_t(512) << 10) / (4 * OC))));
+  thread_local AlignedBuf row_buf, out_buf;
+  const int64_t row_floats = chunk * ((in_place ? 0 : kpad / 4) + nscales + (nsums + 1) / 2);
+  float* rbase = row_buf.get(size_t(row_floats));
+  int8_t* q = in_place ? nullptr : reinterpret_cast<int8_t*>(rbase);
+  float* d = rbase + (in_place ? 0 : chunk * kpad / 4);
+  int16_t* s16 = reinterpret_cast<int16_t*>(d + chunk * nscales);
+  float* acc = out_buf.get(size_t(chunk * OC));
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (int64_t c0 = 0; c0 < M; c0 += chunk) {
+    const int64_t cn = std::min(chunk, M - c0);
+    parallel_for(cn, 16, [&](int64_t lo, int64_t hi) {
+      // Locals: the int8 stores below may alias anything, so fields read through a
+      // reference would be reloaded on every tap.
+      const int64_t H = g.H, W = g.W, KH = g.KH, KW = g.KW, OW = g.OW, sh = g.st[0], sw = g.st[1], ph = g.pd[0],
+                    pw = g.pd[1], dh = g.dl[0], dw = g.dl[1], Cl = C, Kl = K, kp = kpad, ns = nsums;
+      for (int64_t r = lo; r < hi; ++r) {
+        const int64_t m = c0 + r, n = m / cols, pix = m % cols, oh = pix / OW, ow = pix % OW;
+        const int8_t* img = codes + n * HW * Cl;
+        const uint8_t* flags = bad + n * HW;
+        const int8_t* row = codes + m * Cl;
+        bool nonfinite = flags[pix];
+        if (!in_place) {
+          int8_t* dst = q + r * kp;
+          row = dst;
+          nonfinite = false;
+          // Kernel columns [kw0, kw1) fall inside the image; with dilation 1 their codes
+          // are one run of the image row (pixels x channels), copied at once.
+          const int64_t iw0 = ow * sw - pw;
+          const int64_t kw0 = iw0 >= 0 ? 0 : std::min(KW, (-iw0 + dw - 1) / dw);
+          const int64_t kw1 = std::max(kw0, std::min(KW, W - iw0 > 0 ? (W - iw0 + dw - 1) / dw : 0));
+          for (int64_t kh = 0; kh < KH; ++kh, dst += KW * Cl) {
+            const int64_t ih = oh * sh - ph + kh * dh;
+            if (ih < 0 || ih >= H || kw1 == kw0) {
+              std::memset(dst, 0, size_t(KW * Cl));
+              continue;
+            }
+            std::memset(dst, 0, size_t(kw0 * Cl));
+            std::memset(dst + kw1 * Cl, 0, size_t((KW - kw1) * Cl));
+            const int64_t base = ih * W + iw0;
+            if (dw == 1)
+              std::memcpy(dst + kw0 * Cl, img + (base + kw0) * Cl, size_t((kw1 - kw0) * Cl));
+            else
+              for (int64_t kw = kw0; kw < kw1; ++kw)
+                std::memcpy(dst + kw * Cl, img + (base + kw * dw) * Cl, size_t(Cl));
+            for (int64_t kw = kw0; kw < kw1; ++kw) nonfinite |= flags[base + kw * dw] != 0;
+          }
+          std::memset(dst, 0, size_t(kp - Kl));
+        }
+        sums16(row, ns, s16 + r * ns);
+        std::fill_n(d + r * nscales, nscales, nonfinite ? nan : scale[size_t(n)]);
+      }
+    });
+    const QActRows rows{in_place ? codes + c0 * C : q, d, s16, nullptr, nullptr, kpad, nscales, nsums, K};
+    // Rows [m0, m1) of the chunk, columns [n0, n1): into NCHW, image by image, with the
+    // epilogue of those channels and pixels.
+    auto store = [&](int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
+      for (int64_t m = m0; m < m1;) {
+        const int64_t gm = c0 + m, n = gm / cols, p0 = gm % cols, len = std::min(m1 - m, cols - p0);
+        float* dst = y + (n * OC + n0) * cols + p0;
+        transpose_block(acc + m * OC + n0, OC, dst, cols, len, n1 - n0);
+        GemmEpilogue e = ep;
+        if (residual) {
+          e.residual = residual + n * OC * cols;
+          e.ld_residual = cols;
+        }
+        if (!e.empty()) sgemm_epilogue_block(e, dst, cols, n0, p0, n1 - n0, len);
+        m += len;
+      }
+    };
+    QMatmulPlan plan = qmatmul_plan(QFormat::int8, cn, OC, K, isa);
+    if (isa != QIsa::kScalar) {
+      q8_gemm_packed(plan, rows, w, acc, store);
+      continue;
+    }
+    const uint8_t* wr = reinterpret_cast<const uint8_t*>(w.data.get());
+    parallel_for(OC, 1, [&](int64_t lo, int64_t hi) {
+      for (int64_t oc = lo; oc < hi; ++oc)
+        for (int64_t r = 0; r < cn; ++r) acc[r * OC + oc] = quant::ref_dot(QFormat::int8, wr + oc * (4 + K), K, rows.row(r));
+      store(0, cn, lo, hi);
+    });
+  }
+  img_buf.trim(size_t(16) << 20);
+  row_buf.trim(size_t(16) << 20);
+  out_buf.trim(size_t(16) << 20);
+}
+
+}  // namespace zenith

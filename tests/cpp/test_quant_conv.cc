@@ -1,0 +1,276 @@
+// conv2d with int8 filters and int8 activations (kernels/conv2d_int8.cc): against an
+// independent scalar reference written here (codes, integer sums, scales) over odd
+// channel counts, kernel sizes, strides, padding, dilation and batches, static and
+// dynamic scales, every ISA this CPU runs, one and two threads; NaN and infinity in the
+// input; the op in the IR (inference, packing, fused epilogues).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "zenith/error.h"
+#include "zenith/ir.h"
+#include "zenith/kernels/quant.h"
+#include "zenith/passes/passes.h"
+#include "zenith/runtime.h"
+#include "zenith/threadpool.h"
+
+using namespace zenith;
+
+namespace {
+
+struct Case {
+  int64_t N, C, H, W, OC, KH, KW, sh, sw, ph, pw, dh, dw;
+};
+
+Conv2dInt8Geom geom(const Case& c) {
+  Conv2dInt8Geom g;
+  g.N = c.N, g.C = c.C, g.H = c.H, g.W = c.W, g.OC = c.OC, g.KH = c.KH, g.KW = c.KW;
+  g.st = {c.sh, c.sw}, g.pd = {c.ph, c.pw}, g.dl = {c.dh, c.dw};
+  g.OH = (c.H + 2 * c.ph - c.dh * (c.KH - 1) - 1) / c.sh + 1;
+  g.OW = (c.W + 2 * c.pw - c.dw * (c.KW - 1) - 1) / c.sw + 1;
+  return g;
+}
+
+// int8 rows [OC, 4 + C * KH * KW]: a scale in [1e-3, 5e-2], then codes in [-127, 127]
+// (every 7th at an extreme: the integer sums' worst cases).
+std::vector<uint8_t> random_filters(int64_t OC, int64_t K, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> mag(1e-3f, 5e-2f);
+  std::vector<uint8_t> w(size_t(OC * (4 + K)));
+  for (int64_t oc = 0; oc < OC; ++oc) {
+    const float s = mag(rng);
+    std::memcpy(&w[size_t(oc * (4 + K))], &s, 4);
+    for (int64_t k = 0; k < K; ++k)
+      w[size_t(oc * (4 + K) + 4 + k)] = uint8_t(int8_t(k % 7 == 0 ? (rng() & 1 ? 127 : -127) : int(rng() % 255) - 127));
+  }
+  return w;
+}
+
+std::vector<float> randn(size_t n, unsigned seed, float scale = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d;
+  std::vector<float> v(n);
+  for (auto& x : v) x = scale * d(rng);
+  return v;
+}
+
+// The reference: each image's codes round(x / s) in [-127, 127] (s given, or max|finite
+// x| / 127), exact integer window sums in int64, times s and the filter's scale, plus the
+// bias; NaN for a window touching a NaN or infinity.
+std::vector<float> reference(const Conv2dInt8Geom& g, const std::vector<float>& x, const std::vector<uint8_t>& w,
+                             std::optional<float> x_scale, const float* bias) {
+  const int64_t K = g.K(), HW = g.H * g.W;
+  std::vector<float> y(size_t(g.N * g.OC * g.OH * g.OW));
+  for (int64_t n = 0; n < g.N; ++n) {
+    const float* xn = x.data() + n * g.C * HW;
+    float s = 1.0f;
+    if (x_scale) {
+      s = *x_scale;
+    } else {
+      float amax = 0.0f;
+      for (int64_t i = 0; i < g.C * HW; ++i)
+        if (std::isfinite(xn[i])) amax = std::max(amax, std::fabs(xn[i]));
+      if (amax > 0) s = amax / 127.0f;
+    }
+    const float inv = 1.0f / s;
+    std::vector<int> code(size_t(g.C * HW));
+    std::vector<bool> bad(size_t(g.C * HW));
+    for (int64_t i = 0; i < g.C * HW; ++i) {
+      bad[size_t(i)] = !std::isfinite(xn[i]);
+      const float r = std::nearbyint(xn[i] * inv);
+      code[size_t(i)] = bad[size_t(i)] ? 0 : int(std::min(127.0f, std::max(-127.0f, r)));
+    }
+    for (int64_t oc = 0; oc < g.OC; ++oc) {
+      const uint8_t* row = w.data() + oc * (4 + K);
+      float ws;
+      std::memcpy(&ws, row, 4);
+      for (int64_t oh = 0; oh < g.OH; ++oh)
+        for (int64_t ow = 0; ow < g.OW; ++ow) {
+          int64_t acc = 0;
+          bool nan = false;
+          for (int64_t c = 0; c < g.C; ++c)
+            for (int64_t kh = 0; kh < g.KH; ++kh)
+              for (int64_t kw = 0; kw < g.KW; ++kw) {
+                const int64_t ih = oh * g.st[0] - g.pd[0] + kh * g.dl[0], iw = ow * g.st[1] - g.pd[1] + kw * g.dl[1];
+                if (ih < 0 || ih >= g.H || iw < 0 || iw >= g.W) continue;
+                const size_t i = size_t(c * HW + ih * g.W + iw);
+                nan = nan || bad[i];
+                acc += int64_t(code[i]) * int8_t(row[4 + (c * g.KH + kh) * g.KW + kw]);
+              }
+          float v = float(double(acc) * s * ws) + (bias ? bias[oc] : 0.0f);
+          y[size_t(((n * g.OC + oc) * g.OH + oh) * g.OW + ow)] = nan ? std::numeric_limits<float>::quiet_NaN() : v;
+        }
+    }
+  }
+  return y;
+}
+
+std::vector<QIsa> isas() {
+  std::vector<QIsa> r{QIsa::kScalar};
+  for (QIsa i : {QIsa::kAvx2, QIsa::kAvx512})
+    if (qisa_supported(i)) r.push_back(i);
+  return r;
+}
+
+void expect_close(const std::vector<float>& got, const std::vector<float>& want, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (std::isnan(want[i])) {
+      ASSERT_TRUE(std::isnan(got[i])) << what << " at " << i << ": " << got[i] << " (want NaN)";
+      continue;
+    }
+    ASSERT_NEAR(got[i], want[i], 2e-5f * (1.0f + std::fabs(want[i]))) << what << " at " << i;
+  }
+}
+
+const Case kCases[] = {
+    {1, 3, 17, 19, 37, 7, 7, 2, 2, 3, 3, 1, 1},   // a stem: 3 channels, 7x7 / 2
+    {2, 5, 9, 11, 33, 3, 3, 1, 1, 1, 1, 1, 1},    // few channels, pixels off 8
+    {1, 17, 10, 10, 70, 3, 5, 2, 1, 1, 2, 2, 1},  // 8-channel groups and a remainder; dilation, odd padding
+    {3, 64, 7, 7, 32, 1, 1, 1, 1, 0, 0, 1, 1},    // 1x1 over whole 32s: rows read in place
+    {1, 40, 6, 13, 1, 1, 1, 1, 1, 0, 0, 1, 1},    // 1x1, K not a whole 32: rows copied; one output channel
+    {2, 16, 12, 12, 48, 1, 1, 2, 2, 0, 0, 1, 1},  // 1x1 stride 2
+    {1, 24, 5, 9, 20, 3, 3, 1, 1, 2, 0, 1, 3},    // padding past the kernel's reach in rows, dilation in columns
+    {1, 32, 4, 4, 64, 5, 5, 1, 1, 0, 0, 1, 1},    // one output pixel
+};
+
+}  // namespace
+
+TEST(QuantConv, MatchesScalarReference) {
+  unsigned seed = 1;
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    for (const Case& c : kCases) {
+      const Conv2dInt8Geom g = geom(c);
+      auto x = randn(size_t(g.N * g.C * g.H * g.W), seed++, 2.0f);
+      auto w = random_filters(g.OC, g.K(), seed++);
+      auto bias = randn(size_t(g.OC), seed++);
+      GemmEpilogue ep;
+      ep.row_shift = bias.data();
+      for (std::optional<float> s : {std::optional<float>(), std::optional<float>(0.02f)}) {
+        const auto want = reference(g, x, w, s, bias.data());
+        for (QIsa isa : isas()) {
+          const PackedOperand p = conv2d_int8_pack(g, w.data(), isa);
+          std::vector<float> y(want.size(), -7.0f);
+          conv2d_int8(g, isa, x.data(), p, s, ep, nullptr, y.data());
+          expect_close(y, want,
+                       std::string(qisa_name(isa)) + " C=" + std::to_string(c.C) + " OC=" + std::to_string(c.OC) +
+                           " k=" + std::to_string(c.KH) + "x" + std::to_string(c.KW) + (s ? " static" : " dynamic") +
+                           " threads=" + std::to_string(threads));
+        }
+      }
+    }
+  }
+  set_num_threads(1);
+}
+
+// A NaN or infinity makes exactly the outputs whose windows read it NaN (in every
+// channel); the image's other outputs keep the finite values (the dynamic scale ignores
+// the non-finite input).
+TEST(QuantConv, NonFiniteInputsGiveNaNWhereTheyAreRead) {
+  const Case c{2, 9, 8, 8, 5, 3, 3, 1, 1, 1, 1, 1, 1};
+  const Conv2dInt8Geom g = geom(c);
+  auto x = randn(size_t(g.N * g.C * g.H * g.W), 7);
+  x[size_t(4 * 64 + 2 * 8 + 3)] = std::numeric_limits<float>::quiet_NaN();   // image 0, channel 4, (2, 3)
+  x[size_t(9 * 64 + 8 * 64 - 1)] = std::numeric_limits<float>::infinity();   // image 1, channel 8, (7, 7)
+  auto w = random_filters(g.OC, g.K(), 8);
+  for (std::optional<float> s : {std::optional<float>(), std::optional<float>(0.03f)}) {
+    const auto want = reference(g, x, w, s, nullptr);
+    int nans = 0;
+    for (float v : want) nans += std::isnan(v);
+    ASSERT_EQ(nans, g.OC * (9 + 4));  // a 3x3 window around each, the corner one clipped
+    for (QIsa isa : isas()) {
+      const PackedOperand p = conv2d_int8_pack(g, w.data(), isa);
+      std::vector<float> y(want.size());
+      conv2d_int8(g, isa, x.data(), p, s, GemmEpilogue{}, nullptr, y.data());
+      expect_close(y, want, std::string(qisa_name(isa)) + (s ? " static" : " dynamic"));
+    }
+  }
+}
+
+// Inputs beyond 127 steps of a static scale clip to +-127, as the reference does; an
+// image of zeros (dynamic: no scale to take) gives the bias.
+TEST(QuantConv, ClippingAndZeroImages) {
+  const Case c{2, 8, 6, 6, 4, 3, 3, 1, 1, 1, 1, 1, 1};
+  const Conv2dInt8Geom g = geom(c);
+  auto x = randn(size_t(g.N * g.C * g.H * g.W), 9, 10.0f);
+  std::fill(x.begin() + g.C * g.H * g.W, x.end(), 0.0f);  // image 1: zeros
+  auto w = random_filters(g.OC, g.K(), 10);
+  auto bias = randn(size_t(g.OC), 11);
+  GemmEpilogue ep;
+  ep.row_shift = bias.data();
+  for (std::optional<float> s : {std::optional<float>(), std::optional<float>(0.01f)}) {
+    const auto want = reference(g, x, w, s, bias.data());
+    for (QIsa isa : isas()) {
+      const PackedOperand p = conv2d_int8_pack(g, w.data(), isa);
+      std::vector<float> y(want.size());
+      conv2d_int8(g, isa, x.data(), p, s, ep, nullptr, y.data());
+      expect_close(y, want, qisa_name(isa));
+      for (int64_t i = g.OC * g.OH * g.OW; i < int64_t(y.size()); ++i)
+        ASSERT_EQ(y[size_t(i)], bias[size_t((i / (g.OH * g.OW)) % g.OC)]);
+    }
+  }
+}
+
+// In the IR: conv2d with a u8 weight, the runtime packing the constant filters once, and
+// batch-norm, residual and ReLU fused into it (the passes ResNet's blocks go through)
+// giving what the unfused graph gives.
+TEST(QuantConv, RuntimeFusesEpiloguesIntoTheInt8Conv) {
+  set_num_threads(2);
+  const int64_t C = 16, OC = 24, K = C * 9;
+  auto x = randn(size_t(2 * C * 10 * 10), 20);
+  auto res = randn(size_t(2 * OC * 10 * 10), 21);
+  auto w = random_filters(OC, K, 22);
+  auto bias = randn(size_t(OC), 23);
+  auto bw = randn(size_t(OC), 24), bb = randn(size_t(OC), 25), mu = randn(size_t(OC), 26);
+  std::vector<float> var(static_cast<size_t>(OC));
+  for (size_t i = 0; i < var.size(); ++i) var[i] = 0.5f + 0.1f * float(i);
+  const std::string text = R"(graph(%x: f32[2, 16, 10, 10], %w: u8[24, 148], %b: f32[24], %bw: f32[24], %bb: f32[24], %mu: f32[24], %var: f32[24], %r: f32[2, 24, 10, 10]) {
+  %c: f32[2, 24, 10, 10] = conv2d(%x, %w, %b) {stride=[1, 1], padding=[1, 1], dilation=[1, 1], has_bias=[1], kernel=[3, 3], x_scale=f[0.05]}
+  %n: f32[2, 24, 10, 10] = batch_norm(%c, %bw, %bb, %mu, %var) {eps=f[1e-05]}
+  %a: f32[2, 24, 10, 10] = add(%n, %r)
+  %y: f32[2, 24, 10, 10] = relu(%a)
+  return (%y)
+})";
+  Graph fused = parse_graph(text), plain = parse_graph(text);
+  ASSERT_EQ(fuse_conv_bn(fused), 1);
+  ASSERT_EQ(fuse_conv_residual(fused), 1);
+  ASSERT_EQ(fuse_epilogue(fused), 1);
+  dead_code_elimination(fused);
+  ASSERT_EQ(fused.nodes.size(), 1u);
+  const std::vector<InTensor> in = {{x.data(), DType::f32, {2, C, 10, 10}}, {w.data(), DType::u8, {OC, 4 + K}},
+                                    {bias.data(), DType::f32, {OC}},      {bw.data(), DType::f32, {OC}},
+                                    {bb.data(), DType::f32, {OC}},        {mu.data(), DType::f32, {OC}},
+                                    {var.data(), DType::f32, {OC}},       {res.data(), DType::f32, {2, OC, 10, 10}}};
+  Executable a(fused), b(plain);
+  a.set_constant_inputs({1});
+  auto ya = a.run(in, {});
+  auto yb = b.run(in, {});
+  EXPECT_EQ(a.packed_bytes(), size_t(OC * K));
+  const float* pa = static_cast<const float*>(ya[0].data);
+  const float* pb = static_cast<const float*>(yb[0].data);
+  for (int64_t i = 0; i < 2 * OC * 100; ++i) ASSERT_NEAR(pa[i], pb[i], 1e-4f * (1 + std::fabs(pb[i]))) << i;
+  set_num_threads(1);
+}
+
+TEST(QuantConv, InferenceRejectsBadInt8Convs) {
+  auto infer = [](const std::string& body, const std::string& w = "u8[8, 40]") {
+    parse_graph("graph(%x: f32[1, 4, 6, 6], %w: " + w + ", %b: f32[8]) {\n  %y: f32[1, 8, 4, 4] = conv2d(%x, %w, %b) {" +
+                "stride=[1, 1], padding=[0, 0], dilation=[1, 1], " + body + "}\n  return (%y)\n}");
+  };
+  EXPECT_NO_THROW(infer("kernel=[3, 3], has_bias=[1]"));
+  EXPECT_NO_THROW(infer("kernel=[3, 3], has_bias=[1], x_scale=f[0.5]"));
+  EXPECT_THROW(infer("has_bias=[1]"), Error);                           // no kernel
+  EXPECT_THROW(infer("kernel=[3, 2], has_bias=[1]"), Error);            // 4 x 3 x 2 + 4 != 40 bytes
+  EXPECT_THROW(infer("kernel=[3, 3], groups=[2], has_bias=[1]"), Error);  // grouped
+  EXPECT_THROW(infer("kernel=[3, 3], has_bias=[1], x_scale=f[0]"), Error);
+  EXPECT_THROW(infer("kernel=[3, 3], has_bias=[1], x_scale=f[-1]"), Error);
+  EXPECT_THROW(infer("x_scale=f[0.5], has_bias=[1]", "f32[8, 4, 3, 3]"), Error);  // x_scale on float filters
+  EXPECT_THROW(infer("kernel=[3, 3], has_bias=[1]", "u8[8, 4, 3, 3]"), Error);  // not rows
+}
