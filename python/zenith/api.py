@@ -106,7 +106,10 @@ class Report:
             lines.append(f"    {fmt:<11} x{n:<4} {b / mib:8.2f} MiB (fp32 {f / mib:.2f} MiB)")
         if len(self.quantized) <= listed:
             for q in self.quantized:
-                lines.append(f"    {q.name}: {q.kind}, {q.format}, {(q.fp32_bytes - q.bytes) / mib:.3f} MiB saved")
+                acts = q.activations + (f" x_scale {q.x_scale:.4g}" if q.x_scale is not None else "") + (
+                    f" error {q.error:.2e}" if q.error is not None else "")
+                lines.append(f"    {q.name}: {q.kind}, {q.format}, activations {acts}, "
+                             f"{(q.fp32_bytes - q.bytes) / mib:.3f} MiB saved")
         else:
             lines.append(f"    (each layer: report.quantized, {len(self.quantized)} entries)")
         for name, why in self.quant_kept.items():

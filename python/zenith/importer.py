@@ -15,7 +15,7 @@ import operator
 import torch
 
 from zenith import _C
-from zenith.quant import ops as _quant_ops  # noqa: F401  (registers torch.ops.zenith.qlinear/qembedding)
+from zenith.quant import ops as _quant_ops  # noqa: F401  (registers torch.ops.zenith.qlinear/qconv2d/qembedding)
 
 aten = torch.ops.aten
 
@@ -788,13 +788,30 @@ def _float32_operand(x, what):
 
 @register(torch.ops.zenith.qlinear.default)
 def _qlinear(L, node):
-    x, w, bias, fmt = args_of(node, ("x", None), ("w", None), ("bias", None), ("format", None))
+    x, w, bias, fmt, x_scale = args_of(node, ("x", None), ("w", None), ("bias", None), ("format", None),
+                                       ("x_scale", None))
     _float32_operand(x, "qmatmul")
     ins = [L.val(x), L.val(w)]
     if bias is not None:
         _float32_operand(bias, "qmatmul's bias")
         ins.append(L.val(bias))
-    return L.emit("qmatmul", ins, format=qformat_code(fmt))
+    attrs = {} if x_scale is None else {"x_scale": float(x_scale)}
+    return L.emit("qmatmul", ins, format=qformat_code(fmt), **attrs)
+
+
+@register(torch.ops.zenith.qconv2d.default)
+def _qconv2d(L, node):
+    x, w, bias, kernel, stride, padding, dilation, x_scale = args_of(
+        node, ("x", None), ("w", None), ("bias", None), ("kernel", None), ("stride", None), ("padding", None),
+        ("dilation", None), ("x_scale", None))
+    _float32_operand(x, "an int8 conv2d")
+    ins = [L.val(x), L.val(w)]
+    if bias is not None:
+        _float32_operand(bias, "an int8 conv2d's bias")
+    ins.append(L.val(bias) if bias is not None else ins[1])
+    attrs = {} if x_scale is None else {"x_scale": float(x_scale)}
+    return L.emit("conv2d", ins, stride=_pair(stride), padding=_pair(padding), dilation=_pair(dilation), groups=1,
+                  has_bias=int(bias is not None), kernel=_pair(kernel), **attrs)
 
 
 @register(torch.ops.zenith.qembedding.default)

@@ -1,4 +1,4 @@
-"""QLinear and QEmbedding: modules that hold a quantized weight and call the custom ops."""
+"""QLinear, QConv2d and QEmbedding: modules that hold a quantized weight and call the custom ops."""
 from __future__ import annotations
 
 import sys
@@ -32,18 +32,23 @@ def _format_bytes(n):
 
 class QLinear(nn.Module):
     """y = x @ dequant(weight)^T + bias. `weight` is a uint8 buffer [out_features,
-    row_bytes] in `format` (zenith.quant.formats); bias an optional float parameter."""
+    row_bytes] in `format` (zenith.quant.formats); bias an optional float parameter.
+    x is quantized per block of 32 values as it arrives, or, with `x_scale` (int8 weights:
+    static INT8, from calibration), on that one scale."""
 
-    def __init__(self, weight, format, bias=None):
+    def __init__(self, weight, format, bias=None, x_scale=None):
         super().__init__()
         self.in_features = check_weight(weight, format)
         self.out_features = weight.shape[0]
         self.format = get_format(format).name
+        if x_scale is not None and self.format != "int8":
+            raise ValueError(f"QLinear: x_scale (static INT8 activations) needs int8 weights, got {self.format}")
         self.register_buffer("weight", weight)
         self.bias = None if bias is None else nn.Parameter(bias.detach(), requires_grad=bias.requires_grad)
+        self.x_scale = None if x_scale is None else float(x_scale)
 
     @classmethod
-    def from_float(cls, module, format):
+    def from_float(cls, module, format, x_scale=None):
         """From an nn.Linear or a transformers Conv1D (its [in, out] weight transposed)."""
         if isinstance(module, nn.Linear):
             w = module.weight
@@ -55,19 +60,72 @@ class QLinear(nn.Module):
             q = quantize_weight(w.detach(), format)
         except ValueError as e:
             raise Unquantizable(str(e)) from None
-        return cls(q, format, module.bias)
+        return cls(q, format, module.bias, x_scale)
 
     def forward(self, x):
-        return torch.ops.zenith.qlinear(x, self.weight, self.bias, self.format)
+        if self.x_scale is None:
+            return torch.ops.zenith.qlinear(x, self.weight, self.bias, self.format)
+        return torch.ops.zenith.qlinear(x, self.weight, self.bias, self.format, self.x_scale)
 
     @property
     def nbytes(self):
         return self.weight.numel()
 
     def extra_repr(self):
+        scale = "" if self.x_scale is None else f", x_scale={self.x_scale:.4g}"
         return (f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}, "
-                f"format={self.format}, bytes={_format_bytes(self.nbytes)} "
+                f"format={self.format}{scale}, bytes={_format_bytes(self.nbytes)} "
                 f"(fp32 {_format_bytes(self.in_features * self.out_features * 4)})")
+
+
+class QConv2d(nn.Module):
+    """conv2d with int8 filters (per output channel, symmetric) and int8 activations:
+    `x_scale` their one scale (static INT8, from calibration), or None for max|x| / 127
+    of each image (dynamic). `weight` is a uint8 buffer of int8 rows [out_channels, 4 +
+    in_channels * KH * KW]; bias an optional float parameter. One group, zero padding."""
+
+    def __init__(self, weight, in_channels, kernel_size, stride=1, padding=0, dilation=1, bias=None, x_scale=None):
+        super().__init__()
+        pair = torch.nn.modules.utils._pair
+        self.in_channels = int(in_channels)
+        self.kernel_size, self.stride, self.padding, self.dilation = (
+            tuple(int(v) for v in pair(a)) for a in (kernel_size, stride, padding, dilation))
+        k = check_weight(weight, "int8")
+        if k != self.in_channels * self.kernel_size[0] * self.kernel_size[1]:
+            raise ValueError(f"QConv2d: int8 rows of {k} codes do not hold {self.in_channels} channels x kernel "
+                             f"{self.kernel_size}")
+        self.out_channels = weight.shape[0]
+        self.format = "int8"
+        self.register_buffer("weight", weight)
+        self.bias = None if bias is None else nn.Parameter(bias.detach(), requires_grad=bias.requires_grad)
+        self.x_scale = None if x_scale is None else float(x_scale)
+
+    @classmethod
+    def from_float(cls, module, x_scale=None):
+        if not isinstance(module, nn.Conv2d):
+            raise Unquantizable(f"{type(module).__name__} is not a Conv2d")
+        if module.groups != 1:
+            raise Unquantizable(f"a grouped conv ({module.groups} groups; int8 convs are ungrouped)")
+        if module.padding_mode != "zeros" or isinstance(module.padding, str):
+            raise Unquantizable(f"padding {module.padding!r} / {module.padding_mode!r} (int8 convs take explicit "
+                                f"zero padding)")
+        w = module.weight.detach().float().reshape(module.out_channels, -1)
+        return cls(quantize_weight(w, "int8"), module.in_channels, module.kernel_size, module.stride,
+                   module.padding, module.dilation, module.bias, x_scale)
+
+    def forward(self, x):
+        return torch.ops.zenith.qconv2d(x, self.weight, self.bias, list(self.kernel_size), list(self.stride),
+                                        list(self.padding), list(self.dilation), self.x_scale)
+
+    @property
+    def nbytes(self):
+        return self.weight.numel()
+
+    def extra_repr(self):
+        scale = "dynamic" if self.x_scale is None else f"{self.x_scale:.4g}"
+        return (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}, "
+                f"padding={self.padding}, dilation={self.dilation}, bias={self.bias is not None}, format=int8, "
+                f"x_scale={scale}, bytes={_format_bytes(self.nbytes)}")
 
 
 class QEmbedding(nn.Module):

@@ -1,4 +1,5 @@
-"""The torch custom ops a quantized model calls: zenith::qlinear and zenith::qembedding.
+"""The torch custom ops a quantized model calls: zenith::qlinear, zenith::qconv2d and
+zenith::qembedding.
 
 Dynamo and AOTAutograd keep each as one node (a custom op has no decomposition), which
 the importer turns into the native qmatmul / qembedding; their eager implementations
@@ -7,9 +8,10 @@ check the weight, so a bad one fails while tracing, with the same message as eag
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import List, Optional
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 from zenith import _C
@@ -20,7 +22,8 @@ _REFERENCE_ROWS = 16384  # weight rows de-quantized at a time by the reference (
 
 def reference_linear(x, w, bias, format):
     """y = x @ dequantize(w)^T + bias in torch, in float32, de-quantizing a slice of rows at
-    a time so a large weight (an LM head) never exists in fp32 all at once."""
+    a time so a large weight (an LM head) never exists in fp32 all at once. (x as it is:
+    the kernels' activation quantization is what is compared against this.)"""
     x2 = x.reshape(-1, x.shape[-1]).float()
     outs = [x2 @ dequantize(w[n:n + _REFERENCE_ROWS], format).t()
             for n in range(0, w.shape[0], _REFERENCE_ROWS)]
@@ -35,26 +38,37 @@ def _check_ids(ids):
         raise TypeError(f"zenith.qembedding: ids must be int64 or int32, got {ids.dtype}")
 
 
+def _check_linear_scale(x_scale, format):
+    if x_scale is None:
+        return
+    if format != "int8":
+        raise ValueError(f"zenith.qlinear: x_scale (static INT8 activations) needs int8 weights, got {format}")
+    _check_scale(x_scale)
+
+
 @torch.library.custom_op("zenith::qlinear", mutates_args=())
-def qlinear(x: Tensor, w: Tensor, bias: Optional[Tensor], format: str) -> Tensor:
+def qlinear(x: Tensor, w: Tensor, bias: Optional[Tensor], format: str, x_scale: Optional[float] = None) -> Tensor:
     """x [..., K] (float) @ dequant(w [N, row_bytes] uint8)^T (+ bias [N]) -> [..., N], in
-    x's dtype (computed in float32)."""
+    x's dtype (computed in float32). x is quantized per block of 32 on the fly, or, given
+    x_scale (int8 weights), on that one scale (static INT8)."""
     k = check_weight(w, format, x.shape[-1])
+    _check_linear_scale(x_scale, format)
     lead = x.shape[:-1]
     x2 = x.reshape(-1, k).to(torch.float32).contiguous()
     b = None if bias is None else bias.to(torch.float32).contiguous()
-    y = _C.qmatmul(x2, w.contiguous(), format, b)
+    y = _C.qmatmul(x2, w.contiguous(), format, b, x_scale)
     return y.reshape(*lead, w.shape[0]).to(x.dtype)
 
 
 @qlinear.register_fake
-def _(x, w, bias, format):
+def _(x, w, bias, format, x_scale=None):
     check_weight(w, format, x.shape[-1])
+    _check_linear_scale(x_scale, format)
     return x.new_empty((*x.shape[:-1], w.shape[0]))
 
 
 def _qlinear_setup(ctx, inputs, output):
-    _x, w, bias, format = inputs
+    _x, w, bias, format = inputs[:4]
     ctx.save_for_backward(w)
     ctx.format = format
     ctx.bias_dtype = None if bias is None else bias.dtype
@@ -64,10 +78,10 @@ def _qlinear_backward(ctx, grad):
     # The weight is frozen (uint8, no gradient); x and bias get theirs, so a quantized
     # model can sit inside a graph that trains other parameters (adapters, norms).
     (w,) = ctx.saved_tensors
-    need_x, _, need_bias, _ = ctx.needs_input_grad
+    need_x, _, need_bias = ctx.needs_input_grad[:3]
     gx = (grad.float() @ dequantize(w, ctx.format)).to(grad.dtype) if need_x else None
     gb = grad.float().reshape(-1, grad.shape[-1]).sum(0).to(ctx.bias_dtype) if need_bias else None
-    return gx, None, gb, None
+    return gx, None, gb, None, None
 
 
 qlinear.register_autograd(_qlinear_backward, setup_context=_qlinear_setup)
@@ -87,3 +101,68 @@ def _(w, ids, format):
     k = check_weight(w, format)
     _check_ids(ids)
     return w.new_empty((*ids.shape, k), dtype=torch.float32)
+
+
+def conv_out_size(x_shape, w, kernel, stride, padding, dilation):
+    """The output shape of qconv2d, after checking its operands (ValueError / TypeError
+    with the reason: the same eagerly and while tracing)."""
+    if len(x_shape) != 4:
+        raise ValueError(f"zenith.qconv2d: x must be NCHW (4-D), got {len(x_shape)}-D")
+    for name, v, lo in (("kernel", kernel, 1), ("stride", stride, 1), ("padding", padding, 0),
+                        ("dilation", dilation, 1)):
+        if len(v) != 2 or any(int(t) < lo for t in v):
+            raise ValueError(f"zenith.qconv2d: {name} must be 2 values >= {lo}, got {list(v)}")
+    k = check_weight(w, "int8")
+    if k != x_shape[1] * kernel[0] * kernel[1]:
+        raise ValueError(f"zenith.qconv2d: the weight has {k} codes per row; {x_shape[1]} channels x kernel "
+                         f"{kernel[0]}x{kernel[1]} need {x_shape[1] * kernel[0] * kernel[1]}")
+    out = [(x_shape[2 + i] + 2 * padding[i] - dilation[i] * (kernel[i] - 1) - 1) // stride[i] + 1 for i in range(2)]
+    if min(out) < 1:
+        raise ValueError("zenith.qconv2d: the kernel is larger than the padded input")
+    return (x_shape[0], w.shape[0], *out)
+
+
+def _check_scale(x_scale):
+    if x_scale is not None and not (x_scale > 0 and x_scale < float("inf")):
+        raise ValueError(f"zenith.qconv2d: x_scale must be a positive finite number, got {x_scale}")
+
+
+def fake_quant_act(x, x_scale=None):
+    """x as qconv2d's int8 activations see it: round(x / s) clamped to [-127, 127], times s;
+    s = x_scale (static) or max|x| / 127 of each image (dynamic)."""
+    if x_scale is None:
+        amax = x.abs().nan_to_num(0.0, 0.0, 0.0).amax(dim=(1, 2, 3), keepdim=True)
+        s = torch.where(amax > 0, amax / 127, torch.ones_like(amax))
+    else:
+        s = torch.tensor(float(x_scale))
+    return torch.clamp(torch.round(x * (1 / s)), -127, 127) * s  # x * (1 / s): as the kernel rounds
+
+
+def reference_conv2d(x, w, bias, kernel, stride, padding, dilation, x_scale=None):
+    """qconv2d in torch: fake-quantized activations (fake_quant_act) against the
+    de-quantized filters, in float32 (the judge of the native kernel)."""
+    x = x.float()
+    wd = dequantize(w, "int8").reshape(w.shape[0], x.shape[1], *kernel)
+    return F.conv2d(fake_quant_act(x, x_scale), wd, None if bias is None else bias.float(), list(stride),
+                    list(padding), list(dilation))
+
+
+@torch.library.custom_op("zenith::qconv2d", mutates_args=())
+def qconv2d(x: Tensor, w: Tensor, bias: Optional[Tensor], kernel: List[int], stride: List[int], padding: List[int],
+            dilation: List[int], x_scale: Optional[float]) -> Tensor:
+    """conv2d of x [N, C, H, W] (float) with int8 filters w (uint8 int8 rows [OC, 4 + C *
+    KH * KW], torch's (channel, row, column) order) and int8 activations: one scale,
+    x_scale (static INT8), or max|x| / 127 per image (None: dynamic). One group. Computed
+    in float32, returned in x's dtype."""
+    conv_out_size(x.shape, w, kernel, stride, padding, dilation)
+    _check_scale(x_scale)
+    b = None if bias is None else bias.to(torch.float32).contiguous()
+    y = _C.qconv2d(x.to(torch.float32).contiguous(), w.contiguous(), b, list(kernel), list(stride), list(padding),
+                   list(dilation), x_scale)
+    return y.to(x.dtype)
+
+
+@qconv2d.register_fake
+def _(x, w, bias, kernel, stride, padding, dilation, x_scale):
+    _check_scale(x_scale)
+    return x.new_empty(conv_out_size(x.shape, w, kernel, stride, padding, dilation))

@@ -1,32 +1,31 @@
-"""zenith.quantize: weight-only quantization of a model's linear layers (and, if asked,
-its embeddings), in place."""
+"""zenith.quantize: quantization of a model's layers, in place: weight-only (linear
+layers, and embeddings if asked) or INT8 weights and activations (linear and conv layers;
+static with calibration, or dynamic)."""
 from __future__ import annotations
 
 import fnmatch
 import logging
 import warnings
 from dataclasses import dataclass, field
+from typing import Optional
 
 from torch import nn
 
+from zenith.quant import calibrate as cal
 from zenith.quant.formats import fp32_bytes
-from zenith.quant.modules import QEmbedding, QLinear, Unquantizable, is_conv1d
+from zenith.quant.modules import QConv2d, QEmbedding, QLinear, Unquantizable, is_conv1d
 
 log = logging.getLogger("zenith")
 
 WEIGHT_ONLY = ("int8", "int4", "nf4")
-LATER = ("int8-dynamic", "int8-static")  # issue 16's activation-quantized schemes, not built yet
-SCHEMES = WEIGHT_ONLY + LATER
+ACTIVATION = ("int8-dynamic", "int8-static")  # int8 weights and int8 activations, linear and conv layers
+SCHEMES = WEIGHT_ONLY + ACTIVATION
 INT4_GROUPS = {32: ("q4_0", "q4_1"), 64: ("int4_g64", "uint4_g64"), 128: ("int4_g128", "uint4_g128")}
 
 
 def scheme_format(scheme, group_size=None, symmetric=True):
     """The weight format a scheme and its options give (see zenith.quant.formats)."""
-    if scheme in LATER:
-        raise NotImplementedError(
-            f"zenith.quantize: scheme {scheme!r} (activation quantization) is not built yet; the weight-only "
-            f"schemes {', '.join(map(repr, WEIGHT_ONLY))} exist today")
-    if scheme not in WEIGHT_ONLY:
+    if scheme not in SCHEMES:
         raise ValueError(f"zenith.quantize: unknown scheme {scheme!r}; schemes: {', '.join(map(repr, SCHEMES))}")
     if scheme == "int4":
         g = 32 if group_size is None else group_size
@@ -36,9 +35,10 @@ def scheme_format(scheme, group_size=None, symmetric=True):
         return INT4_GROUPS[g][0 if symmetric else 1]
     if not symmetric:
         raise ValueError(f"zenith.quantize: {scheme} is symmetric only (asymmetric: scheme='int4', symmetric=False)")
-    if scheme == "int8":
+    if scheme.startswith("int8"):
         if group_size is not None:
-            raise ValueError("zenith.quantize: int8 has one scale per output channel; group_size does not apply")
+            raise ValueError(f"zenith.quantize: {scheme} has one weight scale per output channel; group_size does "
+                             f"not apply")
         return "int8"
     if group_size not in (None, 64):
         raise ValueError(f"zenith.quantize: nf4 uses blocks of 64 (as bitsandbytes does), got group_size={group_size!r}")
@@ -48,10 +48,16 @@ def scheme_format(scheme, group_size=None, symmetric=True):
 @dataclass
 class QuantLayer:
     name: str
-    kind: str  # "linear" | "embedding"
+    kind: str  # "linear" | "conv2d" | "embedding"
     format: str
     bytes: int  # of the quantized weight (shared weights: counted at their first layer only)
     fp32_bytes: int  # the same weight in fp32 (shared: counted once too)
+    # how the kernel takes x: "static" (int8 on x_scale, from calibration), "dynamic" (int8
+    # on scales of its own: per 32 values for linear layers, per image for convs), "float"
+    # (nf4 reads x as it is), "none" (an embedding)
+    activations: str = "dynamic"
+    x_scale: Optional[float] = None  # static: the activations' scale
+    error: Optional[float] = None  # static: |y_q - y| / |y| of this layer alone on calibration batches
 
 
 @dataclass
@@ -68,14 +74,20 @@ def summary(model) -> QuantSummary:
     """The quantized layers of a model (from zenith.quantize or zenith.load_gguf) and the
     layers zenith.quantize kept in floating point, with the reasons."""
     s = QuantSummary(kept=dict(getattr(model, "_zenith_quant_kept", {})))
+    errors = getattr(model, "_zenith_quant_errors", {})
     seen = set()
     for name, m in model.named_modules():
-        if isinstance(m, (QLinear, QEmbedding)):
+        if isinstance(m, (QLinear, QConv2d, QEmbedding)):
             key = (m.weight.data_ptr(), m.weight.shape)
             shared = key in seen
             seen.add(key)
-            s.layers.append(QuantLayer(name, "linear" if isinstance(m, QLinear) else "embedding", m.format,
-                                       0 if shared else m.nbytes, 0 if shared else fp32_bytes(m.weight, m.format)))
+            kind = "linear" if isinstance(m, QLinear) else "conv2d" if isinstance(m, QConv2d) else "embedding"
+            x_scale = getattr(m, "x_scale", None)
+            acts = ("static" if x_scale is not None else "none" if kind == "embedding"
+                    else "float" if m.format == "nf4" else "dynamic")
+            s.layers.append(QuantLayer(name, kind, m.format, 0 if shared else m.nbytes,
+                                       0 if shared else fp32_bytes(m.weight, m.format), acts, x_scale,
+                                       errors.get(name)))
     return s
 
 
@@ -85,27 +97,142 @@ def _excluded(name, patterns):
     return any(fnmatch.fnmatchcase(p, pat) for p in prefixes for pat in patterns)
 
 
-def quantize(model, scheme, *, group_size=None, symmetric=True, include_embeddings=False, exclude=()):
-    """Quantizes the weights of `model` in place and returns it.
+def _check_options(scheme, calibration, method, percentile, max_error):
+    if scheme != "int8-static":
+        for name, v in (("calibration", calibration), ("max_error", max_error)):
+            if v is not None:
+                raise ValueError(f"zenith.quantize: {name} is for scheme='int8-static' (calibrated activations), "
+                                 f"not {scheme!r}")
+        return
+    if calibration is None:
+        raise ValueError("zenith.quantize('int8-static') needs calibration=: an iterable of model inputs (a tensor, "
+                         "a tuple of positional arguments or a dict of keyword arguments per batch)")
+    if method not in cal.METHODS:
+        raise ValueError(f"zenith.quantize: unknown calibration method {method!r}; methods: "
+                         f"{', '.join(map(repr, cal.METHODS))}")
+    if not 0 < percentile <= 100:
+        raise ValueError(f"zenith.quantize: percentile must be in (0, 100], got {percentile!r}")
+    if max_error is not None and not max_error > 0:
+        raise ValueError(f"zenith.quantize: max_error must be a positive relative error, got {max_error!r}")
 
-    scheme: "int8" (per output channel, symmetric), "int4" (groups of group_size = 32
-    (default), 64 or 128; symmetric=False for a per-group minimum as well), "nf4"
-    (bitsandbytes' normal-float codebook, blocks of 64). "int8-dynamic" and
-    "int8-static" are not built yet (NotImplementedError).
 
-    nn.Linear and transformers' Conv1D (GPT-2) layers become QLinear. Embeddings stay in
-    floating point unless include_embeddings=True, and so does an output layer that shares
-    its weight with one (a tied LM head): quantizing it alone would store the matrix twice.
-    With include_embeddings=True, nn.Embedding layers (and Gemma's scaled word embedding)
-    become QEmbedding and a tied LM head a QLinear over the same bytes.
-    exclude: module names or fnmatch patterns ("lm_head", "*.mlp.*") to leave alone, with
-    everything inside them. A layer whose K is not a whole number of groups stays in
-    floating point: it is reported (a warning, and zenith.quant.summary(model).kept), never
-    quantized wrongly. Compile as usual afterwards: torch.compile(model, backend="zenith").
+def _calibrate(model, layers, calibration, method, percentile, error_batches):
+    """Observes the inputs of `layers` ({name: float module}) over the calibration batches.
+    Returns ({name: x_scale} for the layers the data reached, the first error_batches
+    batches, kept for measuring errors)."""
+    kept_batches = []
+
+    def batches():
+        for b in calibration:
+            if len(kept_batches) < error_batches:
+                kept_batches.append(b)
+            yield b
+
+    observers, n = cal.observe(model, layers, batches())
+    scales = {name: o.scale(method, percentile) for name, o in observers.items() if o.total > 0}
+    log.info("zenith.quantize: calibrated %d layers on %d batches (%s)", len(scales), n, method)
+    return scales, kept_batches
+
+
+def _layer_errors(model, pairs, batches):
+    """|q(x) - f(x)| / |f(x)| for each (float module f, quantized q) in `pairs` ({name:
+    (f, q)}), x the inputs f sees on `batches`: the error each layer adds on its own."""
+    import torch
+
+    sums = {name: [0.0, 0.0] for name in pairs}
+
+    def hook(name, q):
+        def fn(_m, args, out):
+            yq = q(args[0])
+            sums[name][0] += float((yq.float() - out.float()).pow(2).sum())
+            sums[name][1] += float(out.float().pow(2).sum())
+        return fn
+
+    hooks = [f.register_forward_hook(hook(name, q)) for name, (f, q) in pairs.items()]
+    try:
+        with torch.no_grad():
+            for b in batches:
+                cal.run_model(model, b)
+    finally:
+        for h in hooks:
+            h.remove()
+    return {name: (num / den) ** 0.5 if den > 0 else num ** 0.5 for name, (num, den) in sums.items()}
+
+
+def _swap(model, places, modules):
+    """Puts modules[i] at each of places[i] (a list of (parent, attribute) per module)."""
+    for where, m in zip(places, modules):
+        for parent, attr in where:
+            setattr(parent, attr, m)
+
+
+def _within_budget(model, order, pairs, places, batches, max_error):
+    """The most layers of `order` (most tolerant first) that can be quantized together
+    with the model's output error on `batches` within max_error (binary search: the error
+    grows with the layers quantized). Returns (their count, that error)."""
+    import torch
+
+    with torch.no_grad():
+        ref = [cal.run_model(model, b) for b in batches]
+
+    def error(k):
+        _swap(model, [places[n] for n in order[:k]], [pairs[n][1] for n in order[:k]])
+        try:
+            with torch.no_grad():
+                outs = [cal.run_model(model, b) for b in batches]
+        finally:
+            _swap(model, [places[n] for n in order[:k]], [pairs[n][0] for n in order[:k]])
+        return max(cal.relative_error(r, o) for r, o in zip(ref, outs))
+
+    lo, hi, err_lo = 0, len(order), 0.0
+    err_hi = error(hi)
+    if err_hi <= max_error:
+        return hi, err_hi
+    while hi - lo > 1:  # error(lo) <= max_error < error(hi)
+        mid = (lo + hi) // 2
+        e = error(mid)
+        if e <= max_error:
+            lo, err_lo = mid, e
+        else:
+            hi = mid
+    return lo, err_lo
+
+
+def quantize(model, scheme, *, group_size=None, symmetric=True, include_embeddings=False, exclude=(),
+             calibration=None, method="percentile", percentile=99.99, max_error=None, error_batches=8):
+    """Quantizes `model` in place and returns it.
+
+    Weight-only schemes (nn.Linear and transformers' Conv1D layers): "int8" (per output
+    channel, symmetric), "int4" (groups of group_size = 32 (default), 64 or 128;
+    symmetric=False for a per-group minimum as well), "nf4" (bitsandbytes' normal-float
+    codebook, blocks of 64). The kernels quantize activations per block of 32 as they
+    arrive (except nf4, which reads them in float).
+    INT8 weights and activations, linear and nn.Conv2d layers (ungrouped, zero padding):
+    "int8-dynamic": activation scales computed as each call runs (per 32 values for
+    linear layers, per image for convs); "int8-static": one scale per layer from
+    `calibration`, an iterable of model inputs (a tensor, a tuple of positional arguments
+    or a dict of keyword arguments per batch), by `method`: "percentile" (default, of |x|:
+    `percentile`, default 99.99), "minmax" or "entropy" (KL, as TensorRT). The first
+    `error_batches` batches also measure the error each layer adds on its own
+    (zenith.quant.summary(model).layers[i].error). max_error: a budget for the model's
+    output, |y_q - y| / |y| on those batches: layers are quantized most tolerant first
+    and the rest, the sensitive ones, stay in floating point (reported in .kept).
+
+    Embeddings stay in floating point unless include_embeddings=True, and so does an
+    output layer that shares its weight with one (a tied LM head): quantizing it alone
+    would store the matrix twice. With include_embeddings=True, nn.Embedding layers (and
+    Gemma's scaled word embedding) become QEmbedding and a tied LM head a QLinear over the
+    same bytes. exclude: module names or fnmatch patterns ("lm_head", "*.mlp.*") to leave
+    alone, with everything inside them. A layer that cannot be quantized (K not a whole
+    number of groups, a grouped conv) stays in floating point: it is reported (a warning,
+    and zenith.quant.summary(model).kept), never quantized wrongly. Compile as usual
+    afterwards: torch.compile(model, backend="zenith").
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"zenith.quantize: expected an nn.Module, got {type(model).__name__}")
     fmt = scheme_format(scheme, group_size, symmetric)
+    _check_options(scheme, calibration, method, percentile, max_error)
+    with_convs = scheme in ACTIVATION
     if isinstance(exclude, str):
         exclude = (exclude,)
     kept = {}
@@ -113,13 +240,21 @@ def quantize(model, scheme, *, group_size=None, symmetric=True, include_embeddin
     new = {}  # id(old module) -> replacement (a module reachable under two names is replaced once)
     tied = {}  # id(embedding weight Parameter) -> its QEmbedding, for LM heads that share it
     names = {}  # id(old module) -> first name
+    kinds = (nn.Linear, nn.Embedding, nn.Conv2d) if with_convs else (nn.Linear, nn.Embedding)
     modules = [(n, m) for n, m in model.named_modules(remove_duplicate=False)
-               if (isinstance(m, (nn.Linear, nn.Embedding)) or is_conv1d(m)) and not _excluded(n, exclude)]
+               if (isinstance(m, kinds) or is_conv1d(m)) and not _excluded(n, exclude)]
     for name, m in modules:
         names.setdefault(id(m), name)
     embeddings = [(n, m) for n, m in modules if isinstance(m, nn.Embedding)]
     # every embedding's weight, excluded ones too: an LM head tied to one is never quantized alone
     emb_weights = {id(m.weight): n for n, m in model.named_modules() if isinstance(m, nn.Embedding)}
+    layers = {n: m for n, m in modules if not isinstance(m, nn.Embedding) and names[id(m)] == n}
+    scales, batches = {}, []
+    if scheme == "int8-static":
+        scales, batches = _calibrate(model, layers, calibration, method, percentile, error_batches)
+        for name in layers:
+            if name not in scales:
+                kept[name] = "the calibration data never reached it (no activation scale)"
     for name, m in embeddings:
         if not include_embeddings or id(m) in new:
             continue
@@ -128,8 +263,15 @@ def quantize(model, scheme, *, group_size=None, symmetric=True, include_embeddin
             tied[id(m.weight)] = q
         except Unquantizable as e:
             kept[name] = str(e)
-    for name, m in modules:
-        if isinstance(m, nn.Embedding) or id(m) in new or names[id(m)] != name:
+    for name, m in layers.items():
+        if id(m) in new or name in kept:
+            continue
+        x_scale = scales.get(name)
+        if isinstance(m, nn.Conv2d):
+            try:
+                new[id(m)] = QConv2d.from_float(m, x_scale)
+            except Unquantizable as e:
+                kept[name] = str(e)
             continue
         if id(m.weight) in emb_weights:  # an LM head tied to an embedding
             q = tied.get(id(m.weight))
@@ -139,19 +281,39 @@ def quantize(model, scheme, *, group_size=None, symmetric=True, include_embeddin
                 if not include_embeddings:
                     by_choice.add(name)
             elif isinstance(m, nn.Linear):
-                new[id(m)] = QLinear(q.weight, fmt, m.bias)
+                new[id(m)] = QLinear(q.weight, fmt, m.bias, x_scale)
             continue
         try:
-            new[id(m)] = QLinear.from_float(m, fmt)
+            new[id(m)] = QLinear.from_float(m, fmt, x_scale)
         except Unquantizable as e:
             kept[name] = str(e)
     if id(model) in new:  # the model is itself one layer: nothing holds it, so return the new one
         model = new[id(model)]
     else:
+        places = {}  # first name -> every (parent, attribute) holding that module
         for name, m in modules:
             if id(m) in new:
                 parent, _, attr = name.rpartition(".")
-                setattr(model.get_submodule(parent), attr, new[id(m)])
+                places.setdefault(names[id(m)], []).append((model.get_submodule(parent), attr))
+        errors = {}
+        if scheme == "int8-static":
+            pairs = {n: (layers[n], new[id(layers[n])]) for n in layers if id(layers[n]) in new}
+            errors = _layer_errors(model, pairs, batches)
+            if max_error is not None:
+                order = sorted(pairs, key=lambda n: errors[n])
+                k, err = _within_budget(model, order, pairs, places, batches, max_error)
+                for n in order[k:]:
+                    kept[n] = (f"sensitive: {errors[n]:.2e} error on its own; quantizing it breaks the budget "
+                               f"max_error={max_error:g}")
+                    by_choice.add(n)
+                    del new[id(layers[n])]
+                log.info("zenith.quantize: %d of %d layers within max_error=%g (output error %.3g)", k, len(order),
+                         max_error, err)
+        for name, where in places.items():
+            m = next(m for n, m in modules if n == name)
+            if id(m) in new:
+                _swap(model, [where], [new[id(m)]])
+        model._zenith_quant_errors = {n: e for n, e in errors.items() if id(layers[n]) in new}
     model._zenith_quant_kept = {**getattr(model, "_zenith_quant_kept", {}), **kept}
     for name, why in kept.items():
         log.info("zenith.quantize: %s stays in floating point: %s", name, why)

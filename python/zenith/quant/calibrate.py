@@ -1,0 +1,159 @@
+"""Calibration for static INT8: the inputs of a model's layers observed over a user's
+samples, and one activation scale per layer from them.
+
+An Observer keeps a histogram of |x| (2048 bins over [0, range), the range doubled, two
+bins merged into one, whenever a larger value arrives: exact re-binning, one pass over
+the data) and the largest finite |x|. Scales (the int8 codes are symmetric, [-127, 127]):
+  minmax      max |x| / 127
+  percentile  the given percentile of |x| (default 99.99) / 127: a few outliers clipped
+  entropy     the clipping threshold whose 128-level quantized histogram is closest to the
+              observed one in KL divergence (TensorRT's calibration; exact zeros left
+              out, and bins merged while they hold under 16 values each), / 127
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+import torch
+
+METHODS = ("minmax", "percentile", "entropy")
+BINS = 2048
+LEVELS = 128  # the positive half of int8's codes, as the entropy search compares them
+
+
+class Observer:
+    """The distribution of |x| over every tensor given to add()."""
+
+    def __init__(self):
+        self.counts = torch.zeros(BINS, dtype=torch.float64)
+        self.range = 0.0  # the histogram covers [0, range)
+        self.amax = 0.0
+        self.zeros = 0  # exact zeros (ReLU outputs): any scale codes them exactly, so the
+        # entropy search leaves them out (a spike at 0 would pull its threshold down)
+        self.nonfinite = 0
+
+    def add(self, x):
+        a = x.detach().float().abs().flatten()
+        finite = torch.isfinite(a)
+        if not bool(finite.all()):
+            self.nonfinite += int((~finite).sum())
+            a = a[finite]
+        nonzero = a[a > 0]
+        self.zeros += a.numel() - nonzero.numel()
+        a = nonzero
+        if a.numel() == 0:
+            return
+        m = float(a.max())
+        self.amax = max(self.amax, m)
+        if self.range == 0.0:
+            self.range = 2.0 ** math.ceil(math.log2(m) + 1e-9)
+        while m >= self.range:  # double the range: bins 2i and 2i + 1 become bin i
+            self.counts = torch.cat([self.counts.view(-1, 2).sum(1), torch.zeros(BINS // 2, dtype=torch.float64)])
+            self.range *= 2.0
+        idx = (a * (BINS / self.range)).long().clamp_(max=BINS - 1)
+        self.counts += torch.bincount(idx, minlength=BINS).double()
+
+    @property
+    def total(self):
+        """Finite values seen."""
+        return float(self.counts.sum()) + self.zeros
+
+    def threshold(self, method, percentile=99.99):
+        """The clipping threshold of |x| the method chooses (0 if nothing was seen)."""
+        if self.amax == 0.0:
+            return 0.0
+        if method == "minmax":
+            return self.amax
+        width = self.range / BINS
+        if method == "percentile":
+            cum = torch.cumsum(self.counts, 0) + self.zeros
+            i = int(torch.searchsorted(cum, cum[-1] * (percentile / 100.0)))
+            return min(self.amax, (min(i, BINS - 1) + 1) * width)
+        if method == "entropy":
+            # Few samples leave most of 2048 bins empty, and the KL search then favours
+            # thresholds that clip: bins merged until there are 16 values per bin (or 512 bins).
+            counts = self.counts
+            while counts.numel() > 4 * LEVELS and float(counts.sum()) < 16 * counts.numel():
+                counts = counts.view(-1, 2).sum(1)
+            return min(self.amax, (_best_kl_bins(counts) + 0.5) * (self.range / counts.numel()))
+        raise ValueError(f"unknown calibration method {method!r}; methods: {', '.join(METHODS)}")
+
+    def scale(self, method, percentile=99.99):
+        t = self.threshold(method, percentile)
+        return t / 127.0 if t > 0 else 1.0
+
+
+def _best_kl_bins(counts):
+    """The number of histogram bins to keep (the rest clipped into the last one) whose
+    distribution, re-quantized into LEVELS levels, loses the least information (KL)."""
+    last = int(torch.nonzero(counts).max()) + 1
+    if last <= LEVELS:
+        return last
+    best, best_kl = last, float("inf")
+    for i in range(LEVELS, last + 1, max(1, (last - LEVELS) // 256)):
+        p = counts[:i].clone()
+        p[i - 1] += counts[i:].sum()
+        # Q: the first i bins merged into LEVELS levels, each level's mass spread evenly
+        # over the bins of it that were not empty.
+        edges = torch.linspace(0, i, LEVELS + 1).long()
+        level = torch.bucketize(torch.arange(i), edges[1:], right=True).clamp_(max=LEVELS - 1)
+        nonzero = (counts[:i] > 0).double()
+        mass = torch.zeros(LEVELS, dtype=torch.float64).index_add_(0, level, counts[:i])
+        nz = torch.zeros(LEVELS, dtype=torch.float64).index_add_(0, level, nonzero)
+        q = torch.where(nonzero > 0, mass[level] / nz[level].clamp(min=1), torch.zeros_like(p))
+        p, q = p / p.sum(), q / q.sum().clamp(min=1e-300)
+        keep = p > 0
+        kl = float((p[keep] * torch.log(p[keep] / q[keep].clamp(min=1e-12))).sum())
+        if kl < best_kl:
+            best, best_kl = i, kl
+    return best
+
+
+def run_model(model, batch):
+    """model(batch): a tuple or list as positional arguments, a mapping as keywords."""
+    if isinstance(batch, Mapping):
+        return model(**batch)
+    if isinstance(batch, (tuple, list)):
+        return model(*batch)
+    return model(batch)
+
+
+def observe(model, modules, samples):
+    """Runs `model` on every batch of `samples` with each of `modules` ({name: module})
+    observing its first input. Returns ({name: Observer}, batches run)."""
+    observers = {name: Observer() for name in modules}
+    hooks = [m.register_forward_pre_hook(lambda _m, args, o=observers[name]: o.add(args[0]))
+             for name, m in modules.items()]
+    batches = 0
+    try:
+        with torch.no_grad():
+            for batch in samples:
+                run_model(model, batch)
+                batches += 1
+    finally:
+        for h in hooks:
+            h.remove()
+    if batches == 0:
+        raise ValueError("zenith.quantize: the calibration data gave no batches")
+    return observers, batches
+
+
+def tensors_of(out):
+    """The floating-point tensors in a model output (a tensor, a tuple / list / dict of
+    them, or a transformers ModelOutput), in order."""
+    if isinstance(out, torch.Tensor):
+        return [out] if out.is_floating_point() else []
+    if isinstance(out, Mapping):
+        out = list(out.values())
+    if isinstance(out, (tuple, list)):
+        return [t for o in out for t in tensors_of(o)]
+    return []
+
+
+def relative_error(ref, out):
+    """|out - ref| / |ref| over all the tensors of two outputs (L2 norms)."""
+    a, b = tensors_of(ref), tensors_of(out)
+    num = sum(float((y.float() - x.float()).pow(2).sum()) for x, y in zip(a, b))
+    den = sum(float(x.float().pow(2).sum()) for x in a)
+    return math.sqrt(num / den) if den > 0 else math.sqrt(num)

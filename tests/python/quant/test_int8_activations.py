@@ -1,0 +1,265 @@
+"""INT8 weights and activations: the qconv2d custom op and QConv2d against the torch
+reference (fake-quantized activations against de-quantized filters), qlinear with a
+static scale, calibration (observer, the three methods), zenith.quantize's int8-dynamic
+and int8-static schemes on small CNNs and an MLP (compiled against the same quantized
+model in eager, tight; against fp32, loose), the per-layer report, the error budget, and
+bad input."""
+import copy
+import warnings
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import zenith
+from zenith import _C
+from zenith.quant import QConv2d, QLinear, dequantize, quantize_weight, summary
+from zenith.quant import calibrate as cal
+from zenith.quant.ops import fake_quant_act, reference_conv2d
+from quant_util import assert_same_model_close
+
+ISAS = ["scalar"] + [i for i in ("avx2", "avx512vnni")
+                     if i == "avx2" or _C.qmatmul_isa() == "avx512vnni"]
+
+# (N, C, H, W, OC, kernel, stride, padding, dilation)
+CONVS = [
+    (1, 3, 17, 19, 37, (7, 7), (2, 2), (3, 3), (1, 1)),
+    (2, 64, 9, 9, 64, (3, 3), (1, 1), (1, 1), (1, 1)),
+    (3, 40, 9, 11, 70, (1, 1), (1, 1), (0, 0), (1, 1)),
+    (1, 32, 7, 7, 16, (1, 1), (1, 1), (0, 0), (1, 1)),
+    (1, 16, 10, 10, 33, (3, 5), (2, 1), (1, 2), (2, 1)),
+]
+
+
+def conv_operands(N, C, H, W, OC, k, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(N, C, H, W, generator=g)
+    w = quantize_weight(torch.randn(OC, C * k[0] * k[1], generator=g), "int8")
+    return x, w, torch.randn(OC, generator=g)
+
+
+@pytest.mark.parametrize("shape", CONVS, ids=lambda s: "x".join(map(str, s[:5])) + f"-k{s[5][0]}{s[5][1]}")
+@pytest.mark.parametrize("x_scale", [None, 0.02], ids=["dynamic", "static"])
+def test_qconv2d_matches_reference(shape, x_scale):
+    N, C, H, W, OC, k, st, pd, dl = shape
+    x, w, b = conv_operands(N, C, H, W, OC, k)
+    want = reference_conv2d(x, w, b, k, st, pd, dl, x_scale)
+    for isa in ISAS:
+        got = _C.qconv2d(x, w, b, list(k), list(st), list(pd), list(dl), x_scale, isa)
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-4, msg=isa)
+    got = torch.ops.zenith.qconv2d(x, w, None, list(k), list(st), list(pd), list(dl), x_scale)
+    torch.testing.assert_close(got, reference_conv2d(x, w, None, k, st, pd, dl, x_scale), rtol=1e-5, atol=1e-4)
+
+
+def test_qconv2d_compiled_is_one_native_conv():
+    conv = torch.nn.Conv2d(8, 12, 3, padding=1, bias=False)
+    m = torch.nn.Sequential(QConv2d.from_float(conv, 0.05), torch.nn.ReLU()).eval()
+    x = torch.randn(2, 8, 10, 10)
+    rep = zenith.explain(m, x)
+    assert rep.fallback_ops == {} and rep.zenith_ops == {"conv2d": 1}, rep
+    assert "0: conv2d, int8, activations static x_scale 0.05" in str(rep)
+    with torch.no_grad():
+        assert_same_model_close(torch.compile(m, backend="zenith")(x), m(x))
+
+
+def test_qconv2d_bad_input_gives_clear_errors():
+    x, w, b = conv_operands(1, 4, 6, 6, 8, (3, 3))
+    op = torch.ops.zenith.qconv2d
+    with pytest.raises(ValueError, match="36 codes per row; 4 channels x kernel 3x2 need 24"):
+        op(x, w, b, [3, 2], [1, 1], [0, 0], [1, 1], None)
+    with pytest.raises(ValueError, match="x_scale must be a positive finite number"):
+        op(x, w, b, [3, 3], [1, 1], [0, 0], [1, 1], 0.0)
+    with pytest.raises(ValueError, match="x_scale must be a positive finite number"):
+        op(x, w, b, [3, 3], [1, 1], [0, 0], [1, 1], float("nan"))
+    with pytest.raises(ValueError, match="stride must be 2 values >= 1"):
+        op(x, w, b, [3, 3], [0, 1], [0, 0], [1, 1], None)
+    with pytest.raises(ValueError, match="kernel is larger than the padded input"):
+        op(x[..., :2, :2], w, b, [3, 3], [1, 1], [0, 0], [1, 1], None)
+    with pytest.raises(ValueError, match="x must be NCHW"):
+        op(x[0], w, b, [3, 3], [1, 1], [0, 0], [1, 1], None)
+    with pytest.raises(ValueError):
+        op(x, w[:, :10], b, [3, 3], [1, 1], [0, 0], [1, 1], None)
+    with pytest.raises(ValueError, match="bias must be \\[8\\]"):
+        _C.qconv2d(x, w, b[:3], [3, 3], [1, 1], [0, 0], [1, 1], None)
+    with pytest.raises(TypeError, match="x must be a float32"):
+        _C.qconv2d(x.double(), w, b, [3, 3], [1, 1], [0, 0], [1, 1], None)
+
+
+def test_qconv2d_nan_reaches_only_the_windows_that_read_it():
+    x, w, b = conv_operands(1, 8, 8, 8, 4, (3, 3))
+    x[0, 2, 3, 4] = float("nan")
+    for x_scale in (None, 0.03):
+        y = torch.ops.zenith.qconv2d(x, w, b, [3, 3], [1, 1], [1, 1], [1, 1], x_scale)
+        nan = torch.isnan(y[0, 0])
+        assert nan[2:5, 3:6].all() and int(nan.sum()) == 9
+        finite = ~torch.isnan(y)
+        ref = reference_conv2d(x.nan_to_num(0.0), w, b, (3, 3), (1, 1), (1, 1), (1, 1), x_scale)
+        torch.testing.assert_close(y[finite], ref[finite], rtol=1e-5, atol=1e-4)
+
+
+def test_qlinear_static_scale_matches_reference():
+    lin = torch.nn.Linear(64, 48)
+    q = QLinear.from_float(lin, "int8", x_scale=0.03)
+    x = torch.randn(5, 7, 64) * 2
+    want = fake_quant_act(x, 0.03) @ dequantize(q.weight, "int8").t() + lin.bias.detach()
+    with torch.no_grad():
+        torch.testing.assert_close(q(x), want, rtol=1e-5, atol=1e-5)
+        assert_same_model_close(torch.compile(q, backend="zenith")(x), q(x))
+    with pytest.raises(ValueError, match="x_scale .* needs int8 weights"):
+        QLinear.from_float(lin, "q4_0", x_scale=0.03)
+    with pytest.raises(ValueError, match="x_scale must be a positive finite number"):
+        torch.ops.zenith.qlinear(x, q.weight, None, "int8", -1.0)
+
+
+def test_observer_percentile_and_minmax_match_torch():
+    g = torch.Generator().manual_seed(0)
+    o = cal.Observer()
+    xs = [torch.randn(1000, generator=g) * (i + 1) for i in range(5)]  # the range grows: histograms merge
+    for x in xs:
+        o.add(x)
+    a = torch.cat(xs).abs()
+    assert o.total == a.numel() and o.amax == float(a.max())
+    assert o.threshold("minmax") == float(a.max())
+    width = o.range / cal.BINS
+    for p in (50.0, 99.0, 99.99):
+        # the upper edge of the first bin by which p% of the values are in
+        t = o.threshold("percentile", p)
+        assert float((a <= t).double().mean()) >= p / 100 > float((a < t - width).double().mean()), p
+    # the entropy threshold clips a heavy tail: inside (0, max]
+    assert 0 < o.threshold("entropy") <= o.amax
+    o.add(torch.tensor([float("nan"), float("inf")]))
+    assert o.nonfinite == 2 and o.amax == float(a.max())
+
+
+def test_entropy_clips_outliers_more_than_minmax():
+    g = torch.Generator().manual_seed(1)
+    o = cal.Observer()
+    x = torch.randn(100000, generator=g)
+    x[:5] = 60.0  # a few far outliers
+    o.add(x)
+    assert o.threshold("entropy") < 0.5 * o.threshold("minmax")
+    assert o.threshold("percentile", 99.9) < 5
+
+
+def small_cnn():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(
+        torch.nn.Conv2d(3, 16, 3, stride=2, padding=1), torch.nn.BatchNorm2d(16), torch.nn.ReLU(),
+        torch.nn.Conv2d(16, 32, 3, padding=1), torch.nn.BatchNorm2d(32), torch.nn.ReLU(),
+        torch.nn.Conv2d(32, 32, 3, padding=1, groups=4), torch.nn.ReLU(),  # grouped: stays float
+        torch.nn.Conv2d(32, 24, 1), torch.nn.ReLU(),
+        torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(24, 10)).eval()
+
+
+def batches(n, seed=5, shape=(2, 3, 16, 16)):
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randn(*shape, generator=g) for _ in range(n)]
+
+
+@pytest.mark.parametrize("scheme, kw", [("int8-dynamic", {}),
+                                        ("int8-static", {"method": "percentile"}),
+                                        ("int8-static", {"method": "minmax"}),
+                                        ("int8-static", {"method": "entropy"})],
+                         ids=["dynamic", "percentile", "minmax", "entropy"])
+def test_quantize_cnn_compiled_matches_eager(scheme, kw):
+    m = small_cnn()
+    if scheme == "int8-static":
+        kw = dict(kw, calibration=batches(4))
+    with pytest.warns(UserWarning, match="1 layer\\(s\\) stay in floating point: 6 \\(a grouped conv"):
+        q = zenith.quantize(copy.deepcopy(m), scheme, **kw)
+    s = summary(q)
+    kinds = sorted((layer.kind, layer.activations) for layer in s.layers)
+    acts = "static" if scheme == "int8-static" else "dynamic"
+    assert kinds == [("conv2d", acts)] * 3 + [("linear", acts)], kinds
+    assert list(s.kept) == ["6"]
+    if scheme == "int8-static":
+        assert all(layer.x_scale > 0 and 0 <= layer.error < 0.05 for layer in s.layers), s.layers
+    x = batches(1, seed=9)[0]
+    want = compiled_vs_eager(q, x)
+    with torch.no_grad():
+        ref = m(x)
+    cos = F.cosine_similarity(want.flatten(), ref.flatten(), dim=0).item()
+    assert cos > 0.99, cos
+    rep = zenith.explain(q, x)
+    assert rep.fallback_ops == {}, rep.fallback_ops
+
+
+def compiled_vs_eager(model, *inputs):
+    compiled = torch.compile(model, backend="zenith")
+    with torch.no_grad():
+        want = model(*inputs)
+        got = compiled(*inputs)
+    assert_same_model_close(got, want)
+    return want
+
+
+def test_quantize_static_takes_tuples_and_dicts_and_generators():
+    class Two(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = torch.nn.Linear(32, 32), torch.nn.Linear(32, 8)
+
+        def forward(self, x, scale=1.0):
+            return self.b(torch.relu(self.a(x)) * scale)
+
+    torch.manual_seed(0)
+    m = Two().eval()
+    data = [torch.randn(4, 32) for _ in range(3)]
+    for calib in ([(x,) for x in data], [{"x": x, "scale": 2.0} for x in data], (x for x in data)):
+        q = zenith.quantize(copy.deepcopy(m), "int8-static", calibration=calib)
+        assert isinstance(q.a, QLinear) and q.a.x_scale > 0 and q.b.x_scale > 0
+    q = zenith.quantize(copy.deepcopy(m), "int8-static", calibration=data)
+    compiled_vs_eager(q, data[0])
+
+
+def test_error_budget_keeps_the_sensitive_layers():
+    m = small_cnn()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        full = zenith.quantize(copy.deepcopy(m), "int8-static", calibration=batches(4))
+    errs = {layer.name: layer.error for layer in summary(full).layers}
+    x = batches(4)
+    with torch.no_grad():
+        e_full = max(cal.relative_error(m(b), full(b)) for b in x)
+    budget = e_full * 0.9  # under the whole model's: some layers must stay float
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        q = zenith.quantize(copy.deepcopy(m), "int8-static", calibration=x, max_error=budget)
+    s = summary(q)
+    kept = [n for n, why in s.kept.items() if why.startswith("sensitive")]
+    quantized = [layer.name for layer in s.layers]
+    assert kept and quantized, (kept, quantized)
+    # most tolerant first: every layer kept is at least as sensitive as every one quantized
+    assert min(errs[n] for n in kept) >= max(errs[n] for n in quantized)
+    with torch.no_grad():
+        assert max(cal.relative_error(m(b), q(b)) for b in x) <= budget
+
+
+def test_static_options_are_checked():
+    m = small_cnn()
+    with pytest.raises(ValueError, match="needs calibration="):
+        zenith.quantize(m, "int8-static")
+    with pytest.raises(ValueError, match="unknown calibration method 'mse'"):
+        zenith.quantize(m, "int8-static", calibration=batches(1), method="mse")
+    with pytest.raises(ValueError, match="percentile must be in \\(0, 100\\]"):
+        zenith.quantize(m, "int8-static", calibration=batches(1), percentile=0)
+    with pytest.raises(ValueError, match="calibration is for scheme='int8-static'"):
+        zenith.quantize(m, "int8-dynamic", calibration=batches(1))
+    with pytest.raises(ValueError, match="gave no batches"):
+        zenith.quantize(m, "int8-static", calibration=[])
+    with pytest.raises(ValueError, match="int8-static has one weight scale per output channel"):
+        zenith.quantize(m, "int8-static", calibration=batches(1), group_size=32)
+
+
+def test_layers_the_calibration_never_reaches_stay_float():
+    class Branchy(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.used, self.unused = torch.nn.Linear(16, 16), torch.nn.Linear(16, 16)
+
+        def forward(self, x):
+            return self.used(x)
+
+    with pytest.warns(UserWarning, match="unused \\(the calibration data never reached it"):
+        q = zenith.quantize(Branchy(), "int8-static", calibration=[torch.randn(2, 16)])
+    assert isinstance(q.used, QLinear) and isinstance(q.unused, torch.nn.Linear)
