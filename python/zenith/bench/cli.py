@@ -21,8 +21,8 @@ import time
 from zenith.bench import report, schema, stats
 
 # Workloads that take --seqs (a sequence-length sweep), with their default lengths.
-# Zenith's --quant contestants (issue 16; int8-dynamic and int8-static are not built yet).
-QUANT_SCHEMES = ("fp32", "gguf", "int8", "int4", "nf4")
+# Zenith's --quant contestants (issue 16).
+QUANT_SCHEMES = ("fp32", "gguf", "int8", "int4", "nf4", "int8-dynamic", "int8-static")
 SEQ_SWEEPS = {"minilm": None, "bert-base-sweep": [8, 32, 128, 512]}
 BATCH_SWEEPS = ("resnet50", "mobilenet-v2")  # workloads that take --batches
 STANDARD = ["machine", "gemm-sweep", "bert-base", "bert-base-memory", "minilm", "resnet50", "mobilenet-v2", "gpt2-decode", "gemma3-270m-decode",
@@ -256,7 +256,8 @@ def main(argv=None):
                     help="bert-base, minilm, resnet50: run every PyTorch contestant in this dtype")
     ap.add_argument("--quant", type=lambda s: tuple(x.strip() for x in s.split(",") if x.strip()), default=("fp32",),
                     help=f"Zenith contestants, one per scheme: {','.join(QUANT_SCHEMES)} ('zenith' is fp32, the "
-                         "others run as 'zenith:<scheme>'; gguf = the model file's own blocks)")
+                         "others run as 'zenith:<scheme>'; gguf = the model file's own blocks; int8-static "
+                         "calibrates on the workload's calibration batches, percentile 99.99)")
     ap.add_argument("--ppl-tokens", type=int, default=2048, help="tokens of text the perplexity workloads score")
     ap.add_argument("--steps", type=int, default=50, help="optimizer steps per contestant in train-* workloads")
     ap.add_argument("--warm-inductor-cache", action="store_true",

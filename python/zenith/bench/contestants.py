@@ -39,10 +39,11 @@ def compiled(fw, model, dynamic=None):
     raise ValueError(fw)
 
 
-def quant_variants(cfg, base, gguf=None):
+def quant_variants(cfg, base, gguf=None, calibration=None):
     """The Zenith contestants of `--quant`: 'zenith' for fp32, 'zenith:<scheme>' for
     each other scheme, as (names, variants): variants[name]() builds that contestant's
-    model (a quantized copy of `base`, or for 'gguf' the file's own blocks)."""
+    model (a quantized copy of `base`, or for 'gguf' the file's own blocks; int8-static
+    calibrated on `calibration`, a list of input tuples, by percentile 99.99)."""
     names, variants = [], {}
     for scheme in cfg.quant:
         if scheme == "fp32":
@@ -56,6 +57,13 @@ def quant_variants(cfg, base, gguf=None):
                 names.pop()
                 continue
             variants[fw] = lambda: zenith.load_gguf(gguf)[0].eval()
+        elif scheme == "int8-static":
+            if calibration is None:
+                say(cfg, "--quant int8-static: this workload has no calibration batches; no zenith:int8-static")
+                names.pop()
+                continue
+            variants[fw] = lambda: zenith.quantize(copy.deepcopy(base), "int8-static", calibration=calibration,
+                                                   method="percentile", percentile=99.99).eval()
         else:
             variants[fw] = lambda scheme=scheme: zenith.quantize(copy.deepcopy(base), scheme).eval()
     return names, variants

@@ -3,6 +3,8 @@ MobileNet V2, a small MLP for per-call cost) and BERT-base's peak memory, each
 contestant in a process of its own."""
 from __future__ import annotations
 
+import time
+
 import torch
 
 from zenith.backend import collect_reports
@@ -14,30 +16,54 @@ from zenith.bench.runner import agreement, flat, note_zenith, run_interleaved, r
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
-def contestants(cfg, quantizable):
+def contestants(cfg, quantizable, calibration=None):
     """The run's contestant names. On a workload whose layers `zenith.quantize` takes
-    (the transformers' linear layers), Zenith runs once per `--quant` scheme
-    ('zenith:int8', ...), and with int8 among them ONNX Runtime also runs its
-    `quantize_dynamic` model ('onnxruntime:int8-dynamic': int8 weights and activations
-    quantized at run time, as Zenith's int8 kernels do)."""
+    (linear layers; convolutions for the int8-* schemes), Zenith runs once per `--quant`
+    scheme ('zenith:int8', ...), and ONNX Runtime runs its quantized model of the same
+    kind: with int8 or int8-dynamic among them `quantize_dynamic`
+    ('onnxruntime:int8-dynamic': int8 weights and activations quantized at run time, as
+    Zenith's int8 kernels do), with int8-static `quantize_static` on the same
+    calibration batches ('onnxruntime:int8-static')."""
     quant = quantizable and cfg.dtype == "fp32" and any(q not in ("fp32", "gguf") for q in cfg.quant)
     names = []
     for fw in cfg.frameworks:
         if fw == "zenith" and quant:
-            names += [n for n in quant_variants(cfg, None)[0] if n != "zenith:gguf"]
-        elif fw == "onnxruntime" and quant and "int8" in cfg.quant:
-            names += ["onnxruntime", "onnxruntime:int8-dynamic"]
+            names += [n for n in quant_variants(cfg, None, calibration=calibration)[0] if n != "zenith:gguf"]
+        elif fw == "onnxruntime" and quant:
+            names.append("onnxruntime")
+            if "int8" in cfg.quant or "int8-dynamic" in cfg.quant:
+                names.append("onnxruntime:int8-dynamic")
+            if "int8-static" in cfg.quant and calibration is not None:
+                names.append("onnxruntime:int8-static")
         else:
             names.append(fw)
     return names
 
 
-def model_workload(cfg, name, params, make_model, make_inputs, items, quantizable=False):
+def top1_agreement(model, quantized, make_batch, samples, batch):
+    """How often a quantized contestant's top-1 class equals eager fp32's, over `samples`
+    inputs made by make_batch(seed) (`batch` per call; seeds apart from the timed and
+    calibration inputs)."""
+    agree = total = 0
+    with torch.no_grad():
+        for i in range((samples + batch - 1) // batch):
+            (x,) = make_batch(1000 + i)
+            a, b = flat(model(x)).reshape(x.shape[0], -1), flat(quantized(x)).reshape(x.shape[0], -1)
+            agree += int((a.argmax(1) == b.argmax(1)).sum())
+            total += x.shape[0]
+    return {"samples": total, "agree": agree / total}
+
+
+def model_workload(cfg, name, params, make_model, make_inputs, items, quantizable=False, calibration=None,
+                   top1_batch=None, top1_samples=256):
     """Single-call inference. With --dtype bf16/fp16 every PyTorch contestant runs the
     model in that dtype, eager in that dtype is the baseline, and the agreement also
     states the cosine against the fp32 model (what the precision change costs).
     quantizable: `--quant` gives Zenith (and ONNX Runtime) quantized contestants
-    (contestants()); every contestant is checked against eager fp32."""
+    (contestants()); every contestant is checked against eager fp32. calibration: the
+    input tuples int8-static calibrates on. top1_batch(seed) -> an input tuple: for a
+    classifier, each quantized Zenith contestant's top-1 agreement with eager fp32 over
+    top1_samples such inputs is reported too."""
     torch.set_num_threads(cfg.threads)
     torch.manual_seed(0)
     model = make_model().eval()
@@ -60,11 +86,13 @@ def model_workload(cfg, name, params, make_model, make_inputs, items, quantizabl
         return a
 
     fns, results = {}, {}
-    names = contestants(cfg, quantizable)
-    variants = {}
+    names = contestants(cfg, quantizable, calibration)
+    variants, quantized, build_s = {}, {}, {}  # build_s: seconds zenith.quantize took (calibration included)
     if any(n.startswith("zenith:") for n in names):
-        variants = quant_variants(cfg, model)[1]
+        variants = quant_variants(cfg, model, calibration=calibration)[1]
         params = dict(params, quant=list(cfg.quant))
+        if calibration is not None:
+            params["calibration"] = {"batches": len(calibration), "method": "percentile 99.99"}
     for fw in names:
         peer = fw.split(":")[0]
         st = peer_status(peer, supported=("onnxruntime", "openvino") if cfg.dtype == "fp32" else ())
@@ -74,12 +102,18 @@ def model_workload(cfg, name, params, make_model, make_inputs, items, quantizabl
             results[fw] = st
             continue
         if peer == "onnxruntime":
-            fns[fw] = peers.onnxruntime_fn(model, inputs, cfg.threads, quantize=fw.partition(":")[2] or None)
+            fns[fw] = peers.onnxruntime_fn(model, inputs, cfg.threads, quantize=fw.partition(":")[2] or None,
+                                           calibration=calibration)
             continue
         if fw == "openvino":
             fns[fw] = peers.openvino_fn(model, inputs, cfg.threads)
             continue
-        m = compiled("zenith", variants[fw]()) if fw in variants else compiled(fw, model)
+        if fw in variants:
+            t0 = time.perf_counter()
+            m = quantized[fw] = compiled("zenith", variants[fw]())
+            build_s[fw] = time.perf_counter() - t0
+        else:
+            m = compiled(fw, model)
         if fw == "eager":
             def fn(m=m):
                 with torch.inference_mode():
@@ -97,7 +131,24 @@ def model_workload(cfg, name, params, make_model, make_inputs, items, quantizabl
     for r in results.values():
         if r.get("status") == "ok":
             r["throughput_items_s"] = items / r["latency"]["median"]
+    for fw, sec in build_s.items():
+        if results.get(fw, {}).get("status") == "ok":
+            results[fw]["quantize_seconds"] = sec
+            say(cfg, f"{name} {fw}: zenith.quantize took {sec:.1f} s")
+    if top1_batch is not None:
+        for fw, m in quantized.items():
+            if results.get(fw, {}).get("status") == "ok":
+                results[fw]["top1_agreement"] = top1_agreement(model, m, top1_batch, top1_samples, items)
+                say(cfg, f"{name} {fw}: top-1 agreement with eager fp32 {results[fw]['top1_agreement']}")
     return {"name": name, "params": params, "results": results}
+
+
+def token_batches(b, s, lo, hi, samples=100):
+    """The calibration of the encoders: `samples` random sequences of ids in [lo, hi) in
+    batches of the timed input's shape (ONNX Runtime's exported model takes no other)."""
+    g = torch.Generator().manual_seed(7)
+    return [(torch.randint(lo, hi, (b, s), generator=g), torch.ones(b, s, dtype=torch.long))
+            for _ in range(max(1, samples // b))]
 
 
 def bert_base(cfg):
@@ -107,7 +158,8 @@ def bert_base(cfg):
     return model_workload(
         cfg, "bert-base", {"batch": b, "seq": s, "dtype": "fp32", "weights": "random init, seed 0"},
         lambda: transformers.BertModel(transformers.BertConfig()),
-        lambda: (torch.randint(0, 30000, (b, s)), torch.ones(b, s, dtype=torch.long)), b, quantizable=True)
+        lambda: (torch.randint(0, 30000, (b, s)), torch.ones(b, s, dtype=torch.long)), b, quantizable=True,
+        calibration=token_batches(b, s, 0, 30000))
 
 
 _MEMORY_PROBE = """
@@ -177,15 +229,22 @@ def minilm(cfg):
     b, s = cfg.batch, cfg.seq
     ids = torch.randint(1000, 20000, (b, s))
     return model_workload(cfg, "minilm", {"batch": b, "seq": s, "dtype": "fp32", "weights": "all-MiniLM-L6-v2 (real)"},
-                           lambda: model, lambda: (ids, torch.ones_like(ids)), b, quantizable=True)
+                          lambda: model, lambda: (ids, torch.ones_like(ids)), b, quantizable=True,
+                          calibration=token_batches(b, s, 1000, 20000))
 
 
 def resnet50(cfg):
     import torchvision
 
     b = cfg.batch
+
+    def images(seed, n=b):
+        return (torch.randn(n, 3, 224, 224, generator=torch.Generator().manual_seed(seed)),)
+
     return model_workload(cfg, "resnet50", {"batch": b, "image": 224, "dtype": "fp32", "weights": "random init"},
-                           lambda: torchvision.models.resnet50(), lambda: (torch.randn(b, 3, 224, 224),), b)
+                          lambda: torchvision.models.resnet50(), lambda: (torch.randn(b, 3, 224, 224),), b,
+                          quantizable=True, calibration=[images(100 + i) for i in range(max(1, 32 // b))],
+                          top1_batch=images)
 
 
 def mobilenet_v2(cfg):

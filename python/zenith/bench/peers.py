@@ -38,12 +38,17 @@ def _built_on_first_call(build):
     return fn
 
 
-def onnxruntime_fn(model, inputs, threads, quantize=None):
+def onnxruntime_fn(model, inputs, threads, quantize=None, calibration=None, percentile=99.99):
     """torch.onnx.export (the dynamo exporter, optimized) of the same eager model;
     ONNX Runtime CPU provider with all graph optimizations. quantize="int8-dynamic":
-    the exported model through onnxruntime.quantization.quantize_dynamic first."""
-    if quantize not in (None, "int8-dynamic"):
-        raise ValueError(f"onnxruntime: no quantized variant {quantize!r} (int8-dynamic)")
+    the exported model through onnxruntime.quantization.quantize_dynamic first;
+    "int8-static": quantize_static (QDQ, int8 weights per channel, uint8 activations, its
+    percentile calibration at `percentile` over `calibration`, a list of input tuples:
+    the batches Zenith calibrates on)."""
+    if quantize not in (None, "int8-dynamic", "int8-static"):
+        raise ValueError(f"onnxruntime: no quantized variant {quantize!r} (int8-dynamic, int8-static)")
+    if quantize == "int8-static" and not calibration:
+        raise ValueError("onnxruntime int8-static needs calibration batches")
 
     def build():
         import onnxruntime as ort
@@ -52,11 +57,36 @@ def onnxruntime_fn(model, inputs, threads, quantize=None):
         with torch.no_grad():
             torch.onnx.export(model, tuple(inputs), path, input_names=[f"input_{i}" for i in range(len(inputs))],
                               dynamo=True, optimize=True, verbose=False)
-        if quantize:
+        if quantize:  # ONNX Runtime's pre-processing first (shape inference, folding), as its docs ask
+            from onnxruntime.quantization.shape_inference import quant_pre_process
+
+            pre = path.replace(".onnx", ".pre.onnx")
+            quant_pre_process(path, pre)
+        if quantize == "int8-dynamic":
             from onnxruntime.quantization import QuantType, quantize_dynamic
 
             qpath = path.replace(".onnx", ".int8.onnx")
-            quantize_dynamic(path, qpath, weight_type=QuantType.QInt8, per_channel=True)
+            quantize_dynamic(pre, qpath, weight_type=QuantType.QInt8, per_channel=True)
+            path = qpath
+        elif quantize == "int8-static":
+            from onnxruntime.quantization import (CalibrationDataReader, CalibrationMethod, QuantFormat, QuantType,
+                                                  quantize_static)
+
+            names = [f"input_{i}" for i in range(len(inputs))]
+
+            class Reader(CalibrationDataReader):
+                def __init__(self):
+                    self.it = iter(calibration)
+
+                def get_next(self):
+                    b = next(self.it, None)
+                    return None if b is None else {n: x.detach().numpy() for n, x in zip(names, b)}
+
+            qpath = path.replace(".onnx", ".int8s.onnx")
+            quantize_static(pre, qpath, Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
+                            activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
+                            calibrate_method=CalibrationMethod.Percentile,
+                            extra_options={"CalibPercentile": percentile})
             path = qpath
         so = ort.SessionOptions()
         so.intra_op_num_threads = threads
