@@ -559,6 +559,35 @@ TEST(QuantKernels, Int8GemmMatchesScalarReference) {
   set_num_threads(1);
 }
 
+// A static activation scale: the packed int8 GEMM sums each row over all of K (the
+// uniform tiles) and equals the scalar reference; a row holding a NaN is NaN throughout.
+TEST(QuantKernels, Int8GemmStaticScaleMatchesScalarReference) {
+  unsigned seed = 300;
+  for (QIsa isa : {QIsa::kAvx2, QIsa::kAvx512}) {
+    if (!qisa_supported(isa)) continue;
+    for (int64_t K : {1, 33, 100, 256, 1000})
+      for (int64_t M : {8, 13}) {
+        const int64_t N = 70;
+        auto w = random_weight(QFormat::int8, N, K, seed++);
+        auto x = randn(size_t(M * K), seed++);
+        x[size_t(3 * K + K / 2)] = NAN;  // row 3
+        const PackedOperand packed = qmatmul_pack_int8(w.data(), N, K, isa);
+        std::vector<float> fast(size_t(M * N)), ref(size_t(M * N));
+        qmatmul(qmatmul_plan(QFormat::int8, M, N, K, isa, 0.02f), x.data(), w.data(), nullptr, fast.data(), &packed);
+        qmatmul(qmatmul_plan(QFormat::int8, M, N, K, QIsa::kScalar, 0.02f), x.data(), w.data(), nullptr, ref.data());
+        for (int64_t m = 0; m < M; ++m)
+          for (int64_t n = 0; n < N; ++n) {
+            const size_t i = size_t(m * N + n);
+            if (m == 3) {
+              ASSERT_TRUE(std::isnan(fast[i])) << qisa_name(isa) << " K=" << K << " n=" << n;
+              continue;
+            }
+            ASSERT_NEAR(fast[i], ref[i], 1e-5f * (1 + std::fabs(ref[i]))) << qisa_name(isa) << " K=" << K;
+          }
+      }
+  }
+}
+
 // The runtime offers a constant int8 weight packed to qmatmul when 8 or more rows read it
 // (AVX2, AVX-512 VNNI), and the packed run equals the unpacked kernels' within float order.
 TEST(QuantOps, RuntimePacksConstantInt8WeightsForManyRows) {

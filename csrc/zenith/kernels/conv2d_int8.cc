@@ -248,7 +248,8 @@ void conv2d_int8(const Conv2dInt8Geom& g, QIsa isa, const float* x, const Packed
         std::fill_n(d + r * nscales, nscales, nonfinite ? nan : scale[size_t(n)]);
       }
     });
-    const QActRows rows{in_place ? codes + c0 * C : q, d, s16, nullptr, nullptr, kpad, nscales, nsums, K};
+    // uniform: one scale per image, so the GEMM sums over all of K.
+    const QActRows rows{in_place ? codes + c0 * C : q, d, s16, nullptr, nullptr, kpad, nscales, nsums, K, true};
     // Rows [m0, m1) of the chunk, columns [n0, n1): into NCHW, image by image, with the
     // epilogue of those channels and pixels.
     auto store = [&](int64_t m0, int64_t m1, int64_t n0, int64_t n1) {

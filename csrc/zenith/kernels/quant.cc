@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cfloat>
+#include <cmath>
 #include <cstdlib>
 
 #include "zenith/error.h"
@@ -74,8 +75,10 @@ QMatmulPlan qmatmul_plan(QFormat f, int64_t M, int64_t N, int64_t K, QIsa isa, f
     p.zero_sums = zero_sums;
     p.zero = avx2_zero_point(f);
   }
-  if (f == QFormat::int8 && isa != QIsa::kScalar)
+  if (f == QFormat::int8 && isa != QIsa::kScalar) {
     p.tiles = isa == QIsa::kAvx512 ? q8_gemm_tiles_avx512() : q8_gemm_tiles_avx2();
+    p.uniform_tiles = isa == QIsa::kAvx512 ? q8_gemm_tiles_uniform_avx512() : q8_gemm_tiles_uniform_avx2();
+  }
   if (isa == QIsa::kAvx512 && avx512_dot_kernels(f)) {
     p.dots = avx512_dot_kernels(f);
     p.zero_sums = zero_sums_avx512;
@@ -188,7 +191,15 @@ void qmatmul(const QMatmulPlan& p, const float* x, const uint8_t* w, const float
       }
     });
   }
-  const QActRows rows{q, d, s16, p.zero_sums ? zs : nullptr, x, p.kpad, p.nscales, p.nsums, K};
+  QActRows rows{q, d, s16, p.zero_sums ? zs : nullptr, x, p.kpad, p.nscales, p.nsums, K};
+  if (p.x_scale > 0.0f && packed) {
+    // One scale for every block: the GEMM sums over all of K. A block with NaN or inf has
+    // a NaN scale; the whole row is NaN in float arithmetic, so its first block says so.
+    rows.uniform = true;
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t b = 1; b < p.nscales; ++b)
+        if (std::isnan(d[m * p.nscales + b])) d[m * p.nscales] = d[m * p.nscales + b];
+  }
   if (packed) {  // the int8 GEMM
     q8_gemm_packed(p, rows, *packed, y, finish, finish_rows);
     scratch.trim(size_t(1) << 20);
@@ -228,16 +239,20 @@ void q8_gemm_packed(const QMatmulPlan& p, const QActRows& a, const PackedOperand
   const uint8_t* codes = reinterpret_cast<const uint8_t*>(packed.data.get());
   const int64_t nb = q8_col_blocks(N);
   const float* scale = packed.data.get() + nb * p.kpad * 32 / 4;
+  // Sums over the whole K stay inside int32 (255 x 127 x K) up to K = 65536.
+  const bool uniform = a.uniform && p.kpad <= 65536;
+  const QGemmTileFn* tiles = uniform ? p.uniform_tiles : p.tiles;
+  const int tile_rows = uniform ? kMaxUniformRows : kMaxDotRows;
   parallel_for(nb, 1, [&](int64_t lo, int64_t hi) {
     for (int64_t m0 = 0; m0 < M; m0 += p.row_chunk) {
       const int64_t m1 = std::min(M, m0 + p.row_chunk);
       for (int64_t j = lo; j < hi; ++j) {
         const int nvalid = int(std::min<int64_t>(32, N - 32 * j));
         for (int64_t m = m0; m < m1;) {
-          const int r = int(std::min<int64_t>(kMaxDotRows, m1 - m));
-          QActRow t[kMaxDotRows];
+          const int r = int(std::min<int64_t>(tile_rows, m1 - m));
+          QActRow t[kMaxUniformRows];
           for (int i = 0; i < r; ++i) t[i] = a.row(m + i);
-          p.tiles[r - 1](codes + j * p.kpad * 32, scale + 32 * j, p.kpad, t, y + m * N + 32 * j, N, nvalid);
+          tiles[r - 1](codes + j * p.kpad * 32, scale + 32 * j, p.kpad, t, y + m * N + 32 * j, N, nvalid);
           m += r;
         }
         if (block) block(m0, m1, 32 * j, 32 * j + nvalid);

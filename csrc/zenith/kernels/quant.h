@@ -34,6 +34,7 @@ struct QMatmulPlan {
   quant::ActKind act = quant::ActKind::kQ8x32;
   const quant::QDotFn* dots = nullptr;  // the SIMD kernels for 1..kMaxDotRows rows; null: ref_dot
   const quant::QGemmTileFn* tiles = nullptr;  // int8: the GEMM tiles for 1..kMaxDotRows rows, of the same ISA
+  const quant::QGemmTileFn* uniform_tiles = nullptr;  // rows of one scale (QActRows::uniform), 1..8 rows
   quant::QuantizeActFn quantize = nullptr;  // the activation quantizer of the same ISA
   float x_scale = 0.0f;                     // > 0: static INT8 activations on this scale (int8 weights)
   quant::ZeroSumsFn zero_sums = nullptr;    // QActRow::zsum for the kernels that read it
@@ -76,6 +77,7 @@ struct QActRows {
   const int32_t* zs = nullptr;
   const float* x = nullptr;  // the float rows (K apart), for formats that read them
   int64_t kpad = 0, nscales = 0, nsums = 0, K = 0;
+  bool uniform = false;  // every block of a row has the scale d[0] (the int8 GEMM then sums over all of K)
   quant::QActRow row(int64_t m) const {
     return quant::QActRow{q ? q + m * kpad : nullptr, d ? d + m * nscales : nullptr, s16 ? s16 + m * nsums : nullptr,
                           x ? x + m * K : nullptr, zs ? zs + m * kpad / 4 : nullptr};

@@ -492,10 +492,52 @@ void q8_gemm_tile(const uint8_t* wb, const float* ws, int64_t kpad, const QActRo
   }
 }
 
+// The same for rows whose blocks share one scale (a[r].d[0]), up to 8 rows: int32 sums
+// over the whole K (at most 127 x 127 x K), scaled once at the store.
+template <int MR>
+void q8_gemm_tile_uniform(const uint8_t* wb, const float* ws, int64_t kpad, const QActRow* a, float* y, int64_t ldy,
+                          int nvalid) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  for (int g = 0; 8 * g < nvalid; ++g) {
+    __m256i s[MR];
+    for (int r = 0; r < MR; ++r) s[r] = _mm256_setzero_si256();
+    const uint8_t* wq = wb + 32 * g;
+    for (int64_t q = 0; q < kpad / 4; ++q) {
+      const __m256i c = loadu(wq + 128 * q), uc = _mm256_sign_epi8(c, c);
+#pragma GCC unroll 8  // whole, so the accumulators stay in registers
+      for (int r = 0; r < MR; ++r) {
+        int32_t v;
+        std::memcpy(&v, a[r].q + 4 * q, 4);
+        const __m256i qx = _mm256_sign_epi8(_mm256_set1_epi32(v), c);
+        s[r] = _mm256_add_epi32(s[r], _mm256_madd_epi16(_mm256_maddubs_epi16(uc, qx), ones));
+      }
+    }
+    const int n = std::min(8, nvalid - 8 * g);
+    const __m256 sc = _mm256_loadu_ps(ws + 8 * g);
+    for (int r = 0; r < MR; ++r) {
+      const __m256 v = _mm256_mul_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(s[r]), _mm256_set1_ps(a[r].d[0])), sc);
+      if (n == 8) {
+        _mm256_storeu_ps(y + r * ldy + 8 * g, v);
+      } else {
+        alignas(32) float t[8];
+        _mm256_store_ps(t, v);
+        std::memcpy(y + r * ldy + 8 * g, t, size_t(n) * sizeof(float));
+      }
+    }
+  }
+}
+
 }  // namespace
 
 const QGemmTileFn* q8_gemm_tiles_avx2() {
   static constexpr QGemmTileFn kTiles[kMaxDotRows] = {q8_gemm_tile<1>, q8_gemm_tile<2>, q8_gemm_tile<3>, q8_gemm_tile<4>};
+  return kTiles;
+}
+
+const QGemmTileFn* q8_gemm_tiles_uniform_avx2() {
+  static constexpr QGemmTileFn kTiles[kMaxUniformRows] = {
+      q8_gemm_tile_uniform<1>, q8_gemm_tile_uniform<2>, q8_gemm_tile_uniform<3>, q8_gemm_tile_uniform<4>,
+      q8_gemm_tile_uniform<5>, q8_gemm_tile_uniform<6>, q8_gemm_tile_uniform<7>, q8_gemm_tile_uniform<8>};
   return kTiles;
 }
 

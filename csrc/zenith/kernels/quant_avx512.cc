@@ -216,10 +216,107 @@ void q8_gemm_tile(const uint8_t* wb, const float* ws, int64_t kpad, const QActRo
   }
 }
 
+// acc += w . a in place. GCC 12 treats the intrinsic's accumulator as a fresh output and,
+// with 16 of them live, copies registers around every one and spills; the asm pins it.
+inline void dpbusd_acc(__m512i& acc, __m512i w, __m512i a) {
+  asm("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(w), "v"(a));
+}
+// int32 -> float (masked: the plain convert's undefined pass-through trips GCC 12's
+// -Wuninitialized once its input comes out of asm).
+inline __m512 to_float(__m512i v) { return _mm512_maskz_cvtepi32_ps(__mmask16(0xFFFF), v); }
+
+// The same for rows whose blocks share one scale (a[r].d[0]: static INT8, and conv2d's
+// per-image scale), up to 8 rows: the int32 sums run over the whole K (at most 255 x 127
+// x K, far from overflow for any K a layer has) and are scaled once, and each weight
+// quad loaded serves 8 rows (16 vpdpbusd per two 64-byte loads, where 4 rows left the
+// tile waiting on L2 for weights that outgrow L1). The zero point's share of the whole
+// row starts the accumulators.
+template <int MR>
+void q8_gemm_tile_uniform(const uint8_t* wb, const float* ws, int64_t kpad, const QActRow* a, float* y, int64_t ldy,
+                          int nvalid) {
+  // One array per column half (a 2-D array of accumulators made GCC copy registers
+  // around every vpdpbusd and spill).
+  __m512i lo[MR], hi[MR];
+  const int8_t* aq[MR];
+#pragma GCC unroll 8  // whole, so the accumulators stay in registers
+  for (int r = 0; r < MR; ++r) {
+    int32_t total = 0;
+    for (int64_t j = 0; j < kpad / 16; ++j) total += a[r].s16[j];
+    lo[r] = hi[r] = _mm512_set1_epi32(-128 * total);
+    aq[r] = a[r].q;
+  }
+  const int64_t quads = kpad / 4;
+  for (int64_t q = 0; q < quads; ++q) {
+    const __m512i w0 = _mm512_loadu_si512(wb + 128 * q), w1 = _mm512_loadu_si512(wb + 128 * q + 64);
+#pragma GCC unroll 8
+    for (int r = 0; r < MR; ++r) {
+      const __m512i av = _mm512_set1_epi32(*reinterpret_cast<const int32_t*>(aq[r] + 4 * q));
+      dpbusd_acc(lo[r], w0, av);
+      dpbusd_acc(hi[r], w1, av);
+    }
+  }
+  const __m512 s0 = _mm512_loadu_ps(ws), s1 = _mm512_loadu_ps(ws + 16);
+  const __mmask16 m0 = nvalid >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << nvalid) - 1);
+  const __mmask16 m1 = nvalid >= 32 ? __mmask16(0xFFFF) : nvalid > 16 ? __mmask16((1u << (nvalid - 16)) - 1) : 0;
+#pragma GCC unroll 8
+  for (int r = 0; r < MR; ++r) {
+    const __m512 d = _mm512_set1_ps(a[r].d[0]);
+    _mm512_mask_storeu_ps(y + r * ldy, m0, _mm512_mul_ps(_mm512_mul_ps(to_float(lo[r]), d), s0));
+    _mm512_mask_storeu_ps(y + r * ldy + 16, m1, _mm512_mul_ps(_mm512_mul_ps(to_float(hi[r]), d), s1));
+  }
+}
+
+// The 8-row tile, its accumulators named one by one (arrays of them spill): the loop is
+// 2 loads, 8 broadcasts and 16 vpdpbusd.
+template <>
+void q8_gemm_tile_uniform<8>(const uint8_t* wb, const float* ws, int64_t kpad, const QActRow* a, float* y,
+                             int64_t ldy, int nvalid) {
+#define ZENITH_ROW_INIT(r)                                               \
+  int32_t total##r = 0;                                                  \
+  for (int64_t j = 0; j < kpad / 16; ++j) total##r += a[r].s16[j];       \
+  __m512i lo##r = _mm512_set1_epi32(-128 * total##r), hi##r = lo##r;     \
+  const int8_t* aq##r = a[r].q;
+  ZENITH_ROW_INIT(0) ZENITH_ROW_INIT(1) ZENITH_ROW_INIT(2) ZENITH_ROW_INIT(3)
+  ZENITH_ROW_INIT(4) ZENITH_ROW_INIT(5) ZENITH_ROW_INIT(6) ZENITH_ROW_INIT(7)
+#undef ZENITH_ROW_INIT
+  const int64_t quads = kpad / 4;
+  for (int64_t q = 0; q < quads; ++q) {
+    const __m512i w0 = _mm512_loadu_si512(wb + 128 * q), w1 = _mm512_loadu_si512(wb + 128 * q + 64);
+#define ZENITH_ROW_DOT(r)                                                                  \
+  {                                                                                        \
+    const __m512i av = _mm512_set1_epi32(*reinterpret_cast<const int32_t*>(aq##r + 4 * q)); \
+    dpbusd_acc(lo##r, w0, av);                                                             \
+    dpbusd_acc(hi##r, w1, av);                                                             \
+  }
+    ZENITH_ROW_DOT(0) ZENITH_ROW_DOT(1) ZENITH_ROW_DOT(2) ZENITH_ROW_DOT(3)
+    ZENITH_ROW_DOT(4) ZENITH_ROW_DOT(5) ZENITH_ROW_DOT(6) ZENITH_ROW_DOT(7)
+#undef ZENITH_ROW_DOT
+  }
+  const __m512 s0 = _mm512_loadu_ps(ws), s1 = _mm512_loadu_ps(ws + 16);
+  const __mmask16 m0 = nvalid >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << nvalid) - 1);
+  const __mmask16 m1 = nvalid >= 32 ? __mmask16(0xFFFF) : nvalid > 16 ? __mmask16((1u << (nvalid - 16)) - 1) : 0;
+#define ZENITH_ROW_STORE(r)                                                                                      \
+  {                                                                                                              \
+    const __m512 d = _mm512_set1_ps(a[r].d[0]);                                                                  \
+    _mm512_mask_storeu_ps(y + r * ldy, m0, _mm512_mul_ps(_mm512_mul_ps(to_float(lo##r), d), s0));      \
+    _mm512_mask_storeu_ps(y + r * ldy + 16, m1, _mm512_mul_ps(_mm512_mul_ps(to_float(hi##r), d), s1)); \
+  }
+  ZENITH_ROW_STORE(0) ZENITH_ROW_STORE(1) ZENITH_ROW_STORE(2) ZENITH_ROW_STORE(3)
+  ZENITH_ROW_STORE(4) ZENITH_ROW_STORE(5) ZENITH_ROW_STORE(6) ZENITH_ROW_STORE(7)
+#undef ZENITH_ROW_STORE
+}
+
 }  // namespace
 
 const QGemmTileFn* q8_gemm_tiles_avx512() {
   static constexpr QGemmTileFn kTiles[kMaxDotRows] = {q8_gemm_tile<1>, q8_gemm_tile<2>, q8_gemm_tile<3>, q8_gemm_tile<4>};
+  return kTiles;
+}
+
+const QGemmTileFn* q8_gemm_tiles_uniform_avx512() {
+  static constexpr QGemmTileFn kTiles[kMaxUniformRows] = {
+      q8_gemm_tile_uniform<1>, q8_gemm_tile_uniform<2>, q8_gemm_tile_uniform<3>, q8_gemm_tile_uniform<4>,
+      q8_gemm_tile_uniform<5>, q8_gemm_tile_uniform<6>, q8_gemm_tile_uniform<7>, q8_gemm_tile_uniform<8>};
   return kTiles;
 }
 

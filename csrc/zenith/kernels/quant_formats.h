@@ -248,5 +248,11 @@ using QGemmTileFn = void (*)(const uint8_t* wblock, const float* wscale, int64_t
                              int64_t ldy, int nvalid);
 const QGemmTileFn* q8_gemm_tiles_avx512();
 const QGemmTileFn* q8_gemm_tiles_avx2();
+// The tiles for rows whose blocks all have the scale a[r].d[0] (static INT8, conv2d's
+// per-image scale), for 1..kMaxUniformRows rows: the integer sums over the whole K,
+// scaled once; the same results up to float order.
+constexpr int kMaxUniformRows = 8;
+const QGemmTileFn* q8_gemm_tiles_uniform_avx512();
+const QGemmTileFn* q8_gemm_tiles_uniform_avx2();
 
 }  // namespace zenith::quant
