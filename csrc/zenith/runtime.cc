@@ -127,7 +127,7 @@ void Executable::set_constant_inputs(const std::vector<int>& positions) {
     c[size_t(pos)] = true;
   }
   constant_ = std::move(c);
-  for (auto& k : kept_) k.reset();
+  for (auto& k : kept_) k.clear();
   holds_packed_.store(false, std::memory_order_release);
   ++pack_generation_;
   release_idle_packed();
@@ -136,7 +136,7 @@ void Executable::set_constant_inputs(const std::vector<int>& positions) {
 void Executable::drop_packed() {
   {
     std::lock_guard<std::mutex> lock(pack_mu_);
-    for (auto& k : kept_) k.reset();
+    for (auto& k : kept_) k.clear();
     holds_packed_.store(false, std::memory_order_release);
     ++pack_generation_;
   }
@@ -157,8 +157,9 @@ void Executable::release_idle_packed() const {
 size_t Executable::packed_bytes() const {
   std::lock_guard<std::mutex> lock(pack_mu_);
   size_t total = 0;
-  for (const auto& k : kept_)
-    if (k && k->packed) total += k->packed->source_bytes();
+  for (const auto& node : kept_)
+    for (const Kept& k : node)
+      if (k.packed) total += k.packed->source_bytes();
   return total;
 }
 
@@ -439,16 +440,18 @@ void Executable::bind_packed(const Plan& plan, const std::vector<InTensor>& inpu
     const void* src = inputs[size_t(pos)].data;
     const WeightPack& w = plan.ops[ni].weight;
     auto& kept = kept_[ni];
-    if (!kept || kept->src != src || kept->key != w.key) {
-      kept.reset();  // release the old copy before making the new one
-      auto k = std::make_unique<Kept>();
-      k->src = src;
-      k->key = w.key;
-      k->packed = w.pack(plan.ops[ni].state.get(), src);
-      kept = std::move(k);
+    auto it = std::find_if(kept.begin(), kept.end(), [&](const Kept& k) { return k.src == src && k.key == w.key; });
+    if (it == kept.end()) {
+      // A copy of another form (the plan changed with the shapes) is of no further use;
+      // past kKeptPerNode the least recently used goes. Both before packing the new one.
+      kept.erase(std::remove_if(kept.begin(), kept.end(), [&](const Kept& k) { return k.key != w.key; }), kept.end());
+      if (kept.size() >= kKeptPerNode) kept.pop_back();
+      kept.insert(kept.begin(), Kept{src, w.key, w.pack(plan.ops[ni].state.get(), src)});
       holds_packed_.store(true, std::memory_order_release);
+    } else if (it != kept.begin()) {
+      std::rotate(kept.begin(), it, it + 1);
     }
-    ctx.packed[ni] = kept->packed;
+    ctx.packed[ni] = kept.front().packed;
     ctx.packed_src[ni] = src;
   }
   ctx.packed_generation = generation;

@@ -110,7 +110,12 @@ class Executable {
   mutable std::atomic<bool> hot_busy_{false};
   mutable std::mutex pack_mu_;        // guards constant_, kept_
   std::vector<bool> constant_;        // per graph input: marked constant by set_constant_inputs
-  mutable std::vector<std::unique_ptr<Kept>> kept_;  // per node
+  // Per node, the packed copies of the weights it has read, most recently used first, at
+  // most kKeptPerNode: one compiled graph serves every instance of a model class (Dynamo
+  // reuses it, the weights arriving as inputs), so two models called in turn each keep
+  // theirs instead of repacking on every call.
+  static constexpr size_t kKeptPerNode = 4;
+  mutable std::vector<std::vector<Kept>> kept_;
   // Bumped whenever packed weights are dropped or the constant set changes: a context's
   // cached packed pointers are valid only while it is unchanged.
   mutable std::atomic<uint64_t> pack_generation_{1};

@@ -378,7 +378,7 @@ TEST(Runtime, ResidualLayerNormMatchesSeparateOps) {
 TEST(Runtime, ConstantWeightsArePackedOnceAndFollowTheirInput) {
   // x[rows, 9] @ w[9, 11] + b with w (row-major, as GPT-2's Conv1D weights) marked
   // constant: packed on the first call with enough rows for the blocked GEMM (not for 2
-  // rows, which stream w in place); a weight at a new address is repacked; an in-place
+  // rows, which stream w in place); a weight at a new address is packed as well; an in-place
   // change shows after drop_packed(). The same weight as nn.Linear's W^T is never
   // packed: the GEMM reads W's rows in place at every row count.
   Executable exe(parse_graph(R"(graph(%x: f32[s0, 9], %w: f32[9, 11], %b: f32[11]) {
@@ -416,7 +416,20 @@ TEST(Runtime, ConstantWeightsArePackedOnceAndFollowTheirInput) {
   check(w, 40);
   auto w2 = w;
   for (auto& v : w2) v = -v;
-  check(w2, 40);  // another address: repacked without being told
+  check(w2, 40);  // another address: packed too, without being told
+  // Both kept (two models of one class share a compiled graph and call it in turn); up
+  // to four weights per node, the least recently used going first.
+  EXPECT_EQ(exe.packed_bytes(), 2 * 99 * sizeof(float));
+  check(w, 40);
+  check(w2, 40);
+  std::vector<std::vector<float>> more(3, w);
+  for (size_t i = 0; i < more.size(); ++i)
+    for (auto& v : more[i]) v += float(i + 1);
+  for (const auto& m : more) check(m, 40);
+  EXPECT_EQ(exe.packed_bytes(), 4 * 99 * sizeof(float));
+  check(w2, 40);  // still kept (used after w): the evicted one was w
+  check(w, 40);
+  EXPECT_EQ(exe.packed_bytes(), 4 * 99 * sizeof(float));
   for (auto& v : w2) v *= 3.0f;
   exe.drop_packed();
   EXPECT_EQ(exe.packed_bytes(), 0u);

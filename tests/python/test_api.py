@@ -330,6 +330,30 @@ def test_inference_weights_stay_packed_and_follow_in_place_updates():
     assert "packed weights" in str(zenith.explain(m, x))
 
 
+def test_two_models_of_one_class_keep_their_packed_weights():
+    # Dynamo compiles the class once and passes each instance's weights as inputs: called
+    # in turn, each model keeps its packed copy (no repacking on every call), and an
+    # in-place change to either, or new memory where a freed weight was, is still seen.
+    a, b, x = _RowMajorMLP().eval(), _RowMajorMLP().eval(), torch.randn(40, 64)
+    with torch.no_grad():
+        b.w1.mul_(-1.0)  # a and b now differ in one version counter too
+    one = (64 * 96 + 96 * 40) * 4
+    with zenith.backend.collect_reports() as reports, torch.no_grad():
+        ca, cb = zenith.compile(a), zenith.compile(b)
+        for _ in range(3):
+            torch.testing.assert_close(ca(x), a(x))
+            torch.testing.assert_close(cb(x), b(x))
+        assert len(reports) == 1  # one graph, both models' weights kept
+        assert sum(r.packed_weight_bytes for r in reports) == 2 * one
+        b.w2.mul_(0.5)
+        torch.testing.assert_close(ca(x), a(x))
+        torch.testing.assert_close(cb(x), b(x))
+        a.w2.data = torch.randn(96, 40)  # new storage for a; the old one freed
+        torch.testing.assert_close(ca(x), a(x))
+        torch.testing.assert_close(cb(x), b(x))
+        assert sum(r.packed_weight_bytes for r in reports) == 2 * one
+
+
 def test_weight_check_reads_no_weight_while_none_is_packed():
     # The per-call cost of the weight check: with nothing packed (nn.Linear weights, few
     # rows) it touches no tensor; once something is, one version counter per weight.
