@@ -195,6 +195,36 @@ void init_quant(nb::module_& m) {
       "x_scale their scale (static), or None for max|x| / 127 per image (dynamic). One group. isa: 'scalar', "
       "'avx2' or 'avx512vnni' (default: the best this CPU has). The kernel the runtime runs.");
   m.def(
+      "abs_stats",
+      [](const CpuArray& x) {
+        require(x, "x", dtype_code::Float, 32, "float32");
+        AbsStats s;
+        {
+          nb::gil_scoped_release nogil;
+          s = abs_stats(static_cast<const float*>(x.data()), int64_t(x.size()));
+        }
+        return nb::make_tuple(double(s.amax), s.zeros, s.nonfinite);
+      },
+      nb::arg("x"),
+      "(max finite |x|, exact zeros, NaNs and infinities) of a float32 tensor: static INT8 calibration's statistics.");
+  m.def(
+      "abs_histogram",
+      [](const CpuArray& x, double range, int64_t bins) {
+        require(x, "x", dtype_code::Float, 32, "float32");
+        if (!(range > 0.0 && std::isfinite(range))) throw nb::value_error("range must be a positive finite number");
+        if (bins < 1 || bins > (int64_t(1) << 24)) throw nb::value_error("bins must be in [1, 2^24]");
+        auto out = alloc_floats(bins * 2);  // int64 counts
+        {
+          nb::gil_scoped_release nogil;
+          abs_histogram(static_cast<const float*>(x.data()), int64_t(x.size()), range, bins,
+                        static_cast<int64_t*>(out.get()));
+        }
+        return to_torch(out, out.get(), DType::i64, {bins});
+      },
+      nb::arg("x"), nb::arg("range"), nb::arg("bins"),
+      "int64 [bins]: the finite nonzero |x| of a float32 tensor counted in bins of width range / bins "
+      "(floor(|x| * bins / range), the last bin taking what is at or past range).");
+  m.def(
       "qembedding",
       [](const CpuArray& w, const CpuArray& ids, const std::string& format) {
         const QFormat f = format_of(format);

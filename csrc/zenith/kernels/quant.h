@@ -107,6 +107,17 @@ PackedOperand conv2d_int8_pack(const Conv2dInt8Geom& g, const uint8_t* w, QIsa i
 void conv2d_int8(const Conv2dInt8Geom& g, QIsa isa, const float* x, const PackedOperand& w,
                  std::optional<float> x_scale, const GemmEpilogue& ep, const float* residual, float* y);
 
+// Static INT8 calibration (calibrate.cc). |x| over n floats: the largest finite value,
+// the exact zeros and the NaNs and infinities.
+struct AbsStats {
+  float amax = 0.0f;
+  int64_t zeros = 0, nonfinite = 0;
+};
+AbsStats abs_stats(const float* x, int64_t n);
+// counts[bins]: the finite nonzero |x|, bin floor(|x| * bins / range) (the last bin also
+// takes anything at or past range).
+void abs_histogram(const float* x, int64_t n, double range, int64_t bins, int64_t* counts);
+
 // out[rows, K] = dequant(w[rows, row_bytes]), by the scalar reference.
 void qdequantize(QFormat f, const uint8_t* w, int64_t rows, int64_t row_bytes, float* out);
 // out[i, :] = dequant(w[ids[i]]) for n ids (i64 or i32); an id outside [0, V) throws

@@ -17,6 +17,8 @@ from collections.abc import Mapping
 
 import torch
 
+from zenith import _C
+
 METHODS = ("minmax", "percentile", "entropy")
 BINS = 2048
 LEVELS = 128  # the positive half of int8's codes, as the entropy search compares them
@@ -34,25 +36,21 @@ class Observer:
         self.nonfinite = 0
 
     def add(self, x):
-        a = x.detach().float().abs().flatten()
-        finite = torch.isfinite(a)
-        if not bool(finite.all()):
-            self.nonfinite += int((~finite).sum())
-            a = a[finite]
-        nonzero = a[a > 0]
-        self.zeros += a.numel() - nonzero.numel()
-        a = nonzero
-        if a.numel() == 0:
+        # Two passes in C++ (statistics, then the histogram once the range covers the
+        # largest value), threaded: calibration calls this for every layer and batch.
+        a = x.detach().to(torch.float32).contiguous()
+        m, zeros, nonfinite = _C.abs_stats(a)
+        self.nonfinite += nonfinite
+        self.zeros += zeros
+        if m == 0.0:
             return
-        m = float(a.max())
         self.amax = max(self.amax, m)
         if self.range == 0.0:
             self.range = 2.0 ** math.ceil(math.log2(m) + 1e-9)
         while m >= self.range:  # double the range: bins 2i and 2i + 1 become bin i
             self.counts = torch.cat([self.counts.view(-1, 2).sum(1), torch.zeros(BINS // 2, dtype=torch.float64)])
             self.range *= 2.0
-        idx = (a * (BINS / self.range)).long().clamp_(max=BINS - 1)
-        self.counts += torch.bincount(idx, minlength=BINS).double()
+        self.counts += _C.abs_histogram(a, self.range, BINS).double()
 
     @property
     def total(self):

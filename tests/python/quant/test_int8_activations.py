@@ -131,6 +131,20 @@ def test_observer_percentile_and_minmax_match_torch():
     assert o.nonfinite == 2 and o.amax == float(a.max())
 
 
+def test_observer_takes_any_float_layout_and_counts_zeros_apart():
+    g = torch.Generator().manual_seed(1)
+    x = torch.relu(torch.randn(64, 48, generator=g))  # about half exact zeros
+    flat, strided, half = cal.Observer(), cal.Observer(), cal.Observer()
+    flat.add(x)
+    strided.add(x.t())  # not contiguous
+    half.add(x.to(torch.bfloat16))
+    assert flat.zeros == int((x == 0).sum()) > 0 and flat.total == x.numel()
+    assert torch.equal(flat.counts, strided.counts) and flat.amax == strided.amax
+    assert half.zeros == flat.zeros and half.total == x.numel()
+    want = torch.histc(x[x > 0], bins=cal.BINS, min=0, max=flat.range).double()
+    assert torch.equal(flat.counts, want)
+
+
 def test_entropy_clips_outliers_more_than_minmax():
     g = torch.Generator().manual_seed(1)
     o = cal.Observer()
