@@ -18,9 +18,14 @@ import torch
 SETTINGS = {
     "onnxruntime": "torch.onnx.export (dynamo, optimize) -> CPUExecutionProvider, ORT_ENABLE_ALL, "
                    "intra_op_num_threads={t}, inter_op 1, pool spinning off",
-    "onnxruntime:int8-dynamic": "torch.onnx.export (dynamo, optimize) -> onnxruntime.quantization.quantize_dynamic "
+    "onnxruntime:int8-dynamic": "torch.onnx.export (dynamo, optimize) -> quant_pre_process -> "
+                                "onnxruntime.quantization.quantize_dynamic "
                                 "(QInt8 weights per channel, activations quantized per tensor at run time) -> "
                                 "CPUExecutionProvider, ORT_ENABLE_ALL, intra_op_num_threads={t}, inter_op 1, pool spinning off",
+    "onnxruntime:int8-static": "torch.onnx.export (dynamo, optimize) -> quant_pre_process -> "
+                               "onnxruntime.quantization.quantize_static (QDQ, QInt8 weights per channel, QUInt8 "
+                               "activations, percentile calibration on Zenith's calibration batches) -> "
+                               "CPUExecutionProvider, ORT_ENABLE_ALL, intra_op_num_threads={t}, inter_op 1, pool spinning off",
     "openvino": "openvino.convert_model -> CPU, LATENCY hint, INFERENCE_NUM_THREADS={t}, precision f32",
     "llamacpp": "llama-cpp-python on the GGUF file, n_threads={t}, greedy (top_k=1, temp 0)",
 }
