@@ -16,11 +16,12 @@ namespace zenith::py {
 
 namespace {
 // Outputs become torch tensors without a copy (to_torch, convert.h).
-nb::list run_and_wrap(const Executable& exe, const std::vector<InTensor>& ins, const std::vector<int64_t>& ints) {
+nb::list run_and_wrap(const Executable& exe, const std::vector<InTensor>& ins, const std::vector<int64_t>& ints,
+                      int weight_slot = 0) {
   std::vector<OutTensor> outs;
   {
     nb::gil_scoped_release nogil;
-    outs = exe.run(ins, ints);
+    outs = exe.run(ins, ints, weight_slot);
   }
   nb::list result;
   for (auto& o : outs) result.append(to_torch(o.storage, o.data, o.dtype, o.shape));
@@ -122,18 +123,19 @@ void init_runtime(nb::module_& m) {
       .def(
           "run_raw",
           [](const Executable& exe, const std::vector<std::tuple<uintptr_t, int, std::vector<int64_t>>>& raw,
-             const std::vector<int64_t>& ints) {
+             const std::vector<int64_t>& ints, int weight_slot) {
             std::vector<InTensor> ins;
             ins.reserve(raw.size());
             for (const auto& [ptr, code, shape] : raw) {
               if (code < 0 || code >= kNumDTypes) fail("run_raw: bad dtype code ", code);
               ins.push_back(InTensor{reinterpret_cast<const void*>(ptr), DType(code), shape});
             }
-            return run_and_wrap(exe, ins, ints);
+            return run_and_wrap(exe, ins, ints, weight_slot);
           },
-          nb::arg("inputs"), nb::arg("ints") = std::vector<int64_t>{},
+          nb::arg("inputs"), nb::arg("ints") = std::vector<int64_t>{}, nb::arg("weight_slot") = 0,
           "The per-call fast path: (data_ptr, dtype code, shape) of dense CPU tensors that the "
-          "caller keeps alive for the duration of the call. Skips DLPack export.")
+          "caller keeps alive for the duration of the call. Skips DLPack export. weight_slot: which "
+          "slot of kept packed weights this call's constant inputs use (one per model instance).")
       .def("set_constant_inputs", &Executable::set_constant_inputs, nb::arg("positions"),
            "Marks inputs (by position) as constant weights that GEMMs may keep packed.")
       .def("drop_packed", &Executable::drop_packed, "Forgets packed weights (their data changed).")

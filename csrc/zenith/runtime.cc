@@ -78,6 +78,7 @@ struct Context {
   std::vector<std::shared_ptr<const PackedOperand>> packed;
   std::vector<const void*> packed_src;
   uint64_t packed_generation = 0;
+  int packed_slot = 0;  // the weight slot they were bound for
   void release_packed() {
     packed.clear();
     packed_src.clear();
@@ -86,6 +87,7 @@ struct Context {
 };
 
 struct Executable::Kept {
+  int slot = 0;
   const void* src = nullptr;
   std::vector<int64_t> key;  // the kernel's name for the packed form (WeightPack::key)
   std::shared_ptr<const PackedOperand> packed;
@@ -420,9 +422,10 @@ std::shared_ptr<const Plan> Executable::build_plan(std::vector<int64_t> key, con
 // kernel's key for it is the same. The context holds this call's references, so a
 // concurrent drop_packed() cannot free them mid-run, and reuses them without the lock
 // while nothing changed.
-void Executable::bind_packed(const Plan& plan, const std::vector<InTensor>& inputs, Context& ctx) const {
+void Executable::bind_packed(const Plan& plan, const std::vector<InTensor>& inputs, int slot, Context& ctx) const {
+  ZENITH_CHECK(slot >= 0 && slot < kKeptPerNode, "run: weight slot ", slot, " outside [0, ", kKeptPerNode, ")");
   const size_t nn = plan.ops.size();
-  if (ctx.packed.size() == nn && ctx.packed_generation != 0 &&
+  if (ctx.packed.size() == nn && ctx.packed_generation != 0 && ctx.packed_slot == slot &&
       ctx.packed_generation == pack_generation_.load(std::memory_order_acquire)) {
     bool same = true;
     for (size_t ni = 0; ni < nn && same; ++ni)
@@ -440,25 +443,23 @@ void Executable::bind_packed(const Plan& plan, const std::vector<InTensor>& inpu
     const void* src = inputs[size_t(pos)].data;
     const WeightPack& w = plan.ops[ni].weight;
     auto& kept = kept_[ni];
-    auto it = std::find_if(kept.begin(), kept.end(), [&](const Kept& k) { return k.src == src && k.key == w.key; });
-    if (it == kept.end()) {
-      // A copy of another form (the plan changed with the shapes) is of no further use;
-      // past kKeptPerNode the least recently used goes. Both before packing the new one.
-      kept.erase(std::remove_if(kept.begin(), kept.end(), [&](const Kept& k) { return k.key != w.key; }), kept.end());
-      if (kept.size() >= kKeptPerNode) kept.pop_back();
-      kept.insert(kept.begin(), Kept{src, w.key, w.pack(plan.ops[ni].state.get(), src)});
+    auto it = std::find_if(kept.begin(), kept.end(), [&](const Kept& k) { return k.slot == slot; });
+    if (it == kept.end() || it->src != src || it->key != w.key) {
+      if (it != kept.end()) kept.erase(it);  // the slot's old copy goes before the new one is made
+      Kept k{slot, src, w.key, w.pack(plan.ops[ni].state.get(), src)};
+      kept.push_back(std::move(k));
+      it = kept.end() - 1;
       holds_packed_.store(true, std::memory_order_release);
-    } else if (it != kept.begin()) {
-      std::rotate(kept.begin(), it, it + 1);
     }
-    ctx.packed[ni] = kept.front().packed;
+    ctx.packed[ni] = it->packed;
     ctx.packed_src[ni] = src;
   }
   ctx.packed_generation = generation;
+  ctx.packed_slot = slot;
 }
 
-std::vector<OutTensor> Executable::run(const std::vector<InTensor>& inputs,
-                                       const std::vector<int64_t>& symbol_values) const {
+std::vector<OutTensor> Executable::run(const std::vector<InTensor>& inputs, const std::vector<int64_t>& symbol_values,
+                                       int weight_slot) const {
   check_inputs(inputs, symbol_values);
   std::vector<OutTensor> result;
   // The single-threaded path takes the hot context with one atomic exchange; a call
@@ -468,7 +469,7 @@ std::vector<OutTensor> Executable::run(const std::vector<InTensor>& inputs,
       std::atomic<bool>& busy;
       ~Release() { busy.store(false, std::memory_order_release); }
     } release{hot_busy_};
-    run_with(*hot_, inputs, symbol_values, result);
+    run_with(*hot_, inputs, symbol_values, weight_slot, result);
     return result;
   }
   std::unique_ptr<Context> ctx;
@@ -489,12 +490,12 @@ std::vector<OutTensor> Executable::run(const std::vector<InTensor>& inputs,
       self->free_contexts_.push_back(std::move(c));
     }
   } release{this, ctx};
-  run_with(*ctx, inputs, symbol_values, result);
+  run_with(*ctx, inputs, symbol_values, weight_slot, result);
   return result;
 }
 
 void Executable::run_with(Context& ctx, const std::vector<InTensor>& inputs, const std::vector<int64_t>& syms,
-                          std::vector<OutTensor>& result) const {
+                          int slot, std::vector<OutTensor>& result) const {
   // The plan: the context's own when the signature is unchanged (no lock), else the cache's.
   std::shared_ptr<const Plan> plan =
       ctx.bound && same_signature(ctx.bound->key, inputs, syms) ? ctx.bound : plan_for(inputs, syms);
@@ -529,7 +530,7 @@ void Executable::run_with(Context& ctx, const std::vector<InTensor>& inputs, con
     }
     if (!base[i]) base[i] = empty_data();
   }
-  bind_packed(*plan, inputs, ctx);
+  bind_packed(*plan, inputs, slot, ctx);
   for (size_t ni = 0; ni < plan->nodes.size(); ++ni) {
     const PreparedOp& op = plan->ops[ni];
     if (!op.run) continue;

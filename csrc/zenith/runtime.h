@@ -54,15 +54,23 @@ class Executable {
 
   // Thread-safe. Throws zenith::Error naming the offending input on a mismatch
   // with the compiled types (count, dtype, rank, static dim, symbol consistency).
-  std::vector<OutTensor> run(const std::vector<InTensor>& inputs, const std::vector<int64_t>& symbol_values) const;
+  // weight_slot: which set of constant weights this call reads (see set_constant_inputs).
+  std::vector<OutTensor> run(const std::vector<InTensor>& inputs, const std::vector<int64_t>& symbol_values,
+                             int weight_slot = 0) const;
 
   // Marks graph inputs (by position) as constant weights: a matmul or addmm whose B
   // operand, or an ungrouped conv2d whose weight, is one of them reads it packed once,
   // on its first call, instead of packing it every call. The packed copy is kept until drop_packed() or until that input
   // arrives at another address. The caller promises the data does not change in
   // place without a drop_packed() (the Python side checks PyTorch's version counters).
+  // Copies are kept per weight slot (run's weight_slot, 0..kKeptPerNode-1): one compiled
+  // graph serves every instance of a model class (Dynamo reuses it, the weights arriving
+  // as inputs), and the caller gives each instance's weights a slot of their own, so two
+  // models called in turn each keep theirs; within a slot a weight at another address
+  // replaces the slot's copy, as if it were the only one.
   // May be called again, also while other threads run calls; it forgets every packed copy.
   void set_constant_inputs(const std::vector<int>& positions);
+  static constexpr int kKeptPerNode = 4;  // weight slots
   void drop_packed();
   size_t packed_bytes() const;  // bytes held by packed weights
   // Whether any packed weight is kept; no lock, so a caller's per-call check stays cheap
@@ -84,9 +92,9 @@ class Executable {
                              const std::vector<std::vector<int64_t>>& shapes) const;
   std::shared_ptr<const Plan> build_plan(std::vector<int64_t> key, const std::vector<int64_t>& bindings,
                                          const std::vector<InTensor>& inputs) const;
-  void bind_packed(const Plan& plan, const std::vector<InTensor>& inputs, Context& ctx) const;
+  void bind_packed(const Plan& plan, const std::vector<InTensor>& inputs, int slot, Context& ctx) const;
   void release_idle_packed() const;
-  void run_with(Context& ctx, const std::vector<InTensor>& inputs, const std::vector<int64_t>& syms,
+  void run_with(Context& ctx, const std::vector<InTensor>& inputs, const std::vector<int64_t>& syms, int slot,
                 std::vector<OutTensor>& result) const;
 
   Graph graph_;
@@ -110,12 +118,7 @@ class Executable {
   mutable std::atomic<bool> hot_busy_{false};
   mutable std::mutex pack_mu_;        // guards constant_, kept_
   std::vector<bool> constant_;        // per graph input: marked constant by set_constant_inputs
-  // Per node, the packed copies of the weights it has read, most recently used first, at
-  // most kKeptPerNode: one compiled graph serves every instance of a model class (Dynamo
-  // reuses it, the weights arriving as inputs), so two models called in turn each keep
-  // theirs instead of repacking on every call.
-  static constexpr size_t kKeptPerNode = 4;
-  mutable std::vector<std::vector<Kept>> kept_;
+  mutable std::vector<std::vector<Kept>> kept_;  // per node, at most one copy per weight slot
   // Bumped whenever packed weights are dropped or the constant set changes: a context's
   // cached packed pointers are valid only while it is unchanged.
   mutable std::atomic<uint64_t> pack_generation_{1};

@@ -12,7 +12,7 @@ case, the whole graph one Zenith segment, the code reads (a 2-layer MLP):
         _stats['calls'] += 1
         _stats['segments_run'] += 1
         _set_threads(_get_threads())
-        _weights.check(args)
+        _slot = _weights.check(args)
         p0, p1, p2, p3, p4 = args
         if args.__class__ is list: args.clear()
         # segment 0: 5 ATen nodes
@@ -20,9 +20,9 @@ case, the whole graph one Zenith segment, the code reads (a 2-layer MLP):
         i = [(p0.data_ptr(), 0, (256, 256)), (p1.data_ptr(), 0, (256,)), _raw(p2, k), ...]
         if _prof._is_profiler_enabled:
             with _RF(_ev0, keyword_values=_kw0):
-                r = _run0(i, ())
+                r = _run0(i, (), _slot)
         else:
-            r = _run0(i, ())
+            r = _run0(i, (), _slot)
         v0, = r
         del p0, p1, p2, p3, p4
         return (v0,)
@@ -185,7 +185,7 @@ def build_call(placeholders, steps, attrs, out_spec, sym_bind, static_positions,
     if fallbacks:
         w.line(f"_stats['fallback_node_runs'] += {fallbacks}")
     if weights is not None:
-        w.line("_weights.check(args)")
+        w.line("_slot = _weights.check(args)  # the weight slot of these weights (kept packed copies)")
     if placeholders:
         w.line(", ".join(names[p] for p in placeholders) + ", = args")
     w.line("if args.__class__ is list: args.clear()  # boxed convention: the inputs are ours to release")
@@ -208,7 +208,8 @@ def build_call(placeholders, steps, attrs, out_spec, sym_bind, static_positions,
             count += 1
             w.line(f"{names[x]} = {fn}({', '.join(args)})")
         else:
-            _emit_segment(w, x, names, ref, emit, symbol, static_positions, placeholders, serial)
+            _emit_segment(w, x, names, ref, emit, symbol, static_positions, placeholders, serial,
+                          weights is not None)
             for n in x.out_nodes:
                 names[n] = f"v{count}"
                 count += 1
@@ -230,7 +231,8 @@ def build_call(placeholders, steps, attrs, out_spec, sym_bind, static_positions,
     return w.ns["call"], source
 
 
-def _emit_segment(w, seg, names, ref, emit, symbol, static_positions, placeholders, serial):
+def _emit_segment(w, seg, names, ref, emit, symbol, static_positions, placeholders, serial, slotted):
+    """One segment's call; slotted: the call passes `_slot` (WeightWatch.check's answer)."""
     position = {p: i for i, p in enumerate(placeholders)}
     w.line(f"# segment {seg.index}: {len(seg.nodes)} ATen nodes")
     raws = []
@@ -255,9 +257,10 @@ def _emit_segment(w, seg, names, ref, emit, symbol, static_positions, placeholde
                        "aten_nodes": len(seg.nodes)})
     w.line("if _prof._is_profiler_enabled:")
     w.line(f"with _RF({event}, keyword_values={kw}):", 2)
-    w.line(f"r = {run}(i, {ints})", 3)
+    args = f"i, {ints}, _slot" if slotted else f"i, {ints}"
+    w.line(f"r = {run}({args})", 3)
     w.line("else:")
-    w.line(f"r = {run}(i, {ints})", 2)
+    w.line(f"r = {run}({args})", 2)
 
 
 def _nodes_in(a):

@@ -10,24 +10,23 @@ new memory lands where the old storage was, with an equal version (module.to(bfl
 .to(float32), `param.data = t`, checkpoints loaded twice with mmap=True, assign=True).
 
 One compiled graph serves every instance of a model class (Dynamo reuses it; the
-weights arrive as inputs), and the runtime keeps a packed copy per weight address (a few
-per node), so two models called in turn each keep theirs. The check therefore keeps a
-record per set of weight tensors seen (by id(); at most MAX_SETS; past that, everything
-is dropped and recording starts over). A tensor given new memory keeps its id but reaches
-the runtime at a new address, which it packs afresh; its old memory, once freed, trips
-the flag below.
+weights arrive as inputs). Each set of weight tensors seen (by id(), up to MAX_SETS) gets
+a weight slot of its own in the runtime, which keeps one packed copy per node and slot:
+two models called in turn each keep theirs, and within a slot a weight at a new address
+(`param.data = t`) replaces the copy, as with one model alone. A fifth set drops every
+copy and the slots are handed out afresh.
 
 Per call the check is kept off the common path: while no segment holds a packed weight
 (nn.Linear's weights are read in place, few-row GEMMs stream theirs) nothing can be
-stale and nothing is read; otherwise the weights' ids pick their record (ids, not
-data_ptr(): 3 us against 30 for 148 weights) and one tuple of version counters is
-compared with it, and a flag set by weak-reference callbacks says whether any storage
+stale and only the weights' ids are read (to find their slot: ids, not data_ptr(), 3 us
+against 30 for 148 weights); otherwise one tuple of version counters is compared with
+the set's record, and a flag set by weak-reference callbacks says whether any storage
 recorded has since been freed (PyTorch keeps one Python object per live storage, so the
 reference dies with the storage; new memory at a freed address must not meet the old
 copy). A set not seen before is recorded after checking that the tensors it shares with
 recorded sets carry the same versions. Versions and storages are recorded as of a full
-check; a copy packed after it is at least as new, so a change anywhere since then drops
-copies (at worst one repack more than needed).
+check; a copy packed after it (or while nothing was held) is at least as new, so a
+change since then drops copies (at worst one repack more than needed).
 
 Inference tensors (a model built or loaded under torch.inference_mode) have no version
 counter, yet can still change in place inside inference_mode: such weights are left
@@ -43,7 +42,7 @@ _version_of = operator.attrgetter("_version")
 _holds_packed = operator.attrgetter("holds_packed")
 
 
-MAX_SETS = 4  # the runtime's copies per node (Executable::kKeptPerNode)
+MAX_SETS = 4  # the runtime's weight slots (Executable::kKeptPerNode)
 
 
 class WeightWatch:
@@ -54,7 +53,7 @@ class WeightWatch:
         self.positions = tuple(positions)
         self.segments = [(exe, list(pairs)) for exe, pairs in segments]
         self._exes = [exe for exe, _ in self.segments]
-        self._sets = {}  # ids of the static inputs -> their versions (None: an inference tensor)
+        self._sets = {}  # ids of the static inputs -> [weight slot, versions (None: an inference tensor)]
         self._seen = {}  # id -> version, over every recorded set
         self._alive = [True]  # cleared when a storage recorded since the last reset is freed
         self._refs = []  # weak references to those storages (their callbacks clear _alive)
@@ -76,18 +75,19 @@ class WeightWatch:
         self._alive = [True]  # a new flag: callbacks of the references dropped here cannot touch it
 
     def check(self, args):
-        """Before a call: drops packed copies of weights that changed since the last check."""
-        if self._sets and not self._held():
-            return
+        """Before a call: drops packed copies of weights that changed since the last check;
+        returns the weight slot of this call's weights."""
         ws = [args[i] for i in self.positions]
         ids = tuple(map(id, ws))
+        known = self._sets.get(ids)  # [slot, versions]
+        if known is not None and not self._held():
+            return known[0]
         try:
             versions = tuple(map(_version_of, ws))
         except RuntimeError:  # inference tensors do not track a version counter
             versions = tuple(None if w.is_inference() else w._version for w in ws)
-        known = self._sets.get(ids)
-        if known == versions and self._alive[0]:
-            return
+        if known is not None and known[1] == versions and self._alive[0]:
+            return known[0]
         unversioned = tuple(i for i, v in zip(self.positions, versions) if v is None)
         if unversioned != self._unversioned:  # also forgets every packed copy
             self._mark(unversioned)
@@ -104,5 +104,7 @@ class WeightWatch:
             alive[0] = False
 
         self._refs.extend(weakref.ref(w.untyped_storage(), freed) for w in ws)
-        self._sets[ids] = versions
+        slot = len(self._sets)
+        self._sets[ids] = [slot, versions]
         self._seen.update(zip(ids, versions))
+        return slot

@@ -743,5 +743,9 @@ TEST(QuantCalibration, AbsStatsAndHistogramMatchALoop) {
       abs_histogram(x.data(), n, 4.0, 8, got.data());
       EXPECT_EQ(got, want) << n << " values, " << threads << " threads";
     }
+  const float huge[2] = {1e30f, 3.0e38f};  // far past the range (|x| * bins / range past 2^63): the last bin
+  std::vector<int64_t> got(4, -1);
+  abs_histogram(huge, 2, 1e-6, 4, got.data());
+  EXPECT_EQ(got, (std::vector<int64_t>{0, 0, 0, 2}));
   set_num_threads(1);
 }

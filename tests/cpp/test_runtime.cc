@@ -378,7 +378,7 @@ TEST(Runtime, ResidualLayerNormMatchesSeparateOps) {
 TEST(Runtime, ConstantWeightsArePackedOnceAndFollowTheirInput) {
   // x[rows, 9] @ w[9, 11] + b with w (row-major, as GPT-2's Conv1D weights) marked
   // constant: packed on the first call with enough rows for the blocked GEMM (not for 2
-  // rows, which stream w in place); a weight at a new address is packed as well; an in-place
+  // rows, which stream w in place); a weight at a new address is repacked; an in-place
   // change shows after drop_packed(). The same weight as nn.Linear's W^T is never
   // packed: the GEMM reads W's rows in place at every row count.
   Executable exe(parse_graph(R"(graph(%x: f32[s0, 9], %w: f32[9, 11], %b: f32[11]) {
@@ -393,11 +393,12 @@ TEST(Runtime, ConstantWeightsArePackedOnceAndFollowTheirInput) {
   linear.set_constant_inputs({1});
   auto bias = iota(11, -5.0f);
   // w_nk: whether w is stored [11, 9] (W, read transposed) or [9, 11].
-  auto check_on = [&](Executable& e, const std::vector<float>& w, int64_t rows, bool w_nk) {
+  auto check_on = [&](Executable& e, const std::vector<float>& w, int64_t rows, bool w_nk, int slot = 0) {
     auto x = iota(size_t(rows * 9), -20.0f);
     for (auto& v : x) v *= 0.01f;
     std::vector<int64_t> wshape = w_nk ? std::vector<int64_t>{11, 9} : std::vector<int64_t>{9, 11};
-    auto out = e.run({{x.data(), DType::f32, {rows, 9}}, {w.data(), DType::f32, wshape}, {bias.data(), DType::f32, {11}}}, {});
+    auto out = e.run({{x.data(), DType::f32, {rows, 9}}, {w.data(), DType::f32, wshape}, {bias.data(), DType::f32, {11}}},
+                     {}, slot);
     for (int64_t m = 0; m < rows; ++m)
       for (int64_t n = 0; n < 11; ++n) {
         double s = bias[size_t(n)];
@@ -405,7 +406,7 @@ TEST(Runtime, ConstantWeightsArePackedOnceAndFollowTheirInput) {
         ASSERT_NEAR(f(out[0])[size_t(m * 11 + n)], float(s), 1e-4f) << rows << " rows, at " << m << "," << n;
       }
   };
-  auto check = [&](const std::vector<float>& w, int64_t rows) { check_on(exe, w, rows, false); };
+  auto check = [&](const std::vector<float>& w, int64_t rows, int slot = 0) { check_on(exe, w, rows, false, slot); };
   auto w = iota(99, -50.0f);
   for (auto& v : w) v *= 0.02f;
   check(w, 2);
@@ -416,20 +417,19 @@ TEST(Runtime, ConstantWeightsArePackedOnceAndFollowTheirInput) {
   check(w, 40);
   auto w2 = w;
   for (auto& v : w2) v = -v;
-  check(w2, 40);  // another address: packed too, without being told
-  // Both kept (two models of one class share a compiled graph and call it in turn); up
-  // to four weights per node, the least recently used going first.
+  check(w2, 40);  // another address in the same slot: repacked without being told, the old copy gone
+  EXPECT_EQ(exe.packed_bytes(), 99 * sizeof(float));
+  // Weight slots (two models of one class share a compiled graph and call it in turn):
+  // one copy per slot, each kept while the other is used.
+  check(w, 40, 1);
   EXPECT_EQ(exe.packed_bytes(), 2 * 99 * sizeof(float));
-  check(w, 40);
-  check(w2, 40);
-  std::vector<std::vector<float>> more(3, w);
-  for (size_t i = 0; i < more.size(); ++i)
-    for (auto& v : more[i]) v += float(i + 1);
-  for (const auto& m : more) check(m, 40);
-  EXPECT_EQ(exe.packed_bytes(), 4 * 99 * sizeof(float));
-  check(w2, 40);  // still kept (used after w): the evicted one was w
-  check(w, 40);
-  EXPECT_EQ(exe.packed_bytes(), 4 * 99 * sizeof(float));
+  for (int i = 0; i < 3; ++i) {
+    check(w2, 40, 0);
+    check(w, 40, 1);
+  }
+  EXPECT_EQ(exe.packed_bytes(), 2 * 99 * sizeof(float));
+  EXPECT_THROW(check(w, 40, Executable::kKeptPerNode), Error);
+  EXPECT_THROW(check(w, 40, -1), Error);
   for (auto& v : w2) v *= 3.0f;
   exe.drop_packed();
   EXPECT_EQ(exe.packed_bytes(), 0u);

@@ -354,10 +354,35 @@ def test_two_models_of_one_class_keep_their_packed_weights():
         assert sum(r.packed_weight_bytes for r in reports) == 2 * one
 
 
+def test_packed_weights_follow_swaps_and_sets_first_seen_while_nothing_was_packed():
+    # A weight swapped out by `.data =`, changed through another tensor (no version bump
+    # on the parameter) and swapped back must be repacked; and a model whose weights were
+    # packed during a call that found nothing held is still checked afterwards.
+    m, x = _RowMajorMLP().eval(), torch.randn(40, 64)
+    with torch.no_grad():
+        c = zenith.compile(m)
+        torch.testing.assert_close(c(x), m(x))
+        orig = m.w1.data
+        m.w1.data = torch.randn(64, 96) * 0.1
+        torch.testing.assert_close(c(x), m(x))
+        orig.mul_(2.0)
+        m.w1.data = orig
+        torch.testing.assert_close(c(x), m(x))
+    a, b = _RowMajorMLP().eval(), _RowMajorMLP().eval()
+    with torch.no_grad():
+        ca, cb = zenith.compile(a, dynamic=True), zenith.compile(b, dynamic=True)
+        torch.testing.assert_close(ca(x[:2]), a(x[:2]))  # 2 rows: nothing packed
+        torch.testing.assert_close(cb(x), b(x))  # b's weights packed
+        b.w1.mul_(2.0)
+        torch.testing.assert_close(cb(x), b(x))
+        torch.testing.assert_close(ca(x), a(x))
+
+
 def test_weight_check_reads_no_weight_while_none_is_packed():
     # The per-call cost of the weight check: with nothing packed (nn.Linear weights, few
-    # rows) it touches no tensor; once something is, one version counter per weight.
-    from zenith.weights import WeightWatch
+    # rows) it reads no tensor of a set it knows (only their ids, for the slot); once
+    # something is, one version counter per weight. A new set gets the next slot.
+    from zenith.weights import MAX_SETS, WeightWatch
 
     class Exe:
         holds_packed = False
@@ -369,22 +394,40 @@ def test_weight_check_reads_no_weight_while_none_is_packed():
         def drop_packed(self):
             self.drops += 1
 
-    class Untouchable:
-        def __getattr__(self, name):
-            raise AssertionError(f"read {name}")
+    class Spy:
+        reads = 0
+
+        def __init__(self, t):
+            self.t = t
+
+        @property
+        def _version(self):
+            Spy.reads += 1
+            return self.t._version
+
+        def untyped_storage(self):
+            Spy.reads += 1
+            return self.t.untyped_storage()
 
     exe, w = Exe(), torch.nn.Parameter(torch.randn(3))
+    spy = Spy(w)
     watch = WeightWatch([1], [(exe, [(0, 1)])])
     assert exe.marked == [0]
-    watch.check([None, w])  # the first call records the versions and storages
-    watch.check([None, Untouchable()])
+    assert watch.check([None, spy]) == 0  # the first call records the versions and storages
+    Spy.reads = 0
+    assert watch.check([None, spy]) == 0
+    assert Spy.reads == 0
     exe.holds_packed = True
-    watch.check([None, w])
-    assert exe.drops == 0
+    assert watch.check([None, spy]) == 0
+    assert exe.drops == 0 and Spy.reads == 1
     with torch.no_grad():
         w.mul_(2)
-    watch.check([None, w])
+    assert watch.check([None, spy]) == 0
     assert exe.drops == 1
+    others = [torch.nn.Parameter(torch.randn(3)) for _ in range(MAX_SETS)]
+    assert [watch.check([None, o]) for o in others[:MAX_SETS - 1]] == list(range(1, MAX_SETS))
+    assert exe.drops == 1 and watch.check([None, spy]) == 0
+    assert watch.check([None, others[-1]]) == 0 and exe.drops == 2  # a fifth set: all dropped, slots afresh
 
 
 @pytest.mark.parametrize("rows", [1, 5, 40, 131])

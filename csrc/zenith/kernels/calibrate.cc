@@ -51,7 +51,8 @@ void abs_histogram(const float* x, int64_t n, double range, int64_t bins, int64_
     for (int64_t i = lo * kChunk, end = std::min(n, hi * kChunk); i < end; ++i) {
       const float a = std::fabs(x[i]);
       if (!(a > 0.0f) || !(a <= std::numeric_limits<float>::max())) continue;  // zero, NaN, infinity
-      mine[size_t(std::min<int64_t>(bins - 1, int64_t(double(a) * per)))] += 1;
+      const double at = double(a) * per;  // clamped as a double: past 2^63 the conversion overflows
+      mine[size_t(at >= double(bins - 1) ? bins - 1 : int64_t(at))] += 1;
     }
     std::lock_guard<std::mutex> lock(mu);
     for (int64_t b = 0; b < bins; ++b) counts[b] += mine[size_t(b)];

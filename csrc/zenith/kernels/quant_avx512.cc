@@ -221,6 +221,12 @@ void q8_gemm_tile(const uint8_t* wb, const float* ws, int64_t kpad, const QActRo
 inline void dpbusd_acc(__m512i& acc, __m512i w, __m512i a) {
   asm("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(w), "v"(a));
 }
+// 4 int8 codes as one int32 (memcpy: no aliasing question; one load).
+inline int32_t load_i32(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
 // int32 -> float (masked: the plain convert's undefined pass-through trips GCC 12's
 // -Wuninitialized once its input comes out of asm).
 inline __m512 to_float(__m512i v) { return _mm512_maskz_cvtepi32_ps(__mmask16(0xFFFF), v); }
@@ -250,7 +256,7 @@ void q8_gemm_tile_uniform(const uint8_t* wb, const float* ws, int64_t kpad, cons
     const __m512i w0 = _mm512_loadu_si512(wb + 128 * q), w1 = _mm512_loadu_si512(wb + 128 * q + 64);
 #pragma GCC unroll 8
     for (int r = 0; r < MR; ++r) {
-      const __m512i av = _mm512_set1_epi32(*reinterpret_cast<const int32_t*>(aq[r] + 4 * q));
+      const __m512i av = _mm512_set1_epi32(load_i32(aq[r] + 4 * q));
       dpbusd_acc(lo[r], w0, av);
       dpbusd_acc(hi[r], w1, av);
     }
@@ -284,7 +290,7 @@ void q8_gemm_tile_uniform<8>(const uint8_t* wb, const float* ws, int64_t kpad, c
     const __m512i w0 = _mm512_loadu_si512(wb + 128 * q), w1 = _mm512_loadu_si512(wb + 128 * q + 64);
 #define ZENITH_ROW_DOT(r)                                                                  \
   {                                                                                        \
-    const __m512i av = _mm512_set1_epi32(*reinterpret_cast<const int32_t*>(aq##r + 4 * q)); \
+    const __m512i av = _mm512_set1_epi32(load_i32(aq##r + 4 * q));                        \
     dpbusd_acc(lo##r, w0, av);                                                             \
     dpbusd_acc(hi##r, w1, av);                                                             \
   }

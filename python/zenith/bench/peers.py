@@ -49,9 +49,10 @@ def _histograms_in_chunks(chunk=8):
     """ONNX Runtime's histogram calibrators (percentile, entropy) keep every tensor of every
     calibration batch before building one histogram: BERT-base's 100 batches of 128
     tokens came to over 24 GB and the kernel killed the run. Its histogram collector
-    merges across calls (widening its bins as a new maximum arrives, as one call over
-    everything would have produced up to bin placement), so here collect_data takes the
-    batches `chunk` at a time. Only for the duration of one quantize_static."""
+    merges across calls, so here collect_data takes the batches `chunk` at a time. Not
+    the same histogram as one call over everything: for uint8 (asymmetric) percentile,
+    later chunks keep the first chunk's bin width and add bins up to a new extreme, so
+    thresholds can move by about a bin. Only for the duration of one quantize_static."""
     from onnxruntime.quantization.calibrate import CalibrationDataReader, HistogramCalibrater
 
     whole = HistogramCalibrater.collect_data
