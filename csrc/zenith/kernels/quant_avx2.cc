@@ -447,6 +447,17 @@ void quantize_act_row_avx2(const float* x, int64_t K, int64_t block, int8_t* q, 
 
 namespace {
 
+// The first n (1..8) floats of v to p: the GEMM tiles' stores, whole or at the columns' end.
+inline void store_first(float* p, __m256 v, int n) {
+  if (n == 8) {
+    _mm256_storeu_ps(p, v);
+    return;
+  }
+  alignas(32) float t[8];
+  _mm256_store_ps(t, v);
+  std::memcpy(p, t, size_t(n) * sizeof(float));
+}
+
 // The int8 GEMM tile on AVX2 (quant_formats.h): MR rows by 8 columns at a time, the
 // block's four groups of 8 columns in turn while its codes stay in L1. Per 32-value
 // block of K, 8 quads of 4 codes per column: each a broadcast of 4 activation codes per
@@ -480,14 +491,7 @@ void q8_gemm_tile(const uint8_t* wb, const float* ws, int64_t kpad, const QActRo
     const int n = std::min(8, nvalid - 8 * g);
     const __m256 sc = _mm256_loadu_ps(ws + 8 * g);
     for (int r = 0; r < MR; ++r) {
-      const __m256 v = _mm256_mul_ps(f[r], sc);
-      if (n == 8) {
-        _mm256_storeu_ps(y + r * ldy + 8 * g, v);
-      } else {
-        alignas(32) float t[8];
-        _mm256_store_ps(t, v);
-        std::memcpy(y + r * ldy + 8 * g, t, size_t(n) * sizeof(float));
-      }
+      store_first(y + r * ldy + 8 * g, _mm256_mul_ps(f[r], sc), n);
     }
   }
 }
@@ -515,14 +519,8 @@ void q8_gemm_tile_uniform(const uint8_t* wb, const float* ws, int64_t kpad, cons
     const int n = std::min(8, nvalid - 8 * g);
     const __m256 sc = _mm256_loadu_ps(ws + 8 * g);
     for (int r = 0; r < MR; ++r) {
-      const __m256 v = _mm256_mul_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(s[r]), _mm256_set1_ps(a[r].d[0])), sc);
-      if (n == 8) {
-        _mm256_storeu_ps(y + r * ldy + 8 * g, v);
-      } else {
-        alignas(32) float t[8];
-        _mm256_store_ps(t, v);
-        std::memcpy(y + r * ldy + 8 * g, t, size_t(n) * sizeof(float));
-      }
+      const __m256 v = _mm256_mul_ps(_mm256_cvtepi32_ps(s[r]), _mm256_set1_ps(a[r].d[0]));
+      store_first(y + r * ldy + 8 * g, _mm256_mul_ps(v, sc), n);
     }
   }
 }
