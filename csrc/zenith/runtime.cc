@@ -418,8 +418,8 @@ std::shared_ptr<const Plan> Executable::build_plan(std::vector<int64_t> key, con
 }
 
 // Constant weights: packed on first use (and again if the input moved) the way the
-// node's kernel asked (WeightPack), kept per node across calls and plans while the
-// kernel's key for it is the same. The context holds this call's references, so a
+// node's kernel asked (WeightPack), kept per node and weight slot (one copy each) across
+// calls and plans while the kernel's key for it is the same. The context holds this call's references, so a
 // concurrent drop_packed() cannot free them mid-run, and reuses them without the lock
 // while nothing changed.
 void Executable::bind_packed(const Plan& plan, const std::vector<InTensor>& inputs, int slot, Context& ctx) const {
