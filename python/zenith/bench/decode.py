@@ -164,24 +164,29 @@ def rss():  # this process's peak RSS (VmHWM)
     with open("/proc/self/status") as f:
         return next(int(l.split()[1]) for l in f if l.startswith("VmHWM:")) / 1024
 imports = rss()
-with torch.device("meta"):
-    model = transformers.LlamaForCausalLM(c)
-torch.manual_seed(0)
-# Made one layer at a time, as a loader streaming a checkpoint would, and each linear layer
-# and embedding quantized as soon as it exists: the fp32 model is never whole.
-for name in [n for n, _ in model.named_modules()]:  # names, not modules: a replaced layer must be freed
-    m = model.get_submodule(name)
-    if not any(p.is_meta for p in m.parameters(recurse=False)):
-        continue
-    m.to_empty(device="cpu", recurse=False)
-    with torch.no_grad():
-        for pname, p in m.named_parameters(recurse=False):
-            p.normal_(0, 0.02) if pname == "weight" and isinstance(m, (torch.nn.Linear, torch.nn.Embedding)) else p.fill_(1.0)
-    if scheme != "fp32" and isinstance(m, (torch.nn.Linear, torch.nn.Embedding)):
-        parent, _, attr = name.rpartition(".")
-        setattr(model.get_submodule(parent), attr, zenith.quantize(m, scheme, include_embeddings=True))
-model.model.rotary_emb = type(model.model.rotary_emb)(config=c)  # its buffers were made on meta
-assert not any(t.is_meta for t in list(model.parameters()) + list(model.buffers()))
+def build():
+    # Made one layer at a time, as a loader streaming a checkpoint would, and each linear
+    # layer and embedding quantized as soon as it exists: the fp32 model is never whole. A
+    # function, so that no loop variable keeps the last fp32 layer (the LM head, 250 MiB)
+    # alive after it is quantized.
+    with torch.device("meta"):
+        model = transformers.LlamaForCausalLM(c)
+    torch.manual_seed(0)
+    for name in [n for n, _ in model.named_modules()]:  # names, not modules: a replaced layer must be freed
+        m = model.get_submodule(name)
+        if not any(p.is_meta for p in m.parameters(recurse=False)):
+            continue
+        m.to_empty(device="cpu", recurse=False)
+        with torch.no_grad():
+            for pname, p in m.named_parameters(recurse=False):
+                p.normal_(0, 0.02) if pname == "weight" and isinstance(m, (torch.nn.Linear, torch.nn.Embedding)) else p.fill_(1.0)
+        if scheme != "fp32" and isinstance(m, (torch.nn.Linear, torch.nn.Embedding)):
+            parent, _, attr = name.rpartition(".")
+            setattr(model.get_submodule(parent), attr, zenith.quantize(m, scheme, include_embeddings=True))
+    model.model.rotary_emb = type(model.model.rotary_emb)(config=c)  # its buffers were made on meta
+    assert not any(t.is_meta for t in list(model.parameters()) + list(model.buffers()))
+    return model
+model = build()
 model.eval()
 loaded = rss()
 if fw == "zenith":
@@ -219,6 +224,9 @@ def tinyllama_memory(cfg):
     for r in rows.values():
         if fp32 and "peak_rss_mib" in r:
             r["vs_zenith_fp32"] = r["peak_rss_mib"] / fp32
+            base = rows["zenith"].get("imports_mib")
+            if base is not None and "imports_mib" in r:  # what the model and its run add to the imports
+                r["above_imports_vs_zenith_fp32"] = (r["peak_rss_mib"] - r["imports_mib"]) / (fp32 - base)
         if ref and "tokens" in r:
             r["token_agreement"] = sum(a == b for a, b in zip(ref, r["tokens"])) / len(ref)
     return {"name": "tinyllama-memory", "params": {"model": "TinyLlama-1.1B config, random init",

@@ -172,6 +172,8 @@ def memory_text(r):
         return f"failed: {r.get('reason')}"
     vs = f", {r['vs_eager']:.3f}x eager's" if "vs_eager" in r else ""
     vs += f", {r['vs_zenith_fp32']:.3f}x Zenith fp32's" if "vs_zenith_fp32" in r else ""
+    vs += (f" ({r['above_imports_vs_zenith_fp32']:.3f}x above the imports)"
+           if "above_imports_vs_zenith_fp32" in r else "")
     first = f"; first call {r['first_call_s']:.2f} s" if "first_call_s" in r else ""
     first += f"; generate {r['generate_s']:.1f} s" if "generate_s" in r else ""
     check = (f"max abs err vs eager {r['max_abs_err']:.2g}" if "max_abs_err" in r else

@@ -321,6 +321,9 @@ def test_tinyllama_memory_probes_each_scheme_in_its_own_process(monkeypatch):
     assert list(rows) == ["eager", "zenith", "zenith:int4"]
     assert all("peak_rss_mib" in r and len(r["tokens"]) == 4 for r in rows.values()), rows
     assert rows["zenith"]["token_agreement"] == 1.0 and rows["zenith"]["vs_zenith_fp32"] == 1.0
+    assert rows["zenith"]["above_imports_vs_zenith_fp32"] == 1.0
+    assert 0 < rows["zenith:int4"]["above_imports_vs_zenith_fp32"] < rows["zenith:int4"]["vs_zenith_fp32"] * 2
     doc = {"created": "2026-11-24", "config": {}, "workloads": [w],
            "machine": {"cpu": "x", "cores": 2, "threads": 1, "torch": "t", "zenith": "z", "zenith_commit": "c"}}
-    assert "Zenith fp32's" in cli.render_table(doc) and "## tinyllama-memory" in report.render_markdown(doc)
+    assert "Zenith fp32's" in cli.render_table(doc) and "above the imports" in cli.render_table(doc)
+    assert "## tinyllama-memory" in report.render_markdown(doc)
