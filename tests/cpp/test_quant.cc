@@ -708,41 +708,48 @@ TEST(QuantOps, RuntimeBatchDimsAndEmptyRows) {
 // written here: zeros, NaN and infinities left out, values on bin edges and past the
 // range, lengths that end inside a thread's chunk, one and two threads.
 TEST(QuantCalibration, AbsStatsAndHistogramMatchALoop) {
+  struct Bins {
+    double range;
+    int64_t bins;
+  };
   for (int threads : {1, 2})
-    for (int64_t n : {int64_t(1), int64_t(1000), int64_t(3 * 16384 + 77)}) {
-      set_num_threads(threads);
-      auto x = randn(size_t(n), unsigned(n) + unsigned(threads));
-      for (auto& v : x) v *= 3.0f;
-      for (int64_t i = 0; i < n; i += 7) x[size_t(i)] = 0.0f;
-      if (n > 10) {
-        x[3] = NAN, x[5] = INFINITY, x[9] = -INFINITY;
-        x[1] = 2.0f, x[2] = -0.5f;  // bin edges of range 4 over 8 bins
-        x[4] = 100.0f;              // past the range: the last bin
-      }
-      const AbsStats s = abs_stats(x.data(), n);
-      float amax = 0.0f;
-      int64_t zeros = 0, bad = 0;
-      std::vector<int64_t> want(8, 0);
-      for (float v : x) {
-        if (!std::isfinite(v)) {
-          ++bad;
-          continue;
+    for (int64_t n : {int64_t(1), int64_t(13), int64_t(1000), int64_t(3 * 16384 + 77)})
+      for (Bins h : {Bins{4.0, 8}, Bins{3.0, 7}}) {  // a power-of-two width, and not
+        set_num_threads(threads);
+        auto x = randn(size_t(n), unsigned(n) + unsigned(threads));
+        for (auto& v : x) v *= 3.0f;
+        for (int64_t i = 0; i < n; i += 7) x[size_t(i)] = 0.0f;
+        if (n > 10) {
+          x[3] = NAN, x[5] = INFINITY, x[9] = -INFINITY;
+          x[1] = 2.0f, x[2] = -0.5f;  // bin edges of range 4 over 8 bins
+          x[4] = 100.0f;              // past the range: the last bin
+          x[6] = -0.0f, x[8] = 1e-40f, x[10] = -std::numeric_limits<float>::quiet_NaN();  // denormal: bin 0
         }
-        const float a = std::fabs(v);
-        amax = std::max(amax, a);
-        if (a == 0.0f) {
-          ++zeros;
-          continue;
+        const AbsStats s = abs_stats(x.data(), n);
+        float amax = 0.0f;
+        int64_t zeros = 0, bad = 0;
+        std::vector<int64_t> want(size_t(h.bins), 0);
+        for (float v : x) {
+          if (!std::isfinite(v)) {
+            ++bad;
+            continue;
+          }
+          const float a = std::fabs(v);
+          amax = std::max(amax, a);
+          if (a == 0.0f) {
+            ++zeros;
+            continue;
+          }
+          const double at = double(a) * (double(h.bins) / h.range);
+          want[size_t(std::min<int64_t>(h.bins - 1, int64_t(std::floor(at))))] += 1;
         }
-        want[size_t(std::min<int64_t>(7, int64_t(std::floor(double(a) * 8 / 4.0))))] += 1;
+        EXPECT_EQ(s.amax, amax) << n;
+        EXPECT_EQ(s.zeros, zeros) << n;
+        EXPECT_EQ(s.nonfinite, bad) << n;
+        std::vector<int64_t> got(size_t(h.bins), -1);
+        abs_histogram(x.data(), n, h.range, h.bins, got.data());
+        EXPECT_EQ(got, want) << n << " values, " << threads << " threads, " << h.bins << " bins";
       }
-      EXPECT_EQ(s.amax, amax) << n;
-      EXPECT_EQ(s.zeros, zeros) << n;
-      EXPECT_EQ(s.nonfinite, bad) << n;
-      std::vector<int64_t> got(8, -1);
-      abs_histogram(x.data(), n, 4.0, 8, got.data());
-      EXPECT_EQ(got, want) << n << " values, " << threads << " threads";
-    }
   const float huge[2] = {1e30f, 3.0e38f};  // far past the range (|x| * bins / range past 2^63): the last bin
   std::vector<int64_t> got(4, -1);
   abs_histogram(huge, 2, 1e-6, 4, got.data());

@@ -33,6 +33,13 @@ def reference_linear(x, w, bias, format):
     return y
 
 
+def sync_threads():
+    """Zenith's kernel threads follow torch.get_num_threads(), as in a compiled call: the
+    eager ops and calibration otherwise run on whatever the last compiled call set (one
+    thread in a process that has compiled nothing)."""
+    _C.set_num_threads(torch.get_num_threads())
+
+
 def _check_ids(ids):
     if ids.dtype not in (torch.int64, torch.int32):
         raise TypeError(f"zenith.qembedding: ids must be int64 or int32, got {ids.dtype}")
@@ -56,6 +63,7 @@ def qlinear(x: Tensor, w: Tensor, bias: Optional[Tensor], format: str, x_scale: 
     lead = x.shape[:-1]
     x2 = x.reshape(-1, k).to(torch.float32).contiguous()
     b = None if bias is None else bias.to(torch.float32).contiguous()
+    sync_threads()
     y = _C.qmatmul(x2, w.contiguous(), format, b, x_scale)
     return y.reshape(*lead, w.shape[0]).to(x.dtype)
 
@@ -93,6 +101,7 @@ def qembedding(w: Tensor, ids: Tensor, format: str) -> Tensor:
     outside [0, V) is an IndexError."""
     check_weight(w, format)
     _check_ids(ids)
+    sync_threads()
     return _C.qembedding(w.contiguous(), ids.to(torch.int64).contiguous(), format)
 
 
@@ -157,6 +166,7 @@ def qconv2d(x: Tensor, w: Tensor, bias: Optional[Tensor], kernel: List[int], str
     conv_out_size(x.shape, w, kernel, stride, padding, dilation)
     _check_scale(x_scale)
     b = None if bias is None else bias.to(torch.float32).contiguous()
+    sync_threads()
     y = _C.qconv2d(x.to(torch.float32).contiguous(), w.contiguous(), b, list(kernel), list(stride), list(padding),
                    list(dilation), x_scale)
     return y.to(x.dtype)
