@@ -195,6 +195,33 @@ void init_quant(nb::module_& m) {
       "x_scale their scale (static), or None for max|x| / 127 per image (dynamic). One group. isa: 'scalar', "
       "'avx2' or 'avx512vnni' (default: the best this CPU has). The kernel the runtime runs.");
   m.def(
+      "linear",
+      [](const CpuArray& x, const CpuArray& w, std::optional<CpuArray> bias) {
+        require(x, "x", dtype_code::Float, 32, "float32");
+        require(w, "w", dtype_code::Float, 32, "float32");
+        if (x.ndim() != 2 || w.ndim() != 2 || x.shape(1) != w.shape(1))
+          throw nb::value_error("x must be [M, K] and w [N, K]");
+        const int64_t M = int64_t(x.shape(0)), K = int64_t(x.shape(1)), N = int64_t(w.shape(0));
+        GemmEpilogue ep;
+        if (bias) {
+          require(*bias, "bias", dtype_code::Float, 32, "float32");
+          if (bias->ndim() != 1 || int64_t(bias->shape(0)) != N)
+            throw nb::value_error(("bias must be [" + std::to_string(N) + "]").c_str());
+          ep.col_shift = static_cast<const float*>(bias->data());
+        }
+        auto out = alloc_floats(M * N);
+        {
+          nb::gil_scoped_release nogil;
+          // B = w^T: B[k][n] = w[n * K + k]
+          sgemm(M, N, K, 1.0f, static_cast<const float*>(x.data()), K, 1, static_cast<const float*>(w.data()), 1, K,
+                static_cast<float*>(out.get()), N, false, nullptr, bias ? &ep : nullptr);
+        }
+        return to_torch(out, out.get(), DType::f32, {M, N});
+      },
+      nb::arg("x"), nb::arg("w"), nb::arg("bias").none(),
+      "x [M, K] @ w [N, K]^T (+ bias [N]) in float32 by Zenith's SGEMM: static INT8 calibration's forward passes "
+      "(zenith.quant.calibrate.zenith_linears).");
+  m.def(
       "abs_stats",
       [](const CpuArray& x) {
         require(x, "x", dtype_code::Float, 32, "float32");

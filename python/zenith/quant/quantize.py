@@ -128,7 +128,8 @@ def _calibrate(model, layers, calibration, method, percentile, error_batches):
                 kept_batches.append(b)
             yield b
 
-    observers, n = cal.observe(model, layers, batches())
+    with cal.zenith_linears(model):
+        observers, n = cal.observe(model, layers, batches())
     scales = {name: o.scale(method, percentile) for name, o in observers.items() if o.total > 0}
     log.info("zenith.quantize: calibrated %d layers on %d batches (%s)", len(scales), n, method)
     return scales, kept_batches
@@ -150,7 +151,7 @@ def _layer_errors(model, pairs, batches):
 
     hooks = [f.register_forward_hook(hook(name, q)) for name, (f, q) in pairs.items()]
     try:
-        with torch.no_grad():
+        with torch.no_grad(), cal.zenith_linears(model):
             for b in batches:
                 cal.run_model(model, b)
     finally:
@@ -172,13 +173,13 @@ def _within_budget(model, order, pairs, places, batches, max_error):
     grows with the layers quantized). Returns (their count, that error)."""
     import torch
 
-    with torch.no_grad():
+    with torch.no_grad(), cal.zenith_linears(model):
         ref = [cal.run_model(model, b) for b in batches]
 
     def error(k):
         _swap(model, [places[n] for n in order[:k]], [pairs[n][1] for n in order[:k]])
         try:
-            with torch.no_grad():
+            with torch.no_grad(), cal.zenith_linears(model):
                 outs = [cal.run_model(model, b) for b in batches]
         finally:
             _swap(model, [places[n] for n in order[:k]], [pairs[n][0] for n in order[:k]])

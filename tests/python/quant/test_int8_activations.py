@@ -145,6 +145,56 @@ def test_observer_takes_any_float_layout_and_counts_zeros_apart():
     assert torch.equal(flat.counts, want)
 
 
+@pytest.mark.parametrize("m,k,n", [(1, 1, 1), (7, 13, 5), (128, 768, 33), (3, 40, 300)])
+@pytest.mark.parametrize("bias", [True, False])
+def test_zenith_linear_matches_torch(m, k, n, bias):
+    g = torch.Generator().manual_seed(m * 1000 + k + n)
+    x, w = torch.randn(m, k, generator=g), torch.randn(n, k, generator=g)
+    b = torch.randn(n, generator=g) if bias else None
+    torch.testing.assert_close(_C.linear(x, w, b), F.linear(x, w, b), rtol=1e-5, atol=1e-5 * k ** 0.5)
+
+
+def test_zenith_linear_bad_input_gives_clear_errors():
+    x, w = torch.randn(4, 8), torch.randn(3, 8)
+    with pytest.raises(ValueError, match="x must be"):
+        _C.linear(x, torch.randn(3, 9), None)
+    with pytest.raises(ValueError, match="bias must be"):
+        _C.linear(x, w, torch.randn(4))
+    with pytest.raises(TypeError, match="float32"):
+        _C.linear(x.double(), w, None)
+    with pytest.raises(ValueError, match="contiguous"):
+        _C.linear(torch.randn(8, 4).t(), w, None)
+
+
+def test_zenith_linears_compute_the_layers_and_keep_hooks_then_restore_them():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(20, 30), torch.nn.GELU(), torch.nn.Linear(30, 7, bias=False))
+    x = torch.randn(2, 5, 20)
+    with torch.no_grad():
+        want = model(x)
+    seen, calls = [], []
+    model[2].register_forward_pre_hook(lambda _m, args: seen.append(args[0].shape))
+    real = _C.linear
+
+    def counting(*a):
+        calls.append(a[0].shape)
+        return real(*a)
+
+    with cal.zenith_linears(model), torch.no_grad():
+        cal._C.linear = counting
+        try:
+            got = model(x)
+        finally:
+            cal._C.linear = real
+        assert model(x.double().float()[:, :0]).shape == (2, 0, 7)  # empty: torch's linear
+    assert calls == [(10, 20), (10, 30)] and seen == [(2, 5, 30), (2, 0, 30)]
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    assert all("forward" not in m.__dict__ for m in model)
+    with cal.zenith_linears(model):  # with autograd on: torch's linear, gradients as ever
+        model(x).sum().backward()
+    assert model[0].weight.grad is not None and "forward" not in model[0].__dict__
+
+
 def test_entropy_clips_outliers_more_than_minmax():
     g = torch.Generator().manual_seed(1)
     o = cal.Observer()
