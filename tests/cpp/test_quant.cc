@@ -750,9 +750,30 @@ TEST(QuantCalibration, AbsStatsAndHistogramMatchALoop) {
         abs_histogram(x.data(), n, h.range, h.bins, got.data());
         EXPECT_EQ(got, want) << n << " values, " << threads << " threads, " << h.bins << " bins";
       }
-  const float huge[2] = {1e30f, 3.0e38f};  // far past the range (|x| * bins / range past 2^63): the last bin
+  // Far past the range (|x| * bins / range past 2^31 and 2^63), in the 8-wide loop and the
+  // scalar tail: the last bin.
+  std::vector<float> huge(19, 1e30f);
+  huge[3] = 3.0e38f, huge[17] = -3.0e38f, huge[6] = 1e-30f, huge[7] = -2e-30f;  // two in bin 0
   std::vector<int64_t> got(4, -1);
-  abs_histogram(huge, 2, 1e-6, 4, got.data());
-  EXPECT_EQ(got, (std::vector<int64_t>{0, 0, 0, 2}));
+  abs_histogram(huge.data(), int64_t(huge.size()), 1e-6, 4, got.data());
+  EXPECT_EQ(got, (std::vector<int64_t>{2, 0, 0, 17}));
+  // A range of denormal size: denormals are counted as values, not flushed to zero.
+  const float tiny[9] = {1e-44f, 3e-44f, 5e-44f, 7e-44f, 1e-44f, 0.0f, -3e-44f, 1e-44f, 8e-45f};
+  std::vector<int64_t> want_tiny(2, 0);
+  for (float v : tiny)
+    if (v != 0.0f) want_tiny[size_t(std::min(1.0, std::floor(double(std::fabs(v)) * (2 / 4e-44))))] += 1;
+  std::vector<int64_t> got_tiny(2, -1);
+  abs_histogram(tiny, 9, 4e-44, 2, got_tiny.data());
+  EXPECT_EQ(got_tiny, want_tiny);
+  EXPECT_GT(want_tiny[1], 0);
+  EXPECT_THROW(abs_histogram(tiny, 9, -1.0, 2, got_tiny.data()), Error);
+  EXPECT_THROW(abs_histogram(tiny, 9, NAN, 2, got_tiny.data()), Error);
+  // Past 4096 bins one set of counts per thread (not four): the same counts.
+  std::vector<float> wide = randn(5000, 3);
+  std::vector<int64_t> w1(8192, -1), w2(8192, 0);
+  abs_histogram(wide.data(), 5000, 8.0, 8192, w1.data());
+  for (float v : wide)
+    if (v != 0.0f) w2[size_t(std::min<int64_t>(8191, int64_t(std::floor(double(std::fabs(v)) * (8192 / 8.0)))))] += 1;
+  EXPECT_EQ(w1, w2);
   set_num_threads(1);
 }

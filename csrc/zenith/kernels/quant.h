@@ -114,8 +114,9 @@ struct AbsStats {
   int64_t zeros = 0, nonfinite = 0;
 };
 AbsStats abs_stats(const float* x, int64_t n);
-// counts[bins]: the finite nonzero |x|, bin floor(|x| * bins / range) (the last bin also
-// takes anything at or past range).
+// counts[bins]: the finite nonzero |x|, bin floor(|x| * (bins / range)) (the last bin also
+// takes anything at or past range). range positive and finite, bins in [1, 2^24], else
+// zenith::Error.
 void abs_histogram(const float* x, int64_t n, double range, int64_t bins, int64_t* counts);
 
 // out[rows, K] = dequant(w[rows, row_bytes]), by the scalar reference.

@@ -114,11 +114,18 @@ def _best_kl_bins(counts):
     return best
 
 
-def _zenith_linear(module, x):
-    w, b = module.weight, module.bias
-    if (x.dtype != torch.float32 or x.device.type != "cpu" or torch.is_grad_enabled() or x.shape[-1] != w.shape[1]
-            or x.numel() == 0):
-        return F.linear(x, w, b)  # what this fast path does not cover (and the shape errors) as nn.Linear does
+def _autocast_on():
+    try:
+        return torch.is_autocast_enabled("cpu")
+    except TypeError:  # torch before 2.4
+        return torch.is_autocast_cpu_enabled()
+
+
+def _zenith_linear(module, input):  # nn.Linear.forward's signature: callers may pass input=
+    x, w, b = input, module.weight, module.bias
+    if (x.dtype != torch.float32 or x.device.type != "cpu" or torch.is_grad_enabled() or _autocast_on()
+            or x.dim() == 0 or x.shape[-1] != w.shape[1] or x.numel() == 0):
+        return F.linear(x, w, b)  # what this path does not cover (and the shape errors) as nn.Linear does
     y = _C.linear(x.reshape(-1, w.shape[1]).contiguous(), w.detach().contiguous(),
                   None if b is None else b.detach().contiguous())
     return y.reshape(*x.shape[:-1], w.shape[0])
@@ -126,22 +133,26 @@ def _zenith_linear(module, x):
 
 @contextmanager
 def zenith_linears(model):
-    """Within it, the model's float32 nn.Linear layers compute with Zenith's SGEMM (forward
-    hooks still run): calibration's forward passes are eager, and their time is mostly
-    these layers' (BERT-base: torch's linear ~88-115 GFLOP/s, Zenith's ~120-150 on the same
-    machine, packing the weight each call included)."""
-    patched = []
-    for m in model.modules():
-        if (type(m) is nn.Linear and "forward" not in m.__dict__ and m.weight.dtype == torch.float32
-                and m.weight.device.type == "cpu" and (m.bias is None or m.bias.dtype == torch.float32)):
-            m.forward = functools.partial(_zenith_linear, m)
-            patched.append(m)
+    """Within it, the model's float32 nn.Linear layers (not subclasses, nor a layer whose
+    forward is already replaced on the instance) compute with Zenith's SGEMM, forward hooks
+    still run: calibration's forward passes are eager, and their time is mostly these
+    layers' (BERT-base shapes, Zen 4: torch's linear 88-115 GFLOP/s, Zenith's 120-150).
+    Autograd, autocast, other dtypes and devices go to torch as before. A copy of the model
+    made inside the context keeps the replaced forwards; calibration makes none."""
     sync_threads()
+    patched = []
     try:
+        for m in model.modules():
+            if (type(m) is nn.Linear and "forward" not in m.__dict__ and m.weight.dtype == torch.float32
+                    and m.weight.device.type == "cpu" and (m.bias is None or m.bias.dtype == torch.float32)):
+                fn = functools.partial(_zenith_linear, m)
+                m.forward = fn
+                patched.append((m, fn))
         yield
     finally:
-        for m in patched:
-            del m.forward
+        for m, fn in patched:
+            if m.__dict__.get("forward") is fn:  # only ours: something set since stays
+                del m.__dict__["forward"]
 
 
 def run_model(model, batch):

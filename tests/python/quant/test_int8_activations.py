@@ -195,6 +195,39 @@ def test_zenith_linears_compute_the_layers_and_keep_hooks_then_restore_them():
     assert model[0].weight.grad is not None and "forward" not in model[0].__dict__
 
 
+def test_zenith_linears_leave_what_they_do_not_cover_to_torch():
+    torch.manual_seed(1)
+
+    class MyLinear(torch.nn.Linear):
+        def forward(self, input):
+            return super().forward(input) * 2
+
+    plain, sub, own = torch.nn.Linear(8, 4), MyLinear(8, 4), torch.nn.Linear(8, 4)
+    own.forward = lambda input: torch.zeros(3)  # set on the instance before: kept
+    model = torch.nn.ModuleList([plain, sub, own])
+    x = torch.randn(5, 8)
+    calls = []
+    real = _C.linear
+    cal._C.linear = lambda *a: calls.append(a[0].shape) or real(*a)
+    try:
+        with cal.zenith_linears(model), torch.no_grad():
+            torch.testing.assert_close(plain(input=x), F.linear(x, plain.weight, plain.bias))  # keyword, as nn.Linear
+            assert len(calls) == 1
+            torch.testing.assert_close(sub(x), F.linear(x, sub.weight, sub.bias) * 2)  # a subclass: its own forward
+            assert torch.equal(own(x), torch.zeros(3)) and len(calls) == 1
+            with torch.autocast("cpu", dtype=torch.bfloat16):  # autocast: torch's bf16 linear, as without the context
+                y = plain(x)
+            assert y.dtype == torch.bfloat16 and len(calls) == 1
+            with pytest.raises(RuntimeError):  # 0-d input: nn.Linear's error
+                plain(torch.tensor(1.0))
+            with cal.zenith_linears(model):  # nested: the inner one patches nothing, restores nothing
+                plain(x)
+            assert "forward" in plain.__dict__ and len(calls) == 2
+    finally:
+        cal._C.linear = real
+    assert "forward" not in plain.__dict__ and "forward" in own.__dict__
+
+
 def test_entropy_clips_outliers_more_than_minmax():
     g = torch.Generator().manual_seed(1)
     o = cal.Observer()
@@ -327,3 +360,14 @@ def test_layers_the_calibration_never_reaches_stay_float():
     with pytest.warns(UserWarning, match="unused \\(the calibration data never reached it"):
         q = zenith.quantize(Branchy(), "int8-static", calibration=[torch.randn(2, 16)])
     assert isinstance(q.used, QLinear) and isinstance(q.unused, torch.nn.Linear)
+
+
+def test_eager_quantized_ops_run_on_torchs_thread_count():
+    torch.set_num_threads(2)
+    _C.set_num_threads(1)
+    w = quantize_weight(torch.randn(16, 64), "int8")
+    torch.ops.zenith.qlinear(torch.randn(3, 64), w, None, "int8")
+    assert _C.num_threads() == 2
+    _C.set_num_threads(1)
+    cal.Observer().add(torch.randn(10))
+    assert _C.num_threads() == 2
