@@ -30,9 +30,11 @@ LEVELS = 128  # the positive half of int8's codes, as the entropy search compare
 
 
 class Observer:
-    """The distribution of |x| over every tensor given to add()."""
+    """The distribution of |x| over every tensor given to add(); with channels=True also
+    the largest finite |x| of each channel (the last dimension: SmoothQuant's statistics)."""
 
-    def __init__(self):
+    def __init__(self, channels=False):
+        self.channel_amax = None if not channels else torch.zeros(0)
         self.counts = torch.zeros(BINS, dtype=torch.float64)
         self.range = 0.0  # the histogram covers [0, range)
         self.amax = 0.0
@@ -44,6 +46,10 @@ class Observer:
         # Two passes in C++ (statistics, then the histogram once the range covers the
         # largest value), threaded: calibration calls this for every layer and batch.
         a = x.detach().to(torch.float32).contiguous()
+        if self.channel_amax is not None and a.dim() > 0 and a.numel() > 0:
+            c = a.abs().reshape(-1, a.shape[-1])
+            c = torch.where(torch.isfinite(c), c, torch.zeros((), dtype=c.dtype)).amax(0)
+            self.channel_amax = c if self.channel_amax.numel() == 0 else torch.maximum(self.channel_amax, c)
         sync_threads()
         m, zeros, nonfinite = _C.abs_stats(a)
         self.nonfinite += nonfinite
@@ -164,12 +170,18 @@ def run_model(model, batch):
     return model(batch)
 
 
-def observe(model, modules, samples):
+def observe(model, modules, samples, channels=(), multipliers=None):
     """Runs `model` on every batch of `samples` with each of `modules` ({name: module})
-    observing its first input. Returns ({name: Observer}, batches run)."""
-    observers = {name: Observer() for name in modules}
-    hooks = [m.register_forward_pre_hook(lambda _m, args, o=observers[name]: o.add(args[0]))
-             for name, m in modules.items()]
+    observing its first input (times multipliers[name], where given; per channel too for
+    the names in `channels`). Returns ({name: Observer}, batches run)."""
+    multipliers = multipliers or {}
+    observers = {name: Observer(channels=name in channels) for name in modules}
+
+    def hook(name):
+        o, k = observers[name], multipliers.get(name)
+        return lambda _m, args: o.add(args[0] if k is None else args[0] * k)
+
+    hooks = [m.register_forward_pre_hook(hook(name)) for name, m in modules.items()]
     batches = 0
     try:
         with torch.no_grad():

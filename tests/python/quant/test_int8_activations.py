@@ -346,6 +346,58 @@ def test_static_options_are_checked():
         zenith.quantize(m, "int8-static", calibration=[])
     with pytest.raises(ValueError, match="int8-static has one weight scale per output channel"):
         zenith.quantize(m, "int8-static", calibration=batches(1), group_size=32)
+    for alpha in (1.5, -0.1, True, "0.5"):
+        with pytest.raises(ValueError, match="smooth is SmoothQuant's migration strength"):
+            zenith.quantize(m, "int8-static", calibration=batches(1), smooth=alpha)
+    with pytest.raises(ValueError, match="smooth is for scheme='int8-static'"):
+        zenith.quantize(m, "int8", smooth=0.5)
+
+
+def _outlier_inputs(n, k=48, seed=0):
+    """Activations with a few channels ~60x the rest, as transformers' hidden states have."""
+    g = torch.Generator().manual_seed(seed)
+    big = torch.ones(k)
+    big[[3, 17, 40]] = 60.0
+    return [torch.randn(6, k, generator=g) * big for _ in range(n)]
+
+
+def test_qlinear_smooth_matches_reference():
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(48, 24)
+    s = torch.rand(48) * 4 + 0.25
+    q = QLinear.from_float(lin, "int8", x_scale=0.05, smooth=s)
+    x = _outlier_inputs(1)[0]
+    # the reference: x / s on the static scale, times the quantized w * s
+    want = fake_quant_act(x / s, 0.05) @ dequantize(q.weight, "int8").t() + lin.bias.detach()
+    with torch.no_grad():
+        torch.testing.assert_close(q(x), want, rtol=1e-4, atol=1e-4)
+        assert_same_model_close(torch.compile(q, backend="zenith")(x), q(x))
+        assert q(x.to(torch.bfloat16)).dtype == torch.bfloat16
+    assert "x_smooth" in q.state_dict() and "smoothed" in repr(q)
+    with pytest.raises(ValueError, match="x_smooth needs static INT8"):
+        QLinear(q.weight, "int8", None, None, torch.ones(48))
+    with pytest.raises(ValueError, match="x_smooth must be \\[48\\] positive finite"):
+        QLinear(q.weight, "int8", None, 0.05, torch.zeros(48))
+
+
+@pytest.mark.parametrize("method", ["minmax", "percentile"])
+def test_smooth_cuts_the_error_of_outlier_channels(method):
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(48, 64), torch.nn.GELU(), torch.nn.Linear(64, 16)).eval()
+    data = _outlier_inputs(8)
+    test = data[:4]  # in the calibrated range: what is measured is rounding, not clipping
+    plain = zenith.quantize(copy.deepcopy(m), "int8-static", calibration=data, method=method)
+    smooth = zenith.quantize(copy.deepcopy(m), "int8-static", calibration=(x for x in data), method=method,
+                             smooth=0.85)  # a generator: read twice (percentile) from one list
+    assert [layer.smoothed for layer in summary(smooth).layers] == [True, True]
+    assert not any(layer.smoothed for layer in summary(plain).layers)
+    with torch.no_grad():
+        e_plain = max(cal.relative_error(m(x), plain(x)) for x in test)
+        e_smooth = max(cal.relative_error(m(x), smooth(x)) for x in test)
+    assert e_smooth < 0.6 * e_plain, (e_smooth, e_plain)
+    # the layer with the outlier channels on its input gains most
+    assert summary(smooth).layers[0].error < 0.5 * summary(plain).layers[0].error
+    compiled_vs_eager(smooth, test[0])
 
 
 def test_layers_the_calibration_never_reaches_stay_float():
