@@ -257,7 +257,8 @@ def main(argv=None):
     ap.add_argument("--quant", type=lambda s: tuple(x.strip() for x in s.split(",") if x.strip()), default=("fp32",),
                     help=f"Zenith contestants, one per scheme: {','.join(QUANT_SCHEMES)} ('zenith' is fp32, the "
                          "others run as 'zenith:<scheme>'; gguf = the model file's own blocks; int8-static "
-                         "calibrates on the workload's calibration batches, percentile 99.99)")
+                         "calibrates on the workload's calibration batches: percentile 99.99; bert-base and minilm minmax "
+                         "with smooth 0.85)")
     ap.add_argument("--ppl-tokens", type=int, default=2048, help="tokens of text the perplexity workloads score")
     ap.add_argument("--steps", type=int, default=50, help="optimizer steps per contestant in train-* workloads")
     ap.add_argument("--warm-inductor-cache", action="store_true",

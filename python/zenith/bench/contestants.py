@@ -39,11 +39,22 @@ def compiled(fw, model, dynamic=None):
     raise ValueError(fw)
 
 
-def quant_variants(cfg, base, gguf=None, calibration=None):
+STATIC_DEFAULT = {"method": "percentile", "percentile": 99.99}
+
+
+def static_label(options):
+    """How int8-static calibrates, for the report: 'percentile 99.99', 'minmax, smooth 0.85'."""
+    o = dict(STATIC_DEFAULT, **(options or {}))
+    text = o["method"] + (f" {o['percentile']:g}" if o["method"] == "percentile" else "")
+    return text + (f", smooth {o['smooth']:g}" if o.get("smooth") is not None else "")
+
+
+def quant_variants(cfg, base, gguf=None, calibration=None, static_options=None):
     """The Zenith contestants of `--quant`: 'zenith' for fp32, 'zenith:<scheme>' for
     each other scheme, as (names, variants): variants[name]() builds that contestant's
     model (a quantized copy of `base`, or for 'gguf' the file's own blocks; int8-static
-    calibrated on `calibration`, a list of input tuples, by percentile 99.99)."""
+    calibrated on `calibration`, a list of input tuples, with zenith.quantize's options
+    `static_options` (default percentile 99.99))."""
     names, variants = [], {}
     for scheme in cfg.quant:
         if scheme == "fp32":
@@ -62,8 +73,9 @@ def quant_variants(cfg, base, gguf=None, calibration=None):
                 say(cfg, "--quant int8-static: this workload has no calibration batches; no zenith:int8-static")
                 names.pop()
                 continue
+            options = dict(STATIC_DEFAULT, **(static_options or {}))
             variants[fw] = lambda: zenith.quantize(copy.deepcopy(base), "int8-static", calibration=calibration,
-                                                   method="percentile", percentile=99.99).eval()
+                                                   **options).eval()
         else:
             variants[fw] = lambda scheme=scheme: zenith.quantize(copy.deepcopy(base), scheme).eval()
     return names, variants

@@ -237,6 +237,24 @@ def test_encoder_quant_contestants_include_onnxruntime_dynamic_int8():
     assert inference.contestants(cfg, quantizable=False) == list(cfg.frameworks)
 
 
+def test_static_contestant_takes_the_workloads_calibration_options():
+    from zenith.quant import summary
+
+    assert contestants.static_label(None) == "percentile 99.99"
+    assert contestants.static_label(inference.ENCODER_STATIC) == "minmax, smooth 0.85"
+    torch.manual_seed(0)
+    base = torch.nn.Sequential(torch.nn.Linear(16, 8), torch.nn.ReLU(), torch.nn.Linear(8, 4))
+    calibration = [(torch.randn(3, 16),) for _ in range(2)]
+    cfg = Config(frameworks=("zenith",), quant=("fp32", "int8-static"))
+    names, variants = contestants.quant_variants(cfg, base, calibration=calibration,
+                                                 static_options=inference.ENCODER_STATIC)
+    assert names == ["zenith", "zenith:int8-static"]
+    layers = summary(variants["zenith:int8-static"]()).layers
+    assert [layer.smoothed for layer in layers] == [True, True] and all(layer.x_scale for layer in layers)
+    plain = summary(contestants.quant_variants(cfg, base, calibration=calibration)[1]["zenith:int8-static"]())
+    assert not any(layer.smoothed for layer in plain.layers)
+
+
 def test_quantized_encoder_contestant_runs_and_is_checked_against_eager_fp32():
     # A tiny model through model_workload: zenith:int8 is the int8 copy compiled by
     # Zenith; its error against eager fp32 is what int8 costs (nonzero, small).

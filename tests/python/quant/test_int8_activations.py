@@ -361,6 +361,16 @@ def _outlier_inputs(n, k=48, seed=0):
     return [torch.randn(6, k, generator=g) * big for _ in range(n)]
 
 
+def test_observer_channel_maxima_leave_out_nan_and_inf():
+    o = cal.Observer(channels=True)
+    x = torch.tensor([[1.0, -2.0, 0.5], [-3.0, 0.25, 0.0]])
+    o.add(x)
+    assert torch.equal(o.channel_amax, torch.tensor([3.0, 2.0, 0.5]))
+    o.add(torch.tensor([[float("nan"), -5.0, float("inf")]]))  # the masked path
+    assert torch.equal(o.channel_amax, torch.tensor([3.0, 5.0, 0.5]))
+    assert cal.Observer().channel_amax is None
+
+
 def test_qlinear_smooth_matches_reference():
     torch.manual_seed(0)
     lin = torch.nn.Linear(48, 24)
