@@ -92,8 +92,12 @@ class Observer:
         raise ValueError(f"unknown calibration method {method!r}; methods: {', '.join(METHODS)}")
 
     def scale(self, method, percentile=99.99):
-        t = self.threshold(method, percentile)
-        return t / 127.0 if t > 0 else 1.0
+        return scale_of(self.threshold(method, percentile))
+
+
+def scale_of(threshold):
+    """The int8 activation scale that codes [-threshold, threshold] (1 where nothing nonzero was seen)."""
+    return threshold / 127.0 if threshold > 0 else 1.0
 
 
 def _best_kl_bins(counts):
@@ -122,16 +126,9 @@ def _best_kl_bins(counts):
     return best
 
 
-def _autocast_on():
-    try:
-        return torch.is_autocast_enabled("cpu")
-    except TypeError:  # torch before 2.4
-        return torch.is_autocast_cpu_enabled()
-
-
 def _zenith_linear(module, input):  # nn.Linear.forward's signature: callers may pass input=
     x, w, b = input, module.weight, module.bias
-    if (x.dtype != torch.float32 or x.device.type != "cpu" or torch.is_grad_enabled() or _autocast_on()
+    if (x.dtype != torch.float32 or x.device.type != "cpu" or torch.is_grad_enabled() or torch.is_autocast_enabled("cpu")
             or x.dim() == 0 or x.shape[-1] != w.shape[1] or x.numel() == 0):
         return F.linear(x, w, b)  # what this path does not cover (and the shape errors) as nn.Linear does
     y = _C.linear(x.reshape(-1, w.shape[1]).contiguous(), w.detach().contiguous(),

@@ -127,9 +127,13 @@ def _weight_columns_amax(m):
 
 def _smoothing(m, x_amax, alpha):
     """SmoothQuant's divisor per input channel: s = max|x|^alpha / max|w|^(1 - alpha), so
-    x / s and w * s split a channel's range between activation and weight."""
+    x / s and w * s split a channel's range between activation and weight; None if the
+    observed inputs' last dimension is not the layer's input width."""
+    w_amax = _weight_columns_amax(m)
+    if x_amax.numel() != w_amax.numel():
+        return None
     floor = 1e-5  # a channel that is all zeros (in x or in w) keeps a finite, positive s
-    s = x_amax.float().clamp(min=floor) ** alpha / _weight_columns_amax(m).clamp(min=floor) ** (1 - alpha)
+    s = x_amax.float().clamp(min=floor) ** alpha / w_amax.clamp(min=floor) ** (1 - alpha)
     return s.clamp(min=floor)
 
 
@@ -154,13 +158,12 @@ def _calibrate(model, layers, calibration, method, percentile, error_batches, sm
     scales = {name: o.scale(method, percentile) for name, o in observers.items() if o.total > 0}
     smoothing = {}
     if smooth is not None:
-        smoothing = {name: _smoothing(layers[name], observers[name].channel_amax, smooth) for name in smoothable
-                     if name in scales and observers[name].channel_amax.numel() == layers[name].weight.shape[
-                         1 if isinstance(layers[name], nn.Linear) else 0]}
+        divisors = {name: _smoothing(layers[name], observers[name].channel_amax, smooth) for name in smoothable
+                    if name in scales}
+        smoothing = {name: s for name, s in divisors.items() if s is not None}
         if method == "minmax":
             for name, s in smoothing.items():
-                t = float((observers[name].channel_amax / s).max())
-                scales[name] = t / 127.0 if t > 0 else 1.0
+                scales[name] = cal.scale_of(float((observers[name].channel_amax / s).max()))
         elif smoothing:
             with cal.zenith_linears(model):
                 again, _ = cal.observe(model, {name: layers[name] for name in smoothing}, iter(data),
