@@ -354,12 +354,13 @@ TEST_P(QuantFormat, WorstCaseCodesDoNotSaturate) {
   const int64_t rb = qformat_row_bytes(f, K);
   // Weight rows: every code byte 0x00, 0xFF, 0x80, 0x7F (with k-quant sub-block scale
   // bytes the same), then unit scales written over them.
+  // 9 rows: the one-row kernels of the 4-bit formats take 8 weight rows at a time.
   const uint8_t fills[] = {0x00, 0xFF, 0x80, 0x7F};
-  const int64_t N = 4;
+  const int64_t N = 9;
   std::vector<uint8_t> w(size_t(N * rb));
   for (int64_t n = 0; n < N; ++n) {
     uint8_t* row = w.data() + n * rb;
-    std::memset(row, fills[n], size_t(rb));
+    std::memset(row, fills[n % 4], size_t(rb));
     if (f == QFormat::int8) {
       float one = 1.0f;
       std::memcpy(row, &one, 4);
@@ -380,17 +381,27 @@ TEST_P(QuantFormat, WorstCaseCodesDoNotSaturate) {
   }
   auto ref = run_qmatmul(f, QIsa::kScalar, M, N, K, x, w, nullptr);
   auto wd = dequant(f, w, N, K);
-  std::vector<std::pair<QIsa, bool>> runs;  // (ISA, the packed int8 GEMM rather than the dot kernels)
+  enum Run { kDots, kGemm, kOneRow };  // the dot kernels (4 rows of x), the packed int8 GEMM, one row of x at a time
+  std::vector<std::pair<QIsa, Run>> runs;
   for (QIsa isa : simd_isas(f)) {
-    runs.push_back({isa, false});
-    if (f == QFormat::int8) runs.push_back({isa, true});
+    runs.push_back({isa, kDots});
+    runs.push_back({isa, kOneRow});
+    if (f == QFormat::int8) runs.push_back({isa, kGemm});
   }
-  for (auto [isa, gemm] : runs) {
+  for (auto [isa, run] : runs) {
+    const bool gemm = run == kGemm;
     auto fast = run_qmatmul(f, isa, M, N, K, x, w, nullptr);
     if (gemm) {  // over NaN, so a value the GEMM does not write fails
       std::fill(fast.begin(), fast.end(), std::numeric_limits<float>::quiet_NaN());
       const PackedOperand packed = qmatmul_pack_int8(w.data(), N, K, isa);
       qmatmul(qmatmul_plan(f, M, N, K, isa), x.data(), w.data(), nullptr, fast.data(), &packed);
+    }
+    if (run == kOneRow) {
+      for (int64_t m = 0; m < M; ++m) {
+        const std::vector<float> xm(x.begin() + m * K, x.begin() + (m + 1) * K);
+        const auto ym = run_qmatmul(f, isa, 1, N, K, xm, w, nullptr);
+        std::copy(ym.begin(), ym.end(), fast.begin() + m * N);
+      }
     }
     for (int64_t m = 0; m < M; ++m)
       for (int64_t n = 0; n < N; ++n) {
@@ -403,10 +414,10 @@ TEST_P(QuantFormat, WorstCaseCodesDoNotSaturate) {
         }
         // Sums past 2^24 (k-quant super-blocks) are rounded once to float: half an ulp.
         const double ulp = std::max(1.0, std::ldexp(1.0, std::ilogb(std::fabs(exact) + 1) - 23));
-        EXPECT_LE(std::fabs(fast[i] - exact), ulp) << name_of(f) << " fill " << int(fills[n]) << " x pattern " << m
-                                                   << ": " << fast[i] << " vs exact " << exact;
-        EXPECT_EQ(fast[i], ref[i]) << name_of(f) << " " << qisa_name(isa) << (gemm ? " GEMM" : "") << " fill "
-                                   << int(fills[n]) << " x pattern " << m;
+        EXPECT_LE(std::fabs(fast[i] - exact), ulp) << name_of(f) << " fill " << int(fills[n % 4]) << " x pattern "
+                                                   << m << ": " << fast[i] << " vs exact " << exact;
+        EXPECT_EQ(fast[i], ref[i]) << name_of(f) << " " << qisa_name(isa) << " run " << int(run) << " fill "
+                                   << int(fills[n % 4]) << " x pattern " << m;
       }
   }
 }
@@ -415,8 +426,9 @@ INSTANTIATE_TEST_SUITE_P(All, QuantFormat, ::testing::ValuesIn(all_formats()),
                          [](const ::testing::TestParamInfo<QFormat>& p) { return name_of(p.param); });
 
 TEST(QuantKernels, NonFiniteActivationsGiveNaN) {
-  const int64_t K = 256, N = 3;
-  for (QFormat f : {QFormat::q8_0, QFormat::q4_0, QFormat::int4_g128, QFormat::q4_k, QFormat::q6_k, QFormat::int8})
+  const int64_t K = 256, N = 9;  // the 4-bit formats' one-row kernels take 8 weight rows at a time
+  for (QFormat f : {QFormat::q8_0, QFormat::q4_0, QFormat::q4_1, QFormat::int4_g128, QFormat::q4_k, QFormat::q6_k,
+                    QFormat::int8})
     for (QIsa isa : {QIsa::kScalar, QIsa::kAvx2, QIsa::kAvx512}) {
       if (!qisa_supported(isa)) continue;
       auto w = random_weight(f, N, K, 7);
@@ -425,6 +437,10 @@ TEST(QuantKernels, NonFiniteActivationsGiveNaN) {
       x[K + 200] = std::numeric_limits<float>::quiet_NaN();
       auto y = run_qmatmul(f, isa, 2, N, K, x, w, nullptr);
       for (float v : y) EXPECT_TRUE(std::isnan(v)) << name_of(f) << " " << qisa_name(isa);
+      for (int64_t m = 0; m < 2; ++m) {  // one row of x
+        auto ym = run_qmatmul(f, isa, 1, N, K, std::vector<float>(x.begin() + m * K, x.begin() + (m + 1) * K), w, nullptr);
+        for (float v : ym) EXPECT_TRUE(std::isnan(v)) << name_of(f) << " " << qisa_name(isa) << " row " << m;
+      }
     }
 }
 

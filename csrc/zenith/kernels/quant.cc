@@ -98,6 +98,9 @@ QMatmulPlan qmatmul_plan(QFormat f, int64_t M, int64_t N, int64_t K, QIsa isa, f
   p.n_block = M <= kMaxDotRows ? N : std::max<int64_t>(1, (int64_t(16) << 10) / std::max<int64_t>(1, p.row_bytes));
   // A thread's share: at least ~32 KiB of weight bytes times rows of x.
   p.n_grain = std::max<int64_t>(1, (int64_t(32) << 10) / std::max<int64_t>(1, p.row_bytes * std::min<int64_t>(M, 16)));
+  if (p.dots && p.dots == avx2_dot_kernels(f)) p.n_step = avx2_weight_rows(f);
+  p.n_block = (p.n_block + p.n_step - 1) / p.n_step * p.n_step;
+  p.n_grain = (p.n_grain + p.n_step - 1) / p.n_step * p.n_step;
   return p;
 }
 
@@ -205,7 +208,9 @@ void qmatmul(const QMatmulPlan& p, const float* x, const uint8_t* w, const float
     scratch.trim(size_t(1) << 20);
     return;
   }
-  parallel_for(N, p.n_grain, [&](int64_t lo, int64_t hi) {
+  // Threads take whole steps of n_step weight rows.
+  parallel_for((N + p.n_step - 1) / p.n_step, p.n_grain / p.n_step, [&](int64_t s0, int64_t s1) {
+    const int64_t lo = s0 * p.n_step, hi = std::min(N, s1 * p.n_step);
     for (int64_t m0 = 0; m0 < M; m0 += p.row_chunk) {
       const int64_t m1 = std::min(M, m0 + p.row_chunk);
       // Weight rows in blocks that stay in L1 while every tile of rows of x passes.

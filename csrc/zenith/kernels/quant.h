@@ -43,6 +43,7 @@ struct QMatmulPlan {
   int64_t row_chunk = 0;  // rows of x per sweep over the weight rows (their activations stay in L2)
   int64_t n_block = 1;    // weight rows that stay in L1 while the tiles of rows of x pass
   int64_t n_grain = 1;    // fewest weight rows a thread takes
+  int64_t n_step = 1;     // weight rows the dot kernels take at a time: blocks and shares are multiples of it
 };
 // Throws zenith::Error if K is not a whole number of the format's blocks.
 // x_scale > 0 (int8 weights only): activations quantized on that one scale (static INT8)

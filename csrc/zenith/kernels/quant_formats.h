@@ -222,6 +222,13 @@ constexpr int avx2_zero_point(QFormat f) {
   constexpr auto nibbles_less = [](SmallBlock s) { return s.valid && !s.int8 && !s.has_m && s.qh < 0; };
   return nibbles_less(small_block_layout(f)) ? small_block_layout(f).offset : 0;
 }
+// Weight rows the AVX2 kernels of `f` take at a time (8 for the 4-bit nibble formats,
+// rows8_nibbles; 1 otherwise): qmatmul hands them blocks of rows in multiples of it, so
+// that only a matrix's last rows take the one-row-at-a-time path.
+constexpr int avx2_weight_rows(QFormat f) {
+  const SmallBlock s = small_block_layout(f);
+  return s.valid && !s.int8 && s.qh < 0 ? 8 : 1;
+}
 // The AVX-512 VNNI kernels of `f` (quant_avx512.cc: q8_0, q4_0, int8, int4_g64,
 // int4_g128), or null. They read QActRow::zsum, made by zero_sums with zero =
 // avx512_zero_point(f): what makes the format's codes unsigned bytes.
