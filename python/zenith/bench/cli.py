@@ -192,6 +192,8 @@ def render_table(doc):
             agree = r.get("agreement", {})
             agree_s = ", ".join(f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}" for k, v in agree.items())
             extra = f"  {r['decode_tokens_s']:.1f} tok/s" if "decode_tokens_s" in r else ""
+            if "after_first_tokens_s" in r:
+                extra += f" (after the first: {r['after_first_tokens_s']:.1f})"
             if "bandwidth_share" in r:
                 extra += f" ({r['weight_bytes_per_token'] / 1e6:.0f} MB a token, {r['bandwidth_share']:.0%} of bandwidth)"
             if "loss_curve" in r:

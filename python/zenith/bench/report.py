@@ -276,7 +276,9 @@ def render_markdown(doc, plots=(), note=None):
             ag_s = "; ".join(f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}" for k, v in ag.items())
             notes = []
             if "decode_tokens_s" in r:
-                notes.append(f"{r['decode_tokens_s']:.1f} tok/s, TTFT {r['time_to_first_token_s'] * 1e3:.0f} ms")
+                rest = f" ({r['after_first_tokens_s']:.1f} after the first)" if "after_first_tokens_s" in r else ""
+                ttft = f", TTFT {r['time_to_first_token_s'] * 1e3:.0f} ms" if "time_to_first_token_s" in r else ""
+                notes.append(f"{r['decode_tokens_s']:.1f} tok/s{rest}{ttft}")
             if "bandwidth_share" in r:
                 notes.append(f"{r['weight_bytes_per_token'] / 1e6:.0f} MB of weights a token, "
                              f"{r['bandwidth_share']:.0%} of the bandwidth")
