@@ -83,8 +83,17 @@ void init_quant(nb::module_& m) {
       },
       "The quantized weight formats: name -> (block_elems, block_bytes). int8's block is the whole row: "
       "(0, 4), its 4 bytes the row's f32 scale.");
-  m.def("qmatmul_isa", [] { return std::string(qisa_name(qisa_default())); },
-        "The instruction set qmatmul's dot products run on this CPU ('avx2' or 'scalar').");
+  m.def(
+      "qmatmul_isa",
+      [](std::optional<std::string> format) {
+        if (!format) return std::string(qisa_name(qisa_default()));
+        QFormat f;
+        if (!parse_qformat(*format, &f)) throw nb::value_error(("unknown quantized format " + *format).c_str());
+        return std::string(qisa_name(qisa_for(f)));
+      },
+      nb::arg("format") = nb::none(),
+      "The instruction set of qmatmul's kernels on this CPU ('avx512vnni', 'avx2' or 'scalar'); with a format, "
+      "the one that format's kernels run in (the 4-bit formats keep AVX2 on AMD Zen 4).");
   m.def(
       "qdequantize",
       [](const CpuArray& w, const std::string& format) {
@@ -130,7 +139,7 @@ void init_quant(nb::module_& m) {
         auto out = alloc_floats(M * N);
         {
           nb::gil_scoped_release nogil;
-          qmatmul(qmatmul_plan(f, M, N, K, qisa_default(), x_scale.value_or(0.0f)),
+          qmatmul(qmatmul_plan(f, M, N, K, qisa_for(f), x_scale.value_or(0.0f)),
                   static_cast<const float*>(x.data()), static_cast<const uint8_t*>(w.data()), b,
                   static_cast<float*>(out.get()));
         }

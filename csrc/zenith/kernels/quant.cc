@@ -17,6 +17,10 @@
 #include <cmath>
 #include <cstdlib>
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
 #include "zenith/error.h"
 #include "zenith/kernels/activation.h"
 #include "zenith/kernels/gemm_internal.h"
@@ -52,6 +56,27 @@ QIsa qisa_default() {
                              : qisa_supported(QIsa::kAvx2)                                      ? QIsa::kAvx2
                                                                                                 : QIsa::kScalar;
   return chosen;
+}
+
+// AMD family 19h with AVX-512 is Zen 4 (Zen 3, the same family, has none): it runs each
+// 512-bit instruction as two 256-bit halves.
+static bool avx512_in_halves() {
+#if defined(__x86_64__)
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (!__get_cpuid(0, &a, &b, &c, &d) || b != 0x68747541u || d != 0x69746e65u || c != 0x444d4163u)  // "AuthenticAMD"
+    return false;
+  __get_cpuid(1, &a, &b, &c, &d);
+  const unsigned family = ((a >> 8) & 0xF) + ((a >> 8 & 0xF) == 0xF ? (a >> 20) & 0xFF : 0);
+  return family == 0x19;
+#else
+  return false;
+#endif
+}
+
+QIsa qisa_for(QFormat f) {
+  static const bool halves = avx512_in_halves();
+  const QIsa isa = qisa_default();
+  return isa == QIsa::kAvx512 && halves && avx2_weight_rows(f) > 1 ? QIsa::kAvx2 : isa;
 }
 
 QMatmulPlan qmatmul_plan(QFormat f, int64_t M, int64_t N, int64_t K, QIsa isa, float x_scale) {
@@ -309,7 +334,7 @@ void prepare_qmatmul(const PrepareCtx& c, PreparedOp* p) {
   for (int d = 0; d + 1 < x.rank(); ++d) M *= x.shape[size_t(d)];
   const auto& at = c.a<attrs::qmatmul>();
   auto plan = std::make_shared<QMatmulPlan>(
-      qmatmul_plan(at.format, M, w.shape[0], K, qisa_default(), at.x_scale ? float(*at.x_scale) : 0.0f));
+      qmatmul_plan(at.format, M, w.shape[0], K, qisa_for(at.format), at.x_scale ? float(*at.x_scale) : 0.0f));
   ZENITH_CHECK(plan->row_bytes == w.shape[1], "qmatmul: the weight has ", w.shape[1], " bytes per row, ",
                qformat_info(plan->format).name, " rows of ", K, " values take ", plan->row_bytes);
   // A constant int8 weight is offered packed for the int8 GEMM when enough rows read it.

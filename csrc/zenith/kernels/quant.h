@@ -24,6 +24,13 @@ enum class QIsa : uint8_t { kScalar, kAvx2, kAvx512 };
 const char* qisa_name(QIsa isa);
 bool qisa_supported(QIsa isa);
 QIsa qisa_default();  // the best one this CPU runs
+// The ISA qmatmul runs `f` in by default: qisa_default(), except AVX2 for the 4-bit nibble
+// formats (q4_0, q4_1, int4_g*, uint4_g*: 8 weight rows at a time) on CPUs that run
+// 512-bit instructions as two 256-bit halves (AMD Zen 4). There, on 2 threads, the AVX2
+// 8-row kernels measured 1.3-1.45x faster than the VNNI ones in cache and 1.2-1.4x from
+// memory, one to 16 rows of x (q4_0 and int4_g128, N 5632 x K 2048); int8 and q8_0 keep
+// VNNI (faster there: 0.67 / 0.84 against 0.79 / 1.02 ns per 32 values, one row).
+QIsa qisa_for(QFormat f);
 
 // What qmatmul chose for one format and one set of sizes, once per plan: the kernels,
 // the activation layout and the split of the work.

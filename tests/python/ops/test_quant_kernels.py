@@ -138,6 +138,14 @@ def _cpu_flags():
     return set()
 
 
+def _cpu_field(name):
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.split(":", 1)[0].strip() == name:
+                return line.split(":", 1)[1].strip()
+    return None
+
+
 def test_formats_are_the_contract():
     assert _C.quant_formats() == CONTRACT
 
@@ -150,6 +158,15 @@ def test_kernels_are_the_best_this_cpu_runs():
     else:
         expected = "avx2" if {"avx2", "fma", "f16c"} <= flags else "scalar"
     assert _C.qmatmul_isa() == expected
+    # AMD Zen 4 (family 25 with AVX-512) runs 512-bit instructions in two halves: the 4-bit
+    # nibble formats keep their AVX2 kernels (8 weight rows at a time) there
+    zen4 = expected == "avx512vnni" and _cpu_field("vendor_id") == "AuthenticAMD" and _cpu_field("cpu family") == "25"
+    for fmt in ("q4_0", "q4_1", "int4_g64", "int4_g128", "uint4_g64", "uint4_g128"):
+        assert _C.qmatmul_isa(fmt) == ("avx2" if zen4 else expected), fmt
+    for fmt in ("q8_0", "int8", "q4_k", "q6_k", "nf4"):
+        assert _C.qmatmul_isa(fmt) == expected, fmt
+    with pytest.raises(ValueError, match="unknown quantized format"):
+        _C.qmatmul_isa("q3_x")
 
 
 @pytest.mark.parametrize("fmt", sorted(GGUF_TYPES))
