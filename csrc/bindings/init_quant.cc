@@ -92,8 +92,9 @@ void init_quant(nb::module_& m) {
         return std::string(qisa_name(qisa_for(f)));
       },
       nb::arg("format") = nb::none(),
-      "The instruction set of qmatmul's kernels on this CPU ('avx512vnni', 'avx2' or 'scalar'); with a format, "
-      "the one that format's kernels run in (the 4-bit formats keep AVX2 on AMD Zen 4).");
+      "The instruction set qmatmul plans for on this CPU ('avx512vnni', 'avx2' or 'scalar'); with a format, the "
+      "one it plans that format for (the 4-bit nibble formats: AVX2 on AMD Zen 4). A format without kernels of "
+      "that set runs its AVX2 ones.");
   m.def(
       "qdequantize",
       [](const CpuArray& w, const std::string& format) {

@@ -279,7 +279,7 @@ TEST_P(QuantFormat, SimdMatchesScalarReference) {
     set_num_threads(threads);
     for (int64_t K : test_ks(f))
       for (int64_t M : {1, 2, 3, 5, 8, 17})
-        for (int64_t N : {1, 7, 33}) {
+        for (int64_t N : {1, 7, 13, 33}) {  // the 4-bit kernels' 8-row groups, with 5 and 1 rows left
           auto w = random_weight(f, N, K, seed++);
           auto x = randn(size_t(M * K), seed++);
           auto bias = randn(size_t(N), seed++);
@@ -367,17 +367,21 @@ TEST_P(QuantFormat, WorstCaseCodesDoNotSaturate) {
       continue;
     }
     const QFormatInfo& q = qformat_info(f);
+    // The 4-bit formats' rows n and n + 4 (same fill) apart by their scales 1, 2, 4, so a
+    // mix-up of rows in the 8-row kernels shows; their sums stay exact in float.
+    const float unit = quant::avx2_weight_rows(f) > 1 ? float(1 << (n / 4)) : 1.0f;
     for (int64_t b = 0; b < K / q.block_elems; ++b)
-      for (auto [off, is_min] : scale_fields(f)) put_f16(row + b * q.block_bytes + off, is_min ? -1.0f : 1.0f);
+      for (auto [off, is_min] : scale_fields(f)) put_f16(row + b * q.block_bytes + off, (is_min ? -1.0f : 1.0f) * unit);
   }
-  // Activations: all +127, all -127, alternating, alternating in pairs.
-  const int64_t M = 4;
+  // Activations: all +127, all -127, alternating, alternating in pairs, +127 then -127 per 16.
+  const int64_t M = 5;
   std::vector<float> x(size_t(M * K));
   for (int64_t k = 0; k < K; ++k) {
     x[size_t(k)] = 127;
     x[size_t(K + k)] = -127;
     x[size_t(2 * K + k)] = k % 2 ? -127 : 127;
     x[size_t(3 * K + k)] = (k / 2) % 2 ? -127 : 127;
+    x[size_t(4 * K + k)] = k % 32 < 16 ? 127 : -127;  // a nibble block's low and high halves apart
   }
   auto ref = run_qmatmul(f, QIsa::kScalar, M, N, K, x, w, nullptr);
   auto wd = dequant(f, w, N, K);

@@ -109,6 +109,13 @@ QMatmulPlan qmatmul_plan(QFormat f, int64_t M, int64_t N, int64_t K, QIsa isa, f
     p.zero_sums = zero_sums_avx512;
     p.zero = avx512_zero_point(f);
   }
+  // The 8-row kernels read no zero sums: only rows past the last whole 8 (N % 8; blocks
+  // and thread shares are whole steps) take the one-row kernel that does.
+  if (p.dots && p.dots == avx2_dot_kernels(f)) p.n_step = avx2_weight_rows(f);
+  if (p.n_step > 1 && N % p.n_step == 0) {
+    p.zero_sums = nullptr;
+    p.zero = 0;
+  }
   p.quantize = isa == QIsa::kScalar ? quantize_act_row : quantize_act_row_avx2;
   p.kpad = (K + 31) / 32 * 32;
   p.nscales = p.kpad / act_block(p.act);
@@ -123,7 +130,6 @@ QMatmulPlan qmatmul_plan(QFormat f, int64_t M, int64_t N, int64_t K, QIsa isa, f
   p.n_block = M <= kMaxDotRows ? N : std::max<int64_t>(1, (int64_t(16) << 10) / std::max<int64_t>(1, p.row_bytes));
   // A thread's share: at least ~32 KiB of weight bytes times rows of x.
   p.n_grain = std::max<int64_t>(1, (int64_t(32) << 10) / std::max<int64_t>(1, p.row_bytes * std::min<int64_t>(M, 16)));
-  if (p.dots && p.dots == avx2_dot_kernels(f)) p.n_step = avx2_weight_rows(f);
   p.n_block = (p.n_block + p.n_step - 1) / p.n_step * p.n_step;
   p.n_grain = (p.n_grain + p.n_step - 1) / p.n_step * p.n_step;
   return p;

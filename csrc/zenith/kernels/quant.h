@@ -28,7 +28,7 @@ QIsa qisa_default();  // the best one this CPU runs
 // formats (q4_0, q4_1, int4_g*, uint4_g*: 8 weight rows at a time) on CPUs that run
 // 512-bit instructions as two 256-bit halves (AMD Zen 4). There, on 2 threads, the AVX2
 // 8-row kernels measured 1.3-1.45x faster than the VNNI ones in cache and 1.2-1.4x from
-// memory, one to 16 rows of x (q4_0 and int4_g128, N 5632 x K 2048); int8 and q8_0 keep
+// memory, 1 to 128 rows of x (q4_0 and int4_g128, N 5632 x K 2048); int8 and q8_0 keep
 // VNNI (faster there: 0.67 / 0.84 against 0.79 / 1.02 ns per 32 values, one row).
 QIsa qisa_for(QFormat f);
 
@@ -55,8 +55,11 @@ struct QMatmulPlan {
 // Throws zenith::Error if K is not a whole number of the format's blocks.
 // x_scale > 0 (int8 weights only): activations quantized on that one scale (static INT8)
 // instead of per block of 32 (dynamic).
-QMatmulPlan qmatmul_plan(QFormat f, int64_t M, int64_t N, int64_t K, QIsa isa = qisa_default(),
-                         float x_scale = 0.0f);
+QMatmulPlan qmatmul_plan(QFormat f, int64_t M, int64_t N, int64_t K, QIsa isa, float x_scale = 0.0f);
+// The plan in the ISA the runtime runs `f` in (qisa_for).
+inline QMatmulPlan qmatmul_plan(QFormat f, int64_t M, int64_t N, int64_t K) {
+  return qmatmul_plan(f, M, N, K, qisa_for(f));
+}
 // y[M, N] = act(x[M, K] @ dequant(w[N, row_bytes])^T (+ bias[N], if given)). Threads split N.
 // packed: w as qmatmul_pack_int8 made it for the plan's ISA (the int8 GEMM runs), or null.
 struct PackedOperand;

@@ -423,14 +423,16 @@ ZENITH_QDOT_INLINE void dot_rows8_nibbles(const uint8_t* w, int64_t rb, int64_t 
   // The next 8 rows (contiguous: 8 x rb bytes) into cache while these are summed, the
   // same share of them per step: the hardware prefetchers lose 8 interleaved streams.
   // Into L1 when the next rows fit there beside these, else into L2.
-  const uint8_t* next = w + 8 * rb;
+  // (Addresses as integers: past the last rows they point beyond the weights, which a
+  // prefetch may do but pointer arithmetic may not.)
+  const uintptr_t next = reinterpret_cast<uintptr_t>(w) + uintptr_t(8 * rb);
   const bool l1 = 16 * rb <= (24 << 10);
   for (int64_t b = 0; b < nc; ++b) {
-    const char* pf = reinterpret_cast<const char*>(next + b * 8 * s.bytes / s.chunks);
+    const uintptr_t pf = next + uintptr_t(b * 8 * s.bytes / s.chunks);
     if (l1) {
-      for (int l = 0; l < 3; ++l) _mm_prefetch(pf + 64 * l, _MM_HINT_T0);
+      for (int l = 0; l < 3; ++l) _mm_prefetch(reinterpret_cast<const char*>(pf + 64 * l), _MM_HINT_T0);
     } else {
-      for (int l = 0; l < 3; ++l) _mm_prefetch(pf + 64 * l, _MM_HINT_T1);
+      for (int l = 0; l < 3; ++l) _mm_prefetch(reinterpret_cast<const char*>(pf + 64 * l), _MM_HINT_T1);
     }
     const uint8_t* blk = w + (b / s.chunks) * s.bytes;
     const int c = int(b % s.chunks);

@@ -69,18 +69,20 @@ def decode(cfg, name, params, base, ids, peer_builders=None, extra_params=None, 
         return {"token_agreement": (new_ref == new_out).float().mean().item(),
                 "tokens_equal": bool(torch.equal(ref, out))}
 
-    results.update(run_interleaved(cfg, fns, check))
-    # Time to first token: one-token generations (the prompt's prefill and one step), warm,
-    # interleaved as the full runs were. The tokens after the first take the difference of
-    # the two medians: the rate a long generation approaches, which the end-to-end rate
-    # (n tokens over the whole call, prefill included) understates.
-    ok = [fw for fw, r in results.items() if r.get("status") == "ok"]
-    firsts = run_interleaved(cfg, {fw: first_token[fw] for fw in ok}, lambda fw, out: {})
-    for fw in ok:
+    # Each contestant twice, interleaved in the same rounds: the n-token generation and a
+    # one-token one (the prompt's prefill and one step: the time to first token). The tokens
+    # after the first take the difference of the two medians: the rate a long generation
+    # approaches, which the end-to-end rate (n tokens over the whole call) understates.
+    first = "@first-token"
+    both = dict(fns, **{fw + first: first_token[fw] for fw in fns})
+    timed = run_interleaved(cfg, both, lambda fw, out: {} if fw.endswith(first) else check(fw, out))
+    results.update({fw: r for fw, r in timed.items() if not fw.endswith(first)})
+    firsts = {fw[:-len(first)]: r for fw, r in timed.items() if fw.endswith(first)}
+    for fw in [fw for fw, r in results.items() if r.get("status") == "ok"]:
         r = results[fw]
         r.update(facts.get(fw, {}))
         r["decode_tokens_s"] = n / r["latency"]["median"]
-        f = firsts[fw]
+        f = firsts.get(fw, {})
         if f.get("status") != "ok":
             continue
         r["time_to_first_token_s"] = f["latency"]["median"]
