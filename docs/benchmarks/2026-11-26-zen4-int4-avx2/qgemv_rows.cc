@@ -3,15 +3,17 @@
 // copies that together exceed L3). Build against the core and run, from the repo root:
 //   cmake -S . -B build/cpp -DZENITH_BUILD_TESTS=ON -DCMAKE_BUILD_TYPE=Release && cmake --build build/cpp -j 2
 //   g++ -O2 -march=x86-64-v3 -std=c++17 -fopenmp -Icsrc qgemv_rows.cc build/cpp/libzenith_core.a -o qgemv_rows
-//   [ZENITH_NO_AVX512=1] ./qgemv_rows FORMAT N K THREADS REPS [M]
+//   ./qgemv_rows FORMAT N K THREADS REPS [M [ISA]]   (ISA: avx2 or avx512vnni; default: qisa_for's)
 // qgemv_rows.log: the binary built at 7a26c4f (AVX2, one weight row at a time) and at
-// 6cf451e (8 weight rows at a time), and 6cf451e's VNNI kernels, for TinyLlama's shapes.
+// 6cf451e (8 weight rows at a time), and 6cf451e's VNNI kernels, for TinyLlama's shapes
+// (then without the ISA argument: ZENITH_NO_AVX512=1 chose AVX2).
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <vector>
 #include <algorithm>
 #include <random>
+#include <string>
 #include "zenith/kernels/quant.h"
 #include "zenith/threadpool.h"
 using namespace zenith;
@@ -20,6 +22,7 @@ int main(int argc, char** argv) {
   int64_t N = atoll(argv[2]), K = atoll(argv[3]);
   int threads = atoi(argv[4]), reps = atoi(argv[5]);
   int M = argc > 6 ? atoi(argv[6]) : 1;
+  const std::string isa_arg = argc > 7 ? argv[7] : "";
   set_num_threads(threads);
   int64_t rb = qformat_row_bytes(f, K);
   std::mt19937 rng(1);
@@ -35,7 +38,9 @@ int main(int argc, char** argv) {
   std::normal_distribution<float> nd;
   std::vector<float> x(size_t(M*K)), y(size_t(M*N));
   for (auto& v : x) v = nd(rng);
-  auto plan = qmatmul_plan(f, M, N, K);
+  auto plan = isa_arg == "avx2"         ? qmatmul_plan(f, M, N, K, QIsa::kAvx2)
+              : isa_arg == "avx512vnni" ? qmatmul_plan(f, M, N, K, QIsa::kAvx512)
+                                        : qmatmul_plan(f, M, N, K);
   for (int hot = 1; hot >= 0; --hot) {
     std::vector<double> ts;
     for (int r = 0; r < reps + 3; ++r) {
