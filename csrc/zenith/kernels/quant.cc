@@ -96,10 +96,6 @@ QMatmulPlan qmatmul_plan(QFormat f, int64_t M, int64_t N, int64_t K, QIsa isa, f
   p.x_scale = x_scale;
   p.act = act_kind(f);
   p.dots = isa == QIsa::kScalar ? nullptr : avx2_dot_kernels(f);
-  if (p.dots && avx2_zero_point(f)) {  // a scalar loop the compiler vectorizes: K / 4 sums per row of x
-    p.zero_sums = zero_sums;
-    p.zero = avx2_zero_point(f);
-  }
   if (f == QFormat::int8 && isa != QIsa::kScalar) {
     p.tiles = isa == QIsa::kAvx512 ? q8_gemm_tiles_avx512() : q8_gemm_tiles_avx2();
     p.uniform_tiles = isa == QIsa::kAvx512 ? q8_gemm_tiles_uniform_avx512() : q8_gemm_tiles_uniform_avx2();
@@ -109,13 +105,7 @@ QMatmulPlan qmatmul_plan(QFormat f, int64_t M, int64_t N, int64_t K, QIsa isa, f
     p.zero_sums = zero_sums_avx512;
     p.zero = avx512_zero_point(f);
   }
-  // The 8-row kernels read no zero sums: only rows past the last whole 8 (N % 8; blocks
-  // and thread shares are whole steps) take the one-row kernel that does.
   if (p.dots && p.dots == avx2_dot_kernels(f)) p.n_step = avx2_weight_rows(f);
-  if (p.n_step > 1 && N % p.n_step == 0) {
-    p.zero_sums = nullptr;
-    p.zero = 0;
-  }
   p.quantize = isa == QIsa::kScalar ? quantize_act_row : quantize_act_row_avx2;
   p.kpad = (K + 31) / 32 * 32;
   p.nscales = p.kpad / act_block(p.act);

@@ -15,8 +15,8 @@
 //     q6_k [0, 63]): maddubs(u, q), pairs <= 2 * 63 * 127 = 16002;
 //   nibbles less 8 (q4_0, int4_g64 / g128, value d x (u - 8)): maddubs(u, q) on the
 //     nibbles as they are (pairs <= 2 * 15 * 127), plus the zero point's share
-//     -8 x (each 4 activation codes), computed once per row of x (QActRow::zsum), as the
-//     VNNI kernels do. Two instructions per 32 values fewer than the sign trick: on Zen 5
+//     -8 x (the block's activation codes), from the quantizer's sums per 16 (QActRow::s16).
+//     Two instructions per 32 values fewer than the sign trick: on Zen 5
 //     with AVX2 (ZENITH_NO_AVX512=1, 2 threads, one row, cold weights) q4_0 GEMV 2048 x
 //     5632 178-185 -> 156-159 us, int4_g128 182-184 -> 159-163 us; TinyLlama int4 decode
 //     43.2 -> 45.2 tokens/s (the rest of a token's time is not this kernel's).
@@ -117,9 +117,9 @@ inline void small_chunk(const uint8_t* w, int64_t b, const QActRow* a, __m256 (&
     }
   }
   // Nibbles less 8 (q4_0, int4_g64/g128): the unsigned nibbles as they are, and the zero
-  // point's share -8 x (each 4 activation codes) from zsum (zero_sums, once per row of x).
+  // point's share -8 x (the block's activation codes), from the quantizer's sums per 16.
   constexpr bool nibble_zero = !s.int8 && !s.has_m && s.qh < 0;
-  static_assert(!nibble_zero || s.offset == 8);  // avx2_zero_point
+  static_assert(!nibble_zero || s.offset == 8);
   const __m256i ux = s.has_m || nibble_zero ? codes : _mm256_sign_epi8(codes, codes);  // |codes| (-128: 128)
   const float d = f16(p);
   const __m256i ones = _mm256_set1_epi16(1);
@@ -127,7 +127,8 @@ inline void small_chunk(const uint8_t* w, int64_t b, const QActRow* a, __m256 (&
     __m256i qx = loadu(a[r].q + 32 * b);
     if constexpr (!s.has_m && !nibble_zero) qx = _mm256_sign_epi8(qx, codes);
     __m256i dot = _mm256_madd_epi16(_mm256_maddubs_epi16(ux, qx), ones);
-    if constexpr (nibble_zero) dot = _mm256_add_epi32(dot, loadu(a[r].zsum + 8 * b));
+    if constexpr (nibble_zero)  // into lane 0: the lanes are summed
+      dot = _mm256_add_epi32(dot, _mm256_castsi128_si256(_mm_cvtsi32_si128(-8 * (a[r].s16[2 * b] + a[r].s16[2 * b + 1]))));
     const float da = a[r].d[b];
     acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d * da), _mm256_cvtepi32_ps(dot), acc[r]);
     if constexpr (s.has_m) accm[r] += (f16(p + 2) * da) * float(a[r].s16[2 * b] + a[r].s16[2 * b + 1]);
@@ -409,6 +410,12 @@ inline __m256 f16_rows8(const uint8_t* p, int64_t rb) {
   return _mm256_cvtph_ps(_mm_setr_epi16(h(0), h(2), h(4), h(6), h(1), h(3), h(5), h(7)));
 }
 
+// n cache lines from address p on (an integer: it may point past an array's end).
+template <_mm_hint kHint>
+inline void prefetch_lines(uintptr_t p, int n) {
+  for (int l = 0; l < n; ++l) _mm_prefetch(reinterpret_cast<const char*>(p + 64 * uintptr_t(l)), kHint);
+}
+
 inline __m128i load128(const void* p) { return _mm_loadu_si128(static_cast<const __m128i*>(p)); }
 
 template <QFormat F, int MR>
@@ -429,11 +436,7 @@ ZENITH_QDOT_INLINE void dot_rows8_nibbles(const uint8_t* w, int64_t rb, int64_t 
   const bool l1 = 16 * rb <= (24 << 10);
   for (int64_t b = 0; b < nc; ++b) {
     const uintptr_t pf = next + uintptr_t(b * 8 * s.bytes / s.chunks);
-    if (l1) {
-      for (int l = 0; l < 3; ++l) _mm_prefetch(reinterpret_cast<const char*>(pf + 64 * l), _MM_HINT_T0);
-    } else {
-      for (int l = 0; l < 3; ++l) _mm_prefetch(reinterpret_cast<const char*>(pf + 64 * l), _MM_HINT_T1);
-    }
+    l1 ? prefetch_lines<_MM_HINT_T0>(pf, 3) : prefetch_lines<_MM_HINT_T1>(pf, 3);
     const uint8_t* blk = w + (b / s.chunks) * s.bytes;
     const int c = int(b % s.chunks);
     if (c == 0) {

@@ -215,13 +215,8 @@ using QDotFn = void (*)(const uint8_t* w, int64_t row_bytes, int64_t rows, int64
                         int64_t ldo);
 constexpr int kMaxDotRows = 4;
 // The AVX2 kernels of `f` for 1..kMaxDotRows rows (quant_avx2.cc), or null when it has none.
-// Those of q4_0 and int4_g64/g128 read QActRow::zsum, made by zero_sums with zero =
-// avx2_zero_point(f) (8: their unsigned nibbles less 8); the others read no zsum (0).
+// They read no QActRow::zsum: the nibble formats' zero point comes from s16.
 const QDotFn* avx2_dot_kernels(QFormat f);
-constexpr int avx2_zero_point(QFormat f) {
-  constexpr auto nibbles_less = [](SmallBlock s) { return s.valid && !s.int8 && !s.has_m && s.qh < 0; };
-  return nibbles_less(small_block_layout(f)) ? small_block_layout(f).offset : 0;
-}
 // Weight rows the AVX2 kernels of `f` take at a time (8 for the 4-bit nibble formats,
 // rows8_nibbles; 1 otherwise): qmatmul hands them blocks of rows in multiples of it, so
 // that only a matrix's last rows take the one-row-at-a-time path.

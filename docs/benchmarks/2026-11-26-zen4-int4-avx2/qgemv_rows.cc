@@ -18,13 +18,21 @@
 #include "zenith/threadpool.h"
 using namespace zenith;
 int main(int argc, char** argv) {
-  QFormat f; parse_qformat(argv[1], &f);
+  QFormat f;
+  if (argc < 6 || !parse_qformat(argv[1], &f)) {
+    std::fprintf(stderr, "usage: qgemv_rows FORMAT N K THREADS REPS [M [ISA]] (FORMAT as quant_formats.def names it)\n");
+    return 2;
+  }
   int64_t N = atoll(argv[2]), K = atoll(argv[3]);
   int threads = atoi(argv[4]), reps = atoi(argv[5]);
   int M = argc > 6 ? atoi(argv[6]) : 1;
   const std::string isa_arg = argc > 7 ? argv[7] : "";
   set_num_threads(threads);
   int64_t rb = qformat_row_bytes(f, K);
+  if (rb < 0) {
+    std::fprintf(stderr, "K = %lld is not a whole number of %s blocks\n", (long long)K, argv[1]);
+    return 2;
+  }
   std::mt19937 rng(1);
   std::vector<uint8_t> w(size_t(N * rb));
   for (auto& b : w) b = uint8_t(rng());
