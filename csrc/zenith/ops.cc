@@ -426,12 +426,16 @@ Types infer_conv2d(const Graph& g, const Node& n) {
   return {t};
 }
 
-// conv2d_pw_dw: (x, w_pw, bias_pw[, bn x 4], w_dw, bias_dw[, bn x 4]), float32 only
-// (fuse_conv_pw_dw makes it from two float32 convs).
+// conv2d_pw_dw: (x, w_pw, bias_pw[, bn x 4], w_dw, bias_dw[, bn x 4][, w_pj, bias_pj[, bn
+// x 4][, residual]]), float32 only (fuse_conv_pw_dw makes it from two or three float32 convs).
 Types infer_conv2d_pw_dw(const Graph& g, const Node& n) {
-  const size_t q = n.has("pw_bn_eps") ? 7 : 3, total = q + (n.has("bn_eps") ? 6 : 2);
+  const bool project = n.i("project", 0) != 0, residual = n.i("has_residual", 0) != 0;
+  const size_t q = n.has("pw_bn_eps") ? 7 : 3, r = q + (n.has("bn_eps") ? 6 : 2);
+  const size_t total = project ? r + (n.has("pj_bn_eps") ? 6 : 2) + (residual ? 1 : 0) : r;
+  ZENITH_CHECK(project || (!residual && !n.has("pj_bn_eps") && !n.i("pj_has_bias", 0)),
+               "conv2d_pw_dw: a residual or projection epilogue without `project`");
   ZENITH_CHECK(n.inputs.size() == total, "conv2d_pw_dw: expected ", total, " inputs (the 1x1 conv's ", q,
-               ", the depthwise conv's ", total - q, "), got ", n.inputs.size());
+               ", the depthwise conv's ", r - q, project ? ", then the projection's" : "", "), got ", n.inputs.size());
   const auto &x = in(g, n, 0), &w1 = in(g, n, 1), &w2 = in(g, n, q);
   ZENITH_CHECK(x.rank() == 4 && w1.is_static() && w1.rank() == 4 && w2.is_static() && w2.rank() == 4,
                "conv2d_pw_dw: needs NCHW input and static OIHW weights");
@@ -441,25 +445,43 @@ Types infer_conv2d_pw_dw(const Graph& g, const Node& n) {
                "conv2d_pw_dw: the first weight must be a 1x1 conv's over the input's channels");
   ZENITH_CHECK(w2.shape[0].value() == E && w2.shape[1].value() == 1,
                "conv2d_pw_dw: the second weight must be a depthwise conv's over the ", E, " expanded channels");
+  int64_t P = E;  // the output's channels
+  if (project) {
+    const auto& w3 = in(g, n, r);
+    ZENITH_CHECK(w3.is_static() && w3.rank() == 4 && w3.shape[1].value() == E && w3.shape[2].value() == 1 &&
+                     w3.shape[3].value() == 1,
+                 "conv2d_pw_dw: the third weight must be a 1x1 conv's over the ", E, " expanded channels");
+    P = w3.shape[0].value();
+  }
   // The per-channel inputs that are there (an absent bias's slot repeats the weight, as
-  // conv2d's does).
-  std::vector<size_t> vectors;
-  if (n.i("pw_has_bias", 0)) vectors.push_back(2);
-  for (size_t k = 3; k < q; ++k) vectors.push_back(k);
-  if (n.i("has_bias", 0)) vectors.push_back(q + 1);
-  for (size_t k = q + 2; k < total; ++k) vectors.push_back(k);
-  for (size_t k : vectors) {
+  // conv2d's does), and the channels each has.
+  std::vector<std::pair<size_t, int64_t>> vectors;
+  if (n.i("pw_has_bias", 0)) vectors.push_back({2, E});
+  for (size_t k = 3; k < q; ++k) vectors.push_back({k, E});
+  if (n.i("has_bias", 0)) vectors.push_back({q + 1, E});
+  for (size_t k = q + 2; k < r; ++k) vectors.push_back({k, E});
+  if (project) {
+    if (n.i("pj_has_bias", 0)) vectors.push_back({r + 1, P});
+    for (size_t k = r + 2; k < total - (residual ? 1 : 0); ++k) vectors.push_back({k, P});
+  }
+  for (auto [k, ch] : vectors) {
     const auto& t = in(g, n, k);
-    ZENITH_CHECK(t.rank() == 1 && t.shape[0].is_const() && t.shape[0].value() == E, "conv2d_pw_dw: input ", k,
-                 " must be a per-channel vector of ", E);
+    ZENITH_CHECK(t.rank() == 1 && t.shape[0].is_const() && t.shape[0].value() == ch, "conv2d_pw_dw: input ", k,
+                 " must be a per-channel vector of ", ch);
   }
   for (size_t k = 0; k < total; ++k)
     ZENITH_CHECK(in(g, n, k).dtype == DType::f32, "conv2d_pw_dw: float32 only");
   auto st = pair_attr(n, "stride", 1), pd = pair_attr(n, "padding", 0), dl = pair_attr(n, "dilation", 1);
   TensorType t;
   t.dtype = DType::f32;
-  t.shape = {x.shape[0], w1.shape[0], conv_out(x.shape[2], w2.shape[2].value(), st[0], pd[0], dl[0], false),
+  t.shape = {x.shape[0], SymInt(P), conv_out(x.shape[2], w2.shape[2].value(), st[0], pd[0], dl[0], false),
              conv_out(x.shape[3], w2.shape[3].value(), st[1], pd[1], dl[1], false)};
+  if (residual) {
+    const auto& res = in(g, n, total - 1);
+    bool same = res.rank() == 4;
+    for (int d = 0; same && d < 4; ++d) same = res.shape[size_t(d)].same(t.shape[size_t(d)]);
+    ZENITH_CHECK(same, "conv2d_pw_dw: the residual must have the output's shape");
+  }
   return {t};
 }
 

@@ -1,6 +1,7 @@
 // Each pass: IR in -> expected IR out, with the verifier run after the pass.
 #include <gtest/gtest.h>
 
+#include "zenith/error.h"
 #include "zenith/ir.h"
 #include "zenith/passes/passes.h"
 
@@ -313,6 +314,44 @@ TEST(Passes, FuseConvPwDw) {
   %t: f32[2, 8, 32, 32] = conv2d(%p, %k, %b) {stride=[1, 1], padding=[3, 3], dilation=[1, 1], groups=[8], has_bias=[1]}
   return (%d, %j, %f, %s, %t)
 })"));
+}
+
+TEST(Passes, FuseConvPwDwProjection) {
+  // Two inverted residual blocks on 28 x 28 maps. The first's projection %p (1x1, bn
+  // folded, its residual add %x fused) reads only the expand + depthwise pair's output:
+  // all three become one conv2d_pw_dw with project=1, the projection's inputs last and
+  // its epilogue as pj_*. The second's depthwise output %d2 is also returned, so its
+  // projection %q stays a conv2d; %s (1x1 with stride 2) is not a projection either.
+  Graph g = parse_graph(R"(graph(%x: f32[2, 8, 28, 28], %w: f32[8, 8, 1, 1], %k: f32[8, 1, 3, 3], %b: f32[8], %g: f32[8], %h: f32[8], %m: f32[8], %v: f32[8]) {
+  %e: f32[2, 8, 28, 28] = conv2d(%x, %w, %w) {activation=[7], stride=[1, 1], padding=[0, 0], dilation=[1, 1], groups=[1], has_bias=[0]}
+  %d: f32[2, 8, 28, 28] = conv2d(%e, %k, %b) {activation=[7], stride=[1, 1], padding=[1, 1], dilation=[1, 1], groups=[8], has_bias=[1]}
+  %p: f32[2, 8, 28, 28] = conv2d(%d, %w, %w, %g, %h, %m, %v, %x) {bn_eps=f[0.001], has_residual=[1], stride=[1, 1], padding=[0, 0], dilation=[1, 1], groups=[1], has_bias=[0]}
+  %e2: f32[2, 8, 28, 28] = conv2d(%p, %w, %w) {stride=[1, 1], padding=[0, 0], dilation=[1, 1], groups=[1], has_bias=[0]}
+  %d2: f32[2, 8, 28, 28] = conv2d(%e2, %k, %b) {stride=[1, 1], padding=[1, 1], dilation=[1, 1], groups=[8], has_bias=[1]}
+  %q: f32[2, 8, 28, 28] = conv2d(%d2, %w, %b) {activation=[1], stride=[1, 1], padding=[0, 0], dilation=[1, 1], groups=[1], has_bias=[1]}
+  %s: f32[2, 8, 14, 14] = conv2d(%q, %w, %b) {stride=[2, 2], padding=[0, 0], dilation=[1, 1], groups=[1], has_bias=[1]}
+  return (%s, %d2)
+})");
+  EXPECT_EQ(fuse_conv_pw_dw(g), 3);
+  verify(g);
+  EXPECT_EQ(print_graph(g), canon(R"(graph(%x: f32[2, 8, 28, 28], %w: f32[8, 8, 1, 1], %k: f32[8, 1, 3, 3], %b: f32[8], %g: f32[8], %h: f32[8], %m: f32[8], %v: f32[8]) {
+  %p: f32[2, 8, 28, 28] = conv2d_pw_dw(%x, %w, %w, %k, %b, %w, %w, %g, %h, %m, %v, %x) {activation=[7], has_residual=[1], pj_bn_eps=f[0.001], pj_has_bias=[0], project=[1], pw_activation=[7], pw_has_bias=[0], stride=[1, 1], padding=[1, 1], dilation=[1, 1], has_bias=[1]}
+  %d2: f32[2, 8, 28, 28] = conv2d_pw_dw(%p, %w, %w, %k, %b) {pw_has_bias=[0], stride=[1, 1], padding=[1, 1], dilation=[1, 1], has_bias=[1]}
+  %q: f32[2, 8, 28, 28] = conv2d(%d2, %w, %b) {activation=[1], stride=[1, 1], padding=[0, 0], dilation=[1, 1], groups=[1], has_bias=[1]}
+  %s: f32[2, 8, 14, 14] = conv2d(%q, %w, %b) {stride=[2, 2], padding=[0, 0], dilation=[1, 1], groups=[1], has_bias=[1]}
+  return (%s, %d2)
+})"));
+  // A third weight that is not a 1x1 conv's over the expanded channels: a clear error.
+  const char* bad = R"(graph(%x: f32[1, 8, 28, 28], %w: f32[8, 8, 1, 1], %k: f32[8, 1, 3, 3], %u: f32[8, 8, 3, 3]) {
+  %y: f32[1, 8, 28, 28] = conv2d_pw_dw(%x, %w, %w, %k, %k, %u, %u) {project=[1], stride=[1, 1], padding=[1, 1], dilation=[1, 1]}
+  return (%y)
+})";
+  try {
+    verify(parse_graph(bad));
+    ADD_FAILURE() << "a 3x3 projection weight was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("third weight must be a 1x1 conv's"), std::string::npos) << e.what();
+  }
 }
 
 TEST(Passes, FuseConvResidual) {

@@ -1,5 +1,7 @@
 // conv2d_pw_dw: a 1x1 convolution and the depthwise convolution that alone reads its
-// output (MobileNet V2's expand -> depthwise), computed band of output rows by band.
+// output (MobileNet V2's expand -> depthwise), computed band of output rows by band;
+// with `project`, also the 1x1 convolution that alone reads the depthwise output (the
+// block's projection, with its residual add), band by band as well.
 //
 // Why: the expanded tensor is the largest in the block (MobileNet V2's first one is 96
 // channels of 112 x 112: 4.8 MB per image) and was written by the 1x1 conv's GEMM and
@@ -7,12 +9,17 @@
 // worker keeps a window of the expanded rows that its band of depthwise output rows
 // needs (every channel, a few rows: a few hundred KiB, in L2), computes only the rows
 // the window lacks with the 1x1 GEMM (the rows the last band also needed are kept, not
-// recomputed), and runs the depthwise plane kernel on the window. Each image's output
-// rows are split into as many chunks as there are threads left after the images.
+// recomputed), and runs the depthwise plane kernel on the window. The depthwise output
+// (as many channels, a quarter or all of the pixels) went to memory the same way, to be
+// read back by the projection: with `project` a band of it is written to a second
+// buffer beside the window and the projection's GEMM reads it there, writing only the
+// block's output (a sixth of the channels or fewer). Each image's output rows are split
+// into as many chunks as there are threads left after the images.
 //
-// The math is the two convs' own: sgemm with the 1x1 conv's epilogue (bias, batch-norm,
-// activation), then depthwise_plane with the depthwise conv's; the op tests hold it
-// to PyTorch and the kernel tests hold both halves to their scalar references.
+// The math is the convs' own: sgemm with each 1x1 conv's epilogue (bias, batch-norm,
+// activation; the projection's residual), depthwise_plane with the depthwise conv's; the
+// op tests hold it to PyTorch and the kernel tests hold the parts to their scalar
+// references.
 #include <algorithm>
 #include <cstring>
 
@@ -24,7 +31,8 @@ namespace zenith {
 
 namespace {
 // The expanded rows' window aims at this many floats (512 KiB, Zen 2's and 3's whole L2,
-// half of Zen 4's and 5's: 256 KiB and 1 MiB measured no different on Zen 5, within noise).
+// half of Zen 4's and 5's: 256 KiB and 1 MiB measured no different on Zen 5, within noise);
+// with a projection, the window and the band of depthwise output share it.
 constexpr int64_t kWindowFloats = 128 * 1024;
 }  // namespace
 
@@ -34,28 +42,38 @@ void run_conv2d_pw_dw(const KernelCtx& c) {
   TensorRef& o = c.out[0];
   if (o.numel() == 0) return;
   const size_t q = at.pw_bn_eps ? 7 : 3;  // the depthwise conv's first input
+  const size_t r = q + (at.bn_eps ? 6 : 2);  // the projection's first input (with `project`)
   const TensorRef& w2 = c.in[q];
   const int64_t N = x.shape[0], C = x.shape[1], H = x.shape[2], W = x.shape[3], E = w1.shape[0];
-  const int64_t KH = w2.shape[2], KW = w2.shape[3], OH = o.shape[2], OW = o.shape[3];
+  const int64_t KH = w2.shape[2], KW = w2.shape[3], P = o.shape[1], OH = o.shape[2], OW = o.shape[3];
   const int64_t sh = at.stride[0], sw = at.stride[1], ph = at.padding[0], pw = at.padding[1], dh = at.dilation[0],
                 dw = at.dilation[1];
-  std::vector<float> s1, t1, s2, t2;
+  std::vector<float> s1, t1, s2, t2, s3, t3;
   const GemmEpilogue ep1 = conv_channel_epilogue(c.in, 2, at.pw_has_bias, at.pw_bn_eps, at.pw_activation, E, s1, t1);
   const GemmEpilogue ep2 = conv_channel_epilogue(c.in, q + 1, at.has_bias, at.bn_eps, at.activation, E, s2, t2);
+  const bool project = at.project;
+  const GemmEpilogue ep3 = project ? conv_channel_epilogue(c.in, r + 1, at.pj_has_bias, at.pj_bn_eps,
+                                                           at.pj_activation, P, s3, t3)
+                                   : GemmEpilogue{};
+  const float* res = at.has_residual ? c.in.back().as<float>() : nullptr;
   const float *px = x.as<float>(), *pw1 = w1.as<float>(), *pw2 = w2.as<float>();
+  const float* pw3 = project ? c.in[r].as<float>() : nullptr;
   float* po = o.as<float>();
 
   // Output rows per band: as many as keep the window (every channel, the band's input
-  // rows) near kWindowFloats; the window holds `cap` input rows per channel.
+  // rows) near kWindowFloats (half of it with a projection, whose band of depthwise
+  // output takes at most as much again); the window holds `cap` input rows per channel.
   const int64_t reach = (KH - 1) * dh + 1;
-  const int64_t fit = std::max<int64_t>(reach, kWindowFloats / std::max<int64_t>(1, E * W));
+  const int64_t window_floats = project ? kWindowFloats / 2 : kWindowFloats;
+  const int64_t fit = std::max<int64_t>(reach, window_floats / std::max<int64_t>(1, E * W));
   const int64_t band = std::clamp<int64_t>((fit - reach) / sh + 1, 1, OH);
   const int64_t cap = (band - 1) * sh + reach;
   // Work items: (image, chunk of output rows).
   const int64_t chunks = std::min(OH, std::max<int64_t>(1, (num_threads() + N - 1) / N));
   parallel_for(N * chunks, 1, [&](int64_t lo, int64_t hi) {
-    thread_local gemm_detail::AlignedBuf window;
+    thread_local gemm_detail::AlignedBuf window, mid;
     float* win = window.get(size_t(E * cap * W));
+    float* dwo = project ? mid.get(size_t(E * band * OW)) : nullptr;  // a band of depthwise output
     for (int64_t item = lo; item < hi; ++item) {
       const int64_t n = item / chunks, ch = item % chunks;
       const int64_t r_begin = OH * ch / chunks, r_end = OH * (ch + 1) / chunks;
@@ -80,12 +98,27 @@ void run_conv2d_pw_dw(const KernelCtx& c) {
         w_hi = need_hi;
         // The depthwise conv of the band: its windows start at input row b0 * sh - ph,
         // which is window row b0 * sh - ph - need_lo (negative: that much padding left).
+        // Into the output, or, with a projection, into dwo: channel e's rows at
+        // e * pixels, the projection GEMM's B.
         const DepthwiseGeom g{need_hi - need_lo, W, KH, KW, b1 - b0, OW, sh, sw, need_lo - (b0 * sh - ph), pw,
                               dh,                dw};
+        const int64_t pixels = (b1 - b0) * OW;
         for (int64_t e = 0; e < E; ++e)
-          depthwise_plane(g, win + e * cap * W, pw2 + e * KH * KW, po + ((n * E + e) * OH + b0) * OW, &ep2, e);
+          depthwise_plane(g, win + e * cap * W, pw2 + e * KH * KW,
+                          project ? dwo + e * pixels : po + ((n * E + e) * OH + b0) * OW, &ep2, e);
+        if (!project) continue;
+        // The projection of the band: output rows b0..b1 of every channel of image n
+        // (C's rows OH * OW apart), the residual's the same.
+        GemmEpilogue e3 = ep3;
+        if (res) {
+          e3.residual = res + (n * P * OH + b0) * OW;
+          e3.ld_residual = OH * OW;
+        }
+        sgemm(P, pixels, E, 1.0f, pw3, E, 1, dwo, pixels, 1, po + (n * P * OH + b0) * OW, OH * OW, false, nullptr,
+              &e3);
       }
     }
+    mid.trim(size_t(4) << 20);
     window.trim(size_t(4) << 20);
   });
 }

@@ -1,12 +1,15 @@
-// Expand + depthwise fusion: a 1x1 conv2d (stride 1, no padding, one group) whose output
+// Inverted-residual fusion: a 1x1 conv2d (stride 1, no padding, one group) whose output
 // only a depthwise conv2d reads becomes, with that conv, one conv2d_pw_dw node, whose
 // kernel computes the expanded tensor a window of rows at a time for the depthwise
 // conv's bands (MobileNet V2's inverted residual blocks: the expanded tensor, the
-// block's largest, never reaches memory). Each conv keeps its own epilogue (bias,
-// batch-norm, activation): runs after fuse_conv_bn and fuse_epilogue.
+// block's largest, never reaches memory). Then a 1x1 conv2d whose input only such a node
+// reads (the block's projection, with its residual add when fuse_conv_residual gave it
+// one) joins it as its `project` part, so the depthwise output, as large, never reaches
+// memory either. Each conv keeps its own epilogue (bias, batch-norm, activation): runs
+// after fuse_conv_bn, fuse_conv_residual and fuse_epilogue.
 // Leaves alone: maps under 28 x 28 or of symbolic size (the expanded tensor of a small
-// map stays in cache anyway), convs with a fused residual, padding at least the
-// depthwise window's reach, and non-float32 convs.
+// map stays in cache anyway), expand and depthwise convs with a fused residual, padding
+// at least the depthwise window's reach, and non-float32 convs.
 #include "zenith/passes/passes.h"
 
 namespace zenith {
@@ -32,9 +35,11 @@ bool const_pair(const Node& n, const char* key, int64_t dflt, int64_t out[2]) {
   return true;
 }
 
-// The 1x1, stride-1, unpadded, ungrouped conv2d of float32 values, without a residual.
-bool expanding(const Graph& g, const Node& n) {
-  if (n.op != Op::conv2d || n.i("groups", 1) != 1 || n.i("has_residual", 0) || !all_f32(g, n)) return false;
+// The 1x1, stride-1, unpadded, ungrouped conv2d of float32 values (without a residual
+// unless `residual_ok`).
+bool pointwise(const Graph& g, const Node& n, bool residual_ok) {
+  if (n.op != Op::conv2d || n.i("groups", 1) != 1 || (!residual_ok && n.i("has_residual", 0)) || !all_f32(g, n))
+    return false;
   const Shape& w = g.type(n.inputs[1]).shape;  // static: infer_conv2d requires it
   int64_t st[2], pd[2], dl[2];
   return w[2].value() == 1 && w[3].value() == 1 && const_pair(n, "stride", 1, st) && st[0] == 1 && st[1] == 1 &&
@@ -65,7 +70,7 @@ int fuse_conv_pw_dw(Graph& g) {
   for (Node& dw : g.nodes) {
     if (!depthwise(g, dw)) continue;
     const int x = dw.inputs[0], p = g.values[size_t(x)].producer;
-    if (p < 0 || uses[size_t(x)] != 1 || !expanding(g, g.nodes[size_t(p)])) continue;
+    if (p < 0 || uses[size_t(x)] != 1 || !pointwise(g, g.nodes[size_t(p)], false)) continue;
     const Node& pw = g.nodes[size_t(p)];
     std::vector<int> inputs = pw.inputs;
     inputs.insert(inputs.end(), dw.inputs.begin() + 1, dw.inputs.end());
@@ -81,7 +86,36 @@ int fuse_conv_pw_dw(Graph& g) {
     ++fused;
   }
   if (fused) erase_nodes(g, absorbed);
-  return fused;
+  // The projections: pj (x = the conv2d_pw_dw's output, read by pj alone) becomes the
+  // fused node, at pj's place in the order (its residual is computed before it).
+  g.reindex();
+  uses = g.use_counts();
+  absorbed.assign(g.nodes.size(), false);
+  int projected = 0;
+  for (Node& pj : g.nodes) {
+    if (!pointwise(g, pj, true)) continue;
+    const int x = pj.inputs[0], p = g.values[size_t(x)].producer;
+    if (p < 0 || uses[size_t(x)] != 1) continue;
+    const Node& blk = g.nodes[size_t(p)];
+    if (blk.op != Op::conv2d_pw_dw || blk.i("project", 0)) continue;
+    std::vector<int> inputs = blk.inputs;
+    inputs.insert(inputs.end(), pj.inputs.begin() + 1, pj.inputs.end());
+    auto attrs = blk.attrs;
+    for (const char* key : {"has_bias", "bn_eps", "activation"}) {
+      auto it = pj.attrs.find(key);
+      if (it != pj.attrs.end()) attrs[std::string("pj_") + key] = it->second;
+    }
+    auto it = pj.attrs.find("has_residual");
+    if (it != pj.attrs.end()) attrs["has_residual"] = it->second;
+    pj.op = Op::conv2d_pw_dw;
+    pj.inputs = std::move(inputs);
+    pj.attrs = std::move(attrs);
+    pj.set_int("project", 1);
+    absorbed[size_t(p)] = true;
+    ++projected;
+  }
+  if (projected) erase_nodes(g, absorbed);
+  return fused + projected;
 }
 
 }  // namespace zenith

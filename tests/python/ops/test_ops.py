@@ -596,6 +596,55 @@ def test_expand_depthwise_fused():
     assert "conv2d_pw_dw" not in cg.report.zenith_ops
 
 
+def test_inverted_residual_fused():
+    """MobileNet V2's whole inverted residual block, expand 1x1 -> depthwise -> project
+    1x1 (each + bn or bias, the project without or with an activation, the block's
+    residual add when shapes allow), runs as one conv2d_pw_dw with `project` (passes on)
+    against eager: strides 1 and 2, several bands per image and rows split between
+    threads, odd channel counts (projections of 1, 5 and 17 channels: the GEMM's skinny
+    and tail paths), batches of 1 to 3. A projection whose input is also returned, or
+    that is not 1x1 / stride 1, keeps its own conv."""
+    tol = dict(rtol=1e-4, atol=1e-4)
+
+    def bn_of(e):
+        return [make((e,), f32), make((e,), f32).abs() + 0.5, make((e,), f32), make((e,), f32)]
+
+    relu6 = lambda t: F.hardtanh(t, 0.0, 6.0)  # noqa: E731
+
+    def block(x, w1, b1, m1, v1, g1, be1, w2, b2, m2, v2, g2, be2, w3, b3, m3, v3, g3, be3, s=1, bn=True,
+              residual=False, act3=None, also=False):
+        def norm(y, m, v, g, be, eps):
+            return F.batch_norm(y, m, v, g, be, training=False, eps=eps) if bn else y
+
+        y = relu6(norm(F.conv2d(x, w1, None if bn else b1), m1, v1, g1, be1, 1e-5))
+        d = F.conv2d(y, w2, None if bn else b2, stride=s, padding=1, groups=w2.shape[0])
+        d = relu6(norm(d, m2, v2, g2, be2, 1e-3))
+        z = norm(F.conv2d(d, w3, None if bn else b3), m3, v3, g3, be3, 1e-5)
+        if residual:
+            z = z + x
+        if act3 is not None:
+            z = act3(z)
+        return (z, d) if also else z
+
+    cases = [  # (N, C, E, P, H, W, kwargs)
+        ((1, 16, 96, 16, 30, 112), dict(residual=True)),
+        ((2, 5, 40, 17, 31, 57), dict(s=2)),
+        ((3, 6, 36, 6, 29, 33), dict(residual=True, act3=torch.relu, bn=False)),
+        ((1, 4, 24, 5, 28, 28), dict(act3=relu6)),
+        ((2, 3, 12, 1, 33, 29), dict(s=2, bn=False)),
+    ]
+    for (n, c, e, p, h, w), kw in cases:
+        inputs = [make((n, c, h, w), f32), make((e, c, 1, 1), f32), make((e,), f32)] + bn_of(e)
+        inputs += [make((e, 1, 3, 3), f32), make((e,), f32)] + bn_of(e)
+        inputs += [make((p, e, 1, 1), f32), make((p,), f32)] + bn_of(p)
+        cg = check(lambda *a: block(*a, **kw), inputs, covers=["conv2d_pw_dw"], passes=True, tol=tol)
+        assert "conv2d" not in cg.report.zenith_ops, (kw, cg.report.zenith_ops)
+        assert cg.report.passes["fuse_conv_pw_dw"] == 2, cg.report.passes
+    # The depthwise output also returned: the projection stays a conv2d of its own.
+    cg = check(lambda *a: block(*a, also=True), inputs, covers=["conv2d"], passes=True, tol=tol)
+    assert cg.report.passes["fuse_conv_pw_dw"] == 1 and "conv2d" in cg.report.zenith_ops
+
+
 def test_residual_layer_norm():
     """Post-norm residual: LayerNorm(x + y) runs as one layer_norm reading both (passes
     on; the add is gone); a sum that is also returned keeps its add. Against eager."""
