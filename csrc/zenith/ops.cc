@@ -427,30 +427,39 @@ Types infer_conv2d(const Graph& g, const Node& n) {
 }
 
 // conv2d_pw_dw: (x, w_pw, bias_pw[, bn x 4], w_dw, bias_dw[, bn x 4][, w_pj, bias_pj[, bn
-// x 4][, residual]]), float32 only (fuse_conv_pw_dw makes it from two or three float32 convs).
+// x 4][, residual]]), float32 only (fuse_conv_pw_dw makes it from two or three float32
+// convs); expand=0: no w_pw, bias_pw or its bn.
 Types infer_conv2d_pw_dw(const Graph& g, const Node& n) {
-  const bool project = n.i("project", 0) != 0, residual = n.i("has_residual", 0) != 0;
-  const size_t q = n.has("pw_bn_eps") ? 7 : 3, r = q + (n.has("bn_eps") ? 6 : 2);
-  const size_t total = project ? r + (n.has("pj_bn_eps") ? 6 : 2) + (residual ? 1 : 0) : r;
-  ZENITH_CHECK(project || (!residual && !n.has("pj_bn_eps") && !n.i("pj_has_bias", 0)),
+  const bool expand = n.i("expand", 1) != 0, project = n.i("project", 0) != 0, residual = n.i("has_residual", 0) != 0;
+  const size_t q = !expand ? 1 : n.has("pw_bn_eps") ? 7 : 3, r = q + (n.has("bn_eps") ? 6 : 2);
+  const size_t pj_inputs = (n.has("pj_bn_eps") ? 6 : 2) + (residual ? 1 : 0);
+  const size_t total = project ? r + pj_inputs : r;
+  ZENITH_CHECK(project || (!residual && !n.has("pj_bn_eps") && !n.i("pj_has_bias", 0) && !n.has("pj_activation")),
                "conv2d_pw_dw: a residual or projection epilogue without `project`");
-  ZENITH_CHECK(n.inputs.size() == total, "conv2d_pw_dw: expected ", total, " inputs (the 1x1 conv's ", q,
-               ", the depthwise conv's ", r - q, project ? ", then the projection's" : "", "), got ", n.inputs.size());
-  const auto &x = in(g, n, 0), &w1 = in(g, n, 1), &w2 = in(g, n, q);
-  ZENITH_CHECK(x.rank() == 4 && w1.is_static() && w1.rank() == 4 && w2.is_static() && w2.rank() == 4,
-               "conv2d_pw_dw: needs NCHW input and static OIHW weights");
-  const int64_t E = w1.shape[0].value();
-  ZENITH_CHECK(x.shape[1].is_const() && x.shape[1].value() == w1.shape[1].value() && w1.shape[2].value() == 1 &&
-                   w1.shape[3].value() == 1,
-               "conv2d_pw_dw: the first weight must be a 1x1 conv's over the input's channels");
+  ZENITH_CHECK(expand || (project && !n.has("pw_bn_eps") && !n.i("pw_has_bias", 0) && !n.has("pw_activation")),
+               "conv2d_pw_dw: expand=0 needs `project` and no pw_* epilogue");
+  ZENITH_CHECK(n.inputs.size() == total, "conv2d_pw_dw: expected ", total, " inputs (the 1x1 conv's ",
+               expand ? q : 0, " after x, the depthwise conv's ", r - q, ", the projection's ", project ? pj_inputs : 0,
+               "), got ", n.inputs.size());
+  const auto &x = in(g, n, 0), &w2 = in(g, n, q);
+  ZENITH_CHECK(x.rank() == 4 && w2.is_static() && w2.rank() == 4, "conv2d_pw_dw: needs NCHW input and static OIHW weights");
+  ZENITH_CHECK(x.shape[1].is_const(), "conv2d_pw_dw: needs a static channel count");
+  int64_t E = x.shape[1].value();  // the depthwise conv's channels
+  if (expand) {
+    const auto& w1 = in(g, n, 1);
+    ZENITH_CHECK(w1.is_static() && w1.rank() == 4 && E == w1.shape[1].value() && w1.shape[2].value() == 1 &&
+                     w1.shape[3].value() == 1,
+                 "conv2d_pw_dw: the first weight must be a 1x1 conv's over the input's channels");
+    E = w1.shape[0].value();
+  }
   ZENITH_CHECK(w2.shape[0].value() == E && w2.shape[1].value() == 1,
-               "conv2d_pw_dw: the second weight must be a depthwise conv's over the ", E, " expanded channels");
+               "conv2d_pw_dw: the depthwise weight must be a depthwise conv's over ", E, " channels");
   int64_t P = E;  // the output's channels
   if (project) {
     const auto& w3 = in(g, n, r);
     ZENITH_CHECK(w3.is_static() && w3.rank() == 4 && w3.shape[1].value() == E && w3.shape[2].value() == 1 &&
                      w3.shape[3].value() == 1,
-                 "conv2d_pw_dw: the third weight must be a 1x1 conv's over the ", E, " expanded channels");
+                 "conv2d_pw_dw: the projection's weight must be a 1x1 conv's over the ", E, " depthwise channels");
     P = w3.shape[0].value();
   }
   // The per-channel inputs that are there (an absent bias's slot repeats the weight, as

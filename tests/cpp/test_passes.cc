@@ -321,7 +321,9 @@ TEST(Passes, FuseConvPwDwProjection) {
   // folded, its residual add %x fused) reads only the expand + depthwise pair's output:
   // all three become one conv2d_pw_dw with project=1, the projection's inputs last and
   // its epilogue as pj_*. The second's depthwise output %d2 is also returned, so its
-  // projection %q stays a conv2d; %s (1x1 with stride 2) is not a projection either.
+  // projection %q stays a conv2d; %s (1x1 with stride 2) is not a projection either. The
+  // depthwise %l has no expand before it: it and its projection %lp become one node with
+  // expand=0, the depthwise conv's inputs and attributes first.
   Graph g = parse_graph(R"(graph(%x: f32[2, 8, 28, 28], %w: f32[8, 8, 1, 1], %k: f32[8, 1, 3, 3], %b: f32[8], %g: f32[8], %h: f32[8], %m: f32[8], %v: f32[8]) {
   %e: f32[2, 8, 28, 28] = conv2d(%x, %w, %w) {activation=[7], stride=[1, 1], padding=[0, 0], dilation=[1, 1], groups=[1], has_bias=[0]}
   %d: f32[2, 8, 28, 28] = conv2d(%e, %k, %b) {activation=[7], stride=[1, 1], padding=[1, 1], dilation=[1, 1], groups=[8], has_bias=[1]}
@@ -330,18 +332,21 @@ TEST(Passes, FuseConvPwDwProjection) {
   %d2: f32[2, 8, 28, 28] = conv2d(%e2, %k, %b) {stride=[1, 1], padding=[1, 1], dilation=[1, 1], groups=[8], has_bias=[1]}
   %q: f32[2, 8, 28, 28] = conv2d(%d2, %w, %b) {activation=[1], stride=[1, 1], padding=[0, 0], dilation=[1, 1], groups=[1], has_bias=[1]}
   %s: f32[2, 8, 14, 14] = conv2d(%q, %w, %b) {stride=[2, 2], padding=[0, 0], dilation=[1, 1], groups=[1], has_bias=[1]}
-  return (%s, %d2)
+  %l: f32[2, 8, 14, 14] = conv2d(%x, %k, %b) {activation=[7], stride=[2, 2], padding=[1, 1], dilation=[1, 1], groups=[8], has_bias=[1]}
+  %lp: f32[2, 8, 14, 14] = conv2d(%l, %w, %b) {stride=[1, 1], padding=[0, 0], dilation=[1, 1], groups=[1], has_bias=[1]}
+  return (%s, %d2, %lp)
 })");
-  EXPECT_EQ(fuse_conv_pw_dw(g), 3);
+  EXPECT_EQ(fuse_conv_pw_dw(g), 4);
   verify(g);
   EXPECT_EQ(print_graph(g), canon(R"(graph(%x: f32[2, 8, 28, 28], %w: f32[8, 8, 1, 1], %k: f32[8, 1, 3, 3], %b: f32[8], %g: f32[8], %h: f32[8], %m: f32[8], %v: f32[8]) {
   %p: f32[2, 8, 28, 28] = conv2d_pw_dw(%x, %w, %w, %k, %b, %w, %w, %g, %h, %m, %v, %x) {activation=[7], has_residual=[1], pj_bn_eps=f[0.001], pj_has_bias=[0], project=[1], pw_activation=[7], pw_has_bias=[0], stride=[1, 1], padding=[1, 1], dilation=[1, 1], has_bias=[1]}
   %d2: f32[2, 8, 28, 28] = conv2d_pw_dw(%p, %w, %w, %k, %b) {pw_has_bias=[0], stride=[1, 1], padding=[1, 1], dilation=[1, 1], has_bias=[1]}
   %q: f32[2, 8, 28, 28] = conv2d(%d2, %w, %b) {activation=[1], stride=[1, 1], padding=[0, 0], dilation=[1, 1], groups=[1], has_bias=[1]}
   %s: f32[2, 8, 14, 14] = conv2d(%q, %w, %b) {stride=[2, 2], padding=[0, 0], dilation=[1, 1], groups=[1], has_bias=[1]}
-  return (%s, %d2)
+  %lp: f32[2, 8, 14, 14] = conv2d_pw_dw(%x, %k, %b, %w, %b) {activation=[7], expand=[0], has_bias=[1], pj_has_bias=[1], project=[1], stride=[2, 2], padding=[1, 1], dilation=[1, 1]}
+  return (%s, %d2, %lp)
 })"));
-  // A third weight that is not a 1x1 conv's over the expanded channels: a clear error.
+  // A projection weight that is not a 1x1 conv's over the depthwise channels: a clear error.
   const char* bad = R"(graph(%x: f32[1, 8, 28, 28], %w: f32[8, 8, 1, 1], %k: f32[8, 1, 3, 3], %u: f32[8, 8, 3, 3]) {
   %y: f32[1, 8, 28, 28] = conv2d_pw_dw(%x, %w, %w, %k, %k, %u, %u) {project=[1], stride=[1, 1], padding=[1, 1], dilation=[1, 1]}
   return (%y)
@@ -350,7 +355,18 @@ TEST(Passes, FuseConvPwDwProjection) {
     verify(parse_graph(bad));
     ADD_FAILURE() << "a 3x3 projection weight was accepted";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("third weight must be a 1x1 conv's"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("projection's weight must be a 1x1 conv's"), std::string::npos) << e.what();
+  }
+  // expand=0 alone would be a depthwise conv: refused, not run.
+  const char* lone = R"(graph(%x: f32[1, 8, 28, 28], %k: f32[8, 1, 3, 3]) {
+  %y: f32[1, 8, 28, 28] = conv2d_pw_dw(%x, %k, %k) {expand=[0], stride=[1, 1], padding=[1, 1], dilation=[1, 1]}
+  return (%y)
+})";
+  try {
+    verify(parse_graph(lone));
+    ADD_FAILURE() << "expand=0 without a projection was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("expand=0 needs `project`"), std::string::npos) << e.what();
   }
 }
 

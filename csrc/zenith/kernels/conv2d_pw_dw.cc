@@ -41,38 +41,43 @@ void run_conv2d_pw_dw(const KernelCtx& c) {
   const TensorRef &x = c.in[0], &w1 = c.in[1];
   TensorRef& o = c.out[0];
   if (o.numel() == 0) return;
-  const size_t q = at.pw_bn_eps ? 7 : 3;  // the depthwise conv's first input
-  const size_t r = q + (at.bn_eps ? 6 : 2);  // the projection's first input (with `project`)
+  // Without `expand` the node is a depthwise conv and its projection: x is the window.
+  const bool expand = at.expand, project = at.project;
+  const size_t q = !expand ? 1 : at.pw_bn_eps ? 7 : 3;  // the depthwise conv's first input
+  const size_t r = q + (at.bn_eps ? 6 : 2);               // the projection's first input (with `project`)
   const TensorRef& w2 = c.in[q];
-  const int64_t N = x.shape[0], C = x.shape[1], H = x.shape[2], W = x.shape[3], E = w1.shape[0];
+  const int64_t N = x.shape[0], C = x.shape[1], H = x.shape[2], W = x.shape[3], E = w2.shape[0];
   const int64_t KH = w2.shape[2], KW = w2.shape[3], P = o.shape[1], OH = o.shape[2], OW = o.shape[3];
   const int64_t sh = at.stride[0], sw = at.stride[1], ph = at.padding[0], pw = at.padding[1], dh = at.dilation[0],
                 dw = at.dilation[1];
   std::vector<float> s1, t1, s2, t2, s3, t3;
-  const GemmEpilogue ep1 = conv_channel_epilogue(c.in, 2, at.pw_has_bias, at.pw_bn_eps, at.pw_activation, E, s1, t1);
+  const GemmEpilogue ep1 =
+      expand ? conv_channel_epilogue(c.in, 2, at.pw_has_bias, at.pw_bn_eps, at.pw_activation, E, s1, t1)
+             : GemmEpilogue{};
   const GemmEpilogue ep2 = conv_channel_epilogue(c.in, q + 1, at.has_bias, at.bn_eps, at.activation, E, s2, t2);
-  const bool project = at.project;
   const GemmEpilogue ep3 = project ? conv_channel_epilogue(c.in, r + 1, at.pj_has_bias, at.pj_bn_eps,
                                                            at.pj_activation, P, s3, t3)
                                    : GemmEpilogue{};
   const float* res = at.has_residual ? c.in.back().as<float>() : nullptr;
-  const float *px = x.as<float>(), *pw1 = w1.as<float>(), *pw2 = w2.as<float>();
+  const float *px = x.as<float>(), *pw1 = expand ? w1.as<float>() : nullptr, *pw2 = w2.as<float>();
   const float* pw3 = project ? c.in[r].as<float>() : nullptr;
   float* po = o.as<float>();
 
   // Output rows per band: as many as keep the window (every channel, the band's input
   // rows) near kWindowFloats (half of it with a projection, whose band of depthwise
   // output takes at most as much again); the window holds `cap` input rows per channel.
+  // Without an expand there is no window: the band of depthwise output alone takes half.
   const int64_t reach = (KH - 1) * dh + 1;
   const int64_t window_floats = project ? kWindowFloats / 2 : kWindowFloats;
   const int64_t fit = std::max<int64_t>(reach, window_floats / std::max<int64_t>(1, E * W));
-  const int64_t band = std::clamp<int64_t>((fit - reach) / sh + 1, 1, OH);
-  const int64_t cap = (band - 1) * sh + reach;
+  const int64_t band = expand ? std::clamp<int64_t>((fit - reach) / sh + 1, 1, OH)
+                              : std::clamp<int64_t>(window_floats / std::max<int64_t>(1, E * OW), 1, OH);
+  const int64_t cap = expand ? (band - 1) * sh + reach : 0;
   // Work items: (image, chunk of output rows).
   const int64_t chunks = std::min(OH, std::max<int64_t>(1, (num_threads() + N - 1) / N));
   parallel_for(N * chunks, 1, [&](int64_t lo, int64_t hi) {
     thread_local gemm_detail::AlignedBuf window, mid;
-    float* win = window.get(size_t(E * cap * W));
+    float* win = expand ? window.get(size_t(E * cap * W)) : nullptr;
     float* dwo = project ? mid.get(size_t(E * band * OW)) : nullptr;  // a band of depthwise output
     for (int64_t item = lo; item < hi; ++item) {
       const int64_t n = item / chunks, ch = item % chunks;
@@ -83,28 +88,31 @@ void run_conv2d_pw_dw(const KernelCtx& c) {
         const int64_t b1 = std::min(r_end, b0 + band);
         const int64_t need_lo = std::clamp<int64_t>(b0 * sh - ph, 0, H);
         const int64_t need_hi = std::clamp<int64_t>((b1 - 1) * sh - ph + reach, need_lo, H);
-        // Keep the rows of the window this band needs again, at the top.
-        int64_t keep_lo = std::max(w_lo, need_lo), keep_hi = std::min(w_hi, need_hi);
-        if (keep_hi <= keep_lo) keep_lo = keep_hi = need_lo;
-        if (keep_lo > w_lo && keep_hi > keep_lo)
-          for (int64_t e = 0; e < E; ++e)
-            std::memmove(win + e * cap * W, win + (e * cap + keep_lo - w_lo) * W,
-                         size_t((keep_hi - keep_lo) * W) * sizeof(float));
-        // The 1x1 conv of the rows the window lacks (window rows keep_hi - need_lo ..).
-        if (need_hi > keep_hi)
-          sgemm(E, (need_hi - keep_hi) * W, C, 1.0f, pw1, C, 1, xn + keep_hi * W, H * W, 1,
-                win + (keep_hi - need_lo) * W, cap * W, false, nullptr, &ep1);
-        w_lo = need_lo;
-        w_hi = need_hi;
+        if (expand) {
+          // Keep the rows of the window this band needs again, at the top.
+          int64_t keep_lo = std::max(w_lo, need_lo), keep_hi = std::min(w_hi, need_hi);
+          if (keep_hi <= keep_lo) keep_lo = keep_hi = need_lo;
+          if (keep_lo > w_lo && keep_hi > keep_lo)
+            for (int64_t e = 0; e < E; ++e)
+              std::memmove(win + e * cap * W, win + (e * cap + keep_lo - w_lo) * W,
+                           size_t((keep_hi - keep_lo) * W) * sizeof(float));
+          // The 1x1 conv of the rows the window lacks (window rows keep_hi - need_lo ..).
+          if (need_hi > keep_hi)
+            sgemm(E, (need_hi - keep_hi) * W, C, 1.0f, pw1, C, 1, xn + keep_hi * W, H * W, 1,
+                  win + (keep_hi - need_lo) * W, cap * W, false, nullptr, &ep1);
+          w_lo = need_lo;
+          w_hi = need_hi;
+        }
         // The depthwise conv of the band: its windows start at input row b0 * sh - ph,
-        // which is window row b0 * sh - ph - need_lo (negative: that much padding left).
-        // Into the output, or, with a projection, into dwo: channel e's rows at
-        // e * pixels, the projection GEMM's B.
+        // which is window row b0 * sh - ph - need_lo (negative: that much padding left);
+        // without an expand it reads x's rows need_lo.. in place. Into the output, or,
+        // with a projection, into dwo: channel e's rows at e * pixels, the projection
+        // GEMM's B.
         const DepthwiseGeom g{need_hi - need_lo, W, KH, KW, b1 - b0, OW, sh, sw, need_lo - (b0 * sh - ph), pw,
                               dh,                dw};
         const int64_t pixels = (b1 - b0) * OW;
         for (int64_t e = 0; e < E; ++e)
-          depthwise_plane(g, win + e * cap * W, pw2 + e * KH * KW,
+          depthwise_plane(g, expand ? win + e * cap * W : xn + (e * H + need_lo) * W, pw2 + e * KH * KW,
                           project ? dwo + e * pixels : po + ((n * E + e) * OH + b0) * OW, &ep2, e);
         if (!project) continue;
         // The projection of the band: output rows b0..b1 of every channel of image n

@@ -5,7 +5,8 @@
 // block's largest, never reaches memory). Then a 1x1 conv2d whose input only such a node
 // reads (the block's projection, with its residual add when fuse_conv_residual gave it
 // one) joins it as its `project` part, so the depthwise output, as large, never reaches
-// memory either. Each conv keeps its own epilogue (bias, batch-norm, activation): runs
+// memory either; so does one whose input only a depthwise conv2d without an expand reads
+// (expand=0: MobileNet V2's first block). Each conv keeps its own epilogue (bias, batch-norm, activation): runs
 // after fuse_conv_bn, fuse_conv_residual and fuse_epilogue.
 // Leaves alone: maps under 28 x 28 or of symbolic size (the expanded tensor of a small
 // map stays in cache anyway), expand and depthwise convs with a fused residual, padding
@@ -97,10 +98,17 @@ int fuse_conv_pw_dw(Graph& g) {
     const int x = pj.inputs[0], p = g.values[size_t(x)].producer;
     if (p < 0 || uses[size_t(x)] != 1) continue;
     const Node& blk = g.nodes[size_t(p)];
-    if (blk.op != Op::conv2d_pw_dw || blk.i("project", 0)) continue;
+    // An expand + depthwise node, or a depthwise conv that had no expand to join (MobileNet
+    // V2's first block): that one's inputs and attributes are the depthwise conv's.
+    const bool lone = depthwise(g, blk);
+    if (!lone && (blk.op != Op::conv2d_pw_dw || blk.i("project", 0))) continue;
     std::vector<int> inputs = blk.inputs;
     inputs.insert(inputs.end(), pj.inputs.begin() + 1, pj.inputs.end());
     auto attrs = blk.attrs;
+    if (lone) {
+      attrs.erase("groups");
+      attrs.erase("has_residual");  // (depthwise() took none)
+    }
     for (const char* key : {"has_bias", "bn_eps", "activation"}) {
       auto it = pj.attrs.find(key);
       if (it != pj.attrs.end()) attrs[std::string("pj_") + key] = it->second;
@@ -111,6 +119,7 @@ int fuse_conv_pw_dw(Graph& g) {
     pj.inputs = std::move(inputs);
     pj.attrs = std::move(attrs);
     pj.set_int("project", 1);
+    if (lone) pj.set_int("expand", 0);
     absorbed[size_t(p)] = true;
     ++projected;
   }

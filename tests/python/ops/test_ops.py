@@ -598,12 +598,15 @@ def test_expand_depthwise_fused():
 
 def test_inverted_residual_fused():
     """MobileNet V2's whole inverted residual block, expand 1x1 -> depthwise -> project
-    1x1 (each + bn or bias, the project without or with an activation, the block's
-    residual add when shapes allow), runs as one conv2d_pw_dw with `project` (passes on)
-    against eager: strides 1 and 2, several bands per image and rows split between
-    threads, odd channel counts (projections of 1, 5 and 17 channels: the GEMM's skinny
-    and tail paths), batches of 1 to 3. A projection whose input is also returned, or
-    that is not 1x1 / stride 1, keeps its own conv."""
+    1x1, runs as one conv2d_pw_dw with `project` (passes on) against eager, and so does
+    a block without the expand (its first: depthwise -> project, expand=0). Each conv
+    with bn, a bias or neither, chosen per conv (so a mix-up of the three convs' inputs
+    fails); the projection without or with an activation, and with the block's residual
+    add when shapes allow; strides 1 and 2, several bands per image and rows split
+    between threads, odd channel counts (projections of 1, 3, 5 and 17 channels: the
+    GEMM's skinny and tail paths, the skinny one also with a residual), batches of 1 to
+    3. A projection whose input is also returned, or that is not 1x1 / stride 1, keeps
+    its own conv."""
     tol = dict(rtol=1e-4, atol=1e-4)
 
     def bn_of(e):
@@ -611,15 +614,19 @@ def test_inverted_residual_fused():
 
     relu6 = lambda t: F.hardtanh(t, 0.0, 6.0)  # noqa: E731
 
-    def block(x, w1, b1, m1, v1, g1, be1, w2, b2, m2, v2, g2, be2, w3, b3, m3, v3, g3, be3, s=1, bn=True,
-              residual=False, act3=None, also=False):
-        def norm(y, m, v, g, be, eps):
-            return F.batch_norm(y, m, v, g, be, training=False, eps=eps) if bn else y
+    def block(x, w1, b1, m1, v1, g1, be1, w2, b2, m2, v2, g2, be2, w3, b3, m3, v3, g3, be3, s=1,
+              norms=("bn", "bn", "bn"), expand=True, residual=False, act3=None, also=False):
+        # norms[i]: "bn" (the conv without bias, then batch-norm), "bias", or "none".
+        def conv(inp, w, b, kind, **kw):
+            return F.conv2d(inp, w, b if kind == "bias" else None, **kw)
 
-        y = relu6(norm(F.conv2d(x, w1, None if bn else b1), m1, v1, g1, be1, 1e-5))
-        d = F.conv2d(y, w2, None if bn else b2, stride=s, padding=1, groups=w2.shape[0])
-        d = relu6(norm(d, m2, v2, g2, be2, 1e-3))
-        z = norm(F.conv2d(d, w3, None if bn else b3), m3, v3, g3, be3, 1e-5)
+        def norm(y, m, v, g, be, kind, eps):
+            return F.batch_norm(y, m, v, g, be, training=False, eps=eps) if kind == "bn" else y
+
+        y = relu6(norm(conv(x, w1, b1, norms[0]), m1, v1, g1, be1, norms[0], 1e-5)) if expand else x
+        d = conv(y, w2, b2, norms[1], stride=s, padding=1, groups=w2.shape[0])
+        d = relu6(norm(d, m2, v2, g2, be2, norms[1], 1e-3))
+        z = norm(conv(d, w3, b3, norms[2]), m3, v3, g3, be3, norms[2], 1e-5)
         if residual:
             z = z + x
         if act3 is not None:
@@ -628,21 +635,26 @@ def test_inverted_residual_fused():
 
     cases = [  # (N, C, E, P, H, W, kwargs)
         ((1, 16, 96, 16, 30, 112), dict(residual=True)),
-        ((2, 5, 40, 17, 31, 57), dict(s=2)),
-        ((3, 6, 36, 6, 29, 33), dict(residual=True, act3=torch.relu, bn=False)),
-        ((1, 4, 24, 5, 28, 28), dict(act3=relu6)),
-        ((2, 3, 12, 1, 33, 29), dict(s=2, bn=False)),
+        ((2, 5, 40, 17, 31, 57), dict(s=2, norms=("bias", "bn", "none"))),
+        ((3, 6, 36, 6, 29, 33), dict(residual=True, act3=torch.relu, norms=("bias", "bias", "bias"))),
+        ((1, 4, 24, 5, 28, 28), dict(act3=relu6, norms=("none", "bias", "bn"))),
+        ((2, 3, 12, 1, 33, 29), dict(s=2, norms=("bn", "none", "bias"))),
+        ((2, 3, 20, 3, 28, 30), dict(residual=True, norms=("bn", "bias", "bn"))),  # skinny GEMM + residual
+        ((1, 32, 32, 16, 112, 112), dict(expand=False)),  # MobileNet V2's first block
+        ((3, 8, 8, 8, 29, 31), dict(expand=False, residual=True, norms=("bn", "bias", "bn"), act3=torch.relu)),
+        ((2, 7, 7, 3, 30, 33), dict(expand=False, s=2, norms=("bn", "none", "bias"))),
     ]
     for (n, c, e, p, h, w), kw in cases:
+        expand = kw.get("expand", True)
         inputs = [make((n, c, h, w), f32), make((e, c, 1, 1), f32), make((e,), f32)] + bn_of(e)
         inputs += [make((e, 1, 3, 3), f32), make((e,), f32)] + bn_of(e)
         inputs += [make((p, e, 1, 1), f32), make((p,), f32)] + bn_of(p)
         cg = check(lambda *a: block(*a, **kw), inputs, covers=["conv2d_pw_dw"], passes=True, tol=tol)
         assert "conv2d" not in cg.report.zenith_ops, (kw, cg.report.zenith_ops)
-        assert cg.report.passes["fuse_conv_pw_dw"] == 2, cg.report.passes
+        assert cg.report.passes["fuse_conv_pw_dw"] == (2 if expand else 1), cg.report.passes
     # The depthwise output also returned: the projection stays a conv2d of its own.
-    cg = check(lambda *a: block(*a, also=True), inputs, covers=["conv2d"], passes=True, tol=tol)
-    assert cg.report.passes["fuse_conv_pw_dw"] == 1 and "conv2d" in cg.report.zenith_ops
+    cg = check(lambda *a: block(*a, expand=False, also=True), inputs, covers=["conv2d"], passes=True, tol=tol)
+    assert cg.report.passes["fuse_conv_pw_dw"] == 0 and "conv2d_pw_dw" not in cg.report.zenith_ops
 
 
 def test_residual_layer_norm():
