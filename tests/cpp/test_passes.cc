@@ -346,28 +346,27 @@ TEST(Passes, FuseConvPwDwProjection) {
   %lp: f32[2, 8, 14, 14] = conv2d_pw_dw(%x, %k, %b, %w, %b) {activation=[7], expand=[0], has_bias=[1], pj_has_bias=[1], project=[1], stride=[2, 2], padding=[1, 1], dilation=[1, 1]}
   return (%s, %d2, %lp)
 })"));
-  // A projection weight that is not a 1x1 conv's over the depthwise channels: a clear error.
-  const char* bad = R"(graph(%x: f32[1, 8, 28, 28], %w: f32[8, 8, 1, 1], %k: f32[8, 1, 3, 3], %u: f32[8, 8, 3, 3]) {
+  // Malformed nodes get a clear error from the verifier, not a run.
+  auto refused = [](const char* text, const char* why) {
+    try {
+      verify(parse_graph(text));
+      ADD_FAILURE() << "accepted: " << text;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
+    }
+  };
+  // A projection weight that is not a 1x1 conv's over the depthwise channels.
+  refused(R"(graph(%x: f32[1, 8, 28, 28], %w: f32[8, 8, 1, 1], %k: f32[8, 1, 3, 3], %u: f32[8, 8, 3, 3]) {
   %y: f32[1, 8, 28, 28] = conv2d_pw_dw(%x, %w, %w, %k, %k, %u, %u) {project=[1], stride=[1, 1], padding=[1, 1], dilation=[1, 1]}
   return (%y)
-})";
-  try {
-    verify(parse_graph(bad));
-    ADD_FAILURE() << "a 3x3 projection weight was accepted";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("projection's weight must be a 1x1 conv's"), std::string::npos) << e.what();
-  }
-  // expand=0 alone would be a depthwise conv: refused, not run.
-  const char* lone = R"(graph(%x: f32[1, 8, 28, 28], %k: f32[8, 1, 3, 3]) {
+})",
+          "projection's weight must be a 1x1 conv's");
+  // expand=0 alone would be a depthwise conv.
+  refused(R"(graph(%x: f32[1, 8, 28, 28], %k: f32[8, 1, 3, 3]) {
   %y: f32[1, 8, 28, 28] = conv2d_pw_dw(%x, %k, %k) {expand=[0], stride=[1, 1], padding=[1, 1], dilation=[1, 1]}
   return (%y)
-})";
-  try {
-    verify(parse_graph(lone));
-    ADD_FAILURE() << "expand=0 without a projection was accepted";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("expand=0 needs `project`"), std::string::npos) << e.what();
-  }
+})",
+          "expand=0 needs `project`");
 }
 
 TEST(Passes, FuseConvResidual) {
