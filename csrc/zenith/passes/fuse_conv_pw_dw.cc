@@ -61,6 +61,14 @@ bool depthwise(const Graph& g, const Node& n) {
     return false;
   return pd[0] < (w[2].value() - 1) * dl[0] + 1 && pd[1] < (w[3].value() - 1) * dl[1] + 1;
 }
+// A conv's epilogue attributes (bias, batch-norm, activation) copied into `attrs` under
+// `prefix` (pw_ for the expand, pj_ for the projection).
+void copy_epilogue(const Node& conv, const char* prefix, std::map<std::string, Attr>& attrs) {
+  for (const char* key : {"has_bias", "bn_eps", "activation"}) {
+    auto it = conv.attrs.find(key);
+    if (it != conv.attrs.end()) attrs[std::string(prefix) + key] = it->second;
+  }
+}
 }  // namespace
 
 int fuse_conv_pw_dw(Graph& g) {
@@ -79,17 +87,14 @@ int fuse_conv_pw_dw(Graph& g) {
     dw.inputs = std::move(inputs);
     dw.attrs.erase("groups");
     dw.attrs.erase("has_residual");
-    for (const char* key : {"has_bias", "bn_eps", "activation"}) {
-      auto it = pw.attrs.find(key);
-      if (it != pw.attrs.end()) dw.attrs[std::string("pw_") + key] = it->second;
-    }
+    copy_epilogue(pw, "pw_", dw.attrs);
     absorbed[size_t(p)] = true;
     ++fused;
   }
   if (fused) erase_nodes(g, absorbed);
   // The projections: pj (x = the conv2d_pw_dw's output, read by pj alone) becomes the
   // fused node, at pj's place in the order (its residual is computed before it).
-  g.reindex();
+  // (erase_nodes reindexed the graph.)
   uses = g.use_counts();
   absorbed.assign(g.nodes.size(), false);
   int projected = 0;
@@ -109,10 +114,7 @@ int fuse_conv_pw_dw(Graph& g) {
       attrs.erase("groups");
       attrs.erase("has_residual");  // (depthwise() took none)
     }
-    for (const char* key : {"has_bias", "bn_eps", "activation"}) {
-      auto it = pj.attrs.find(key);
-      if (it != pj.attrs.end()) attrs[std::string("pj_") + key] = it->second;
-    }
+    copy_epilogue(pj, "pj_", attrs);
     auto it = pj.attrs.find("has_residual");
     if (it != pj.attrs.end()) attrs["has_residual"] = it->second;
     pj.op = Op::conv2d_pw_dw;
