@@ -382,6 +382,9 @@ float ref_activation(float x, Activation act) {
       return float(0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * double(x) * x * x))));
     case Activation::kSilu: return float(x / (1.0 + std::exp(-double(x))));
     case Activation::kTanh: return float(std::tanh(double(x)));
+    case Activation::kRelu6: return std::min(std::max(x, 0.0f), 6.0f);
+    case Activation::kHardsigmoid: return std::min(std::max(x + 3.0f, 0.0f), 6.0f) / 6.0f;
+    case Activation::kHardswish: return x * std::min(std::max(x + 3.0f, 0.0f), 6.0f) / 6.0f;
   }
   return NAN;
 }
@@ -391,14 +394,17 @@ TEST(Kernels, SgemmEpilogueMatchesReference) {
   // stride)) on every path (x @ W^T from 48 rows: the in-place strip): the skinny
   // kernels (1 and 3 rows, both layouts of B), the blocked driver with threads owning
   // columns (k tails, several k blocks, row and column tails, more rows than one
-  // L2 block of A: 260), its row split (few
+  // L2 block of A: 260; several groups of column panels per thread, the last one short,
+  // at one k block, 40 x 1000 x 70, and at three, 20 x 700 x 600), its row split (few
   // column panels), a prepacked B, K = 0, ldc > N, accumulate; 1 and 2 threads.
   const Activation acts[] = {Activation::kNone, Activation::kRelu, Activation::kGelu, Activation::kGeluTanh,
-                             Activation::kSilu, Activation::kTanh};
+                             Activation::kSilu, Activation::kTanh, Activation::kRelu6, Activation::kHardsigmoid,
+                             Activation::kHardswish};
   for (int threads : {1, 2}) {
     set_num_threads(threads);
     for (auto [M, N, K] : {std::tuple<int64_t, int64_t, int64_t>{1, 300, 77}, {3, 40, 600}, {33, 129, 300},
-                           {300, 40, 64}, {7, 17, 0}, {130, 48, 513}, {260, 129, 40}})
+                           {300, 40, 64}, {7, 17, 0}, {130, 48, 513}, {260, 129, 40}, {40, 1000, 70},
+                           {20, 700, 600}})
       for (bool trans : {false, true})
         for (int variant = 0; variant < 4; ++variant)  // column shift; row scale and shift; all three; + residual
           for (Activation act : acts) {

@@ -311,6 +311,16 @@ constexpr int64_t row_blocks(int64_t mpanels, int64_t per) { return std::max<int
 // each of many column panels, and rows a power-of-two stride apart crowd its sets).
 constexpr int64_t kInPlaceAMaxN = 1024;
 
+// How much of B's packed panels a thread that owns column panels sweeps A's rows
+// across at a time. One panel at a time writes C down its columns, one cache line per
+// row of C; a group writes runs of a line per panel along each row, which the hardware
+// prefetchers follow. Short k (1x1 convs with few input channels, whose C is large
+// against the work) gain most: measured on Zen 4, 2 threads, conv shapes with bn +
+// ReLU, 8 images: 256 x 3136 x 64 0.80x the time (0.83x with a residual), MobileNet
+// V2's 16 x 12544 x 32 0.85x; k >= 256 within noise (64 KiB: 8 panels at k = 64, 2 at
+// k >= 256). ResNet-50 end to end 0.96x at batch 1 and 8.
+constexpr int64_t kGroupBytes = int64_t(64) << 10;
+
 // Whether the blocked driver has threads own B's column panels (rather than split A's
 // rows: few column panels).
 bool owns_columns(int64_t mpanels, int64_t npanels) { return npanels >= mpanels || npanels >= 8; }
@@ -380,20 +390,25 @@ void sgemm_blocked(int64_t M, int64_t N, int64_t K, float alpha, const float* a,
         pack_b<NR>(kc, std::min(NR, nc - p * NR), b + pc * b_rs + (jc + p * NR) * b_cs, b_rs, b_cs, own_panel(p, pc));
     };
     if (own_columns) {
-      // Threads own column panels: for each k block, pack the panel of B and sweep a
-      // block of A's rows whose k block stays in L2 (each thread reads it once per
-      // column panel); taller A runs block after block, packing B's panels again.
+      // Threads own column panels, a group of them at a time (kGroupBytes): for each k
+      // block, pack the group's panels of B and sweep a block of A's rows whose k block
+      // stays in L2, each row panel across the whole group, so C is written in runs
+      // along its rows; taller A runs block after block, packing B's panels again.
       // Equal blocks (see row_blocks).
       int64_t qblocks = row_blocks(mpanels, kMcPanels<MR>), qstep = (mpanels + qblocks - 1) / qblocks;
       for (int64_t q0 = 0; q0 < mpanels; q0 += qstep) {
         int64_t q1 = std::min(mpanels, q0 + qstep);
         parallel_for(npanels, 1, [&](int64_t lo, int64_t hi) {
-          for (int64_t p = lo; p < hi; ++p)
+          const int64_t group = std::max<int64_t>(1, kGroupBytes / (std::min(KC, K) * NR * int64_t(sizeof(float))));
+          for (int64_t g0 = lo; g0 < hi; g0 += group) {
+            int64_t g1 = std::min(hi, g0 + group);
             for (int64_t pc = 0; pc < K; pc += KC) {
               int64_t kc = std::min(KC, K - pc);
-              pack_panel(p, pc, kc);
-              for (int64_t q = q0; q < q1; ++q) tile(p, q, pc, kc, panel_of(p, pc));
+              for (int64_t p = g0; p < g1; ++p) pack_panel(p, pc, kc);
+              for (int64_t q = q0; q < q1; ++q)
+                for (int64_t p = g0; p < g1; ++p) tile(p, q, pc, kc, panel_of(p, pc));
             }
+          }
         });
       }
     } else {
