@@ -145,12 +145,67 @@ void in_row_blocks(int64_t M, F&& f) {
   }
 }
 
+// The activations made of compares, selects and arithmetic, on 8 values at a time, as
+// activation.h computes them one at a time (NaN stays NaN).
+inline v8f broadcast8(float v) { return v8f{v, v, v, v, v, v, v, v}; }  // keeps -0 (0 + -0 does not)
+template <Activation A>
+inline v8f activation8(v8f x) {
+  const v8f zero{}, six = broadcast8(6.0f);
+  auto clamp06 = [&](v8f v) {
+    v = v < zero ? zero : v;
+    return v > six ? six : v;
+  };
+  if constexpr (A == Activation::kRelu) return ((x > zero) | (x != x)) ? x : zero;
+  else if constexpr (A == Activation::kRelu6) return clamp06(x);
+  else if constexpr (A == Activation::kHardsigmoid) return clamp06(x + 3.0f) / 6.0f;
+  else if constexpr (A == Activation::kHardswish) return x * clamp06(x + 3.0f) / 6.0f;
+  else return x;
+}
+
+// apply_epilogue for those activations: 8 values of a row at a time, the row's last
+// w % 8 one at a time. GCC left the one-value loop below scalar for a 16-wide tile
+// (AVX2's; the 32-wide one vectorized): bn + ReLU then took 3.6x the time of the GEMM
+// itself at 256 x 3136 x 64 (Zen 4, AVX2 path, 2 threads: 33 GFLOP/s with it, 153
+// without; 109 with this). End to end on the AVX2 path (in-process A/B against the
+// scalar loop, medians): MobileNet V2 0.56x the time at batch 8, 0.58x at batch 1;
+// ResNet-50 0.82x at batch 8, 0.96x at batch 1 (its Winograd convs keep their own
+// epilogue loop, which vectorizes).
+template <Activation A>
+void epilogue_rows8(const GemmEpilogue& ep, float* c, int64_t ldc, int64_t m0, int64_t n0, int64_t mr, int64_t w) {
+  for (int64_t r = 0; r < mr; ++r) {
+    const float s = ep.row_scale ? ep.row_scale[m0 + r] : 1.0f, t = ep.row_shift ? ep.row_shift[m0 + r] : 0.0f;
+    const v8f sv = broadcast8(s), tv = broadcast8(t);
+    float* row = c + r * ldc;
+    const float* res = ep.residual ? ep.residual + (m0 + r) * ep.ld_residual + n0 : nullptr;
+    const float* cs = ep.col_shift ? ep.col_shift + n0 : nullptr;
+    int64_t j = 0;
+    for (; j + 8 <= w; j += 8) {
+      v8f v = load8(row + j) * sv + tv;
+      if (cs) v += load8(cs + j);
+      if (res) v += load8(res + j);
+      store8(row + j, activation8<A>(v));
+    }
+    for (; j < w; ++j) {
+      float v = row[j] * s + t + (cs ? cs[j] : 0.0f) + (res ? res[j] : 0.0f);
+      row[j] = activation8<A>(broadcast8(v))[0];
+    }
+  }
+}
+
 // The epilogue over the mr x nr block of C at c, whose first value is C[m0, n0]. NR > 0
 // fixes the width at compile time (a full register tile): the row loops unroll into
 // whole vectors.
 template <int64_t NR = 0>
 void apply_epilogue(const GemmEpilogue& ep, float* c, int64_t ldc, int64_t m0, int64_t n0, int64_t mr, int64_t nr) {
   const int64_t w = NR > 0 ? NR : nr;
+  switch (ep.act) {
+    case Activation::kNone: return epilogue_rows8<Activation::kNone>(ep, c, ldc, m0, n0, mr, w);
+    case Activation::kRelu: return epilogue_rows8<Activation::kRelu>(ep, c, ldc, m0, n0, mr, w);
+    case Activation::kRelu6: return epilogue_rows8<Activation::kRelu6>(ep, c, ldc, m0, n0, mr, w);
+    case Activation::kHardsigmoid: return epilogue_rows8<Activation::kHardsigmoid>(ep, c, ldc, m0, n0, mr, w);
+    case Activation::kHardswish: return epilogue_rows8<Activation::kHardswish>(ep, c, ldc, m0, n0, mr, w);
+    default: break;
+  }
   with_activation(per_value(ep.act), [&](auto act) {
     for (int64_t r = 0; r < mr; ++r) {
       float s = ep.row_scale ? ep.row_scale[m0 + r] : 1.0f, t = ep.row_shift ? ep.row_shift[m0 + r] : 0.0f;
