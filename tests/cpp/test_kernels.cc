@@ -394,7 +394,7 @@ TEST(Kernels, SgemmEpilogueMatchesReference) {
   // stride)) on every path (x @ W^T from 48 rows: the in-place strip): the skinny
   // kernels (1 and 3 rows, both layouts of B), the blocked driver with threads owning
   // columns (k tails, several k blocks, row and column tails, more rows than one
-  // L2 block of A: 260; several groups of column panels per thread, the last one short,
+  // L2 block of A: 600; several groups of column panels per thread, the last one short,
   // at one k block, 40 x 1000 x 70, and at three, 20 x 700 x 600), its row split (few
   // column panels), a prepacked B, K = 0, ldc > N, accumulate; 1 and 2 threads.
   const Activation acts[] = {Activation::kNone, Activation::kRelu, Activation::kGelu, Activation::kGeluTanh,
@@ -403,7 +403,7 @@ TEST(Kernels, SgemmEpilogueMatchesReference) {
   for (int threads : {1, 2}) {
     set_num_threads(threads);
     for (auto [M, N, K] : {std::tuple<int64_t, int64_t, int64_t>{1, 300, 77}, {3, 40, 600}, {33, 129, 300},
-                           {300, 40, 64}, {7, 17, 0}, {130, 48, 513}, {260, 129, 40}, {40, 1000, 70},
+                           {300, 40, 64}, {7, 17, 0}, {130, 48, 513}, {600, 129, 40}, {40, 1000, 70},
                            {20, 700, 600}})
       for (bool trans : {false, true})
         for (int variant = 0; variant < 4; ++variant)  // column shift; row scale and shift; all three; + residual
@@ -449,6 +449,42 @@ TEST(Kernels, SgemmEpilogueMatchesReference) {
           }
   }
   set_num_threads(1);
+}
+
+TEST(Kernels, SgemmEpilogueKeepsSignedZeroAndNaNAlongTheRow) {
+  // The epilogue's vector activations, value for value as activation.h's one-value
+  // functions give them, in a row's 8-wide body and in its tail (13 values: 8 + 5): a -0
+  // (0 scaled by -1, shifted by -0) stays -0 through no activation, ReLU6 and
+  // hardswish and becomes +0 through ReLU (hardsigmoid gives 0.5); a NaN stays NaN.
+  using Fn = float (*)(float);
+  const std::pair<Activation, Fn> acts[] = {{Activation::kNone, [](float x) { return x; }},
+                                            {Activation::kRelu, relu_f},
+                                            {Activation::kRelu6, relu6_f},
+                                            {Activation::kHardsigmoid, hard_sigmoid},
+                                            {Activation::kHardswish, hard_swish}};
+  for (auto [act, fn] : acts)
+    for (int64_t nan_at : {int64_t(2), int64_t(10)}) {
+      const int64_t w = 13;
+      std::vector<float> c(size_t(w), 0.0f);
+      c[1] = 7.5f, c[4] = -2.0f, c[9] = 3.0f, c[12] = -0.25f;
+      c[size_t(nan_at)] = NAN;
+      float scale = -1.0f, shift = -0.0f;
+      std::vector<float> want(c.size());
+      for (size_t j = 0; j < c.size(); ++j) want[j] = fn(c[j] * scale + shift);
+      GemmEpilogue ep;
+      ep.row_scale = &scale;
+      ep.row_shift = &shift;
+      ep.act = act;
+      sgemm_epilogue_block(ep, c.data(), w, 0, 0, 1, w);
+      for (size_t j = 0; j < c.size(); ++j) {
+        if (std::isnan(want[j])) {
+          ASSERT_TRUE(std::isnan(c[j])) << "act " << int(act) << " at " << j;
+          continue;
+        }
+        ASSERT_EQ(c[j], want[j]) << "act " << int(act) << " at " << j;
+        ASSERT_EQ(std::signbit(c[j]), std::signbit(want[j])) << "act " << int(act) << " at " << j;
+      }
+    }
 }
 
 TEST(Kernels, SgemmPrepackedAMatchesReference) {

@@ -185,8 +185,10 @@ void epilogue_rows8(const GemmEpilogue& ep, float* c, int64_t ldc, int64_t m0, i
       if (res) v += load8(res + j);
       store8(row + j, activation8<A>(v));
     }
-    for (; j < w; ++j) {
-      float v = row[j] * s + t + (cs ? cs[j] : 0.0f) + (res ? res[j] : 0.0f);
+    for (; j < w; ++j) {  // as the vector body: nothing added for an absent term (+0 would lose a -0)
+      float v = row[j] * s + t;
+      if (cs) v += cs[j];
+      if (res) v += res[j];
       row[j] = activation8<A>(broadcast8(v))[0];
     }
   }
@@ -372,8 +374,9 @@ constexpr int64_t kInPlaceAMaxN = 1024;
 // prefetchers follow. Short k (1x1 convs with few input channels, whose C is large
 // against the work) gain most: measured on Zen 4, 2 threads, conv shapes with bn +
 // ReLU, 8 images: 256 x 3136 x 64 0.80x the time (0.83x with a residual), MobileNet
-// V2's 16 x 12544 x 32 0.85x; k >= 256 within noise (64 KiB: 8 panels at k = 64, 2 at
-// k >= 256). ResNet-50 end to end 0.96x at batch 1 and 8.
+// V2's 16 x 12544 x 32 0.85x; k >= 256 within noise (64 KiB: at k = 64, 8 panels of
+// AVX-512's 32 columns, 16 of AVX2's 16; at k >= 256, 2 and 4; more than L1, which the
+// measurements accept). ResNet-50 end to end 0.96x at batch 1 and 8.
 constexpr int64_t kGroupBytes = int64_t(64) << 10;
 
 // Whether the blocked driver has threads own B's column panels (rather than split A's
