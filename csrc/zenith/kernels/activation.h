@@ -3,6 +3,7 @@
 // the compiler vectorizes inside plain loops. Internal to the kernels.
 #pragma once
 #include <cmath>
+#include <type_traits>
 
 #include "zenith/error.h"
 #include "zenith/kernels/kernels.h"
@@ -35,16 +36,45 @@ inline float gelu_tanh(float x) {
   const float k = 0.7978845608028654f;  // sqrt(2/pi)
   return 0.5f * x * (1.0f + vtanh(k * (x + 0.044715f * x * x * x)));
 }
-inline float relu_f(float x) { return std::isnan(x) ? x : (x > 0 ? x : 0.0f); }  // keeps NaN
+// The activations made of compares, selects and arithmetic, each defined once for a
+// float and for a GCC vector of floats of the baseline ISA (gemm.cc's epilogue_rows8
+// applies them to 8 at a time), so that both give the same answer, sign of zero and
+// NaN included. (A 16-float vector cannot be passed by value to these: another ABI
+// without AVX-512, which GCC warns about; depthwise.cc writes its selects in place.)
+template <class V>
+inline V splat(float c) {  // c in every lane; not for -0 (0 + -0 is +0)
+  if constexpr (std::is_same_v<V, float>) return c;
+  else return V{} + c;
+}
 // min(max(x, lo), hi) as two selects, so loops over it vectorize; NaN stays NaN (both
 // comparisons are false). PyTorch's order of operations for the hard activations.
-inline float clamp_f(float x, float lo, float hi) {
-  float y = x < lo ? lo : x;
+template <class V>
+inline V clamp_f(V x, V lo, V hi) {
+  V y = x < lo ? lo : x;
   return y > hi ? hi : y;
 }
-inline float relu6_f(float x) { return clamp_f(x, 0.0f, 6.0f); }
-inline float hard_sigmoid(float x) { return clamp_f(x + 3.0f, 0.0f, 6.0f) / 6.0f; }
-inline float hard_swish(float x) { return x * clamp_f(x + 3.0f, 0.0f, 6.0f) / 6.0f; }
+// NaN stays NaN; -0 becomes +0.
+template <class V>
+inline V relu_f(V x) {
+  const V zero = splat<V>(0.0f);
+  return (x > zero) | (x != x) ? x : zero;
+}
+template <class V>
+inline V relu6_f(V x) { return clamp_f(x, splat<V>(0.0f), splat<V>(6.0f)); }  // keeps -0
+template <class V>
+inline V hard_sigmoid(V x) { return relu6_f(x + 3.0f) / 6.0f; }
+template <class V>
+inline V hard_swish(V x) { return x * relu6_f(x + 3.0f) / 6.0f; }
+
+// The activations above by compile-time code; any other is the identity here.
+template <Activation A, class V>
+inline V simple_activation(V x) {
+  if constexpr (A == Activation::kRelu) return relu_f(x);
+  else if constexpr (A == Activation::kRelu6) return relu6_f(x);
+  else if constexpr (A == Activation::kHardsigmoid) return hard_sigmoid(x);
+  else if constexpr (A == Activation::kHardswish) return hard_swish(x);
+  else return x;
+}
 
 // y[i] = gelu_exact(x[i]) for i < n, bit for bit, in chunks whose three steps run as
 // separate loops; AVX-512 where the CPU has it (ZENITH_NO_AVX512=1 keeps AVX2). x == y

@@ -145,24 +145,9 @@ void in_row_blocks(int64_t M, F&& f) {
   }
 }
 
-// The activations made of compares, selects and arithmetic, on 8 values at a time, as
-// activation.h computes them one at a time (NaN stays NaN).
 inline v8f broadcast8(float v) { return v8f{v, v, v, v, v, v, v, v}; }  // keeps -0 (0 + -0 does not)
-template <Activation A>
-inline v8f activation8(v8f x) {
-  const v8f zero{}, six = broadcast8(6.0f);
-  auto clamp06 = [&](v8f v) {
-    v = v < zero ? zero : v;
-    return v > six ? six : v;
-  };
-  if constexpr (A == Activation::kRelu) return ((x > zero) | (x != x)) ? x : zero;
-  else if constexpr (A == Activation::kRelu6) return clamp06(x);
-  else if constexpr (A == Activation::kHardsigmoid) return clamp06(x + 3.0f) / 6.0f;
-  else if constexpr (A == Activation::kHardswish) return x * clamp06(x + 3.0f) / 6.0f;
-  else return x;
-}
 
-// apply_epilogue for those activations: 8 values of a row at a time, the row's last
+// apply_epilogue for none and activation.h's simple_activation set: 8 values of a row at a time, the row's last
 // w % 8 one at a time. GCC left the one-value loop below scalar for a 16-wide tile
 // (AVX2's; the 32-wide one vectorized): bn + ReLU then took 3.6x the time of the GEMM
 // itself at 256 x 3136 x 64 (Zen 4, AVX2 path, 2 threads: 33 GFLOP/s with it, 153
@@ -183,13 +168,13 @@ void epilogue_rows8(const GemmEpilogue& ep, float* c, int64_t ldc, int64_t m0, i
       v8f v = load8(row + j) * sv + tv;
       if (cs) v += load8(cs + j);
       if (res) v += load8(res + j);
-      store8(row + j, activation8<A>(v));
+      store8(row + j, simple_activation<A>(v));
     }
     for (; j < w; ++j) {  // as the vector body: nothing added for an absent term (+0 would lose a -0)
       float v = row[j] * s + t;
       if (cs) v += cs[j];
       if (res) v += res[j];
-      row[j] = activation8<A>(broadcast8(v))[0];
+      row[j] = simple_activation<A>(v);
     }
   }
 }
@@ -457,7 +442,8 @@ void sgemm_blocked(int64_t M, int64_t N, int64_t K, float alpha, const float* a,
       for (int64_t q0 = 0; q0 < mpanels; q0 += qstep) {
         int64_t q1 = std::min(mpanels, q0 + qstep);
         parallel_for(npanels, 1, [&](int64_t lo, int64_t hi) {
-          const int64_t group = std::max<int64_t>(1, kGroupBytes / (std::min(KC, K) * NR * int64_t(sizeof(float))));
+          const int64_t panel_bytes = std::max<int64_t>(1, std::min(KC, K)) * NR * int64_t(sizeof(float));
+          const int64_t group = std::max<int64_t>(1, kGroupBytes / panel_bytes);
           for (int64_t g0 = lo; g0 < hi; g0 += group) {
             int64_t g1 = std::min(hi, g0 + group);
             for (int64_t pc = 0; pc < K; pc += KC) {

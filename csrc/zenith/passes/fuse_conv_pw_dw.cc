@@ -94,7 +94,7 @@ int fuse_conv_pw_dw(Graph& g) {
   if (fused) erase_nodes(g, absorbed);
   // The projections: pj (x = the conv2d_pw_dw's output, read by pj alone) becomes the
   // fused node, at pj's place in the order (its residual is computed before it).
-  // (erase_nodes reindexed the graph.)
+  // Counted afresh: erase_nodes renumbered the nodes.
   uses = g.use_counts();
   absorbed.assign(g.nodes.size(), false);
   int projected = 0;
