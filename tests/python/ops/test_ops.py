@@ -341,6 +341,15 @@ def test_conv2d():
         dict(x=(3, 5, 7, 7), w=(6, 5, 1, 1), stride=1, padding=0),
         dict(x=(4, 3, 9, 9), w=(7, 3, 3, 3), stride=1, padding=1, bias=False),
         dict(x=(2, 2, 24, 24), w=(3, 2, 3, 3), stride=1, padding=1),
+        # ... B's panels built from the images: 30 columns per image (panels cross
+        # images and output rows), stride, dilation, padding per axis; 288 rows (two k
+        # blocks, the second starting inside a channel); a 1x1 stride-2 conv. 520 output
+        # channels (more than one block of A's rows: the columns im2col'd in memory,
+        # stride 2, clipped at the edges).
+        dict(x=(3, 5, 9, 11), w=(7, 5, 3, 3), stride=2, padding=(1, 2), dilation=(1, 2)),
+        dict(x=(2, 32, 10, 9), w=(9, 32, 3, 3), stride=1, padding=1),
+        dict(x=(3, 6, 9, 9), w=(10, 6, 1, 1), stride=2, padding=0, bias=False),
+        dict(x=(2, 3, 29, 29), w=(520, 3, 3, 3), stride=2, padding=1),
     ]
     for dtype in [f32, bf16]:
         for c in cases:
