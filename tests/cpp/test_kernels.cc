@@ -933,6 +933,84 @@ TEST(Kernels, DepthwisePlaneAppliesTheEpilogue) {
   }
 }
 
+TEST(Kernels, DepthwiseChannelsMatchReference) {
+  // conv2d's depthwise path for small maps, a group of channels at a time (vectors
+  // across channels), against the scalar loop per channel: 1 to all lanes of channels
+  // (8 x 8 transposes and their scalar edges), planes a gap apart in x, kernels 1, 3
+  // and 5, strides 1 to 3, padding none / half / over the kernel's reach, dilation 1
+  // and 2 on either axis, rows of fewer and more than the 8 pixels computed at a time.
+  // Nothing is written past the group's planes; geometries alternate on one thread (the
+  // buffer's re-zeroing).
+  unsigned seed = 41;
+  const int64_t lanes = depthwise_channel_lanes();
+  for (auto [H, W] : {std::pair<int64_t, int64_t>{1, 1}, {7, 7}, {14, 14}, {9, 20}, {5, 3}})
+    for (int64_t K : {1, 3, 5})
+      for (int64_t s = 1; s <= 3; ++s)
+        for (auto [dh, dw] : {std::pair<int64_t, int64_t>{1, 1}, {2, 1}, {1, 2}})
+          for (int64_t p : {int64_t(0), K / 2, K}) {
+            if (H + 2 * p < dh * (K - 1) + 1 || W + 2 * p < dw * (K - 1) + 1) continue;
+            const int64_t OH = (H + 2 * p - dh * (K - 1) - 1) / s + 1, OW = (W + 2 * p - dw * (K - 1) - 1) / s + 1;
+            DepthwiseGeom g{H, W, K, K, OH, OW, s, s, p, p, dh, dw};
+            for (int64_t nch : {int64_t(1), lanes / 2 + 1, lanes}) {
+              const int64_t x_stride = H * W + 3, plane = OH * OW;
+              auto x = randn(size_t(nch * x_stride), seed++), k = randn(size_t(nch * K * K), seed++);
+              const size_t n = size_t(nch * plane), guard = 40;
+              std::vector<float> got(n + guard, 7.0f), want(static_cast<size_t>(plane));
+              depthwise_channels(g, x.data(), x_stride, k.data(), got.data(), nch);
+              for (int64_t c = 0; c < nch; ++c) {
+                ref_depthwise_plane(g, x.data() + c * x_stride, k.data() + c * K * K, want.data());
+                for (int64_t i = 0; i < plane; ++i)
+                  ASSERT_NEAR(got[size_t(c * plane + i)], want[size_t(i)], 1e-5f * (1.0f + std::fabs(want[size_t(i)])))
+                      << H << "x" << W << " k" << K << " s" << s << " d" << dh << "," << dw << " p" << p << " nch "
+                      << nch << " channel " << c << " at " << i;
+              }
+              for (size_t i = n; i < n + guard; ++i) ASSERT_EQ(got[i], 7.0f) << "written past the planes at " << i;
+            }
+          }
+  EXPECT_THROW(depthwise_channels(DepthwiseGeom{3, 3, 3, 3, 1, 1, 1, 1, 0, 0, 1, 1}, nullptr, 9, nullptr, nullptr,
+                                  lanes + 1),
+               Error);
+}
+
+TEST(Kernels, DepthwiseChannelsApplyTheEpilogue) {
+  // Scale, shift, each activation and a residual, channel c as row ep_row + c, against
+  // the plain group followed by sgemm_epilogue_block; a NaN input stays NaN.
+  unsigned seed = 53;
+  const int64_t lanes = depthwise_channel_lanes(), nch = lanes - 3, ep_row = 2, C = ep_row + nch;
+  DepthwiseGeom g{9, 9, 3, 3, 9, 9, 1, 1, 1, 1, 1, 1};
+  const int64_t plane = 81;
+  for (Activation act : {Activation::kNone, Activation::kRelu, Activation::kRelu6, Activation::kHardswish,
+                         Activation::kGelu, Activation::kSilu})
+    for (bool residual : {false, true}) {
+      auto x = randn(size_t(nch * 81), seed++), k = randn(size_t(nch * 9), seed++);
+      for (auto& v : x) v *= 3.0f;
+      x[10] = NAN;
+      auto scale = randn(size_t(C), seed++), shift = randn(size_t(C), seed++), res = randn(size_t(C * plane), seed++);
+      GemmEpilogue ep;
+      ep.row_scale = scale.data();
+      ep.row_shift = shift.data();
+      ep.act = act;
+      if (residual) {
+        ep.residual = res.data();
+        ep.ld_residual = plane;
+      }
+      std::vector<float> got(size_t(nch * plane)), want(got.size());
+      depthwise_channels(g, x.data(), 81, k.data(), got.data(), nch, &ep, ep_row);
+      depthwise_channels(g, x.data(), 81, k.data(), want.data(), nch);
+      sgemm_epilogue_block(ep, want.data(), plane, ep_row, 0, nch, plane);
+      int nans = 0;
+      for (size_t i = 0; i < got.size(); ++i) {
+        if (std::isnan(want[i])) {
+          ASSERT_TRUE(std::isnan(got[i])) << i;
+          ++nans;
+          continue;
+        }
+        ASSERT_EQ(got[i], want[i]) << "act " << int(act) << " residual " << residual << " at " << i;
+      }
+      ASSERT_GT(nans, 0);
+    }
+}
+
 TEST(Kernels, MaxPool2dMatchesReference) {
   // Row maxima first, then windows along them, against each window's taps in turn: odd
   // sizes (rows of 75 and 112: the vectorized 3-wide stride-2 windows and their tail), kernels 1..4 by 1..3, strides 1..3, padding, dilation 2, ceil mode (a last

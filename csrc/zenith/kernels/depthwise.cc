@@ -15,11 +15,17 @@
 // for AVX2 (8 lanes) and AVX-512 (16 lanes where a row has at least 16 outputs), chosen
 // at run time as sgemm's kernels are. Taps are summed in the reference's order (row by
 // row, then column), one FMA each.
+//
+// Small maps (conv2d: output rows under 32 columns) run depthwise_channels instead: a
+// group of 8 or 16 channels transposed so that a vector holds one pixel of every
+// channel, each output pixel the sum of its taps' vectors, transposed back. No lane is
+// padding there, whatever the row's width.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
 
+#include "zenith/error.h"
 #include "zenith/kernels/gemm_internal.h"
 #include "zenith/kernels/kernels.h"
 
@@ -357,7 +363,113 @@ PlaneFn pick_plane() {
   return plane_avx2;
 }
 
+// ---- Channel groups: the vectors across L channels of one output pixel ----
+
+// One thread's buffers for a channel group: the padded input, pixels of L channels
+// side by side (zeroed when the geometry changes; each call writes only x's pixels, so
+// the padding stays zero), and the output tile, the same way round.
+struct ChannelBuffers {
+  gemm_detail::AlignedBuf in, out;
+  DepthwiseGeom geom{};
+  int64_t lanes = 0;
+};
+
+template <int L>
+ZENITH_UK_INLINE void channels_blocked(const DepthwiseGeom& g, const float* x, int64_t x_stride, const float* k,
+                                       float* out, int64_t nch, const GemmEpilogue* ep, int64_t ep_row) {
+  using Vec = F32Vec<L>;
+  using V = typename Vec::V;
+  const int64_t Hp = g.H + 2 * g.ph, Wp = g.W + 2 * g.pw, taps = g.KH * g.KW, plane = g.OH * g.OW;
+  thread_local ChannelBuffers buf;
+  const size_t n_in = size_t(Hp * Wp * L);
+  if (buf.lanes != L || std::memcmp(&buf.geom, &g, sizeof g) != 0 || buf.in.n < n_in) {
+    std::fill_n(buf.in.get(n_in), n_in, 0.0f);
+    buf.geom = g;
+    buf.lanes = L;
+  }
+  float* p = buf.in.p;
+  float* q = buf.out.get(size_t(std::max(plane, g.H * g.W) * L));
+  // x's pixels into the buffer, channel c in lane c (lanes from nch keep stale values:
+  // their sums are never stored): transposed whole (8 x 8 blocks) into q, then row by
+  // row into the padding.
+  if (nch < L) std::fill_n(q, g.H * g.W * L, 0.0f);  // defined values in the unused lanes
+  gemm_detail::transpose_block(x, x_stride, q, L, nch, g.H * g.W);
+  for (int64_t ih = 0; ih < g.H; ++ih)
+    std::memcpy(p + ((ih + g.ph) * Wp + g.pw) * L, q + ih * g.W * L, size_t(g.W * L) * sizeof(float));
+  // The filters the same way round: tap t of channel c in lane c of wt[t].
+  std::vector<float> wt(static_cast<size_t>(taps * L), 0.0f);
+  std::vector<int64_t> off(static_cast<size_t>(taps));
+  for (int64_t c = 0; c < nch; ++c)
+    for (int64_t t = 0; t < taps; ++t) wt[size_t(t * L + c)] = k[c * taps + t];
+  for (int64_t kh = 0, t = 0; kh < g.KH; ++kh)
+    for (int64_t kw = 0; kw < g.KW; ++kw, ++t) off[size_t(t)] = (kh * g.dh * Wp + kw * g.dw) * L;
+  // Each output pixel sums its taps in the reference's order, eight pixels of a row at
+  // a time (independent FMA chains).
+  constexpr int P = 8;
+  const int64_t col_step = g.sw * L;
+  for (int64_t oh = 0; oh < g.OH; ++oh) {
+    const float* base = p + oh * g.sh * Wp * L;
+    float* qrow = q + oh * g.OW * L;
+    int64_t ow = 0;
+    for (; ow + P <= g.OW; ow += P) {
+      V acc[P];
+      for (int j = 0; j < P; ++j) acc[j] = V{};
+      for (int64_t t = 0; t < taps; ++t) {
+        V w;
+        Vec::load(w, wt.data() + t * L);
+        const float* src = base + off[size_t(t)] + ow * col_step;
+        for (int j = 0; j < P; ++j) {
+          V v;
+          Vec::load(v, src + j * col_step);
+          acc[j] += w * v;
+        }
+      }
+      for (int j = 0; j < P; ++j) Vec::store(qrow + (ow + j) * L, acc[j]);
+    }
+    for (; ow < g.OW; ++ow) {
+      V acc{};
+      for (int64_t t = 0; t < taps; ++t) {
+        V w, v;
+        Vec::load(w, wt.data() + t * L);
+        Vec::load(v, base + off[size_t(t)] + ow * col_step);
+        acc += w * v;
+      }
+      Vec::store(qrow + ow * L, acc);
+    }
+  }
+  gemm_detail::transpose_block(q, L, out, plane, plane, nch);
+  if (ep) sgemm_epilogue_block(*ep, out, plane, ep_row, 0, nch, plane);
+  buf.in.trim(size_t(1) << 20);
+  buf.out.trim(size_t(1) << 20);
+}
+
+ZENITH_UK_TARGET_avx2 void channels_avx2(const DepthwiseGeom& g, const float* x, int64_t x_stride, const float* k,
+                                         float* out, int64_t nch, const GemmEpilogue* ep, int64_t ep_row) {
+  channels_blocked<8>(g, x, x_stride, k, out, nch, ep, ep_row);
+}
+#if defined(__x86_64__)
+ZENITH_UK_TARGET_avx512 void channels_avx512(const DepthwiseGeom& g, const float* x, int64_t x_stride,
+                                             const float* k, float* out, int64_t nch, const GemmEpilogue* ep,
+                                             int64_t ep_row) {
+  channels_blocked<16>(g, x, x_stride, k, out, nch, ep, ep_row);
+}
+#endif
+
 }  // namespace
+
+int64_t depthwise_channel_lanes() { return kernels_use_avx512() ? 16 : 8; }
+
+void depthwise_channels(const DepthwiseGeom& g, const float* x, int64_t x_stride, const float* k, float* out,
+                        int64_t nch, const GemmEpilogue* ep, int64_t ep_row) {
+  ZENITH_CHECK(nch >= 0 && nch <= depthwise_channel_lanes(), "depthwise_channels: ", nch, " channels, at most ",
+               depthwise_channel_lanes());
+  if (nch == 0) return;
+  ep = ep && !ep->empty() ? ep : nullptr;
+#if defined(__x86_64__)
+  if (kernels_use_avx512()) return channels_avx512(g, x, x_stride, k, out, nch, ep, ep_row);
+#endif
+  channels_avx2(g, x, x_stride, k, out, nch, ep, ep_row);
+}
 
 void depthwise_plane(const DepthwiseGeom& g, const float* x, const float* k, float* out, const GemmEpilogue* ep,
                      int64_t ep_row) {

@@ -218,6 +218,14 @@ struct DepthwiseGeom {
 void depthwise_plane(const DepthwiseGeom& g, const float* x, const float* k, float* out,
                      const GemmEpilogue* ep = nullptr, int64_t ep_row = 0);
 void ref_depthwise_plane(const DepthwiseGeom& g, const float* x, const float* k, float* out);
+// Channels [0, nch) of a depthwise convolution at once (nch <= depthwise_channel_lanes()),
+// for small planes, where depthwise_plane's vectors along a row would be mostly padding
+// (a 7-wide row in 16 lanes): channel c's plane at x + c * x_stride, its filter at
+// k + c * KH * KW, its output at out + c * OH * OW. The vectors run across the channels
+// of one output pixel. ep, when given, as depthwise_plane's, channel c as row ep_row + c.
+void depthwise_channels(const DepthwiseGeom& g, const float* x, int64_t x_stride, const float* k, float* out,
+                        int64_t nch, const GemmEpilogue* ep = nullptr, int64_t ep_row = 0);
+int64_t depthwise_channel_lanes();  // 16 with AVX-512, else 8
 
 // Scalar reference of run_sdpa (attention.cc), same node and operands; sums in double.
 void ref_sdpa(const KernelCtx& c);

@@ -318,6 +318,13 @@ def test_conv2d():
         dict(x=(1, 3, 9, 9), w=(8, 3, 3, 3), stride=1, padding=1),
         dict(x=(2, 4, 8, 7), w=(6, 4, 3, 2), stride=2, padding=0),
         dict(x=(1, 8, 10, 10), w=(8, 1, 3, 3), stride=1, padding=1, groups=8),  # depthwise
+        # Depthwise on maps whose output rows are narrower than 32: groups of 8 or 16
+        # channels at a time (21 and 37: a short last group), 5x5 with stride 2,
+        # dilation, batches; and a 40-wide output row (the plane at a time).
+        dict(x=(2, 21, 7, 7), w=(21, 1, 3, 3), stride=1, padding=1, groups=21),
+        dict(x=(3, 37, 14, 13), w=(37, 1, 5, 5), stride=2, padding=2, groups=37),
+        dict(x=(1, 17, 10, 12), w=(17, 1, 3, 3), stride=1, padding=2, dilation=2, groups=17, bias=False),
+        dict(x=(1, 5, 6, 40), w=(5, 1, 3, 3), stride=1, padding=1, groups=5),
         dict(x=(1, 8, 6, 6), w=(4, 2, 1, 1), stride=1, padding=0, groups=4),  # grouped 1x1
         dict(x=(1, 3, 7, 7), w=(5, 3, 1, 1), stride=1, padding=0),  # pointwise
         dict(x=(1, 2, 9, 9), w=(3, 2, 3, 3), stride=1, padding=2, dilation=2),
