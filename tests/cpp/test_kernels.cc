@@ -1011,6 +1011,58 @@ TEST(Kernels, DepthwiseChannelsApplyTheEpilogue) {
     }
 }
 
+TEST(Kernels, Conv2dDirectMatchesReference) {
+  // The direct conv for few input channels against the sum over input channels of the
+  // scalar per-plane correlation: 1 to 4 channels, kernels 1 to 7, strides 1 to 3
+  // (the phase-split copy: 1, 2 and any), padding none / half / over the kernel's
+  // reach, dilation per axis, output channels 1, 5, 8 and 13 (partial panels of 6 and
+  // 8 rows), rows of fewer and more than one 16- or 32-column tile, odd image widths
+  // (a stride-2 copy's last column). Nothing is written past the output.
+  unsigned seed = 61;
+  struct Case {
+    int64_t C, H, W, K, s, p, dh, dw, OC;
+  };
+  for (const Case& cs : {Case{3, 9, 11, 3, 2, 1, 1, 1, 5}, Case{3, 40, 45, 7, 2, 3, 1, 1, 13}, Case{1, 6, 5, 1, 1, 0, 1, 1, 1},
+                         Case{2, 20, 37, 5, 1, 2, 2, 1, 8}, Case{4, 17, 70, 3, 3, 0, 1, 2, 13},
+                         Case{3, 33, 35, 3, 2, 3, 1, 1, 8}, Case{3, 7, 7, 7, 1, 7, 1, 1, 5}}) {
+    const int64_t OH = (cs.H + 2 * cs.p - cs.dh * (cs.K - 1) - 1) / cs.s + 1,
+                  OW = (cs.W + 2 * cs.p - cs.dw * (cs.K - 1) - 1) / cs.s + 1;
+    DepthwiseGeom g{cs.H, cs.W, cs.K, cs.K, OH, OW, cs.s, cs.s, cs.p, cs.p, cs.dh, cs.dw};
+    auto x = randn(size_t(cs.C * cs.H * cs.W), seed++), w = randn(size_t(cs.OC * cs.C * cs.K * cs.K), seed++);
+    const size_t plane = size_t(OH * OW), n = size_t(cs.OC) * plane, guard = 40;
+    std::vector<float> got(n + guard, 7.0f), want(n, 0.0f), part(plane);
+    conv2d_direct(g, cs.C, cs.OC, x.data(), w.data(), got.data());
+    for (int64_t oc = 0; oc < cs.OC; ++oc)
+      for (int64_t c = 0; c < cs.C; ++c) {
+        ref_depthwise_plane(g, x.data() + c * cs.H * cs.W, w.data() + (oc * cs.C + c) * cs.K * cs.K, part.data());
+        for (size_t i = 0; i < plane; ++i) want[size_t(oc) * plane + i] += part[i];
+      }
+    for (size_t i = 0; i < n; ++i)
+      ASSERT_NEAR(got[i], want[i], 1e-5f * (4.0f + std::fabs(want[i])))
+          << "C" << cs.C << " " << cs.H << "x" << cs.W << " k" << cs.K << " s" << cs.s << " p" << cs.p << " OC"
+          << cs.OC << " at " << i;
+    for (size_t i = n; i < n + guard; ++i) ASSERT_EQ(got[i], 7.0f) << "written past the output at " << i;
+    // The epilogue: scale, shift, ReLU and a residual, channel oc as row oc, pixel as
+    // column, against the plain conv followed by sgemm_epilogue_block.
+    auto scale = randn(size_t(cs.OC), seed++), shift = randn(size_t(cs.OC), seed++), res = randn(n, seed++);
+    GemmEpilogue ep;
+    ep.row_scale = scale.data();
+    ep.row_shift = shift.data();
+    ep.residual = res.data();
+    ep.ld_residual = int64_t(plane);
+    ep.act = Activation::kRelu;
+    std::vector<float> with(n), plain(n);
+    conv2d_direct(g, cs.C, cs.OC, x.data(), w.data(), with.data(), &ep);
+    conv2d_direct(g, cs.C, cs.OC, x.data(), w.data(), plain.data());
+    sgemm_epilogue_block(ep, plain.data(), int64_t(plane), 0, 0, cs.OC, int64_t(plane));
+    for (size_t i = 0; i < n; ++i) ASSERT_EQ(with[i], plain[i]) << "epilogue at " << i;
+  }
+  EXPECT_FALSE(conv2d_direct_fits(5, 3, 3, 1));
+  EXPECT_FALSE(conv2d_direct_fits(3, 3, 3, 3));
+  EXPECT_THROW(conv2d_direct(DepthwiseGeom{9, 9, 3, 3, 7, 7, 1, 1, 0, 0, 1, 1}, 5, 1, nullptr, nullptr, nullptr),
+               Error);
+}
+
 TEST(Kernels, MaxPool2dMatchesReference) {
   // Row maxima first, then windows along them, against each window's taps in turn: odd
   // sizes (rows of 75 and 112: the vectorized 3-wide stride-2 windows and their tail), kernels 1..4 by 1..3, strides 1..3, padding, dilation 2, ceil mode (a last

@@ -227,6 +227,15 @@ void depthwise_channels(const DepthwiseGeom& g, const float* x, int64_t x_stride
                         int64_t nch, const GemmEpilogue* ep = nullptr, int64_t ep_row = 0);
 int64_t depthwise_channel_lanes();  // 16 with AVX-512, else 8
 
+// conv2d computed directly, for few input channels (the stems: conv2d_direct_fits):
+// image x (C planes of H x W) against w (OC x C x KH x KW) into out (OC planes of
+// OH x OW), g giving one plane's geometry (the same for every channel); ep, when
+// given, per output channel (a row) and pixel (a column), as sgemm's epilogue
+// (conv2d_direct.cc).
+bool conv2d_direct_fits(int64_t C, int64_t KH, int64_t KW, int64_t groups);
+void conv2d_direct(const DepthwiseGeom& g, int64_t C, int64_t OC, const float* x, const float* w, float* out,
+                   const GemmEpilogue* ep = nullptr);
+
 // Scalar reference of run_sdpa (attention.cc), same node and operands; sums in double.
 void ref_sdpa(const KernelCtx& c);
 // Scalar reference of run_max_pool2d (movement.cc): each window's taps in turn.

@@ -339,6 +339,12 @@ def test_conv2d():
         dict(x=(1, 4, 9, 40), w=(6, 2, 3, 5), stride=(1, 2), padding=(0, 2), groups=2),
         dict(x=(1, 2, 4, 4), w=(3, 2, 5, 5), stride=1, padding=3),
         dict(x=(1, 3, 20, 20), w=(260, 3, 3, 3), stride=1, padding=1),
+        # Few input channels on maps of 32 x 32+ outputs: the direct conv (stems):
+        # 7x7 / 2 with a partial panel of output channels and a part tile per row,
+        # 3x3 / 2, and 2 channels with dilation on one axis; a batch.
+        dict(x=(2, 3, 70, 66), w=(13, 3, 7, 7), stride=2, padding=3),
+        dict(x=(1, 3, 64, 64), w=(10, 3, 3, 3), stride=2, padding=1, bias=False),
+        dict(x=(1, 2, 40, 50), w=(5, 2, 5, 5), stride=1, padding=2, dilation=(1, 2)),
         # 3x3, stride 1, padding 1, 128+ channels on a 13 x 12 map: Winograd F(2x2, 3x3)
         # (odd height: a clipped last row of tiles). Sums of 1152 products (outputs up to
         # ~100): 5e-4 absolute is about 5 ulp of the largest.
