@@ -952,23 +952,46 @@ TEST(Kernels, DepthwiseChannelsMatchReference) {
             const int64_t OH = (H + 2 * p - dh * (K - 1) - 1) / s + 1, OW = (W + 2 * p - dw * (K - 1) - 1) / s + 1;
             DepthwiseGeom g{H, W, K, K, OH, OW, s, s, p, p, dh, dw};
             for (int64_t nch : {int64_t(1), lanes / 2 + 1, lanes}) {
-              const int64_t x_stride = H * W + 3, plane = OH * OW;
+              // Output planes a gap of 5 apart (conv2d_pw_dw writes a band of rows of
+              // each image plane): the gaps are left as they were.
+              const int64_t x_stride = H * W + 3, plane = OH * OW, out_stride = plane + 5;
               auto x = randn(size_t(nch * x_stride), seed++), k = randn(size_t(nch * K * K), seed++);
-              const size_t n = size_t(nch * plane), guard = 40;
+              const size_t n = size_t(nch * out_stride), guard = 40;
               std::vector<float> got(n + guard, 7.0f), want(static_cast<size_t>(plane));
-              depthwise_channels(g, x.data(), x_stride, k.data(), got.data(), nch);
+              depthwise_channels(g, x.data(), x_stride, k.data(), got.data(), out_stride, nch);
               for (int64_t c = 0; c < nch; ++c) {
                 ref_depthwise_plane(g, x.data() + c * x_stride, k.data() + c * K * K, want.data());
                 for (int64_t i = 0; i < plane; ++i)
-                  ASSERT_NEAR(got[size_t(c * plane + i)], want[size_t(i)], 1e-5f * (1.0f + std::fabs(want[size_t(i)])))
+                  ASSERT_NEAR(got[size_t(c * out_stride + i)], want[size_t(i)],
+                              1e-5f * (1.0f + std::fabs(want[size_t(i)])))
                       << H << "x" << W << " k" << K << " s" << s << " d" << dh << "," << dw << " p" << p << " nch "
                       << nch << " channel " << c << " at " << i;
+                for (int64_t i = plane; i < out_stride; ++i)
+                  ASSERT_EQ(got[size_t(c * out_stride + i)], 7.0f) << "written between the planes";
               }
               for (size_t i = n; i < n + guard; ++i) ASSERT_EQ(got[i], 7.0f) << "written past the planes at " << i;
             }
           }
-  EXPECT_THROW(depthwise_channels(DepthwiseGeom{3, 3, 3, 3, 1, 1, 1, 1, 0, 0, 1, 1}, nullptr, 9, nullptr, nullptr,
+  // Padding above and left only, the windows reaching past x below and right (conv2d_pw_dw's
+  // bands: the last band of an image reads the image's bottom padding).
+  for (auto [H, W, ph, pw, OH, OW, s] : {std::array<int64_t, 7>{5, 6, 0, 0, 5, 6, 1}, {9, 7, 1, 0, 5, 4, 2},
+                                         {4, 30, 0, 1, 3, 30, 1}}) {
+    DepthwiseGeom g{H, W, 3, 3, OH, OW, s, s, ph, pw, 1, 1};
+    const int64_t nch = lanes - 1, plane = OH * OW;
+    auto x = randn(size_t(nch * H * W), seed++), k = randn(size_t(nch * 9), seed++);
+    std::vector<float> got(static_cast<size_t>(nch * plane)), want(static_cast<size_t>(plane));
+    depthwise_channels(g, x.data(), H * W, k.data(), got.data(), plane, nch);
+    for (int64_t c = 0; c < nch; ++c) {
+      ref_depthwise_plane(g, x.data() + c * H * W, k.data() + c * 9, want.data());
+      for (int64_t i = 0; i < plane; ++i)
+        ASSERT_NEAR(got[size_t(c * plane + i)], want[size_t(i)], 1e-5f * (1.0f + std::fabs(want[size_t(i)])))
+            << "padding above and left only: " << H << "x" << W << " channel " << c << " at " << i;
+    }
+  }
+  EXPECT_THROW(depthwise_channels(DepthwiseGeom{3, 3, 3, 3, 1, 1, 1, 1, 0, 0, 1, 1}, nullptr, 9, nullptr, nullptr, 1,
                                   lanes + 1),
+               Error);
+  EXPECT_THROW(depthwise_channels(DepthwiseGeom{3, 3, 3, 3, 3, 3, 1, 1, 1, 1, 1, 1}, nullptr, 9, nullptr, nullptr, 8, 2),
                Error);
 }
 
@@ -995,8 +1018,8 @@ TEST(Kernels, DepthwiseChannelsApplyTheEpilogue) {
         ep.ld_residual = plane;
       }
       std::vector<float> got(size_t(nch * plane)), want(got.size());
-      depthwise_channels(g, x.data(), 81, k.data(), got.data(), nch, &ep, ep_row);
-      depthwise_channels(g, x.data(), 81, k.data(), want.data(), nch);
+      depthwise_channels(g, x.data(), 81, k.data(), got.data(), plane, nch, &ep, ep_row);
+      depthwise_channels(g, x.data(), 81, k.data(), want.data(), plane, nch);
       sgemm_epilogue_block(ep, want.data(), plane, ep_row, 0, nch, plane);
       int nans = 0;
       for (size_t i = 0; i < got.size(); ++i) {
@@ -1056,6 +1079,20 @@ TEST(Kernels, Conv2dDirectMatchesReference) {
     conv2d_direct(g, cs.C, cs.OC, x.data(), w.data(), plain.data());
     sgemm_epilogue_block(ep, plain.data(), int64_t(plane), 0, 0, cs.OC, int64_t(plane));
     for (size_t i = 0; i < n; ++i) ASSERT_EQ(with[i], plain[i]) << "epilogue at " << i;
+  }
+  // Padding above and left only, the windows reaching past x below and right.
+  {
+    DepthwiseGeom g{6, 40, 3, 3, 6, 40, 1, 1, 0, 0, 1, 1};
+    auto x = randn(size_t(2 * 240), seed++), w = randn(size_t(7 * 2 * 9), seed++);
+    std::vector<float> got(size_t(7 * 240)), want(got.size(), 0.0f), part(240);
+    conv2d_direct(g, 2, 7, x.data(), w.data(), got.data());
+    for (int64_t oc = 0; oc < 7; ++oc)
+      for (int64_t c = 0; c < 2; ++c) {
+        ref_depthwise_plane(g, x.data() + c * 240, w.data() + (oc * 2 + c) * 9, part.data());
+        for (size_t i = 0; i < 240; ++i) want[size_t(oc) * 240 + i] += part[i];
+      }
+    for (size_t i = 0; i < got.size(); ++i)
+      ASSERT_NEAR(got[i], want[i], 1e-5f * (4.0f + std::fabs(want[i]))) << "padding above only, at " << i;
   }
   EXPECT_FALSE(conv2d_direct_fits(5, 3, 3, 1));
   EXPECT_FALSE(conv2d_direct_fits(3, 3, 3, 3));

@@ -290,7 +290,7 @@ void run_conv2d(const KernelCtx& c) {
           const int64_t n = t / groups, c0 = (t % groups) * L;
           const GemmEpilogue e = group_epilogue(n, 0);
           depthwise_channels(dg, px + (n * C + c0) * H * W, H * W, pw + c0 * KH * KW, po + (n * OC + c0) * OH * OW,
-                             std::min(L, C - c0), &e, c0);
+                             OH * OW, std::min(L, C - c0), &e, c0);
         }
       });
       return;

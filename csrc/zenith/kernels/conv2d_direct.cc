@@ -27,13 +27,14 @@ using gemm_detail::kernels_use_avx512;
 
 namespace {
 
-// The padded, phase-split copy of one image: per channel `rows` padded rows of `sw`
-// phases of `phase_len` floats, long enough for every column a tile reads (the last
-// tile of a row reads whole vectors past the output's last column: zeros).
+// The padded, phase-split copy of one image: per channel `rows` padded rows (every row
+// a window reaches, and x's: the padding below is whatever the windows reach past x) of
+// `sw` phases of `phase_len` floats, long enough for every column a tile reads (the
+// last tile of a row reads whole vectors past the output's last column: zeros).
 struct DirectLayout {
   int64_t rows, phase_len, pitch, plane;
   DirectLayout(const DepthwiseGeom& g, int64_t tile_cols)
-      : rows(g.H + 2 * g.ph),
+      : rows(std::max((g.OH - 1) * g.sh + (g.KH - 1) * g.dh + 1, g.ph + g.H)),
         phase_len((std::max((g.OW + tile_cols - 1) / tile_cols * tile_cols + (g.KW - 1) * g.dw / g.sw,
                             (g.W + 2 * g.pw + g.sw - 1) / g.sw) +
                    15) / 16 * 16),

@@ -376,10 +376,15 @@ struct ChannelBuffers {
 
 template <int L>
 ZENITH_UK_INLINE void channels_blocked(const DepthwiseGeom& g, const float* x, int64_t x_stride, const float* k,
-                                       float* out, int64_t nch, const GemmEpilogue* ep, int64_t ep_row) {
+                                       float* out, int64_t out_stride, int64_t nch, const GemmEpilogue* ep,
+                                       int64_t ep_row) {
   using Vec = F32Vec<L>;
   using V = typename Vec::V;
-  const int64_t Hp = g.H + 2 * g.ph, Wp = g.W + 2 * g.pw, taps = g.KH * g.KW, plane = g.OH * g.OW;
+  // Padded rows and columns: every one a window reaches (past x's last, zeros: the
+  // geometry's padding below and right is whatever the windows reach) and x's own.
+  const int64_t Hp = std::max((g.OH - 1) * g.sh + (g.KH - 1) * g.dh + 1, g.ph + g.H),
+                Wp = std::max((g.OW - 1) * g.sw + (g.KW - 1) * g.dw + 1, g.pw + g.W), taps = g.KH * g.KW,
+                plane = g.OH * g.OW;
   thread_local ChannelBuffers buf;
   const size_t n_in = size_t(Hp * Wp * L);
   if (buf.lanes != L || std::memcmp(&buf.geom, &g, sizeof g) != 0 || buf.in.n < n_in) {
@@ -437,21 +442,22 @@ ZENITH_UK_INLINE void channels_blocked(const DepthwiseGeom& g, const float* x, i
       Vec::store(qrow + ow * L, acc);
     }
   }
-  gemm_detail::transpose_block(q, L, out, plane, plane, nch);
-  if (ep) sgemm_epilogue_block(*ep, out, plane, ep_row, 0, nch, plane);
+  gemm_detail::transpose_block(q, L, out, out_stride, plane, nch);
+  if (ep) sgemm_epilogue_block(*ep, out, out_stride, ep_row, 0, nch, plane);
   buf.in.trim(size_t(1) << 20);
   buf.out.trim(size_t(1) << 20);
 }
 
 ZENITH_UK_TARGET_avx2 void channels_avx2(const DepthwiseGeom& g, const float* x, int64_t x_stride, const float* k,
-                                         float* out, int64_t nch, const GemmEpilogue* ep, int64_t ep_row) {
-  channels_blocked<8>(g, x, x_stride, k, out, nch, ep, ep_row);
+                                         float* out, int64_t out_stride, int64_t nch, const GemmEpilogue* ep,
+                                         int64_t ep_row) {
+  channels_blocked<8>(g, x, x_stride, k, out, out_stride, nch, ep, ep_row);
 }
 #if defined(__x86_64__)
 ZENITH_UK_TARGET_avx512 void channels_avx512(const DepthwiseGeom& g, const float* x, int64_t x_stride,
-                                             const float* k, float* out, int64_t nch, const GemmEpilogue* ep,
-                                             int64_t ep_row) {
-  channels_blocked<16>(g, x, x_stride, k, out, nch, ep, ep_row);
+                                             const float* k, float* out, int64_t out_stride, int64_t nch,
+                                             const GemmEpilogue* ep, int64_t ep_row) {
+  channels_blocked<16>(g, x, x_stride, k, out, out_stride, nch, ep, ep_row);
 }
 #endif
 
@@ -460,15 +466,17 @@ ZENITH_UK_TARGET_avx512 void channels_avx512(const DepthwiseGeom& g, const float
 int64_t depthwise_channel_lanes() { return kernels_use_avx512() ? 16 : 8; }
 
 void depthwise_channels(const DepthwiseGeom& g, const float* x, int64_t x_stride, const float* k, float* out,
-                        int64_t nch, const GemmEpilogue* ep, int64_t ep_row) {
+                        int64_t out_stride, int64_t nch, const GemmEpilogue* ep, int64_t ep_row) {
   ZENITH_CHECK(nch >= 0 && nch <= depthwise_channel_lanes(), "depthwise_channels: ", nch, " channels, at most ",
                depthwise_channel_lanes());
+  ZENITH_CHECK(nch <= 1 || out_stride >= g.OH * g.OW, "depthwise_channels: output planes ", out_stride,
+               " apart overlap (", g.OH * g.OW, " pixels each)");
   if (nch == 0) return;
   ep = ep && !ep->empty() ? ep : nullptr;
 #if defined(__x86_64__)
-  if (kernels_use_avx512()) return channels_avx512(g, x, x_stride, k, out, nch, ep, ep_row);
+  if (kernels_use_avx512()) return channels_avx512(g, x, x_stride, k, out, out_stride, nch, ep, ep_row);
 #endif
-  channels_avx2(g, x, x_stride, k, out, nch, ep, ep_row);
+  channels_avx2(g, x, x_stride, k, out, out_stride, nch, ep, ep_row);
 }
 
 void depthwise_plane(const DepthwiseGeom& g, const float* x, const float* k, float* out, const GemmEpilogue* ep,

@@ -221,10 +221,11 @@ void ref_depthwise_plane(const DepthwiseGeom& g, const float* x, const float* k,
 // Channels [0, nch) of a depthwise convolution at once (nch <= depthwise_channel_lanes()),
 // for small planes, where depthwise_plane's vectors along a row would be mostly padding
 // (a 7-wide row in 16 lanes): channel c's plane at x + c * x_stride, its filter at
-// k + c * KH * KW, its output at out + c * OH * OW. The vectors run across the channels
-// of one output pixel. ep, when given, as depthwise_plane's, channel c as row ep_row + c.
+// k + c * KH * KW, its output at out + c * out_stride (out_stride >= OH * OW). The
+// vectors run across the channels of one output pixel. ep, when given, as
+// depthwise_plane's: channel c as row ep_row + c, its pixels as columns from 0.
 void depthwise_channels(const DepthwiseGeom& g, const float* x, int64_t x_stride, const float* k, float* out,
-                        int64_t nch, const GemmEpilogue* ep = nullptr, int64_t ep_row = 0);
+                        int64_t out_stride, int64_t nch, const GemmEpilogue* ep = nullptr, int64_t ep_row = 0);
 int64_t depthwise_channel_lanes();  // 16 with AVX-512, else 8
 
 // conv2d computed directly, for few input channels (the stems: conv2d_direct_fits):
