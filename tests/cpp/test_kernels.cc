@@ -29,6 +29,18 @@ std::vector<float> randn(size_t n, unsigned seed) {
   for (auto& x : v) x = d(rng);
   return v;
 }
+// A per-row (conv2d: per output channel) epilogue: scale, shift, activation and, given
+// one, a residual whose rows are ld apart.
+GemmEpilogue row_epilogue(const std::vector<float>& scale, const std::vector<float>& shift, Activation act,
+                          const float* residual = nullptr, int64_t ld = 0) {
+  GemmEpilogue ep;
+  ep.row_scale = scale.data();
+  ep.row_shift = shift.data();
+  ep.act = act;
+  ep.residual = residual;
+  ep.ld_residual = ld;
+  return ep;
+}
 }  // namespace
 
 TEST(Kernels, SgemmIsaIsReported) {
@@ -888,14 +900,7 @@ TEST(Kernels, DepthwisePlaneAppliesTheEpilogue) {
         x[size_t(H + 1)] = NAN;
         auto scale = randn(size_t(C), seed++), shift = randn(size_t(C), seed++);
         auto res = randn(size_t(C * OH * OH), seed++);
-        GemmEpilogue ep;
-        ep.row_scale = scale.data();
-        ep.row_shift = shift.data();
-        ep.act = act;
-        if (residual) {
-          ep.residual = res.data();
-          ep.ld_residual = OH * OH;
-        }
+        const GemmEpilogue ep = row_epilogue(scale, shift, act, residual ? res.data() : nullptr, OH * OH);
         std::vector<float> got(size_t(OH * OH)), want(got.size());
         depthwise_plane(g, x.data(), k.data(), got.data(), &ep, ch);
         depthwise_plane(g, x.data(), k.data(), want.data());
@@ -1009,14 +1014,7 @@ TEST(Kernels, DepthwiseChannelsApplyTheEpilogue) {
       for (auto& v : x) v *= 3.0f;
       x[10] = NAN;
       auto scale = randn(size_t(C), seed++), shift = randn(size_t(C), seed++), res = randn(size_t(C * plane), seed++);
-      GemmEpilogue ep;
-      ep.row_scale = scale.data();
-      ep.row_shift = shift.data();
-      ep.act = act;
-      if (residual) {
-        ep.residual = res.data();
-        ep.ld_residual = plane;
-      }
+      const GemmEpilogue ep = row_epilogue(scale, shift, act, residual ? res.data() : nullptr, plane);
       std::vector<float> got(size_t(nch * plane)), want(got.size());
       depthwise_channels(g, x.data(), 81, k.data(), got.data(), plane, nch, &ep, ep_row);
       depthwise_channels(g, x.data(), 81, k.data(), want.data(), plane, nch);
@@ -1068,12 +1066,7 @@ TEST(Kernels, Conv2dDirectMatchesReference) {
     // The epilogue: scale, shift, ReLU and a residual, channel oc as row oc, pixel as
     // column, against the plain conv followed by sgemm_epilogue_block.
     auto scale = randn(size_t(cs.OC), seed++), shift = randn(size_t(cs.OC), seed++), res = randn(n, seed++);
-    GemmEpilogue ep;
-    ep.row_scale = scale.data();
-    ep.row_shift = shift.data();
-    ep.residual = res.data();
-    ep.ld_residual = int64_t(plane);
-    ep.act = Activation::kRelu;
+    const GemmEpilogue ep = row_epilogue(scale, shift, Activation::kRelu, res.data(), int64_t(plane));
     std::vector<float> with(n), plain(n);
     conv2d_direct(g, cs.C, cs.OC, x.data(), w.data(), with.data(), &ep);
     conv2d_direct(g, cs.C, cs.OC, x.data(), w.data(), plain.data());

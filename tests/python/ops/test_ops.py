@@ -571,6 +571,15 @@ def test_conv_residual_add_relu():
             assert cg.report.passes["fuse_conv_residual"] >= 1
 
 
+def bn_of(e):
+    """An inference batch-norm's mean, var (positive), weight and bias for e channels."""
+    return [make((e,), f32), make((e,), f32).abs() + 0.5, make((e,), f32), make((e,), f32)]
+
+
+def relu6(t):
+    return F.hardtanh(t, 0.0, 6.0)
+
+
 def test_expand_depthwise_fused():
     """MobileNet V2's expand -> depthwise pair, conv1x1 (+ bn + activation) then a
     depthwise conv (+ bn + activation), runs as one conv2d_pw_dw (passes on) against
@@ -582,9 +591,6 @@ def test_expand_depthwise_fused():
     COVERED.add("conv2d_pw_dw")
     tol = dict(rtol=1e-4, atol=1e-4)
 
-    def bn_of(e):
-        return [make((e,), f32), make((e,), f32).abs() + 0.5, make((e,), f32), make((e,), f32)]
-
     def f(x, w1, b1, m1, v1, g1, be1, w2, b2, m2, v2, g2, be2, s=1, p=1, d=1, bn=True, act=torch.relu):
         y = F.conv2d(x, w1, None if bn else b1)
         if bn:
@@ -595,7 +601,6 @@ def test_expand_depthwise_fused():
             y = F.batch_norm(y, m2, v2, g2, be2, training=False, eps=1e-3)
         return act(y)
 
-    relu6 = lambda t: F.hardtanh(t, 0.0, 6.0)  # noqa: E731
     cases = [  # (N, C, E, H, W, k, kwargs)
         ((1, 3, 96, 30, 112), 3, dict(act=relu6)),
         ((1, 3, 96, 31, 112), 3, dict(s=2, act=relu6)),
@@ -631,10 +636,6 @@ def test_inverted_residual_fused():
     its own conv."""
     tol = dict(rtol=1e-4, atol=1e-4)
 
-    def bn_of(e):
-        return [make((e,), f32), make((e,), f32).abs() + 0.5, make((e,), f32), make((e,), f32)]
-
-    relu6 = lambda t: F.hardtanh(t, 0.0, 6.0)  # noqa: E731
 
     def block(x, w1, b1, m1, v1, g1, be1, w2, b2, m2, v2, g2, be2, w3, b3, m3, v3, g3, be3, s=1,
               norms=("bn", "bn", "bn"), expand=True, residual=False, act3=None, also=False):
