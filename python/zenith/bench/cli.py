@@ -29,6 +29,18 @@ STANDARD = ["machine", "gemm-sweep", "bert-base", "bert-base-memory", "minilm", 
             "train-transformer-43m", "train-lora"]
 
 
+# Environment variables that change which instructions a contestant runs (Zenith's kernels,
+# oneDNN under OpenVINO and Inductor, ATen's own, MKL's): a run held to AVX2 on an AVX-512
+# CPU is a different measurement, so its file says so.
+ISA_ENV = ("ZENITH_NO_AVX512", "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA", "ATEN_CPU_CAPABILITY",
+           "MKL_ENABLE_INSTRUCTIONS", "OPENBLAS_CORETYPE")
+
+
+def isa_env():
+    """The ISA_ENV variables set in this process, name -> value."""
+    return {k: os.environ[k] for k in ISA_ENV if k in os.environ}
+
+
 def machine_info(threads):
     import torch
 
@@ -58,7 +70,7 @@ def machine_info(threads):
         commit = "unknown"
     return {"cpu": cpu, "cores": os.cpu_count(), "threads": threads, "simd": simd, "python": platform.python_version(),
             "torch": torch.__version__, "zenith": __version__, "zenith_commit": commit,
-            "zenith_sgemm_isa": _sgemm_isa(), "os": platform.platform()}
+            "zenith_sgemm_isa": _sgemm_isa(), "isa_env": isa_env(), "os": platform.platform()}
 
 
 def _sgemm_isa():

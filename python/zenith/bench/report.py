@@ -191,6 +191,8 @@ def render_markdown(doc, plots=(), note=None):
              f"Machine: {m['cpu']}, {m['cores']} cores, SIMD {', '.join(m.get('simd', []))}; "
              f"threads used by every contestant: {m['threads']}; torch {m['torch']}, Zenith {m['zenith']} "
              f"(commit {m['zenith_commit']}, SGEMM kernel {m.get('zenith_sgemm_isa', '?')}). "
+             + (f"ISA held by the environment: {', '.join(f'{k}={v}' for k, v in m['isa_env'].items())}. "
+                if m.get("isa_env") else "") +
              f"Peak RSS of the run: {doc.get('peak_rss_mib', 0):.0f} MiB.", "",
              "Method: contestants run interleaved in one process (order rotating each round) after warm-up; "
              "latency is the median with p10/p90; the ratio to eager is the median of per-round ratios with a "

@@ -209,6 +209,25 @@ def test_cli_runs_workloads_by_name_from_the_registry(tmp_path):
         cli.main(["bench", "small-mlp", "--frameworks", "eager,tvm"])
 
 
+def test_run_held_to_an_isa_by_the_environment_says_so(monkeypatch):
+    # A run with ZENITH_NO_AVX512 / ONEDNN_MAX_CPU_ISA set measures other kernels than one
+    # without: the machine record keeps those variables, the report prints them, and a
+    # run without them records none (and prints no such line).
+    from zenith.bench import cli, report
+
+    for k in cli.ISA_ENV:
+        monkeypatch.delenv(k, raising=False)
+    assert cli.machine_info(1)["isa_env"] == {}
+    monkeypatch.setenv("ZENITH_NO_AVX512", "1")
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
+    m = cli.machine_info(1)
+    assert m["isa_env"] == {"ZENITH_NO_AVX512": "1", "ONEDNN_MAX_CPU_ISA": "AVX2"}
+    doc = {"created": "2026-11-26T00:00:00", "config": {}, "machine": m, "workloads": []}
+    assert "ISA held by the environment: ZENITH_NO_AVX512=1, ONEDNN_MAX_CPU_ISA=AVX2." in report.render_markdown(doc)
+    doc["machine"] = dict(m, isa_env={})
+    assert "ISA held" not in report.render_markdown(doc)
+
+
 def test_window_nll_is_cross_entropy_of_the_next_token():
     from zenith.bench import decode
 
