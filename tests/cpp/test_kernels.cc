@@ -1002,7 +1002,9 @@ TEST(Kernels, DepthwiseChannelsMatchReference) {
 
 TEST(Kernels, DepthwiseChannelsApplyTheEpilogue) {
   // Scale, shift, each activation and a residual, channel c as row ep_row + c, against
-  // the plain group followed by sgemm_epilogue_block; a NaN input stays NaN.
+  // the plain group followed by sgemm_epilogue_block: none, ReLU and ReLU6 without a
+  // residual are applied in registers, the rest over the written rows. A NaN input
+  // stays NaN.
   unsigned seed = 53;
   const int64_t lanes = depthwise_channel_lanes(), nch = lanes - 3, ep_row = 2, C = ep_row + nch;
   DepthwiseGeom g{9, 9, 3, 3, 9, 9, 1, 1, 1, 1, 1, 1};
@@ -1030,6 +1032,18 @@ TEST(Kernels, DepthwiseChannelsApplyTheEpilogue) {
       }
       ASSERT_GT(nans, 0);
     }
+  // The sign of an exact zero (a zero group scaled by -1, shifted by -0), as
+  // depthwise_plane keeps it: ReLU gives +0, ReLU6 and no activation keep -0.
+  for (Activation act : {Activation::kRelu, Activation::kRelu6, Activation::kNone}) {
+    std::vector<float> x(size_t(nch * 81), 0.0f), k(size_t(nch * 9), 1.0f), got(size_t(nch * plane), 7.0f);
+    std::vector<float> scale(size_t(C), -1.0f), shift(size_t(C), -0.0f);
+    const GemmEpilogue ep = row_epilogue(scale, shift, act);
+    depthwise_channels(g, x.data(), 81, k.data(), got.data(), plane, nch, &ep, ep_row);
+    for (size_t i = 0; i < got.size(); ++i) {
+      ASSERT_EQ(got[i], 0.0f);
+      ASSERT_EQ(std::signbit(got[i]), act != Activation::kRelu) << "act " << int(act) << " at " << i;
+    }
+  }
 }
 
 TEST(Kernels, Conv2dDirectMatchesReference) {

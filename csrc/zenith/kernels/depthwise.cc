@@ -372,7 +372,27 @@ struct ChannelBuffers {
   gemm_detail::AlignedBuf in, out;
   DepthwiseGeom geom{};
   int64_t lanes = 0;
+  std::vector<float> wt;     // the group's filters, tap t of channel c at t * L + c
+  std::vector<int64_t> off;  // each tap's offset in the padded buffer
 };
+
+// The epilogues applied to a pixel's vector before it is stored (the group's channels
+// are its lanes): a per-channel scale and shift, then none, ReLU or ReLU6 as
+// depthwise_plane's Post applies them (clamp_f's selects, + 0 for ReLU's -0).
+template <int L>
+struct ChannelPost {
+  using V = typename F32Vec<L>::V;
+  V scale, shift, lo, hi;
+  bool plus_zero = false;
+};
+template <int L>
+ZENITH_UK_INLINE void channel_post(const ChannelPost<L>& cp, typename F32Vec<L>::V& v) {
+  using V = typename F32Vec<L>::V;
+  v = v * cp.scale + cp.shift;
+  v = v < cp.lo ? cp.lo : v;
+  v = v > cp.hi ? cp.hi : v;
+  if (cp.plus_zero) v = v + V{};
+}
 
 template <int L>
 ZENITH_UK_INLINE void channels_blocked(const DepthwiseGeom& g, const float* x, int64_t x_stride, const float* k,
@@ -402,12 +422,33 @@ ZENITH_UK_INLINE void channels_blocked(const DepthwiseGeom& g, const float* x, i
   for (int64_t ih = 0; ih < g.H; ++ih)
     std::memcpy(p + ((ih + g.ph) * Wp + g.pw) * L, q + ih * g.W * L, size_t(g.W * L) * sizeof(float));
   // The filters the same way round: tap t of channel c in lane c of wt[t].
-  std::vector<float> wt(static_cast<size_t>(taps * L), 0.0f);
-  std::vector<int64_t> off(static_cast<size_t>(taps));
+  std::vector<float>& wt = buf.wt;
+  std::vector<int64_t>& off = buf.off;
+  wt.assign(static_cast<size_t>(taps * L), 0.0f);
+  off.resize(static_cast<size_t>(taps));
   for (int64_t c = 0; c < nch; ++c)
     for (int64_t t = 0; t < taps; ++t) wt[size_t(t * L + c)] = k[c * taps + t];
   for (int64_t kh = 0, t = 0; kh < g.KH; ++kh)
     for (int64_t kw = 0; kw < g.KW; ++kw, ++t) off[size_t(t)] = (kh * g.dh * Wp + kw * g.dw) * L;
+  // A scale and shift with none, ReLU or ReLU6 (MobileNets' bn + ReLU6) in registers;
+  // any other epilogue over the group's rows once they are written.
+  const bool regs = ep && !ep->residual && !ep->col_shift &&
+                    (ep->act == Activation::kNone || ep->act == Activation::kRelu || ep->act == Activation::kRelu6);
+  ChannelPost<L> cp;
+  if (regs) {
+    float sc[L], sf[L], lo[L], hi[L];
+    for (int64_t c = 0; c < L; ++c) {
+      sc[c] = ep->row_scale && c < nch ? ep->row_scale[ep_row + c] : 1.0f;
+      sf[c] = ep->row_shift && c < nch ? ep->row_shift[ep_row + c] : 0.0f;
+      lo[c] = ep->act == Activation::kNone ? -INFINITY : 0.0f;
+      hi[c] = ep->act == Activation::kRelu6 ? 6.0f : INFINITY;
+    }
+    Vec::load(cp.scale, sc);
+    Vec::load(cp.shift, sf);
+    Vec::load(cp.lo, lo);
+    Vec::load(cp.hi, hi);
+    cp.plus_zero = ep->act == Activation::kRelu;
+  }
   // Each output pixel sums its taps in the reference's order, eight pixels of a row at
   // a time (independent FMA chains).
   constexpr int P = 8;
@@ -429,7 +470,10 @@ ZENITH_UK_INLINE void channels_blocked(const DepthwiseGeom& g, const float* x, i
           acc[j] += w * v;
         }
       }
-      for (int j = 0; j < P; ++j) Vec::store(qrow + (ow + j) * L, acc[j]);
+      for (int j = 0; j < P; ++j) {
+        if (regs) channel_post<L>(cp, acc[j]);
+        Vec::store(qrow + (ow + j) * L, acc[j]);
+      }
     }
     for (; ow < g.OW; ++ow) {
       V acc{};
@@ -439,11 +483,12 @@ ZENITH_UK_INLINE void channels_blocked(const DepthwiseGeom& g, const float* x, i
         Vec::load(v, base + off[size_t(t)] + ow * col_step);
         acc += w * v;
       }
+      if (regs) channel_post<L>(cp, acc);
       Vec::store(qrow + ow * L, acc);
     }
   }
   gemm_detail::transpose_block(q, L, out, out_stride, plane, nch);
-  if (ep) sgemm_epilogue_block(*ep, out, out_stride, ep_row, 0, nch, plane);
+  if (ep && !regs) sgemm_epilogue_block(*ep, out, out_stride, ep_row, 0, nch, plane);
   buf.in.trim(size_t(1) << 20);
   buf.out.trim(size_t(1) << 20);
 }
