@@ -1006,12 +1006,14 @@ TEST(Kernels, DepthwiseChannelsApplyTheEpilogue) {
   // residual are applied in registers, the rest over the written rows. A NaN input
   // stays NaN.
   unsigned seed = 53;
-  const int64_t lanes = depthwise_channel_lanes(), nch = lanes - 3, ep_row = 2, C = ep_row + nch;
+  const int64_t lanes = depthwise_channel_lanes(), ep_row = 2;
   DepthwiseGeom g{9, 9, 3, 3, 9, 9, 1, 1, 1, 1, 1, 1};
   const int64_t plane = 81;
+  for (int64_t nch : {lanes - 3, lanes})  // with AVX2's 8 lanes: 5 (no 8 x 8 transpose) and 8
   for (Activation act : {Activation::kNone, Activation::kRelu, Activation::kRelu6, Activation::kHardswish,
                          Activation::kGelu, Activation::kSilu})
     for (bool residual : {false, true}) {
+      const int64_t C = ep_row + nch;
       auto x = randn(size_t(nch * 81), seed++), k = randn(size_t(nch * 9), seed++);
       for (auto& v : x) v *= 3.0f;
       x[10] = NAN;
@@ -1035,6 +1037,7 @@ TEST(Kernels, DepthwiseChannelsApplyTheEpilogue) {
   // The sign of an exact zero (a zero group scaled by -1, shifted by -0), as
   // depthwise_plane keeps it: ReLU gives +0, ReLU6 and no activation keep -0.
   for (Activation act : {Activation::kRelu, Activation::kRelu6, Activation::kNone}) {
+    const int64_t nch = lanes - 3, C = ep_row + nch;
     std::vector<float> x(size_t(nch * 81), 0.0f), k(size_t(nch * 9), 1.0f), got(size_t(nch * plane), 7.0f);
     std::vector<float> scale(size_t(C), -1.0f), shift(size_t(C), -0.0f);
     const GemmEpilogue ep = row_epilogue(scale, shift, act);

@@ -1,6 +1,7 @@
 // conv2d: an implicit GEMM per image and group against the filters (gemm.cc's sgemm),
 // Winograd F(2x2, 3x3) for 3x3 stride-1 convs with enough channels (winograd.cc), a
-// direct loop for depthwise convs (depthwise.cc). prepare_conv2d chooses the algorithm
+// direct loop for depthwise convs, per plane or per group of channels (depthwise.cc),
+// and a direct conv for few input channels (conv2d_direct.cc). prepare_conv2d chooses the algorithm
 // once per plan and says how it wants constant filters packed; run_conv2d executes that
 // choice. The GEMM paths are held to ref_sgemm through the GEMM and to PyTorch by the
 // op tests.
@@ -33,14 +34,18 @@ void image_row_strided(const float* plane, int64_t H, int64_t W, int64_t ih, int
   // Columns t in [lo, hi) read the image (0 <= iw + t * sw < W).
   const int64_t lo = iw >= 0 ? 0 : std::min(len, (-iw + sw - 1) / sw);
   const int64_t hi = std::max(lo, std::min(len, W - iw > 0 ? (W - iw + sw - 1) / sw : 0));
-  const float* src = plane + ih * W + iw;
   std::fill_n(dst, lo, 0.0f);
-  if (sw == 1)
-    std::memcpy(dst + lo, src + lo, size_t(hi - lo) * sizeof(float));
-  else if (sw == 2)  // a constant stride: the loop vectorizes (ResNet's 7x7 / 2 stem)
-    for (int64_t t = lo; t < hi; ++t) dst[t] = src[2 * t];
-  else
-    for (int64_t t = lo; t < hi; ++t) dst[t] = src[t * sw];
+  if (hi > lo) {
+    const float* src = plane + ih * W + iw + lo * sw;  // column t reads src[(t - lo) * sw]
+    float* d = dst + lo;
+    const int64_t n = hi - lo;
+    if (sw == 1)
+      std::memcpy(d, src, size_t(n) * sizeof(float));
+    else if (sw == 2)  // a constant stride: the loop vectorizes
+      for (int64_t t = 0; t < n; ++t) d[t] = src[2 * t];
+    else
+      for (int64_t t = 0; t < n; ++t) d[t] = src[t * sw];
+  }
   std::fill_n(dst + hi, len - hi, 0.0f);
 }
 
@@ -203,21 +208,23 @@ void prepare_conv2d(const PrepareCtx& c, PreparedOp* p) {
     // padding. In-process A/B on Zen 4, 2 threads, 3x3 + bn + ReLU6, channels / plane
     // time: 7 x 7 outputs 0.36-0.42x (AVX-512), 0.43-0.59x (AVX2); 14 x 14 0.63-0.67x,
     // 0.84-0.91x; 28 x 28 0.84-0.96x, 0.73-0.88x; 56 x 56 1.1-1.2x.
-    q.algo = q.OW < 32 ? ConvState::kDepthwiseGroups : ConvState::kDepthwise;
+    // (Planes of at most 128 x 128: a group's buffers are 8 or 16 planes.)
+    q.algo = q.OW < 32 && q.H * q.W <= 16384 ? ConvState::kDepthwiseGroups : ConvState::kDepthwise;
   } else if (winograd) {
     q.algo = ConvState::kWinograd;
   } else if (conv2d_direct_fits(q.C, q.KH, q.KW, q.G) && !q.pointwise && q.cols >= 1024) {
     // Stems (3 channels, 7x7 or 3x3, stride 2, on 224 x 224): direct from the image,
     // no im2col columns. In-process A/B on Zen 4, 2 threads, + bn + ReLU, direct / GEMM
     // time: ResNet's 7x7 0.77-0.84x (AVX-512), 0.58-0.67x (AVX2); MobileNets' 3x3
-    // 0.84-1.03x, 0.75-0.92x. Maps under 32 x 32 outputs keep the GEMM (its one fork
-    // and join against the copy's and the tiles': up to 1.25x on 28 x 28).
+    // 0.84-1.03x, 0.75-0.92x. Fewer than 1024 output pixels keep the GEMM (its one
+    // fork and join against the copy's and the tiles': up to 1.25x on 28 x 28).
     q.algo = ConvState::kDirect;
   } else if (q.G == 1 && q.N > 1 && q.cols < 512) {
     // Small feature maps (14 x 14, 7 x 7) of a batch run as one GEMM over every image's
     // columns: a per-image GEMM that narrow wastes panel width and parallelism (256 x 196
-    // x 2304: 139 GFLOP/s; 256 x 1568 x 2304: 191). Costs a copy of the input's columns
-    // and of the output into the (N, OC, OH, OW) layout.
+    // x 2304: 139 GFLOP/s; 256 x 1568 x 2304: 191). Costs a copy of the output into the
+    // (N, OC, OH, OW) layout, and of the input's columns where B is not built from the
+    // images (run_conv2d).
     q.algo = ConvState::kBatchedColumns;
     gemm_b_rs = q.N * q.cols;
   } else if (conv2d_pixel_rows(q.N, q.G, q.cols, false)) {
@@ -343,8 +350,9 @@ void run_conv2d(const KernelCtx& c) {
     // matrix) where the driver packs each once: measured on Zen 4, 2 threads, 8 images
     // (in-process A/B against im2col, bn + ReLU): 3x3 / 2 at 28 x 28 with 256 channels
     // 0.92x the time (0.94x AVX2), 3x3 dilation 3 on 20 x 20 0.83x, others within
-    // noise. Not for 1x1 convs (im2col is a plane copy; the panels' runs of 7 or 14
-    // columns took 1.33x) nor where the driver packs B again per block of A's rows.
+    // noise. Not for stride-1 unpadded 1x1 convs (im2col is a plane copy; the panels'
+    // runs of 7 or 14 columns took 1.33x) nor where the driver packs B again per block
+    // of A's rows.
     if (!pointwise && sgemm_packs_b_once(OC, ncols)) {
       ConvColumns cc{px, H, W, KH, KW, OW, st[0], st[1], pd[0], pd[1], dl[0], dl[1], cols, C * H * W};
       sgemm_b_source(OC, ncols, rows, pw, rows, 1, GemmBSource{ConvColumns::pack, &cc}, out, ncols, c.packed, &e);

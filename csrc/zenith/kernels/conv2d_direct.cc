@@ -36,7 +36,7 @@ struct DirectLayout {
   DirectLayout(const DepthwiseGeom& g, int64_t tile_cols)
       : rows(std::max((g.OH - 1) * g.sh + (g.KH - 1) * g.dh + 1, g.ph + g.H)),
         phase_len((std::max((g.OW + tile_cols - 1) / tile_cols * tile_cols + (g.KW - 1) * g.dw / g.sw,
-                            (g.W + 2 * g.pw + g.sw - 1) / g.sw) +
+                            (g.W + g.pw + g.sw - 1) / g.sw) +
                    15) / 16 * 16),
         pitch(g.sw * phase_len),
         plane(rows * pitch) {}
