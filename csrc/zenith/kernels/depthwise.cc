@@ -377,8 +377,8 @@ struct ChannelBuffers {
 };
 
 // The epilogues applied to a pixel's vector before it is stored (the group's channels
-// are its lanes): a per-channel scale and shift, then none, ReLU or ReLU6 as
-// depthwise_plane's Post applies them (clamp_f's selects, + 0 for ReLU's -0).
+// are its lanes): Post's per-channel scale, shift and clamp bounds in lanes, applied as
+// Post::store does (clamp_f's selects, + 0 for ReLU's -0).
 template <int L>
 struct ChannelPost {
   using V = typename F32Vec<L>::V;
@@ -430,24 +430,26 @@ ZENITH_UK_INLINE void channels_blocked(const DepthwiseGeom& g, const float* x, i
     for (int64_t t = 0; t < taps; ++t) wt[size_t(t * L + c)] = k[c * taps + t];
   for (int64_t kh = 0, t = 0; kh < g.KH; ++kh)
     for (int64_t kw = 0; kw < g.KW; ++kw, ++t) off[size_t(t)] = (kh * g.dh * Wp + kw * g.dw) * L;
-  // A scale and shift with none, ReLU or ReLU6 (MobileNets' bn + ReLU6) in registers;
-  // any other epilogue over the group's rows once they are written.
-  const bool regs = ep && !ep->residual && !ep->col_shift &&
-                    (ep->act == Activation::kNone || ep->act == Activation::kRelu || ep->act == Activation::kRelu6);
+  // A scale and shift with none, ReLU or ReLU6 (MobileNets' bn + ReLU6) in registers,
+  // as Post decides and computes them per channel (lanes from nch repeat the last
+  // channel's: never stored); any other epilogue over the group's rows once written.
+  const Post first(ep, ep_row);
+  const bool regs = first.in_regs;
   ChannelPost<L> cp;
   if (regs) {
     float sc[L], sf[L], lo[L], hi[L];
     for (int64_t c = 0; c < L; ++c) {
-      sc[c] = ep->row_scale && c < nch ? ep->row_scale[ep_row + c] : 1.0f;
-      sf[c] = ep->row_shift && c < nch ? ep->row_shift[ep_row + c] : 0.0f;
-      lo[c] = ep->act == Activation::kNone ? -INFINITY : 0.0f;
-      hi[c] = ep->act == Activation::kRelu6 ? 6.0f : INFINITY;
+      const Post pc(ep, ep_row + std::min(c, nch - 1));
+      sc[c] = pc.scale;
+      sf[c] = pc.shift;
+      lo[c] = pc.lo;
+      hi[c] = pc.hi;
     }
     Vec::load(cp.scale, sc);
     Vec::load(cp.shift, sf);
     Vec::load(cp.lo, lo);
     Vec::load(cp.hi, hi);
-    cp.plus_zero = ep->act == Activation::kRelu;
+    cp.plus_zero = first.plus_zero;
   }
   // Each output pixel sums its taps in the reference's order, eight pixels of a row at
   // a time (independent FMA chains).
