@@ -42,11 +42,10 @@ struct AlignedBuf {
 };
 
 #if defined(__AVX2__)
-// dst[k * ld + j] = src[j * src_stride + k] for an 8 x 8 block (j rows of W, k along
-// each row): the standard unpack / shuffle / lane-permute transpose in registers.
-inline void transpose_8x8(const float* src, int64_t src_stride, float* dst, int64_t ld) {
-  __m256 r[8], t[8], u[8];
-  for (int j = 0; j < 8; ++j) r[j] = _mm256_loadu_ps(src + j * src_stride);
+// The 8 x 8 transpose in registers (unpack / shuffle / lane-permute): lane j of t[k]
+// becomes lane k of r[j].
+inline void transpose_8x8_regs(__m256 (&r)[8]) {
+  __m256 t[8], u[8];
   for (int j = 0; j < 8; j += 2) {
     t[j] = _mm256_unpacklo_ps(r[j], r[j + 1]);
     t[j + 1] = _mm256_unpackhi_ps(r[j], r[j + 1]);
@@ -58,15 +57,53 @@ inline void transpose_8x8(const float* src, int64_t src_stride, float* dst, int6
     u[h + 3] = _mm256_shuffle_ps(t[h + 1], t[h + 3], 0xEE);
   }
   for (int k = 0; k < 4; ++k) {
-    _mm256_storeu_ps(dst + k * ld, _mm256_permute2f128_ps(u[k], u[k + 4], 0x20));
-    _mm256_storeu_ps(dst + (k + 4) * ld, _mm256_permute2f128_ps(u[k], u[k + 4], 0x31));
+    r[k] = _mm256_permute2f128_ps(u[k], u[k + 4], 0x20);
+    r[k + 4] = _mm256_permute2f128_ps(u[k], u[k + 4], 0x31);
   }
+}
+
+// dst[k * ld + j] = src[j * src_stride + k] for an 8 x 8 block (j rows of W, k along
+// each row).
+inline void transpose_8x8(const float* src, int64_t src_stride, float* dst, int64_t ld) {
+  __m256 r[8];
+  for (int j = 0; j < 8; ++j) r[j] = _mm256_loadu_ps(src + j * src_stride);
+  transpose_8x8_regs(r);
+  for (int k = 0; k < 8; ++k) _mm256_storeu_ps(dst + k * ld, r[k]);
+}
+
+// The first n (< 8) floats of v to d.
+inline void store_first(float* d, __m256 v, int64_t n) {
+  __m128 part = _mm256_castps256_ps128(v);
+  if (n >= 4) {
+    _mm_storeu_ps(d, part);
+    part = _mm256_extractf128_ps(v, 1);
+    d += 4;
+    n -= 4;
+  }
+  if (n >= 2) {
+    _mm_storel_pi(reinterpret_cast<__m64*>(d), part);
+    part = _mm_movehl_ps(part, part);
+    d += 2;
+    n -= 2;
+  }
+  if (n) _mm_store_ss(d, part);
+}
+
+// transpose_8x8 of a block with rows < 8 rows of src: dst[k * ld + j] for j < rows.
+// (sgemm's weight-rows strips on AVX2 are 6 rows: one value at a time, their transpose
+// had cost a fifth of a 128 x 1536 x 384 GEMM.)
+inline void transpose_rows_x8(const float* src, int64_t src_stride, int64_t rows, float* dst, int64_t ld) {
+  __m256 r[8];
+  for (int j = 0; j < 8; ++j) r[j] = j < rows ? _mm256_loadu_ps(src + j * src_stride) : _mm256_setzero_ps();
+  transpose_8x8_regs(r);
+  for (int k = 0; k < 8; ++k) store_first(dst + k * ld, r[k], rows);
 }
 #endif
 
 // dst[c * ldd + r] = src[r * lds + c] for r < rows, c < cols: 8 x 8 blocks through
-// registers where there are whole ones, the edges one value at a time (along src's
-// rows, so no loop walks a column of src).
+// registers where there are whole ones (and blocks of the last 2 to 7 rows, 8 columns
+// wide), the edges one value at a time (along src's rows, so no loop walks a column of
+// src).
 inline void transpose_block(const float* src, int64_t lds, float* dst, int64_t ldd, int64_t rows, int64_t cols) {
   int64_t r8 = 0;
 #if defined(__AVX2__)
@@ -76,6 +113,13 @@ inline void transpose_block(const float* src, int64_t lds, float* dst, int64_t l
     for (int64_t c0 = 0; c0 < c8; c0 += 8) transpose_8x8(src + r0 * lds + c0, lds, dst + c0 * ldd + r0, ldd);
     for (int64_t r = r0; r < r0 + 8; ++r)
       for (int64_t c = c8; c < cols; ++c) dst[c * ldd + r] = src[r * lds + c];
+  }
+  if (rows - r8 >= 2) {
+    for (int64_t c0 = 0; c0 < c8; c0 += 8)
+      transpose_rows_x8(src + r8 * lds + c0, lds, rows - r8, dst + c0 * ldd + r8, ldd);
+    for (int64_t r = r8; r < rows; ++r)
+      for (int64_t c = c8; c < cols; ++c) dst[c * ldd + r] = src[r * lds + c];
+    return;
   }
 #endif
   for (int64_t r = r8; r < rows; ++r)
