@@ -695,8 +695,10 @@ namespace {
 // run_sdpa against ref_sdpa on one configuration. q/k/v are (B, H, L, E) for layout 0,
 // (B, L, H, E) for layout 1; mask_shape empty for none. Rows the reference makes NaN
 // (every key masked) must be NaN in both.
+// fill: the mask's values: 0 random (a quarter false or -inf); 1 masking nothing (all
+// true; +0 and -0); 2 the same but for its last entry (false; 0.5).
 void check_sdpa(int64_t B, int64_t H, int64_t Hk, int64_t L, int64_t S, int64_t E, int64_t Ev, bool causal,
-                int layout, std::vector<int64_t> mask_shape, bool bool_mask, unsigned seed) {
+                int layout, std::vector<int64_t> mask_shape, bool bool_mask, unsigned seed, int fill = 0) {
   auto dims = [&](int64_t heads, int64_t rows, int64_t width) {
     return layout == 1 ? std::vector<int64_t>{B, rows, heads, width} : std::vector<int64_t>{B, heads, rows, width};
   };
@@ -719,6 +721,14 @@ void check_sdpa(int64_t B, int64_t H, int64_t Hk, int64_t L, int64_t S, int64_t 
   for (int64_t i = 0; i < mn; ++i) {
     bmask[size_t(i)] = rng() % 4 != 0;
     if (rng() % 5 == 0) fmask[size_t(i)] = -INFINITY;
+    if (fill) {
+      bmask[size_t(i)] = true;
+      fmask[size_t(i)] = i % 2 ? -0.0f : 0.0f;
+    }
+  }
+  if (fill == 2) {
+    bmask[size_t(mn - 1)] = false;
+    fmask[size_t(mn - 1)] = 0.5f;
   }
   if (!mask_shape.empty()) in.push_back({bool_mask ? static_cast<void*>(bmask.get()) : fmask.data(),
                                          bool_mask ? DType::b8 : DType::f32, mask_shape});
@@ -767,6 +777,19 @@ TEST(Kernels, SdpaMasksMatchReference) {
         check_sdpa(2, 3, 3, L, S, 16, 16, false, 0, {2, 1, 1, S}, bool_mask, seed++);
         check_sdpa(2, 3, 3, L, S, 16, 24, false, 1, {2, 3, L, S}, bool_mask, seed++);
         check_sdpa(1, 2, 1, L, S, 8, 8, true, 0, {L, S}, bool_mask, seed++);
+      }
+}
+
+TEST(Kernels, SdpaMasksThatMaskNothingMatchReference) {
+  // A mask that changes no score (all true, all +-0: transformers pass one for unpadded
+  // inputs) is skipped; one whose last entry masks or adds is not. Rows path (L = 2)
+  // and tiled path (L = 40), padding and full masks, bool and additive.
+  unsigned seed = 301;
+  for (int fill : {1, 2})
+    for (int64_t L : {2, 40})
+      for (bool bool_mask : {false, true}) {
+        check_sdpa(2, 3, 3, L, 33, 16, 16, false, 0, {2, 1, 1, 33}, bool_mask, seed++, fill);
+        check_sdpa(1, 2, 2, L, 33, 16, 16, false, 1, {1, 1, L, 33}, bool_mask, seed++, fill);
       }
 }
 
