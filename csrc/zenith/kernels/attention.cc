@@ -64,8 +64,8 @@ struct Attn {
 
 // Whether the mask changes no score: all true (bool) or all zero (float: adding 0 can
 // only turn a -0 score into +0, whose exponential is the same). transformers' encoders
-// pass one, (B, 1, L, S), for every unpadded input; applying it cost half as much again
-// as the attention itself at all-MiniLM-L6-v2's shapes (12 heads, 128 tokens).
+// pass one, (B, 1, L, S), for every unpadded input; applying it cost up to half as much
+// again as the attention itself at all-MiniLM-L6-v2's shapes (12 heads, 128 tokens).
 bool mask_is_neutral(const TensorRef& m) {
   const int64_t n = m.numel();
   if (m.dtype == DType::b8) return std::memchr(m.data, 0, size_t(n)) == nullptr;  // bools are bytes 0 or 1

@@ -42,8 +42,8 @@ struct AlignedBuf {
 };
 
 #if defined(__AVX2__)
-// The 8 x 8 transpose in registers (unpack / shuffle / lane-permute): lane j of t[k]
-// becomes lane k of r[j].
+// The 8 x 8 transpose in registers (unpack / shuffle / lane-permute): on return, lane j
+// of r[k] holds what lane k of r[j] held.
 inline void transpose_8x8_regs(__m256 (&r)[8]) {
   __m256 t[8], u[8];
   for (int j = 0; j < 8; j += 2) {
