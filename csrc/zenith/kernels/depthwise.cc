@@ -415,7 +415,7 @@ ZENITH_UK_INLINE void channels_blocked(const DepthwiseGeom& g, const float* x, i
   float* p = buf.in.p;
   float* q = buf.out.get(size_t(std::max(plane, g.H * g.W) * L));
   // x's pixels into the buffer, channel c in lane c (lanes from nch zero; their sums are
-  // never stored): transposed whole (8 x 8 blocks) into q, then row by row into the
+  // never stored): transposed whole (transpose_block) into q, then row by row into the
   // padding.
   if (nch < L) std::fill_n(q, g.H * g.W * L, 0.0f);  // defined values in the unused lanes
   gemm_detail::transpose_block(x, x_stride, q, L, nch, g.H * g.W);

@@ -2,6 +2,7 @@
 // kernel (attention.cc): per-thread packing buffers, the panel packers and the
 // register-tile micro-kernels. Internal to the kernels; not part of kernels.h.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -105,22 +106,19 @@ inline void transpose_rows_x8(const float* src, int64_t src_stride, int64_t rows
 // wide), the edges one value at a time (along src's rows, so no loop walks a column of
 // src).
 inline void transpose_block(const float* src, int64_t lds, float* dst, int64_t ldd, int64_t rows, int64_t cols) {
-  int64_t r8 = 0;
+  int64_t r8 = 0;  // rows before r8 are done
 #if defined(__AVX2__)
-  r8 = rows / 8 * 8;
   const int64_t c8 = cols / 8 * 8;
-  for (int64_t r0 = 0; r0 < r8; r0 += 8) {
-    for (int64_t c0 = 0; c0 < c8; c0 += 8) transpose_8x8(src + r0 * lds + c0, lds, dst + c0 * ldd + r0, ldd);
-    for (int64_t r = r0; r < r0 + 8; ++r)
+  for (; rows - r8 >= 2; r8 += 8) {
+    const int64_t n = std::min<int64_t>(8, rows - r8);
+    for (int64_t c0 = 0; c0 < c8; c0 += 8) {
+      if (n == 8) transpose_8x8(src + r8 * lds + c0, lds, dst + c0 * ldd + r8, ldd);
+      else transpose_rows_x8(src + r8 * lds + c0, lds, n, dst + c0 * ldd + r8, ldd);
+    }
+    for (int64_t r = r8; r < r8 + n; ++r)
       for (int64_t c = c8; c < cols; ++c) dst[c * ldd + r] = src[r * lds + c];
   }
-  if (rows - r8 >= 2) {
-    for (int64_t c0 = 0; c0 < c8; c0 += 8)
-      transpose_rows_x8(src + r8 * lds + c0, lds, rows - r8, dst + c0 * ldd + r8, ldd);
-    for (int64_t r = r8; r < rows; ++r)
-      for (int64_t c = c8; c < cols; ++c) dst[c * ldd + r] = src[r * lds + c];
-    return;
-  }
+  r8 = std::min(r8, rows);
 #endif
   for (int64_t r = r8; r < rows; ++r)
     for (int64_t c = 0; c < cols; ++c) dst[c * ldd + r] = src[r * lds + c];
