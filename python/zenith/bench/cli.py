@@ -98,9 +98,13 @@ def run(args):
     if not args.warm_inductor_cache:
         # Inductor keeps compiled kernels on disk between runs; a cold start measured on a
         # warm cache is not a cold start. Unless asked otherwise, it starts empty.
+        import atexit
+        import shutil
         import tempfile
 
-        os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="zenith-bench-inductor-")
+        cache = tempfile.mkdtemp(prefix="zenith-bench-inductor-")
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = cache
+        atexit.register(shutil.rmtree, cache, ignore_errors=True)  # a fresh cache each run, none left behind
     t0 = time.time()
 
     tty = sys.stderr.isatty()

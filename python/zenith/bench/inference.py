@@ -218,10 +218,15 @@ def bert_memory(cfg):
         if cfg.empty_inductor_cache:
             # The in-process workloads have filled this run's cache; a first call that
             # finds BERT's kernels there would not be a cold start.
+            import shutil
             import tempfile
 
             env["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="zenith-bench-probe-inductor-")
-        rows[fw] = run_probe(_MEMORY_PROBE, (fw, b, s, cfg.threads), **env)
+        try:
+            rows[fw] = run_probe(_MEMORY_PROBE, (fw, b, s, cfg.threads), **env)
+        finally:
+            if "TORCHINDUCTOR_CACHE_DIR" in env:
+                shutil.rmtree(env["TORCHINDUCTOR_CACHE_DIR"], ignore_errors=True)
     eager = rows.get("eager", {}).get("peak_rss_mib")
     for r in rows.values():
         if eager and "peak_rss_mib" in r:
