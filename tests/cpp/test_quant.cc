@@ -106,6 +106,16 @@ std::vector<float> run_qmatmul(QFormat f, QIsa isa, int64_t M, int64_t N, int64_
   return y;
 }
 
+// The scalar reference of the plan `fast`: the same activation codes (its act_max).
+std::vector<float> run_reference_of(const QMatmulPlan& fast, const std::vector<float>& x,
+                                    const std::vector<uint8_t>& w, const float* bias) {
+  QMatmulPlan p = qmatmul_plan(fast.format, fast.M, fast.N, fast.K, QIsa::kScalar, fast.x_scale);
+  p.act_max = fast.act_max;
+  std::vector<float> y(size_t(p.M * p.N), std::numeric_limits<float>::quiet_NaN());
+  qmatmul(p, x.data(), w.data(), bias, y.data());
+  return y;
+}
+
 // K values to test for a format: several blocks (int8: any K, tails of 32).
 std::vector<int64_t> test_ks(QFormat f) {
   int64_t be = qformat_info(f).block_elems;
@@ -285,7 +295,7 @@ TEST_P(QuantFormat, SimdMatchesScalarReference) {
           auto bias = randn(size_t(N), seed++);
           const float* b = (M + N) % 2 ? bias.data() : nullptr;
           auto fast = run_qmatmul(f, isa, M, N, K, x, w, b);
-          auto ref = run_qmatmul(f, QIsa::kScalar, M, N, K, x, w, b);
+          auto ref = run_reference_of(qmatmul_plan(f, M, N, K, isa), x, w, b);
           auto wd = dequant(f, w, N, K);
           for (int64_t m = 0; m < M; ++m)
             for (int64_t n = 0; n < N; ++n) {
@@ -545,7 +555,8 @@ TEST(QuantOps, InferenceRejectsBadWeightsAndShapes) {
 // AVX-512 VNNI) against the scalar reference: rows 1..13 (every tile height,
 // remainders), columns around the 8-column groups and 32-column blocks, K with tails of
 // 32 (and K < 4), with and without bias, one and two threads. The integer sums are the
-// reference's; only the float sums' order differs.
+// reference's (on the plan's activation codes: 7-bit on AVX2 from 8 rows); only the
+// float sums' order differs.
 TEST(QuantKernels, Int8GemmMatchesScalarReference) {
   unsigned seed = 100;
   for (QIsa isa : {QIsa::kAvx2, QIsa::kAvx512})
@@ -562,8 +573,10 @@ TEST(QuantKernels, Int8GemmMatchesScalarReference) {
           const PackedOperand packed = qmatmul_pack_int8(w.data(), N, K, isa);
           ASSERT_EQ(packed.source_bytes(), size_t(N * K));
           std::vector<float> fast(size_t(M * N), std::numeric_limits<float>::quiet_NaN());
-          qmatmul(qmatmul_plan(QFormat::int8, M, N, K, isa), x.data(), w.data(), b, fast.data(), &packed);
-          auto ref = run_qmatmul(QFormat::int8, QIsa::kScalar, M, N, K, x, w, b);
+          const QMatmulPlan plan = qmatmul_plan(QFormat::int8, M, N, K, isa);
+          EXPECT_EQ(plan.act_max, isa == QIsa::kAvx2 && M >= kQ8GemmRows ? 63 : 127);
+          qmatmul(plan, x.data(), w.data(), b, fast.data(), &packed);
+          auto ref = run_reference_of(plan, x, w, b);
           auto wd = dequant(QFormat::int8, w, N, K);
           for (int64_t m = 0; m < M; ++m)
             for (int64_t n = 0; n < N; ++n) {
@@ -577,6 +590,45 @@ TEST(QuantKernels, Int8GemmMatchesScalarReference) {
         }
   }
   set_num_threads(1);
+}
+
+// AVX2's narrow int8 GEMM tiles (unsigned weight codes times 7-bit activation codes in
+// one maddubs) at the worst case for its 16-bit pair sums: weight codes 127, -128, -1, 0
+// (255, 0, 127, 128 unsigned) against activation codes +-63 in every sign pattern, where
+// 2 x 255 x 63 = 32130 must not saturate. x is +-63 itself, so every code is +-63 on the
+// scale 1 and the sums are exact: each output equals the integer dot product.
+TEST(QuantKernels, Int8GemmNarrowTilesDoNotSaturate) {
+  if (!qisa_supported(QIsa::kAvx2)) GTEST_SKIP() << "no AVX2";
+  const uint8_t fills[] = {0x7F, 0x80, 0xFF, 0x00};
+  for (int64_t K : {32, 256, 100}) {
+    const int64_t N = 40, M = 9, rb = 4 + K;  // tiles of 4, 4 and 1 rows
+    std::vector<uint8_t> w(size_t(N * rb));
+    for (int64_t n = 0; n < N; ++n) {
+      uint8_t* row = w.data() + n * rb;
+      std::memset(row + 4, fills[n % 4], size_t(K));
+      if (n >= 4) row[4 + n % K] = 0x7F;  // one code apart, so a mix-up of columns shows
+      const float one = 1.0f;
+      std::memcpy(row, &one, 4);
+    }
+    std::vector<float> x(size_t(M * K));
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t k = 0; k < K; ++k) {
+        const bool pos[] = {true, false, k % 2 == 0, (k / 2) % 2 == 0, k % 32 < 16, (k / 4) % 2 == 0,
+                            (k / 8) % 2 == 0, k % 3 == 0, true};
+        x[size_t(m * K + k)] = pos[m] ? 63.0f : -63.0f;
+      }
+    const PackedOperand packed = qmatmul_pack_int8(w.data(), N, K, QIsa::kAvx2);
+    const QMatmulPlan plan = qmatmul_plan(QFormat::int8, M, N, K, QIsa::kAvx2);
+    ASSERT_EQ(plan.act_max, 63);
+    std::vector<float> y(size_t(M * N), std::numeric_limits<float>::quiet_NaN());
+    qmatmul(plan, x.data(), w.data(), nullptr, y.data(), &packed);
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t n = 0; n < N; ++n) {
+        int64_t exact = 0;
+        for (int64_t k = 0; k < K; ++k) exact += int64_t(int8_t(w[size_t(n * rb + 4 + k)])) * int64_t(x[size_t(m * K + k)]);
+        ASSERT_EQ(y[size_t(m * N + n)], float(exact)) << "K=" << K << " row " << m << " column " << n;
+      }
+  }
 }
 
 // A static activation scale: the packed int8 GEMM sums each row over all of K (the
@@ -625,7 +677,7 @@ TEST(QuantOps, RuntimePacksConstantInt8WeightsForManyRows) {
                      {});
   const bool gemm = qisa_default() != QIsa::kScalar;
   EXPECT_EQ(exe.packed_bytes(), gemm ? size_t(N * K) : 0u);
-  auto ref = run_qmatmul(QFormat::int8, QIsa::kScalar, M, N, K, x, w, bias.data());
+  auto ref = run_reference_of(qmatmul_plan(QFormat::int8, M, N, K), x, w, bias.data());
   const float* y = static_cast<const float*>(out[0].data);
   for (size_t i = 0; i < ref.size(); ++i) ASSERT_NEAR(y[i], ref[i], 1e-3 * (1 + std::fabs(ref[i]))) << i;
   set_num_threads(1);

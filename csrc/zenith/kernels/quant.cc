@@ -99,7 +99,11 @@ QMatmulPlan qmatmul_plan(QFormat f, int64_t M, int64_t N, int64_t K, QIsa isa, f
   if (f == QFormat::int8 && isa != QIsa::kScalar) {
     p.tiles = isa == QIsa::kAvx512 ? q8_gemm_tiles_avx512() : q8_gemm_tiles_avx2();
     p.uniform_tiles = isa == QIsa::kAvx512 ? q8_gemm_tiles_uniform_avx512() : q8_gemm_tiles_uniform_avx2();
+    if (isa == QIsa::kAvx2) p.narrow_tiles = q8_gemm_tiles_u8_avx2();
   }
+  // AVX2's int8 GEMM without the sign trick (narrow_tiles) needs activation codes within
+  // +-63. Static scales keep 127 levels (the uniform tiles' sign trick takes them).
+  if (p.narrow_tiles && x_scale == 0.0f && M >= kQ8GemmRows) p.act_max = 63;
   if (isa == QIsa::kAvx512 && avx512_dot_kernels(f)) {
     p.dots = avx512_dot_kernels(f);
     p.zero_sums = zero_sums_avx512;
@@ -136,7 +140,7 @@ int64_t q8_col_blocks(int64_t N) { return (N + 31) / 32; }
 
 PackedOperand qmatmul_pack_int8(const uint8_t* w, int64_t N, int64_t K, QIsa isa) {
   ZENITH_CHECK(isa != QIsa::kScalar, "qmatmul: no int8 GEMM tile for the scalar reference");
-  const uint8_t flip = isa == QIsa::kAvx512 ? 0x80 : 0;  // VNNI reads unsigned codes
+  constexpr uint8_t flip = 0x80;  // code + 128: the tiles read unsigned codes
   const int64_t kpad = q8_kpad(K), nb = q8_col_blocks(N), rb = 4 + K;
   const size_t code_bytes = size_t(nb * kpad * 32), floats = size_t(nb * 32) + code_bytes / 4;
   PackedOperand o;
@@ -210,12 +214,13 @@ void qmatmul(const QMatmulPlan& p, const float* x, const uint8_t* w, const float
     const int64_t block = act_block(p.act);
     parallel_for(M, 16, [&](int64_t lo, int64_t hi) {
       for (int64_t m = lo; m < hi; ++m) {
-        p.quantize(x + m * K, K, block, q + m * p.kpad, d + m * p.nscales, s16 + m * p.nsums, p.x_scale);
+        p.quantize(x + m * K, K, block, q + m * p.kpad, d + m * p.nscales, s16 + m * p.nsums, p.x_scale, p.act_max);
         if (p.zero_sums && !packed) p.zero_sums(q + m * p.kpad, p.kpad, p.zero, zs + m * nzs);  // the GEMM reads s16
       }
     });
   }
   QActRows rows{q, d, s16, p.zero_sums ? zs : nullptr, x, p.kpad, p.nscales, p.nsums, K};
+  rows.qmax = p.act_max;
   if (p.x_scale > 0.0f && packed) {
     // One scale for every block: the GEMM sums over all of K. A block with NaN or inf has
     // a NaN scale; the whole row is NaN in float arithmetic, so its first block says so.
@@ -267,8 +272,9 @@ void q8_gemm_packed(const QMatmulPlan& p, const QActRows& a, const PackedOperand
   const float* scale = packed.data.get() + nb * p.kpad * 32 / 4;
   // Sums over the whole K stay inside int32 (255 x 127 x K) up to K = 65536.
   const bool uniform = a.uniform && p.kpad <= 65536;
-  const QGemmTileFn* tiles = uniform ? p.uniform_tiles : p.tiles;
-  const int tile_rows = uniform ? kMaxUniformRows : kMaxDotRows;
+  const bool narrow = !uniform && a.qmax <= 63 && p.narrow_tiles;
+  const QGemmTileFn* tiles = uniform ? p.uniform_tiles : narrow ? p.narrow_tiles : p.tiles;
+  const int tile_rows = uniform ? kMaxUniformRows : narrow ? kMaxNarrowRows : kMaxDotRows;
   parallel_for(nb, 1, [&](int64_t lo, int64_t hi) {
     for (int64_t m0 = 0; m0 < M; m0 += p.row_chunk) {
       const int64_t m1 = std::min(M, m0 + p.row_chunk);

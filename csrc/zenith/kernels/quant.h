@@ -42,7 +42,11 @@ struct QMatmulPlan {
   const quant::QDotFn* dots = nullptr;  // the SIMD kernels for 1..kMaxDotRows rows; null: ref_dot
   const quant::QGemmTileFn* tiles = nullptr;  // int8: the GEMM tiles for 1..kMaxDotRows rows, of the same ISA
   const quant::QGemmTileFn* uniform_tiles = nullptr;  // rows of one scale (QActRows::uniform), 1..8 rows
+  const quant::QGemmTileFn* narrow_tiles = nullptr;   // AVX2: for activation codes within +-63, 1..2 rows
   quant::QuantizeActFn quantize = nullptr;  // the activation quantizer of the same ISA
+  // The largest activation code the quantizer writes: 63 where AVX2's int8 GEMM runs on
+  // dynamic activations (its narrow tiles; many rows, no x_scale), else 127.
+  int act_max = 127;
   float x_scale = 0.0f;                     // > 0: static INT8 activations on this scale (int8 weights)
   quant::ZeroSumsFn zero_sums = nullptr;    // QActRow::zsum for the kernels that read it
   int zero = 0;                             // their zero point
@@ -72,10 +76,9 @@ void qmatmul(const QMatmulPlan& p, const float* x, const uint8_t* w, const float
 // the packed copy (N x K bytes more while it is kept). Decode (one row) reads w as it is.
 constexpr int64_t kQ8GemmRows = 8;
 bool qmatmul_reads_packed(const QMatmulPlan& p);
-// An int8 weight [N, 4 + K] (per row an f32 scale, K codes) as the int8 GEMM tile of
-// `isa` reads it: columns in blocks of 32, each block's K as quads of 4 codes per column
-// (AVX-512 VNNI: code + 128, unsigned; AVX2: signed), zero-padded to whole blocks; then
-// the column scales.
+// An int8 weight [N, 4 + K] (per row an f32 scale, K codes) as the int8 GEMM tiles of
+// `isa` read it: columns in blocks of 32, each block's K as quads of 4 codes per column,
+// code + 128 (unsigned), padded with code 0 to whole blocks; then the column scales.
 PackedOperand qmatmul_pack_int8(const uint8_t* w, int64_t N, int64_t K, QIsa isa);
 
 // Quantized activation rows as a plan lays them out: row m's codes at q + m * kpad, its
@@ -89,6 +92,7 @@ struct QActRows {
   const float* x = nullptr;  // the float rows (K apart), for formats that read them
   int64_t kpad = 0, nscales = 0, nsums = 0, K = 0;
   bool uniform = false;  // every block of a row has the scale d[0] (the int8 GEMM then sums over all of K)
+  int qmax = 127;        // no code is past +-qmax (63: the AVX2 int8 GEMM may use its narrow tiles)
   quant::QActRow row(int64_t m) const {
     return quant::QActRow{q ? q + m * kpad : nullptr, d ? d + m * nscales : nullptr, s16 ? s16 + m * nsums : nullptr,
                           x ? x + m * K : nullptr, zs ? zs + m * kpad / 4 : nullptr};

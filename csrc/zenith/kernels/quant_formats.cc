@@ -149,8 +149,10 @@ void zero_sums(const int8_t* q, int64_t kpad, int zero, int32_t* out) {
     out[j] = -zero * (int32_t(q[4 * j]) + q[4 * j + 1] + q[4 * j + 2] + q[4 * j + 3]);
 }
 
-void quantize_act_row(const float* x, int64_t K, int64_t block, int8_t* q, float* d, int16_t* s16, float scale) {
+void quantize_act_row(const float* x, int64_t K, int64_t block, int8_t* q, float* d, int16_t* s16, float scale,
+                      int qmax) {
   const int64_t kpad = (K + 31) / 32 * 32;
+  const float top = float(qmax);
   for (int64_t b0 = 0; b0 < kpad; b0 += block) {
     const int64_t end = std::min(b0 + block, K), qend = std::min(b0 + block, kpad);
     float amax = 0.0f;
@@ -160,21 +162,21 @@ void quantize_act_row(const float* x, int64_t K, int64_t block, int8_t* q, float
       amax = a > amax ? a : amax;
       finite = finite && a <= FLT_MAX;  // false for inf and NaN
     }
-    if (scale > 0.0f) amax = 127.0f * scale;  // static: the block's codes on the given scale
-    const float id = finite && amax > 0.0f ? (scale > 0.0f ? 1.0f / scale : 127.0f / amax) : 0.0f;
-    // A block of zeros, or one so small that 127 / max overflows (max below ~4e-37),
+    if (scale > 0.0f) amax = top * scale;  // static: the block's codes on the given scale
+    const float id = finite && amax > 0.0f ? (scale > 0.0f ? 1.0f / scale : top / amax) : 0.0f;
+    // A block of zeros, or one so small that qmax / max overflows (max below ~4e-37),
     // quantizes to zeros; one holding inf or NaN to zeros with a NaN scale.
     if (!(id > 0.0f && id <= FLT_MAX)) {
       std::fill(q + b0, q + qend, int8_t(0));
       d[b0 / block] = finite ? 0.0f : std::numeric_limits<float>::quiet_NaN();
       continue;
     }
-    d[b0 / block] = scale > 0.0f ? scale : amax / 127.0f;
+    d[b0 / block] = scale > 0.0f ? scale : amax / top;
     for (int64_t k = b0; k < qend; ++k) {
-      // Round half to even; |x * id| <= 127 up to one rounding, clamped to make
-      // [-127, 127] certain (the SIMD kernels' 16-bit pair sums rely on it).
+      // Round half to even; |x * id| <= qmax up to one rounding, clamped to make
+      // [-qmax, qmax] certain (the SIMD kernels' 16-bit pair sums rely on it).
       const float r = k < K ? std::nearbyint(x[k] * id) : 0.0f;
-      q[k] = int8_t(std::min(127.0f, std::max(-127.0f, r)));
+      q[k] = int8_t(std::min(top, std::max(-top, r)));
     }
   }
   for (int64_t g = 0; g < kpad / 16; ++g) {

@@ -192,16 +192,18 @@ struct QActRow {
   const int32_t* zsum = nullptr;
 };
 // Quantizes x[0, K) into q (kpad values), d (kpad / block scales) and s16 (kpad / 16
-// sums). q is in [-127, 127], so |code| * |q| products fit the SIMD kernels' 16-bit pair
-// sums (quant_avx2.cc). A block holding inf or NaN gets d = NaN and q = 0: its dot is NaN.
-// scale > 0: every block's scale is `scale` (static INT8: codes round(x / scale),
-// clamped); 0: each block's is max|x| / 127 (dynamic).
+// sums). q is in [-qmax, qmax], so |code| * |q| products fit the SIMD kernels' 16-bit pair
+// sums (quant_avx2.cc): qmax 127 for the dot kernels and the sign-trick tiles, 63 for the
+// AVX2 GEMM tile that multiplies unsigned weight codes (q8_gemm_tiles_u8_avx2). A block
+// holding inf or NaN gets d = NaN and q = 0: its dot is NaN. scale > 0: every block's
+// scale is `scale` (static INT8: codes round(x / scale), clamped); 0: each block's is
+// max|x| / qmax (dynamic).
 void quantize_act_row(const float* x, int64_t K, int64_t block, int8_t* q, float* d, int16_t* s16,
-                      float scale = 0.0f);
+                      float scale = 0.0f, int qmax = 127);
 // The same in AVX2 (quant_avx2.cc), equal to it value for value.
 void quantize_act_row_avx2(const float* x, int64_t K, int64_t block, int8_t* q, float* d, int16_t* s16,
-                           float scale = 0.0f);
-using QuantizeActFn = void (*)(const float*, int64_t, int64_t, int8_t*, float*, int16_t*, float);
+                           float scale = 0.0f, int qmax = 127);
+using QuantizeActFn = void (*)(const float*, int64_t, int64_t, int8_t*, float*, int16_t*, float, int);
 
 // The scalar dot product of one weight row (K values) with an activation row: the
 // reference of the SIMD kernels and the kernel that runs without AVX2.
@@ -243,13 +245,19 @@ using ZeroSumsFn = void (*)(const int8_t*, int64_t, int, int32_t*);
 // (1..kMaxDotRows) and c < nvalid (<= 32), the same integer sums as ref_dot's for int8.
 // wblock: one block of 32 columns of a weight packed by qmatmul_pack_int8 for the same
 // ISA (kpad / 4 quads, each 32 columns x 4 codes); wscale: its 32 column scales.
-// AVX-512 VNNI (quant_avx512.cc): codes + 128, unsigned; the activation rows' s16 sums
-// give the zero point's share. AVX2 (quant_avx2.cc): the codes as they are, signed.
+// The codes are packed + 128, unsigned, for both ISAs. AVX-512 VNNI (quant_avx512.cc)
+// and AVX2's u8 tiles multiply them as they are, the activation rows' s16 sums giving
+// the zero point's share; AVX2's other tiles read them back signed (the sign trick).
 // One tile function per row count, as the dot kernels: tiles[mr - 1].
 using QGemmTileFn = void (*)(const uint8_t* wblock, const float* wscale, int64_t kpad, const QActRow* a, float* y,
                              int64_t ldy, int nvalid);
 const QGemmTileFn* q8_gemm_tiles_avx512();
 const QGemmTileFn* q8_gemm_tiles_avx2();
+// AVX2 tiles for activation codes in [-63, 63] only (quantize_act_row with qmax 63):
+// one maddubs of the unsigned weight codes by the activation codes, no sign trick; for
+// 1..kMaxNarrowRows rows.
+constexpr int kMaxNarrowRows = 2;
+const QGemmTileFn* q8_gemm_tiles_u8_avx2();
 // The tiles for rows whose blocks all have the scale a[r].d[0] (static INT8, conv2d's
 // per-image scale), for 1..kMaxUniformRows rows: the integer sums over the whole K,
 // scaled once; the same results up to float order.

@@ -3,6 +3,7 @@ measure the kernel tests use."""
 import numpy as np
 import torch
 
+from zenith import _C
 from zenith.quant.formats import FORMATS, quantize_weight
 
 # where each GGUF block keeps its f16 scale fields (byte offsets in the block)
@@ -54,15 +55,22 @@ def normalized_error(got, want):
 # (llama.cpp's scheme, allowed by issue 16): about 1/254 of a block's largest |x| per
 # element, which over K terms stays within 2% of the output's largest magnitude.
 KERNEL_TOL = 2e-2
+# AVX2 without VNNI runs the int8 GEMM (8 or more rows, dynamic activations) on 7-bit
+# activation codes, so that its maddubs pairs of unsigned weight codes stay within int16:
+# steps of 1/126 of a block's largest |x|, twice the 8-bit ones.
+ACT_7BIT = _C.qmatmul_isa("int8") == "avx2"
 
 
 def assert_same_model_close(got, want):
     """Compiled against eager on the same quantized model. Both run the same kernels, but
     a last-bit difference upstream (Zenith's fused GELU or norm against torch's) can move
     an activation across an 8-bit rounding boundary, which changes a product by one
-    quantization step: so not bit-equal, but within one matmul's KERNEL_TOL."""
+    quantization step: so not bit-equal, but within one matmul's KERNEL_TOL. Where the
+    int8 GEMM's steps are twice as large (ACT_7BIT), such a change is too: 2.5x the bound
+    (a 2-layer Gemma 3 measured 0.019 on 8-bit steps, 0.042 on 7-bit ones)."""
     err = normalized_error(got, want)
-    assert err <= KERNEL_TOL, f"compiled vs eager: normalized error {err:.3g} > {KERNEL_TOL}"
+    tol = 2.5 * KERNEL_TOL if ACT_7BIT else KERNEL_TOL
+    assert err <= tol, f"compiled vs eager: normalized error {err:.3g} > {tol}"
 
 
 def assert_model_close(got, want, cos_min=0.99, err_max=0.25):
