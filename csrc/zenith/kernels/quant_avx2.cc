@@ -642,49 +642,66 @@ void q8_gemm_tile_uniform(const uint8_t* wb, const float* ws, int64_t kpad, cons
 
 // The tile for activation codes in [-63, 63] (qmax 63, quantize_act_row): the weight
 // codes as packed, c + 128 in [0, 255], go straight into maddubs against the activation
-// codes, pairs at most 2 x 255 x 63 = 32130 (no saturation); -128 x the block's
-// activation codes (its two s16 sums) starts each block's sums, the zero point's share,
-// as in the VNNI tile. 3 instructions per row and 32 multiply-adds where the sign trick
-// spends 4. MR (1, 2) rows by 16 columns: each broadcast of 4 activation codes serves two
-// weight vectors. On Zen 4 (one thread, 128 x 3072 x 768 and 128 x 768 x 768) this shape
-// ran 0.67x the time of 4 rows by 8 columns, and 3 rows or the quad loop unrolled
-// whole were slower again; the float sums stay in memory (touched once per block).
+// codes, pairs at most 2 x 255 x 63 = 32130 (no saturation). 3 instructions per row and
+// 32 multiply-adds where the sign trick spends 4. The zero point's share, -128 x each
+// block's activation codes (its two s16 sums) on the block's scale, is one float per row
+// taken off at the store; every partial sum is an integer times a scale, so with unit
+// scales the result is the exact integer dot product. MR (1, 2) rows by 16 columns,
+// every accumulator named (arrays of them spilled): each broadcast of 4 activation
+// codes serves two weight vectors. On Zen 4 (one thread, 128 x 3072 x 768 and 128 x 768
+// x 768) this shape ran 0.62-0.67x the time of 4 rows by 8 columns; 3 rows, 32
+// columns or the quad loop unrolled whole were slower.
 // The narrower codes cost less accuracy than 7-bit weights would: on all-MiniLM-L6-v2
 // (real text) 1 - mean cosine to fp32 went 6.4e-4 -> 1.0e-3 with 7-bit activations per
 // 32 values, 3.3e-3 with the weights halved to 7 bits.
 template <int MR>
 void q8_gemm_tile_u8(const uint8_t* wb, const float* ws, int64_t kpad, const QActRow* a, float* y, int64_t ldy,
                      int nvalid) {
+  static_assert(MR == 1 || MR == 2);
   const __m256i ones = _mm256_set1_epi16(1);
+  const QActRow& r0 = a[0];
+  const QActRow& r1 = a[MR - 1];
   for (int g = 0; 8 * g < nvalid; g += 2) {  // columns [8g, 8g + 16): bytes [32g, 32g + 64) of each quad
-    alignas(32) float f[MR][16] = {};
+    __m256 f00 = _mm256_setzero_ps(), f01 = f00, f10 = f00, f11 = f00;
+    float z0 = 0.0f, z1 = 0.0f;
     for (int64_t b = 0; b < kpad / 32; ++b) {
-      __m256i s0[MR], s1[MR];
-      for (int r = 0; r < MR; ++r)
-        s0[r] = s1[r] = _mm256_set1_epi32(-128 * (int32_t(a[r].s16[2 * b]) + a[r].s16[2 * b + 1]));
+      __m256i s00 = _mm256_setzero_si256(), s01 = s00, s10 = s00, s11 = s00;
       const uint8_t* wq = wb + b * 8 * 128 + 32 * g;
+      const int8_t *q0 = r0.q + 32 * b, *q1 = r1.q + 32 * b;
 #pragma GCC unroll 2  // further, GCC 12 computes many quads' products first and spills them
       for (int q = 0; q < 8; ++q) {
-        const __m256i c0 = loadu(wq + 128 * q), c1 = loadu(wq + 128 * q + 32);
-        for (int r = 0; r < MR; ++r) {
-          int32_t v;
-          std::memcpy(&v, a[r].q + 32 * b + 4 * q, 4);
-          const __m256i av = _mm256_set1_epi32(v);
-          s0[r] = _mm256_add_epi32(s0[r], _mm256_madd_epi16(_mm256_maddubs_epi16(c0, av), ones));
-          s1[r] = _mm256_add_epi32(s1[r], _mm256_madd_epi16(_mm256_maddubs_epi16(c1, av), ones));
+        const __m256i w0 = loadu(wq + 128 * q), w1 = loadu(wq + 128 * q + 32);
+        int32_t v;
+        std::memcpy(&v, q0 + 4 * q, 4);
+        __m256i av = _mm256_set1_epi32(v);
+        s00 = _mm256_add_epi32(s00, _mm256_madd_epi16(_mm256_maddubs_epi16(w0, av), ones));
+        s01 = _mm256_add_epi32(s01, _mm256_madd_epi16(_mm256_maddubs_epi16(w1, av), ones));
+        if constexpr (MR == 2) {
+          std::memcpy(&v, q1 + 4 * q, 4);
+          av = _mm256_set1_epi32(v);
+          s10 = _mm256_add_epi32(s10, _mm256_madd_epi16(_mm256_maddubs_epi16(w0, av), ones));
+          s11 = _mm256_add_epi32(s11, _mm256_madd_epi16(_mm256_maddubs_epi16(w1, av), ones));
         }
       }
-      for (int r = 0; r < MR; ++r) {
-        const __m256 d = _mm256_set1_ps(a[r].d[b]);
-        _mm256_store_ps(f[r], _mm256_fmadd_ps(_mm256_cvtepi32_ps(s0[r]), d, _mm256_load_ps(f[r])));
-        _mm256_store_ps(f[r] + 8, _mm256_fmadd_ps(_mm256_cvtepi32_ps(s1[r]), d, _mm256_load_ps(f[r] + 8)));
+      const float d0 = r0.d[b];
+      z0 += d0 * float(int32_t(r0.s16[2 * b]) + r0.s16[2 * b + 1]);
+      f00 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s00), _mm256_set1_ps(d0), f00);
+      f01 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s01), _mm256_set1_ps(d0), f01);
+      if constexpr (MR == 2) {
+        const float d1 = r1.d[b];
+        z1 += d1 * float(int32_t(r1.s16[2 * b]) + r1.s16[2 * b + 1]);
+        f10 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s10), _mm256_set1_ps(d1), f10);
+        f11 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s11), _mm256_set1_ps(d1), f11);
       }
     }
     const int n0 = std::min(8, nvalid - 8 * g), n1 = std::min(8, nvalid - 8 * g - 8);
     const __m256 sc0 = _mm256_loadu_ps(ws + 8 * g), sc1 = _mm256_loadu_ps(ws + 8 * g + 8);
-    for (int r = 0; r < MR; ++r) {
-      store_first(y + r * ldy + 8 * g, _mm256_mul_ps(_mm256_load_ps(f[r]), sc0), n0);
-      if (n1 > 0) store_first(y + r * ldy + 8 * g + 8, _mm256_mul_ps(_mm256_load_ps(f[r] + 8), sc1), n1);
+    const __m256 zz0 = _mm256_set1_ps(128.0f * z0), zz1 = _mm256_set1_ps(128.0f * z1);
+    store_first(y + 8 * g, _mm256_mul_ps(_mm256_sub_ps(f00, zz0), sc0), n0);
+    if (n1 > 0) store_first(y + 8 * g + 8, _mm256_mul_ps(_mm256_sub_ps(f01, zz0), sc1), n1);
+    if constexpr (MR == 2) {
+      store_first(y + ldy + 8 * g, _mm256_mul_ps(_mm256_sub_ps(f10, zz1), sc0), n0);
+      if (n1 > 0) store_first(y + ldy + 8 * g + 8, _mm256_mul_ps(_mm256_sub_ps(f11, zz1), sc1), n1);
     }
   }
 }
