@@ -631,6 +631,44 @@ TEST(QuantKernels, Int8GemmNarrowTilesDoNotSaturate) {
   }
 }
 
+// Static rows with no negative code (an input after ReLU): AVX2's uniform tiles take the
+// codes as maddubs' unsigned operand, weight codes 127 / -128 against activation codes
+// 127 making pairs of +-32512 at most. On the scale 1 the sums are exact: each output
+// equals the integer dot product. A row with one code of -1 goes back to the sign trick.
+TEST(QuantKernels, Int8GemmNonNegativeStaticRowsAreExact) {
+  const uint8_t fills[] = {0x7F, 0x80, 0xFF, 0x00};
+  for (QIsa isa : {QIsa::kAvx2, QIsa::kAvx512}) {
+    if (!qisa_supported(isa)) continue;
+    for (int64_t K : {32, 100, 1000})
+      for (bool one_negative : {false, true}) {
+        const int64_t N = 40, M = 13, rb = 4 + K;  // tiles of 8 and 5 rows
+        std::vector<uint8_t> w(size_t(N * rb));
+        for (int64_t n = 0; n < N; ++n) {
+          uint8_t* row = w.data() + n * rb;
+          std::memset(row + 4, fills[n % 4], size_t(K));
+          if (n >= 4) row[4 + n % K] = 0x01;  // one code apart, so a mix-up of columns shows
+          const float one = 1.0f;
+          std::memcpy(row, &one, 4);
+        }
+        std::vector<float> x(size_t(M * K));
+        for (int64_t m = 0; m < M; ++m)
+          for (int64_t k = 0; k < K; ++k) x[size_t(m * K + k)] = float((m + k) % 4 == 0 ? 0 : 127 - (m + k) % 3);
+        if (one_negative) x[size_t(5 * K + K / 2)] = -1.0f;
+        const PackedOperand packed = qmatmul_pack_int8(w.data(), N, K, isa);
+        std::vector<float> y(size_t(M * N), std::numeric_limits<float>::quiet_NaN());
+        qmatmul(qmatmul_plan(QFormat::int8, M, N, K, isa, 1.0f), x.data(), w.data(), nullptr, y.data(), &packed);
+        for (int64_t m = 0; m < M; ++m)
+          for (int64_t n = 0; n < N; ++n) {
+            int64_t exact = 0;
+            for (int64_t k = 0; k < K; ++k)
+              exact += int64_t(int8_t(w[size_t(n * rb + 4 + k)])) * int64_t(x[size_t(m * K + k)]);
+            ASSERT_EQ(y[size_t(m * N + n)], float(exact))
+                << qisa_name(isa) << " K=" << K << (one_negative ? " one negative" : "") << " row " << m << " column " << n;
+          }
+      }
+  }
+}
+
 // A static activation scale: the packed int8 GEMM sums each row over all of K (the
 // uniform tiles) and equals the scalar reference; a row holding a NaN is NaN throughout.
 TEST(QuantKernels, Int8GemmStaticScaleMatchesScalarReference) {

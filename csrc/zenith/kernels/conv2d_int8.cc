@@ -186,6 +186,9 @@ void conv2d_int8(const Conv2dInt8Geom& g, QIsa isa, const float* x, const Packed
     });
   }
   const QMatmulPlan plan0 = qmatmul_plan(QFormat::int8, 1, OC, K, isa);
+  // An input with no negative code (after a ReLU: most convs of a CNN) lets AVX2's tiles
+  // skip the sign trick; the window rows add only zeros.
+  const bool nonneg = plan0.uniform_nonneg_tiles && codes_nonnegative(codes, N * HW * C);
   const int64_t kpad = plan0.kpad, nscales = plan0.nscales, nsums = plan0.nsums;
   // A 1x1 stride-1 conv over channels in whole 32s reads its rows in place: row m is
   // pixel m's codes. Other convs build each output pixel's window row.
@@ -249,7 +252,8 @@ void conv2d_int8(const Conv2dInt8Geom& g, QIsa isa, const float* x, const Packed
       }
     });
     // uniform: one scale per image, so the GEMM sums over all of K.
-    const QActRows rows{in_place ? codes + c0 * C : q, d, s16, nullptr, nullptr, kpad, nscales, nsums, K, true};
+    QActRows rows{in_place ? codes + c0 * C : q, d, s16, nullptr, nullptr, kpad, nscales, nsums, K, true};
+    rows.nonneg = nonneg;
     // Rows [m0, m1) of the chunk, columns [n0, n1): into NCHW, image by image, with the
     // epilogue of those channels and pixels.
     auto store = [&](int64_t m0, int64_t m1, int64_t n0, int64_t n1) {

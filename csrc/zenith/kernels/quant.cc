@@ -99,7 +99,10 @@ QMatmulPlan qmatmul_plan(QFormat f, int64_t M, int64_t N, int64_t K, QIsa isa, f
   if (f == QFormat::int8 && isa != QIsa::kScalar) {
     p.tiles = isa == QIsa::kAvx512 ? q8_gemm_tiles_avx512() : q8_gemm_tiles_avx2();
     p.uniform_tiles = isa == QIsa::kAvx512 ? q8_gemm_tiles_uniform_avx512() : q8_gemm_tiles_uniform_avx2();
-    if (isa == QIsa::kAvx2) p.narrow_tiles = q8_gemm_tiles_u8_avx2();
+    if (isa == QIsa::kAvx2) {
+      p.narrow_tiles = q8_gemm_tiles_u8_avx2();
+      p.uniform_nonneg_tiles = q8_gemm_tiles_uniform_nonneg_avx2();
+    }
   }
   // AVX2's int8 GEMM without the sign trick (narrow_tiles) needs activation codes within
   // +-63. Static scales keep 127 levels (the uniform tiles' sign trick takes them).
@@ -225,6 +228,7 @@ void qmatmul(const QMatmulPlan& p, const float* x, const uint8_t* w, const float
     // One scale for every block: the GEMM sums over all of K. A block with NaN or inf has
     // a NaN scale; the whole row is NaN in float arithmetic, so its first block says so.
     rows.uniform = true;
+    rows.nonneg = p.uniform_nonneg_tiles && codes_nonnegative(q, M * p.kpad);
     for (int64_t m = 0; m < M; ++m)
       for (int64_t b = 1; b < p.nscales; ++b)
         if (std::isnan(d[m * p.nscales + b])) d[m * p.nscales] = d[m * p.nscales + b];
@@ -273,7 +277,9 @@ void q8_gemm_packed(const QMatmulPlan& p, const QActRows& a, const PackedOperand
   // Sums over the whole K stay inside int32 (255 x 127 x K) up to K = 65536.
   const bool uniform = a.uniform && p.kpad <= 65536;
   const bool narrow = !uniform && a.qmax <= 63 && p.narrow_tiles;
-  const QGemmTileFn* tiles = uniform ? p.uniform_tiles : narrow ? p.narrow_tiles : p.tiles;
+  const QGemmTileFn* tiles = uniform ? (a.nonneg && p.uniform_nonneg_tiles ? p.uniform_nonneg_tiles : p.uniform_tiles)
+                             : narrow ? p.narrow_tiles
+                                      : p.tiles;
   const int tile_rows = uniform ? kMaxUniformRows : narrow ? kMaxNarrowRows : kMaxDotRows;
   parallel_for(nb, 1, [&](int64_t lo, int64_t hi) {
     for (int64_t m0 = 0; m0 < M; m0 += p.row_chunk) {
@@ -292,6 +298,12 @@ void q8_gemm_packed(const QMatmulPlan& p, const QActRows& a, const PackedOperand
       if (rows) rows(m0, m1, 32 * lo, std::min(N, 32 * hi));
     }
   });
+}
+
+bool codes_nonnegative(const int8_t* q, int64_t n) {
+  uint8_t any = 0;  // the sign bits of all codes, or-ed (a loop the compiler vectorizes)
+  for (int64_t i = 0; i < n; ++i) any |= uint8_t(q[i]);
+  return (any & 0x80) == 0;
 }
 
 void qdequantize(QFormat f, const uint8_t* w, int64_t rows, int64_t row_bytes, float* out) {

@@ -43,6 +43,7 @@ struct QMatmulPlan {
   const quant::QGemmTileFn* tiles = nullptr;  // int8: the GEMM tiles for 1..kMaxDotRows rows, of the same ISA
   const quant::QGemmTileFn* uniform_tiles = nullptr;  // rows of one scale (QActRows::uniform), 1..8 rows
   const quant::QGemmTileFn* narrow_tiles = nullptr;   // AVX2: for activation codes within +-63, 1..2 rows
+  const quant::QGemmTileFn* uniform_nonneg_tiles = nullptr;  // AVX2: uniform rows with no negative code
   quant::QuantizeActFn quantize = nullptr;  // the activation quantizer of the same ISA
   // The largest activation code the quantizer writes: 63 where AVX2's int8 GEMM runs on
   // dynamic activations (its narrow tiles; many rows, no x_scale), else 127.
@@ -93,6 +94,7 @@ struct QActRows {
   int64_t kpad = 0, nscales = 0, nsums = 0, K = 0;
   bool uniform = false;  // every block of a row has the scale d[0] (the int8 GEMM then sums over all of K)
   int qmax = 127;        // no code is past +-qmax (63: the AVX2 int8 GEMM may use its narrow tiles)
+  bool nonneg = false;   // no code is below 0 (uniform rows: AVX2's int8 GEMM skips the sign trick)
   quant::QActRow row(int64_t m) const {
     return quant::QActRow{q ? q + m * kpad : nullptr, d ? d + m * nscales : nullptr, s16 ? s16 + m * nsums : nullptr,
                           x ? x + m * K : nullptr, zs ? zs + m * kpad / 4 : nullptr};
@@ -106,6 +108,8 @@ struct QActRows {
 using QBlockFn = std::function<void(int64_t m0, int64_t m1, int64_t n0, int64_t n1)>;
 void q8_gemm_packed(const QMatmulPlan& p, const QActRows& a, const PackedOperand& packed, float* y,
                     const QBlockFn& block, const QBlockFn& rows = {});
+// Whether no code of q[0, n) is negative (QActRows::nonneg).
+bool codes_nonnegative(const int8_t* q, int64_t n);
 
 // conv2d with an int8 weight (conv2d_int8.cc): one group, int8 activations with one
 // scale per image (given: static; else max|x| / 127 of the image: dynamic).

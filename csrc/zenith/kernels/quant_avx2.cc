@@ -612,8 +612,12 @@ void q8_gemm_tile(const uint8_t* wb, const float* ws, int64_t kpad, const QActRo
 }
 
 // The same for rows whose blocks share one scale (a[r].d[0]), up to 8 rows: int32 sums
-// over the whole K (at most 127 x 127 x K), scaled once at the store.
-template <int MR>
+// over the whole K (at most 127 x 127 x K), scaled once at the store. NONNEG: every
+// activation code is in [0, 127] (a conv's input after ReLU), so the codes are maddubs'
+// unsigned operand as they are and the weight codes its signed one, pairs at most 2 x
+// 127 x 128 = 32512: no sign trick, 0.69-0.75x the time in a tile A/B on Zen 4 (8 rows,
+// ResNet-50's K of 576 to 2304).
+template <int MR, bool NONNEG>
 void q8_gemm_tile_uniform(const uint8_t* wb, const float* ws, int64_t kpad, const QActRow* a, float* y, int64_t ldy,
                           int nvalid) {
   const __m256i ones = _mm256_set1_epi16(1);
@@ -622,13 +626,15 @@ void q8_gemm_tile_uniform(const uint8_t* wb, const float* ws, int64_t kpad, cons
     for (int r = 0; r < MR; ++r) s[r] = _mm256_setzero_si256();
     const uint8_t* wq = wb + 32 * g;
     for (int64_t q = 0; q < kpad / 4; ++q) {
-      const __m256i c = signed_codes(wq + 128 * q), uc = _mm256_sign_epi8(c, c);
+      const __m256i c = signed_codes(wq + 128 * q), uc = NONNEG ? c : _mm256_sign_epi8(c, c);
 #pragma GCC unroll 8  // whole, so the accumulators stay in registers
       for (int r = 0; r < MR; ++r) {
         int32_t v;
         std::memcpy(&v, a[r].q + 4 * q, 4);
-        const __m256i qx = _mm256_sign_epi8(_mm256_set1_epi32(v), c);
-        s[r] = _mm256_add_epi32(s[r], _mm256_madd_epi16(_mm256_maddubs_epi16(uc, qx), ones));
+        const __m256i av = _mm256_set1_epi32(v);
+        const __m256i pairs =
+            NONNEG ? _mm256_maddubs_epi16(av, c) : _mm256_maddubs_epi16(uc, _mm256_sign_epi8(av, c));
+        s[r] = _mm256_add_epi32(s[r], _mm256_madd_epi16(pairs, ones));
       }
     }
     const int n = std::min(8, nvalid - 8 * g);
@@ -720,8 +726,17 @@ const QGemmTileFn* q8_gemm_tiles_avx2() {
 
 const QGemmTileFn* q8_gemm_tiles_uniform_avx2() {
   static constexpr QGemmTileFn kTiles[kMaxUniformRows] = {
-      q8_gemm_tile_uniform<1>, q8_gemm_tile_uniform<2>, q8_gemm_tile_uniform<3>, q8_gemm_tile_uniform<4>,
-      q8_gemm_tile_uniform<5>, q8_gemm_tile_uniform<6>, q8_gemm_tile_uniform<7>, q8_gemm_tile_uniform<8>};
+      q8_gemm_tile_uniform<1, false>, q8_gemm_tile_uniform<2, false>, q8_gemm_tile_uniform<3, false>,
+      q8_gemm_tile_uniform<4, false>, q8_gemm_tile_uniform<5, false>, q8_gemm_tile_uniform<6, false>,
+      q8_gemm_tile_uniform<7, false>, q8_gemm_tile_uniform<8, false>};
+  return kTiles;
+}
+
+const QGemmTileFn* q8_gemm_tiles_uniform_nonneg_avx2() {
+  static constexpr QGemmTileFn kTiles[kMaxUniformRows] = {
+      q8_gemm_tile_uniform<1, true>, q8_gemm_tile_uniform<2, true>, q8_gemm_tile_uniform<3, true>,
+      q8_gemm_tile_uniform<4, true>, q8_gemm_tile_uniform<5, true>, q8_gemm_tile_uniform<6, true>,
+      q8_gemm_tile_uniform<7, true>, q8_gemm_tile_uniform<8, true>};
   return kTiles;
 }
 

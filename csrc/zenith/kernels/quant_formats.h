@@ -264,5 +264,8 @@ const QGemmTileFn* q8_gemm_tiles_u8_avx2();
 constexpr int kMaxUniformRows = 8;
 const QGemmTileFn* q8_gemm_tiles_uniform_avx512();
 const QGemmTileFn* q8_gemm_tiles_uniform_avx2();
+// AVX2 uniform tiles for rows whose codes are all in [0, 127] (QActRows::nonneg): the
+// activation codes are maddubs' unsigned operand, no sign trick.
+const QGemmTileFn* q8_gemm_tiles_uniform_nonneg_avx2();
 
 }  // namespace zenith::quant
