@@ -96,6 +96,16 @@ void init_quant(nb::module_& m) {
       "one it plans that format for (the 4-bit nibble formats: AVX2 on AMD Zen 4). A format without kernels of "
       "that set runs its AVX2 ones.");
   m.def(
+      "qmatmul_act_max",
+      [](const std::string& format, int64_t rows, float x_scale) {
+        const QFormat f = format_of(format);
+        const int64_t K = std::max<int64_t>(qformat_info(f).block_elems, 32);
+        return qmatmul_plan(f, rows, 1, K, qisa_for(f), x_scale).act_max;
+      },
+      nb::arg("format"), nb::arg("rows"), nb::arg("x_scale") = 0.0f,
+      "The largest activation code qmatmul writes for `rows` rows of x in `format` on this CPU: 127, or 63 where "
+      "AVX2's int8 GEMM runs (int8 weights, 8 or more rows, dynamic activations; eager calls use the same codes).");
+  m.def(
       "qdequantize",
       [](const CpuArray& w, const std::string& format) {
         const QFormat f = format_of(format);

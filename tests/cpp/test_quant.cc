@@ -564,8 +564,8 @@ TEST(QuantKernels, Int8GemmMatchesScalarReference) {
     if (!qisa_supported(isa)) continue;
     set_num_threads(threads);
     for (int64_t K : {1, 3, 31, 32, 33, 100, 256})
-      for (int64_t M : {1, 2, 3, 4, 5, 7, 8, 13})  // tiles of 1, 2, 3 and 4 rows
-        for (int64_t N : {1, 17, 32, 33, 70}) {
+      for (int64_t M : {1, 2, 3, 4, 5, 7, 8, 13})  // tiles of 1, 2, 3 and 4 rows (narrow: 1 and 2)
+        for (int64_t N : {1, 12, 17, 29, 32, 33, 70}) {  // the narrow tiles' second 8 columns cut short too
           auto w = random_weight(QFormat::int8, N, K, seed++);
           auto x = randn(size_t(M * K), seed++);
           auto bias = randn(size_t(N), seed++);
@@ -601,7 +601,7 @@ TEST(QuantKernels, Int8GemmNarrowTilesDoNotSaturate) {
   if (!qisa_supported(QIsa::kAvx2)) GTEST_SKIP() << "no AVX2";
   const uint8_t fills[] = {0x7F, 0x80, 0xFF, 0x00};
   for (int64_t K : {32, 256, 100}) {
-    const int64_t N = 40, M = 9, rb = 4 + K;  // tiles of 4, 4 and 1 rows
+    const int64_t N = 40, M = 9, rb = 4 + K;  // tiles of 2 rows, then 1
     std::vector<uint8_t> w(size_t(N * rb));
     for (int64_t n = 0; n < N; ++n) {
       uint8_t* row = w.data() + n * rb;
@@ -632,9 +632,11 @@ TEST(QuantKernels, Int8GemmNarrowTilesDoNotSaturate) {
 }
 
 // Static rows with no negative code (an input after ReLU): AVX2's uniform tiles take the
-// codes as maddubs' unsigned operand, weight codes 127 / -128 against activation codes
-// 127 making pairs of +-32512 at most. On the scale 1 the sums are exact: each output
-// equals the integer dot product. A row with one code of -1 goes back to the sign trick.
+// codes as maddubs' unsigned operand, weight codes 127 / -128 against runs of activation
+// codes 127 making pairs of +-32512 at most. On the scale 1 the sums are exact: each
+// output equals the integer dot product, through qmatmul (a row with one code of -1 goes
+// back to the sign trick) and through q8_gemm_packed with the rows marked non-negative
+// and not (so the non-negative tiles are run for certain).
 TEST(QuantKernels, Int8GemmNonNegativeStaticRowsAreExact) {
   const uint8_t fills[] = {0x7F, 0x80, 0xFF, 0x00};
   for (QIsa isa : {QIsa::kAvx2, QIsa::kAvx512}) {
@@ -652,19 +654,39 @@ TEST(QuantKernels, Int8GemmNonNegativeStaticRowsAreExact) {
         }
         std::vector<float> x(size_t(M * K));
         for (int64_t m = 0; m < M; ++m)
-          for (int64_t k = 0; k < K; ++k) x[size_t(m * K + k)] = float((m + k) % 4 == 0 ? 0 : 127 - (m + k) % 3);
+          for (int64_t k = 0; k < K; ++k) x[size_t(m * K + k)] = float((m + k) % 5 == 0 ? 0 : 127 - (m % 2) * (k % 3));
         if (one_negative) x[size_t(5 * K + K / 2)] = -1.0f;
         const PackedOperand packed = qmatmul_pack_int8(w.data(), N, K, isa);
+        const QMatmulPlan plan = qmatmul_plan(QFormat::int8, M, N, K, isa, 1.0f);
+        auto check = [&](const std::vector<float>& y, const char* how) {
+          for (int64_t m = 0; m < M; ++m)
+            for (int64_t n = 0; n < N; ++n) {
+              int64_t exact = 0;
+              for (int64_t k = 0; k < K; ++k)
+                exact += int64_t(int8_t(w[size_t(n * rb + 4 + k)])) * int64_t(x[size_t(m * K + k)]);
+              ASSERT_EQ(y[size_t(m * N + n)], float(exact)) << qisa_name(isa) << " " << how << " K=" << K
+                                                            << (one_negative ? " one negative" : "") << " row " << m
+                                                            << " column " << n;
+            }
+        };
         std::vector<float> y(size_t(M * N), std::numeric_limits<float>::quiet_NaN());
-        qmatmul(qmatmul_plan(QFormat::int8, M, N, K, isa, 1.0f), x.data(), w.data(), nullptr, y.data(), &packed);
+        qmatmul(plan, x.data(), w.data(), nullptr, y.data(), &packed);
+        check(y, "qmatmul");
+        if (one_negative) continue;
+        // The rows quantized by hand, then the GEMM told they are (or are not) non-negative.
+        std::vector<int8_t> q(size_t(M * plan.kpad));
+        std::vector<float> d(size_t(M * plan.nscales));
+        std::vector<int16_t> s16(size_t(M * plan.nsums));
         for (int64_t m = 0; m < M; ++m)
-          for (int64_t n = 0; n < N; ++n) {
-            int64_t exact = 0;
-            for (int64_t k = 0; k < K; ++k)
-              exact += int64_t(int8_t(w[size_t(n * rb + 4 + k)])) * int64_t(x[size_t(m * K + k)]);
-            ASSERT_EQ(y[size_t(m * N + n)], float(exact))
-                << qisa_name(isa) << " K=" << K << (one_negative ? " one negative" : "") << " row " << m << " column " << n;
-          }
+          quant::quantize_act_row(x.data() + m * K, K, 32, q.data() + m * plan.kpad, d.data() + m * plan.nscales,
+                                  s16.data() + m * plan.nsums, 1.0f);
+        for (bool nonneg : {true, false}) {
+          QActRows rows{q.data(), d.data(), s16.data(), nullptr, nullptr, plan.kpad, plan.nscales, plan.nsums, K, true};
+          rows.nonneg = nonneg;
+          std::fill(y.begin(), y.end(), std::numeric_limits<float>::quiet_NaN());
+          q8_gemm_packed(plan, rows, packed, y.data(), {});
+          check(y, nonneg ? "rows marked non-negative" : "rows not marked");
+        }
       }
   }
 }

@@ -504,7 +504,7 @@ constexpr QDotFn kNF4Rows[kMaxDotRows] = ZENITH_QDOT_ROWS(dot_nf4);
 
 // ---- The activation quantizer ----
 // 32 values times id, rounded half to even (cvtps2dq in the default rounding mode, as
-// nearbyint), clamped to [-127, 127], packed to int8 in value order; their sums per 16
+// nearbyint), clamped to [-hi, hi] (hi 127, or 63), packed to int8 in value order; their sums per 16
 // into s16[0..1].
 inline void quantize32(const float* x, __m256 id, __m256 hi, int8_t* q, int16_t* s16) {
   const __m256 lo = _mm256_sub_ps(_mm256_setzero_ps(), hi);
@@ -579,8 +579,10 @@ inline __m256i signed_codes(const uint8_t* p) { return _mm256_xor_si256(loadu(p)
 // row and the sign trick of the dot kernels (maddubs(|c|, sign(q, c)), pairs <= 32512,
 // no saturation) into int32 sums; then each block's sums are scaled by the row's
 // activation scale into float accumulators. 4 instructions per row and 32 multiply-adds,
-// where the dot kernels spend 5 and reduce each output's 8 lanes at the end. Activations
-// of up to 127 (static INT8 past the uniform tiles' K); q8_gemm_tile_u8 takes 63.
+// where the dot kernels spend 5 and reduce each output's 8 lanes at the end. For rows of
+// 8-bit codes that are not uniform: fewer than 8 rows (kQ8GemmRows) handed a packed
+// weight, and static or conv rows past the uniform tiles' K; 7-bit codes go to
+// q8_gemm_tile_u8.
 template <int MR>
 void q8_gemm_tile(const uint8_t* wb, const float* ws, int64_t kpad, const QActRow* a, float* y, int64_t ldy,
                   int nvalid) {
@@ -652,7 +654,8 @@ void q8_gemm_tile_uniform(const uint8_t* wb, const float* ws, int64_t kpad, cons
 // 32 multiply-adds where the sign trick spends 4. The zero point's share, -128 x each
 // block's activation codes (its two s16 sums) on the block's scale, is one float per row
 // taken off at the store; every partial sum is an integer times a scale, so with unit
-// scales the result is the exact integer dot product. MR (1, 2) rows by 16 columns,
+// scales the result is the exact integer dot product while the sums of (c + 128) x q
+// stay below 2^24 (K up to about 1000 at the extreme codes). MR (1, 2) rows by 16 columns,
 // every accumulator named (arrays of them spilled): each broadcast of 4 activation
 // codes serves two weight vectors. On Zen 4 (one thread, 128 x 3072 x 768 and 128 x 768
 // x 768) this shape ran 0.62-0.67x the time of 4 rows by 8 columns; 3 rows, 32

@@ -6,9 +6,10 @@ x @ dequant(w).T in float64, qembedding, bad arguments, and real tensors of the 
 270M GGUF file when it is present.
 
 qmatmul's tolerance. The kernel quantizes each block of x (32 values; 256 for the
-k-quants) to int8 codes q = round(x / d) with d = max|x_block| / 127 and multiplies the
-codes exactly in integers, so each x_k moves by at most d / 2 and
-    |y - x @ w| <= sum_k |w_k| * max|x_block(k)| / 254
+k-quants) to int8 codes q = round(x / d) with d = max|x_block| / qmax (127; 63 where
+AVX2's int8 GEMM runs, _C.qmatmul_act_max) and multiplies the codes exactly in integers,
+so each x_k moves by at most d / 2 and
+    |y - x @ w| <= sum_k |w_k| * max|x_block(k)| / (2 qmax)
 plus float rounding of the block sums (bounded here by 1e-5 * sum_k |w_k x_k|). nf4
 multiplies x itself: only the rounding term applies."""
 import math
@@ -123,7 +124,8 @@ def assert_qmatmul_close(y, x, wd, fmt):
         blk = 256 if fmt in ("q4_k", "q5_k", "q6_k") else 32
         nb = (K + blk - 1) // blk
         padded = np.pad(np.abs(x64), ((0, 0), (0, nb * blk - K)))
-        step = np.repeat(padded.reshape(-1, nb, blk).max(-1), blk, axis=1)[:, :K] / 254
+        qmax = _C.qmatmul_act_max(fmt, x64.shape[0])
+        step = np.repeat(padded.reshape(-1, nb, blk).max(-1), blk, axis=1)[:, :K] / (2 * qmax)
     bound = step @ np.abs(w64).T * 1.001 + 1e-5 * (np.abs(x64) @ np.abs(w64).T) + 1e-6
     err = np.abs(y.double().numpy().reshape(exact.shape) - exact)
     worst = (err / bound).max() if err.size else 0.0

@@ -47,7 +47,7 @@ def compiled_vs_eager(model, *inputs, pick=lambda o: o):
     with torch.no_grad():
         want = pick(model(*inputs))
         got = pick(compiled(*inputs))
-    assert_same_model_close(got, want)
+    assert_same_model_close(got, want, model)
     return want
 
 
