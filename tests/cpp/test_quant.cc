@@ -592,6 +592,23 @@ TEST(QuantKernels, Int8GemmMatchesScalarReference) {
   set_num_threads(1);
 }
 
+// int8 weight rows [N, 4 + K] on the scale 1, at the extreme codes: row n is all 127,
+// -128, -1 or 0 (n % 4), and from row 4 on one code (at n % K) is `mark`, so a mix-up of
+// columns shows. The int8 GEMM tiles' worst cases.
+std::vector<uint8_t> extreme_unit_rows(int64_t N, int64_t K, uint8_t mark) {
+  const uint8_t fills[] = {0x7F, 0x80, 0xFF, 0x00};
+  const int64_t rb = 4 + K;
+  std::vector<uint8_t> w(size_t(N * rb));
+  for (int64_t n = 0; n < N; ++n) {
+    uint8_t* row = w.data() + n * rb;
+    std::memset(row + 4, fills[n % 4], size_t(K));
+    if (n >= 4) row[4 + n % K] = mark;
+    const float one = 1.0f;
+    std::memcpy(row, &one, 4);
+  }
+  return w;
+}
+
 // AVX2's narrow int8 GEMM tiles (unsigned weight codes times 7-bit activation codes in
 // one maddubs) at the worst case for its 16-bit pair sums: weight codes 127, -128, -1, 0
 // (255, 0, 127, 128 unsigned) against activation codes +-63 in every sign pattern, where
@@ -599,17 +616,9 @@ TEST(QuantKernels, Int8GemmMatchesScalarReference) {
 // scale 1 and the sums are exact: each output equals the integer dot product.
 TEST(QuantKernels, Int8GemmNarrowTilesDoNotSaturate) {
   if (!qisa_supported(QIsa::kAvx2)) GTEST_SKIP() << "no AVX2";
-  const uint8_t fills[] = {0x7F, 0x80, 0xFF, 0x00};
   for (int64_t K : {32, 256, 100}) {
     const int64_t N = 40, M = 9, rb = 4 + K;  // tiles of 2 rows, then 1
-    std::vector<uint8_t> w(size_t(N * rb));
-    for (int64_t n = 0; n < N; ++n) {
-      uint8_t* row = w.data() + n * rb;
-      std::memset(row + 4, fills[n % 4], size_t(K));
-      if (n >= 4) row[4 + n % K] = 0x7F;  // one code apart, so a mix-up of columns shows
-      const float one = 1.0f;
-      std::memcpy(row, &one, 4);
-    }
+    const std::vector<uint8_t> w = extreme_unit_rows(N, K, 0x7F);
     std::vector<float> x(size_t(M * K));
     for (int64_t m = 0; m < M; ++m)
       for (int64_t k = 0; k < K; ++k) {
@@ -638,20 +647,12 @@ TEST(QuantKernels, Int8GemmNarrowTilesDoNotSaturate) {
 // back to the sign trick) and through q8_gemm_packed with the rows marked non-negative
 // and not (so the non-negative tiles are run for certain).
 TEST(QuantKernels, Int8GemmNonNegativeStaticRowsAreExact) {
-  const uint8_t fills[] = {0x7F, 0x80, 0xFF, 0x00};
   for (QIsa isa : {QIsa::kAvx2, QIsa::kAvx512}) {
     if (!qisa_supported(isa)) continue;
     for (int64_t K : {32, 100, 1000})
       for (bool one_negative : {false, true}) {
         const int64_t N = 40, M = 13, rb = 4 + K;  // tiles of 8 and 5 rows
-        std::vector<uint8_t> w(size_t(N * rb));
-        for (int64_t n = 0; n < N; ++n) {
-          uint8_t* row = w.data() + n * rb;
-          std::memset(row + 4, fills[n % 4], size_t(K));
-          if (n >= 4) row[4 + n % K] = 0x01;  // one code apart, so a mix-up of columns shows
-          const float one = 1.0f;
-          std::memcpy(row, &one, 4);
-        }
+        const std::vector<uint8_t> w = extreme_unit_rows(N, K, 0x01);
         std::vector<float> x(size_t(M * K));
         for (int64_t m = 0; m < M; ++m)
           for (int64_t k = 0; k < K; ++k) x[size_t(m * K + k)] = float((m + k) % 5 == 0 ? 0 : 127 - (m % 2) * (k % 3));
