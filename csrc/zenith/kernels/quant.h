@@ -45,8 +45,10 @@ struct QMatmulPlan {
   const quant::QGemmTileFn* narrow_tiles = nullptr;   // AVX2: for activation codes within +-63, 1..2 rows
   const quant::QGemmTileFn* uniform_nonneg_tiles = nullptr;  // AVX2: uniform rows with no negative code
   quant::QuantizeActFn quantize = nullptr;  // the activation quantizer of the same ISA
-  // The largest activation code the quantizer writes: 63 where AVX2's int8 GEMM runs on
-  // dynamic activations (its narrow tiles; many rows, no x_scale), else 127.
+  // The largest activation code the quantizer writes: 63 for AVX2 int8 plans of 8 or more
+  // rows on dynamic activations (no x_scale), which the int8 GEMM's narrow tiles need; the
+  // dot kernels read the same codes when no packed weight is given, so eager and compiled
+  // runs agree. Else 127.
   int act_max = 127;
   float x_scale = 0.0f;                     // > 0: static INT8 activations on this scale (int8 weights)
   quant::ZeroSumsFn zero_sums = nullptr;    // QActRow::zsum for the kernels that read it

@@ -378,6 +378,41 @@ def test_tinyllama_memory_probes_each_scheme_in_its_own_process(monkeypatch):
     assert "## tinyllama-memory" in report.render_markdown(doc)
 
 
+def test_onnxruntime_peer_removes_its_export_once_the_session_has_it(tmp_path, monkeypatch):
+    # The same without onnxruntime installed (a fresh `make setup` has none): a stand-in
+    # session that reads the exported file when it is made, as ONNX Runtime does.
+    import sys
+    import tempfile
+    import types
+
+    from zenith.bench import peers
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(torch.onnx, "export", lambda model, args, path, **kw: open(path, "wb").write(b"onnx"))
+    read = []
+
+    class Session:
+        def __init__(self, path, options, providers):
+            read.append(open(path, "rb").read())
+
+        def get_inputs(self):
+            return [types.SimpleNamespace(name="input_0")]
+
+        def run(self, names, feed):
+            return [feed["input_0"] * 2]
+
+    class Options:
+        def add_session_config_entry(self, key, value):
+            pass
+
+    fake = types.SimpleNamespace(SessionOptions=Options, InferenceSession=Session,
+                                 GraphOptimizationLevel=types.SimpleNamespace(ORT_ENABLE_ALL=99))
+    monkeypatch.setitem(sys.modules, "onnxruntime", fake)
+    fn = peers.onnxruntime_fn(torch.nn.Identity(), (torch.ones(2),), threads=1)
+    assert torch.equal(fn(), torch.full((2,), 2.0)) and torch.equal(fn(), torch.full((2,), 2.0))
+    assert read == [b"onnx"] and list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.skipif(importlib.util.find_spec("onnxruntime") is None, reason="onnxruntime not installed")
 def test_onnxruntime_peer_leaves_no_files_behind(tmp_path, monkeypatch):
     # Each bench run exported into a temp directory it never removed (0.4-0.9 GB per
