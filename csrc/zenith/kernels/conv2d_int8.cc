@@ -253,7 +253,6 @@ void conv2d_int8(const Conv2dInt8Geom& g, QIsa isa, const float* x, const Packed
     });
     // uniform: one scale per image, so the GEMM sums over all of K.
     QActRows rows{in_place ? codes + c0 * C : q, d, s16, nullptr, nullptr, kpad, nscales, nsums, K, true};
-    rows.qmax = 127;  // the image quantizer's codes: never the narrow tiles (whatever the plan's act_max)
     rows.nonneg = nonneg;
     // Rows [m0, m1) of the chunk, columns [n0, n1): into NCHW, image by image, with the
     // epilogue of those channels and pixels.
@@ -271,7 +270,8 @@ void conv2d_int8(const Conv2dInt8Geom& g, QIsa isa, const float* x, const Packed
         m += len;
       }
     };
-    QMatmulPlan plan = qmatmul_plan(QFormat::int8, cn, OC, K, isa);
+    // codes8: the image quantizer's codes (never the AVX2 narrow tiles' 7-bit ones)
+    const QMatmulPlan plan = qmatmul_plan(QFormat::int8, cn, OC, K, isa, 0.0f, true);
     if (isa != QIsa::kScalar) {
       q8_gemm_packed(plan, rows, w, acc, store);
       continue;

@@ -16,6 +16,7 @@
 #include <cfloat>
 #include <cmath>
 #include <cstdlib>
+#include <vector>
 
 #if defined(__x86_64__)
 #include <cpuid.h>
@@ -79,7 +80,7 @@ QIsa qisa_for(QFormat f) {
   return isa == QIsa::kAvx512 && halves && avx2_weight_rows(f) > 1 ? QIsa::kAvx2 : isa;
 }
 
-QMatmulPlan qmatmul_plan(QFormat f, int64_t M, int64_t N, int64_t K, QIsa isa, float x_scale) {
+QMatmulPlan qmatmul_plan(QFormat f, int64_t M, int64_t N, int64_t K, QIsa isa, float x_scale, bool codes8) {
   QMatmulPlan p;
   p.format = f;
   p.M = M;
@@ -98,6 +99,7 @@ QMatmulPlan qmatmul_plan(QFormat f, int64_t M, int64_t N, int64_t K, QIsa isa, f
   p.dots = isa == QIsa::kScalar ? nullptr : avx2_dot_kernels(f);
   if (f == QFormat::int8 && isa != QIsa::kScalar) {
     p.tiles = isa == QIsa::kAvx512 ? q8_gemm_tiles_avx512() : q8_gemm_tiles_avx2();
+    p.tile_rows = kMaxDotRows;
     p.uniform_tiles = isa == QIsa::kAvx512 ? q8_gemm_tiles_uniform_avx512() : q8_gemm_tiles_uniform_avx2();
     if (isa == QIsa::kAvx2) {
       p.narrow_tiles = q8_gemm_tiles_u8_avx2();
@@ -106,7 +108,7 @@ QMatmulPlan qmatmul_plan(QFormat f, int64_t M, int64_t N, int64_t K, QIsa isa, f
   }
   // AVX2's int8 GEMM without the sign trick (narrow_tiles) needs activation codes within
   // +-63. Static scales keep 127 levels (the uniform tiles' sign trick takes them).
-  if (p.narrow_tiles && x_scale == 0.0f && M >= kQ8GemmRows) p.act_max = 63;
+  if (p.narrow_tiles && x_scale == 0.0f && M >= kQ8GemmRows && !codes8) p.act_max = 63;
   if (isa == QIsa::kAvx512 && avx512_dot_kernels(f)) {
     p.dots = avx512_dot_kernels(f);
     p.zero_sums = zero_sums_avx512;
@@ -223,7 +225,6 @@ void qmatmul(const QMatmulPlan& p, const float* x, const uint8_t* w, const float
     });
   }
   QActRows rows{q, d, s16, p.zero_sums ? zs : nullptr, x, p.kpad, p.nscales, p.nsums, K};
-  rows.qmax = p.act_max;
   if (p.x_scale > 0.0f && packed) {
     // One scale for every block: the GEMM sums over all of K. A block with NaN or inf has
     // a NaN scale; the whole row is NaN in float arithmetic, so its first block says so.
@@ -276,11 +277,20 @@ void q8_gemm_packed(const QMatmulPlan& p, const QActRows& a, const PackedOperand
   const float* scale = packed.data.get() + nb * p.kpad * 32 / 4;
   // Sums over the whole K stay inside int32 (255 x 127 x K) up to K = 65536.
   const bool uniform = a.uniform && p.kpad <= 65536;
-  const bool narrow = !uniform && a.qmax <= 63 && p.narrow_tiles;
+  const bool narrow = !uniform && p.act_max <= 63 && p.narrow_tiles;
   const QGemmTileFn* tiles = uniform ? (a.nonneg && p.uniform_nonneg_tiles ? p.uniform_nonneg_tiles : p.uniform_tiles)
                              : narrow ? p.narrow_tiles
                                       : p.tiles;
-  const int tile_rows = uniform ? kMaxUniformRows : narrow ? kMaxNarrowRows : kMaxDotRows;
+  const int tile_rows = uniform ? kMaxUniformRows : narrow ? kMaxNarrowRows : p.tile_rows;
+  // The narrow tiles take the zero point's share off in float: QActRow::zshare, made once
+  // per row here rather than in every block of columns.
+  std::vector<float> zshare(narrow ? size_t(M) : 0);
+  for (int64_t m = 0; m < int64_t(zshare.size()); ++m) {
+    const QActRow r = a.row(m);
+    float z = 0.0f;
+    for (int64_t b = 0; b < p.kpad / 32; ++b) z += r.d[b] * float(int32_t(r.s16[2 * b]) + r.s16[2 * b + 1]);
+    zshare[size_t(m)] = z;
+  }
   parallel_for(nb, 1, [&](int64_t lo, int64_t hi) {
     for (int64_t m0 = 0; m0 < M; m0 += p.row_chunk) {
       const int64_t m1 = std::min(M, m0 + p.row_chunk);
@@ -289,7 +299,10 @@ void q8_gemm_packed(const QMatmulPlan& p, const QActRows& a, const PackedOperand
         for (int64_t m = m0; m < m1;) {
           const int r = int(std::min<int64_t>(tile_rows, m1 - m));
           QActRow t[kMaxUniformRows];
-          for (int i = 0; i < r; ++i) t[i] = a.row(m + i);
+          for (int i = 0; i < r; ++i) {
+            t[i] = a.row(m + i);
+            if (narrow) t[i].zshare = zshare[size_t(m + i)];
+          }
           tiles[r - 1](codes + j * p.kpad * 32, scale + 32 * j, p.kpad, t, y + m * N + 32 * j, N, nvalid);
           m += r;
         }

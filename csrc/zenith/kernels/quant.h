@@ -40,15 +40,16 @@ struct QMatmulPlan {
   QIsa isa = QIsa::kScalar;
   quant::ActKind act = quant::ActKind::kQ8x32;
   const quant::QDotFn* dots = nullptr;  // the SIMD kernels for 1..kMaxDotRows rows; null: ref_dot
-  const quant::QGemmTileFn* tiles = nullptr;  // int8: the GEMM tiles for 1..kMaxDotRows rows, of the same ISA
+  const quant::QGemmTileFn* tiles = nullptr;  // int8: the GEMM tiles for 1..tile_rows rows, of the same ISA
+  int tile_rows = 0;
   const quant::QGemmTileFn* uniform_tiles = nullptr;  // rows of one scale (QActRows::uniform), 1..8 rows
   const quant::QGemmTileFn* narrow_tiles = nullptr;   // AVX2: for activation codes within +-63, 1..2 rows
   const quant::QGemmTileFn* uniform_nonneg_tiles = nullptr;  // AVX2: uniform rows with no negative code
   quant::QuantizeActFn quantize = nullptr;  // the activation quantizer of the same ISA
-  // The largest activation code the quantizer writes: 63 for AVX2 int8 plans of 8 or more
-  // rows on dynamic activations (no x_scale), which the int8 GEMM's narrow tiles need; the
-  // dot kernels read the same codes when no packed weight is given, so eager and compiled
-  // runs agree. Else 127.
+  // The largest activation code in the rows: 63 for AVX2 int8 plans of 8 or more rows on
+  // dynamic activations (no x_scale) that quantize their own rows, which the int8 GEMM's
+  // narrow tiles need; the dot kernels read the same codes when no packed weight is
+  // given, so eager and compiled runs agree. Else 127. The GEMM takes its tiles by it.
   int act_max = 127;
   float x_scale = 0.0f;                     // > 0: static INT8 activations on this scale (int8 weights)
   quant::ZeroSumsFn zero_sums = nullptr;    // QActRow::zsum for the kernels that read it
@@ -61,8 +62,10 @@ struct QMatmulPlan {
 };
 // Throws zenith::Error if K is not a whole number of the format's blocks.
 // x_scale > 0 (int8 weights only): activations quantized on that one scale (static INT8)
-// instead of per block of 32 (dynamic).
-QMatmulPlan qmatmul_plan(QFormat f, int64_t M, int64_t N, int64_t K, QIsa isa, float x_scale = 0.0f);
+// instead of per block of 32 (dynamic). codes8: the caller quantizes the rows itself, to
+// codes within +-127 (conv2d_int8), so act_max is 127 whatever the rows.
+QMatmulPlan qmatmul_plan(QFormat f, int64_t M, int64_t N, int64_t K, QIsa isa, float x_scale = 0.0f,
+                         bool codes8 = false);
 // The plan in the ISA the runtime runs `f` in (qisa_for).
 inline QMatmulPlan qmatmul_plan(QFormat f, int64_t M, int64_t N, int64_t K) {
   return qmatmul_plan(f, M, N, K, qisa_for(f));
@@ -95,7 +98,6 @@ struct QActRows {
   const float* x = nullptr;  // the float rows (K apart), for formats that read them
   int64_t kpad = 0, nscales = 0, nsums = 0, K = 0;
   bool uniform = false;  // every block of a row has the scale d[0] (the int8 GEMM then sums over all of K)
-  int qmax = 127;        // no code is past +-qmax (63: the AVX2 int8 GEMM may use its narrow tiles)
   bool nonneg = false;   // no code is below 0 (uniform rows: AVX2's int8 GEMM skips the sign trick)
   quant::QActRow row(int64_t m) const {
     return quant::QActRow{q ? q + m * kpad : nullptr, d ? d + m * nscales : nullptr, s16 ? s16 + m * nsums : nullptr,

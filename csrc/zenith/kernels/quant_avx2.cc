@@ -41,9 +41,11 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <array>
 #include <cfloat>
 #include <cstring>
 #include <limits>
+#include <utility>
 
 #include "zenith/kernels/quant_formats.h"
 
@@ -653,7 +655,7 @@ void q8_gemm_tile_uniform(const uint8_t* wb, const float* ws, int64_t kpad, cons
 // codes, pairs at most 2 x 255 x 63 = 32130 (no saturation). 3 instructions per row and
 // 32 multiply-adds where the sign trick spends 4. The zero point's share, -128 x each
 // block's activation codes (its two s16 sums) on the block's scale, is one float per row
-// taken off at the store; every partial sum is an integer times a scale, so with unit
+// (QActRow::zshare, made by q8_gemm_packed) taken off at the store; every partial sum is an integer times a scale, so with unit
 // scales the result is the exact integer dot product while the sums of (c + 128) x q
 // stay below 2^24 (K up to about 1000 at the extreme codes). MR (1, 2) rows by 16 columns,
 // every accumulator named (arrays of them spilled): each broadcast of 4 activation
@@ -672,7 +674,6 @@ void q8_gemm_tile_u8(const uint8_t* wb, const float* ws, int64_t kpad, const QAc
   const QActRow& r1 = a[MR - 1];
   for (int g = 0; 8 * g < nvalid; g += 2) {  // columns [8g, 8g + 16): bytes [32g, 32g + 64) of each quad
     __m256 f00 = _mm256_setzero_ps(), f01 = f00, f10 = f00, f11 = f00;
-    float z0 = 0.0f, z1 = 0.0f;
     for (int64_t b = 0; b < kpad / 32; ++b) {
       __m256i s00 = _mm256_setzero_si256(), s01 = s00, s10 = s00, s11 = s00;
       const uint8_t* wq = wb + b * 8 * 128 + 32 * g;
@@ -693,19 +694,17 @@ void q8_gemm_tile_u8(const uint8_t* wb, const float* ws, int64_t kpad, const QAc
         }
       }
       const float d0 = r0.d[b];
-      z0 += d0 * float(int32_t(r0.s16[2 * b]) + r0.s16[2 * b + 1]);
       f00 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s00), _mm256_set1_ps(d0), f00);
       f01 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s01), _mm256_set1_ps(d0), f01);
       if constexpr (MR == 2) {
         const float d1 = r1.d[b];
-        z1 += d1 * float(int32_t(r1.s16[2 * b]) + r1.s16[2 * b + 1]);
         f10 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s10), _mm256_set1_ps(d1), f10);
         f11 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s11), _mm256_set1_ps(d1), f11);
       }
     }
     const int n0 = std::min(8, nvalid - 8 * g), n1 = std::min(8, nvalid - 8 * g - 8);
     const __m256 sc0 = _mm256_loadu_ps(ws + 8 * g), sc1 = _mm256_loadu_ps(ws + 8 * g + 8);
-    const __m256 zz0 = _mm256_set1_ps(128.0f * z0), zz1 = _mm256_set1_ps(128.0f * z1);
+    const __m256 zz0 = _mm256_set1_ps(128.0f * r0.zshare), zz1 = _mm256_set1_ps(128.0f * r1.zshare);
     store_first(y + 8 * g, _mm256_mul_ps(_mm256_sub_ps(f00, zz0), sc0), n0);
     if (n1 > 0) store_first(y + 8 * g + 8, _mm256_mul_ps(_mm256_sub_ps(f01, zz0), sc1), n1);
     if constexpr (MR == 2) {
@@ -727,20 +726,21 @@ const QGemmTileFn* q8_gemm_tiles_avx2() {
   return kTiles;
 }
 
+namespace {
+template <bool NONNEG, size_t... R>
+constexpr std::array<QGemmTileFn, sizeof...(R)> uniform_tiles(std::index_sequence<R...>) {
+  return {q8_gemm_tile_uniform<int(R) + 1, NONNEG>...};
+}
+}  // namespace
+
 const QGemmTileFn* q8_gemm_tiles_uniform_avx2() {
-  static constexpr QGemmTileFn kTiles[kMaxUniformRows] = {
-      q8_gemm_tile_uniform<1, false>, q8_gemm_tile_uniform<2, false>, q8_gemm_tile_uniform<3, false>,
-      q8_gemm_tile_uniform<4, false>, q8_gemm_tile_uniform<5, false>, q8_gemm_tile_uniform<6, false>,
-      q8_gemm_tile_uniform<7, false>, q8_gemm_tile_uniform<8, false>};
-  return kTiles;
+  static constexpr auto kTiles = uniform_tiles<false>(std::make_index_sequence<kMaxUniformRows>());
+  return kTiles.data();
 }
 
 const QGemmTileFn* q8_gemm_tiles_uniform_nonneg_avx2() {
-  static constexpr QGemmTileFn kTiles[kMaxUniformRows] = {
-      q8_gemm_tile_uniform<1, true>, q8_gemm_tile_uniform<2, true>, q8_gemm_tile_uniform<3, true>,
-      q8_gemm_tile_uniform<4, true>, q8_gemm_tile_uniform<5, true>, q8_gemm_tile_uniform<6, true>,
-      q8_gemm_tile_uniform<7, true>, q8_gemm_tile_uniform<8, true>};
-  return kTiles;
+  static constexpr auto kTiles = uniform_tiles<true>(std::make_index_sequence<kMaxUniformRows>());
+  return kTiles.data();
 }
 
 const QDotFn* avx2_dot_kernels(QFormat f) {

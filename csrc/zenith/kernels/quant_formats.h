@@ -190,6 +190,9 @@ struct QActRow {
   // -zero x the sum of each 4 codes (kpad / 4 values), for kernels whose unsigned codes
   // carry a zero point (quant_avx512.cc); null where the plan's kernels do not read it
   const int32_t* zsum = nullptr;
+  // The sum over blocks b of d[b] x (block b's codes), for tiles that take the zero
+  // point's share off in float (q8_gemm_packed makes it once per row for them)
+  float zshare = 0.0f;
 };
 // Quantizes x[0, K) into q (kpad values), d (kpad / block scales) and s16 (kpad / 16
 // sums). q is in [-qmax, qmax], so |code| * |q| products fit the SIMD kernels' 16-bit pair

@@ -3,6 +3,8 @@ MobileNet V2, a small MLP for per-call cost) and BERT-base's peak memory, each
 contestant in a process of its own."""
 from __future__ import annotations
 
+import contextlib
+import tempfile
 import time
 
 import torch
@@ -215,18 +217,13 @@ def bert_memory(cfg):
             continue
         say(cfg, f"bert-base-memory: {fw} in its own process")
         env = {"HF_HUB_OFFLINE": "1"}
-        if cfg.empty_inductor_cache:
-            # The in-process workloads have filled this run's cache; a first call that
-            # finds BERT's kernels there would not be a cold start.
-            import shutil
-            import tempfile
-
-            env["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="zenith-bench-probe-inductor-")
-        try:
+        with contextlib.ExitStack() as stack:
+            if cfg.empty_inductor_cache:
+                # The in-process workloads have filled this run's cache; a first call that
+                # finds BERT's kernels there would not be a cold start.
+                env["TORCHINDUCTOR_CACHE_DIR"] = stack.enter_context(
+                    tempfile.TemporaryDirectory(prefix="zenith-bench-probe-inductor-", ignore_cleanup_errors=True))
             rows[fw] = run_probe(_MEMORY_PROBE, (fw, b, s, cfg.threads), **env)
-        finally:
-            if "TORCHINDUCTOR_CACHE_DIR" in env:
-                shutil.rmtree(env["TORCHINDUCTOR_CACHE_DIR"], ignore_errors=True)
     eager = rows.get("eager", {}).get("peak_rss_mib")
     for r in rows.values():
         if eager and "peak_rss_mib" in r:
