@@ -32,6 +32,12 @@ QFormat format_of(const std::string& name) {
   throw nb::value_error(("unknown quantized format '" + name + "' (known: " + known + ")").c_str());
 }
 
+QIsa parse_qisa(const std::string& name) {
+  for (QIsa isa : {QIsa::kScalar, QIsa::kAvx2, QIsa::kAvxVnni, QIsa::kAvx512})
+    if (name == qisa_name(isa)) return isa;
+  throw nb::value_error(("unknown isa '" + name + "' (scalar, avx2, avxvnni, avx512vnni)").c_str());
+}
+
 bool is(const CpuArray& a, dtype_code code, int bits) {
   return a.dtype().code == uint8_t(code) && a.dtype().bits == bits && a.dtype().lanes == 1;
 }
@@ -92,9 +98,12 @@ void init_quant(nb::module_& m) {
         return std::string(qisa_name(qisa_for(f)));
       },
       nb::arg("format") = nb::none(),
-      "The instruction set qmatmul plans for on this CPU ('avx512vnni', 'avx2' or 'scalar'); with a format, the "
+      "The instruction set qmatmul plans for on this CPU ('avx512vnni', 'avxvnni', 'avx2' or 'scalar'); with a format, the "
       "one it plans that format for (the 4-bit nibble formats: AVX2 on AMD Zen 4). A format without kernels of "
       "that set runs its AVX2 ones.");
+  m.def(
+      "qmatmul_isa_supported", [](const std::string& name) { return qisa_supported(parse_qisa(name)); },
+      nb::arg("isa"), "Whether this CPU runs qmatmul's kernels of `isa` ('scalar', 'avx2', 'avxvnni', 'avx512vnni').");
   m.def(
       "qmatmul_act_max",
       [](const std::string& format, int64_t rows, float x_scale) {
@@ -194,10 +203,7 @@ void init_quant(nb::module_& m) {
         }
         QIsa isa = qisa_default();
         if (isa_name) {
-          if (*isa_name == "scalar") isa = QIsa::kScalar;
-          else if (*isa_name == "avx2") isa = QIsa::kAvx2;
-          else if (*isa_name == "avx512vnni") isa = QIsa::kAvx512;
-          else throw nb::value_error(("unknown isa '" + *isa_name + "' (scalar, avx2, avx512vnni)").c_str());
+          isa = parse_qisa(*isa_name);
           if (!qisa_supported(isa)) throw nb::value_error(("this CPU has no " + *isa_name).c_str());
         }
         auto out = alloc_floats(g.N * g.OC * g.OH * g.OW);
@@ -213,7 +219,7 @@ void init_quant(nb::module_& m) {
       nb::arg("dilation"), nb::arg("x_scale").none(), nb::arg("isa") = nb::none(),
       "conv2d of float32 NCHW x with int8 filters w (uint8 int8 rows [OC, 4 + C * KH * KW]) and int8 activations: "
       "x_scale their scale (static), or None for max|x| / 127 per image (dynamic). One group. isa: 'scalar', "
-      "'avx2' or 'avx512vnni' (default: the best this CPU has). The kernel the runtime runs.");
+      "'avx2', 'avxvnni' or 'avx512vnni' (default: the best this CPU has). The kernel the runtime runs.");
   m.def(
       "linear",
       [](const CpuArray& x, const CpuArray& w, std::optional<CpuArray> bias) {

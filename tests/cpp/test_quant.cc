@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <iterator>
 #include <limits>
@@ -126,12 +127,20 @@ std::vector<int64_t> test_ks(QFormat f) {
 
 std::string name_of(QFormat f) { return qformat_info(f).name; }
 
-// The SIMD instruction sets this CPU runs that have a kernel of their own for `f` (AVX-512
-// runs the AVX2 kernels of the formats it has none for: nothing more to test there).
+// The SIMD instruction sets this CPU runs: AVX2, AVX-VNNI, AVX-512 VNNI.
+std::vector<QIsa> simd_isas() {
+  std::vector<QIsa> out;
+  for (QIsa isa : {QIsa::kAvx2, QIsa::kAvxVnni, QIsa::kAvx512})
+    if (qisa_supported(isa)) out.push_back(isa);
+  return out;
+}
+
+// Those that have a kernel of their own for `f` (AVX-512 runs the AVX2 kernels of the
+// formats it has none for: nothing more to test there).
 std::vector<QIsa> simd_isas(QFormat f) {
   std::vector<QIsa> out;
-  if (qisa_supported(QIsa::kAvx2)) out.push_back(QIsa::kAvx2);
-  if (qisa_supported(QIsa::kAvx512) && quant::avx512_dot_kernels(f)) out.push_back(QIsa::kAvx512);
+  for (QIsa isa : simd_isas())
+    if (isa != QIsa::kAvx512 || quant::avx512_dot_kernels(f)) out.push_back(isa);
   return out;
 }
 
@@ -198,6 +207,17 @@ TEST(QuantKernels, ActivationQuantizerBoundsAndSums) {
         EXPECT_EQ(s[size_t(g)], sum);
       }
     }
+}
+
+// The default ISA is the widest the CPU has, less what the environment holds back.
+TEST(QuantKernels, DefaultIsaIsTheWidestAllowed) {
+  const bool no512 = std::getenv("ZENITH_NO_AVX512"), novnni = std::getenv("ZENITH_NO_AVXVNNI");
+  const QIsa want = !no512 && qisa_supported(QIsa::kAvx512)    ? QIsa::kAvx512
+                    : !novnni && qisa_supported(QIsa::kAvxVnni) ? QIsa::kAvxVnni
+                    : qisa_supported(QIsa::kAvx2)               ? QIsa::kAvx2
+                                                                : QIsa::kScalar;
+  EXPECT_EQ(qisa_name(qisa_default()), std::string(qisa_name(want)));
+  if (qisa_supported(QIsa::kAvxVnni)) EXPECT_TRUE(qisa_supported(QIsa::kAvx2));
 }
 
 // The AVX2 quantizer equals the reference value for value: blocks of 32 and 256, short
@@ -443,7 +463,7 @@ TEST(QuantKernels, NonFiniteActivationsGiveNaN) {
   const int64_t K = 256, N = 9;  // the 4-bit formats' one-row kernels take 8 weight rows at a time
   for (QFormat f : {QFormat::q8_0, QFormat::q4_0, QFormat::q4_1, QFormat::int4_g128, QFormat::q4_k, QFormat::q6_k,
                     QFormat::int8})
-    for (QIsa isa : {QIsa::kScalar, QIsa::kAvx2, QIsa::kAvx512}) {
+    for (QIsa isa : {QIsa::kScalar, QIsa::kAvx2, QIsa::kAvxVnni, QIsa::kAvx512}) {
       if (!qisa_supported(isa)) continue;
       auto w = random_weight(f, N, K, 7);
       auto x = randn(size_t(2 * K), 8);
@@ -552,16 +572,15 @@ TEST(QuantOps, InferenceRejectsBadWeightsAndShapes) {
 // The runtime runs both ops (the prepared qmatmul plan, batch dims flattened into rows)
 // and moves u8 values like any other (a reshape aliases, a cast converts).
 // The int8 GEMM (a weight packed by qmatmul_pack_int8 for each ISA this CPU has: AVX2,
-// AVX-512 VNNI) against the scalar reference: rows 1..13 (every tile height,
+// AVX-VNNI, AVX-512 VNNI) against the scalar reference: rows 1..13 (every tile height,
 // remainders), columns around the 8-column groups and 32-column blocks, K with tails of
 // 32 (and K < 4), with and without bias, one and two threads. The integer sums are the
 // reference's (on the plan's activation codes: 7-bit on AVX2 from 8 rows); only the
 // float sums' order differs.
 TEST(QuantKernels, Int8GemmMatchesScalarReference) {
   unsigned seed = 100;
-  for (QIsa isa : {QIsa::kAvx2, QIsa::kAvx512})
+  for (QIsa isa : simd_isas())
   for (int threads : {1, 2}) {
-    if (!qisa_supported(isa)) continue;
     set_num_threads(threads);
     for (int64_t K : {1, 3, 31, 32, 33, 100, 256})
       for (int64_t M : {1, 2, 3, 4, 5, 7, 8, 13})  // tiles of 1, 2, 3 and 4 rows (narrow: 1 and 2)
@@ -609,14 +628,17 @@ std::vector<uint8_t> extreme_unit_rows(int64_t N, int64_t K, uint8_t mark) {
   return w;
 }
 
-// AVX2's narrow int8 GEMM tiles (unsigned weight codes times 7-bit activation codes in
-// one maddubs) at the worst case for its 16-bit pair sums: weight codes 127, -128, -1, 0
-// (255, 0, 127, 128 unsigned) against activation codes +-63 in every sign pattern, where
-// 2 x 255 x 63 = 32130 must not saturate. x is +-63 itself, so every code is +-63 on the
-// scale 1 and the sums are exact: each output equals the integer dot product.
+// The narrow int8 GEMM tiles (unsigned weight codes times the activation codes) at their
+// worst case: weight codes 127, -128, -1, 0 (255, 0, 127, 128 unsigned) against
+// activation codes +-top in every sign pattern. AVX2 (one maddubs, 7-bit codes): top 63,
+// where 2 x 255 x 63 = 32130 must not saturate; AVX-VNNI (vpdpbusd, 8-bit codes): top 127.
+// x is +-top itself, so every code is +-top on the scale 1 and the sums are exact: each
+// output equals the integer dot product.
 TEST(QuantKernels, Int8GemmNarrowTilesDoNotSaturate) {
-  if (!qisa_supported(QIsa::kAvx2)) GTEST_SKIP() << "no AVX2";
+  for (QIsa isa : {QIsa::kAvx2, QIsa::kAvxVnni})
   for (int64_t K : {32, 256, 100}) {
+    if (!qisa_supported(isa)) continue;
+    const float top = isa == QIsa::kAvx2 ? 63.0f : 127.0f;
     const int64_t N = 40, M = 9, rb = 4 + K;  // tiles of 2 rows, then 1
     const std::vector<uint8_t> w = extreme_unit_rows(N, K, 0x7F);
     std::vector<float> x(size_t(M * K));
@@ -624,18 +646,19 @@ TEST(QuantKernels, Int8GemmNarrowTilesDoNotSaturate) {
       for (int64_t k = 0; k < K; ++k) {
         const bool pos[] = {true, false, k % 2 == 0, (k / 2) % 2 == 0, k % 32 < 16, (k / 4) % 2 == 0,
                             (k / 8) % 2 == 0, k % 3 == 0, true};
-        x[size_t(m * K + k)] = pos[m] ? 63.0f : -63.0f;
+        x[size_t(m * K + k)] = pos[m] ? top : -top;
       }
-    const PackedOperand packed = qmatmul_pack_int8(w.data(), N, K, QIsa::kAvx2);
-    const QMatmulPlan plan = qmatmul_plan(QFormat::int8, M, N, K, QIsa::kAvx2);
-    ASSERT_EQ(plan.act_max, 63);
+    const PackedOperand packed = qmatmul_pack_int8(w.data(), N, K, isa);
+    const QMatmulPlan plan = qmatmul_plan(QFormat::int8, M, N, K, isa);
+    ASSERT_EQ(plan.act_max, int(top));
     std::vector<float> y(size_t(M * N), std::numeric_limits<float>::quiet_NaN());
     qmatmul(plan, x.data(), w.data(), nullptr, y.data(), &packed);
     for (int64_t m = 0; m < M; ++m)
       for (int64_t n = 0; n < N; ++n) {
         int64_t exact = 0;
         for (int64_t k = 0; k < K; ++k) exact += int64_t(int8_t(w[size_t(n * rb + 4 + k)])) * int64_t(x[size_t(m * K + k)]);
-        ASSERT_EQ(y[size_t(m * N + n)], float(exact)) << "K=" << K << " row " << m << " column " << n;
+        ASSERT_EQ(y[size_t(m * N + n)], float(exact))
+            << qisa_name(isa) << " K=" << K << " row " << m << " column " << n;
       }
   }
 }
@@ -647,8 +670,7 @@ TEST(QuantKernels, Int8GemmNarrowTilesDoNotSaturate) {
 // back to the sign trick) and through q8_gemm_packed with the rows marked non-negative
 // and not (so the non-negative tiles are run for certain).
 TEST(QuantKernels, Int8GemmNonNegativeStaticRowsAreExact) {
-  for (QIsa isa : {QIsa::kAvx2, QIsa::kAvx512}) {
-    if (!qisa_supported(isa)) continue;
+  for (QIsa isa : simd_isas()) {
     for (int64_t K : {32, 100, 1000})
       for (bool one_negative : {false, true}) {
         const int64_t N = 40, M = 13, rb = 4 + K;  // tiles of 8 and 5 rows
@@ -696,8 +718,7 @@ TEST(QuantKernels, Int8GemmNonNegativeStaticRowsAreExact) {
 // uniform tiles) and equals the scalar reference; a row holding a NaN is NaN throughout.
 TEST(QuantKernels, Int8GemmStaticScaleMatchesScalarReference) {
   unsigned seed = 300;
-  for (QIsa isa : {QIsa::kAvx2, QIsa::kAvx512}) {
-    if (!qisa_supported(isa)) continue;
+  for (QIsa isa : simd_isas()) {
     for (int64_t K : {1, 33, 100, 256, 1000})
       for (int64_t M : {8, 13}) {
         const int64_t N = 70;
@@ -722,7 +743,7 @@ TEST(QuantKernels, Int8GemmStaticScaleMatchesScalarReference) {
 }
 
 // The runtime offers a constant int8 weight packed to qmatmul when 8 or more rows read it
-// (AVX2, AVX-512 VNNI), and the packed run equals the unpacked kernels' within float order.
+// (AVX2, AVX-VNNI, AVX-512 VNNI), and the packed run equals the unpacked kernels' within float order.
 TEST(QuantOps, RuntimePacksConstantInt8WeightsForManyRows) {
   set_num_threads(2);
   const int64_t M = 24, K = 100, N = 40;

@@ -113,7 +113,7 @@ std::vector<float> reference(const Conv2dInt8Geom& g, const std::vector<float>& 
 
 std::vector<QIsa> isas() {
   std::vector<QIsa> r{QIsa::kScalar};
-  for (QIsa i : {QIsa::kAvx2, QIsa::kAvx512})
+  for (QIsa i : {QIsa::kAvx2, QIsa::kAvxVnni, QIsa::kAvx512})
     if (qisa_supported(i)) r.push_back(i);
   return r;
 }

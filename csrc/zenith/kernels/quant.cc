@@ -36,6 +36,7 @@ const char* qisa_name(QIsa isa) {
   switch (isa) {
     case QIsa::kAvx2: return "avx2";
     case QIsa::kAvx512: return "avx512vnni";
+    case QIsa::kAvxVnni: return "avxvnni";
     default: return "scalar";
   }
 }
@@ -45,6 +46,7 @@ bool qisa_supported(QIsa isa) {
 #if defined(__x86_64__)
   const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
   if (isa == QIsa::kAvx2) return avx2;
+  if (isa == QIsa::kAvxVnni) return avx2 && __builtin_cpu_supports("avxvnni");
   return avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
 #else
@@ -53,9 +55,10 @@ bool qisa_supported(QIsa isa) {
 }
 
 QIsa qisa_default() {
-  static const QIsa chosen = !std::getenv("ZENITH_NO_AVX512") && qisa_supported(QIsa::kAvx512) ? QIsa::kAvx512
-                             : qisa_supported(QIsa::kAvx2)                                      ? QIsa::kAvx2
-                                                                                                : QIsa::kScalar;
+  static const QIsa chosen = !std::getenv("ZENITH_NO_AVX512") && qisa_supported(QIsa::kAvx512)    ? QIsa::kAvx512
+                             : !std::getenv("ZENITH_NO_AVXVNNI") && qisa_supported(QIsa::kAvxVnni) ? QIsa::kAvxVnni
+                             : qisa_supported(QIsa::kAvx2)                                         ? QIsa::kAvx2
+                                                                                                   : QIsa::kScalar;
   return chosen;
 }
 
@@ -96,25 +99,35 @@ QMatmulPlan qmatmul_plan(QFormat f, int64_t M, int64_t N, int64_t K, QIsa isa, f
                " for ", qformat_info(f).name);
   p.x_scale = x_scale;
   p.act = act_kind(f);
-  p.dots = isa == QIsa::kScalar ? nullptr : avx2_dot_kernels(f);
-  if (f == QFormat::int8 && isa != QIsa::kScalar) {
-    p.tiles = isa == QIsa::kAvx512 ? q8_gemm_tiles_avx512() : q8_gemm_tiles_avx2();
+  p.dots = isa == QIsa::kScalar    ? nullptr
+           : isa == QIsa::kAvxVnni ? avxvnni_dot_kernels(f)
+                                   : avx2_dot_kernels(f);
+  if (f == QFormat::int8 && isa == QIsa::kAvx512) {
+    p.tiles = q8_gemm_tiles_avx512();
     p.tile_rows = kMaxDotRows;
-    p.uniform_tiles = isa == QIsa::kAvx512 ? q8_gemm_tiles_uniform_avx512() : q8_gemm_tiles_uniform_avx2();
-    if (isa == QIsa::kAvx2) {
-      p.narrow_tiles = q8_gemm_tiles_u8_avx2();
-      p.uniform_nonneg_tiles = q8_gemm_tiles_uniform_nonneg_avx2();
-    }
+    p.uniform_tiles = q8_gemm_tiles_uniform_avx512();
+  } else if (f == QFormat::int8 && isa == QIsa::kAvx2) {
+    p.tiles = q8_gemm_tiles_avx2();
+    p.tile_rows = kMaxDotRows;
+    p.uniform_tiles = q8_gemm_tiles_uniform_avx2();
+    p.narrow_tiles = q8_gemm_tiles_u8_avx2();
+    p.narrow_max = 63;
+    p.uniform_nonneg_tiles = q8_gemm_tiles_uniform_nonneg_avx2();
+  } else if (f == QFormat::int8 && isa == QIsa::kAvxVnni) {  // the narrow tiles take every row
+    p.tiles = p.narrow_tiles = q8_gemm_tiles_avxvnni();
+    p.tile_rows = kMaxNarrowRows;
+    p.narrow_max = 127;
+    p.uniform_tiles = q8_gemm_tiles_uniform_avxvnni();
   }
   // AVX2's int8 GEMM without the sign trick (narrow_tiles) needs activation codes within
   // +-63. Static scales keep 127 levels (the uniform tiles' sign trick takes them).
-  if (p.narrow_tiles && x_scale == 0.0f && M >= kQ8GemmRows && !codes8) p.act_max = 63;
+  if (p.narrow_max == 63 && x_scale == 0.0f && M >= kQ8GemmRows && !codes8) p.act_max = 63;
   if (isa == QIsa::kAvx512 && avx512_dot_kernels(f)) {
     p.dots = avx512_dot_kernels(f);
     p.zero_sums = zero_sums_avx512;
     p.zero = avx512_zero_point(f);
   }
-  if (p.dots && p.dots == avx2_dot_kernels(f)) p.n_step = avx2_weight_rows(f);
+  if (p.dots && (p.dots == avx2_dot_kernels(f) || p.dots == avxvnni_dot_kernels(f))) p.n_step = avx2_weight_rows(f);
   p.quantize = isa == QIsa::kScalar ? quantize_act_row : quantize_act_row_avx2;
   p.kpad = (K + 31) / 32 * 32;
   p.nscales = p.kpad / act_block(p.act);
@@ -277,7 +290,7 @@ void q8_gemm_packed(const QMatmulPlan& p, const QActRows& a, const PackedOperand
   const float* scale = packed.data.get() + nb * p.kpad * 32 / 4;
   // Sums over the whole K stay inside int32 (255 x 127 x K) up to K = 65536.
   const bool uniform = a.uniform && p.kpad <= 65536;
-  const bool narrow = !uniform && p.act_max <= 63 && p.narrow_tiles;
+  const bool narrow = !uniform && p.act_max <= p.narrow_max && p.narrow_tiles;
   const QGemmTileFn* tiles = uniform ? (a.nonneg && p.uniform_nonneg_tiles ? p.uniform_nonneg_tiles : p.uniform_tiles)
                              : narrow ? p.narrow_tiles
                                       : p.tiles;

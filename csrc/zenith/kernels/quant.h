@@ -17,10 +17,11 @@
 namespace zenith {
 
 // The instruction sets qmatmul's dot products come in: the scalar reference (any CPU),
-// AVX2 and AVX-512 VNNI (chosen at run time where the CPU has them, as sgemm chooses its
-// kernels; ZENITH_NO_AVX512=1 keeps AVX2). Formats without an AVX-512 kernel run their
-// AVX2 one under kAvx512.
-enum class QIsa : uint8_t { kScalar, kAvx2, kAvx512 };
+// AVX2, AVX-VNNI (AVX2 with the 256-bit vpdpbusd) and AVX-512 VNNI, chosen at run time:
+// the widest the CPU has, as sgemm chooses its kernels. ZENITH_NO_AVX512=1 leaves
+// AVX-VNNI or AVX2, ZENITH_NO_AVXVNNI=1 (with it) AVX2. Formats without an AVX-512 kernel
+// run their AVX2 one under kAvx512.
+enum class QIsa : uint8_t { kScalar, kAvx2, kAvx512, kAvxVnni };
 const char* qisa_name(QIsa isa);
 bool qisa_supported(QIsa isa);
 QIsa qisa_default();  // the best one this CPU runs
@@ -43,7 +44,8 @@ struct QMatmulPlan {
   const quant::QGemmTileFn* tiles = nullptr;  // int8: the GEMM tiles for 1..tile_rows rows, of the same ISA
   int tile_rows = 0;
   const quant::QGemmTileFn* uniform_tiles = nullptr;  // rows of one scale (QActRows::uniform), 1..8 rows
-  const quant::QGemmTileFn* narrow_tiles = nullptr;   // AVX2: for activation codes within +-63, 1..2 rows
+  const quant::QGemmTileFn* narrow_tiles = nullptr;   // for activation codes within +-narrow_max, 1..2 rows
+  int narrow_max = 0;  // 63 on AVX2 (maddubs' pair sums), 127 on AVX-VNNI
   const quant::QGemmTileFn* uniform_nonneg_tiles = nullptr;  // AVX2: uniform rows with no negative code
   quant::QuantizeActFn quantize = nullptr;  // the activation quantizer of the same ISA
   // The largest activation code in the rows: 63 for AVX2 int8 plans of 8 or more rows on

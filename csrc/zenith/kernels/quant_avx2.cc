@@ -49,13 +49,43 @@
 
 #include "zenith/kernels/quant_formats.h"
 
+#ifndef ZENITH_QUANT_AVXVNNI
+#define ZENITH_QUANT_AVXVNNI 0
+#endif
+
 #pragma GCC push_options
+#if ZENITH_QUANT_AVXVNNI
+#pragma GCC target("avxvnni,avx2,fma,f16c")
+#else
 #pragma GCC target("avx2,fma,f16c")
+#endif
 
 namespace zenith::quant {
 namespace {
 
+// Compiled twice: as AVX2, and with ZENITH_QUANT_AVXVNNI as AVX-VNNI (quant_avxvnni.cc),
+// where the integer dot products below are one vpdpbusd each.
+constexpr bool kVnni = ZENITH_QUANT_AVXVNNI;
+
 inline __m256i loadu(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+
+// The sums of each 4 products u x s (u unsigned bytes, s signed bytes) as 8 int32, plus
+// acc. AVX-VNNI: one vpdpbusd, exact for any bytes. AVX2: maddubs adds pairs into int16
+// with saturation (callers keep every pair within 32767, as the header says), madd widens.
+inline __m256i dot_acc(__m256i acc, __m256i u, __m256i s) {
+#if ZENITH_QUANT_AVXVNNI
+  return _mm256_dpbusd_avx_epi32(acc, u, s);
+#else
+  return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
+#endif
+}
+inline __m256i dot4(__m256i u, __m256i s) {
+#if ZENITH_QUANT_AVXVNNI
+  return _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), u, s);
+#else
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+#endif
+}
 
 inline float f16(const uint8_t* p) {
   uint16_t h;
@@ -124,13 +154,14 @@ inline void small_chunk(const uint8_t* w, int64_t b, const QActRow* a, __m256 (&
   static_assert(!nibble_zero || s.offset == 8);
   const __m256i ux = s.has_m || nibble_zero ? codes : _mm256_sign_epi8(codes, codes);  // |codes| (-128: 128)
   const float d = f16(p);
-  const __m256i ones = _mm256_set1_epi16(1);
   for (int r = 0; r < MR; ++r) {
     __m256i qx = loadu(a[r].q + 32 * b);
     if constexpr (!s.has_m && !nibble_zero) qx = _mm256_sign_epi8(qx, codes);
-    __m256i dot = _mm256_madd_epi16(_mm256_maddubs_epi16(ux, qx), ones);
+    __m256i dot;
     if constexpr (nibble_zero)  // into lane 0: the lanes are summed
-      dot = _mm256_add_epi32(dot, _mm256_castsi128_si256(_mm_cvtsi32_si128(-8 * (a[r].s16[2 * b] + a[r].s16[2 * b + 1]))));
+      dot = dot_acc(_mm256_zextsi128_si256(_mm_cvtsi32_si128(-8 * (a[r].s16[2 * b] + a[r].s16[2 * b + 1]))), ux, qx);
+    else
+      dot = dot4(ux, qx);
     const float da = a[r].d[b];
     acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d * da), _mm256_cvtepi32_ps(dot), acc[r]);
     if constexpr (s.has_m) accm[r] += (f16(p + 2) * da) * float(a[r].s16[2 * b] + a[r].s16[2 * b + 1]);
@@ -163,10 +194,9 @@ template <int MR>
 inline void int8_chunk(const uint8_t* codes_at, int64_t b, const QActRow* a, __m256 (&acc)[MR]) {
   const __m256i codes = loadu(codes_at + 32 * b);
   const __m256i ux = _mm256_sign_epi8(codes, codes);
-  const __m256i ones = _mm256_set1_epi16(1);
   for (int r = 0; r < MR; ++r) {
     const __m256i qx = _mm256_sign_epi8(loadu(a[r].q + 32 * b), codes);
-    const __m256i dot = _mm256_madd_epi16(_mm256_maddubs_epi16(ux, qx), ones);
+    const __m256i dot = dot4(ux, qx);
     acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(a[r].d[b]), _mm256_cvtepi32_ps(dot), acc[r]);
   }
 }
@@ -504,7 +534,12 @@ constexpr QDotFn kQ6K[kMaxDotRows] = ZENITH_QDOT_ROWS(dot_q6k);
 constexpr QDotFn kNF4Rows[kMaxDotRows] = ZENITH_QDOT_ROWS(dot_nf4);
 #undef ZENITH_QDOT_ROWS
 
-// ---- The activation quantizer ----
+}  // namespace
+
+// ---- The activation quantizer (AVX2's only: AVX-VNNI plans use it too) ----
+#if !ZENITH_QUANT_AVXVNNI
+namespace {
+
 // 32 values times id, rounded half to even (cvtps2dq in the default rounding mode, as
 // nearbyint), clamped to [-hi, hi] (hi 127, or 63), packed to int8 in value order; their sums per 16
 // into s16[0..1].
@@ -557,6 +592,7 @@ void quantize_act_row_avx2(const float* x, int64_t K, int64_t block, int8_t* q, 
   if (full < K)  // a short last block (int8 rows of any K): the reference
     quantize_act_row(x + full, K - full, block, q + full, d + full / block, s16 + full / 16, scale, qmax);
 }
+#endif
 
 namespace {
 
@@ -588,7 +624,6 @@ inline __m256i signed_codes(const uint8_t* p) { return _mm256_xor_si256(loadu(p)
 template <int MR>
 void q8_gemm_tile(const uint8_t* wb, const float* ws, int64_t kpad, const QActRow* a, float* y, int64_t ldy,
                   int nvalid) {
-  const __m256i ones = _mm256_set1_epi16(1);
   for (int g = 0; 8 * g < nvalid; ++g) {  // groups of 8 columns: bytes [32g, 32g + 32) of each quad
     __m256 f[MR];
     for (int r = 0; r < MR; ++r) f[r] = _mm256_setzero_ps();
@@ -601,8 +636,7 @@ void q8_gemm_tile(const uint8_t* wb, const float* ws, int64_t kpad, const QActRo
         for (int r = 0; r < MR; ++r) {
           int32_t v;
           std::memcpy(&v, a[r].q + 32 * b + 4 * q, 4);
-          const __m256i qx = _mm256_sign_epi8(_mm256_set1_epi32(v), c);
-          s[r] = _mm256_add_epi32(s[r], _mm256_madd_epi16(_mm256_maddubs_epi16(uc, qx), ones));
+          s[r] = dot_acc(s[r], uc, _mm256_sign_epi8(_mm256_set1_epi32(v), c));
         }
       }
       for (int r = 0; r < MR; ++r) f[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[r]), _mm256_set1_ps(a[r].d[b]), f[r]);
@@ -621,24 +655,33 @@ void q8_gemm_tile(const uint8_t* wb, const float* ws, int64_t kpad, const QActRo
 // unsigned operand as they are and the weight codes its signed one, pairs at most 2 x
 // 127 x 128 = 32512: no sign trick, 0.69-0.75x the time in a tile A/B on Zen 4 (8 rows,
 // ResNet-50's K of 576 to 2304).
+// AVX-VNNI (kVnni): the weight codes go in as packed, c + 128, against the activation
+// codes (vpdpbusd has no pair sums to saturate), and -128 x the row's codes, the zero
+// point's share, starts each sum, as in the AVX-512 tile; NONNEG changes nothing there.
 template <int MR, bool NONNEG>
 void q8_gemm_tile_uniform(const uint8_t* wb, const float* ws, int64_t kpad, const QActRow* a, float* y, int64_t ldy,
                           int nvalid) {
-  const __m256i ones = _mm256_set1_epi16(1);
+  int32_t zero[MR];
+  for (int r = 0; r < MR; ++r) {
+    int32_t total = 0;
+    for (int64_t j = 0; kVnni && j < kpad / 16; ++j) total += a[r].s16[j];
+    zero[r] = -128 * total;
+  }
   for (int g = 0; 8 * g < nvalid; ++g) {
     __m256i s[MR];
-    for (int r = 0; r < MR; ++r) s[r] = _mm256_setzero_si256();
+    for (int r = 0; r < MR; ++r) s[r] = _mm256_set1_epi32(zero[r]);
     const uint8_t* wq = wb + 32 * g;
     for (int64_t q = 0; q < kpad / 4; ++q) {
-      const __m256i c = signed_codes(wq + 128 * q), uc = NONNEG ? c : _mm256_sign_epi8(c, c);
+      const __m256i c = kVnni ? loadu(wq + 128 * q) : signed_codes(wq + 128 * q);
+      const __m256i uc = kVnni || NONNEG ? c : _mm256_sign_epi8(c, c);
 #pragma GCC unroll 8  // whole, so the accumulators stay in registers
       for (int r = 0; r < MR; ++r) {
         int32_t v;
         std::memcpy(&v, a[r].q + 4 * q, 4);
         const __m256i av = _mm256_set1_epi32(v);
-        const __m256i pairs =
-            NONNEG ? _mm256_maddubs_epi16(av, c) : _mm256_maddubs_epi16(uc, _mm256_sign_epi8(av, c));
-        s[r] = _mm256_add_epi32(s[r], _mm256_madd_epi16(pairs, ones));
+        if constexpr (kVnni) s[r] = dot_acc(s[r], c, av);
+        else if constexpr (NONNEG) s[r] = dot_acc(s[r], av, c);
+        else s[r] = dot_acc(s[r], uc, _mm256_sign_epi8(av, c));
       }
     }
     const int n = std::min(8, nvalid - 8 * g);
@@ -669,7 +712,6 @@ template <int MR>
 void q8_gemm_tile_u8(const uint8_t* wb, const float* ws, int64_t kpad, const QActRow* a, float* y, int64_t ldy,
                      int nvalid) {
   static_assert(MR == 1 || MR == 2);
-  const __m256i ones = _mm256_set1_epi16(1);
   const QActRow& r0 = a[0];
   const QActRow& r1 = a[MR - 1];
   for (int g = 0; 8 * g < nvalid; g += 2) {  // columns [8g, 8g + 16): bytes [32g, 32g + 64) of each quad
@@ -684,13 +726,13 @@ void q8_gemm_tile_u8(const uint8_t* wb, const float* ws, int64_t kpad, const QAc
         int32_t v;
         std::memcpy(&v, q0 + 4 * q, 4);
         __m256i av = _mm256_set1_epi32(v);
-        s00 = _mm256_add_epi32(s00, _mm256_madd_epi16(_mm256_maddubs_epi16(w0, av), ones));
-        s01 = _mm256_add_epi32(s01, _mm256_madd_epi16(_mm256_maddubs_epi16(w1, av), ones));
+        s00 = dot_acc(s00, w0, av);
+        s01 = dot_acc(s01, w1, av);
         if constexpr (MR == 2) {
           std::memcpy(&v, q1 + 4 * q, 4);
           av = _mm256_set1_epi32(v);
-          s10 = _mm256_add_epi32(s10, _mm256_madd_epi16(_mm256_maddubs_epi16(w0, av), ones));
-          s11 = _mm256_add_epi32(s11, _mm256_madd_epi16(_mm256_maddubs_epi16(w1, av), ones));
+          s10 = dot_acc(s10, w0, av);
+          s11 = dot_acc(s11, w1, av);
         }
       }
       const float d0 = r0.d[b];
@@ -714,36 +756,13 @@ void q8_gemm_tile_u8(const uint8_t* wb, const float* ws, int64_t kpad, const QAc
   }
 }
 
-}  // namespace
-
-const QGemmTileFn* q8_gemm_tiles_u8_avx2() {
-  static constexpr QGemmTileFn kTiles[kMaxNarrowRows] = {q8_gemm_tile_u8<1>, q8_gemm_tile_u8<2>};
-  return kTiles;
-}
-
-const QGemmTileFn* q8_gemm_tiles_avx2() {
-  static constexpr QGemmTileFn kTiles[kMaxDotRows] = {q8_gemm_tile<1>, q8_gemm_tile<2>, q8_gemm_tile<3>, q8_gemm_tile<4>};
-  return kTiles;
-}
-
-namespace {
 template <bool NONNEG, size_t... R>
 constexpr std::array<QGemmTileFn, sizeof...(R)> uniform_tiles(std::index_sequence<R...>) {
   return {q8_gemm_tile_uniform<int(R) + 1, NONNEG>...};
 }
-}  // namespace
+constexpr QGemmTileFn kU8Tiles[kMaxNarrowRows] = {q8_gemm_tile_u8<1>, q8_gemm_tile_u8<2>};
 
-const QGemmTileFn* q8_gemm_tiles_uniform_avx2() {
-  static constexpr auto kTiles = uniform_tiles<false>(std::make_index_sequence<kMaxUniformRows>());
-  return kTiles.data();
-}
-
-const QGemmTileFn* q8_gemm_tiles_uniform_nonneg_avx2() {
-  static constexpr auto kTiles = uniform_tiles<true>(std::make_index_sequence<kMaxUniformRows>());
-  return kTiles.data();
-}
-
-const QDotFn* avx2_dot_kernels(QFormat f) {
+const QDotFn* dot_kernels(QFormat f) {
   switch (f) {
     case QFormat::q8_0: return kSmall<QFormat::q8_0>;
     case QFormat::q4_0: return kSmall<QFormat::q4_0>;
@@ -762,6 +781,39 @@ const QDotFn* avx2_dot_kernels(QFormat f) {
   }
   return nullptr;
 }
+
+
+}  // namespace
+
+#if ZENITH_QUANT_AVXVNNI
+const QGemmTileFn* q8_gemm_tiles_avxvnni() { return kU8Tiles; }
+
+const QGemmTileFn* q8_gemm_tiles_uniform_avxvnni() {
+  static constexpr auto kTiles = uniform_tiles<false>(std::make_index_sequence<kMaxUniformRows>());
+  return kTiles.data();
+}
+
+const QDotFn* avxvnni_dot_kernels(QFormat f) { return dot_kernels(f); }
+#else
+const QGemmTileFn* q8_gemm_tiles_u8_avx2() { return kU8Tiles; }
+
+const QGemmTileFn* q8_gemm_tiles_avx2() {
+  static constexpr QGemmTileFn kTiles[kMaxDotRows] = {q8_gemm_tile<1>, q8_gemm_tile<2>, q8_gemm_tile<3>, q8_gemm_tile<4>};
+  return kTiles;
+}
+
+const QGemmTileFn* q8_gemm_tiles_uniform_avx2() {
+  static constexpr auto kTiles = uniform_tiles<false>(std::make_index_sequence<kMaxUniformRows>());
+  return kTiles.data();
+}
+
+const QGemmTileFn* q8_gemm_tiles_uniform_nonneg_avx2() {
+  static constexpr auto kTiles = uniform_tiles<true>(std::make_index_sequence<kMaxUniformRows>());
+  return kTiles.data();
+}
+
+const QDotFn* avx2_dot_kernels(QFormat f) { return dot_kernels(f); }
+#endif
 
 }  // namespace zenith::quant
 

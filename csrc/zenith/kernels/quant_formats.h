@@ -222,6 +222,9 @@ constexpr int kMaxDotRows = 4;
 // The AVX2 kernels of `f` for 1..kMaxDotRows rows (quant_avx2.cc), or null when it has none.
 // They read no QActRow::zsum: the nibble formats' zero point comes from s16.
 const QDotFn* avx2_dot_kernels(QFormat f);
+// The same kernels compiled for AVX-VNNI (quant_avxvnni.cc), every format: vpdpbusd where
+// AVX2 multiplies with maddubs and madd.
+const QDotFn* avxvnni_dot_kernels(QFormat f);
 // Weight rows the AVX2 kernels of `f` take at a time (8 for the 4-bit nibble formats,
 // rows8_nibbles; 1 otherwise): qmatmul hands them blocks of rows in multiples of it, so
 // that only a matrix's last rows take the one-row-at-a-time path.
@@ -246,12 +249,13 @@ using ZeroSumsFn = void (*)(const int8_t*, int64_t, int, int32_t*);
 // The int8 GEMM tile: y[r * ldy + c] = wscale[c] x sum over 32-value blocks b of
 // a[r].d[b] x (integer dot of block b of row r with column c), for r < mr
 // (1..kMaxDotRows) and c < nvalid (<= 32), the same integer sums as ref_dot's for int8
-// (the narrow AVX2 tiles take the zero point's share off in float, once per row).
-// wblock: one block of 32 columns of a weight packed by qmatmul_pack_int8 for the same
-// ISA (kpad / 4 quads, each 32 columns x 4 codes); wscale: its 32 column scales.
-// The codes are packed + 128, unsigned, for both ISAs. AVX-512 VNNI (quant_avx512.cc)
-// and AVX2's u8 tiles multiply them as they are, the activation rows' s16 sums giving
-// the zero point's share; AVX2's other tiles read them back signed (the sign trick).
+// (the narrow tiles, AVX2's and AVX-VNNI's, take the zero point's share off in float,
+// once per row). wblock: one block of 32 columns of a weight packed by qmatmul_pack_int8
+// for the same ISA (kpad / 4 quads, each 32 columns x 4 codes); wscale: its 32 column
+// scales. The codes are packed + 128, unsigned, for every ISA. AVX-512 VNNI
+// (quant_avx512.cc), AVX-VNNI and AVX2's u8 tiles multiply them as they are, the
+// activation rows' s16 sums giving the zero point's share; AVX2's other tiles read them
+// back signed (the sign trick).
 // One tile function per row count, as the dot kernels: tiles[mr - 1].
 using QGemmTileFn = void (*)(const uint8_t* wblock, const float* wscale, int64_t kpad, const QActRow* a, float* y,
                              int64_t ldy, int nvalid);
@@ -262,12 +266,16 @@ const QGemmTileFn* q8_gemm_tiles_avx2();
 // 1..kMaxNarrowRows rows.
 constexpr int kMaxNarrowRows = 2;
 const QGemmTileFn* q8_gemm_tiles_u8_avx2();
+// The same tiles on AVX-VNNI (vpdpbusd: no saturation), for any codes within +-127;
+// 1..kMaxNarrowRows rows. They read QActRow::zshare.
+const QGemmTileFn* q8_gemm_tiles_avxvnni();
 // The tiles for rows whose blocks all have the scale a[r].d[0] (static INT8, conv2d's
 // per-image scale), for 1..kMaxUniformRows rows: the integer sums over the whole K,
 // scaled once; the same results up to float order.
 constexpr int kMaxUniformRows = 8;
 const QGemmTileFn* q8_gemm_tiles_uniform_avx512();
 const QGemmTileFn* q8_gemm_tiles_uniform_avx2();
+const QGemmTileFn* q8_gemm_tiles_uniform_avxvnni();
 // AVX2 uniform tiles for rows whose codes are all in [0, 127] (QActRows::nonneg): the
 // activation codes are maddubs' unsigned operand, no sign trick.
 const QGemmTileFn* q8_gemm_tiles_uniform_nonneg_avx2();

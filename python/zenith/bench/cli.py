@@ -32,7 +32,7 @@ STANDARD = ["machine", "gemm-sweep", "bert-base", "bert-base-memory", "minilm", 
 # Environment variables that change which instructions a contestant runs (Zenith's kernels,
 # oneDNN under OpenVINO and Inductor, ATen's own, MKL's): a run held to AVX2 on an AVX-512
 # CPU is a different measurement, so its file says so.
-ISA_ENV = ("ZENITH_NO_AVX512", "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA", "ATEN_CPU_CAPABILITY",
+ISA_ENV = ("ZENITH_NO_AVX512", "ZENITH_NO_AVXVNNI", "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA", "ATEN_CPU_CAPABILITY",
            "MKL_ENABLE_INSTRUCTIONS", "OPENBLAS_CORETYPE")
 
 

@@ -153,10 +153,13 @@ def test_formats_are_the_contract():
 
 
 def test_kernels_are_the_best_this_cpu_runs():
-    """AVX-512 VNNI where the CPU has it (unless ZENITH_NO_AVX512), else AVX2."""
+    """AVX-512 VNNI where the CPU has it (unless ZENITH_NO_AVX512), else AVX-VNNI (unless
+    ZENITH_NO_AVXVNNI), else AVX2."""
     flags = _cpu_flags()
     if not os.environ.get("ZENITH_NO_AVX512") and {"avx512f", "avx512bw", "avx512vl", "avx512_vnni"} <= flags:
         expected = "avx512vnni"
+    elif not os.environ.get("ZENITH_NO_AVXVNNI") and {"avx2", "fma", "f16c", "avx_vnni"} <= flags:
+        expected = "avxvnni"
     else:
         expected = "avx2" if {"avx2", "fma", "f16c"} <= flags else "scalar"
     assert _C.qmatmul_isa() == expected

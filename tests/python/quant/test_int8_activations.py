@@ -18,8 +18,7 @@ from zenith.quant import calibrate as cal
 from zenith.quant.ops import fake_quant_act, reference_conv2d
 from quant_util import assert_same_model_close
 
-ISAS = ["scalar"] + [i for i in ("avx2", "avx512vnni")
-                     if i == "avx2" or _C.qmatmul_isa() == "avx512vnni"]
+ISAS = ["scalar", "avx2"] + [i for i in ("avxvnni", "avx512vnni") if _C.qmatmul_isa_supported(i)]
 
 # (N, C, H, W, OC, kernel, stride, padding, dilation)
 CONVS = [
