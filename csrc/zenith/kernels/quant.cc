@@ -295,9 +295,9 @@ void q8_gemm_packed(const QMatmulPlan& p, const QActRows& a, const PackedOperand
                              : narrow ? p.narrow_tiles
                                       : p.tiles;
   const int tile_rows = uniform ? kMaxUniformRows : narrow ? kMaxNarrowRows : p.tile_rows;
-  // The narrow tiles take the zero point's share off in float: QActRow::zshare, made once
-  // per row here rather than in every block of columns.
-  std::vector<float> zshare(narrow ? size_t(M) : 0);
+  // The tiles for rows with a scale per block take the zero point's share off in float:
+  // QActRow::zshare, made once per row here rather than in every block of columns.
+  std::vector<float> zshare(uniform ? 0 : size_t(M));
   for (int64_t m = 0; m < int64_t(zshare.size()); ++m) {
     const QActRow r = a.row(m);
     float z = 0.0f;
@@ -314,7 +314,7 @@ void q8_gemm_packed(const QMatmulPlan& p, const QActRows& a, const PackedOperand
           QActRow t[kMaxUniformRows];
           for (int i = 0; i < r; ++i) {
             t[i] = a.row(m + i);
-            if (narrow) t[i].zshare = zshare[size_t(m + i)];
+            if (!uniform) t[i].zshare = zshare[size_t(m + i)];
           }
           tiles[r - 1](codes + j * p.kpad * 32, scale + 32 * j, p.kpad, t, y + m * N + 32 * j, N, nvalid);
           m += r;

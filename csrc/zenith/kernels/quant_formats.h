@@ -190,8 +190,8 @@ struct QActRow {
   // -zero x the sum of each 4 codes (kpad / 4 values), for kernels whose unsigned codes
   // carry a zero point (quant_avx512.cc); null where the plan's kernels do not read it
   const int32_t* zsum = nullptr;
-  // The sum over blocks b of d[b] x (block b's codes), for tiles that take the zero
-  // point's share off in float (q8_gemm_packed makes it once per row for them)
+  // The sum over blocks b of d[b] x (block b's codes), for the int8 GEMM tiles that take
+  // the zero point's share off in float (q8_gemm_packed makes it once per row)
   float zshare = 0.0f;
 };
 // Quantizes x[0, K) into q (kpad values), d (kpad / block scales) and s16 (kpad / 16
@@ -249,8 +249,8 @@ using ZeroSumsFn = void (*)(const int8_t*, int64_t, int, int32_t*);
 // The int8 GEMM tile: y[r * ldy + c] = wscale[c] x sum over 32-value blocks b of
 // a[r].d[b] x (integer dot of block b of row r with column c), for r < mr
 // (1..kMaxDotRows) and c < nvalid (<= 32), the same integer sums as ref_dot's for int8
-// (the narrow tiles, AVX2's and AVX-VNNI's, take the zero point's share off in float,
-// once per row). wblock: one block of 32 columns of a weight packed by qmatmul_pack_int8
+// (the tiles but AVX2's sign-trick ones take the zero point's share off in float, once
+// per row: QActRow::zshare). wblock: one block of 32 columns of a weight packed by qmatmul_pack_int8
 // for the same ISA (kpad / 4 quads, each 32 columns x 4 codes); wscale: its 32 column
 // scales. The codes are packed + 128, unsigned, for every ISA. AVX-512 VNNI
 // (quant_avx512.cc), AVX-VNNI and AVX2's u8 tiles multiply them as they are, the
@@ -267,7 +267,8 @@ const QGemmTileFn* q8_gemm_tiles_avx2();
 constexpr int kMaxNarrowRows = 2;
 const QGemmTileFn* q8_gemm_tiles_u8_avx2();
 // The same tiles on AVX-VNNI (vpdpbusd: no saturation), for any codes within +-127;
-// 1..kMaxNarrowRows rows. They read QActRow::zshare.
+// 1..kMaxNarrowRows rows. Like every tile for rows with a scale per block but AVX2's
+// sign-trick ones, they read QActRow::zshare.
 const QGemmTileFn* q8_gemm_tiles_avxvnni();
 // The tiles for rows whose blocks all have the scale a[r].d[0] (static INT8, conv2d's
 // per-image scale), for 1..kMaxUniformRows rows: the integer sums over the whole K,
