@@ -698,9 +698,11 @@ void q8_gemm_tile_uniform(const uint8_t* wb, const float* ws, int64_t kpad, cons
 // codes, pairs at most 2 x 255 x 63 = 32130 (no saturation). 3 instructions per row and
 // 32 multiply-adds where the sign trick spends 4. The zero point's share, -128 x each
 // block's activation codes (its two s16 sums) on the block's scale, is one float per row
-// (QActRow::zshare, made by q8_gemm_packed) taken off at the store; every partial sum is an integer times a scale, so with unit
-// scales the result is the exact integer dot product while the sums of (c + 128) x q
-// stay below 2^24 (K up to about 1000 at the extreme codes). MR (1, 2) rows by 16 columns,
+// (QActRow::zshare, made by q8_gemm_packed) taken off at the store; every partial sum is
+// an integer times a scale, so with unit scales the result is the exact integer dot
+// product while the sums of (c + 128) x q stay below 2^24 (K up to about 1000 at the
+// extreme 7-bit codes, 500 at 8-bit ones). On AVX-VNNI the same tile is one vpdpbusd per row and 32
+// multiply-adds, on 8-bit codes (nothing to saturate). MR (1, 2) rows by 16 columns,
 // every accumulator named (arrays of them spilled): each broadcast of 4 activation
 // codes serves two weight vectors. On Zen 4 (one thread, 128 x 3072 x 768 and 128 x 768
 // x 768) this shape ran 0.62-0.67x the time of 4 rows by 8 columns; 3 rows, 32
