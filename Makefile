@@ -53,6 +53,10 @@ test-cpp: system-deps
 
 test-python: setup
 	cd tests/python && HF_HUB_OFFLINE=1 ../../$(PY) -m pytest -q -p no:cacheprovider .
+	# The quantized kernels and models again on the 256-bit paths (AVX-VNNI where the CPU
+	# has it, else AVX2) where the default run took a wider one.
+	if grep -qE 'avx512_vnni|avx_vnni' /proc/cpuinfo; then cd tests/python && ZENITH_NO_AVX512=1 HF_HUB_OFFLINE=1 \
+	  ../../$(PY) -m pytest -q -p no:cacheprovider quant ops/test_quant_kernels.py; fi
 
 # AddressSanitizer + UndefinedBehaviorSanitizer (CMake option ZENITH_SANITIZE; -O2, -g).
 # (a) the GoogleTest suite, built with them, under ctest (leak checking on);

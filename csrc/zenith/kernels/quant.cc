@@ -1,6 +1,6 @@
 // The quantized ops: qmatmul (prepared once per plan: kernels, activation layout, work
 // split) and qembedding, over the formats of quant_formats.{h,cc} and the dot kernels of
-// quant_avx2.cc and quant_avx512.cc.
+// quant_avx2.cc (also built for AVX-VNNI, quant_avxvnni.cc) and quant_avx512.cc.
 //
 // qmatmul, any number of rows: the rows of x are quantized once per call (quant_formats.h
 // says how, per format) into a per-thread scratch buffer; threads then split the weight
@@ -9,7 +9,7 @@
 // tile. Rows of x go in chunks whose quantized activations fit in L2, so a weight row is
 // read from memory once per chunk. Decode (1-8 rows) is bound by reading the weight once;
 // prefill runs the same integer dot products, except int8 weights, which 8 or more rows
-// read through the int8 GEMM tiles (AVX2 and AVX-512 VNNI) from a copy packed once.
+// read through the int8 GEMM tiles (AVX2, AVX-VNNI, AVX-512 VNNI) from a copy packed once.
 #include "zenith/kernels/quant.h"
 
 #include <algorithm>
@@ -113,7 +113,9 @@ QMatmulPlan qmatmul_plan(QFormat f, int64_t M, int64_t N, int64_t K, QIsa isa, f
     p.narrow_tiles = q8_gemm_tiles_u8_avx2();
     p.narrow_max = 63;
     p.uniform_nonneg_tiles = q8_gemm_tiles_uniform_nonneg_avx2();
-  } else if (f == QFormat::int8 && isa == QIsa::kAvxVnni) {  // the narrow tiles take every row
+  } else if (f == QFormat::int8 && isa == QIsa::kAvxVnni) {
+    // The narrow tiles take every row that is not uniform (any code within +-127); tiles
+    // names them too, for qmatmul_reads_packed.
     p.tiles = p.narrow_tiles = q8_gemm_tiles_avxvnni();
     p.tile_rows = kMaxNarrowRows;
     p.narrow_max = 127;
@@ -127,7 +129,9 @@ QMatmulPlan qmatmul_plan(QFormat f, int64_t M, int64_t N, int64_t K, QIsa isa, f
     p.zero_sums = zero_sums_avx512;
     p.zero = avx512_zero_point(f);
   }
-  if (p.dots && (p.dots == avx2_dot_kernels(f) || p.dots == avxvnni_dot_kernels(f))) p.n_step = avx2_weight_rows(f);
+  // quant_avx2.cc's kernels (AVX2, AVX-VNNI, and AVX-512's formats without kernels of
+  // their own) take avx2_weight_rows at a time.
+  if (p.dots && (isa != QIsa::kAvx512 || p.dots == avx2_dot_kernels(f))) p.n_step = avx2_weight_rows(f);
   p.quantize = isa == QIsa::kScalar ? quantize_act_row : quantize_act_row_avx2;
   p.kpad = (K + 31) / 32 * 32;
   p.nscales = p.kpad / act_block(p.act);

@@ -80,7 +80,7 @@ struct PackedOperand;
 void qmatmul(const QMatmulPlan& p, const float* x, const uint8_t* w, const float* bias, float* y,
              const PackedOperand* packed = nullptr, Activation act = Activation::kNone);
 // Whether qmatmul with this plan reads a weight packed by qmatmul_pack_int8: int8 weights,
-// AVX2 or AVX-512 VNNI, and enough rows of x (kQ8GemmRows) for the GEMM tiles to pay for
+// AVX2, AVX-VNNI or AVX-512 VNNI, and enough rows of x (kQ8GemmRows) for the GEMM tiles to pay for
 // the packed copy (N x K bytes more while it is kept). Decode (one row) reads w as it is.
 constexpr int64_t kQ8GemmRows = 8;
 bool qmatmul_reads_packed(const QMatmulPlan& p);

@@ -219,7 +219,8 @@ ZENITH_QDOT_INLINE void dot_int8(const uint8_t* w, int64_t K, const QActRow* a, 
     float y = hsum(_mm256_add_ps(acc0[r], acc1[r]));
     if (nb * 32 < K) {
       int32_t dot = 0;
-      for (int64_t k = nb * 32; k < K; ++k) dot += int8_t(codes[k]) * a[r].q[k];
+      const int8_t* c = reinterpret_cast<const int8_t*>(codes);  // as ref_dot reads them
+      for (int64_t k = nb * 32; k < K; ++k) dot += c[k] * a[r].q[k];
       y += a[r].d[nb] * float(dot);
     }
     out[r] = scale * y;

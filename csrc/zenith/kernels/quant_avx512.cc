@@ -3,7 +3,7 @@
 // q8_0, int8 (signed bytes c; c + 128, the sign bit flipped, is unsigned): out[r] =
 // w . a[r] for MR = 1..4 activation rows, two 32-value chunks per 512-bit register.
 // Chosen at run time where the CPU has AVX512F/BW/VL and AVX512_VNNI (quant.cc;
-// ZENITH_NO_AVX512=1 keeps AVX2); the other formats run quant_avx2.cc's kernels there.
+// ZENITH_NO_AVX512=1 leaves AVX-VNNI or AVX2); the other formats run quant_avx2.cc's kernels there.
 //
 // Why: the AVX2 kernels of these formats are bound by their instructions, not by memory.
 // vpdpbusd multiplies unsigned bytes by signed bytes and adds each 4 products into an

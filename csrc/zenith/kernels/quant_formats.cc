@@ -242,10 +242,13 @@ float ref_dot(QFormat f, const uint8_t* w, int64_t K, const QActRow& a) {
     }
     case QFormat::int8: {
       // Per 32 values (the last block may be short): d_x sum(q q_x); the row scale last.
+      // The codes read as int8_t: GCC 12 with AVX-VNNI on (-march=native) vectorized the
+      // loop over int8_t(u8) x int8 into vpdpbusd with wrong sums.
+      const int8_t* codes = reinterpret_cast<const int8_t*>(w + 4);
       float y = 0.0f;
       for (int64_t b = 0; b * 32 < K; ++b) {
         int32_t dot = 0;
-        for (int64_t k = 32 * b; k < std::min(K, 32 * b + 32); ++k) dot += int8_t(w[4 + k]) * a.q[k];
+        for (int64_t k = 32 * b; k < std::min(K, 32 * b + 32); ++k) dot += codes[k] * a.q[k];
         y += a.d[b] * float(dot);
       }
       return f32_at(w) * y;

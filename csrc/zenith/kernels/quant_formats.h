@@ -247,10 +247,10 @@ void zero_sums_avx512(const int8_t* q, int64_t kpad, int zero, int32_t* out);
 using ZeroSumsFn = void (*)(const int8_t*, int64_t, int, int32_t*);
 
 // The int8 GEMM tile: y[r * ldy + c] = wscale[c] x sum over 32-value blocks b of
-// a[r].d[b] x (integer dot of block b of row r with column c), for r < mr
-// (1..kMaxDotRows) and c < nvalid (<= 32), the same integer sums as ref_dot's for int8
-// (the tiles but AVX2's sign-trick ones take the zero point's share off in float, once
-// per row: QActRow::zshare). wblock: one block of 32 columns of a weight packed by qmatmul_pack_int8
+// a[r].d[b] x (integer dot of block b of row r with column c), for r < mr (1..the
+// plan's tile_rows) and c < nvalid (<= 32), the same integer sums as ref_dot's for int8
+// (the per-block tiles, but AVX2's sign-trick ones, take the zero point's share off in
+// float, once per row: QActRow::zshare; the uniform tiles start their sums from it). wblock: one block of 32 columns of a weight packed by qmatmul_pack_int8
 // for the same ISA (kpad / 4 quads, each 32 columns x 4 codes); wscale: its 32 column
 // scales. The codes are packed + 128, unsigned, for every ISA. AVX-512 VNNI
 // (quant_avx512.cc), AVX-VNNI and AVX2's u8 tiles multiply them as they are, the

@@ -44,7 +44,6 @@ int main(int argc, char** argv) {
     return v[v.size() / 2];
   };
   const double fl = 2.0 * M * N * K;
-  double tf = 0;
   for (int stat = 0; stat < 2; ++stat) {
     std::vector<double> t[3];
     for (int round = 0; round < 15; ++round)
@@ -57,12 +56,10 @@ int main(int argc, char** argv) {
         t[v].push_back(std::chrono::duration<double>(now() - t0).count() / 10);
       }
     const double a = med(t[0]), b = med(t[1]), f = med(t[2]);
-    if (!stat) tf = f;
     printf("%s %ldx%ldx%ld  avxvnni %.3f ms (%.0f Gop/s)  avx2 %.3f ms (%.0f)  fp32 %.3f ms (%.0f)  "
            "vnni/avx2 %.3f  vnni/fp32 %.3f  avx2/fp32 %.3f\n",
            stat ? "static " : "dynamic", M, N, K, a * 1e3, fl / a / 1e9, b * 1e3, fl / b / 1e9, f * 1e3,
            fl / f / 1e9, a / b, a / f, b / f);
   }
-  (void)tf;
   return 0;
 }
