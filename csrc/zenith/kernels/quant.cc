@@ -299,14 +299,22 @@ void q8_gemm_packed(const QMatmulPlan& p, const QActRows& a, const PackedOperand
                              : narrow ? p.narrow_tiles
                                       : p.tiles;
   const int tile_rows = uniform ? kMaxUniformRows : narrow ? kMaxNarrowRows : p.tile_rows;
-  // The tiles for rows with a scale per block take the zero point's share off in float:
-  // QActRow::zshare, made once per row here rather than in every block of columns.
-  std::vector<float> zshare(uniform ? 0 : size_t(M));
-  for (int64_t m = 0; m < int64_t(zshare.size()); ++m) {
+  // The zero point's share, made once per row here rather than in every block of
+  // columns: for rows with a scale per block, in float (QActRow::zshare, taken off at the
+  // store); for uniform rows, the codes' integer sum (QActRow::total, the sums' start).
+  std::vector<float> zshare(static_cast<size_t>(M));
+  std::vector<int32_t> total(uniform ? static_cast<size_t>(M) : 0);
+  for (int64_t m = 0; m < M; ++m) {
     const QActRow r = a.row(m);
     float z = 0.0f;
-    for (int64_t b = 0; b < p.kpad / 32; ++b) z += r.d[b] * float(int32_t(r.s16[2 * b]) + r.s16[2 * b + 1]);
+    int32_t t = 0;
+    for (int64_t b = 0; b < p.kpad / 32; ++b) {
+      const int32_t s = int32_t(r.s16[2 * b]) + r.s16[2 * b + 1];
+      z += r.d[b] * float(s);
+      t += s;
+    }
     zshare[size_t(m)] = z;
+    if (uniform) total[size_t(m)] = t;
   }
   parallel_for(nb, 1, [&](int64_t lo, int64_t hi) {
     for (int64_t m0 = 0; m0 < M; m0 += p.row_chunk) {
@@ -318,7 +326,8 @@ void q8_gemm_packed(const QMatmulPlan& p, const QActRows& a, const PackedOperand
           QActRow t[kMaxUniformRows];
           for (int i = 0; i < r; ++i) {
             t[i] = a.row(m + i);
-            if (!uniform) t[i].zshare = zshare[size_t(m + i)];
+            t[i].zshare = zshare[size_t(m + i)];
+            if (uniform) t[i].total = total[size_t(m + i)];
           }
           tiles[r - 1](codes + j * p.kpad * 32, scale + 32 * j, p.kpad, t, y + m * N + 32 * j, N, nvalid);
           m += r;

@@ -662,15 +662,9 @@ void q8_gemm_tile(const uint8_t* wb, const float* ws, int64_t kpad, const QActRo
 template <int MR, bool NONNEG>
 void q8_gemm_tile_uniform(const uint8_t* wb, const float* ws, int64_t kpad, const QActRow* a, float* y, int64_t ldy,
                           int nvalid) {
-  int32_t zero[MR];
-  for (int r = 0; r < MR; ++r) {
-    int32_t total = 0;
-    for (int64_t j = 0; kVnni && j < kpad / 16; ++j) total += a[r].s16[j];
-    zero[r] = -128 * total;
-  }
   for (int g = 0; 8 * g < nvalid; ++g) {
     __m256i s[MR];
-    for (int r = 0; r < MR; ++r) s[r] = _mm256_set1_epi32(zero[r]);
+    for (int r = 0; r < MR; ++r) s[r] = _mm256_set1_epi32(kVnni ? -128 * a[r].total : 0);
     const uint8_t* wq = wb + 32 * g;
     for (int64_t q = 0; q < kpad / 4; ++q) {
       const __m256i c = kVnni ? loadu(wq + 128 * q) : signed_codes(wq + 128 * q);

@@ -250,9 +250,7 @@ void q8_gemm_tile_uniform(const uint8_t* wb, const float* ws, int64_t kpad, cons
   const int8_t* aq[MR];
 #pragma GCC unroll 8  // whole, so the accumulators stay in registers
   for (int r = 0; r < MR; ++r) {
-    int32_t total = 0;
-    for (int64_t j = 0; j < kpad / 16; ++j) total += a[r].s16[j];
-    lo[r] = hi[r] = _mm512_set1_epi32(-128 * total);
+    lo[r] = hi[r] = _mm512_set1_epi32(-128 * a[r].total);
     aq[r] = a[r].q;
   }
   const int64_t quads = kpad / 4;
@@ -282,9 +280,7 @@ template <>
 void q8_gemm_tile_uniform<8>(const uint8_t* wb, const float* ws, int64_t kpad, const QActRow* a, float* y,
                              int64_t ldy, int nvalid) {
 #define ZENITH_ROW_INIT(r)                                               \
-  int32_t total##r = 0;                                                  \
-  for (int64_t j = 0; j < kpad / 16; ++j) total##r += a[r].s16[j];       \
-  __m512i lo##r = _mm512_set1_epi32(-128 * total##r), hi##r = lo##r;     \
+  __m512i lo##r = _mm512_set1_epi32(-128 * a[r].total), hi##r = lo##r;  \
   const int8_t* aq##r = a[r].q;
   ZENITH_ROW_INIT(0) ZENITH_ROW_INIT(1) ZENITH_ROW_INIT(2) ZENITH_ROW_INIT(3)
   ZENITH_ROW_INIT(4) ZENITH_ROW_INIT(5) ZENITH_ROW_INIT(6) ZENITH_ROW_INIT(7)

@@ -193,6 +193,9 @@ struct QActRow {
   // The sum over blocks b of d[b] x (block b's codes), for the int8 GEMM tiles that take
   // the zero point's share off in float (q8_gemm_packed makes it once per row)
   float zshare = 0.0f;
+  // The sum of the row's codes, for the uniform tiles that start their sums from -128 x it
+  // (AVX-VNNI, AVX-512; q8_gemm_packed makes it once per row)
+  int32_t total = 0;
 };
 // Quantizes x[0, K) into q (kpad values), d (kpad / block scales) and s16 (kpad / 16
 // sums). q is in [-qmax, qmax], so |code| * |q| products fit the SIMD kernels' 16-bit pair
