@@ -176,11 +176,11 @@ TEST(Kernels, SgemmPackedTransposedB) {
 
 TEST(Kernels, SgemmWeightInPlaceMatchesReference) {
   // x @ W^T with W read in place (C^T = W X^T, W the broadcast operand) against the
-  // scalar reference: W's rows not a multiple of the 6- or 8-row panel (a last, short
-  // panel of W, which is sized exactly), X's rows not a multiple of 16 or 32 (last
-  // panels of 1, 8, 12 and 16 rows run the half-width kernel, of 17 and 24 rows the
-  // full one; kernels_forced_avx2 runs this on AVX2) and more than one block of
-  // them (300, 600), k tails and several k blocks, A with a row stride past K, C with
+  // scalar reference: W's rows not a multiple of the 6-row (AVX2) or 12-row (AVX-512)
+  // panel (a last, short panel of W, which is sized exactly), X's rows not a multiple
+  // of 16 or 32 (last panels of 1, 8, 12 and 16 rows run the half-width kernel, of 17
+  // and 24 rows the full one; kernels_forced_avx2 runs this on AVX2) and more than one
+  // block of them (300, 600), k tails and several k blocks, A with a row stride past K, C with
   // ldc > N, A transposed, alpha, accumulate, the epilogue, on 1 and 2 threads.
   for (int threads : {1, 2}) {
     set_num_threads(threads);

@@ -508,7 +508,7 @@ void finish_strip(const GemmEpilogue* ep, float* strip, int64_t width, int64_t r
 
 // x @ W^T with W (an nn.Linear weight: [N, K] row-major, B = W^T) read in place,
 // never copied: computes C^T = W X^T with W as the micro-kernel's broadcast operand,
-// MR rows of it at a time, and X^T packed per call into NR-column panels (all k
+// MR rows of it at a time (the ISA's weight-rows tile, gemm_weight_rows_mr), and X^T packed per call into NR-column panels (all k
 // blocks, as pack_b_whole lays B out). Threads split W's rows, so each streams its own
 // part of W once per block of X. A W row panel's k blocks sum into a per-thread
 // MR x (rows of X) strip, written to C transposed, times alpha, epilogue applied.
@@ -618,8 +618,11 @@ Isa isa_of() {
   constexpr MicroKernel half = gemm_ukernel(I, MR, NR / 2, GemmA::packed, MR, NR).packed;
   constexpr RowsMicroKernel rows = gemm_ukernel(I, MR, NR, GemmA::rows, 0, NR).rows;
   constexpr RowsMicroKernel rows_half = gemm_ukernel(I, MR, NR / 2, GemmA::rows, 0, NR).rows;
+  constexpr int WMR = gemm_weight_rows_mr(I);
+  constexpr RowsMicroKernel w_rows = gemm_ukernel(I, WMR, NR, GemmA::rows, 0, NR).rows;
+  constexpr RowsMicroKernel w_rows_half = gemm_ukernel(I, WMR, NR / 2, GemmA::rows, 0, NR).rows;
   return {gemm_isa_name(I), MR, NR, sgemm_blocked<MR, NR, full, rows, half, rows_half>, pack_a_whole<MR>,
-          pack_b_whole<NR>, sgemm_weight_rows<MR, NR, rows, rows_half>};
+          pack_b_whole<NR>, sgemm_weight_rows<WMR, NR, w_rows, w_rows_half>};
 }
 
 Isa pick_isa() {
