@@ -745,7 +745,7 @@ TEST(QuantKernels, Int8GemmStaticScaleMatchesScalarReference) {
   unsigned seed = 300;
   for (QIsa isa : simd_isas()) {
     for (int64_t K : {1, 33, 100, 256, 1000, 65568})  // past 65536: the per-block tiles take them
-      for (int64_t M : {8, 13}) {
+      for (int64_t M : {8, 13, 30}) {  // AVX-512's 12-row tiles and remainders of 1 and 6 rows
         if (K > 65536 && M > 8) continue;
         const int64_t N = K > 65536 ? 33 : 70;
         auto w = random_weight(QFormat::int8, N, K, seed++);

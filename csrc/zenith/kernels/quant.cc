@@ -106,10 +106,12 @@ QMatmulPlan qmatmul_plan(QFormat f, int64_t M, int64_t N, int64_t K, QIsa isa, f
     p.tiles = q8_gemm_tiles_avx512();
     p.tile_rows = kMaxDotRows;
     p.uniform_tiles = q8_gemm_tiles_uniform_avx512();
+    p.uniform_rows = kMaxUniformRowsAvx512;
   } else if (f == QFormat::int8 && isa == QIsa::kAvx2) {
     p.tiles = q8_gemm_tiles_avx2();
     p.tile_rows = kMaxDotRows;
     p.uniform_tiles = q8_gemm_tiles_uniform_avx2();
+    p.uniform_rows = kMaxUniformRows;
     p.narrow_tiles = q8_gemm_tiles_u8_avx2();
     p.narrow_max = 63;
     p.uniform_nonneg_tiles = q8_gemm_tiles_uniform_nonneg_avx2();
@@ -120,6 +122,7 @@ QMatmulPlan qmatmul_plan(QFormat f, int64_t M, int64_t N, int64_t K, QIsa isa, f
     p.tile_rows = kMaxNarrowRows;
     p.narrow_max = 127;
     p.uniform_tiles = q8_gemm_tiles_uniform_avxvnni();
+    p.uniform_rows = kMaxUniformRows;
   }
   // AVX2's int8 GEMM without the sign trick (narrow_tiles) needs activation codes within
   // +-63. Static scales keep 127 levels (the uniform tiles' sign trick takes them).
@@ -139,8 +142,9 @@ QMatmulPlan qmatmul_plan(QFormat f, int64_t M, int64_t N, int64_t K, QIsa isa, f
   // Bytes of one row of x as the kernels read it; chunks of rows of about 128 KiB.
   const int64_t act_bytes =
       p.act == ActKind::kF32 ? 4 * K : p.kpad * (p.zero_sums ? 2 : 1) + 4 * p.nscales + 2 * p.nsums;
-  p.row_chunk = std::max<int64_t>(kMaxDotRows, (int64_t(128) << 10) / std::max<int64_t>(act_bytes, 1) / kMaxDotRows *
-                                                   kMaxDotRows);
+  // Whole tiles of the widest kind the plan runs (the uniform tiles' 12 rows on AVX-512).
+  const int64_t tile = std::max<int64_t>(kMaxDotRows, p.uniform_rows);
+  p.row_chunk = std::max<int64_t>(tile, (int64_t(128) << 10) / std::max<int64_t>(act_bytes, 1) / tile * tile);
   // Weight rows per block: ~16 KiB, read from L1 by every tile of rows of x after the first;
   // with one tile (decode) there is nothing to reuse, and a thread's rows go in one call.
   p.n_block = M <= kMaxDotRows ? N : std::max<int64_t>(1, (int64_t(16) << 10) / std::max<int64_t>(1, p.row_bytes));
@@ -298,7 +302,7 @@ void q8_gemm_packed(const QMatmulPlan& p, const QActRows& a, const PackedOperand
   const QGemmTileFn* tiles = uniform ? (a.nonneg && p.uniform_nonneg_tiles ? p.uniform_nonneg_tiles : p.uniform_tiles)
                              : narrow ? p.narrow_tiles
                                       : p.tiles;
-  const int tile_rows = uniform ? kMaxUniformRows : narrow ? kMaxNarrowRows : p.tile_rows;
+  const int tile_rows = uniform ? p.uniform_rows : narrow ? kMaxNarrowRows : p.tile_rows;
   // The zero point's share, made once per row here rather than in every block of
   // columns: for rows with a scale per block, in float (QActRow::zshare, taken off at the
   // store); for uniform rows, the codes' integer sum (QActRow::total, the sums' start).
@@ -323,7 +327,7 @@ void q8_gemm_packed(const QMatmulPlan& p, const QActRows& a, const PackedOperand
         const int nvalid = int(std::min<int64_t>(32, N - 32 * j));
         for (int64_t m = m0; m < m1;) {
           const int r = int(std::min<int64_t>(tile_rows, m1 - m));
-          QActRow t[kMaxUniformRows];
+          QActRow t[kMaxUniformRowsAvx512];
           for (int i = 0; i < r; ++i) {
             t[i] = a.row(m + i);
             t[i].zshare = zshare[size_t(m + i)];

@@ -43,7 +43,8 @@ struct QMatmulPlan {
   const quant::QDotFn* dots = nullptr;  // the SIMD kernels for 1..kMaxDotRows rows; null: ref_dot
   const quant::QGemmTileFn* tiles = nullptr;  // int8: the GEMM tiles for 1..tile_rows rows, of the same ISA
   int tile_rows = 0;
-  const quant::QGemmTileFn* uniform_tiles = nullptr;  // rows of one scale (QActRows::uniform), 1..8 rows
+  const quant::QGemmTileFn* uniform_tiles = nullptr;  // rows of one scale (QActRows::uniform), 1..uniform_rows
+  int uniform_rows = 0;  // kMaxUniformRows, or kMaxUniformRowsAvx512 on AVX-512
   const quant::QGemmTileFn* narrow_tiles = nullptr;   // for activation codes within +-narrow_max, 1..2 rows
   int narrow_max = 0;  // 63 on AVX2 (maddubs' pair sums), 127 on AVX-VNNI
   const quant::QGemmTileFn* uniform_nonneg_tiles = nullptr;  // AVX2: uniform rows with no negative code

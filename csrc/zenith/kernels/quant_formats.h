@@ -274,9 +274,11 @@ const QGemmTileFn* q8_gemm_tiles_u8_avx2();
 // sign-trick ones, they read QActRow::zshare.
 const QGemmTileFn* q8_gemm_tiles_avxvnni();
 // The tiles for rows whose blocks all have the scale a[r].d[0] (static INT8, conv2d's
-// per-image scale), for 1..kMaxUniformRows rows: the integer sums over the whole K,
-// scaled once; the same results up to float order.
+// per-image scale), for 1..kMaxUniformRows rows (AVX2, AVX-VNNI: 16 registers) or
+// 1..kMaxUniformRowsAvx512 (32 registers): the integer sums over the whole K, scaled
+// once; the same results up to float order. QMatmulPlan::uniform_rows says which.
 constexpr int kMaxUniformRows = 8;
+constexpr int kMaxUniformRowsAvx512 = 12;
 const QGemmTileFn* q8_gemm_tiles_uniform_avx512();
 const QGemmTileFn* q8_gemm_tiles_uniform_avx2();
 const QGemmTileFn* q8_gemm_tiles_uniform_avxvnni();
