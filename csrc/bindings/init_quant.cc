@@ -115,6 +115,11 @@ void init_quant(nb::module_& m) {
       "The largest activation code qmatmul writes for `rows` rows of x in `format` on this CPU: 127, or 63 where "
       "AVX2's int8 GEMM runs (int8 weights, 8 or more rows, dynamic activations; eager calls use the same codes).");
   m.def(
+      "qmatmul_row_scales",
+      [] { return qmatmul_plan(QFormat::int8, 8, 1, 32, qisa_for(QFormat::int8), 0.0f, false, true).row_scale != nullptr; },
+      "Whether qmatmul's row_scale (int8-dynamic's linear layers) quantizes each row of x on one scale on this CPU: "
+      "AVX-512 VNNI and the scalar reference do; AVX2 and AVX-VNNI keep a scale per 32 values.");
+  m.def(
       "qdequantize",
       [](const CpuArray& w, const std::string& format) {
         const QFormat f = format_of(format);
@@ -131,10 +136,12 @@ void init_quant(nb::module_& m) {
   m.def(
       "qmatmul",
       [](const CpuArray& x, const CpuArray& w, const std::string& format, std::optional<CpuArray> bias,
-         std::optional<float> x_scale) {
+         std::optional<float> x_scale, bool row_scale) {
         const QFormat f = format_of(format);
         if (x_scale && !(f == QFormat::int8 && *x_scale > 0.0f && std::isfinite(*x_scale)))
           throw nb::value_error("x_scale needs int8 weights and a positive finite value");
+        if (row_scale && !(f == QFormat::int8 && !x_scale))
+          throw nb::value_error("row_scale (one activation scale per row) needs int8 weights and no x_scale");
         const int64_t K = weight_k(w, f), N = int64_t(w.shape(0));
         require(x, "x", dtype_code::Float, 32, "float32");
         if (x.ndim() < 1 || int64_t(x.shape(x.ndim() - 1)) != K)
@@ -159,16 +166,17 @@ void init_quant(nb::module_& m) {
         auto out = alloc_floats(M * N);
         {
           nb::gil_scoped_release nogil;
-          qmatmul(qmatmul_plan(f, M, N, K, qisa_for(f), x_scale.value_or(0.0f)),
+          qmatmul(qmatmul_plan(f, M, N, K, qisa_for(f), x_scale.value_or(0.0f), false, row_scale),
                   static_cast<const float*>(x.data()), static_cast<const uint8_t*>(w.data()), b,
                   static_cast<float*>(out.get()));
         }
         return to_torch(out, out.get(), DType::f32, shape);
       },
       nb::arg("x"), nb::arg("w"), nb::arg("format"), nb::arg("bias") = nb::none(), nb::arg("x_scale") = nb::none(),
+      nb::arg("row_scale") = false,
       "x @ dequant(w)^T (+ bias): x float32 [..., K], w uint8 [N, row_bytes], bias float32 [N] or None; a "
       "float32 tensor [..., N]. The kernel the runtime runs (threaded; x quantized per block on the fly, or on "
-      "x_scale for int8 weights: static INT8).");
+      "x_scale for int8 weights: static INT8, or with row_scale on one scale per row: dynamic INT8 per token).");
   m.def(
       "qconv2d",
       [](const CpuArray& x, const CpuArray& w, std::optional<CpuArray> bias, std::array<int64_t, 2> kernel,

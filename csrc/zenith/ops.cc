@@ -308,6 +308,9 @@ Types infer_qmatmul(const Graph& g, const Node& n) {
     ZENITH_CHECK(QFormat(n.i("format")) == QFormat::int8 && s > 0 && s <= 3.4e38,
                  "qmatmul: x_scale needs int8 weights and a positive finite value, got ", s);
   }
+  if (n.has("row_scale") && n.i("row_scale"))
+    ZENITH_CHECK(QFormat(n.i("format")) == QFormat::int8 && !n.has("x_scale"),
+                 "qmatmul: row_scale (one activation scale per row) needs int8 weights and no x_scale");
   TensorType t;
   t.dtype = DType::f32;
   t.shape.assign(x.shape.begin(), x.shape.end() - 1);

@@ -788,14 +788,16 @@ def _float32_operand(x, what):
 
 @register(torch.ops.zenith.qlinear.default)
 def _qlinear(L, node):
-    x, w, bias, fmt, x_scale = args_of(node, ("x", None), ("w", None), ("bias", None), ("format", None),
-                                       ("x_scale", None))
+    x, w, bias, fmt, x_scale, row_scale = args_of(node, ("x", None), ("w", None), ("bias", None), ("format", None),
+                                                  ("x_scale", None), ("row_scale", False))
     _float32_operand(x, "qmatmul")
     ins = [L.val(x), L.val(w)]
     if bias is not None:
         _float32_operand(bias, "qmatmul's bias")
         ins.append(L.val(bias))
     attrs = {} if x_scale is None else {"x_scale": float(x_scale)}
+    if row_scale:
+        attrs["row_scale"] = True
     return L.emit("qmatmul", ins, format=qformat_code(fmt), **attrs)
 
 

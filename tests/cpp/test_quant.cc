@@ -110,7 +110,8 @@ std::vector<float> run_qmatmul(QFormat f, QIsa isa, int64_t M, int64_t N, int64_
 // The scalar reference of the plan `fast`: the same activation codes (its act_max).
 std::vector<float> run_reference_of(const QMatmulPlan& fast, const std::vector<float>& x,
                                     const std::vector<uint8_t>& w, const float* bias) {
-  QMatmulPlan p = qmatmul_plan(fast.format, fast.M, fast.N, fast.K, QIsa::kScalar, fast.x_scale);
+  QMatmulPlan p = qmatmul_plan(fast.format, fast.M, fast.N, fast.K, QIsa::kScalar, fast.x_scale, false,
+                               fast.row_scale != nullptr);
   p.act_max = fast.act_max;
   std::vector<float> y(size_t(p.M * p.N), std::numeric_limits<float>::quiet_NaN());
   qmatmul(p, x.data(), w.data(), bias, y.data());
@@ -285,6 +286,79 @@ TEST(QuantKernels, StaticActivationScale) {
     ASSERT_EQ(s1, s2) << K;
     for (size_t i = 0; i < d1.size(); ++i) ASSERT_TRUE(d1[i] == d2[i] || (std::isnan(d1[i]) && std::isnan(d2[i])));
   }
+}
+
+// One activation scale per row (dynamic INT8 per row): max|x| / qmax, NaN left out, 1 for
+// a row of zeros or one holding inf; AVX2 equal to the reference bit for bit, over K with
+// tails of 16 and 8 lanes.
+TEST(QuantKernels, ActivationRowScale) {
+  for (int64_t K : {1, 7, 16, 33, 100, 768}) {
+    for (int kind = 0; kind < 5; ++kind) {  // plain; a NaN; an inf; zeros; the max in the tail
+      auto x = randn(size_t(K), unsigned(K * 7 + kind));
+      if (kind == 1) x[size_t(K / 2)] = NAN;  // left out: the scale is the other values'
+      if (kind == 2) x[size_t(K / 2)] = -INFINITY;
+      if (kind == 3) std::fill(x.begin(), x.end(), 0.0f);
+      if (kind == 4) x[size_t(K - 1)] = -40.0f;
+      float amax = 0.0f;
+      for (float v : x)
+        if (!std::isnan(v)) amax = std::max(amax, std::fabs(v));
+      // a row of zeros (or nothing but the NaN), or one with inf: 1
+      const float want = amax > 0.0f && std::isfinite(amax) ? amax / 63.0f : 1.0f;
+      const float ref = quant::act_row_scale(x.data(), K, 63);
+      ASSERT_EQ(ref, want) << "K=" << K << " kind " << kind;
+      if (qisa_supported(QIsa::kAvx2)) ASSERT_EQ(quant::act_row_scale_avx2(x.data(), K, 63), ref) << K << " " << kind;
+    }
+  }
+}
+
+// qmatmul with one activation scale per row: honoured on AVX-512 VNNI and the scalar
+// reference, a scale per 32 values on AVX2 and AVX-VNNI (QMatmulPlan::row_scale). The
+// packed int8 GEMM (the uniform tiles: remainders of 1 and 6 rows past 12) and the dot
+// kernels equal the scalar reference on the same codes up to float order; a row with a
+// NaN is NaN throughout, a row of zeros is the bias; int8 weights only, never with a
+// static scale.
+TEST(QuantKernels, Int8GemmRowScaleMatchesScalarReference) {
+  unsigned seed = 700;
+  for (QIsa isa : simd_isas())
+    for (int64_t K : {33, 100, 768})
+      for (int64_t M : {5, 13, 30}) {
+        const int64_t N = 70;
+        auto w = random_weight(QFormat::int8, N, K, seed++);
+        auto x = randn(size_t(M * K), seed++);
+        for (int64_t k = 0; k < K; ++k) x[size_t(K + k)] *= 1 + 0.1f * float(k);  // row 1: a wide range
+        x[size_t(3 * K + K / 3)] = NAN;                                             // row 3
+        std::fill_n(x.begin() + 4 * K, K, 0.0f);                                    // row 4
+        auto bias = randn(size_t(N), seed++);
+        const QMatmulPlan plan = qmatmul_plan(QFormat::int8, M, N, K, isa, 0.0f, false, true);
+        ASSERT_EQ(plan.row_scale != nullptr, isa == QIsa::kAvx512) << qisa_name(isa);
+        const PackedOperand packed = qmatmul_pack_int8(w.data(), N, K, isa);
+        std::vector<float> fast(size_t(M * N)), dots(size_t(M * N));
+        qmatmul(plan, x.data(), w.data(), bias.data(), fast.data(), &packed);
+        qmatmul(plan, x.data(), w.data(), bias.data(), dots.data());
+        const auto ref = run_reference_of(plan, x, w, bias.data());
+        const auto wd = dequant(QFormat::int8, w, N, K);
+        for (int64_t m = 0; m < M; ++m)
+          for (int64_t n = 0; n < N; ++n) {
+            const size_t i = size_t(m * N + n);
+            if (m == 3) {
+              ASSERT_TRUE(std::isnan(fast[i]) && std::isnan(dots[i])) << qisa_name(isa) << " K=" << K << " n=" << n;
+              continue;
+            }
+            if (m == 4) {
+              ASSERT_EQ(fast[i], bias[size_t(n)]);
+              ASSERT_EQ(dots[i], bias[size_t(n)]);
+              continue;
+            }
+            double bound = 0;
+            for (int64_t k = 0; k < K; ++k) bound += std::fabs(wd[size_t(n * K + k)]) * std::fabs(x[size_t(m * K + k)]);
+            ASSERT_NEAR(fast[i], ref[i], 1e-5 * bound + 1e-6) << qisa_name(isa) << " K=" << K << " at " << m << "," << n;
+            ASSERT_NEAR(dots[i], ref[i], 1e-5 * bound + 1e-6) << qisa_name(isa) << " K=" << K << " at " << m << "," << n;
+          }
+      }
+  const QMatmulPlan sp = qmatmul_plan(QFormat::int8, 2, 1, 64, QIsa::kScalar, 0.0f, false, true);
+  ASSERT_NE(sp.row_scale, nullptr);
+  EXPECT_THROW(qmatmul_plan(QFormat::q8_0, 8, 8, 64, QIsa::kScalar, 0.0f, false, true), Error);
+  EXPECT_THROW(qmatmul_plan(QFormat::int8, 8, 8, 64, QIsa::kScalar, 0.02f, false, true), Error);
 }
 
 // The AVX-512 zero sums equal the reference's: one and several 64-code steps, a last 32.
@@ -581,6 +655,9 @@ TEST(QuantOps, InferenceRejectsBadWeightsAndShapes) {
   expect_rejected("%r: f32[2, 4] = qmatmul(%h, %w) {format=q8_0}", "x must be f32");
   expect_rejected("%r: f32[2, 4] = qmatmul(%x, %w)", "missing attribute 'format'");
   expect_rejected("%r: f32[2, 4] = qmatmul(%x, %w) {format=q3_k}", "");
+  // one activation scale per row: int8 weights, and not with a static scale
+  expect_rejected("%r: f32[2, 4] = qmatmul(%x, %w) {format=q8_0, row_scale=[1]}", "row_scale");
+  expect_rejected("%r: f32[2, 4] = qmatmul(%x, %w) {format=int8, x_scale=f[0.5], row_scale=[1]}", "no x_scale");
   expect_rejected("%r: f32[3, 64] = qembedding(%w, %f) {format=q8_0}", "ids must be i64 or i32");
   expect_rejected("%r: f32[3, 64] = qembedding(%w3, %i) {format=q8_0}", "not a whole number");
   // u8 is storage: arithmetic refuses it
@@ -589,7 +666,8 @@ TEST(QuantOps, InferenceRejectsBadWeightsAndShapes) {
   Graph g = parse_graph(R"(graph(%x: f32[2, 64], %w: u8[4, 68], %b: f32[4]) {
   %y: f32[2, 4] = qmatmul(%x, %w, %b) {format=int8}
   %z: f32[2, 4] = qmatmul(%x, %w) {format=q8_0}
-  return (%y, %z)
+  %v: f32[2, 4] = qmatmul(%x, %w) {format=int8, row_scale=[1]}
+  return (%y, %z, %v)
 })");
   verify(g);
 }

@@ -55,6 +55,7 @@ struct QMatmulPlan {
   // given, so eager and compiled runs agree. Else 127. The GEMM takes its tiles by it.
   int act_max = 127;
   float x_scale = 0.0f;                     // > 0: static INT8 activations on this scale (int8 weights)
+  quant::ActRowScaleFn row_scale = nullptr;  // dynamic INT8 per row (int8 weights): each row's own scale, or null
   quant::ZeroSumsFn zero_sums = nullptr;    // QActRow::zsum for the kernels that read it
   int zero = 0;                             // their zero point
   int64_t kpad = 0, nscales = 0, nsums = 0;  // one quantized activation row: codes, scales, 16-sums
@@ -66,9 +67,14 @@ struct QMatmulPlan {
 // Throws zenith::Error if K is not a whole number of the format's blocks.
 // x_scale > 0 (int8 weights only): activations quantized on that one scale (static INT8)
 // instead of per block of 32 (dynamic). codes8: the caller quantizes the rows itself, to
-// codes within +-127 (conv2d_int8), so act_max is 127 whatever the rows.
+// codes within +-127 (conv2d_int8), so act_max is 127 whatever the rows. row_scale (int8
+// weights, no x_scale): each row of x quantized on one scale of its own, max|x| / act_max
+// (act_row_scale), as dynamic INT8 per token does, where that pays (AVX-512 VNNI, and the
+// scalar reference; AVX2 and AVX-VNNI keep a scale per 32 values: QMatmulPlan::row_scale
+// says which); with a packed weight the int8 GEMM then sums each row over all of K (the
+// uniform tiles).
 QMatmulPlan qmatmul_plan(QFormat f, int64_t M, int64_t N, int64_t K, QIsa isa, float x_scale = 0.0f,
-                         bool codes8 = false);
+                         bool codes8 = false, bool row_scale = false);
 // The plan in the ISA the runtime runs `f` in (qisa_for).
 inline QMatmulPlan qmatmul_plan(QFormat f, int64_t M, int64_t N, int64_t K) {
   return qmatmul_plan(f, M, N, K, qisa_for(f));

@@ -186,6 +186,15 @@ void quantize_act_row(const float* x, int64_t K, int64_t block, int8_t* q, float
   }
 }
 
+float act_row_scale(const float* x, int64_t K, int qmax) {
+  float amax = 0.0f;
+  for (int64_t k = 0; k < K; ++k) {
+    const float a = std::fabs(x[k]);
+    amax = a > amax ? a : amax;  // NaN: kept out
+  }
+  return amax > 0.0f && amax <= FLT_MAX ? amax / float(qmax) : 1.0f;
+}
+
 float ref_dot(QFormat f, const uint8_t* w, int64_t K, const QActRow& a) {
   SmallBlock s;
   if (small_block(f, &s)) {

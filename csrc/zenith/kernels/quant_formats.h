@@ -210,6 +210,14 @@ void quantize_act_row(const float* x, int64_t K, int64_t block, int8_t* q, float
 void quantize_act_row_avx2(const float* x, int64_t K, int64_t block, int8_t* q, float* d, int16_t* s16,
                            float scale = 0.0f, int qmax = 127);
 using QuantizeActFn = void (*)(const float*, int64_t, int64_t, int8_t*, float*, int16_t*, float, int);
+// One activation scale for a whole row (dynamic INT8 per row, quantize_act_row's
+// `scale`): max|x| over x[0, K) / qmax, NaN ignored; 1 where that max is 0 or inf (a row
+// of zeros quantizes to zeros on any scale; a block holding inf or NaN gets a NaN scale
+// from quantize_act_row on any scale).
+float act_row_scale(const float* x, int64_t K, int qmax);
+// The same in AVX2 (quant_avx2.cc), equal to it.
+float act_row_scale_avx2(const float* x, int64_t K, int qmax);
+using ActRowScaleFn = float (*)(const float*, int64_t, int);
 
 // The scalar dot product of one weight row (K values) with an activation row: the
 // reference of the SIMD kernels and the kernel that runs without AVX2.

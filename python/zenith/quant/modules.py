@@ -34,18 +34,21 @@ class QLinear(nn.Module):
     """y = x @ dequant(weight)^T + bias. `weight` is a uint8 buffer [out_features,
     row_bytes] in `format` (zenith.quant.formats); bias an optional float parameter.
     x is quantized per block of 32 values as it arrives, or, with `x_scale` (int8 weights:
-    static INT8, from calibration), on that one scale. `x_smooth` (static only), a float
+    static INT8, from calibration), on that one scale, or, with `row_scale` (int8 weights:
+    dynamic INT8), each row (token) on max|x| / 127 of its own. `x_smooth` (static only), a float
     [in_features]: x is multiplied by it before it is quantized, and `weight` holds the
     float weight's columns divided by it (SmoothQuant: activation channels far larger than
     the rest moved into the weights, which are quantized per output channel)."""
 
-    def __init__(self, weight, format, bias=None, x_scale=None, x_smooth=None):
+    def __init__(self, weight, format, bias=None, x_scale=None, x_smooth=None, row_scale=False):
         super().__init__()
         self.in_features = check_weight(weight, format)
         self.out_features = weight.shape[0]
         self.format = get_format(format).name
         if x_scale is not None and self.format != "int8":
             raise ValueError(f"QLinear: x_scale (static INT8 activations) needs int8 weights, got {self.format}")
+        if row_scale and (self.format != "int8" or x_scale is not None):
+            raise ValueError("QLinear: row_scale (dynamic INT8 per row) needs int8 weights and no x_scale")
         if x_smooth is not None:
             if x_scale is None:
                 raise ValueError("QLinear: x_smooth needs static INT8 activations (x_scale)")
@@ -55,13 +58,15 @@ class QLinear(nn.Module):
         self.register_buffer("weight", weight)
         self.bias = None if bias is None else nn.Parameter(bias.detach(), requires_grad=bias.requires_grad)
         self.x_scale = None if x_scale is None else float(x_scale)
+        self.row_scale = bool(row_scale)
         self.register_buffer("x_smooth", x_smooth)
 
     @classmethod
-    def from_float(cls, module, format, x_scale=None, smooth=None):
+    def from_float(cls, module, format, x_scale=None, smooth=None, row_scale=False):
         """From an nn.Linear or a transformers Conv1D (its [in, out] weight transposed).
         smooth: the per-input-channel divisor s of SmoothQuant (static INT8): the weight is
-        quantized as w * s and x is multiplied by 1 / s before it is quantized."""
+        quantized as w * s and x is multiplied by 1 / s before it is quantized. row_scale:
+        dynamic INT8 with one activation scale per row."""
         if isinstance(module, nn.Linear):
             w = module.weight
         elif is_conv1d(module):
@@ -75,13 +80,15 @@ class QLinear(nn.Module):
             q = quantize_weight(w, format)
         except ValueError as e:
             raise Unquantizable(str(e)) from None
-        return cls(q, format, module.bias, x_scale, None if smooth is None else 1.0 / smooth.float())
+        return cls(q, format, module.bias, x_scale, None if smooth is None else 1.0 / smooth.float(), row_scale)
 
     def forward(self, x):
         dtype = x.dtype
         if self.x_smooth is not None:
             x = x * self.x_smooth
-        if self.x_scale is None:
+        if self.row_scale:
+            y = torch.ops.zenith.qlinear(x, self.weight, self.bias, self.format, None, True)
+        elif self.x_scale is None:
             y = torch.ops.zenith.qlinear(x, self.weight, self.bias, self.format)
         else:
             y = torch.ops.zenith.qlinear(x, self.weight, self.bias, self.format, self.x_scale)
@@ -93,6 +100,7 @@ class QLinear(nn.Module):
 
     def extra_repr(self):
         scale = "" if self.x_scale is None else f", x_scale={self.x_scale:.4g}"
+        scale += ", row_scale" if self.row_scale else ""
         scale += "" if self.x_smooth is None else ", smoothed"
         return (f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}, "
                 f"format={self.format}{scale}, bytes={_format_bytes(self.nbytes)} "

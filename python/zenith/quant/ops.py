@@ -45,7 +45,11 @@ def _check_ids(ids):
         raise TypeError(f"zenith.qembedding: ids must be int64 or int32, got {ids.dtype}")
 
 
-def _check_linear_scale(x_scale, format):
+def _check_linear_scale(x_scale, format, row_scale=False):
+    if row_scale:
+        if format != "int8" or x_scale is not None:
+            raise ValueError("zenith.qlinear: row_scale (one activation scale per row) needs int8 weights and no "
+                             f"x_scale, got {format}" + ("" if x_scale is None else f" and x_scale {x_scale}"))
     if x_scale is None:
         return
     if format != "int8":
@@ -54,24 +58,26 @@ def _check_linear_scale(x_scale, format):
 
 
 @torch.library.custom_op("zenith::qlinear", mutates_args=())
-def qlinear(x: Tensor, w: Tensor, bias: Optional[Tensor], format: str, x_scale: Optional[float] = None) -> Tensor:
+def qlinear(x: Tensor, w: Tensor, bias: Optional[Tensor], format: str, x_scale: Optional[float] = None,
+            row_scale: bool = False) -> Tensor:
     """x [..., K] (float) @ dequant(w [N, row_bytes] uint8)^T (+ bias [N]) -> [..., N], in
     x's dtype (computed in float32). x is quantized per block of 32 on the fly, or, given
-    x_scale (int8 weights), on that one scale (static INT8)."""
+    x_scale (int8 weights), on that one scale (static INT8), or with row_scale (int8
+    weights) each row on max|x| / 127 of its own (dynamic INT8 per token)."""
     k = check_weight(w, format, x.shape[-1])
-    _check_linear_scale(x_scale, format)
+    _check_linear_scale(x_scale, format, row_scale)
     lead = x.shape[:-1]
     x2 = x.reshape(-1, k).to(torch.float32).contiguous()
     b = None if bias is None else bias.to(torch.float32).contiguous()
     sync_threads()
-    y = _C.qmatmul(x2, w.contiguous(), format, b, x_scale)
+    y = _C.qmatmul(x2, w.contiguous(), format, b, x_scale, row_scale)
     return y.reshape(*lead, w.shape[0]).to(x.dtype)
 
 
 @qlinear.register_fake
-def _(x, w, bias, format, x_scale=None):
+def _(x, w, bias, format, x_scale=None, row_scale=False):
     check_weight(w, format, x.shape[-1])
-    _check_linear_scale(x_scale, format)
+    _check_linear_scale(x_scale, format, row_scale)
     return x.new_empty((*x.shape[:-1], w.shape[0]))
 
 
@@ -89,7 +95,7 @@ def _qlinear_backward(ctx, grad):
     need_x, _, need_bias = ctx.needs_input_grad[:3]
     gx = (grad.float() @ dequantize(w, ctx.format)).to(grad.dtype) if need_x else None
     gb = grad.float().reshape(-1, grad.shape[-1]).sum(0).to(ctx.bias_dtype) if need_bias else None
-    return gx, None, gb, None, None
+    return gx, None, gb, None, None, None
 
 
 qlinear.register_autograd(_qlinear_backward, setup_context=_qlinear_setup)

@@ -53,8 +53,9 @@ class QuantLayer:
     bytes: int  # of the quantized weight (shared weights: counted at their first layer only)
     fp32_bytes: int  # the same weight in fp32 (shared: counted once too)
     # how the kernel takes x: "static" (int8 on x_scale, from calibration), "dynamic" (int8
-    # on scales of its own: per 32 values for linear layers, per image for convs), "float"
-    # (nf4 reads x as it is), "none" (an embedding)
+    # on scales of its own: per 32 values, or per image for convs), "dynamic per row"
+    # (int8-dynamic's linear layers: one scale per row), "float" (nf4 reads x as it is),
+    # "none" (an embedding)
     activations: str = "dynamic"
     x_scale: Optional[float] = None  # static: the activations' scale
     error: Optional[float] = None  # static: |y_q - y| / |y| of this layer alone on calibration batches
@@ -85,7 +86,8 @@ def summary(model) -> QuantSummary:
             kind = "linear" if isinstance(m, QLinear) else "conv2d" if isinstance(m, QConv2d) else "embedding"
             x_scale = getattr(m, "x_scale", None)
             acts = ("static" if x_scale is not None else "none" if kind == "embedding"
-                    else "float" if m.format == "nf4" else "dynamic")
+                    else "float" if m.format == "nf4" else "dynamic per row" if getattr(m, "row_scale", False)
+                    else "dynamic")
             s.layers.append(QuantLayer(name, kind, m.format, 0 if shared else m.nbytes,
                                        0 if shared else fp32_bytes(m.weight, m.format), acts, x_scale,
                                        errors.get(name), getattr(m, "x_smooth", None) is not None))
@@ -248,8 +250,9 @@ def quantize(model, scheme, *, group_size=None, symmetric=True, include_embeddin
     codebook, blocks of 64). The kernels quantize activations per block of 32 as they
     arrive (except nf4, which reads them in float).
     INT8 weights and activations, linear and nn.Conv2d layers (ungrouped, zero padding):
-    "int8-dynamic": activation scales computed as each call runs (per 32 values for
-    linear layers, per image for convs); "int8-static": one scale per layer from
+    "int8-dynamic": activation scales computed as each call runs (per row, i.e. per token,
+    for linear layers, as torchao's and ONNX Runtime's dynamic INT8 (per tensor) do; per
+    image for convs); "int8-static": one scale per layer from
     `calibration`, an iterable of model inputs (a tensor, a tuple of positional arguments
     or a dict of keyword arguments per batch), by `method`: "percentile" (default, of |x|:
     `percentile`, default 99.99), "minmax" or "entropy" (KL, as TensorRT). The first
@@ -311,6 +314,7 @@ def quantize(model, scheme, *, group_size=None, symmetric=True, include_embeddin
             tied[id(m.weight)] = q
         except Unquantizable as e:
             kept[name] = str(e)
+    per_row = scheme == "int8-dynamic"  # linear layers: one activation scale per row
     for name, m in layers.items():
         if id(m) in new or name in kept:
             continue
@@ -329,10 +333,10 @@ def quantize(model, scheme, *, group_size=None, symmetric=True, include_embeddin
                 if not include_embeddings:
                     by_choice.add(name)
             elif isinstance(m, nn.Linear):
-                new[id(m)] = QLinear(q.weight, fmt, m.bias, x_scale)
+                new[id(m)] = QLinear(q.weight, fmt, m.bias, x_scale, row_scale=per_row)
             continue
         try:
-            new[id(m)] = QLinear.from_float(m, fmt, x_scale, smoothing.get(name))
+            new[id(m)] = QLinear.from_float(m, fmt, x_scale, smoothing.get(name), row_scale=per_row)
         except Unquantizable as e:
             kept[name] = str(e)
     if id(model) in new:  # the model is itself one layer: nothing holds it, so return the new one

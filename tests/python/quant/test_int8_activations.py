@@ -110,6 +110,52 @@ def test_qlinear_static_scale_matches_reference():
         torch.ops.zenith.qlinear(x, q.weight, None, "int8", -1.0)
 
 
+def fake_quant_rows(x, qmax, per_row, block=32):
+    """x as qlinear's int8 activations see it: each row on one scale max|x| / qmax
+    (per_row), else each block of 32 values on its own; codes round(x * (1 / s)) on the
+    row scale, round(x * (qmax / max)) on a block's, as the kernels compute them."""
+    if per_row:
+        amax = x.abs().amax(-1, keepdim=True)
+        s = torch.where(amax > 0, amax / qmax, torch.ones_like(amax))
+        return torch.clamp(torch.round(x * (1 / s)), -qmax, qmax) * s
+    k = x.shape[-1]
+    kp = (k + block - 1) // block * block
+    xb = F.pad(x, (0, kp - k)).unflatten(-1, (kp // block, block))
+    amax = xb.abs().amax(-1, keepdim=True)
+    inv = torch.where(amax > 0, qmax / amax, torch.zeros_like(amax))
+    q = torch.clamp(torch.round(xb * inv), -qmax, qmax) * (amax / qmax)
+    return q.flatten(-2)[..., :k]
+
+
+def test_qlinear_row_scale_matches_reference():
+    # int8-dynamic's linear layers: one activation scale per row where the CPU's int8
+    # GEMM profits (_C.qmatmul_row_scales()), else per 32 values; eager (the dot kernels)
+    # and compiled (18 rows: the packed GEMM) against the torch reference on the same codes
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(100, 48)
+    q = QLinear.from_float(lin, "int8", row_scale=True)
+    x = torch.randn(2, 9, 100) * torch.linspace(0.1, 4, 100)
+    x[0, 3] = 0.0
+    qmax = _C.qmatmul_act_max("int8", 18)
+    want = fake_quant_rows(x, qmax, _C.qmatmul_row_scales()) @ dequantize(q.weight, "int8").t() + lin.bias.detach()
+    with torch.no_grad():
+        torch.testing.assert_close(q(x), want, rtol=1e-5, atol=1e-5)
+        compiled = torch.compile(q, backend="zenith")
+        torch.testing.assert_close(compiled(x), want, rtol=1e-5, atol=1e-5)
+        x[1, 2, 5] = float("nan")  # that row is NaN throughout, the others as they were
+        y, yc = q(x), compiled(x)
+    for got in (y, yc):
+        assert torch.isnan(got[1, 2]).all() and not torch.isnan(got[1, :2]).any() and not torch.isnan(got[0]).any()
+        torch.testing.assert_close(got[0], want[0], rtol=1e-5, atol=1e-5)
+    assert "row_scale" in repr(q) and summary(torch.nn.Sequential(q)).layers[0].activations == "dynamic per row"
+    with pytest.raises(ValueError, match="row_scale .* needs int8 weights and no x_scale"):
+        QLinear.from_float(torch.nn.Linear(64, 8), "q4_0", row_scale=True)
+    with pytest.raises(ValueError, match="row_scale .* needs int8 weights and no x_scale"):
+        QLinear.from_float(lin, "int8", x_scale=0.5, row_scale=True)
+    with pytest.raises(ValueError, match="row_scale .* needs int8 weights and no x_scale"):
+        torch.ops.zenith.qlinear(x, q.weight, None, "int8", 0.5, True)
+
+
 def test_observer_percentile_and_minmax_match_torch():
     g = torch.Generator().manual_seed(0)
     o = cal.Observer()
@@ -266,7 +312,7 @@ def test_quantize_cnn_compiled_matches_eager(scheme, kw):
     s = summary(q)
     kinds = sorted((layer.kind, layer.activations) for layer in s.layers)
     acts = "static" if scheme == "int8-static" else "dynamic"
-    assert kinds == [("conv2d", acts)] * 3 + [("linear", acts)], kinds
+    assert kinds == [("conv2d", acts)] * 3 + [("linear", "static" if acts == "static" else "dynamic per row")], kinds
     assert list(s.kept) == ["6"]
     if scheme == "int8-static":
         assert all(layer.x_scale > 0 and 0 <= layer.error < 0.05 for layer in s.layers), s.layers
