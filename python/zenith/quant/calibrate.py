@@ -41,6 +41,7 @@ class Observer:
         self.zeros = 0  # exact zeros (ReLU outputs): any scale codes them exactly, so the
         # entropy search leaves them out (a spike at 0 would pull its threshold down)
         self.nonfinite = 0
+        self.shape = None  # the last input's shape (quantize reads conv map sizes from it)
 
     def add(self, x):
         # Two passes in C++ (statistics, then the histogram once the range covers the
@@ -178,7 +179,12 @@ def observe(model, modules, samples, channels=(), multipliers=None):
 
     def hook(name):
         o, k = observers[name], multipliers.get(name)
-        return lambda _m, args: o.add(args[0] if k is None else args[0] * k)
+
+        def observe_input(_m, args):
+            o.shape = tuple(args[0].shape)
+            o.add(args[0] if k is None else args[0] * k)
+
+        return observe_input
 
     hooks = [m.register_forward_pre_hook(hook(name)) for name, m in modules.items()]
     batches = 0

@@ -143,7 +143,7 @@ def _calibrate(model, layers, calibration, method, percentile, error_batches, sm
     """Observes the inputs of `layers` ({name: float module}) over the calibration batches.
     Returns ({name: x_scale} for the layers the data reached, the first error_batches
     batches, kept for measuring errors, {name: SmoothQuant divisor} for the `smoothable`
-    layers when smooth (alpha) is given). Smoothing reads the data twice (once for each
+    layers when smooth (alpha) is given, {name: the last input's shape}). Smoothing reads the data twice (once for each
     channel's range, once for the smoothed activations' distribution) unless the method is
     minmax, whose smoothed maximum follows from the first pass."""
     kept_batches = []
@@ -173,7 +173,26 @@ def _calibrate(model, layers, calibration, method, percentile, error_batches, sm
             scales.update({name: o.scale(method, percentile) for name, o in again.items() if o.total > 0})
     log.info("zenith.quantize: calibrated %d layers on %d batches (%s%s)", len(scales), n, method,
              f", {len(smoothing)} smoothed with alpha {smooth:g}" if smooth is not None else "")
-    return scales, kept_batches, smoothing
+    return scales, kept_batches, smoothing, {name: o.shape for name, o in observers.items() if o.shape}
+
+
+def _int8_conv_slower(conv, in_shape):
+    """Why Zenith's int8 kernels would run this conv slower than its fp32 ones, or None.
+    An int8 conv quantizes its input into pixel rows of codes and writes its output back
+    to NCHW; where the GEMM between is small against those passes, fp32 wins. Measured on
+    ResNet-50, batch 8, static INT8 against fp32, per layer (Intel Xeon family 6 model 167,
+    AVX-512 VNNI, 2 threads): the 7x7 stem on 3 channels 1.55x fp32's time (fp32 has a
+    direct conv for stems); 1x1 convs over 56 x 56 maps 1.27-1.75x; over 28 x 28 0.85-1.08x,
+    over 14 x 14 and 7 x 7 0.35-0.55x; 3x3 convs 0.58-0.82x at every size."""
+    if conv.in_channels // conv.groups <= 4:
+        return "int8 would be slower: a stem on <= 4 input channels (fp32 runs it as a direct conv)"
+    if conv.kernel_size == (1, 1) and in_shape is not None and len(in_shape) == 4:
+        oh = (in_shape[2] + 2 * conv.padding[0] - 1) // conv.stride[0] + 1
+        ow = (in_shape[3] + 2 * conv.padding[1] - 1) // conv.stride[1] + 1
+        if oh * ow >= 56 * 56:
+            return (f"int8 would be slower: a 1x1 conv over a {oh} x {ow} map (quantizing and re-laying out its "
+                    "activations outweigh the GEMM)")
+    return None
 
 
 def _layer_errors(model, pairs, batches):
@@ -241,7 +260,8 @@ def _within_budget(model, order, pairs, places, batches, max_error):
 
 
 def quantize(model, scheme, *, group_size=None, symmetric=True, include_embeddings=False, exclude=(),
-             calibration=None, method="percentile", percentile=99.99, max_error=None, error_batches=8, smooth=None):
+             calibration=None, method="percentile", percentile=99.99, max_error=None, error_batches=8, smooth=None,
+             int8_everywhere=False):
     """Quantizes `model` in place and returns it.
 
     Weight-only schemes (nn.Linear and transformers' Conv1D layers): "int8" (per output
@@ -260,6 +280,10 @@ def quantize(model, scheme, *, group_size=None, symmetric=True, include_embeddin
     (zenith.quant.summary(model).layers[i].error). max_error: a budget for the model's
     output, |y_q - y| / |y| on those batches: layers are quantized most tolerant first
     and the rest, the sensitive ones, stay in floating point (reported in .kept).
+    Convs where Zenith's int8 kernels measure slower than its fp32 ones stay in floating
+    point, listed in .kept (no warning): stems on <= 4 input channels, and with
+    int8-static 1x1 convs over output maps of 56 x 56 or more (the calibration data gives
+    the sizes); int8_everywhere=True quantizes them too.
     smooth: SmoothQuant's alpha in [0, 1] for the linear layers (int8-static): activation
     channels much larger than the rest (transformers have a few) are divided down, their
     weight columns multiplied up by the same s = max|x|^alpha / max|w|^(1 - alpha), so one
@@ -285,7 +309,8 @@ def quantize(model, scheme, *, group_size=None, symmetric=True, include_embeddin
     if isinstance(exclude, str):
         exclude = (exclude,)
     kept = {}
-    by_choice = set()  # kept as the options say (a tied LM head without include_embeddings): no warning
+    by_choice = set()  # kept as the options say (a tied LM head without include_embeddings, a conv where int8
+    # is slower): no warning
     new = {}  # id(old module) -> replacement (a module reachable under two names is replaced once)
     tied = {}  # id(embedding weight Parameter) -> its QEmbedding, for LM heads that share it
     names = {}  # id(old module) -> first name
@@ -298,10 +323,10 @@ def quantize(model, scheme, *, group_size=None, symmetric=True, include_embeddin
     # every embedding's weight, excluded ones too: an LM head tied to one is never quantized alone
     emb_weights = {id(m.weight): n for n, m in model.named_modules() if isinstance(m, nn.Embedding)}
     layers = {n: m for n, m in modules if not isinstance(m, nn.Embedding) and names[id(m)] == n}
-    scales, batches, smoothing = {}, [], {}
+    scales, batches, smoothing, shapes = {}, [], {}, {}
     if scheme == "int8-static":
         smoothable = [n for n, m in layers.items() if not isinstance(m, nn.Conv2d) and id(m.weight) not in emb_weights]
-        scales, batches, smoothing = _calibrate(model, layers, calibration, method, percentile, error_batches, smooth,
+        scales, batches, smoothing, shapes = _calibrate(model, layers, calibration, method, percentile, error_batches, smooth,
                                                 smoothable)
         for name in layers:
             if name not in scales:
@@ -320,6 +345,11 @@ def quantize(model, scheme, *, group_size=None, symmetric=True, include_embeddin
             continue
         x_scale = scales.get(name)
         if isinstance(m, nn.Conv2d):
+            slower = None if int8_everywhere else _int8_conv_slower(m, shapes.get(name))
+            if slower:
+                kept[name] = slower
+                by_choice.add(name)
+                continue
             try:
                 new[id(m)] = QConv2d.from_float(m, x_scale)
             except Unquantizable as e:

@@ -286,14 +286,15 @@ def test_entropy_clips_outliers_more_than_minmax():
 def small_cnn():
     torch.manual_seed(0)
     return torch.nn.Sequential(
-        torch.nn.Conv2d(3, 16, 3, stride=2, padding=1), torch.nn.BatchNorm2d(16), torch.nn.ReLU(),
+        # 8 input channels: quantized (a stem on <= 4 stays fp32, where int8 is slower)
+        torch.nn.Conv2d(8, 16, 3, stride=2, padding=1), torch.nn.BatchNorm2d(16), torch.nn.ReLU(),
         torch.nn.Conv2d(16, 32, 3, padding=1), torch.nn.BatchNorm2d(32), torch.nn.ReLU(),
         torch.nn.Conv2d(32, 32, 3, padding=1, groups=4), torch.nn.ReLU(),  # grouped: stays float
         torch.nn.Conv2d(32, 24, 1), torch.nn.ReLU(),
         torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(24, 10)).eval()
 
 
-def batches(n, seed=5, shape=(2, 3, 16, 16)):
+def batches(n, seed=5, shape=(2, 8, 16, 16)):
     g = torch.Generator().manual_seed(seed)
     return [torch.randn(*shape, generator=g) for _ in range(n)]
 
@@ -324,6 +325,35 @@ def test_quantize_cnn_compiled_matches_eager(scheme, kw):
     assert cos > 0.99, cos
     rep = zenith.explain(q, x)
     assert rep.fallback_ops == {}, rep.fallback_ops
+
+
+def test_quantize_keeps_convs_where_int8_is_slower():
+    # a stem on 3 channels and (static: the calibration gives the map) a 1x1 conv over a
+    # 56 x 56 map stay fp32, listed in .kept with the reason and no warning; a 1x1 conv over
+    # 28 x 28 and the 3x3 convs are quantized; int8_everywhere=True quantizes them all
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 16, 3, padding=1), torch.nn.ReLU(), torch.nn.Conv2d(16, 32, 1), torch.nn.ReLU(),
+        torch.nn.Conv2d(32, 32, 3, stride=2, padding=1), torch.nn.ReLU(), torch.nn.Conv2d(32, 8, 1)).eval()
+    data = batches(2, shape=(1, 3, 56, 56))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        q = zenith.quantize(copy.deepcopy(m), "int8-static", calibration=data)
+        d = zenith.quantize(copy.deepcopy(m), "int8-dynamic")
+    s = summary(q)
+    assert sorted(layer.name for layer in s.layers) == ["4", "6"], s.layers
+    assert set(s.kept) == {"0", "2"}
+    assert "stem on <= 4 input channels" in s.kept["0"] and "1x1 conv over a 56 x 56 map" in s.kept["2"]
+    assert isinstance(q[0], torch.nn.Conv2d) and isinstance(q[2], torch.nn.Conv2d) and isinstance(q[4], QConv2d)
+    assert sorted(layer.name for layer in summary(d).layers) == ["2", "4", "6"]  # no map sizes without calibration
+    every = zenith.quantize(copy.deepcopy(m), "int8-static", calibration=data, int8_everywhere=True)
+    assert sorted(layer.name for layer in summary(every).layers) == ["0", "2", "4", "6"]
+    x = batches(1, seed=3, shape=(1, 3, 56, 56))[0]
+    with torch.no_grad():
+        ref = m(x)
+        for model in (q, every):
+            cos = F.cosine_similarity(compiled_vs_eager(model, x).flatten(), ref.flatten(), dim=0).item()
+            assert cos > 0.99, cos
 
 
 def compiled_vs_eager(model, *inputs):
