@@ -289,21 +289,25 @@ TEST(QuantKernels, StaticActivationScale) {
 }
 
 // One activation scale per row (dynamic INT8 per row): max|x| / qmax, NaN left out, 1 for
-// a row of zeros or one holding inf; AVX2 equal to the reference bit for bit, over K with
-// tails of 16 and 8 lanes.
+// a row of zeros, one so small the division underflows, or one holding inf; AVX2 equal
+// to the reference bit for bit, over K below, at and past its 16-float steps.
 TEST(QuantKernels, ActivationRowScale) {
   for (int64_t K : {1, 7, 16, 33, 100, 768}) {
-    for (int kind = 0; kind < 5; ++kind) {  // plain; a NaN; an inf; zeros; the max in the tail
+    // plain; a NaN; an inf; zeros; the max in the tail; denormal values (max|x| / 63 is 0)
+    for (int kind = 0; kind < 6; ++kind) {
       auto x = randn(size_t(K), unsigned(K * 7 + kind));
       if (kind == 1) x[size_t(K / 2)] = NAN;  // left out: the scale is the other values'
       if (kind == 2) x[size_t(K / 2)] = -INFINITY;
       if (kind == 3) std::fill(x.begin(), x.end(), 0.0f);
       if (kind == 4) x[size_t(K - 1)] = -40.0f;
+      if (kind == 5)
+        for (float& v : x) v = v > 0 ? 1e-45f : -1e-45f;  // the smallest denormal
       float amax = 0.0f;
       for (float v : x)
         if (!std::isnan(v)) amax = std::max(amax, std::fabs(v));
-      // a row of zeros (or nothing but the NaN), or one with inf: 1
-      const float want = amax > 0.0f && std::isfinite(amax) ? amax / 63.0f : 1.0f;
+      // a row of zeros (or nothing but the NaN), of denormals, or one with inf: 1
+      const float want = amax / 63.0f > 0.0f && std::isfinite(amax) ? amax / 63.0f : 1.0f;
+      if (kind == 5) ASSERT_EQ(want, 1.0f);
       const float ref = quant::act_row_scale(x.data(), K, 63);
       ASSERT_EQ(ref, want) << "K=" << K << " kind " << kind;
       if (qisa_supported(QIsa::kAvx2)) ASSERT_EQ(quant::act_row_scale_avx2(x.data(), K, 63), ref) << K << " " << kind;
@@ -321,7 +325,7 @@ TEST(QuantKernels, Int8GemmRowScaleMatchesScalarReference) {
   unsigned seed = 700;
   for (QIsa isa : simd_isas())
     for (int64_t K : {33, 100, 768})
-      for (int64_t M : {5, 13, 30}) {
+      for (int64_t M : {5, 13, 21, 23, 30}) {  // 12-row tiles and remainders of 1, 9, 11 and 6
         const int64_t N = 70;
         auto w = random_weight(QFormat::int8, N, K, seed++);
         auto x = randn(size_t(M * K), seed++);
@@ -355,8 +359,31 @@ TEST(QuantKernels, Int8GemmRowScaleMatchesScalarReference) {
             ASSERT_NEAR(dots[i], ref[i], 1e-5 * bound + 1e-6) << qisa_name(isa) << " K=" << K << " at " << m << "," << n;
           }
       }
-  const QMatmulPlan sp = qmatmul_plan(QFormat::int8, 2, 1, 64, QIsa::kScalar, 0.0f, false, true);
+  // The scalar plan quantizes each row on one scale, as an independent loop does: codes
+  // round(x * (1 / s)) with s = max|x| / 127, times the weight's dequantized values.
+  const int64_t K = 100, N = 3, M = 2;
+  const QMatmulPlan sp = qmatmul_plan(QFormat::int8, M, N, K, QIsa::kScalar, 0.0f, false, true);
   ASSERT_NE(sp.row_scale, nullptr);
+  const auto w = random_weight(QFormat::int8, N, K, 7);
+  auto x = randn(size_t(M * K), 8);
+  for (int64_t k = 0; k < K; ++k) x[size_t(k)] *= float(k + 1);  // row 0: values far apart
+  const auto wd = dequant(QFormat::int8, w, N, K);
+  std::vector<float> y(size_t(M * N));
+  qmatmul(sp, x.data(), w.data(), nullptr, y.data());
+  for (int64_t m = 0; m < M; ++m) {
+    float amax = 0.0f;
+    for (int64_t k = 0; k < K; ++k) amax = std::max(amax, std::fabs(x[size_t(m * K + k)]));
+    const float s = amax / 127.0f;
+    for (int64_t n = 0; n < N; ++n) {
+      double want = 0, bound = 0;
+      for (int64_t k = 0; k < K; ++k) {
+        const float code = std::max(-127.0f, std::min(127.0f, std::nearbyint(x[size_t(m * K + k)] * (1.0f / s))));
+        want += double(code) * s * wd[size_t(n * K + k)];
+        bound += std::fabs(wd[size_t(n * K + k)]) * std::fabs(x[size_t(m * K + k)]);
+      }
+      ASSERT_NEAR(y[size_t(m * N + n)], want, 1e-5 * bound + 1e-6) << m << "," << n;
+    }
+  }
   EXPECT_THROW(qmatmul_plan(QFormat::q8_0, 8, 8, 64, QIsa::kScalar, 0.0f, false, true), Error);
   EXPECT_THROW(qmatmul_plan(QFormat::int8, 8, 8, 64, QIsa::kScalar, 0.02f, false, true), Error);
 }
@@ -823,7 +850,7 @@ TEST(QuantKernels, Int8GemmStaticScaleMatchesScalarReference) {
   unsigned seed = 300;
   for (QIsa isa : simd_isas()) {
     for (int64_t K : {1, 33, 100, 256, 1000, 65568})  // past 65536: the per-block tiles take them
-      for (int64_t M : {8, 13, 30}) {  // AVX-512's 12-row tiles and remainders of 1 and 6 rows
+      for (int64_t M : {8, 13, 21, 23, 30}) {  // AVX-512's 12-row tiles and remainders of 1, 9, 11, 6
         if (K > 65536 && M > 8) continue;
         const int64_t N = K > 65536 ? 33 : 70;
         auto w = random_weight(QFormat::int8, N, K, seed++);

@@ -235,12 +235,12 @@ inline int32_t load_i32(const int8_t* p) {
 // -Wuninitialized once its input comes out of asm).
 inline __m512 to_float(__m512i v) { return _mm512_maskz_cvtepi32_ps(__mmask16(0xFFFF), v); }
 
-// The same for rows whose blocks share one scale (a[r].d[0]: static INT8, and conv2d's
-// per-image scale), up to 8 rows: the int32 sums run over the whole K (at most 255 x 127
-// x K, far from overflow for any K a layer has) and are scaled once, and each weight
-// quad loaded serves 8 rows (16 vpdpbusd per two 64-byte loads, where 4 rows left the
-// tile waiting on L2 for weights that outgrow L1). The zero point's share of the whole
-// row starts the accumulators.
+// The same for rows whose blocks share one scale (a[r].d[0]: static INT8, dynamic INT8
+// per row, and conv2d's per-image scale), up to 12 rows: the int32 sums run over the
+// whole K (at most 255 x 127 x K, far from overflow for any K a layer has) and are scaled
+// once, and each weight quad loaded serves up to 12 rows (24 vpdpbusd per two 64-byte
+// loads, where 4 rows left the tile waiting on L2 for weights that outgrow L1). The zero
+// point's share of the whole row starts the accumulators.
 template <int MR>
 void q8_gemm_tile_uniform(const uint8_t* wb, const float* ws, int64_t kpad, const QActRow* a, float* y, int64_t ldy,
                           int nvalid) {
@@ -248,7 +248,7 @@ void q8_gemm_tile_uniform(const uint8_t* wb, const float* ws, int64_t kpad, cons
   // around every vpdpbusd and spill).
   __m512i lo[MR], hi[MR];
   const int8_t* aq[MR];
-#pragma GCC unroll 8  // whole, so the accumulators stay in registers
+#pragma GCC unroll 16  // whole (up to 11 rows), so the accumulators stay in registers
   for (int r = 0; r < MR; ++r) {
     lo[r] = hi[r] = _mm512_set1_epi32(-128 * a[r].total);
     aq[r] = a[r].q;
@@ -256,7 +256,7 @@ void q8_gemm_tile_uniform(const uint8_t* wb, const float* ws, int64_t kpad, cons
   const int64_t quads = kpad / 4;
   for (int64_t q = 0; q < quads; ++q) {
     const __m512i w0 = _mm512_loadu_si512(wb + 128 * q), w1 = _mm512_loadu_si512(wb + 128 * q + 64);
-#pragma GCC unroll 8
+#pragma GCC unroll 16
     for (int r = 0; r < MR; ++r) {
       const __m512i av = _mm512_set1_epi32(load_i32(aq[r] + 4 * q));
       dpbusd_acc(lo[r], w0, av);
@@ -266,7 +266,7 @@ void q8_gemm_tile_uniform(const uint8_t* wb, const float* ws, int64_t kpad, cons
   const __m512 s0 = _mm512_loadu_ps(ws), s1 = _mm512_loadu_ps(ws + 16);
   const __mmask16 m0 = nvalid >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << nvalid) - 1);
   const __mmask16 m1 = nvalid >= 32 ? __mmask16(0xFFFF) : nvalid > 16 ? __mmask16((1u << (nvalid - 16)) - 1) : 0;
-#pragma GCC unroll 8
+#pragma GCC unroll 16
   for (int r = 0; r < MR; ++r) {
     const __m512 d = _mm512_set1_ps(a[r].d[0]);
     _mm512_mask_storeu_ps(y + r * ldy, m0, _mm512_mul_ps(_mm512_mul_ps(to_float(lo[r]), d), s0));

@@ -211,9 +211,9 @@ void quantize_act_row_avx2(const float* x, int64_t K, int64_t block, int8_t* q, 
                            float scale = 0.0f, int qmax = 127);
 using QuantizeActFn = void (*)(const float*, int64_t, int64_t, int8_t*, float*, int16_t*, float, int);
 // One activation scale for a whole row (dynamic INT8 per row, quantize_act_row's
-// `scale`): max|x| over x[0, K) / qmax, NaN ignored; 1 where that max is 0 or inf (a row
-// of zeros quantizes to zeros on any scale; a block holding inf or NaN gets a NaN scale
-// from quantize_act_row on any scale).
+// `scale`): max|x| over x[0, K) / qmax, NaN ignored; 1 where that is 0 (a row of zeros,
+// or so small the division underflows: it quantizes to zeros on any scale) or the max is
+// inf (a block holding inf or NaN gets a NaN scale from quantize_act_row on any scale).
 float act_row_scale(const float* x, int64_t K, int qmax);
 // The same in AVX2 (quant_avx2.cc), equal to it.
 float act_row_scale_avx2(const float* x, int64_t K, int qmax);

@@ -11,6 +11,7 @@ from typing import Optional
 
 from torch import nn
 
+from zenith import _C
 from zenith.quant import calibrate as cal
 from zenith.quant.formats import fp32_bytes
 from zenith.quant.modules import QConv2d, QEmbedding, QLinear, Unquantizable, is_conv1d
@@ -54,8 +55,8 @@ class QuantLayer:
     fp32_bytes: int  # the same weight in fp32 (shared: counted once too)
     # how the kernel takes x: "static" (int8 on x_scale, from calibration), "dynamic" (int8
     # on scales of its own: per 32 values, or per image for convs), "dynamic per row"
-    # (int8-dynamic's linear layers: one scale per row), "float" (nf4 reads x as it is),
-    # "none" (an embedding)
+    # (int8-dynamic's linear layers where this CPU's int8 GEMM takes one scale per row:
+    # AVX-512 VNNI), "float" (nf4 reads x as it is), "none" (an embedding)
     activations: str = "dynamic"
     x_scale: Optional[float] = None  # static: the activations' scale
     error: Optional[float] = None  # static: |y_q - y| / |y| of this layer alone on calibration batches
@@ -85,9 +86,9 @@ def summary(model) -> QuantSummary:
             seen.add(key)
             kind = "linear" if isinstance(m, QLinear) else "conv2d" if isinstance(m, QConv2d) else "embedding"
             x_scale = getattr(m, "x_scale", None)
+            per_row = getattr(m, "row_scale", False) and _C.qmatmul_row_scales()  # as this CPU runs it
             acts = ("static" if x_scale is not None else "none" if kind == "embedding"
-                    else "float" if m.format == "nf4" else "dynamic per row" if getattr(m, "row_scale", False)
-                    else "dynamic")
+                    else "float" if m.format == "nf4" else "dynamic per row" if per_row else "dynamic")
             s.layers.append(QuantLayer(name, kind, m.format, 0 if shared else m.nbytes,
                                        0 if shared else fp32_bytes(m.weight, m.format), acts, x_scale,
                                        errors.get(name), getattr(m, "x_smooth", None) is not None))
@@ -184,11 +185,14 @@ def _int8_conv_slower(conv, in_shape):
     AVX-512 VNNI, 2 threads): the 7x7 stem on 3 channels 1.55x fp32's time (fp32 has a
     direct conv for stems); 1x1 convs over 56 x 56 maps 1.27-1.75x; over 28 x 28 0.85-1.08x,
     over 14 x 14 and 7 x 7 0.35-0.55x; 3x3 convs 0.58-0.82x at every size."""
-    if conv.in_channels // conv.groups <= 4:
+    if conv.groups != 1:  # not quantized at all (QConv2d.from_float says why)
+        return None
+    if conv.in_channels <= 4:
         return "int8 would be slower: a stem on <= 4 input channels (fp32 runs it as a direct conv)"
     if conv.kernel_size == (1, 1) and in_shape is not None and len(in_shape) == 4:
-        oh = (in_shape[2] + 2 * conv.padding[0] - 1) // conv.stride[0] + 1
-        ow = (in_shape[3] + 2 * conv.padding[1] - 1) // conv.stride[1] + 1
+        pad = (0, 0) if conv.padding == "valid" else (None, None) if conv.padding == "same" else conv.padding
+        oh, ow = ((in_shape[2 + i] if pad[i] is None else (in_shape[2 + i] + 2 * pad[i] - 1) // conv.stride[i] + 1)
+                  for i in (0, 1))
         if oh * ow >= 56 * 56:
             return (f"int8 would be slower: a 1x1 conv over a {oh} x {ow} map (quantizing and re-laying out its "
                     "activations outweigh the GEMM)")
@@ -270,9 +274,9 @@ def quantize(model, scheme, *, group_size=None, symmetric=True, include_embeddin
     codebook, blocks of 64). The kernels quantize activations per block of 32 as they
     arrive (except nf4, which reads them in float).
     INT8 weights and activations, linear and nn.Conv2d layers (ungrouped, zero padding):
-    "int8-dynamic": activation scales computed as each call runs (per row, i.e. per token,
-    for linear layers, as torchao's and ONNX Runtime's dynamic INT8 (per tensor) do; per
-    image for convs); "int8-static": one scale per layer from
+    "int8-dynamic": activation scales computed as each call runs (for linear layers per row,
+    i.e. per token, as torchao's dynamic INT8 does, where the CPU's int8 GEMM gains by it:
+    AVX-512 VNNI; per 32 values on AVX2 and AVX-VNNI; per image for convs); "int8-static": one scale per layer from
     `calibration`, an iterable of model inputs (a tensor, a tuple of positional arguments
     or a dict of keyword arguments per batch), by `method`: "percentile" (default, of |x|:
     `percentile`, default 99.99), "minmax" or "entropy" (KL, as TensorRT). The first
