@@ -245,10 +245,12 @@ template <int MR>
 void q8_gemm_tile_uniform(const uint8_t* wb, const float* ws, int64_t kpad, const QActRow* a, float* y, int64_t ldy,
                           int nvalid) {
   // One array per column half (a 2-D array of accumulators made GCC copy registers
-  // around every vpdpbusd and spill).
+  // around every vpdpbusd and spill), the row loops unrolled whole: every tile height up
+  // to 12 keeps its accumulators in registers (objdump: no stack access in the loop; the
+  // 8- and 12-row tiles whose accumulators were named one by one ran no faster).
   __m512i lo[MR], hi[MR];
   const int8_t* aq[MR];
-#pragma GCC unroll 16  // whole (up to 11 rows), so the accumulators stay in registers
+#pragma GCC unroll 16
   for (int r = 0; r < MR; ++r) {
     lo[r] = hi[r] = _mm512_set1_epi32(-128 * a[r].total);
     aq[r] = a[r].q;
@@ -272,85 +274,6 @@ void q8_gemm_tile_uniform(const uint8_t* wb, const float* ws, int64_t kpad, cons
     _mm512_mask_storeu_ps(y + r * ldy, m0, _mm512_mul_ps(_mm512_mul_ps(to_float(lo[r]), d), s0));
     _mm512_mask_storeu_ps(y + r * ldy + 16, m1, _mm512_mul_ps(_mm512_mul_ps(to_float(hi[r]), d), s1));
   }
-}
-
-// The 8-row tile, its accumulators named one by one (arrays of them spill): the loop is
-// 2 loads, 8 broadcasts and 16 vpdpbusd.
-template <>
-void q8_gemm_tile_uniform<8>(const uint8_t* wb, const float* ws, int64_t kpad, const QActRow* a, float* y,
-                             int64_t ldy, int nvalid) {
-#define ZENITH_ROW_INIT(r)                                               \
-  __m512i lo##r = _mm512_set1_epi32(-128 * a[r].total), hi##r = lo##r;  \
-  const int8_t* aq##r = a[r].q;
-  ZENITH_ROW_INIT(0) ZENITH_ROW_INIT(1) ZENITH_ROW_INIT(2) ZENITH_ROW_INIT(3)
-  ZENITH_ROW_INIT(4) ZENITH_ROW_INIT(5) ZENITH_ROW_INIT(6) ZENITH_ROW_INIT(7)
-#undef ZENITH_ROW_INIT
-  const int64_t quads = kpad / 4;
-  for (int64_t q = 0; q < quads; ++q) {
-    const __m512i w0 = _mm512_loadu_si512(wb + 128 * q), w1 = _mm512_loadu_si512(wb + 128 * q + 64);
-#define ZENITH_ROW_DOT(r)                                                                  \
-  {                                                                                        \
-    const __m512i av = _mm512_set1_epi32(load_i32(aq##r + 4 * q));                        \
-    dpbusd_acc(lo##r, w0, av);                                                             \
-    dpbusd_acc(hi##r, w1, av);                                                             \
-  }
-    ZENITH_ROW_DOT(0) ZENITH_ROW_DOT(1) ZENITH_ROW_DOT(2) ZENITH_ROW_DOT(3)
-    ZENITH_ROW_DOT(4) ZENITH_ROW_DOT(5) ZENITH_ROW_DOT(6) ZENITH_ROW_DOT(7)
-#undef ZENITH_ROW_DOT
-  }
-  const __m512 s0 = _mm512_loadu_ps(ws), s1 = _mm512_loadu_ps(ws + 16);
-  const __mmask16 m0 = nvalid >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << nvalid) - 1);
-  const __mmask16 m1 = nvalid >= 32 ? __mmask16(0xFFFF) : nvalid > 16 ? __mmask16((1u << (nvalid - 16)) - 1) : 0;
-#define ZENITH_ROW_STORE(r)                                                                                      \
-  {                                                                                                              \
-    const __m512 d = _mm512_set1_ps(a[r].d[0]);                                                                  \
-    _mm512_mask_storeu_ps(y + r * ldy, m0, _mm512_mul_ps(_mm512_mul_ps(to_float(lo##r), d), s0));      \
-    _mm512_mask_storeu_ps(y + r * ldy + 16, m1, _mm512_mul_ps(_mm512_mul_ps(to_float(hi##r), d), s1)); \
-  }
-  ZENITH_ROW_STORE(0) ZENITH_ROW_STORE(1) ZENITH_ROW_STORE(2) ZENITH_ROW_STORE(3)
-  ZENITH_ROW_STORE(4) ZENITH_ROW_STORE(5) ZENITH_ROW_STORE(6) ZENITH_ROW_STORE(7)
-#undef ZENITH_ROW_STORE
-}
-
-// 12 rows, the AVX-512 tile for as many rows as there are (kMaxUniformRowsAvx512):
-// 24 accumulators, so each pair of weight loads feeds 24 vpdpbusd, not 16.
-template <>
-void q8_gemm_tile_uniform<12>(const uint8_t* wb, const float* ws, int64_t kpad, const QActRow* a, float* y,
-                              int64_t ldy, int nvalid) {
-#define ZENITH_ROW_INIT(r)                                               \
-  __m512i lo##r = _mm512_set1_epi32(-128 * a[r].total), hi##r = lo##r;  \
-  const int8_t* aq##r = a[r].q;
-  ZENITH_ROW_INIT(0) ZENITH_ROW_INIT(1) ZENITH_ROW_INIT(2) ZENITH_ROW_INIT(3)
-  ZENITH_ROW_INIT(4) ZENITH_ROW_INIT(5) ZENITH_ROW_INIT(6) ZENITH_ROW_INIT(7)
-  ZENITH_ROW_INIT(8) ZENITH_ROW_INIT(9) ZENITH_ROW_INIT(10) ZENITH_ROW_INIT(11)
-#undef ZENITH_ROW_INIT
-  const int64_t quads = kpad / 4;
-  for (int64_t q = 0; q < quads; ++q) {
-    const __m512i w0 = _mm512_loadu_si512(wb + 128 * q), w1 = _mm512_loadu_si512(wb + 128 * q + 64);
-#define ZENITH_ROW_DOT(r)                                                                  \
-  {                                                                                        \
-    const __m512i av = _mm512_set1_epi32(load_i32(aq##r + 4 * q));                        \
-    dpbusd_acc(lo##r, w0, av);                                                             \
-    dpbusd_acc(hi##r, w1, av);                                                             \
-  }
-    ZENITH_ROW_DOT(0) ZENITH_ROW_DOT(1) ZENITH_ROW_DOT(2) ZENITH_ROW_DOT(3)
-    ZENITH_ROW_DOT(4) ZENITH_ROW_DOT(5) ZENITH_ROW_DOT(6) ZENITH_ROW_DOT(7)
-    ZENITH_ROW_DOT(8) ZENITH_ROW_DOT(9) ZENITH_ROW_DOT(10) ZENITH_ROW_DOT(11)
-#undef ZENITH_ROW_DOT
-  }
-  const __m512 s0 = _mm512_loadu_ps(ws), s1 = _mm512_loadu_ps(ws + 16);
-  const __mmask16 m0 = nvalid >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << nvalid) - 1);
-  const __mmask16 m1 = nvalid >= 32 ? __mmask16(0xFFFF) : nvalid > 16 ? __mmask16((1u << (nvalid - 16)) - 1) : 0;
-#define ZENITH_ROW_STORE(r)                                                                                      \
-  {                                                                                                              \
-    const __m512 d = _mm512_set1_ps(a[r].d[0]);                                                                  \
-    _mm512_mask_storeu_ps(y + r * ldy, m0, _mm512_mul_ps(_mm512_mul_ps(to_float(lo##r), d), s0));      \
-    _mm512_mask_storeu_ps(y + r * ldy + 16, m1, _mm512_mul_ps(_mm512_mul_ps(to_float(hi##r), d), s1)); \
-  }
-  ZENITH_ROW_STORE(0) ZENITH_ROW_STORE(1) ZENITH_ROW_STORE(2) ZENITH_ROW_STORE(3)
-  ZENITH_ROW_STORE(4) ZENITH_ROW_STORE(5) ZENITH_ROW_STORE(6) ZENITH_ROW_STORE(7)
-  ZENITH_ROW_STORE(8) ZENITH_ROW_STORE(9) ZENITH_ROW_STORE(10) ZENITH_ROW_STORE(11)
-#undef ZENITH_ROW_STORE
 }
 
 }  // namespace
