@@ -508,9 +508,9 @@ void finish_strip(const GemmEpilogue* ep, float* strip, int64_t width, int64_t r
 
 // x @ W^T with W (an nn.Linear weight: [N, K] row-major, B = W^T) read in place,
 // never copied: computes C^T = W X^T with W as the micro-kernel's broadcast operand,
-// MR rows of it at a time (the ISA's weight-rows tile, gemm_weight_rows_mr), and X^T packed per call into NR-column panels (all k
-// blocks, as pack_b_whole lays B out). Threads split W's rows, so each streams its own
-// part of W once per block of X. A W row panel's k blocks sum into a per-thread
+// MR rows of it at a time (the ISA's weight-rows tile, gemm_weight_rows_mr), and X^T
+// packed per call into NR-column panels (all k blocks, as pack_b_whole lays B out).
+// Threads split W's rows, so each streams its own part of W once per block of X. A W row panel's k blocks sum into a per-thread
 // MR x (rows of X) strip, written to C transposed, times alpha, epilogue applied.
 // Blocks of X's rows keep one k block of X^T in half of L2. A last panel of X with at
 // most NR / 2 rows runs a half-width kernel (less padding: 33 rows compute 40, not 48).

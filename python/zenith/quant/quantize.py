@@ -144,9 +144,10 @@ def _calibrate(model, layers, calibration, method, percentile, error_batches, sm
     """Observes the inputs of `layers` ({name: float module}) over the calibration batches.
     Returns ({name: x_scale} for the layers the data reached, the first error_batches
     batches, kept for measuring errors, {name: SmoothQuant divisor} for the `smoothable`
-    layers when smooth (alpha) is given, {name: the last input's shape}). Smoothing reads the data twice (once for each
-    channel's range, once for the smoothed activations' distribution) unless the method is
-    minmax, whose smoothed maximum follows from the first pass."""
+    layers when smooth (alpha) is given, {name: the last input's shape}). Smoothing reads
+    the data twice (once for each channel's range, once for the smoothed activations'
+    distribution) unless the method is minmax, whose smoothed maximum follows from the
+    first pass."""
     kept_batches = []
 
     def batches(data):
@@ -330,8 +331,8 @@ def quantize(model, scheme, *, group_size=None, symmetric=True, include_embeddin
     scales, batches, smoothing, shapes = {}, [], {}, {}
     if scheme == "int8-static":
         smoothable = [n for n, m in layers.items() if not isinstance(m, nn.Conv2d) and id(m.weight) not in emb_weights]
-        scales, batches, smoothing, shapes = _calibrate(model, layers, calibration, method, percentile, error_batches, smooth,
-                                                smoothable)
+        scales, batches, smoothing, shapes = _calibrate(model, layers, calibration, method, percentile, error_batches,
+                                                        smooth, smoothable)
         for name in layers:
             if name not in scales:
                 kept[name] = "the calibration data never reached it (no activation scale)"
