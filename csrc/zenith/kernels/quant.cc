@@ -319,7 +319,7 @@ void q8_gemm_packed(const QMatmulPlan& p, const QActRows& a, const PackedOperand
   // The zero point's share, made once per row here rather than in every block of
   // columns: for rows with a scale per block, in float (QActRow::zshare, taken off at the
   // store); for uniform rows, the codes' integer sum (QActRow::total, the sums' start).
-  std::vector<float> zshare(static_cast<size_t>(M));
+  std::vector<float> zshare(uniform ? 0 : static_cast<size_t>(M));
   std::vector<int32_t> total(uniform ? static_cast<size_t>(M) : 0);
   for (int64_t m = 0; m < M; ++m) {
     const QActRow r = a.row(m);
@@ -330,8 +330,8 @@ void q8_gemm_packed(const QMatmulPlan& p, const QActRows& a, const PackedOperand
       z += r.d[b] * float(s);
       t += s;
     }
-    zshare[size_t(m)] = z;
     if (uniform) total[size_t(m)] = t;
+    else zshare[size_t(m)] = z;
   }
   parallel_for(nb, 1, [&](int64_t lo, int64_t hi) {
     for (int64_t m0 = 0; m0 < M; m0 += p.row_chunk) {
@@ -343,8 +343,8 @@ void q8_gemm_packed(const QMatmulPlan& p, const QActRows& a, const PackedOperand
           QActRow t[kMaxUniformRowsAvx512];
           for (int i = 0; i < r; ++i) {
             t[i] = a.row(m + i);
-            t[i].zshare = zshare[size_t(m + i)];
             if (uniform) t[i].total = total[size_t(m + i)];
+            else t[i].zshare = zshare[size_t(m + i)];
           }
           tiles[r - 1](codes + j * p.kpad * 32, scale + 32 * j, p.kpad, t, y + m * N + 32 * j, N, nvalid);
           m += r;

@@ -192,8 +192,7 @@ float act_row_scale(const float* x, int64_t K, int qmax) {
     const float a = std::fabs(x[k]);
     amax = a > amax ? a : amax;  // NaN: kept out
   }
-  const float s = amax <= FLT_MAX ? amax / float(qmax) : 0.0f;
-  return s > 0.0f ? s : 1.0f;  // 0 (a row of zeros, or max|x| below ~1e-43 / qmax) or inf: 1
+  return act_row_scale_of_max(amax, qmax);
 }
 
 float ref_dot(QFormat f, const uint8_t* w, int64_t K, const QActRow& a) {

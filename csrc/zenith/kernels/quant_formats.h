@@ -17,6 +17,7 @@
 // The integer parts are exact and equal in every path; only the order of float sums
 // differs between the scalar and the SIMD kernels (k-quants: not even that).
 #pragma once
+#include <cfloat>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -215,6 +216,11 @@ using QuantizeActFn = void (*)(const float*, int64_t, int64_t, int8_t*, float*, 
 // or so small the division underflows: it quantizes to zeros on any scale) or the max is
 // inf (a block holding inf or NaN gets a NaN scale from quantize_act_row on any scale).
 float act_row_scale(const float* x, int64_t K, int qmax);
+// act_row_scale from the row's max|x| (NaN left out): both builds end here.
+inline float act_row_scale_of_max(float amax, int qmax) {
+  const float s = amax <= FLT_MAX ? amax / float(qmax) : 0.0f;
+  return s > 0.0f ? s : 1.0f;  // 0 (a row of zeros, or max|x| below ~1e-43 / qmax) or inf: 1
+}
 // The same in AVX2 (quant_avx2.cc), equal to it.
 float act_row_scale_avx2(const float* x, int64_t K, int qmax);
 using ActRowScaleFn = float (*)(const float*, int64_t, int);

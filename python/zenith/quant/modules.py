@@ -87,12 +87,7 @@ class QLinear(nn.Module):
         dtype = x.dtype
         if self.x_smooth is not None:
             x = x * self.x_smooth
-        if self.row_scale:
-            y = torch.ops.zenith.qlinear(x, self.weight, self.bias, self.format, None, True)
-        elif self.x_scale is None:
-            y = torch.ops.zenith.qlinear(x, self.weight, self.bias, self.format)
-        else:
-            y = torch.ops.zenith.qlinear(x, self.weight, self.bias, self.format, self.x_scale)
+        y = torch.ops.zenith.qlinear(x, self.weight, self.bias, self.format, self.x_scale, self.row_scale)
         return y if y.dtype == dtype else y.to(dtype)
 
     @property

@@ -79,6 +79,7 @@ def summary(model) -> QuantSummary:
     s = QuantSummary(kept=dict(getattr(model, "_zenith_quant_kept", {})))
     errors = getattr(model, "_zenith_quant_errors", {})
     seen = set()
+    row_scales = _C.qmatmul_row_scales()  # whether this CPU runs row_scale layers per row
     for name, m in model.named_modules():
         if isinstance(m, (QLinear, QConv2d, QEmbedding)):
             key = (m.weight.data_ptr(), m.weight.shape)
@@ -86,7 +87,7 @@ def summary(model) -> QuantSummary:
             seen.add(key)
             kind = "linear" if isinstance(m, QLinear) else "conv2d" if isinstance(m, QConv2d) else "embedding"
             x_scale = getattr(m, "x_scale", None)
-            per_row = getattr(m, "row_scale", False) and _C.qmatmul_row_scales()  # as this CPU runs it
+            per_row = getattr(m, "row_scale", False) and row_scales
             acts = ("static" if x_scale is not None else "none" if kind == "embedding"
                     else "float" if m.format == "nf4" else "dynamic per row" if per_row else "dynamic")
             s.layers.append(QuantLayer(name, kind, m.format, 0 if shared else m.nbytes,
