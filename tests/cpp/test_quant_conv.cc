@@ -138,6 +138,8 @@ const Case kCases[] = {
     {2, 16, 12, 12, 48, 1, 1, 2, 2, 0, 0, 1, 1},  // 1x1 stride 2
     {1, 24, 5, 9, 20, 3, 3, 1, 1, 2, 0, 1, 3},    // padding past the kernel's reach in rows, dilation in columns
     {1, 32, 4, 4, 64, 5, 5, 1, 1, 0, 0, 1, 1},    // one output pixel
+    {2, 64, 13, 11, 40, 1, 1, 2, 3, 0, 0, 1, 1},  // 1x1 over whole 32s with strides: only the pixels read quantized
+    {2, 512, 12, 11, 8, 1, 1, 1, 1, 0, 0, 1, 1},  // many channels: tiles of 128 pixels, 132 per image
 };
 
 }  // namespace
@@ -194,6 +196,28 @@ TEST(QuantConv, NonFiniteInputsGiveNaNWhereTheyAreRead) {
       conv2d_int8(g, isa, x.data(), p, s, GemmEpilogue{}, nullptr, y.data());
       expect_close(y, want, std::string(qisa_name(isa)) + (s ? " static" : " dynamic"));
     }
+  }
+}
+
+// A strided 1x1 conv quantizes only the pixels it reads: a NaN it skips changes nothing,
+// one it reads makes that output pixel NaN in every channel.
+TEST(QuantConv, StridedPointwiseReadsOnlyItsPixels) {
+  const Case c{1, 32, 6, 7, 9, 1, 1, 2, 2, 0, 0, 1, 1};
+  const Conv2dInt8Geom g = geom(c);
+  auto x = randn(size_t(g.N * g.C * g.H * g.W), 11);
+  x[size_t(3 * 42 + 1 * 7 + 1)] = std::numeric_limits<float>::quiet_NaN();  // channel 3, (1, 1): skipped
+  x[size_t(5 * 42 + 2 * 7 + 4)] = std::numeric_limits<float>::infinity();   // channel 5, (2, 4): output (1, 2)
+  auto w = random_filters(g.OC, g.K(), 12);
+  const auto want = reference(g, x, w, 0.03f, nullptr);
+  int nans = 0;
+  for (float v : want) nans += std::isnan(v);
+  ASSERT_EQ(nans, g.OC);
+  for (QIsa isa : isas()) {
+    const PackedOperand p = conv2d_int8_pack(g, w.data(), isa);
+    std::vector<float> y(want.size());
+    conv2d_int8(g, isa, x.data(), p, 0.03f, GemmEpilogue{}, nullptr, y.data());
+    expect_close(y, want, qisa_name(isa));
+    EXPECT_TRUE(std::isnan(y[size_t(1 * g.OW + 2)]));
   }
 }
 

@@ -60,46 +60,70 @@ inline bool finite(float v) { return std::fabs(v) <= std::numeric_limits<float>:
 
 // Pixels [p0, p1) of image x [C, HW] into codes [HW, C] (q points at pixel 0's) with
 // 1 / scale = inv, and bad[p] = 1 where pixel p holds a NaN or infinity in any channel.
+// With sub = {OW, sh, sw, W}, pixel p is the input's pixel (p / OW * sh, p % OW * sw) (a
+// 1x1 conv with a stride reads only those), gathered 8 channels at a time; else pixel p.
 // AVX2: blocks of 8 pixels x 8 channels transposed in registers, then quantized a pixel
 // (8 channels) at a time; the same codes as code_of (vcvtps2dq rounds half to even).
-void quantize_pixels(const float* x, int64_t C, int64_t HW, int64_t p0, int64_t p1, float inv, int8_t* q,
-                     uint8_t* bad) {
+// Returns whether any code is negative.
+struct Subsample {
+  int64_t OW = 0, sh = 1, sw = 1, W = 0;
+  bool on() const { return OW > 0; }
+  int64_t src(int64_t p) const { return p / OW * sh * W + p % OW * sw; }
+};
+bool quantize_pixels(const float* x, int64_t C, int64_t HW, int64_t p0, int64_t p1, float inv, int8_t* q,
+                     uint8_t* bad, const Subsample& sub) {
   std::fill(bad + p0, bad + p1, uint8_t(0));
+  auto at = [&](int64_t c, int64_t p) { return x[c * HW + (sub.on() ? sub.src(p) : p)]; };
   int64_t c8 = 0;
+  bool neg = false;
 #if defined(__AVX2__)
   c8 = C / 8 * 8;
   const __m256 vinv = _mm256_set1_ps(inv), big = _mm256_set1_ps(std::numeric_limits<float>::max()),
                absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
   const __m256i lo = _mm256_set1_epi32(-127), hi = _mm256_set1_epi32(127);
+  __m128i signs = _mm_setzero_si128();
   alignas(32) float t[64];
   int64_t p = p0;
   for (; p + 8 <= p1; p += 8) {
+    int64_t src[8];
+    for (int j = 0; j < 8; ++j) src[j] = sub.on() ? sub.src(p + j) : p + j;
     for (int64_t c0 = 0; c0 < c8; c0 += 8) {
-      gemm_detail::transpose_8x8(x + c0 * HW + p, HW, t, 8);  // t[j * 8 + c]: pixel p + j, channel c0 + c
+      if (sub.on()) {  // t[j * 8 + c]: pixel p + j, channel c0 + c
+        for (int c = 0; c < 8; ++c)
+          for (int j = 0; j < 8; ++j) t[j * 8 + c] = x[(c0 + c) * HW + src[j]];
+      } else {
+        gemm_detail::transpose_8x8(x + c0 * HW + p, HW, t, 8);
+      }
       for (int j = 0; j < 8; ++j) {
         const __m256 v = _mm256_load_ps(t + 8 * j);
         const int nonfinite = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_and_ps(v, absmask), big, _CMP_NLE_UQ));
         __m256i c = _mm256_cvtps_epi32(_mm256_mul_ps(v, vinv));
         c = _mm256_min_epi32(_mm256_max_epi32(c, lo), hi);
         const __m128i w = _mm_packs_epi32(_mm256_castsi256_si128(c), _mm256_extracti128_si256(c, 1));
-        _mm_storel_epi64(reinterpret_cast<__m128i*>(q + (p + j) * C + c0), _mm_packs_epi16(w, w));
+        const __m128i b = _mm_packs_epi16(w, w);
+        signs = _mm_or_si128(signs, b);
+        _mm_storel_epi64(reinterpret_cast<__m128i*>(q + (p + j) * C + c0), b);
         bad[p + j] |= uint8_t(nonfinite != 0);
       }
     }
   }
+  neg = (_mm_movemask_epi8(signs) & 0xff) != 0;
   for (; p < p1; ++p)  // the last pixels, fewer than 8
     for (int64_t c = 0; c < c8; ++c) {
-      const float v = x[c * HW + p];
+      const float v = at(c, p);
       q[p * C + c] = code_of(v, inv);
+      neg |= q[p * C + c] < 0;
       bad[p] |= uint8_t(!finite(v));
     }
 #endif
   for (int64_t c = c8; c < C; ++c)  // channels past the last 8 (all of them without AVX2)
     for (int64_t p = p0; p < p1; ++p) {
-      const float v = x[c * HW + p];
+      const float v = at(c, p);
       q[p * C + c] = code_of(v, inv);
+      neg |= q[p * C + c] < 0;
       bad[p] |= uint8_t(!finite(v));
     }
+  return neg;
 }
 
 // The scale of one image: the given one, or max |finite x| / 127 (1 for an image of
@@ -169,31 +193,37 @@ void conv2d_int8(const Conv2dInt8Geom& g, QIsa isa, const float* x, const Packed
                "conv2d: the packed int8 filter is not this conv's, for this ISA");
   ZENITH_CHECK(!x_scale || (*x_scale > 0.0f && std::isfinite(*x_scale)), "conv2d: the activation scale must be a "
                "positive finite number, got ", x_scale ? *x_scale : 0.0f);
-  // Every image quantized: codes [N * HW, C] (pixels x channels), then a bad-pixel flag
-  // per pixel, with one scale per image.
-  thread_local AlignedBuf img_buf;
-  int8_t* codes = reinterpret_cast<int8_t*>(img_buf.get(size_t((N * HW * (C + 1) + 3) / 4)));
-  uint8_t* bad = reinterpret_cast<uint8_t*>(codes + N * HW * C);
-  std::vector<float> scale(static_cast<size_t>(N));
-  constexpr int64_t kTile = 256;  // pixels per task
-  const int64_t tiles = (HW + kTile - 1) / kTile;
-  for (int64_t n = 0; n < N; ++n) {
-    const float* xn = x + n * C * HW;
-    const float s = image_scale(xn, C * HW, x_scale), inv = 1.0f / s;
-    scale[size_t(n)] = s;
-    parallel_for(tiles, 1, [&](int64_t lo, int64_t hi) {
-      quantize_pixels(xn, C, HW, lo * kTile, std::min(HW, hi * kTile), inv, codes + n * HW * C, bad + n * HW);
-    });
-  }
   const QMatmulPlan plan0 = qmatmul_plan(QFormat::int8, 1, OC, K, isa);
+  // A 1x1 stride-1 conv over channels in whole 32s reads its rows in place: row m is
+  // pixel m's codes. With a stride (ResNet's downsampling convs) only the pixels it reads
+  // are quantized, and then read in place. Other convs build each output pixel's window row.
+  const bool in_place = g.KH == 1 && g.KW == 1 && g.pd[0] == 0 && g.pd[1] == 0 && K == plan0.kpad;
+  const bool strided = in_place && (g.st[0] != 1 || g.st[1] != 1);
+  Subsample sub;
+  if (strided) sub = Subsample{g.OW, g.st[0], g.st[1], g.W};
+  const int64_t QP = strided ? cols : HW;  // pixels quantized per image
+  // Every image quantized: codes [N * QP, C] (pixels x channels), then a bad-pixel flag
+  // per pixel, with one scale per image; tiles of pixels of every image split across
+  // threads (a 14 x 14 map is one tile of 256 pixels: one thread had done an image at a time).
+  thread_local AlignedBuf img_buf;
+  int8_t* codes = reinterpret_cast<int8_t*>(img_buf.get(size_t((N * QP * (C + 1) + 3) / 4)));
+  uint8_t* bad = reinterpret_cast<uint8_t*>(codes + N * QP * C);
+  std::vector<float> scale(static_cast<size_t>(N));
+  for (int64_t n = 0; n < N; ++n) scale[size_t(n)] = image_scale(x + n * C * HW, C * HW, x_scale);
+  const int64_t kTile = std::max<int64_t>(8, std::min<int64_t>(256, (int64_t(64) << 10) / std::max<int64_t>(C, 1)) / 8 * 8);
+  const int64_t tiles = (QP + kTile - 1) / kTile;
+  std::vector<uint8_t> neg(static_cast<size_t>(N * tiles), 0);
+  parallel_for(N * tiles, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t t = lo; t < hi; ++t) {
+      const int64_t n = t / tiles, p0 = t % tiles * kTile;
+      neg[size_t(t)] = quantize_pixels(x + n * C * HW, C, HW, p0, std::min(QP, p0 + kTile), 1.0f / scale[size_t(n)],
+                                       codes + n * QP * C, bad + n * QP, sub);
+    }
+  });
   // An input with no negative code (after a ReLU: most convs of a CNN) lets AVX2's tiles
   // skip the sign trick; the window rows add only zeros.
-  const bool nonneg = plan0.uniform_nonneg_tiles && codes_nonnegative(codes, N * HW * C);
+  const bool nonneg = plan0.uniform_nonneg_tiles && std::find(neg.begin(), neg.end(), uint8_t(1)) == neg.end();
   const int64_t kpad = plan0.kpad, nscales = plan0.nscales, nsums = plan0.nsums;
-  // A 1x1 stride-1 conv over channels in whole 32s reads its rows in place: row m is
-  // pixel m's codes. Other convs build each output pixel's window row.
-  const bool in_place = g.KH == 1 && g.KW == 1 && g.st[0] == 1 && g.st[1] == 1 && g.pd[0] == 0 && g.pd[1] == 0 &&
-                        K == kpad;
   // Rows in chunks of at most 1 MiB of codes and 512 KiB of int8 GEMM results (they stay
   // in L2 until transposed out); each chunk's window rows built, multiplied, and its
   // output blocks written into NCHW.
@@ -216,8 +246,8 @@ void conv2d_int8(const Conv2dInt8Geom& g, QIsa isa, const float* x, const Packed
                     pw = g.pd[1], dh = g.dl[0], dw = g.dl[1], Cl = C, Kl = K, kp = kpad, ns = nsums;
       for (int64_t r = lo; r < hi; ++r) {
         const int64_t m = c0 + r, n = m / cols, pix = m % cols, oh = pix / OW, ow = pix % OW;
-        const int8_t* img = codes + n * HW * Cl;
-        const uint8_t* flags = bad + n * HW;
+        const int8_t* img = codes + n * QP * Cl;
+        const uint8_t* flags = bad + n * QP;
         const int8_t* row = codes + m * Cl;
         bool nonfinite = flags[pix];
         if (!in_place) {
