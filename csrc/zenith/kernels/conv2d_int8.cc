@@ -226,61 +226,67 @@ void conv2d_int8(const Conv2dInt8Geom& g, QIsa isa, const float* x, const Packed
   const int64_t kpad = plan0.kpad, nscales = plan0.nscales, nsums = plan0.nsums;
   // Rows in chunks of at most 1 MiB of codes and 512 KiB of int8 GEMM results (they stay
   // in L2 until transposed out); each chunk's window rows built, multiplied, and its
-  // output blocks written into NCHW.
-  const int64_t chunk =
+  // output blocks written into NCHW. A filter of at most 512 KiB (every conv of ResNet-50
+  // but the 3x3s over 256+ channels and the 1x1s to or from 2048) stays in each core's
+  // L2: threads then take whole chunks of rows, each building, multiplying and storing
+  // its own without waiting for the other (12% of a 64-channel 3x3's time over 56 x 56
+  // had been the fork and join around each chunk's two steps, and its 64 columns were 2
+  // blocks of 32 to split). A larger filter keeps one chunk at a time with threads on
+  // its rows and then on its blocks of columns.
+  const int threads = num_threads();
+  const bool by_rows = threads > 1 && OC * kpad <= (int64_t(512) << 10) && M >= 64 * threads;
+  int64_t chunk =
       std::min(M, std::max<int64_t>(64, std::min((int64_t(1) << 20) / kpad, (int64_t(512) << 10) / (4 * OC))));
-  thread_local AlignedBuf row_buf, out_buf;
+  if (by_rows) chunk = std::min(chunk, (M + 2 * threads - 1) / (2 * threads) + 11) / 12 * 12;  // 2+ chunks a thread
   const int64_t row_floats = chunk * ((in_place ? 0 : kpad / 4) + nscales + (nsums + 1) / 2);
-  float* rbase = row_buf.get(size_t(row_floats));
-  int8_t* q = in_place ? nullptr : reinterpret_cast<int8_t*>(rbase);
-  float* d = rbase + (in_place ? 0 : chunk * kpad / 4);
-  int16_t* s16 = reinterpret_cast<int16_t*>(d + chunk * nscales);
-  float* acc = out_buf.get(size_t(chunk * OC));
   const float nan = std::numeric_limits<float>::quiet_NaN();
-  for (int64_t c0 = 0; c0 < M; c0 += chunk) {
-    const int64_t cn = std::min(chunk, M - c0);
-    parallel_for(cn, 16, [&](int64_t lo, int64_t hi) {
-      // Locals: the int8 stores below may alias anything, so fields read through a
-      // reference would be reloaded on every tap.
-      const int64_t H = g.H, W = g.W, KH = g.KH, KW = g.KW, OW = g.OW, sh = g.st[0], sw = g.st[1], ph = g.pd[0],
-                    pw = g.pd[1], dh = g.dl[0], dw = g.dl[1], Cl = C, Kl = K, kp = kpad, ns = nsums;
-      for (int64_t r = lo; r < hi; ++r) {
-        const int64_t m = c0 + r, n = m / cols, pix = m % cols, oh = pix / OW, ow = pix % OW;
-        const int8_t* img = codes + n * QP * Cl;
-        const uint8_t* flags = bad + n * QP;
-        const int8_t* row = codes + m * Cl;
-        bool nonfinite = flags[pix];
-        if (!in_place) {
-          int8_t* dst = q + r * kp;
-          row = dst;
-          nonfinite = false;
-          // Kernel columns [kw0, kw1) fall inside the image; with dilation 1 their codes
-          // are one run of the image row (pixels x channels), copied at once.
-          const int64_t iw0 = ow * sw - pw;
-          const int64_t kw0 = iw0 >= 0 ? 0 : std::min(KW, (-iw0 + dw - 1) / dw);
-          const int64_t kw1 = std::max(kw0, std::min(KW, W - iw0 > 0 ? (W - iw0 + dw - 1) / dw : 0));
-          for (int64_t kh = 0; kh < KH; ++kh, dst += KW * Cl) {
-            const int64_t ih = oh * sh - ph + kh * dh;
-            if (ih < 0 || ih >= H || kw1 == kw0) {
-              std::memset(dst, 0, size_t(KW * Cl));
-              continue;
-            }
-            std::memset(dst, 0, size_t(kw0 * Cl));
-            std::memset(dst + kw1 * Cl, 0, size_t((KW - kw1) * Cl));
-            const int64_t base = ih * W + iw0;
-            if (dw == 1)
-              std::memcpy(dst + kw0 * Cl, img + (base + kw0) * Cl, size_t((kw1 - kw0) * Cl));
-            else
-              for (int64_t kw = kw0; kw < kw1; ++kw)
-                std::memcpy(dst + kw * Cl, img + (base + kw * dw) * Cl, size_t(Cl));
-            for (int64_t kw = kw0; kw < kw1; ++kw) nonfinite |= flags[base + kw * dw] != 0;
+  // Chunk rows [lo, hi) from pixel c0 on: window rows into q (unless read in place), their
+  // 16-sums and scales.
+  auto build = [&](int64_t c0, int64_t lo, int64_t hi, int8_t* q, float* d, int16_t* s16) {
+    // Locals: the int8 stores below may alias anything, so fields read through a
+    // reference would be reloaded on every tap.
+    const int64_t H = g.H, W = g.W, KH = g.KH, KW = g.KW, OW = g.OW, sh = g.st[0], sw = g.st[1], ph = g.pd[0],
+                  pw = g.pd[1], dh = g.dl[0], dw = g.dl[1], Cl = C, Kl = K, kp = kpad, ns = nsums;
+    for (int64_t r = lo; r < hi; ++r) {
+      const int64_t m = c0 + r, n = m / cols, pix = m % cols, oh = pix / OW, ow = pix % OW;
+      const int8_t* img = codes + n * QP * Cl;
+      const uint8_t* flags = bad + n * QP;
+      const int8_t* row = codes + m * Cl;
+      bool nonfinite = flags[pix];
+      if (!in_place) {
+        int8_t* dst = q + r * kp;
+        row = dst;
+        nonfinite = false;
+        // Kernel columns [kw0, kw1) fall inside the image; with dilation 1 their codes
+        // are one run of the image row (pixels x channels), copied at once.
+        const int64_t iw0 = ow * sw - pw;
+        const int64_t kw0 = iw0 >= 0 ? 0 : std::min(KW, (-iw0 + dw - 1) / dw);
+        const int64_t kw1 = std::max(kw0, std::min(KW, W - iw0 > 0 ? (W - iw0 + dw - 1) / dw : 0));
+        for (int64_t kh = 0; kh < KH; ++kh, dst += KW * Cl) {
+          const int64_t ih = oh * sh - ph + kh * dh;
+          if (ih < 0 || ih >= H || kw1 == kw0) {
+            std::memset(dst, 0, size_t(KW * Cl));
+            continue;
           }
-          std::memset(dst, 0, size_t(kp - Kl));
+          std::memset(dst, 0, size_t(kw0 * Cl));
+          std::memset(dst + kw1 * Cl, 0, size_t((KW - kw1) * Cl));
+          const int64_t base = ih * W + iw0;
+          if (dw == 1)
+            std::memcpy(dst + kw0 * Cl, img + (base + kw0) * Cl, size_t((kw1 - kw0) * Cl));
+          else
+            for (int64_t kw = kw0; kw < kw1; ++kw)
+              std::memcpy(dst + kw * Cl, img + (base + kw * dw) * Cl, size_t(Cl));
+          for (int64_t kw = kw0; kw < kw1; ++kw) nonfinite |= flags[base + kw * dw] != 0;
         }
-        sums16(row, ns, s16 + r * ns);
-        std::fill_n(d + r * nscales, nscales, nonfinite ? nan : scale[size_t(n)]);
+        std::memset(dst, 0, size_t(kp - Kl));
       }
-    });
+      sums16(row, ns, s16 + r * ns);
+      std::fill_n(d + r * nscales, nscales, nonfinite ? nan : scale[size_t(n)]);
+    }
+  };
+  // The chunk of cn rows from pixel c0, built: its GEMM into acc [cn, OC] and each block
+  // of it stored (threaded over blocks of columns unless called from a thread's task).
+  auto multiply = [&](int64_t c0, int64_t cn, const int8_t* q, const float* d, const int16_t* s16, float* acc) {
     // uniform: one scale per image, so the GEMM sums over all of K.
     QActRows rows{in_place ? codes + c0 * C : q, d, s16, nullptr, nullptr, kpad, nscales, nsums, K, true};
     rows.nonneg = nonneg;
@@ -304,7 +310,7 @@ void conv2d_int8(const Conv2dInt8Geom& g, QIsa isa, const float* x, const Packed
     const QMatmulPlan plan = qmatmul_plan(QFormat::int8, cn, OC, K, isa, 0.0f, true);
     if (isa != QIsa::kScalar) {
       q8_gemm_packed(plan, rows, w, acc, store);
-      continue;
+      return;
     }
     const uint8_t* wr = reinterpret_cast<const uint8_t*>(w.data.get());
     parallel_for(OC, 1, [&](int64_t lo, int64_t hi) {
@@ -312,6 +318,43 @@ void conv2d_int8(const Conv2dInt8Geom& g, QIsa isa, const float* x, const Packed
         for (int64_t r = 0; r < cn; ++r) acc[r * OC + oc] = quant::ref_dot(QFormat::int8, wr + oc * (4 + K), K, rows.row(r));
       store(0, cn, lo, hi);
     });
+  };
+  // A thread's buffers for one chunk: window rows (unless in place), scales, 16-sums, results.
+  struct ChunkBufs {
+    int8_t* q;
+    float* d;
+    int16_t* s16;
+    float* acc;
+  };
+  thread_local AlignedBuf row_buf, out_buf;
+  auto bufs = [&] {
+    float* rbase = row_buf.get(size_t(row_floats));
+    ChunkBufs b;
+    b.q = in_place ? nullptr : reinterpret_cast<int8_t*>(rbase);
+    b.d = rbase + (in_place ? 0 : chunk * kpad / 4);
+    b.s16 = reinterpret_cast<int16_t*>(b.d + chunk * nscales);
+    b.acc = out_buf.get(size_t(chunk * OC));
+    return b;
+  };
+  const int64_t nchunks = (M + chunk - 1) / chunk;
+  if (by_rows) {
+    parallel_for(nchunks, 1, [&](int64_t lo, int64_t hi) {
+      const ChunkBufs b = bufs();
+      for (int64_t c = lo; c < hi; ++c) {
+        const int64_t c0 = c * chunk, cn = std::min(chunk, M - c0);
+        build(c0, 0, cn, b.q, b.d, b.s16);
+        multiply(c0, cn, b.q, b.d, b.s16, b.acc);  // one thread: q8_gemm_packed runs inline
+      }
+      row_buf.trim(size_t(16) << 20);
+      out_buf.trim(size_t(16) << 20);
+    });
+  } else {
+    const ChunkBufs b = bufs();
+    for (int64_t c = 0; c < nchunks; ++c) {
+      const int64_t c0 = c * chunk, cn = std::min(chunk, M - c0);
+      parallel_for(cn, 16, [&](int64_t lo, int64_t hi) { build(c0, lo, hi, b.q, b.d, b.s16); });
+      multiply(c0, cn, b.q, b.d, b.s16, b.acc);
+    }
   }
   img_buf.trim(size_t(16) << 20);
   row_buf.trim(size_t(16) << 20);
