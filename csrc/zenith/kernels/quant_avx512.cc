@@ -152,6 +152,7 @@ void over_rows(const uint8_t* w, int64_t row_bytes, int64_t rows, int64_t K, con
                int64_t ldo) {
   for (int64_t n = 0; n < rows; ++n) {
     float o[MR];
+    prefetch_bytes(reinterpret_cast<uintptr_t>(w + n * row_bytes) + uintptr_t(kRowPrefetchAhead), row_bytes);
     if constexpr (F == QFormat::int8) dot_int8<MR>(w + n * row_bytes, K, a, o);
     else dot_small<F, MR>(w + n * row_bytes, K, a, o);
     for (int r = 0; r < MR; ++r) out[r * ldo + n] = o[r];
