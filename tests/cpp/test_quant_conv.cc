@@ -140,6 +140,9 @@ const Case kCases[] = {
     {1, 32, 4, 4, 64, 5, 5, 1, 1, 0, 0, 1, 1},    // one output pixel
     {2, 64, 13, 11, 40, 1, 1, 2, 3, 0, 0, 1, 1},  // 1x1 over whole 32s with strides: only the pixels read quantized
     {2, 512, 12, 11, 8, 1, 1, 1, 1, 0, 0, 1, 1},  // many channels: tiles of 128 pixels, 132 per image
+    {2, 512, 24, 23, 16, 1, 1, 2, 2, 0, 0, 1, 1}, // strided 1x1, 144 pixels read per image (2 tiles); 288 rows:
+                                                  // threads take shares of rows at 2 threads
+    {1, 256, 12, 12, 2100, 1, 1, 1, 1, 0, 0, 1, 1},  // a filter over 512 KiB: chunks of 64 rows one at a time
 };
 
 }  // namespace

@@ -61,9 +61,10 @@ inline bool finite(float v) { return std::fabs(v) <= std::numeric_limits<float>:
 // Pixels [p0, p1) of image x [C, HW] into codes [HW, C] (q points at pixel 0's) with
 // 1 / scale = inv, and bad[p] = 1 where pixel p holds a NaN or infinity in any channel.
 // With sub = {OW, sh, sw, W}, pixel p is the input's pixel (p / OW * sh, p % OW * sw) (a
-// 1x1 conv with a stride reads only those), gathered 8 channels at a time; else pixel p.
-// AVX2: blocks of 8 pixels x 8 channels transposed in registers, then quantized a pixel
-// (8 channels) at a time; the same codes as code_of (vcvtps2dq rounds half to even).
+// 1x1 conv with a stride reads only those), gathered value by value into the 8 x 8 block;
+// else pixel p. AVX2: blocks of 8 pixels x 8 channels transposed in registers (or
+// gathered), then quantized a pixel (8 channels) at a time; the same codes as code_of
+// (vcvtps2dq rounds half to even).
 // Returns whether any code is negative.
 struct Subsample {
   int64_t OW = 0, sh = 1, sw = 1, W = 0;
@@ -203,8 +204,9 @@ void conv2d_int8(const Conv2dInt8Geom& g, QIsa isa, const float* x, const Packed
   if (strided) sub = Subsample{g.OW, g.st[0], g.st[1], g.W};
   const int64_t QP = strided ? cols : HW;  // pixels quantized per image
   // Every image quantized: codes [N * QP, C] (pixels x channels), then a bad-pixel flag
-  // per pixel, with one scale per image; tiles of pixels of every image split across
-  // threads (a 14 x 14 map is one tile of 256 pixels: one thread had done an image at a time).
+  // per pixel, with one scale per image; tiles of pixels (up to 256, about 64 KiB of
+  // floats) of every image split across threads (with tiles of 256 per image in turn, a
+  // 14 x 14 map had been one tile: one thread).
   thread_local AlignedBuf img_buf;
   int8_t* codes = reinterpret_cast<int8_t*>(img_buf.get(size_t((N * QP * (C + 1) + 3) / 4)));
   uint8_t* bad = reinterpret_cast<uint8_t*>(codes + N * QP * C);
@@ -228,16 +230,15 @@ void conv2d_int8(const Conv2dInt8Geom& g, QIsa isa, const float* x, const Packed
   // in L2 until transposed out); each chunk's window rows built, multiplied, and its
   // output blocks written into NCHW. A filter of at most 512 KiB (every conv of ResNet-50
   // but the 3x3s over 256+ channels and the 1x1s to or from 2048) stays in each core's
-  // L2: threads then take whole chunks of rows, each building, multiplying and storing
-  // its own without waiting for the other (12% of a 64-channel 3x3's time over 56 x 56
-  // had been the fork and join around each chunk's two steps, and its 64 columns were 2
-  // blocks of 32 to split). A larger filter keeps one chunk at a time with threads on
-  // its rows and then on its blocks of columns.
+  // L2: with 2+ threads and 64+ rows each, every thread then takes an equal share of the
+  // rows and runs it chunk by chunk, building, multiplying and storing without waiting
+  // for the others (12% of a 64-channel 3x3's time over 56 x 56 had been the fork and
+  // join around each chunk's two steps, and its 64 columns were 2 blocks of 32 to split).
+  // Otherwise one chunk at a time: threads build its rows, then split its blocks of columns.
   const int threads = num_threads();
   const bool by_rows = threads > 1 && OC * kpad <= (int64_t(512) << 10) && M >= 64 * threads;
-  int64_t chunk =
+  const int64_t chunk =
       std::min(M, std::max<int64_t>(64, std::min((int64_t(1) << 20) / kpad, (int64_t(512) << 10) / (4 * OC))));
-  if (by_rows) chunk = std::min(chunk, (M + 2 * threads - 1) / (2 * threads) + 11) / 12 * 12;  // 2+ chunks a thread
   const int64_t row_floats = chunk * ((in_place ? 0 : kpad / 4) + nscales + (nsums + 1) / 2);
   const float nan = std::numeric_limits<float>::quiet_NaN();
   // Chunk rows [lo, hi) from pixel c0 on: window rows into q (unless read in place), their
@@ -336,22 +337,31 @@ void conv2d_int8(const Conv2dInt8Geom& g, QIsa isa, const float* x, const Packed
     b.acc = out_buf.get(size_t(chunk * OC));
     return b;
   };
-  const int64_t nchunks = (M + chunk - 1) / chunk;
   if (by_rows) {
-    parallel_for(nchunks, 1, [&](int64_t lo, int64_t hi) {
+    // Thread t takes rows [M t / T, M (t + 1) / T) (equal shares, cut at whole tiles) in
+    // 2 or more equal chunks (whole tiles but the last): one chunk per share ran up to
+    // 1.12x slower (a 64-channel 3x3 over 56 x 56 at b1: 1568 rows, 1.3 MiB of rows and
+    // results in L2).
+    const int64_t tile = std::max(1, plan0.uniform_rows);
+    auto share = [&](int64_t t) { return t == threads ? M : M * t / threads / tile * tile; };
+    parallel_for(threads, 1, [&](int64_t lo, int64_t hi) {
       const ChunkBufs b = bufs();
-      for (int64_t c = lo; c < hi; ++c) {
-        const int64_t c0 = c * chunk, cn = std::min(chunk, M - c0);
-        build(c0, 0, cn, b.q, b.d, b.s16);
-        multiply(c0, cn, b.q, b.d, b.s16, b.acc);  // one thread: q8_gemm_packed runs inline
+      for (int64_t t = lo; t < hi; ++t) {
+        const int64_t r0 = share(t), r1 = share(t + 1), pieces = std::max<int64_t>(2, (r1 - r0 + chunk - 1) / chunk);
+        const int64_t step = ((r1 - r0 + pieces - 1) / pieces + tile - 1) / tile * tile;
+        for (int64_t c0 = r0; c0 < r1; c0 += step) {
+          const int64_t cn = std::min(step, r1 - c0);
+          build(c0, 0, cn, b.q, b.d, b.s16);
+          multiply(c0, cn, b.q, b.d, b.s16, b.acc);  // inside a task: q8_gemm_packed runs on this thread
+        }
       }
       row_buf.trim(size_t(16) << 20);
       out_buf.trim(size_t(16) << 20);
     });
   } else {
     const ChunkBufs b = bufs();
-    for (int64_t c = 0; c < nchunks; ++c) {
-      const int64_t c0 = c * chunk, cn = std::min(chunk, M - c0);
+    for (int64_t c0 = 0; c0 < M; c0 += chunk) {
+      const int64_t cn = std::min(chunk, M - c0);
       parallel_for(cn, 16, [&](int64_t lo, int64_t hi) { build(c0, lo, hi, b.q, b.d, b.s16); });
       multiply(c0, cn, b.q, b.d, b.s16, b.acc);
     }

@@ -408,9 +408,10 @@ using RowDot = void (*)(const uint8_t*, int64_t, const QActRow*, float*);
 template <int MR, RowDot kDot>
 void over_rows(const uint8_t* w, int64_t row_bytes, int64_t rows, int64_t K, const QActRow* a, float* out,
                int64_t ldo) {
+  const bool prefetch = rows * row_bytes > kRowPrefetchMinBytes;
   for (int64_t n = 0; n < rows; ++n) {
     float o[MR];
-    prefetch_bytes(reinterpret_cast<uintptr_t>(w + n * row_bytes) + uintptr_t(kRowPrefetchAhead), row_bytes);
+    if (prefetch) prefetch_bytes(reinterpret_cast<uintptr_t>(w + n * row_bytes) + uintptr_t(kRowPrefetchAhead), row_bytes);
     kDot(w + n * row_bytes, K, a, o);
     for (int r = 0; r < MR; ++r) out[r * ldo + n] = o[r];
   }

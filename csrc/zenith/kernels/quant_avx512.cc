@@ -150,9 +150,10 @@ __attribute__((always_inline)) inline void dot_int8(const uint8_t* w, int64_t K,
 template <int MR, QFormat F>
 void over_rows(const uint8_t* w, int64_t row_bytes, int64_t rows, int64_t K, const QActRow* a, float* out,
                int64_t ldo) {
+  const bool prefetch = rows * row_bytes > kRowPrefetchMinBytes;
   for (int64_t n = 0; n < rows; ++n) {
     float o[MR];
-    prefetch_bytes(reinterpret_cast<uintptr_t>(w + n * row_bytes) + uintptr_t(kRowPrefetchAhead), row_bytes);
+    if (prefetch) prefetch_bytes(reinterpret_cast<uintptr_t>(w + n * row_bytes) + uintptr_t(kRowPrefetchAhead), row_bytes);
     if constexpr (F == QFormat::int8) dot_int8<MR>(w + n * row_bytes, K, a, o);
     else dot_small<F, MR>(w + n * row_bytes, K, a, o);
     for (int r = 0; r < MR; ++r) out[r * ldo + n] = o[r];

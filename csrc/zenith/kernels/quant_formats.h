@@ -150,12 +150,17 @@ extern const float kNF4[16];
 // The weight kernels that take one row at a time (over_rows, AVX2 and AVX-512) prefetch
 // the row kRowPrefetchAhead bytes past the one they are summing: a decode GEMV streams
 // each weight once, and the hardware prefetchers alone left it latency-bound. Intel Xeon
-// 6/167, 2 threads, one row of x, weights cold, medians of 4 interleaved runs, us without
-// -> with: q5_0 2048 x 640 144 -> 67, q6_k 640 x 2048 85 -> 68, q4_k 640 x 1024 37 -> 25,
-// q4_0 2048 x 640 62 -> 48, int4_g128 5632 x 2048 564 -> 382; int8 and q8_0, already near
-// the machine's ~18 GB/s, unchanged within noise; weights in cache unchanged. 2048 bytes
-// ahead measured the same, 4096 a little slower.
+// 6/167, 2 threads, one row of x, weights cold, medians of 3 interleaved runs, us without
+// -> with: q5_0 2048 x 640 153 -> 70, q6_k 640 x 2048 90 -> 72, q4_k 640 x 1024 40 -> 27,
+// q4_0 2048 x 640 65 -> 51, int4_g128 5632 x 2048 587 -> 403 and 2048 x 5632 572 -> 446,
+// int8 5632 x 2048 649 -> 591. Weights in cache: rows under 1 KiB within noise, rows of
+// 2-3 KiB (K = 5632) up to 13% slower (int4_g128 2048 x 5632 208 -> 236). 2048 bytes ahead
+// measured the same, 4096 and "the next row" for long rows slower.
 constexpr int64_t kRowPrefetchAhead = 1024;
+// Only calls over more than this many weight bytes prefetch: decode hands a thread's whole
+// share to one call, while many rows of x (prefill) pass over blocks of ~16 KiB that stay
+// in L1, where the prefetches only cost instructions (2-7% at 16-64 rows, in cache).
+constexpr int64_t kRowPrefetchMinBytes = 32 << 10;
 // The cache lines of [p, p + bytes) towards L1. p is an integer address: it may lie past
 // the end of the weights, which a prefetch may touch (it never faults) but pointer
 // arithmetic may not.
