@@ -212,7 +212,8 @@ void conv2d_int8(const Conv2dInt8Geom& g, QIsa isa, const float* x, const Packed
   uint8_t* bad = reinterpret_cast<uint8_t*>(codes + N * QP * C);
   std::vector<float> scale(static_cast<size_t>(N));
   for (int64_t n = 0; n < N; ++n) scale[size_t(n)] = image_scale(x + n * C * HW, C * HW, x_scale);
-  const int64_t kTile = std::max<int64_t>(8, std::min<int64_t>(256, (int64_t(64) << 10) / std::max<int64_t>(C, 1)) / 8 * 8);
+  const int64_t kTile =
+      std::max<int64_t>(8, std::min<int64_t>(256, (int64_t(64) << 10) / std::max<int64_t>(C, 1)) / 8 * 8);
   const int64_t tiles = (QP + kTile - 1) / kTile;
   std::vector<uint8_t> neg(static_cast<size_t>(N * tiles), 0);
   parallel_for(N * tiles, 1, [&](int64_t lo, int64_t hi) {

@@ -411,7 +411,7 @@ void over_rows(const uint8_t* w, int64_t row_bytes, int64_t rows, int64_t K, con
   const bool prefetch = rows * row_bytes > kRowPrefetchMinBytes;
   for (int64_t n = 0; n < rows; ++n) {
     float o[MR];
-    if (prefetch) prefetch_bytes(reinterpret_cast<uintptr_t>(w + n * row_bytes) + uintptr_t(kRowPrefetchAhead), row_bytes);
+    if (prefetch) prefetch_row_ahead(w + n * row_bytes, row_bytes);
     kDot(w + n * row_bytes, K, a, o);
     for (int r = 0; r < MR; ++r) out[r * ldo + n] = o[r];
   }
@@ -446,12 +446,6 @@ inline __m256 f16_rows8(const uint8_t* p, int64_t rb) {
   return _mm256_cvtph_ps(_mm_setr_epi16(h(0), h(2), h(4), h(6), h(1), h(3), h(5), h(7)));
 }
 
-// n cache lines from address p on (an integer: it may point past an array's end).
-template <_mm_hint kHint>
-inline void prefetch_lines(uintptr_t p, int n) {
-  for (int l = 0; l < n; ++l) _mm_prefetch(reinterpret_cast<const char*>(p + 64 * uintptr_t(l)), kHint);
-}
-
 inline __m128i load128(const void* p) { return _mm_loadu_si128(static_cast<const __m128i*>(p)); }
 
 template <QFormat F, int MR>
@@ -472,7 +466,7 @@ ZENITH_QDOT_INLINE void dot_rows8_nibbles(const uint8_t* w, int64_t rb, int64_t 
   const bool l1 = 16 * rb <= (24 << 10);
   for (int64_t b = 0; b < nc; ++b) {
     const uintptr_t pf = next + uintptr_t(b * 8 * s.bytes / s.chunks);
-    l1 ? prefetch_lines<_MM_HINT_T0>(pf, 3) : prefetch_lines<_MM_HINT_T1>(pf, 3);
+    l1 ? prefetch_lines<3>(pf, 3) : prefetch_lines<2>(pf, 3);
     const uint8_t* blk = w + (b / s.chunks) * s.bytes;
     const int c = int(b % s.chunks);
     if (c == 0) {

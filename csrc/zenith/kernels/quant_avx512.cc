@@ -153,7 +153,7 @@ void over_rows(const uint8_t* w, int64_t row_bytes, int64_t rows, int64_t K, con
   const bool prefetch = rows * row_bytes > kRowPrefetchMinBytes;
   for (int64_t n = 0; n < rows; ++n) {
     float o[MR];
-    if (prefetch) prefetch_bytes(reinterpret_cast<uintptr_t>(w + n * row_bytes) + uintptr_t(kRowPrefetchAhead), row_bytes);
+    if (prefetch) prefetch_row_ahead(w + n * row_bytes, row_bytes);
     if constexpr (F == QFormat::int8) dot_int8<MR>(w + n * row_bytes, K, a, o);
     else dot_small<F, MR>(w + n * row_bytes, K, a, o);
     for (int r = 0; r < MR; ++r) out[r * ldo + n] = o[r];

@@ -161,12 +161,18 @@ constexpr int64_t kRowPrefetchAhead = 1024;
 // share to one call, while many rows of x (prefill) pass over blocks of ~16 KiB that stay
 // in L1, where the prefetches only cost instructions (2-7% at 16-64 rows, in cache).
 constexpr int64_t kRowPrefetchMinBytes = 32 << 10;
-// The cache lines of [p, p + bytes) towards L1. p is an integer address: it may lie past
-// the end of the weights, which a prefetch may touch (it never faults) but pointer
-// arithmetic may not.
-inline void prefetch_bytes(uintptr_t p, int64_t bytes) {
-  for (uintptr_t a = p & ~uintptr_t(63); a < p + uintptr_t(bytes); a += 64)
-    __builtin_prefetch(reinterpret_cast<const void*>(a), 0, 3);
+// n cache lines from address p on, into L1 (kLocality 3) or L2 (2). p is an integer: it
+// may lie past the end of the weights, which a prefetch may touch (it never faults) but
+// pointer arithmetic may not.
+template <int kLocality = 3>
+inline void prefetch_lines(uintptr_t p, int64_t n) {
+  for (int64_t l = 0; l < n; ++l) __builtin_prefetch(reinterpret_cast<const void*>(p + 64 * uintptr_t(l)), 0, kLocality);
+}
+// over_rows' prefetch: the lines of the row_bytes that start kRowPrefetchAhead bytes past
+// `row`.
+inline void prefetch_row_ahead(const uint8_t* row, int64_t row_bytes) {
+  const uintptr_t p = reinterpret_cast<uintptr_t>(row) + uintptr_t(kRowPrefetchAhead), a = p & ~uintptr_t(63);
+  prefetch_lines(a, int64_t((p + uintptr_t(row_bytes) - a + 63) / 64));
 }
 
 inline float f16_at(const uint8_t* p) {
