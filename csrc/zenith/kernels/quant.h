@@ -2,7 +2,7 @@
 // (rows of dequant(w)), for weights stored as u8 [N, row_bytes] in a format of
 // quant_formats.def. The interface the ops (quant.cc), the bindings and the tests use;
 // the formats themselves are in quant_formats.{h,cc}, the AVX2 kernels in quant_avx2.cc,
-// the AVX-512 VNNI kernels (dot products, and the int8 GEMM tile) in quant_avx512.cc.
+// the AVX-512 VNNI kernels (dot products, the int8 GEMM tile, the 4-bit lanes tile) in quant_avx512.cc.
 #pragma once
 #include <cstdint>
 #include <array>
@@ -63,7 +63,11 @@ struct QMatmulPlan {
   int64_t n_block = 1;    // weight rows that stay in L1 while the tiles of rows of x pass
   int64_t n_grain = 1;    // fewest weight rows a thread takes
   int64_t n_step = 1;     // weight rows the dot kernels take at a time: blocks and shares are multiples of it
+  // The 4-bit lanes GEMM (quant_formats.h, lanes_tile_avx512) instead of the dot kernels:
+  // AVX-512 VNNI, a format lanes_format takes, kLaneMinRows or more rows of x.
+  bool lanes = false;
 };
+constexpr int64_t kLaneMinRows = 8;
 // Throws zenith::Error if K is not a whole number of the format's blocks.
 // x_scale > 0 (int8 weights only): activations quantized on that one scale (static INT8)
 // instead of per block of 32 (dynamic). codes8: the caller quantizes the rows itself, to
@@ -121,6 +125,11 @@ struct QActRows {
 using QBlockFn = std::function<void(int64_t m0, int64_t m1, int64_t n0, int64_t n1)>;
 void q8_gemm_packed(const QMatmulPlan& p, const QActRows& a, const PackedOperand& packed, float* y,
                     const QBlockFn& block, const QBlockFn& rows = {});
+// The 4-bit lanes GEMM over rows already quantized (kQ8x32): y[m * N + n] from the weight
+// w as it is stored (QMatmulPlan::lanes), each group of 8 weight rows unpacked once per
+// sweep over up to ~512 KiB of rows of x; `block` and `rows` as for q8_gemm_packed.
+void lanes_gemm(const QMatmulPlan& p, const QActRows& a, const uint8_t* w, float* y, const QBlockFn& block,
+                const QBlockFn& rows = {});
 // Whether no code of q[0, n) is negative (QActRows::nonneg).
 bool codes_nonnegative(const int8_t* q, int64_t n);
 
