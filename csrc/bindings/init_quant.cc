@@ -15,6 +15,7 @@
 
 #include "convert.h"
 #include "zenith/kernels/quant.h"
+#include "zenith/weight_memory.h"
 
 namespace zenith::py {
 
@@ -78,6 +79,17 @@ std::shared_ptr<void> alloc_floats(int64_t n) {
 }  // namespace
 
 void init_quant(nb::module_& m) {
+  m.def(
+      "weight_buffer",
+      [](int64_t nbytes) {
+        if (nbytes < 0) throw nb::value_error("weight_buffer: a negative size");
+        std::shared_ptr<void> mem = alloc_weight_memory(size_t(nbytes));
+        void* data = mem.get();
+        return to_torch(std::move(mem), data, DType::u8, {nbytes});
+      },
+      nb::arg("nbytes"),
+      "An uninitialised uint8 tensor of nbytes for a weight kernels stream from memory: from 2 MiB on, its own "
+      "mapping, 2 MiB-aligned, asked for 2 MiB pages (Linux THP), which spare a decode step's TLB walks.");
   m.def(
       "quant_formats",
       [] {

@@ -23,6 +23,7 @@
 #include "zenith/passes/passes.h"
 #include "zenith/runtime.h"
 #include "zenith/threadpool.h"
+#include "zenith/weight_memory.h"
 
 using namespace zenith;
 
@@ -629,6 +630,23 @@ TEST(QuantKernels, LanesGemmEqualsReferenceBitForBit) {
   auto y = run_qmatmul(QFormat::int4_g128, QIsa::kAvx512, M, N, K, x, w, nullptr);
   for (int64_t m = 0; m < M; ++m)
     for (int64_t n = 0; n < N; ++n) EXPECT_EQ(std::isnan(y[size_t(m * N + n)]), m == 3) << m << "," << n;
+}
+
+// Weight memory: 64-byte aligned, 2 MiB-aligned from kLargePageBytes on (outside ASan
+// builds), every byte writable up to the size asked for.
+TEST(WeightMemory, AlignedAndWritable) {
+  for (size_t bytes : {size_t(0), size_t(1), size_t(4095), kLargePageBytes - 1, kLargePageBytes,
+                       kLargePageBytes * 3 + 4097}) {
+    std::shared_ptr<void> m = alloc_weight_memory(bytes);
+    ASSERT_NE(m.get(), nullptr);
+    const uintptr_t p = reinterpret_cast<uintptr_t>(m.get());
+    EXPECT_EQ(p % 64, 0u) << bytes;
+#ifndef __SANITIZE_ADDRESS__
+    if (bytes >= kLargePageBytes) EXPECT_EQ(p % kLargePageBytes, 0u) << bytes;
+#endif
+    std::memset(m.get(), 0x5A, bytes);
+    if (bytes) EXPECT_EQ(static_cast<uint8_t*>(m.get())[bytes - 1], 0x5A);
+  }
 }
 
 TEST(QuantKernels, NonFiniteActivationsGiveNaN) {

@@ -194,3 +194,35 @@ def test_quantized_model_trains_around_frozen_weights():
     for got, want in zip(*grads):
         assert want is not None
         torch.testing.assert_close(got, want, rtol=1e-3, atol=1e-5)
+
+
+def test_large_weights_move_to_2mib_aligned_memory_that_saves_and_copies():
+    """Quantized weights of 2 MiB or more are copied into their own 2 MiB-aligned mapping
+    (asked for 2 MiB pages; whether Linux grants them is the machine's) with the same
+    bytes; smaller ones stay where quantize_weight made them. The moved weight behaves as
+    any tensor: state_dict round trip through torch.save, deepcopy, the same outputs."""
+    import io
+
+    from zenith import _C
+    from zenith.quant.formats import quantize_weight
+
+    torch.manual_seed(0)
+    big, small = torch.nn.Linear(2048, 4096), torch.nn.Linear(256, 64)  # q4_0: 4.5 MiB and 9 KiB
+    model = torch.nn.Sequential(small, torch.nn.Linear(64, 2048), big)
+    ref = [quantize_weight(m.weight.detach(), "q4_0") for m in (small, big)]
+    q = zenith.quantize(copy.deepcopy(model), "int4")
+    qs, qb = q[0], q[2]
+    assert qb.weight.data_ptr() % (2 << 20) == 0 and torch.equal(qb.weight, ref[1])
+    assert torch.equal(qs.weight, ref[0])
+    x = torch.randn(3, 256)
+    with torch.no_grad():
+        y = q(x)
+        buf = io.BytesIO()
+        torch.save(q.state_dict(), buf)
+        buf.seek(0)
+        again = zenith.quantize(copy.deepcopy(model), "int4")
+        again.load_state_dict(torch.load(buf, weights_only=True))
+        assert torch.equal(again(x), y) and torch.equal(copy.deepcopy(q)(x), y)
+    assert _C.weight_buffer(0).numel() == 0
+    with pytest.raises(ValueError, match="negative"):
+        _C.weight_buffer(-1)
