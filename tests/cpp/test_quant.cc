@@ -525,14 +525,14 @@ TEST_P(QuantFormat, WorstCaseCodesDoNotSaturate) {
   auto ref = run_qmatmul(f, QIsa::kScalar, M, N, K, x, w, nullptr);
   auto wd = dequant(f, w, N, K);
   // the dot kernels (4 rows of x), the packed int8 GEMM, one row of x at a time, and the
-  // 4-bit lanes GEMM (AVX-512, the 5 rows repeated to 20)
+  // 4-bit lanes GEMM (the 5 rows repeated)
   enum Run { kDots, kGemm, kOneRow, kLanes };
   std::vector<std::pair<QIsa, Run>> runs;
   for (QIsa isa : simd_isas(f)) {
     runs.push_back({isa, kDots});
     runs.push_back({isa, kOneRow});
     if (f == QFormat::int8) runs.push_back({isa, kGemm});
-    if (isa == QIsa::kAvx512 && quant::lanes_format(f)) runs.push_back({isa, kLanes});
+    if (quant::lanes_format(f)) runs.push_back({isa, kLanes});
   }
   for (auto [isa, run] : runs) {
     const bool gemm = run == kGemm;
@@ -542,13 +542,15 @@ TEST_P(QuantFormat, WorstCaseCodesDoNotSaturate) {
       const PackedOperand packed = qmatmul_pack_int8(w.data(), N, K, isa);
       qmatmul(qmatmul_plan(f, M, N, K, isa), x.data(), w.data(), nullptr, fast.data(), &packed);
     }
-    if (run == kLanes) {
-      std::vector<float> x4;
-      for (int i = 0; i < 4; ++i) x4.insert(x4.end(), x.begin(), x.end());
-      ASSERT_TRUE(qmatmul_plan(f, 4 * M, N, K, isa).lanes);
-      const auto y4 = run_qmatmul(f, isa, 4 * M, N, K, x4, w, nullptr);
-      for (int i = 0; i < 4; ++i) ASSERT_TRUE(std::equal(y4.begin() + i * M * N, y4.begin() + (i + 1) * M * N, ref.begin()));
-      std::copy(y4.begin(), y4.begin() + M * N, fast.begin());
+    if (run == kLanes) {  // the M rows repeated past the first row count the lanes take
+      const int64_t reps = lane_min_rows(isa) / M + 2;
+      std::vector<float> xr;
+      for (int64_t i = 0; i < reps; ++i) xr.insert(xr.end(), x.begin(), x.end());
+      ASSERT_TRUE(qmatmul_plan(f, reps * M, N, K, isa).lanes != nullptr);
+      const auto yr = run_qmatmul(f, isa, reps * M, N, K, xr, w, nullptr);
+      for (int64_t i = 0; i < reps; ++i)
+        ASSERT_TRUE(std::equal(yr.begin() + i * M * N, yr.begin() + (i + 1) * M * N, ref.begin()));
+      std::copy(yr.begin(), yr.begin() + M * N, fast.begin());
     }
     if (run == kOneRow) {
       for (int64_t m = 0; m < M; ++m) {
@@ -579,13 +581,14 @@ TEST_P(QuantFormat, WorstCaseCodesDoNotSaturate) {
 INSTANTIATE_TEST_SUITE_P(All, QuantFormat, ::testing::ValuesIn(all_formats()),
                          [](const ::testing::TestParamInfo<QFormat>& p) { return name_of(p.param); });
 
-// The 4-bit lanes GEMM (AVX-512 VNNI, 16 or more rows of x): its weight unpacking and
-// row layout against their scalar references, and every output equal to ref_dot's bit
-// for bit (the same integer sums, scaled and added in the same order): rows that fill
-// 16 lanes and rows that leave some empty, columns past the last group of 8, a bias, two
-// threads, and rows enough at K 4096 for three sweeps over the weight.
+// The 4-bit lanes GEMM (lane_min_rows or more rows of x; 16 rows per register on AVX-512
+// VNNI, 8 on AVX2 and AVX-VNNI): its weight unpacking against the scalar reference and the
+// dequantized weight, and on every SIMD ISA every output equal to ref_dot's bit for bit
+// (the same integer sums, scaled and added in the same order): rows that fill the lanes
+// and rows that leave some empty, columns past the last group, a bias, two threads, and
+// rows enough at K 4096 for several sweeps over the weight.
 TEST(QuantKernels, LanesGemmEqualsReferenceBitForBit) {
-  if (!qisa_supported(QIsa::kAvx512)) GTEST_SKIP() << "this CPU has no AVX-512 VNNI";
+  if (simd_isas().empty()) GTEST_SKIP() << "this CPU has no AVX2";
   unsigned seed = 900;
   for (QFormat f : {QFormat::q4_0, QFormat::int4_g64, QFormat::int4_g128}) {
     // the unpacking, 5 rows into a group of 8 (the rest zero)
@@ -594,7 +597,7 @@ TEST(QuantKernels, LanesGemmEqualsReferenceBitForBit) {
     std::vector<uint8_t> c0(8 * K, 7), c1(8 * K, 9);
     std::vector<float> s0(8 * K / 32, 7.0f), s1(8 * K / 32, 9.0f);
     quant::lane_unpack(f, w.data(), rb, 5, K, c0.data(), s0.data());
-    quant::lane_unpack_avx512(f, w.data(), rb, 5, K, c1.data(), s1.data());
+    quant::lane_unpack_avx2(f, w.data(), rb, 5, K, c1.data(), s1.data());
     EXPECT_EQ(c0, c1) << name_of(f);
     EXPECT_EQ(0, std::memcmp(s0.data(), s1.data(), s0.size() * sizeof(float))) << name_of(f);
     auto wd = dequant(f, w, 5, K);
@@ -603,33 +606,38 @@ TEST(QuantKernels, LanesGemmEqualsReferenceBitForBit) {
         ASSERT_EQ(wd[size_t(n * K + k)], s0[size_t(n * K / 32 + k / 32)] * float(int(c0[size_t(n * K + k)]) - 8));
     EXPECT_TRUE(std::all_of(c0.begin() + 5 * K, c0.end(), [](uint8_t v) { return v == 0; }));
   }
-  for (int threads : {1, 2}) {
-    set_num_threads(threads);
-    for (QFormat f : {QFormat::q4_0, QFormat::int4_g64, QFormat::int4_g128})
-      for (auto [M, N, K] : {std::array<int64_t, 3>{16, 8, 128}, {17, 13, 256}, {31, 33, 384}, {40, 1, 640},
-                             {48, 21, 1024}, {100, 9, 4096}}) {
-        const QMatmulPlan p = qmatmul_plan(f, M, N, K, QIsa::kAvx512);
-        ASSERT_TRUE(p.lanes) << name_of(f) << " M=" << M;
-        auto w = random_weight(f, N, K, seed++);
-        auto x = randn(size_t(M * K), seed++);
-        auto bias = randn(size_t(N), seed++);
-        const float* b = N % 2 ? bias.data() : nullptr;
-        auto fast = run_qmatmul(f, QIsa::kAvx512, M, N, K, x, w, b);
-        auto ref = run_reference_of(p, x, w, b);
-        for (size_t i = 0; i < fast.size(); ++i)
-          ASSERT_EQ(fast[i], ref[i]) << name_of(f) << " M=" << M << " N=" << N << " K=" << K << " at " << i / N
-                                     << "," << i % N;
-      }
-  }
+  for (QIsa isa : simd_isas())
+    for (int threads : {1, 2}) {
+      set_num_threads(threads);
+      for (QFormat f : {QFormat::q4_0, QFormat::int4_g64, QFormat::int4_g128})
+        for (auto [m, N, K] : {std::array<int64_t, 3>{0, 8, 128}, {8, 8, 128}, {9, 13, 256}, {23, 33, 384},
+                               {32, 1, 640}, {40, 21, 1024}, {92, 9, 4096}}) {
+          const int64_t M = lane_min_rows(isa) + m;  // from the first row count the lanes take
+          const QMatmulPlan p = qmatmul_plan(f, M, N, K, isa);
+          ASSERT_TRUE(p.lanes != nullptr) << name_of(f) << " " << qisa_name(isa) << " M=" << M;
+          auto w = random_weight(f, N, K, seed++);
+          auto x = randn(size_t(M * K), seed++);
+          auto bias = randn(size_t(N), seed++);
+          const float* b = N % 2 ? bias.data() : nullptr;
+          auto fast = run_qmatmul(f, isa, M, N, K, x, w, b);
+          auto ref = run_reference_of(p, x, w, b);
+          for (size_t i = 0; i < fast.size(); ++i)
+            ASSERT_EQ(fast[i], ref[i]) << name_of(f) << " " << qisa_name(isa) << " M=" << M << " N=" << N
+                                       << " K=" << K << " at " << i / N << "," << i % N;
+        }
+    }
   set_num_threads(1);
   // A row with NaN is NaN in every column; the rows beside it are not.
-  const int64_t M = 17, N = 9, K = 256;
+  const int64_t M = lane_min_rows(QIsa::kAvx2) + 9, N = 9, K = 256;  // the lanes on every ISA
   auto w = random_weight(QFormat::int4_g128, N, K, seed++);
   auto x = randn(size_t(M * K), seed++);
   x[size_t(3 * K + 40)] = std::numeric_limits<float>::quiet_NaN();
-  auto y = run_qmatmul(QFormat::int4_g128, QIsa::kAvx512, M, N, K, x, w, nullptr);
-  for (int64_t m = 0; m < M; ++m)
-    for (int64_t n = 0; n < N; ++n) EXPECT_EQ(std::isnan(y[size_t(m * N + n)]), m == 3) << m << "," << n;
+  for (QIsa isa : simd_isas()) {
+    auto y = run_qmatmul(QFormat::int4_g128, isa, M, N, K, x, w, nullptr);
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t n = 0; n < N; ++n)
+        EXPECT_EQ(std::isnan(y[size_t(m * N + n)]), m == 3) << qisa_name(isa) << " " << m << "," << n;
+  }
 }
 
 // Weight memory: 64-byte aligned, 2 MiB-aligned from kLargePageBytes on (outside ASan

@@ -135,8 +135,18 @@ QMatmulPlan qmatmul_plan(QFormat f, int64_t M, int64_t N, int64_t K, QIsa isa, f
     p.zero_sums = zero_sums_avx512;
     p.zero = avx512_zero_point(f);
   }
-  p.lanes = isa == QIsa::kAvx512 && lanes_format(f) && M >= kLaneMinRows && p.dots == avx512_dot_kernels(f);
-  if (p.lanes) p.zero_sums = nullptr;  // the lanes tile starts from the 16-sums instead
+  if (lanes_format(f) && M >= lane_min_rows(isa) && p.dots) {
+    if (isa == QIsa::kAvx512) {
+      p.lanes = lanes_tile_avx512;
+      p.lane_rows = 16;
+      p.lane_cols = kMaxLaneCols;
+      p.zero_sums = nullptr;  // the lanes tiles start from the 16-sums instead
+    } else {
+      p.lanes = isa == QIsa::kAvxVnni ? lanes_tile_avxvnni : lanes_tile_avx2;
+      p.lane_rows = 8;
+      p.lane_cols = kLaneColsAvx2;
+    }
+  }
   // quant_avx2.cc's kernels (AVX2, AVX-VNNI, and AVX-512's formats without kernels of
   // their own) take avx2_weight_rows at a time.
   if (p.dots && (isa != QIsa::kAvx512 || p.dots == avx2_dot_kernels(f))) p.n_step = avx2_weight_rows(f);
@@ -309,52 +319,57 @@ void qmatmul(const QMatmulPlan& p, const float* x, const uint8_t* w, const float
 
 void lanes_gemm(const QMatmulPlan& p, const QActRows& a, const uint8_t* w, float* y, const QBlockFn& block,
                 const QBlockFn& rows) {
-  const int64_t M = p.M, N = p.N, K = p.K, nb = K / 32;
-  ZENITH_CHECK(p.lanes && K % 32 == 0, "qmatmul: the lanes GEMM needs a plan that chose it");
-  // Tiles of 16 rows of x, laid out once per call: q [K / 4][16][4], then d and z [nb][16].
-  const int64_t tiles = (M + kLaneRows - 1) / kLaneRows, tile_bytes = 16 * K + 2 * 64 * nb;
+  const int64_t M = p.M, N = p.N, K = p.K, nb = K / 32, width = p.lane_rows, ncols = p.lane_cols;
+  ZENITH_CHECK(p.lanes && K % 32 == 0 && width <= kMaxLaneRows && ncols <= kMaxLaneCols,
+               "qmatmul: the lanes GEMM needs a plan that chose it");
+  // Tiles of `width` rows of x, laid out once per call: q [K / 4][width][4], then d and z
+  // [nb][width].
+  const int64_t tiles = (M + width - 1) / width, tile_bytes = width * (K + 8 * nb);
   thread_local gemm_detail::AlignedBuf lane_buf;
-  uint8_t* lanes = reinterpret_cast<uint8_t*>(lane_buf.get(size_t(tiles * tile_bytes / 4)));
+  uint8_t* laid = reinterpret_cast<uint8_t*>(lane_buf.get(size_t(tiles * tile_bytes / 4)));
   auto tile = [&](int64_t t) {
-    uint8_t* base = lanes + t * tile_bytes;
-    return QLaneRows{reinterpret_cast<const int8_t*>(base), reinterpret_cast<const float*>(base + 16 * K),
-                     reinterpret_cast<const int32_t*>(base + 16 * K + 64 * nb)};
+    uint8_t* base = laid + t * tile_bytes;
+    return QLaneRows{reinterpret_cast<const int8_t*>(base), reinterpret_cast<const float*>(base + width * K),
+                     reinterpret_cast<const int32_t*>(base + width * (K + 4 * nb))};
   };
   parallel_for(tiles, 1, [&](int64_t lo, int64_t hi) {
     for (int64_t t = lo; t < hi; ++t) {
-      QActRow r[kLaneRows];
-      const int n = int(std::min<int64_t>(kLaneRows, M - kLaneRows * t));
-      for (int i = 0; i < n; ++i) r[i] = a.row(kLaneRows * t + i);
-      const QLaneRows l = tile(t);
-      lane_rows(r, n, K, const_cast<int8_t*>(l.q), const_cast<float*>(l.d), const_cast<int32_t*>(l.z));
+      QActRow r[kMaxLaneRows];
+      const int n = int(std::min<int64_t>(width, M - width * t));
+      for (int i = 0; i < n; ++i) r[i] = a.row(width * t + i);
+      uint8_t* base = laid + t * tile_bytes;
+      lane_rows(r, n, int(width), K, reinterpret_cast<int8_t*>(base), reinterpret_cast<float*>(base + width * K),
+                reinterpret_cast<int32_t*>(base + width * (K + 4 * nb)));
     }
   });
   // Tiles per sweep over the weight: about 512 KiB of them, kept in L2 while each group
-  // of 8 columns, unpacked once per sweep, passes over them.
+  // of columns, unpacked once per sweep, passes over them.
   const int64_t sweep = std::max<int64_t>(1, (int64_t(512) << 10) / tile_bytes);
-  const int64_t groups = (N + kLaneCols - 1) / kLaneCols;
+  const int64_t groups = (N + ncols - 1) / ncols;
+  // The next group's weight rows, as whole cache lines, for the tile to prefetch.
+  const int64_t group_lines = (ncols * p.row_bytes + 63) / 64 + 1;
   parallel_for(groups, 1, [&](int64_t g0, int64_t g1) {
     thread_local gemm_detail::AlignedBuf unpacked;
-    float* scales = unpacked.get(size_t(kLaneCols * (K / 4 + nb)));
-    uint8_t* codes = reinterpret_cast<uint8_t*>(scales + kLaneCols * nb);
-    alignas(64) float out[kLaneCols * kLaneRows];
+    float* scales = unpacked.get(size_t(kMaxLaneCols * (K / 4 + nb)));
+    uint8_t* codes = reinterpret_cast<uint8_t*>(scales + kMaxLaneCols * nb);
+    alignas(64) float out[kMaxLaneCols * kMaxLaneRows];
     for (int64_t t0 = 0; t0 < tiles; t0 += sweep) {
-      const int64_t t1 = std::min(tiles, t0 + sweep), m0 = kLaneRows * t0, m1 = std::min(M, kLaneRows * t1);
+      const int64_t t1 = std::min(tiles, t0 + sweep), m0 = width * t0, m1 = std::min(M, width * t1);
       for (int64_t g = g0; g < g1; ++g) {
-        const int64_t n0 = kLaneCols * g;
-        const int cols = int(std::min<int64_t>(kLaneCols, N - n0));
-        lane_unpack_avx512(p.format, w + n0 * p.row_bytes, p.row_bytes, cols, K, codes, scales);
+        const int64_t n0 = ncols * g;
+        const int cols = int(std::min<int64_t>(ncols, N - n0));
+        lane_unpack_avx2(p.format, w + n0 * p.row_bytes, p.row_bytes, cols, K, codes, scales);
+        // the first tile fetches the next group's rows while it runs
+        const uintptr_t next = (reinterpret_cast<uintptr_t>(w) + uintptr_t((n0 + ncols) * p.row_bytes)) & ~uintptr_t(63);
         for (int64_t t = t0; t < t1; ++t) {
-          // the first tile fetches the next group's rows while it runs
-          const uintptr_t next = reinterpret_cast<uintptr_t>(w) + uintptr_t((n0 + kLaneCols) * p.row_bytes);
-          lanes_tile_avx512(tile(t), codes, scales, K, out, next, t == t0 ? kLaneCols * p.row_bytes : 0);
-          const int nrows = int(std::min<int64_t>(kLaneRows, M - kLaneRows * t));
+          p.lanes(tile(t), codes, scales, K, out, next, t == t0 ? group_lines : 0);
+          const int nrows = int(std::min<int64_t>(width, M - width * t));
           for (int r = 0; r < nrows; ++r)
-            for (int c = 0; c < cols; ++c) y[(kLaneRows * t + r) * N + n0 + c] = out[c * kLaneRows + r];
+            for (int c = 0; c < cols; ++c) y[(width * t + r) * N + n0 + c] = out[c * width + r];
         }
         if (block) block(m0, m1, n0, n0 + cols);
       }
-      if (rows) rows(m0, m1, kLaneCols * g0, std::min(N, kLaneCols * g1));
+      if (rows) rows(m0, m1, ncols * g0, std::min(N, ncols * g1));
     }
     unpacked.trim(size_t(1) << 20);
   });

@@ -63,11 +63,18 @@ struct QMatmulPlan {
   int64_t n_block = 1;    // weight rows that stay in L1 while the tiles of rows of x pass
   int64_t n_grain = 1;    // fewest weight rows a thread takes
   int64_t n_step = 1;     // weight rows the dot kernels take at a time: blocks and shares are multiples of it
-  // The 4-bit lanes GEMM (quant_formats.h, lanes_tile_avx512) instead of the dot kernels:
-  // AVX-512 VNNI, a format lanes_format takes, kLaneMinRows or more rows of x.
-  bool lanes = false;
+  // The 4-bit lanes GEMM's tile (quant_formats.h) where it runs instead of the dot
+  // kernels (a format lanes_format takes, lane_min_rows or more rows of x, a SIMD ISA),
+  // else null; its rows of x per register and its weight columns.
+  quant::QLaneTileFn lanes = nullptr;
+  int lane_rows = 0, lane_cols = 0;
 };
-constexpr int64_t kLaneMinRows = 8;
+// Rows of x from which the lanes GEMM runs: 8 with vpdpbusd (AVX-512 VNNI: 1.1-1.4x the
+// dot kernels' speed at 8 rows, 2.5-2.7x at 16; AVX-VNNI 0.93-1.07x at 8, 1.3x at 16,
+// 1.65x at 64); 64 on AVX2, whose 8-row dot kernels keep up better (lanes 0.8x their
+// speed at 8 rows, 0.9-1.05x at 16-32, 1.0-1.1x at 64-128). Intel Xeon 6/167, 2 threads,
+// int4_g128 at TinyLlama's shapes, in cache.
+constexpr int64_t lane_min_rows(QIsa isa) { return isa == QIsa::kAvx2 ? 64 : 8; }
 // Throws zenith::Error if K is not a whole number of the format's blocks.
 // x_scale > 0 (int8 weights only): activations quantized on that one scale (static INT8)
 // instead of per block of 32 (dynamic). codes8: the caller quantizes the rows itself, to
@@ -126,8 +133,8 @@ using QBlockFn = std::function<void(int64_t m0, int64_t m1, int64_t n0, int64_t 
 void q8_gemm_packed(const QMatmulPlan& p, const QActRows& a, const PackedOperand& packed, float* y,
                     const QBlockFn& block, const QBlockFn& rows = {});
 // The 4-bit lanes GEMM over rows already quantized (kQ8x32): y[m * N + n] from the weight
-// w as it is stored (QMatmulPlan::lanes), each group of 8 weight rows unpacked once per
-// sweep over up to ~512 KiB of rows of x; `block` and `rows` as for q8_gemm_packed.
+// w as it is stored (QMatmulPlan::lanes), each group of lane_cols weight rows unpacked
+// once per sweep over up to ~512 KiB of rows of x; `block` and `rows` as for q8_gemm_packed.
 void lanes_gemm(const QMatmulPlan& p, const QActRows& a, const uint8_t* w, float* y, const QBlockFn& block,
                 const QBlockFn& rows = {});
 // Whether no code of q[0, n) is negative (QActRows::nonneg).

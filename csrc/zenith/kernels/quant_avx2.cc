@@ -776,6 +776,47 @@ constexpr std::array<QGemmTileFn, sizeof...(R)> uniform_tiles(std::index_sequenc
 }
 constexpr QGemmTileFn kU8Tiles[kMaxNarrowRows] = {q8_gemm_tile_u8<1>, q8_gemm_tile_u8<2>};
 
+// The lanes tile (quant_formats.h) in 256 bits: 8 rows of x per register, kLaneColsAvx2
+// weight columns. Per 32-value block and column, 8 broadcast weight quads (unsigned codes
+// 0..15) times the rows' quads (signed codes): AVX-VNNI sums them into int32 started from
+// the rows' zero point share; AVX2's maddubs pairs (<= 2 x 15 x 127) are summed in int16
+// over the block's 8 quads (<= 8 x 3810 = 30480: no wrap), widened once by madd, and the
+// share added. Then (d_w x d_x) x sum, added as ref_dot does.
+constexpr int kCols8 = kLaneColsAvx2;
+void lanes_tile8(const QLaneRows& a, const uint8_t* codes, const float* scales, int64_t K, float* out, uintptr_t next,
+                 int64_t next_lines) {
+  const int64_t nb = K / 32, per_block = (next_lines + nb - 1) / std::max<int64_t>(nb, 1);
+  __m256 acc[kCols8];
+  for (int c = 0; c < kCols8; ++c) acc[c] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    if (b * per_block < next_lines)
+      prefetch_lines<2>(next + uintptr_t(64 * b * per_block), std::min(per_block, next_lines - b * per_block));
+    const __m256i z = loadu(a.z + 8 * b);
+    __m256i s[kCols8];
+    for (int c = 0; c < kCols8; ++c) s[c] = kVnni ? z : _mm256_setzero_si256();
+    for (int q = 0; q < 8; ++q) {
+      const __m256i av = loadu(a.q + 32 * (8 * b + q));
+      for (int c = 0; c < kCols8; ++c) {
+        int32_t quad;
+        std::memcpy(&quad, codes + c * K + 32 * b + 4 * q, 4);
+        const __m256i bw = _mm256_set1_epi32(quad);
+#if ZENITH_QUANT_AVXVNNI
+        s[c] = _mm256_dpbusd_avx_epi32(s[c], bw, av);
+#else
+        s[c] = _mm256_add_epi16(s[c], _mm256_maddubs_epi16(bw, av));
+#endif
+      }
+    }
+    const __m256 dx = _mm256_loadu_ps(a.d + 8 * b);
+    for (int c = 0; c < kCols8; ++c) {
+      const __m256i sum = kVnni ? s[c] : _mm256_add_epi32(_mm256_madd_epi16(s[c], _mm256_set1_epi16(1)), z);
+      const __m256 scale = _mm256_mul_ps(_mm256_set1_ps(scales[c * nb + b]), dx);
+      acc[c] = _mm256_add_ps(acc[c], _mm256_mul_ps(scale, _mm256_cvtepi32_ps(sum)));
+    }
+  }
+  for (int c = 0; c < kCols8; ++c) _mm256_storeu_ps(out + 8 * c, acc[c]);
+}
+
 const QDotFn* dot_kernels(QFormat f) {
   switch (f) {
     case QFormat::q8_0: return kSmall<QFormat::q8_0>;
@@ -808,6 +849,11 @@ const QGemmTileFn* q8_gemm_tiles_uniform_avxvnni() {
 }
 
 const QDotFn* avxvnni_dot_kernels(QFormat f) { return dot_kernels(f); }
+
+void lanes_tile_avxvnni(const QLaneRows& a, const uint8_t* codes, const float* scales, int64_t K, float* out,
+                        uintptr_t next, int64_t next_lines) {
+  lanes_tile8(a, codes, scales, K, out, next, next_lines);
+}
 #else
 const QGemmTileFn* q8_gemm_tiles_u8_avx2() { return kU8Tiles; }
 
@@ -827,6 +873,39 @@ const QGemmTileFn* q8_gemm_tiles_uniform_nonneg_avx2() {
 }
 
 const QDotFn* avx2_dot_kernels(QFormat f) { return dot_kernels(f); }
+
+void lanes_tile_avx2(const QLaneRows& a, const uint8_t* codes, const float* scales, int64_t K, float* out,
+                     uintptr_t next, int64_t next_lines) {
+  lanes_tile8(a, codes, scales, K, out, next, next_lines);
+}
+
+// Each 32-value chunk: its 16 bytes of nibbles, low nibbles (values 0..15) then high
+// (values 16..31).
+void lane_unpack_avx2(QFormat f, const uint8_t* w, int64_t row_bytes, int cols, int64_t K, uint8_t* codes,
+                      float* scales) {
+  const SmallBlock s = small_block_layout(f);
+  const __m128i low = _mm_set1_epi8(15);
+  for (int c = 0; c < kMaxLaneCols; ++c) {
+    uint8_t* out = codes + c * K;
+    float* sc = scales + c * (K / 32);
+    if (c >= cols) {
+      std::memset(out, 0, size_t(K));
+      std::memset(sc, 0, size_t(K / 32) * sizeof(float));
+      continue;
+    }
+    const uint8_t* row = w + c * row_bytes;
+    for (int64_t blk = 0; blk < K / (32 * s.chunks); ++blk) {
+      const uint8_t* p = row + blk * s.bytes;
+      const float d = f16(p);
+      for (int ch = 0; ch < s.chunks; ++ch) {
+        const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + s.qs + 16 * ch));
+        const __m256i u = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), low), _mm_and_si128(v, low));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 32 * (blk * s.chunks + ch)), u);
+        sc[blk * s.chunks + ch] = d;
+      }
+    }
+  }
+}
 #endif
 
 }  // namespace zenith::quant

@@ -283,41 +283,41 @@ void q8_gemm_tile_uniform(const uint8_t* wb, const float* ws, int64_t kpad, cons
 // columns. Per 32-value block and column: the zero point's share of the 16 rows starts
 // the int32 sums, 8 vpdpbusd of a broadcast weight quad (unsigned codes 0..15) by the
 // rows' quads (signed codes), then the sums are scaled by the rows' block scales times
-// the column's, and added: (d_w x d_x) x sum, in ref_dot's order and rounding (no FMA),
-// so every output equals ref_dot's bit for bit.
+// the column's, and added: (d_w x d_x) x sum, as ref_dot does.
+constexpr int kCols = kMaxLaneCols;
 void lanes_tile(const QLaneRows& a, const uint8_t* codes, const float* scales, int64_t K, float* out, uintptr_t next,
                 int64_t next_lines) {
-  const int64_t nb = K / 32, per_block = (next_lines + nb - 1) / nb;
-  __m512 acc[kLaneCols];
-  const uint8_t* wc[kLaneCols];
-  const float* ws[kLaneCols];
+  const int64_t nb = K / 32, per_block = (next_lines + nb - 1) / std::max<int64_t>(nb, 1);
+  __m512 acc[kCols];
+  const uint8_t* wc[kCols];
+  const float* ws[kCols];
 #pragma GCC unroll 8
-  for (int c = 0; c < kLaneCols; ++c) {
+  for (int c = 0; c < kCols; ++c) {
     acc[c] = _mm512_setzero_ps();
     wc[c] = codes + c * K;
-    ws[c] = scales + c * (K / 32);
+    ws[c] = scales + c * nb;
   }
   for (int64_t b = 0; b < nb; ++b) {
     if (b * per_block < next_lines)
       prefetch_lines<2>(next + uintptr_t(64 * b * per_block), std::min(per_block, next_lines - b * per_block));
-    __m512i s[kLaneCols];
+    __m512i s[kCols];
     const __m512i z = _mm512_loadu_si512(a.z + 16 * b);
 #pragma GCC unroll 8
-    for (int c = 0; c < kLaneCols; ++c) s[c] = z;
+    for (int c = 0; c < kCols; ++c) s[c] = z;
 #pragma GCC unroll 8
     for (int q = 0; q < 8; ++q) {
       const __m512i av = _mm512_loadu_si512(a.q + 64 * (8 * b + q));
 #pragma GCC unroll 8
-      for (int c = 0; c < kLaneCols; ++c)
+      for (int c = 0; c < kCols; ++c)
         dpbusd_acc(s[c], _mm512_set1_epi32(load_i32(reinterpret_cast<const int8_t*>(wc[c]) + 32 * b + 4 * q)), av);
     }
     const __m512 dx = _mm512_loadu_ps(a.d + 16 * b);
 #pragma GCC unroll 8
-    for (int c = 0; c < kLaneCols; ++c)
+    for (int c = 0; c < kCols; ++c)
       acc[c] = _mm512_add_ps(acc[c], _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(ws[c][b]), dx), to_float(s[c])));
   }
 #pragma GCC unroll 8
-  for (int c = 0; c < kLaneCols; ++c) _mm512_storeu_ps(out + 16 * c, acc[c]);
+  for (int c = 0; c < kCols; ++c) _mm512_storeu_ps(out + 16 * c, acc[c]);
 }
 
 }  // namespace
@@ -336,37 +336,8 @@ const QGemmTileFn* q8_gemm_tiles_uniform_avx512() {
 }
 
 void lanes_tile_avx512(const QLaneRows& a, const uint8_t* codes, const float* scales, int64_t K, float* out,
-                       uintptr_t next, int64_t next_bytes) {
-  const uintptr_t line = next & ~uintptr_t(63);
-  lanes_tile(a, codes, scales, K, out, line, next_bytes > 0 ? int64_t((next + uintptr_t(next_bytes) - line + 63) / 64) : 0);
-}
-
-// Each 32-value chunk: its 16 bytes of nibbles, low nibbles (values 0..15) then high
-// (values 16..31).
-void lane_unpack_avx512(QFormat f, const uint8_t* w, int64_t row_bytes, int cols, int64_t K, uint8_t* codes,
-                        float* scales) {
-  const SmallBlock s = small_block_layout(f);
-  const __m128i low = _mm_set1_epi8(15);
-  for (int c = 0; c < kLaneCols; ++c) {
-    uint8_t* out = codes + c * K;
-    float* sc = scales + c * (K / 32);
-    if (c >= cols) {
-      std::memset(out, 0, size_t(K));
-      std::memset(sc, 0, size_t(K / 32) * sizeof(float));
-      continue;
-    }
-    const uint8_t* row = w + c * row_bytes;
-    for (int64_t blk = 0; blk < K / (32 * s.chunks); ++blk) {
-      const uint8_t* p = row + blk * s.bytes;
-      const float d = _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(u16_at(p))));
-      for (int ch = 0; ch < s.chunks; ++ch) {
-        const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + s.qs + 16 * ch));
-        const __m256i u = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), low), _mm_and_si128(v, low));
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 32 * (blk * s.chunks + ch)), u);
-        sc[blk * s.chunks + ch] = d;
-      }
-    }
-  }
+                       uintptr_t next, int64_t next_lines) {
+  lanes_tile(a, codes, scales, K, out, next, next_lines);
 }
 
 const QDotFn* avx512_dot_kernels(QFormat f) {

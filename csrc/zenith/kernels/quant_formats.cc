@@ -149,20 +149,20 @@ void zero_sums(const int8_t* q, int64_t kpad, int zero, int32_t* out) {
     out[j] = -zero * (int32_t(q[4 * j]) + q[4 * j + 1] + q[4 * j + 2] + q[4 * j + 3]);
 }
 
-void lane_rows(const QActRow* a, int rows, int64_t kpad, int8_t* q, float* d, int32_t* z) {
+void lane_rows(const QActRow* a, int rows, int width, int64_t kpad, int8_t* q, float* d, int32_t* z) {
   for (int64_t j = 0; j < kpad / 4; ++j)
-    for (int r = 0; r < kLaneRows; ++r)
-      for (int i = 0; i < 4; ++i) q[64 * j + 4 * r + i] = r < rows ? a[r].q[4 * j + i] : int8_t(0);
+    for (int r = 0; r < width; ++r)
+      for (int i = 0; i < 4; ++i) q[4 * (width * j + r) + i] = r < rows ? a[r].q[4 * j + i] : int8_t(0);
   for (int64_t b = 0; b < kpad / 32; ++b)
-    for (int r = 0; r < kLaneRows; ++r) {
-      d[16 * b + r] = r < rows ? a[r].d[b] : 0.0f;
-      z[16 * b + r] = r < rows ? -8 * (int32_t(a[r].s16[2 * b]) + a[r].s16[2 * b + 1]) : 0;
+    for (int r = 0; r < width; ++r) {
+      d[width * b + r] = r < rows ? a[r].d[b] : 0.0f;
+      z[width * b + r] = r < rows ? -8 * (int32_t(a[r].s16[2 * b]) + a[r].s16[2 * b + 1]) : 0;
     }
 }
 
 void lane_unpack(QFormat f, const uint8_t* w, int64_t row_bytes, int cols, int64_t K, uint8_t* codes, float* scales) {
   const SmallBlock s = small_block_layout(f);
-  for (int c = 0; c < kLaneCols; ++c) {
+  for (int c = 0; c < kMaxLaneCols; ++c) {
     if (c >= cols) {
       std::fill_n(codes + c * K, K, uint8_t(0));
       std::fill_n(scales + c * (K / 32), K / 32, 0.0f);

@@ -324,47 +324,60 @@ constexpr int kMaxUniformRowsAvx512 = 12;
 const QGemmTileFn* q8_gemm_tiles_uniform_avx512();
 const QGemmTileFn* q8_gemm_tiles_uniform_avx2();
 const QGemmTileFn* q8_gemm_tiles_uniform_avxvnni();
-// The 4-bit GEMM with rows of x in the lanes (AVX-512 VNNI), for the nibble formats whose
-// value is d x (q - 8) (q4_0, int4_g64, int4_g128) and 16 or more rows of x. The dot
-// kernels above decode each weight block once per tile of up to 4 rows and spend a
-// convert and an FMA per 32 values and row; here a 512-bit register holds 16 rows of x
-// (4 activation codes each), a weight quad (4 codes of one column, unpacked once per call
-// into bytes) is broadcast to all 16, and one vpdpbusd does 64 multiply-adds, the scales
-// applied once per 32-value block for 16 rows at a time.
-constexpr int kLaneRows = 16;  // rows of x per register
-constexpr int kLaneCols = 8;   // weight columns per tile
+// The 4-bit GEMM with rows of x in the lanes, for the nibble formats whose value is
+// d x (q - 8) (q4_0, int4_g64, int4_g128) and 8 or more rows of x. The dot kernels above
+// decode each weight block once per tile of up to 4 rows and spend a convert and an FMA
+// per 32 values and row; here a register holds `width` rows of x (16 in 512 bits, 8 in
+// 256), 4 activation codes each, a weight quad (4 codes of one column, unpacked once per
+// call into bytes) is broadcast to all of them, and one vpdpbusd (AVX2: maddubs, its
+// int16 pairs summed over a 32-value block, then madd) multiplies the quad with every
+// row; the scales are applied once per 32-value block for all the rows at a time.
 // Whether the lanes GEMM takes weights of format f.
 constexpr bool lanes_format(QFormat f) {
   return f == QFormat::q4_0 || f == QFormat::int4_g64 || f == QFormat::int4_g128;
 }
-// 16 activation rows of one scale per 32 values as the lanes tile reads them, for kpad
-// values: q [kpad / 4][16][4] (quad j of row r at q + 64 j + 4 r), d [kpad / 32][16] (the
-// rows' block scales), z [kpad / 32][16] (-8 x the sum of each row's block codes: the
-// zero point's share); rows past the last are codes 0 and scales 0.
+constexpr int kMaxLaneRows = 16;  // rows of x per register: 16 (AVX-512), 8 (AVX2, AVX-VNNI)
+constexpr int kMaxLaneCols = 8;   // weight columns per tile: 8 (AVX-512), kLaneColsAvx2
+constexpr int kLaneColsAvx2 = 4;  // (16 registers: 2 per column, and the rows' quad)
+// `width` activation rows of one scale per 32 values as the lanes tiles read them, for
+// kpad values: q [kpad / 4][width][4] (quad j of row r at q + 4 (width j + r)), d
+// [kpad / 32][width] (the rows' block scales), z [kpad / 32][width] (-8 x the sum of each
+// row's block codes: the zero point's share); rows past the last are codes 0, scales 0.
 struct QLaneRows {
   const int8_t* q;
   const float* d;
   const int32_t* z;
 };
-// Lays out rows a[0, rows) (rows <= 16) of kpad values as a QLaneRows in q, d, z.
-void lane_rows(const QActRow* a, int rows, int64_t kpad, int8_t* q, float* d, int32_t* z);
-// Unpacks `cols` (<= kLaneCols) weight rows of format f (lanes_format) at w, row_bytes
-// apart, K values each, into codes [kLaneCols][K] (unsigned, 0..15, value order) and
-// scales [kLaneCols][K / 32] (each 32-value chunk's d in f32); the columns past `cols`
-// get codes and scales 0. The scalar reference, and AVX-512 (quant_avx512.cc).
+// Lays out rows a[0, rows) (rows <= width) of kpad values as a QLaneRows in q, d, z.
+void lane_rows(const QActRow* a, int rows, int width, int64_t kpad, int8_t* q, float* d, int32_t* z);
+// Unpacks `cols` (<= kMaxLaneCols) weight rows of format f (lanes_format) at w, row_bytes
+// apart, K values each, into codes [kMaxLaneCols][K] (unsigned, 0..15, value order) and
+// scales [kMaxLaneCols][K / 32] (each 32-value chunk's d in f32); the columns past `cols`
+// get codes and scales 0. The scalar reference, and AVX2 (quant_avx2.cc; every lanes
+// tile's ISA runs it).
 void lane_unpack(QFormat f, const uint8_t* w, int64_t row_bytes, int cols, int64_t K, uint8_t* codes, float* scales);
-void lane_unpack_avx512(QFormat f, const uint8_t* w, int64_t row_bytes, int cols, int64_t K, uint8_t* codes,
-                        float* scales);
-// out[c * 16 + r] = sum over blocks b of a.d[b][r] x scales[c][b] x (the integer dot of
-// block b of row r with column c, less its zero point), for c < kLaneCols, r < 16: the
-// integer sums are ref_dot's (AVX-512 VNNI, quant_avx512.cc). Meanwhile it prefetches
-// next_bytes from address `next` on into L2 (the next group's weight rows, or 0 bytes):
-// the unpacking reads a group's rows in one burst and the tile none, so the hardware
-// prefetchers, left alone, idle while the tile runs (Intel Xeon 6/167, 2 threads, 16
-// rows of x, int4_g128 weights cold, one run each, us without -> with: 2048 x 2048 304
-// -> 302, 5632 x 2048 791 -> 740, 2048 x 5632 817 -> 788; into L1 instead: the same).
+void lane_unpack_avx2(QFormat f, const uint8_t* w, int64_t row_bytes, int cols, int64_t K, uint8_t* codes,
+                      float* scales);
+// A lanes tile: out[c * width + r] = sum over blocks b of a.d[b][r] x scales[c][b] x (the
+// integer dot of block b of row r with column c, less its zero point), for c < its
+// columns, r < width: the integer sums are ref_dot's, scaled and added in its order and
+// rounding (no FMA), so every output equals ref_dot's bit for bit. codes and scales as
+// lane_unpack writes them. Meanwhile it prefetches next_lines cache lines from address
+// `next` (a line's) on into L2 (the next group's weight rows, or none): the unpacking reads a group's rows
+// in one burst and the tile none, so the hardware prefetchers, left alone, idle while
+// the tile runs (Intel Xeon 6/167, 2 threads, 16 rows of x, int4_g128 weights cold, one
+// run each, us without -> with: 2048 x 2048 304 -> 302, 5632 x 2048 791 -> 740, 2048 x
+// 5632 817 -> 788; into L1 instead: the same).
+using QLaneTileFn = void (*)(const QLaneRows& a, const uint8_t* codes, const float* scales, int64_t K, float* out,
+                             uintptr_t next, int64_t next_lines);
+// AVX-512 VNNI: 16 rows x 8 columns (quant_avx512.cc).
 void lanes_tile_avx512(const QLaneRows& a, const uint8_t* codes, const float* scales, int64_t K, float* out,
-                       uintptr_t next = 0, int64_t next_bytes = 0);
+                       uintptr_t next, int64_t next_lines);
+// AVX2 and AVX-VNNI: 8 rows x kLaneColsAvx2 columns (quant_avx2.cc, quant_avxvnni.cc).
+void lanes_tile_avx2(const QLaneRows& a, const uint8_t* codes, const float* scales, int64_t K, float* out,
+                     uintptr_t next, int64_t next_lines);
+void lanes_tile_avxvnni(const QLaneRows& a, const uint8_t* codes, const float* scales, int64_t K, float* out,
+                        uintptr_t next, int64_t next_lines);
 
 // AVX2 uniform tiles for rows whose codes are all in [0, 127] (QActRows::nonneg): the
 // activation codes are maddubs' unsigned operand, no sign trick.
