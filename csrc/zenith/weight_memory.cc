@@ -8,6 +8,9 @@
 #ifdef __linux__
 #include <sys/mman.h>
 #endif
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 namespace zenith {
 
@@ -33,6 +36,12 @@ std::shared_ptr<void> alloc_weight_memory(size_t bytes) {
   if (posix_memalign(&p, 64, std::max<size_t>(bytes, 1)) != 0) p = nullptr;
   if (!p) fail_alloc("zenith: out of memory allocating a ", bytes, "-byte weight");
   return std::shared_ptr<void>(p, std::free);
+}
+
+void release_free_heap() {
+#ifdef __GLIBC__
+  malloc_trim(0);
+#endif
 }
 
 }  // namespace zenith

@@ -21,4 +21,9 @@ constexpr size_t kLargePageBytes = size_t(2) << 20;
 // memory. Where madvise fails or is not Linux's, the memory is the same, in small pages.
 std::shared_ptr<void> alloc_weight_memory(size_t bytes);
 
+// Returns the heap's free memory to the system (glibc's malloc_trim; nothing elsewhere):
+// for after a model's weights were made in temporaries and copied into weight memory,
+// whose freed pages glibc would otherwise keep.
+void release_free_heap();
+
 }  // namespace zenith

@@ -411,4 +411,7 @@ def quantize(model, scheme, *, group_size=None, symmetric=True, include_embeddin
         more = f"; and {len(surprising) - 5} more" if len(surprising) > 5 else ""
         warnings.warn(f"zenith.quantize({scheme!r}): {len(surprising)} layer(s) stay in floating point: {listed}"
                       f"{more} (zenith.quant.summary(model).kept lists them all)", stacklevel=2)
+    # The quantized weights were made in temporaries and copied into weight memory; give
+    # the heap they leave back (TinyLlama int4 built layer by layer: peak RSS 1981 -> 1738 MiB).
+    _C.release_free_heap()
     return model
