@@ -90,6 +90,7 @@ void init_quant(nb::module_& m) {
       nb::arg("nbytes"),
       "An uninitialised uint8 tensor of nbytes for a weight kernels stream from memory: from 2 MiB on, its own "
       "mapping, 2 MiB-aligned, asked for 2 MiB pages (Linux THP), which spare a decode step's TLB walks.");
+  m.attr("LARGE_PAGE_BYTES") = kLargePageBytes;
   m.def("release_free_heap", [] { release_free_heap(); },
         "Returns the heap's free memory to the system (glibc malloc_trim), as zenith.quantize does at its end.");
   m.def(

@@ -586,7 +586,8 @@ INSTANTIATE_TEST_SUITE_P(All, QuantFormat, ::testing::ValuesIn(all_formats()),
 // dequantized weight, and on every SIMD ISA every output equal to ref_dot's bit for bit
 // (the same integer sums, scaled and added in the same order): rows that fill the lanes
 // and rows that leave some empty, columns past the last group, a bias, two threads, and
-// rows enough at K 4096 for several sweeps over the weight.
+// rows enough at K 4096 for two sweeps over the weight; then a fused GELU (the epilogue
+// that runs over each thread's whole columns once a sweep is done).
 TEST(QuantKernels, LanesGemmEqualsReferenceBitForBit) {
   if (simd_isas().empty()) GTEST_SKIP() << "this CPU has no AVX2";
   unsigned seed = 900;
@@ -596,8 +597,8 @@ TEST(QuantKernels, LanesGemmEqualsReferenceBitForBit) {
     auto w = random_weight(f, 5, K, seed++);
     std::vector<uint8_t> c0(8 * K, 7), c1(8 * K, 9);
     std::vector<float> s0(8 * K / 32, 7.0f), s1(8 * K / 32, 9.0f);
-    quant::lane_unpack(f, w.data(), rb, 5, K, c0.data(), s0.data());
-    quant::lane_unpack_avx2(f, w.data(), rb, 5, K, c1.data(), s1.data());
+    quant::lane_unpack(f, w.data(), rb, 5, 8, K, c0.data(), s0.data());
+    quant::lane_unpack_avx2(f, w.data(), rb, 5, 8, K, c1.data(), s1.data());
     EXPECT_EQ(c0, c1) << name_of(f);
     EXPECT_EQ(0, std::memcmp(s0.data(), s1.data(), s0.size() * sizeof(float))) << name_of(f);
     auto wd = dequant(f, w, 5, K);
@@ -626,6 +627,23 @@ TEST(QuantKernels, LanesGemmEqualsReferenceBitForBit) {
                                        << " K=" << K << " at " << i / N << "," << i % N;
         }
     }
+  // bias + GELU, fused, against the reference's output with both applied after
+  for (QIsa isa : simd_isas()) {
+    const int64_t M = lane_min_rows(isa) + 5, N = 21, K = 4096;  // two sweeps
+    const QFormat f = QFormat::int4_g128;
+    const QMatmulPlan p = qmatmul_plan(f, M, N, K, isa);
+    ASSERT_TRUE(p.lanes != nullptr);
+    auto w = random_weight(f, N, K, seed++);
+    auto x = randn(size_t(M * K), seed++);
+    auto bias = randn(size_t(N), seed++);
+    std::vector<float> y(size_t(M * N), std::numeric_limits<float>::quiet_NaN());
+    qmatmul(p, x.data(), w.data(), bias.data(), y.data(), nullptr, Activation::kGelu);
+    auto ref = run_reference_of(p, x, w, bias.data());
+    for (size_t i = 0; i < y.size(); ++i) {
+      const double v = ref[i], gelu = 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0)));
+      ASSERT_NEAR(y[i], gelu, 1e-5 * std::fabs(gelu) + 1e-6) << qisa_name(isa) << " at " << i / N << "," << i % N;
+    }
+  }
   set_num_threads(1);
   // A row with NaN is NaN in every column; the rows beside it are not.
   const int64_t M = lane_min_rows(QIsa::kAvx2) + 9, N = 9, K = 256;  // the lanes on every ISA

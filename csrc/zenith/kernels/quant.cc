@@ -327,19 +327,23 @@ void lanes_gemm(const QMatmulPlan& p, const QActRows& a, const uint8_t* w, float
   const int64_t tiles = (M + width - 1) / width, tile_bytes = width * (K + 8 * nb);
   thread_local gemm_detail::AlignedBuf lane_buf;
   uint8_t* laid = reinterpret_cast<uint8_t*>(lane_buf.get(size_t(tiles * tile_bytes / 4)));
+  struct Laid {
+    int8_t* q;
+    float* d;
+    int32_t* z;
+  };
   auto tile = [&](int64_t t) {
     uint8_t* base = laid + t * tile_bytes;
-    return QLaneRows{reinterpret_cast<const int8_t*>(base), reinterpret_cast<const float*>(base + width * K),
-                     reinterpret_cast<const int32_t*>(base + width * (K + 4 * nb))};
+    return Laid{reinterpret_cast<int8_t*>(base), reinterpret_cast<float*>(base + width * K),
+                reinterpret_cast<int32_t*>(base + width * (K + 4 * nb))};
   };
   parallel_for(tiles, 1, [&](int64_t lo, int64_t hi) {
     for (int64_t t = lo; t < hi; ++t) {
       QActRow r[kMaxLaneRows];
       const int n = int(std::min<int64_t>(width, M - width * t));
       for (int i = 0; i < n; ++i) r[i] = a.row(width * t + i);
-      uint8_t* base = laid + t * tile_bytes;
-      lane_rows(r, n, int(width), K, reinterpret_cast<int8_t*>(base), reinterpret_cast<float*>(base + width * K),
-                reinterpret_cast<int32_t*>(base + width * (K + 4 * nb)));
+      const Laid l = tile(t);
+      lane_rows(r, n, int(width), K, l.q, l.d, l.z);
     }
   });
   // Tiles per sweep over the weight: about 512 KiB of them, kept in L2 while each group
@@ -358,11 +362,13 @@ void lanes_gemm(const QMatmulPlan& p, const QActRows& a, const uint8_t* w, float
       for (int64_t g = g0; g < g1; ++g) {
         const int64_t n0 = ncols * g;
         const int cols = int(std::min<int64_t>(ncols, N - n0));
-        lane_unpack_avx2(p.format, w + n0 * p.row_bytes, p.row_bytes, cols, K, codes, scales);
-        // the first tile fetches the next group's rows while it runs
-        const uintptr_t next = (reinterpret_cast<uintptr_t>(w) + uintptr_t((n0 + ncols) * p.row_bytes)) & ~uintptr_t(63);
+        lane_unpack_avx2(p.format, w + n0 * p.row_bytes, p.row_bytes, cols, int(ncols), K, codes, scales);
+        // the first tile fetches the rows of the group this thread unpacks next while it runs
+        const int64_t gn = g + 1 < g1 ? g + 1 : t1 < tiles ? g0 : -1;
+        const uintptr_t next = (reinterpret_cast<uintptr_t>(w) + uintptr_t(ncols * gn * p.row_bytes)) & ~uintptr_t(63);
         for (int64_t t = t0; t < t1; ++t) {
-          p.lanes(tile(t), codes, scales, K, out, next, t == t0 ? group_lines : 0);
+          const Laid l = tile(t);
+          p.lanes(QLaneRows{l.q, l.d, l.z}, codes, scales, K, out, next, t == t0 && gn >= 0 ? group_lines : 0);
           const int nrows = int(std::min<int64_t>(width, M - width * t));
           for (int r = 0; r < nrows; ++r)
             for (int c = 0; c < cols; ++c) y[(width * t + r) * N + n0 + c] = out[c * width + r];

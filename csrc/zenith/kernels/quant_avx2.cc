@@ -881,11 +881,11 @@ void lanes_tile_avx2(const QLaneRows& a, const uint8_t* codes, const float* scal
 
 // Each 32-value chunk: its 16 bytes of nibbles, low nibbles (values 0..15) then high
 // (values 16..31).
-void lane_unpack_avx2(QFormat f, const uint8_t* w, int64_t row_bytes, int cols, int64_t K, uint8_t* codes,
+void lane_unpack_avx2(QFormat f, const uint8_t* w, int64_t row_bytes, int cols, int width, int64_t K, uint8_t* codes,
                       float* scales) {
   const SmallBlock s = small_block_layout(f);
   const __m128i low = _mm_set1_epi8(15);
-  for (int c = 0; c < kMaxLaneCols; ++c) {
+  for (int c = 0; c < width; ++c) {
     uint8_t* out = codes + c * K;
     float* sc = scales + c * (K / 32);
     if (c >= cols) {

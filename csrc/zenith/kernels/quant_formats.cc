@@ -160,9 +160,10 @@ void lane_rows(const QActRow* a, int rows, int width, int64_t kpad, int8_t* q, f
     }
 }
 
-void lane_unpack(QFormat f, const uint8_t* w, int64_t row_bytes, int cols, int64_t K, uint8_t* codes, float* scales) {
+void lane_unpack(QFormat f, const uint8_t* w, int64_t row_bytes, int cols, int width, int64_t K, uint8_t* codes,
+                 float* scales) {
   const SmallBlock s = small_block_layout(f);
-  for (int c = 0; c < kMaxLaneCols; ++c) {
+  for (int c = 0; c < width; ++c) {
     if (c >= cols) {
       std::fill_n(codes + c * K, K, uint8_t(0));
       std::fill_n(scales + c * (K / 32), K / 32, 0.0f);

@@ -328,8 +328,8 @@ const QGemmTileFn* q8_gemm_tiles_uniform_avxvnni();
 // d x (q - 8) (q4_0, int4_g64, int4_g128) and 8 or more rows of x. The dot kernels above
 // decode each weight block once per tile of up to 4 rows and spend a convert and an FMA
 // per 32 values and row; here a register holds `width` rows of x (16 in 512 bits, 8 in
-// 256), 4 activation codes each, a weight quad (4 codes of one column, unpacked once per
-// call into bytes) is broadcast to all of them, and one vpdpbusd (AVX2: maddubs, its
+// 256), 4 activation codes each, a weight quad (4 codes of one column, unpacked into
+// bytes once per sweep over the rows) is broadcast to all of them, and one vpdpbusd (AVX2: maddubs, its
 // int16 pairs summed over a 32-value block, then madd) multiplies the quad with every
 // row; the scales are applied once per 32-value block for all the rows at a time.
 // Whether the lanes GEMM takes weights of format f.
@@ -350,13 +350,14 @@ struct QLaneRows {
 };
 // Lays out rows a[0, rows) (rows <= width) of kpad values as a QLaneRows in q, d, z.
 void lane_rows(const QActRow* a, int rows, int width, int64_t kpad, int8_t* q, float* d, int32_t* z);
-// Unpacks `cols` (<= kMaxLaneCols) weight rows of format f (lanes_format) at w, row_bytes
-// apart, K values each, into codes [kMaxLaneCols][K] (unsigned, 0..15, value order) and
-// scales [kMaxLaneCols][K / 32] (each 32-value chunk's d in f32); the columns past `cols`
-// get codes and scales 0. The scalar reference, and AVX2 (quant_avx2.cc; every lanes
-// tile's ISA runs it).
-void lane_unpack(QFormat f, const uint8_t* w, int64_t row_bytes, int cols, int64_t K, uint8_t* codes, float* scales);
-void lane_unpack_avx2(QFormat f, const uint8_t* w, int64_t row_bytes, int cols, int64_t K, uint8_t* codes,
+// Unpacks `cols` (<= width <= kMaxLaneCols) weight rows of format f (lanes_format) at w,
+// row_bytes apart, K values each, into codes [width][K] (unsigned, 0..15, value order)
+// and scales [width][K / 32] (each 32-value chunk's d in f32); the columns from `cols` to
+// `width` (a tile's columns) get codes and scales 0. The scalar reference, and AVX2
+// (quant_avx2.cc; every lanes tile's ISA runs it).
+void lane_unpack(QFormat f, const uint8_t* w, int64_t row_bytes, int cols, int width, int64_t K, uint8_t* codes,
+                 float* scales);
+void lane_unpack_avx2(QFormat f, const uint8_t* w, int64_t row_bytes, int cols, int width, int64_t K, uint8_t* codes,
                       float* scales);
 // A lanes tile: out[c * width + r] = sum over blocks b of a.d[b][r] x scales[c][b] x (the
 // integer dot of block b of row r with column c, less its zero point), for c < its

@@ -36,7 +36,7 @@ def in_large_pages(q):
     (zenith._C.weight_buffer) if it is a CPU tensor of 2 MiB or more; else q. Decode
     streams every weight once per token, and on 4 KiB pages each one is a TLB miss
     (TinyLlama-1.1B decode, Intel Xeon 6/167: int4 1.20x the tokens/s, int8 1.11x)."""
-    if q.device.type != "cpu" or q.numel() * q.element_size() < (2 << 20):
+    if q.device.type != "cpu" or q.numel() * q.element_size() < _C.LARGE_PAGE_BYTES:
         return q
     out = _C.weight_buffer(q.numel() * q.element_size()).view(q.dtype).view(q.shape)
     out.copy_(q)

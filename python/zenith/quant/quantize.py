@@ -412,6 +412,6 @@ def quantize(model, scheme, *, group_size=None, symmetric=True, include_embeddin
         warnings.warn(f"zenith.quantize({scheme!r}): {len(surprising)} layer(s) stay in floating point: {listed}"
                       f"{more} (zenith.quant.summary(model).kept lists them all)", stacklevel=2)
     # The quantized weights were made in temporaries and copied into weight memory; give
-    # the heap they leave back (TinyLlama int4 built layer by layer: peak RSS 1981 -> 1738 MiB).
+    # the heap they leave back (TinyLlama int4 built layer by layer: peak RSS 1981 -> 1760 MiB).
     _C.release_free_heap()
     return model
