@@ -789,8 +789,7 @@ void lanes_tile8(const QLaneRows& a, const uint8_t* codes, const float* scales, 
   __m256 acc[kCols8];
   for (int c = 0; c < kCols8; ++c) acc[c] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
-    if (b * per_block < next_lines)
-      prefetch_lines<2>(next + uintptr_t(64 * b * per_block), std::min(per_block, next_lines - b * per_block));
+    prefetch_block_share(next, next_lines, per_block, b);
     const __m256i z = loadu(a.z + 8 * b);
     __m256i s[kCols8];
     for (int c = 0; c < kCols8; ++c) s[c] = kVnni ? z : _mm256_setzero_si256();

@@ -285,8 +285,10 @@ void q8_gemm_tile_uniform(const uint8_t* wb, const float* ws, int64_t kpad, cons
 // rows' quads (signed codes), then the sums are scaled by the rows' block scales times
 // the column's, and added: (d_w x d_x) x sum, as ref_dot does.
 constexpr int kCols = kMaxLaneCols;
-void lanes_tile(const QLaneRows& a, const uint8_t* codes, const float* scales, int64_t K, float* out, uintptr_t next,
-                int64_t next_lines) {
+}  // namespace
+
+void lanes_tile_avx512(const QLaneRows& a, const uint8_t* codes, const float* scales, int64_t K, float* out,
+                       uintptr_t next, int64_t next_lines) {
   const int64_t nb = K / 32, per_block = (next_lines + nb - 1) / std::max<int64_t>(nb, 1);
   __m512 acc[kCols];
   const uint8_t* wc[kCols];
@@ -298,8 +300,7 @@ void lanes_tile(const QLaneRows& a, const uint8_t* codes, const float* scales, i
     ws[c] = scales + c * nb;
   }
   for (int64_t b = 0; b < nb; ++b) {
-    if (b * per_block < next_lines)
-      prefetch_lines<2>(next + uintptr_t(64 * b * per_block), std::min(per_block, next_lines - b * per_block));
+    prefetch_block_share(next, next_lines, per_block, b);
     __m512i s[kCols];
     const __m512i z = _mm512_loadu_si512(a.z + 16 * b);
 #pragma GCC unroll 8
@@ -320,8 +321,6 @@ void lanes_tile(const QLaneRows& a, const uint8_t* codes, const float* scales, i
   for (int c = 0; c < kCols; ++c) _mm512_storeu_ps(out + 16 * c, acc[c]);
 }
 
-}  // namespace
-
 const QGemmTileFn* q8_gemm_tiles_avx512() {
   static constexpr QGemmTileFn kTiles[kMaxDotRows] = {q8_gemm_tile<1>, q8_gemm_tile<2>, q8_gemm_tile<3>, q8_gemm_tile<4>};
   return kTiles;
@@ -333,11 +332,6 @@ const QGemmTileFn* q8_gemm_tiles_uniform_avx512() {
       q8_gemm_tile_uniform<5>, q8_gemm_tile_uniform<6>,  q8_gemm_tile_uniform<7>,  q8_gemm_tile_uniform<8>,
       q8_gemm_tile_uniform<9>, q8_gemm_tile_uniform<10>, q8_gemm_tile_uniform<11>, q8_gemm_tile_uniform<12>};
   return kTiles;
-}
-
-void lanes_tile_avx512(const QLaneRows& a, const uint8_t* codes, const float* scales, int64_t K, float* out,
-                       uintptr_t next, int64_t next_lines) {
-  lanes_tile(a, codes, scales, K, out, next, next_lines);
 }
 
 const QDotFn* avx512_dot_kernels(QFormat f) {

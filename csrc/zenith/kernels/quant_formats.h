@@ -17,6 +17,7 @@
 // The integer parts are exact and equal in every path; only the order of float sums
 // differs between the scalar and the SIMD kernels (k-quants: not even that).
 #pragma once
+#include <algorithm>
 #include <cfloat>
 #include <cstddef>
 #include <cstdint>
@@ -173,6 +174,13 @@ inline void prefetch_lines(uintptr_t p, int64_t n) {
 inline void prefetch_row_ahead(const uint8_t* row, int64_t row_bytes) {
   const uintptr_t p = reinterpret_cast<uintptr_t>(row) + uintptr_t(kRowPrefetchAhead), a = p & ~uintptr_t(63);
   prefetch_lines(a, int64_t((p + uintptr_t(row_bytes) - a + 63) / 64));
+}
+
+// The lanes tiles' prefetch, spread over their blocks: block b's `per` of next_lines
+// cache lines from `next` on, into L2 (per = next_lines / blocks, rounded up).
+inline void prefetch_block_share(uintptr_t next, int64_t next_lines, int64_t per, int64_t b) {
+  const int64_t lo = b * per;
+  if (lo < next_lines) prefetch_lines<2>(next + uintptr_t(64 * lo), std::min(per, next_lines - lo));
 }
 
 inline float f16_at(const uint8_t* p) {
