@@ -181,11 +181,12 @@ TEST(Kernels, SgemmWeightInPlaceMatchesReference) {
   // of 16 or 32 (last panels of 1, 8, 12 and 16 rows run the half-width kernel, of 17
   // and 24 rows the full one; kernels_forced_avx2 runs this on AVX2) and more than one
   // block of them (300, 600), k tails and several k blocks, A with a row stride past K, C with
-  // ldc > N, A transposed, alpha, accumulate, the epilogue, on 1 and 2 threads.
+  // ldc > N, A transposed, alpha, accumulate, the epilogue, on 1 and 2 threads. K up to
+  // 1024 prefetches the next panel of W (kPrefetchWRowsMaxK), 1025 not.
   for (int threads : {1, 2}) {
     set_num_threads(threads);
     for (auto [M, N, K] : {std::tuple<int64_t, int64_t, int64_t>{49, 7, 300}, {56, 769, 64}, {300, 130, 513},
-                           {600, 20, 259}, {128, 768, 768}, {48, 33, 40}})
+                           {600, 20, 259}, {128, 768, 768}, {48, 33, 40}, {40, 100, 1024}, {40, 100, 1025}})
       for (int variant = 0; variant < 3; ++variant) {  // overwrite; accumulate; A transposed (a_rs 1)
         bool acc = variant == 1, at = variant == 2;
         ASSERT_FALSE(sgemm_reads_packed(M, 1, K)) << M;  // both ISAs have the kernel

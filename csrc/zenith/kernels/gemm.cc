@@ -428,7 +428,7 @@ void sgemm_blocked(int64_t M, int64_t N, int64_t K, float alpha, const float* a,
       bool half = nr <= NR / 2;
       if (a_rows)
         (half && UK_ROWS_HALF ? UK_ROWS_HALF : UK_ROWS)(kc, a + q * MR * a_rs + pc, a_rs, bpanel, ct, ldc, mr, nr,
-                                                        accumulate || pc > 0);
+                                                        accumulate || pc > 0, 0);
       else
         (half && UK_HALF ? UK_HALF : UK)(kc, ap_all + pc * mpanels * MR + q * kc * MR, bpanel, ct, ldc, mr, nr,
                                          accumulate || pc > 0);
@@ -534,11 +534,23 @@ void finish_strip(const GemmEpilogue* ep, float* strip, int64_t width, int64_t r
 // MR x (rows of X) strip, written to C transposed, times alpha, epilogue applied.
 // Blocks of X's rows keep one k block of X^T in half of L2. A last panel of X with at
 // most NR / 2 rows runs a half-width kernel (less padding: 33 rows compute 40, not 48).
+// Up to this K the weight-rows driver prefetches W's next row panel in software
+// (prefetch_rows_ahead): each row starts a short stream (3 KiB at K 768) that the
+// hardware prefetchers pick up late, while longer rows they stream well. Measured on
+// an Intel Xeon (family 6, model 167), 2 threads, W cold (a round over 25-100 weights),
+// GFLOP/s with / without: 32 x 768 x 768 240 / 148-178, 32 x 384 x 384 176-179 /
+// 120, 32 x 1536 x 384 211-216 / 143, 128 x 768 x 768 297-302 / 263-274, 128 x 3072 x
+// 768 289-314 / 278-288; at K 1536 and 3072 0.93-1.0x (32 x 768 x 3072: 260-281 /
+// 278-302), so longer rows go without. The AVX2 tile (same CPU, ZENITH_NO_AVX512):
+// 32 x 768 x 768 161 / 134, 32 x 384 x 384 130 / 99, 128 x 768 x 768 190-193 / 182.
+constexpr int64_t kPrefetchWRowsMaxK = 1024;
+
 template <int64_t MR, int64_t NR, RowsMicroKernel UK, RowsMicroKernel UK_HALF>
 void sgemm_weight_rows(int64_t M, int64_t N, int64_t K, float alpha, const float* a, int64_t a_rs, int64_t a_cs,
                        const float* w, int64_t ldw, float* c, int64_t ldc, bool accumulate, const GemmEpilogue* ep) {
   thread_local AlignedBuf xbuf;
   int64_t xpanels = (M + NR - 1) / NR, kblocks = (K + KC - 1) / KC, wpanels = (N + MR - 1) / MR;
+  const bool prefetch_w = K <= kPrefetchWRowsMaxK;
   float* xp = xbuf.get(size_t(xpanels * kblocks * KC * NR));
   parallel_for(xpanels * kblocks, 1, [&](int64_t lo, int64_t hi) {
     for (int64_t t = lo; t < hi; ++t) {
@@ -557,12 +569,15 @@ void sgemm_weight_rows(int64_t M, int64_t N, int64_t K, float alpha, const float
       for (int64_t q = lo; q < hi; ++q) {
         int64_t mr = std::min(MR, N - q * MR);
         const float* wq = w + q * MR * ldw;
+        // The tile of the first panel of X fetches the thread's next W panel (a whole
+        // one), k block by k block, while it computes; see kPrefetchWRowsMaxK.
+        const int64_t ahead = prefetch_w && q + 1 < hi && (q + 2) * MR <= N ? MR * ldw : 0;
         for (int64_t pc = 0; pc < K; pc += KC) {
           int64_t kc = std::min(KC, K - pc);
           for (int64_t p = p0; p < p1; ++p) {
             bool half = M - p * NR <= NR / 2;  // a last panel with at most NR / 2 rows of X
             (half ? UK_HALF : UK)(kc, wq + pc, ldw, xp + packed_b_panel<NR>(p, pc, kblocks), strip + (p - p0) * NR,
-                                  width, mr, half ? NR / 2 : NR, pc > 0);
+                                  width, mr, half ? NR / 2 : NR, pc > 0, p == p0 ? ahead : 0);
           }
         }
         // Finished on the strip, then written transposed. Accumulating calls add C's

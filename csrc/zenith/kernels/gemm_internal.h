@@ -305,9 +305,23 @@ inline bool kernels_use_avx512() {
 #endif
 
 // A packed kernel: (kc, ap, bp, c, ldc, mr, nr, add); a rows kernel reads A in place:
-// (kc, w, ldw, bp, c, ldc, mr, nr, add). mr <= MR, nr <= NR; add: C += the tile.
+// (kc, w, ldw, bp, c, ldc, mr, nr, add, ahead). mr <= MR, nr <= NR; add: C += the tile.
+// ahead: 0, or how many floats past its own each row's values for the next tile are
+// (that tile's rows, MR * ldw on), which the kernel prefetches (prefetch_rows_ahead).
 using MicroKernel = void (*)(int64_t, const float*, const float*, float*, int64_t, int64_t, int64_t, bool);
-using RowsMicroKernel = void (*)(int64_t, const float*, int64_t, const float*, float*, int64_t, int64_t, int64_t, bool);
+using RowsMicroKernel = void (*)(int64_t, const float*, int64_t, const float*, float*, int64_t, int64_t, int64_t, bool,
+                                 int64_t);
+
+// A rows kernel's prefetch at step k: one cache line, of row k % 16 (where the tile has
+// that row) at k + ahead. Over 16 steps every row's next 16 values are asked for once,
+// so a k block of the next tile's rows arrives spread over this tile's work, one
+// request per step (a burst of requests before the tile stalled its loads instead).
+template <int MR>
+ZENITH_UK_INLINE void prefetch_rows_ahead(const float* const (&row)[MR], int64_t k, int64_t ahead) {
+  static_assert(MR <= 16, "one row per step of 16");
+  const int64_t r = k & 15;
+  if (r < MR) __builtin_prefetch(row[r] + k + ahead, 0, 3);
+}
 
 #define ZENITH_UK_DEFINE_packed(name, isa, MR, NR, KA, KB)                                                        \
   ZENITH_UK_TARGET_##isa inline void name(int64_t kc, const float* ap, const float* bp, float* c, int64_t ldc,     \
@@ -317,11 +331,21 @@ using RowsMicroKernel = void (*)(int64_t, const float*, int64_t, const float*, f
   }
 #define ZENITH_UK_DEFINE_rows(name, isa, MR, NR, KA, KB)                                                          \
   ZENITH_UK_TARGET_##isa inline void name(int64_t kc, const float* w, int64_t ldw, const float* bp, float* c,      \
-                                          int64_t ldc, int64_t mr, int64_t nr, bool add) {                       \
+                                          int64_t ldc, int64_t mr, int64_t nr, bool add, int64_t ahead) {        \
     const float* row[MR];                                                                                        \
     for (int r = 0; r < MR; ++r) row[r] = w + (r < mr ? r : 0) * ldw;                                            \
+    if (ahead == 0) {                                                                                            \
+      f32_gemm_tile<gemm_lanes(GemmIsa::isa), MR, NR, KB>(                                                       \
+          kc, [&row](int64_t k, int r) { return row[r][k]; }, bp, c, ldc, mr, nr, add);                          \
+      return;                                                                                                    \
+    }                                                                                                            \
     f32_gemm_tile<gemm_lanes(GemmIsa::isa), MR, NR, KB>(                                                         \
-        kc, [&row](int64_t k, int r) { return row[r][k]; }, bp, c, ldc, mr, nr, add);                            \
+        kc,                                                                                                      \
+        [&row, ahead](int64_t k, int r) {                                                                        \
+          if (r == 0) prefetch_rows_ahead<MR>(row, k, ahead);                                                    \
+          return row[r][k];                                                                                      \
+        },                                                                                                       \
+        bp, c, ldc, mr, nr, add);                                                                                \
   }
 #define GEMM_UKERNEL(name, isa, MR, NR, a, KA, KB) ZENITH_UK_DEFINE_##a(name, isa, MR, NR, KA, KB)
 #include "zenith/kernels/gemm_ukernels.def"
