@@ -10,11 +10,12 @@ new memory lands where the old storage was, with an equal version (module.to(bfl
 .to(float32), `param.data = t`, checkpoints loaded twice with mmap=True, assign=True).
 
 One compiled graph serves every instance of a model class (Dynamo reuses it; the
-weights arrive as inputs). Each set of weight tensors seen (by id(), up to MAX_SETS) gets
-a weight slot of its own in the runtime, which keeps one packed copy per node and slot:
-two models called in turn each keep theirs, and within a slot a weight at a new address
-(`param.data = t`) replaces the copy, as with one model alone. A fifth set drops every
-copy and the slots are handed out afresh.
+weights arrive as inputs), and every block of a model compiled block by block (regional
+compilation). Each set of weight tensors seen (by id(), up to MAX_SETS) gets a weight
+slot of its own in the runtime, which keeps one packed copy per node and slot: two models
+called in turn each keep theirs, as does each block, and within a slot a weight at a new
+address (`param.data = t`) replaces the copy, as with one model alone. A set past
+MAX_SETS drops every copy and the slots are handed out afresh.
 
 Per call the check is kept off the common path: while no segment holds a packed weight
 (nn.Linear's weights are read in place, few-row GEMMs stream theirs) nothing can be
@@ -42,7 +43,7 @@ _version_of = operator.attrgetter("_version")
 _holds_packed = operator.attrgetter("holds_packed")
 
 
-MAX_SETS = 4  # the runtime's weight slots (Executable::kKeptPerNode)
+MAX_SETS = 128  # the runtime's weight slots (Executable::kKeptPerNode)
 
 
 class WeightWatch:

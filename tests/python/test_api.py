@@ -354,6 +354,32 @@ def test_two_models_of_one_class_keep_their_packed_weights():
         assert sum(r.packed_weight_bytes for r in reports) == 2 * one
 
 
+def test_blocks_compiled_one_by_one_keep_their_packed_weights():
+    # Regional compilation: each of a model's repeated blocks compiled on its own, one
+    # graph serving all of them with each block's weights as inputs. Every block keeps its
+    # packed copy across calls (with 4 weight slots, 8 blocks repacked every call).
+    torch.manual_seed(0)
+    blocks = torch.nn.Sequential(*[_RowMajorMLP() for _ in range(8)]).eval()
+    for i, blk in enumerate(blocks):  # distinct weights (a block maps 64 features to 40; run pads back)
+        with torch.no_grad():
+            blk.w1.mul_(1.0 + 0.1 * i)
+    x = torch.randn(40, 64)
+    one = (64 * 96 + 96 * 40) * 4
+
+    def run(mods):
+        y = x
+        for blk in mods:
+            y = torch.nn.functional.pad(blk(y), (0, 24))
+        return y
+
+    with zenith.backend.collect_reports() as reports, torch.no_grad():
+        compiled = [zenith.compile(blk) for blk in blocks]
+        for _ in range(3):
+            torch.testing.assert_close(run(compiled), run(blocks))
+        assert len(reports) == 1  # one graph for the eight blocks
+        assert sum(r.packed_weight_bytes for r in reports) == 8 * one
+
+
 def test_packed_weights_follow_swaps_and_sets_first_seen_while_nothing_was_packed():
     # A weight swapped out by `.data =`, changed through another tensor (no version bump
     # on the parameter) and swapped back must be repacked; and a model whose weights were
@@ -427,7 +453,7 @@ def test_weight_check_reads_no_weight_while_none_is_packed():
     others = [torch.nn.Parameter(torch.randn(3)) for _ in range(MAX_SETS)]
     assert [watch.check([None, o]) for o in others[:MAX_SETS - 1]] == list(range(1, MAX_SETS))
     assert exe.drops == 1 and watch.check([None, spy]) == 0
-    assert watch.check([None, others[-1]]) == 0 and exe.drops == 2  # a fifth set: all dropped, slots afresh
+    assert watch.check([None, others[-1]]) == 0 and exe.drops == 2  # one set past MAX_SETS: all dropped, slots afresh
 
 
 @pytest.mark.parametrize("rows", [1, 5, 40, 131])
