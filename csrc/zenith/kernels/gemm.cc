@@ -537,12 +537,13 @@ void finish_strip(const GemmEpilogue* ep, float* strip, int64_t width, int64_t r
 // Up to this K the weight-rows driver prefetches W's next row panel in software
 // (prefetch_rows_ahead): each row starts a short stream (3 KiB at K 768) that the
 // hardware prefetchers pick up late, while longer rows they stream well. Measured on
-// an Intel Xeon (family 6, model 167), 2 threads, W cold (a round over 25-100 weights),
-// GFLOP/s with / without: 32 x 768 x 768 240 / 148-178, 32 x 384 x 384 176-179 /
-// 120, 32 x 1536 x 384 211-216 / 143, 128 x 768 x 768 297-302 / 263-274, 128 x 3072 x
-// 768 289-314 / 278-288; at K 1536 and 3072 0.93-1.0x (32 x 768 x 3072: 260-281 /
-// 278-302), so longer rows go without. The AVX2 tile (same CPU, ZENITH_NO_AVX512):
-// 32 x 768 x 768 161 / 134, 32 x 384 x 384 130 / 99, 128 x 768 x 768 190-193 / 182.
+// an Intel Xeon (family 6, model 167), 2 threads, W cold (a round over 25-400 weights),
+// M x N x K GFLOP/s with / without: 32 x 768 x 768 230 / 173-175, 32 x 384 x 384
+// 171-174 / 118-119, 32 x 1536 x 384 211-216 / 143, 128 x 768 x 768 282 / 254-258,
+// 128 x 3072 x 768 290-295 / 261-264; at K 1536 and 3072 0.93-1.0x (32 x 768 x 3072:
+// 260-281 / 278-302), so longer rows go without. The AVX2 tile (same CPU,
+// ZENITH_NO_AVX512): 32 x 768 x 768 161 / 134, 32 x 384 x 384 130 / 99, 128 x 768 x 768
+// 190-193 / 182.
 constexpr int64_t kPrefetchWRowsMaxK = 1024;
 
 template <int64_t MR, int64_t NR, RowsMicroKernel UK, RowsMicroKernel UK_HALF>
