@@ -145,6 +145,7 @@ void init_runtime(nb::module_& m) {
       .def_prop_ro("reused_bytes", &Executable::planned_reused_bytes)
       .def_prop_ro("num_plans", &Executable::num_plans)
       .def_prop_ro("graph_text", [](const Executable& e) { return print_graph(e.graph()); });
+  m.attr("WEIGHT_SLOTS") = Executable::kKeptPerNode;  // run_raw's weight_slot is below this
 }
 
 }  // namespace zenith::py

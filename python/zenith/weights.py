@@ -39,11 +39,13 @@ from __future__ import annotations
 import operator
 import weakref
 
+from zenith import _C
+
 _version_of = operator.attrgetter("_version")
 _holds_packed = operator.attrgetter("holds_packed")
 
 
-MAX_SETS = 128  # the runtime's weight slots (Executable::kKeptPerNode)
+MAX_SETS = _C.WEIGHT_SLOTS  # the runtime's weight slots (Executable::kKeptPerNode)
 
 
 class WeightWatch:

@@ -428,6 +428,8 @@ TEST(Runtime, ConstantWeightsArePackedOnceAndFollowTheirInput) {
     check(w, 40, 1);
   }
   EXPECT_EQ(exe.packed_bytes(), 2 * 99 * sizeof(float));
+  check(w, 40, Executable::kKeptPerNode - 1);  // the last slot
+  EXPECT_EQ(exe.packed_bytes(), 3 * 99 * sizeof(float));
   EXPECT_THROW(check(w, 40, Executable::kKeptPerNode), Error);
   EXPECT_THROW(check(w, 40, -1), Error);
   for (auto& v : w2) v *= 3.0f;

@@ -363,6 +363,7 @@ def test_blocks_compiled_one_by_one_keep_their_packed_weights():
     for i, blk in enumerate(blocks):  # distinct weights (a block maps 64 features to 40; run pads back)
         with torch.no_grad():
             blk.w1.mul_(1.0 + 0.1 * i)
+            blk.w2.mul_(1.0 - 0.05 * i)
     x = torch.randn(40, 64)
     one = (64 * 96 + 96 * 40) * 4
 

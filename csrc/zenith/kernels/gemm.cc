@@ -540,7 +540,7 @@ void finish_strip(const GemmEpilogue* ep, float* strip, int64_t width, int64_t r
 // an Intel Xeon (family 6, model 167), 2 threads, W cold (a round over 25-400 weights),
 // M x N x K GFLOP/s with / without: 32 x 768 x 768 230 / 173-175, 32 x 384 x 384
 // 171-174 / 118-119, 32 x 1536 x 384 211-216 / 143, 128 x 768 x 768 282 / 254-258,
-// 128 x 3072 x 768 290-295 / 261-264; at K 1536 and 3072 0.93-1.0x (32 x 768 x 3072:
+// 128 x 3072 x 768 290-295 / 261-264; at K 1536 and 3072 0.86-1.0x (32 x 768 x 3072:
 // 260-281 / 278-302), so longer rows go without. The AVX2 tile (same CPU,
 // ZENITH_NO_AVX512): 32 x 768 x 768 161 / 134, 32 x 384 x 384 130 / 99, 128 x 768 x 768
 // 190-193 / 182.
@@ -570,8 +570,8 @@ void sgemm_weight_rows(int64_t M, int64_t N, int64_t K, float alpha, const float
       for (int64_t q = lo; q < hi; ++q) {
         int64_t mr = std::min(MR, N - q * MR);
         const float* wq = w + q * MR * ldw;
-        // The tile of the first panel of X fetches the thread's next W panel (a whole
-        // one), k block by k block, while it computes; see kPrefetchWRowsMaxK.
+        // The tile of the block's first panel of X (p0) fetches the thread's next W panel
+        // (a whole one), k block by k block, while it computes; see kPrefetchWRowsMaxK.
         const int64_t ahead = prefetch_w && q + 1 < hi && (q + 2) * MR <= N ? MR * ldw : 0;
         for (int64_t pc = 0; pc < K; pc += KC) {
           int64_t kc = std::min(KC, K - pc);

@@ -313,9 +313,10 @@ using RowsMicroKernel = void (*)(int64_t, const float*, int64_t, const float*, f
                                  int64_t);
 
 // A rows kernel's prefetch at step k: one cache line, of row k % 16 (where the tile has
-// that row) at k + ahead. Over 16 steps every row's next 16 values are asked for once,
-// so a k block of the next tile's rows arrives spread over this tile's work, one
-// request per step (a burst of requests before the tile stalled its loads instead).
+// that row: MR of every 16 steps ask) at k + ahead. Over 16 steps every row's next 16
+// values are asked for once, so a k block of the next tile's rows arrives spread over
+// this tile's work, at most one request per step (a burst of requests before the tile
+// stalled its loads instead).
 template <int MR>
 ZENITH_UK_INLINE void prefetch_rows_ahead(const float* const (&row)[MR], int64_t k, int64_t ahead) {
   static_assert(MR <= 16, "one row per step of 16");
