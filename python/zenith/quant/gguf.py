@@ -25,7 +25,7 @@ import torch
 from torch import nn
 
 from zenith.quant.formats import GGML_FORMATS, get_format
-from zenith.quant.modules import QEmbedding, QLinear
+from zenith.quant.modules import QEmbedding, QLinear, in_large_pages
 
 log = logging.getLogger("zenith")
 
@@ -173,28 +173,20 @@ class _File:
         process as the copy passes them (they are the file's, re-read if touched again;
         nothing writes to them), so the process holds the weight once, not twice (the
         kernel's page cache keeps the file's pages until it needs the memory)."""
-        from zenith import _C
-
-        n = t.numel()
-        if n < _C.LARGE_PAGE_BYTES:
-            return t
-        out = _C.weight_buffer(n).view(t.shape)
-        src, dst = t.reshape(-1), out.view(-1)
-        base = self._map.ctypes.data
-        start = t.data_ptr() - base
+        start = t.data_ptr() - self._map.ctypes.data
         raw = getattr(self._map, "_mmap", None)  # numpy's mmap.mmap under the memmap
-        inside = raw is not None and 0 <= start and start + n <= self._map.size
+        if raw is None or not 0 <= start <= self._map.size - t.numel() * t.element_size():
+            return in_large_pages(t)  # not a view of the map (a fix-up made a copy)
         page = mmap.PAGESIZE
-        done = -(-start // page) * page  # map offset up to which pages are dropped
-        step = 16 << 20
-        for i in range(0, n, step):
-            dst[i:i + step].copy_(src[i:i + step])
-            if inside:
-                end = (start + min(n, i + step)) // page * page
-                if end > done:
-                    raw.madvise(mmap.MADV_DONTNEED, done, end - done)
-                    done = end
-        return out
+        done = [-(-start // page) * page]  # map offset up to which pages are dropped
+
+        def drop(copied):
+            end = (start + copied) // page * page
+            if end > done[0]:
+                raw.madvise(mmap.MADV_DONTNEED, done[0], end - done[0])
+                done[0] = end
+
+        return in_large_pages(t, drop)
 
     def tensor(self, name):
         """The tensor over the mapped file: uint8 [N, row_bytes] for a block format, else
