@@ -25,13 +25,21 @@ enum class QIsa : uint8_t { kScalar, kAvx2, kAvx512, kAvxVnni };
 const char* qisa_name(QIsa isa);
 bool qisa_supported(QIsa isa);
 QIsa qisa_default();  // the best one this CPU runs
-// The ISA qmatmul runs `f` in by default: qisa_default(), except AVX2 for the 4-bit nibble
-// formats (q4_0, q4_1, int4_g*, uint4_g*: 8 weight rows at a time) on CPUs that run
-// 512-bit instructions as two 256-bit halves (AMD Zen 4). There, on 2 threads, the AVX2
-// 8-row kernels measured 1.3-1.45x faster than the VNNI ones in cache and 1.2-1.4x from
-// memory, 1 to 128 rows of x (q4_0 and int4_g128, N 5632 x K 2048); int8 and q8_0 keep
-// VNNI (faster there: 0.67 / 0.84 against 0.79 / 1.02 ns per 32 values, one row).
-QIsa qisa_for(QFormat f);
+// The ISA qmatmul runs `f` in for `rows` rows of x: qisa_default(), except for the 4-bit
+// nibble formats (q4_0, q4_1, int4_g*, uint4_g*), whose AVX2 kernels take 8 weight rows
+// at a time:
+// - on CPUs that run 512-bit instructions as two 256-bit halves (AMD Zen 4), AVX2 for
+//   any rows. There, on 2 threads, the AVX2 8-row kernels measured 1.3-1.45x faster
+//   than the VNNI ones in cache and 1.2-1.4x from memory, 1 to 128 rows of x (q4_0 and
+//   int4_g128, N 5632 x K 2048); int8 and q8_0 keep VNNI (faster there: 0.67 / 0.84
+//   against 0.79 / 1.02 ns per 32 values, one row).
+// - on other AVX-512 CPUs, below lane_min_rows (decode), the same 8-row kernels in
+//   AVX-VNNI where the CPU has it, else in AVX2 (AVX-512's dot kernels take one row at a
+//   time). Intel Xeon 6/167, 2 threads, one row: q4_0 in cache 1.3-1.7x the GB/s
+//   (5632 x 2048: 49.6 against 39.1), TinyLlama-1.1B int4 decode 0.94x the time a token;
+//   AVX2's kernels there equal AVX-VNNI's within noise. From 8 rows the AVX-512 lanes
+//   tiles run.
+QIsa qisa_for(QFormat f, int64_t rows);
 
 // What qmatmul chose for one format and one set of sizes, once per plan: the kernels,
 // the activation layout and the split of the work.
@@ -88,7 +96,7 @@ QMatmulPlan qmatmul_plan(QFormat f, int64_t M, int64_t N, int64_t K, QIsa isa, f
                          bool codes8 = false, bool row_scale = false);
 // The plan in the ISA the runtime runs `f` in (qisa_for).
 inline QMatmulPlan qmatmul_plan(QFormat f, int64_t M, int64_t N, int64_t K) {
-  return qmatmul_plan(f, M, N, K, qisa_for(f));
+  return qmatmul_plan(f, M, N, K, qisa_for(f, M));
 }
 // y[M, N] = act(x[M, K] @ dequant(w[N, row_bytes])^T (+ bias[N], if given)). Threads split N.
 // packed: w as qmatmul_pack_int8 made it for the plan's ISA (the int8 GEMM runs), or null.

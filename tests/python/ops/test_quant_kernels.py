@@ -164,14 +164,23 @@ def test_kernels_are_the_best_this_cpu_runs():
         expected = "avx2" if {"avx2", "fma", "f16c"} <= flags else "scalar"
     assert _C.qmatmul_isa() == expected
     # AMD Zen 4 (family 25 with AVX-512) runs 512-bit instructions in two halves: the 4-bit
-    # nibble formats keep their AVX2 kernels (8 weight rows at a time) there
+    # nibble formats keep their AVX2 kernels (8 weight rows at a time) there; other AVX-512
+    # CPUs run those 8-row kernels (AVX-VNNI where there is one) below 8 rows of x, the
+    # AVX-512 lanes tiles from 8
     zen4 = expected == "avx512vnni" and _cpu_field("vendor_id") == "AuthenticAMD" and _cpu_field("cpu family") == "25"
+    narrow = ("avxvnni" if not os.environ.get("ZENITH_NO_AVXVNNI") and "avx_vnni" in flags else "avx2")
     for fmt in ("q4_0", "q4_1", "int4_g64", "int4_g128", "uint4_g64", "uint4_g128"):
-        assert _C.qmatmul_isa(fmt) == ("avx2" if zen4 else expected), fmt
+        for rows in (1, 7):
+            assert _C.qmatmul_isa(fmt, rows) == ("avx2" if zen4 else narrow if expected == "avx512vnni" else expected)
+        assert _C.qmatmul_isa(fmt, 8) == ("avx2" if zen4 else expected), fmt
+        assert _C.qmatmul_isa(fmt) == _C.qmatmul_isa(fmt, 1)
     for fmt in ("q8_0", "int8", "q4_k", "q6_k", "nf4"):
-        assert _C.qmatmul_isa(fmt) == expected, fmt
+        for rows in (1, 8):
+            assert _C.qmatmul_isa(fmt, rows) == expected, fmt
     with pytest.raises(ValueError, match="unknown quantized format"):
         _C.qmatmul_isa("q3_x")
+    with pytest.raises(ValueError, match="rows must be positive"):
+        _C.qmatmul_isa("q4_0", 0)
 
 
 @pytest.mark.parametrize("fmt", sorted(GGUF_TYPES))
