@@ -106,17 +106,18 @@ void init_quant(nb::module_& m) {
       "(0, 4), its 4 bytes the row's f32 scale.");
   m.def(
       "qmatmul_isa",
-      [](std::optional<std::string> format, int64_t rows) {
+      [](std::optional<std::string> format, int64_t rows, int64_t k) {
         if (!format) return std::string(qisa_name(qisa_default()));
         QFormat f;
         if (!parse_qformat(*format, &f)) throw nb::value_error(("unknown quantized format " + *format).c_str());
-        if (rows < 1) throw nb::value_error("qmatmul_isa: rows must be positive");
-        return std::string(qisa_name(qisa_for(f, rows)));
+        if (rows < 1 || k < 1) throw nb::value_error("qmatmul_isa: rows and k must be positive");
+        return std::string(qisa_name(qisa_for(f, rows, k)));
       },
-      nb::arg("format") = nb::none(), nb::arg("rows") = 1,
+      nb::arg("format") = nb::none(), nb::arg("rows") = 1, nb::arg("k") = 1024,
       "The instruction set qmatmul plans for on this CPU ('avx512vnni', 'avxvnni', 'avx2' or 'scalar'); with a format, the "
-      "one it plans that format for with `rows` rows of x (the 4-bit nibble formats: AVX2 on AMD Zen 4; on other "
-      "AVX-512 CPUs, AVX-VNNI or AVX2 below 8 rows). A format without kernels of that set runs its AVX2 ones.");
+      "one it plans that format for with `rows` rows of x of `k` values (the 4-bit nibble formats: AVX2 on AMD Zen 4; "
+      "on other AVX-512 CPUs, AVX-VNNI or AVX2 below 8 rows from k 4096). A format without kernels of that set runs "
+      "its AVX2 ones.");
   m.def(
       "qmatmul_isa_supported", [](const std::string& name) { return qisa_supported(parse_qisa(name)); },
       nb::arg("isa"), "Whether this CPU runs qmatmul's kernels of `isa` ('scalar', 'avx2', 'avxvnni', 'avx512vnni').");
@@ -125,14 +126,17 @@ void init_quant(nb::module_& m) {
       [](const std::string& format, int64_t rows, float x_scale) {
         const QFormat f = format_of(format);
         const int64_t K = std::max<int64_t>(qformat_info(f).block_elems, 32);
-        return qmatmul_plan(f, rows, 1, K, qisa_for(f, rows), x_scale).act_max;
+        return qmatmul_plan(f, rows, 1, K, qisa_for(f, rows, K), x_scale).act_max;
       },
       nb::arg("format"), nb::arg("rows"), nb::arg("x_scale") = 0.0f,
       "The largest activation code qmatmul writes for `rows` rows of x in `format` on this CPU: 127, or 63 where "
       "AVX2's int8 GEMM runs (int8 weights, 8 or more rows, dynamic activations; eager calls use the same codes).");
   m.def(
       "qmatmul_row_scales",
-      [] { return qmatmul_plan(QFormat::int8, 8, 1, 32, qisa_for(QFormat::int8, 8), 0.0f, false, true).row_scale != nullptr; },
+      [] {
+        return qmatmul_plan(QFormat::int8, 8, 1, 32, qisa_for(QFormat::int8, 8, 32), 0.0f, false, true).row_scale !=
+               nullptr;
+      },
       "Whether qmatmul's row_scale (int8-dynamic's linear layers) quantizes each row of x on one scale on this CPU: "
       "AVX-512 VNNI and the scalar reference do; AVX2 and AVX-VNNI keep a scale per 32 values.");
   m.def(
@@ -182,7 +186,7 @@ void init_quant(nb::module_& m) {
         auto out = alloc_floats(M * N);
         {
           nb::gil_scoped_release nogil;
-          qmatmul(qmatmul_plan(f, M, N, K, qisa_for(f, M), x_scale.value_or(0.0f), false, row_scale),
+          qmatmul(qmatmul_plan(f, M, N, K, qisa_for(f, M, K), x_scale.value_or(0.0f), false, row_scale),
                   static_cast<const float*>(x.data()), static_cast<const uint8_t*>(w.data()), b,
                   static_cast<float*>(out.get()));
         }

@@ -77,12 +77,12 @@ static bool avx512_in_halves() {
 #endif
 }
 
-QIsa qisa_for(QFormat f, int64_t rows) {
+QIsa qisa_for(QFormat f, int64_t rows, int64_t K) {
   static const bool halves = avx512_in_halves();
   const QIsa isa = qisa_default();
   if (isa != QIsa::kAvx512 || avx2_weight_rows(f) == 1) return isa;
   if (halves) return QIsa::kAvx2;
-  if (rows >= lane_min_rows(QIsa::kAvx512)) return isa;
+  if (rows >= lane_min_rows(QIsa::kAvx512) || K < kNarrowMinK) return isa;
   static const bool vnni = !std::getenv("ZENITH_NO_AVXVNNI") && qisa_supported(QIsa::kAvxVnni);
   return vnni ? QIsa::kAvxVnni : QIsa::kAvx2;
 }
@@ -490,7 +490,7 @@ void prepare_qmatmul(const PrepareCtx& c, PreparedOp* p) {
   for (int d = 0; d + 1 < x.rank(); ++d) M *= x.shape[size_t(d)];
   const auto& at = c.a<attrs::qmatmul>();
   auto plan = std::make_shared<QMatmulPlan>(
-      qmatmul_plan(at.format, M, w.shape[0], K, qisa_for(at.format, M), at.x_scale ? float(*at.x_scale) : 0.0f,
+      qmatmul_plan(at.format, M, w.shape[0], K, qisa_for(at.format, M, K), at.x_scale ? float(*at.x_scale) : 0.0f,
                    false, at.row_scale));
   ZENITH_CHECK(plan->row_bytes == w.shape[1], "qmatmul: the weight has ", w.shape[1], " bytes per row, ",
                qformat_info(plan->format).name, " rows of ", K, " values take ", plan->row_bytes);

@@ -33,13 +33,18 @@ QIsa qisa_default();  // the best one this CPU runs
 //   than the VNNI ones in cache and 1.2-1.4x from memory, 1 to 128 rows of x (q4_0 and
 //   int4_g128, N 5632 x K 2048); int8 and q8_0 keep VNNI (faster there: 0.67 / 0.84
 //   against 0.79 / 1.02 ns per 32 values, one row).
-// - on other AVX-512 CPUs, below lane_min_rows (decode), the same 8-row kernels in
-//   AVX-VNNI where the CPU has it, else in AVX2 (AVX-512's dot kernels take one row at a
-//   time). Intel Xeon 6/167, 2 threads, one row: q4_0 in cache 1.3-1.7x the GB/s
-//   (5632 x 2048: 49.6 against 39.1), TinyLlama-1.1B int4 decode 0.94x the time a token;
-//   AVX2's kernels there equal AVX-VNNI's within noise. From 8 rows the AVX-512 lanes
-//   tiles run.
-QIsa qisa_for(QFormat f, int64_t rows);
+// - on other AVX-512 CPUs, below lane_min_rows (decode) and from kNarrowMinK values a
+//   row, the same 8-row kernels in AVX-VNNI where the CPU has it, else in AVX2 (AVX-512's
+//   dot kernels take one row at a time). Intel Xeon 6/167, 2 threads, q4_0 inside
+//   TinyLlama-1.1B int4 decode (weights cold), us a call, 8-row / one-row: 2048 x 5632
+//   258-264 / 282-288; at K 2048 they lost (5632 x 2048 258-268 / 242-250, 32000 x 2048
+//   1403 / 1327-1351), though in cache they run 1.3-1.7x the one-row kernels' GB/s:
+//   the one-row kernels read consecutive rows as one stream, 8 rows at a time are 8
+//   streams, which short rows keep restarting. TinyLlama int4 decode with this rule
+//   0.985x the time a token (interleaved processes). AVX2's kernels equal AVX-VNNI's
+//   there. From 8 rows the AVX-512 lanes tiles run.
+constexpr int64_t kNarrowMinK = 4096;
+QIsa qisa_for(QFormat f, int64_t rows, int64_t K);
 
 // What qmatmul chose for one format and one set of sizes, once per plan: the kernels,
 // the activation layout and the split of the work.
@@ -96,7 +101,7 @@ QMatmulPlan qmatmul_plan(QFormat f, int64_t M, int64_t N, int64_t K, QIsa isa, f
                          bool codes8 = false, bool row_scale = false);
 // The plan in the ISA the runtime runs `f` in (qisa_for).
 inline QMatmulPlan qmatmul_plan(QFormat f, int64_t M, int64_t N, int64_t K) {
-  return qmatmul_plan(f, M, N, K, qisa_for(f, M));
+  return qmatmul_plan(f, M, N, K, qisa_for(f, M, K));
 }
 // y[M, N] = act(x[M, K] @ dequant(w[N, row_bytes])^T (+ bias[N], if given)). Threads split N.
 // packed: w as qmatmul_pack_int8 made it for the plan's ISA (the int8 GEMM runs), or null.

@@ -165,21 +165,23 @@ def test_kernels_are_the_best_this_cpu_runs():
     assert _C.qmatmul_isa() == expected
     # AMD Zen 4 (family 25 with AVX-512) runs 512-bit instructions in two halves: the 4-bit
     # nibble formats keep their AVX2 kernels (8 weight rows at a time) there; other AVX-512
-    # CPUs run those 8-row kernels (AVX-VNNI where there is one) below 8 rows of x, the
-    # AVX-512 lanes tiles from 8
+    # CPUs run those 8-row kernels (AVX-VNNI where there is one) below 8 rows of x with
+    # rows of 4096+ values, the AVX-512 kernels otherwise
     zen4 = expected == "avx512vnni" and _cpu_field("vendor_id") == "AuthenticAMD" and _cpu_field("cpu family") == "25"
     narrow = ("avxvnni" if not os.environ.get("ZENITH_NO_AVXVNNI") and "avx_vnni" in flags else "avx2")
     for fmt in ("q4_0", "q4_1", "int4_g64", "int4_g128", "uint4_g64", "uint4_g128"):
         for rows in (1, 7):
-            assert _C.qmatmul_isa(fmt, rows) == ("avx2" if zen4 else narrow if expected == "avx512vnni" else expected)
-        assert _C.qmatmul_isa(fmt, 8) == ("avx2" if zen4 else expected), fmt
-        assert _C.qmatmul_isa(fmt) == _C.qmatmul_isa(fmt, 1)
+            assert _C.qmatmul_isa(fmt, rows, 5632) == (
+                "avx2" if zen4 else narrow if expected == "avx512vnni" else expected), fmt
+        for rows, k in ((8, 5632), (1, 2048)):
+            assert _C.qmatmul_isa(fmt, rows, k) == ("avx2" if zen4 else expected), fmt
+        assert _C.qmatmul_isa(fmt) == _C.qmatmul_isa(fmt, 1, 1024)
     for fmt in ("q8_0", "int8", "q4_k", "q6_k", "nf4"):
         for rows in (1, 8):
-            assert _C.qmatmul_isa(fmt, rows) == expected, fmt
+            assert _C.qmatmul_isa(fmt, rows, 5632) == expected, fmt
     with pytest.raises(ValueError, match="unknown quantized format"):
         _C.qmatmul_isa("q3_x")
-    with pytest.raises(ValueError, match="rows must be positive"):
+    with pytest.raises(ValueError, match="rows and k must be positive"):
         _C.qmatmul_isa("q4_0", 0)
 
 
