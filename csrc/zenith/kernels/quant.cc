@@ -54,11 +54,17 @@ bool qisa_supported(QIsa isa) {
 #endif
 }
 
+// AVX-VNNI kernels may run: the CPU has them and ZENITH_NO_AVXVNNI is unset.
+static bool avxvnni_allowed() {
+  static const bool allowed = !std::getenv("ZENITH_NO_AVXVNNI") && qisa_supported(QIsa::kAvxVnni);
+  return allowed;
+}
+
 QIsa qisa_default() {
-  static const QIsa chosen = !std::getenv("ZENITH_NO_AVX512") && qisa_supported(QIsa::kAvx512)    ? QIsa::kAvx512
-                             : !std::getenv("ZENITH_NO_AVXVNNI") && qisa_supported(QIsa::kAvxVnni) ? QIsa::kAvxVnni
-                             : qisa_supported(QIsa::kAvx2)                                         ? QIsa::kAvx2
-                                                                                                   : QIsa::kScalar;
+  static const QIsa chosen = !std::getenv("ZENITH_NO_AVX512") && qisa_supported(QIsa::kAvx512) ? QIsa::kAvx512
+                             : avxvnni_allowed()                                                ? QIsa::kAvxVnni
+                             : qisa_supported(QIsa::kAvx2)                                      ? QIsa::kAvx2
+                                                                                                : QIsa::kScalar;
   return chosen;
 }
 
@@ -83,8 +89,7 @@ QIsa qisa_for(QFormat f, int64_t rows, int64_t K) {
   if (isa != QIsa::kAvx512 || avx2_weight_rows(f) == 1) return isa;
   if (halves) return QIsa::kAvx2;
   if (rows >= lane_min_rows(QIsa::kAvx512) || K < kNarrowMinK) return isa;
-  static const bool vnni = !std::getenv("ZENITH_NO_AVXVNNI") && qisa_supported(QIsa::kAvxVnni);
-  return vnni ? QIsa::kAvxVnni : QIsa::kAvx2;
+  return avxvnni_allowed() ? QIsa::kAvxVnni : QIsa::kAvx2;
 }
 
 QMatmulPlan qmatmul_plan(QFormat f, int64_t M, int64_t N, int64_t K, QIsa isa, float x_scale, bool codes8,
