@@ -429,6 +429,65 @@ Types infer_conv2d(const Graph& g, const Node& n) {
   return {t};
 }
 
+// to_nchwc: float32 [N, C, H, W] (C static) -> [N, ceil(C / block), H, W, block].
+Types infer_to_nchwc(const Graph& g, const Node& n) {
+  const auto& x = in(g, n, 0);
+  const int64_t L = n.i("block");
+  ZENITH_CHECK(L == 8 || L == 16, "to_nchwc: block must be 8 or 16, got ", L);
+  ZENITH_CHECK(x.rank() == 4 && x.dtype == DType::f32 && x.shape[1].is_const(),
+               "to_nchwc: needs a float32 NCHW tensor with a static channel count");
+  TensorType t = x;
+  t.shape = {x.shape[0], SymInt((x.shape[1].value() + L - 1) / L), x.shape[2], x.shape[3], SymInt(L)};
+  return {t};
+}
+
+// from_nchwc: [N, CB, H, W, L] -> [N, channels, H, W], channels in (CB - 1) * L + 1 .. CB * L.
+Types infer_from_nchwc(const Graph& g, const Node& n) {
+  const auto& x = in(g, n, 0);
+  const int64_t C = n.i("channels");
+  ZENITH_CHECK(x.rank() == 5 && x.dtype == DType::f32 && x.shape[1].is_const() && x.shape[4].is_const(),
+               "from_nchwc: needs a float32 blocked tensor [N, CB, H, W, L]");
+  const int64_t CB = x.shape[1].value(), L = x.shape[4].value();
+  ZENITH_CHECK(C > (CB - 1) * L && C <= CB * L, "from_nchwc: ", C, " channels do not fill ", CB, " blocks of ", L);
+  TensorType t = x;
+  t.shape = {x.shape[0], SymInt(C), x.shape[2], x.shape[3]};
+  return {t};
+}
+
+// conv2d_nchwc: conv2d's inputs with x (and the residual) blocked [N, CB, H, W, L] and
+// w OIHW over CB * L or fewer channels; the output [N, ceil(OC / L), OH, OW, L].
+Types infer_conv2d_nchwc(const Graph& g, const Node& n) {
+  const auto& x = in(g, n, 0);
+  const auto& w = in(g, n, 1);
+  const bool residual = n.i("has_residual", 0) != 0;
+  const size_t plain = n.inputs.size() - (residual ? 1 : 0);
+  ZENITH_CHECK(plain == 3 || plain == 7, "conv2d_nchwc: takes conv2d's inputs; got ", n.inputs.size());
+  ZENITH_CHECK(plain == 3 || n.has("bn_eps"), "conv2d_nchwc: fused batch-norm inputs without bn_eps");
+  ZENITH_CHECK(x.rank() == 5 && x.dtype == DType::f32 && x.shape[1].is_const() && x.shape[4].is_const() &&
+                   w.rank() == 4 && w.is_static() && w.dtype == DType::f32,
+               "conv2d_nchwc: needs a float32 blocked input [N, CB, H, W, L] and a static float32 OIHW weight");
+  const int64_t L = x.shape[4].value(), CB = x.shape[1].value(), C = w.shape[1].value(), OC = w.shape[0].value();
+  ZENITH_CHECK((L == 8 || L == 16) && C > (CB - 1) * L && C <= CB * L, "conv2d_nchwc: the weight's ", C,
+               " input channels do not fill the input's ", CB, " blocks of ", L);
+  for (size_t k = n.i("has_bias", 0) ? 2 : 3; k < plain; ++k) {  // without a bias, slot 2 is a placeholder
+    const auto& t = in(g, n, k);
+    ZENITH_CHECK(t.rank() == 1 && t.shape[0].is_const() && t.shape[0].value() == OC && t.dtype == DType::f32,
+                 "conv2d_nchwc: bias and batch-norm inputs must be float32 [", OC, "]");
+  }
+  auto st = pair_attr(n, "stride", 1), pd = pair_attr(n, "padding", 0), dl = pair_attr(n, "dilation", 1);
+  TensorType t = x;
+  t.shape = {x.shape[0], SymInt((OC + L - 1) / L),
+             conv_out(x.shape[2], w.shape[2].value(), st[0], pd[0], dl[0], false),
+             conv_out(x.shape[3], w.shape[3].value(), st[1], pd[1], dl[1], false), SymInt(L)};
+  if (residual) {
+    const auto& r = in(g, n, n.inputs.size() - 1);
+    bool same = r.dtype == DType::f32 && r.rank() == 5;
+    for (int d = 0; same && d < 5; ++d) same = r.shape[size_t(d)].same(t.shape[size_t(d)]);
+    ZENITH_CHECK(same, "conv2d_nchwc: the residual must be float32 with the output's blocked shape");
+  }
+  return {t};
+}
+
 // conv2d_pw_dw: (x, w_pw, bias_pw[, bn x 4], w_dw, bias_dw[, bn x 4][, w_pj, bias_pj[, bn
 // x 4][, residual]]), float32 only (fuse_conv_pw_dw makes it from two or three float32
 // convs); expand=0: no w_pw, bias_pw or its bn.
@@ -837,6 +896,9 @@ Types infer_arange(const Graph&, const Node& n) {
 #define INFER_addmm infer_addmm
 #define INFER_conv2d infer_conv2d
 #define INFER_conv2d_pw_dw infer_conv2d_pw_dw
+#define INFER_to_nchwc infer_to_nchwc
+#define INFER_from_nchwc infer_from_nchwc
+#define INFER_conv2d_nchwc infer_conv2d_nchwc
 #define INFER_sdpa infer_sdpa
 #define INFER_qmatmul infer_qmatmul
 #define INFER_qembedding infer_qembedding

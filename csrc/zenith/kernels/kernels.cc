@@ -17,6 +17,7 @@ PrepareFn prepare_for(Op op) {
     case Op::matmul: return prepare_matmul;
     case Op::addmm: return prepare_addmm;
     case Op::conv2d: return prepare_conv2d;
+    case Op::conv2d_nchwc: return prepare_conv2d_nchwc;
     case Op::sdpa: return prepare_sdpa;
     case Op::fused: return prepare_fused;
     case Op::qmatmul: return prepare_qmatmul;

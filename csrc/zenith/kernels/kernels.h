@@ -106,7 +106,8 @@ struct PackedOperand {
   // kWinograd: a 3x3 conv's filters as conv3x3_winograd's 16 transformed matrices.
   // kQ8: an int8 qmatmul weight [N rows, K] as the int8 GEMM tile of one ISA reads it
   // (qmatmul_pack_int8: the bytes behind `data`; `isa` the QIsa).
-  enum Side : uint8_t { kA, kB, kWinograd, kQ8 } side = kB;
+  // kNchwc: a conv's filters as conv2d_nchwc reads them (`isa` the channel block).
+  enum Side : uint8_t { kA, kB, kWinograd, kQ8, kNchwc } side = kB;
   uint8_t isa = 0;
   std::shared_ptr<float> data;
   const float* src = nullptr;
@@ -175,6 +176,26 @@ PackedOperand conv3x3_winograd_pack(int64_t OC, int64_t C, const float* w);
 bool conv2d_uses_winograd(int64_t groups, int64_t KH, int64_t KW, const std::array<int64_t, 2>& stride,
                           const std::array<int64_t, 2>& padding, const std::array<int64_t, 2>& dilation, int64_t C,
                           int64_t H, int64_t W, int64_t OC);
+// The blocked channel layout, NCHWc (conv2d_nchwc.cc): a tensor [N, C, H, W] as
+// [N, ceil(C / L), H, W, L], each pixel's L channels of a block contiguous, the channels
+// past C zero. nchwc_block() is the block this machine's kernels want: 16 where the
+// AVX-512 kernels run, else 8 (8 and 16 both run everywhere).
+int64_t nchwc_block();
+void nchw_to_nchwc(const float* x, int64_t N, int64_t C, int64_t HW, int64_t L, float* out);
+void nchwc_to_nchw(const float* x, int64_t N, int64_t C, int64_t HW, int64_t L, float* out);
+// An ungrouped conv over blocked input and output (L the block of both): filters OIHW
+// [OC, C, KH, KW] packed once by conv2d_nchwc_pack; the epilogue per output channel
+// out = act(sum * scale[oc] + shift[oc] + res) (null scale: 1, shift: 0, res: none; res
+// blocked like out). The channels past OC come out act(0 + res).
+struct NchwcConvGeom {
+  int64_t N = 0, C = 0, H = 0, W = 0, OC = 0, OH = 0, OW = 0, KH = 0, KW = 0, L = 0;
+  std::array<int64_t, 2> st{1, 1}, pd{0, 0}, dl{1, 1};
+};
+PackedOperand conv2d_nchwc_pack(const NchwcConvGeom& g, const float* w);
+void conv2d_nchwc(const NchwcConvGeom& g, const float* x, const PackedOperand& w, const float* scale,
+                  const float* shift, const float* res, Activation act, float* out);
+void ref_conv2d_nchwc(const NchwcConvGeom& g, const float* x, const float* w, const float* scale, const float* shift,
+                      const float* res, Activation act, float* out);
 // Whether conv2d computes an ungrouped convolution of one image with `cols` output
 // pixels as C^T = columns^T W^T: pixels as the micro-kernel's rows, output channels as
 // its column panels, the filters packed as B (W^T). It does where pixels padded to the
@@ -264,6 +285,7 @@ std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& shape);
 void prepare_matmul(const PrepareCtx&, PreparedOp*);
 void prepare_addmm(const PrepareCtx&, PreparedOp*);
 void prepare_conv2d(const PrepareCtx&, PreparedOp*);
+void prepare_conv2d_nchwc(const PrepareCtx&, PreparedOp*);
 void prepare_sdpa(const PrepareCtx&, PreparedOp*);
 void prepare_fused(const PrepareCtx&, PreparedOp*);
 void prepare_qmatmul(const PrepareCtx&, PreparedOp*);

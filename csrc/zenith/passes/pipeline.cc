@@ -29,6 +29,7 @@ const PassEntry kPipeline[] = {
     {"fuse_conv_pw_dw", fuse_conv_pw_dw},  // after both convs have their norms and activations
     {"fuse_residual_norm", fuse_residual_norm},  // before chains form: the add stays visible
     {"fuse_elementwise", fuse_elementwise},
+    {"layout_nchwc", layout_nchwc},  // last: the convs carry their epilogues and residuals
     {"dce", dead_code_elimination},
 };
 }  // namespace

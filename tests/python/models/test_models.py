@@ -107,6 +107,20 @@ def test_resnet50():
     compile_and_compare(m, torch.randn(1, 3, 224, 224), tol=dict(rtol=1e-4, atol=1e-4))
 
 
+def test_resnet18_blocked_layout(monkeypatch, tmp_path):
+    """The opt-in blocked channel layout (ZENITH_NCHWC=1, read at compile time): the convs
+    run as conv2d_nchwc, a batch of 2 matches eager."""
+    monkeypatch.setenv("ZENITH_NCHWC", "1")
+    torch._dynamo.reset()
+    m = calibrate_batch_norm(torchvision.models.resnet18(), (2, 3, 112, 112))
+    x = torch.randn(2, 3, 112, 112)
+    with zenith.profile(trace=str(tmp_path / "trace.json")) as p:  # a trace keeps each call's op
+        compile_and_compare(m, x, tol=dict(rtol=1e-4, atol=1e-4))
+    ops = {e[0] for e in p.events}
+    assert {"conv2d_nchwc", "to_nchwc", "from_nchwc"} <= ops, ops
+    torch._dynamo.reset()
+
+
 def calibrate_batch_norm(m, shape):
     """Running statistics from a few batches, as training would leave them; with the
     untrained defaults (mean 0, var 1) activations shrink to ~1e-7 through the network

@@ -1,0 +1,214 @@
+// The blocked channel layout (conv2d_nchwc.cc): the reorders both ways, the direct conv
+// against a plain NCHW convolution in the test and against ref_conv2d_nchwc (odd channel
+// counts, strides, padding, dilation, taps, batches, every epilogue), and the ops run
+// through the runtime against conv2d; and the layout_nchwc pass.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "zenith/error.h"
+#include "zenith/kernels/activation.h"
+#include "zenith/kernels/kernels.h"
+#include "zenith/passes/passes.h"
+#include "zenith/runtime.h"
+
+using namespace zenith;
+
+namespace {
+std::vector<float> randn(size_t n, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d;
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+// act(conv(x, w) * scale + shift + res), NCHW, in double.
+std::vector<float> plain_conv(const NchwcConvGeom& g, const std::vector<float>& x, const std::vector<float>& w,
+                              const std::vector<float>& scale, const std::vector<float>& shift, const float* res,
+                              Activation act) {
+  std::vector<float> out(size_t(g.N * g.OC * g.OH * g.OW));
+  for (int64_t n = 0; n < g.N; ++n)
+    for (int64_t oc = 0; oc < g.OC; ++oc)
+      for (int64_t oh = 0; oh < g.OH; ++oh)
+        for (int64_t ow = 0; ow < g.OW; ++ow) {
+          double s = 0;
+          for (int64_t c = 0; c < g.C; ++c)
+            for (int64_t kh = 0; kh < g.KH; ++kh)
+              for (int64_t kw = 0; kw < g.KW; ++kw) {
+                int64_t ih = oh * g.st[0] - g.pd[0] + kh * g.dl[0], iw = ow * g.st[1] - g.pd[1] + kw * g.dl[1];
+                if (ih >= 0 && ih < g.H && iw >= 0 && iw < g.W)
+                  s += double(x[size_t(((n * g.C + c) * g.H + ih) * g.W + iw)]) *
+                       w[size_t(((oc * g.C + c) * g.KH + kh) * g.KW + kw)];
+              }
+          const size_t at = size_t(((n * g.OC + oc) * g.OH + oh) * g.OW + ow);
+          float y = float(s) * scale[size_t(oc)] + shift[size_t(oc)] + (res ? res[at] : 0.0f);
+          with_activation(act, [&](auto f) { y = f(y); });
+          out[at] = y;
+        }
+  return out;
+}
+
+std::vector<float> blocked(const std::vector<float>& x, int64_t N, int64_t C, int64_t HW, int64_t L) {
+  std::vector<float> b(size_t(N * ((C + L - 1) / L) * L * HW), -7.0f);  // every value written
+  nchw_to_nchwc(x.data(), N, C, HW, L, b.data());
+  return b;
+}
+}  // namespace
+
+TEST(Kernels, NchwcReordersRoundTripAndZeroThePadding) {
+  EXPECT_TRUE(nchwc_block() == 8 || nchwc_block() == 16);
+  for (int64_t L : {8, 16})
+    for (int64_t N : {1, 3})
+      for (int64_t C : {1, 5, 8, 16, 17, 40})
+        for (int64_t HW : {1, 7, 30}) {
+          auto x = randn(size_t(N * C * HW), unsigned(C * HW + N));
+          auto b = blocked(x, N, C, HW, L);
+          const int64_t CB = (C + L - 1) / L;
+          for (int64_t n = 0; n < N; ++n)
+            for (int64_t c = 0; c < CB * L; ++c)
+              for (int64_t p = 0; p < HW; ++p) {
+                float want = c < C ? x[size_t((n * C + c) * HW + p)] : 0.0f;
+                ASSERT_EQ(b[size_t(((n * CB + c / L) * HW + p) * L + c % L)], want) << L << " " << C << " " << c;
+              }
+          std::vector<float> back(x.size(), -7.0f);
+          nchwc_to_nchw(b.data(), N, C, HW, L, back.data());
+          ASSERT_EQ(back, x) << "L " << L << " C " << C;
+        }
+}
+
+TEST(Kernels, NchwcConvMatchesPlainConvOverOddShapesAndEpilogues) {
+  struct Case {
+    int64_t N, C, H, W, OC, KH, KW, s, p, d;
+  };
+  const Case cases[] = {
+      {1, 3, 9, 7, 5, 3, 3, 1, 1, 1},   {2, 17, 6, 5, 40, 1, 1, 1, 0, 1},  {1, 16, 8, 8, 33, 3, 3, 2, 1, 1},
+      {1, 8, 11, 9, 16, 5, 3, 1, 2, 1}, {2, 40, 7, 7, 64, 1, 1, 2, 0, 1},  {1, 9, 10, 10, 17, 3, 3, 1, 2, 2},
+      {1, 32, 14, 14, 48, 3, 3, 1, 1, 1}, {1, 24, 13, 13, 8, 7, 7, 2, 3, 1}, {3, 4, 1, 1, 20, 1, 1, 1, 0, 1},
+      {1, 6, 2, 3, 7, 3, 3, 1, 1, 1},
+  };
+  const Activation acts[] = {Activation::kNone, Activation::kRelu, Activation::kRelu6, Activation::kGelu,
+                             Activation::kSilu};
+  unsigned seed = 1;
+  int ci = 0;
+  for (const Case& k : cases)
+    for (int64_t L : {8, 16}) {
+      NchwcConvGeom g;
+      g.N = k.N, g.C = k.C, g.H = k.H, g.W = k.W, g.OC = k.OC, g.KH = k.KH, g.KW = k.KW, g.L = L;
+      g.st = {k.s, k.s}, g.pd = {k.p, k.p}, g.dl = {k.d, k.d};
+      g.OH = (k.H + 2 * k.p - k.d * (k.KH - 1) - 1) / k.s + 1;
+      g.OW = (k.W + 2 * k.p - k.d * (k.KW - 1) - 1) / k.s + 1;
+      const int64_t OCB = (k.OC + L - 1) / L, OP = g.OH * g.OW;
+      auto x = randn(size_t(k.N * k.C * k.H * k.W), seed++), w = randn(size_t(k.OC * k.C * k.KH * k.KW), seed++);
+      auto scale = randn(size_t(k.OC), seed++), shift = randn(size_t(k.OC), seed++);
+      auto res = randn(size_t(k.N * k.OC * OP), seed++);
+      const Activation act = acts[ci++ % 5];
+      const bool with_res = ci % 2 == 0;
+      auto want = plain_conv(g, x, w, scale, shift, with_res ? res.data() : nullptr, act);
+      auto xb = blocked(x, k.N, k.C, k.H * k.W, L), rb = blocked(res, k.N, k.OC, OP, L);
+      const PackedOperand pw = conv2d_nchwc_pack(g, w.data());
+      std::vector<float> ob(size_t(k.N * OCB * L * OP), NAN), rf(ob.size(), NAN), got(want.size(), NAN);
+      conv2d_nchwc(g, xb.data(), pw, scale.data(), shift.data(), with_res ? rb.data() : nullptr, act, ob.data());
+      ref_conv2d_nchwc(g, xb.data(), w.data(), scale.data(), shift.data(), with_res ? rb.data() : nullptr, act,
+                       rf.data());
+      nchwc_to_nchw(ob.data(), k.N, k.OC, OP, L, got.data());
+      const std::string what = "case " + std::to_string(ci) + " L " + std::to_string(L);
+      const float tol = 1e-4f * std::sqrt(float(k.C * k.KH * k.KW)) * 8;
+      for (size_t i = 0; i < want.size(); ++i)
+        ASSERT_NEAR(got[i], want[i], tol * (1 + std::fabs(want[i]))) << what << " at " << i;
+      for (size_t i = 0; i < ob.size(); ++i)  // the padding channels too: act(0 + res) in both
+        ASSERT_NEAR(ob[i], rf[i], tol * (1 + std::fabs(rf[i]))) << what << " blocked value " << i;
+    }
+}
+
+TEST(Kernels, NchwcConvRejectsForeignFiltersAndBadBlocks) {
+  NchwcConvGeom g;
+  g.N = 1, g.C = 8, g.H = g.W = g.OH = g.OW = 4, g.OC = 8, g.KH = g.KW = 1, g.L = 8;
+  auto w = randn(64, 1), x = randn(128, 2);
+  std::vector<float> out(128);
+  PackedOperand pw = conv2d_nchwc_pack(g, w.data());
+  NchwcConvGeom other = g;
+  other.OC = 16;
+  EXPECT_THROW(conv2d_nchwc(other, x.data(), pw, nullptr, nullptr, nullptr, Activation::kNone, out.data()), Error);
+  other = g;
+  other.L = 4;
+  EXPECT_THROW(conv2d_nchwc_pack(other, w.data()), Error);
+}
+
+// to_nchwc -> conv2d_nchwc (+ bn, residual, ReLU) -> from_nchwc through the runtime, against
+// conv2d on the same inputs.
+TEST(Runtime, NchwcOpsMatchConv2d) {
+  for (int64_t L : {8, 16}) {
+    const std::string l = std::to_string(L), cb_in = std::to_string((10 + L - 1) / L),
+                      cb_out = std::to_string((12 + L - 1) / L);
+    const std::string blocked_text = R"(graph(%x: f32[2, 10, 9, 9], %w: f32[12, 10, 3, 3], %b: f32[12], %g: f32[12], %h: f32[12], %m: f32[12], %v: f32[12], %r: f32[2, 12, 5, 5]) {
+  %xb: f32[2, )" + cb_in + ", 9, 9, " + l + "] = to_nchwc(%x) {block=[" + l + R"(]}
+  %rb: f32[2, )" + cb_out + ", 5, 5, " + l + "] = to_nchwc(%r) {block=[" + l + R"(]}
+  %cb: f32[2, )" + cb_out + ", 5, 5, " + l + R"(] = conv2d_nchwc(%xb, %w, %b, %g, %h, %m, %v, %rb) {stride=[2, 2], padding=[1, 1], dilation=[1, 1], has_bias=[1], bn_eps=f[0.001], has_residual=[1], activation=[1]}
+  %c: f32[2, 12, 5, 5] = from_nchwc(%cb) {channels=[12]}
+  return (%c)
+})";
+    const std::string plain_text = R"(graph(%x: f32[2, 10, 9, 9], %w: f32[12, 10, 3, 3], %b: f32[12], %g: f32[12], %h: f32[12], %m: f32[12], %v: f32[12], %r: f32[2, 12, 5, 5]) {
+  %c: f32[2, 12, 5, 5] = conv2d(%x, %w, %b, %g, %h, %m, %v, %r) {stride=[2, 2], padding=[1, 1], dilation=[1, 1], groups=[1], has_bias=[1], bn_eps=f[0.001], has_residual=[1], activation=[1]}
+  return (%c)
+})";
+    Executable blocked_exe(parse_graph(blocked_text)), plain_exe(parse_graph(plain_text));
+    auto x = randn(2 * 10 * 81, 3), w = randn(12 * 10 * 9, 4), b = randn(12, 5), gm = randn(12, 6), bt = randn(12, 7),
+         m = randn(12, 8), v = randn(12, 9), r = randn(2 * 12 * 25, 10);
+    for (auto& e : v) e = std::fabs(e) + 0.5f;
+    std::vector<InTensor> ins = {{x.data(), DType::f32, {2, 10, 9, 9}}, {w.data(), DType::f32, {12, 10, 3, 3}},
+                                 {b.data(), DType::f32, {12}},          {gm.data(), DType::f32, {12}},
+                                 {bt.data(), DType::f32, {12}},         {m.data(), DType::f32, {12}},
+                                 {v.data(), DType::f32, {12}},          {r.data(), DType::f32, {2, 12, 5, 5}}};
+    auto got = blocked_exe.run(ins, {}), want = plain_exe.run(ins, {});
+    const float* pg = static_cast<const float*>(got[0].data);
+    const float* pw = static_cast<const float*>(want[0].data);
+    for (int i = 0; i < 2 * 12 * 25; ++i) ASSERT_NEAR(pg[i], pw[i], 1e-4f * (1 + std::fabs(pw[i]))) << "L " << L << " " << i;
+  }
+}
+
+// layout_nchwc (opt-in, ZENITH_NCHWC=1): a chain of convs passes blocked tensors (one
+// to_nchwc in, the residual converted once, one from_nchwc out; the stem with few
+// channels and the depthwise conv stay NCHW), and the graph computes what it did.
+TEST(Passes, LayoutNchwcChainsBlockedConvs) {
+  const char* text = R"(graph(%x: f32[2, 16, 9, 9], %w1: f32[24, 16, 3, 3], %w2: f32[32, 24, 1, 1], %w3: f32[32, 32, 3, 3], %wd: f32[32, 1, 3, 3], %b: f32[32]) {
+  %a: f32[2, 24, 5, 5] = conv2d(%x, %w1, %w1) {stride=[2, 2], padding=[1, 1], dilation=[1, 1], groups=[1], has_bias=[0], activation=[1]}
+  %c: f32[2, 32, 5, 5] = conv2d(%a, %w2, %b) {stride=[1, 1], padding=[0, 0], dilation=[1, 1], groups=[1], has_bias=[1]}
+  %d: f32[2, 32, 5, 5] = conv2d(%c, %w3, %b, %c) {stride=[1, 1], padding=[1, 1], dilation=[1, 1], groups=[1], has_bias=[1], has_residual=[1], activation=[1]}
+  %e: f32[2, 32, 5, 5] = conv2d(%d, %wd, %b) {stride=[1, 1], padding=[1, 1], dilation=[1, 1], groups=[32], has_bias=[1]}
+  return (%e, %d)
+})";
+  Graph plain = parse_graph(text), g = parse_graph(text);
+  EXPECT_EQ(layout_nchwc(g), 0);  // off unless asked for
+  ASSERT_EQ(setenv("ZENITH_NCHWC", "1", 1), 0);
+  const int changed = layout_nchwc(g);
+  unsetenv("ZENITH_NCHWC");
+  EXPECT_EQ(changed, 3);
+  dead_code_elimination(g);
+  verify(g);
+  std::map<Op, int> ops;
+  for (const Node& n : g.nodes) ++ops[n.op];
+  EXPECT_EQ(ops[Op::to_nchwc], 1);    // x only: the residual %c is conv 2's blocked output
+  EXPECT_EQ(ops[Op::conv2d_nchwc], 3);
+  EXPECT_EQ(ops[Op::from_nchwc], 1);  // %d, read by the depthwise conv and returned
+  EXPECT_EQ(ops[Op::conv2d], 1);      // the depthwise conv
+  std::vector<std::vector<float>> data = {randn(2 * 16 * 81, 1), randn(24 * 16 * 9, 2), randn(32 * 24, 3),
+                                          randn(32 * 32 * 9, 4), randn(32 * 9, 5), randn(32, 6)};
+  const std::vector<std::vector<int64_t>> shapes = {{2, 16, 9, 9}, {24, 16, 3, 3}, {32, 24, 1, 1},
+                                                    {32, 32, 3, 3}, {32, 1, 3, 3}, {32}};
+  std::vector<InTensor> ins;
+  for (size_t i = 0; i < data.size(); ++i) ins.push_back({data[i].data(), DType::f32, shapes[i]});
+  Executable a(std::move(plain)), b(std::move(g));
+  auto want = a.run(ins, {}), got = b.run(ins, {});
+  ASSERT_EQ(got.size(), 2u);
+  for (size_t o = 0; o < 2; ++o)
+    for (int i = 0; i < 2 * 32 * 25; ++i) {
+      const float w = static_cast<const float*>(want[o].data)[i], v = static_cast<const float*>(got[o].data)[i];
+      ASSERT_NEAR(v, w, 1e-3f * (1 + std::fabs(w))) << "output " << o << " at " << i;
+    }
+}
