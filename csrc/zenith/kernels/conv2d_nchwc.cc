@@ -11,8 +11,11 @@
 // plane apart. No im2col, no packing per call: the filters are packed once
 // (conv2d_nchwc_pack). ref_conv2d_nchwc is the scalar reference.
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
+
+#include <unistd.h>
 
 #include "zenith/error.h"
 #include "zenith/kernels/activation.h"
@@ -26,6 +29,14 @@ using gemm_detail::F32Vec;
 
 namespace {
 constexpr int kNB = 2;  // output channel blocks per tile (and per group of packed filters)
+// Input per run of tiles (see conv2d_nchwc): half of this core's L2 (256 KiB to 1 MiB).
+int64_t run_bytes() {
+  static const int64_t bytes = [] {
+    const long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    return std::clamp<int64_t>(l2 > 0 ? l2 / 2 : 0, int64_t(256) << 10, int64_t(1) << 20);
+  }();
+  return bytes;
+}
 
 // L zeros per input channel block: the value a tap outside the image reads.
 alignas(64) const float kZeros[16] = {};
@@ -229,20 +240,38 @@ void conv2d_nchwc(const NchwcConvGeom& g, const float* x, const PackedOperand& w
     sc[size_t(oc)] = scale ? scale[oc] : 1.0f;
     sh[size_t(oc)] = shift ? shift[oc] : 0.0f;
   }
-  // Filters larger than an image's input stream once per group, every tile of the
-  // image in turn; otherwise the image's input streams once per tile, every group in
-  // turn (ResNet's 7 x 7 maps with 2048 channels against its 56 x 56 ones with 64).
-  const bool groups_outer = group_floats * groups > CB * L * g.H * g.W;
-  const int64_t per_image = groups * tiles;
-  parallel_for(g.N * per_image, 1, [&](int64_t lo, int64_t hi) {
+  // The tiles of an image in runs whose input fits in half of L2, and at least one run
+  // per thread when the threads outnumber the images; within a run, group after group,
+  // each over every tile of the run. So each group's output blocks are written (and its
+  // residual read) as two sequential streams, the run's input is read from L2 again for
+  // each group, and a thread reads the pixels it wrote in the conv before (a 1x1 conv's
+  // output pixel needs only its own input pixel). Filters larger than the image's input
+  // make the whole image one run, its groups split between the threads, so the filters
+  // stream from memory once. Measured in ResNet-50 at batch 1 (Intel Xeon family 6 model
+  // 167, `zenith.profile`, 3 runs each): a tile-by-tile order, every group per tile,
+  // wrote 2 x groups streams at once, which the prefetchers lose (the 1x1 expansions with
+  // a residual on 28 x 28 maps 1.21x the NCHW GEMM's time; with runs 0.97x); groups
+  // split between threads on small filters made each thread read pixels the other
+  // wrote (1x1 reductions on 28 x 28 1.17-1.20x; split by pixels 0.95-1.01x); pixels
+  // split with large filters made each thread read all of them (7 x 7 maps 1.20-1.25x).
+  // Threads take (image, run, group) items in that order.
+  const int64_t image_bytes = CB * L * g.H * g.W * int64_t(sizeof(float));
+  const int64_t tile_bytes = tile.ro * g.st[0] * g.st[1] * CB * L * int64_t(sizeof(float));
+  const bool large_filters = group_floats * groups * int64_t(sizeof(float)) > image_bytes;
+  int64_t run = large_filters ? tiles : std::clamp<int64_t>(run_bytes() / tile_bytes, 1, tiles);
+  if (!large_filters && g.N < num_threads()) run = std::min(run, (tiles + num_threads() - 1) / num_threads());
+  const int64_t runs = (tiles + run - 1) / run;
+  parallel_for(g.N * runs * groups, 1, [&](int64_t lo, int64_t hi) {
     for (int64_t i = lo; i < hi; ++i) {
-      const int64_t n = i / per_image, j = i % per_image;
-      const int64_t grp = groups_outer ? j / tiles : j % groups, t = groups_outer ? j % tiles : j / groups;
-      const int64_t p0 = t * tile.ro, ob = grp * kNB;
+      const int64_t n = i / (runs * groups), r = i / groups % runs, grp = i % groups, ob = grp * kNB;
       const int64_t o_at = (n * OCB + ob) * OP * L;
-      tile.fn(g, x + n * CB * g.H * g.W * L, p0, std::min(tile.ro, OP - p0), int(std::min<int64_t>(kNB, OCB - ob)),
-              w.data.get() + grp * group_floats, sc.data() + ob * L, sh.data() + ob * L, res ? res + o_at : nullptr,
-              act, out + o_at);
+      const float* xn = x + n * CB * g.H * g.W * L;
+      for (int64_t t = r * run; t < std::min(tiles, (r + 1) * run); ++t) {
+        const int64_t p0 = t * tile.ro;
+        tile.fn(g, xn, p0, std::min(tile.ro, OP - p0), int(std::min<int64_t>(kNB, OCB - ob)),
+                w.data.get() + grp * group_floats, sc.data() + ob * L, sh.data() + ob * L, res ? res + o_at : nullptr,
+                act, out + o_at);
+      }
     }
   });
 }
