@@ -172,7 +172,7 @@ TEST(Runtime, NchwcOpsMatchConv2d) {
   }
 }
 
-// layout_nchwc (opt-in, ZENITH_NCHWC=1): a chain of convs passes blocked tensors (one
+// layout_nchwc (batches of 2 and more; ZENITH_NCHWC=0 off): a chain of convs passes blocked tensors (one
 // to_nchwc in, the residual converted once, one from_nchwc out; the stem with few
 // channels and the depthwise conv stay NCHW), and the graph computes what it did.
 TEST(Passes, LayoutNchwcChainsBlockedConvs) {
@@ -184,11 +184,10 @@ TEST(Passes, LayoutNchwcChainsBlockedConvs) {
   return (%e, %d)
 })";
   Graph plain = parse_graph(text), g = parse_graph(text);
-  EXPECT_EQ(layout_nchwc(g), 0);  // off unless asked for
-  ASSERT_EQ(setenv("ZENITH_NCHWC", "1", 1), 0);
-  const int changed = layout_nchwc(g);
+  ASSERT_EQ(setenv("ZENITH_NCHWC", "0", 1), 0);
+  EXPECT_EQ(layout_nchwc(g), 0);  // turned off
   unsetenv("ZENITH_NCHWC");
-  EXPECT_EQ(changed, 3);
+  EXPECT_EQ(layout_nchwc(g), 3);  // on by default for a static batch of 2
   dead_code_elimination(g);
   verify(g);
   std::map<Op, int> ops;
@@ -211,4 +210,71 @@ TEST(Passes, LayoutNchwcChainsBlockedConvs) {
       const float w = static_cast<const float*>(want[o].data)[i], v = static_cast<const float*>(got[o].data)[i];
       ASSERT_NEAR(v, w, 1e-3f * (1 + std::fabs(w))) << "output " << o << " at " << i;
     }
+}
+
+// conv3x3_winograd over blocked input, output and residual against the same conv in
+// NCHW (equal up to the order of float sums: the same transforms and GEMMs), and
+// conv2d_nchwc's Winograd path through the runtime: 64 channels on a 9 x 7 map.
+TEST(Kernels, NchwcWinogradMatchesNchwWinograd) {
+  for (int64_t L : {8, 16})
+    for (bool with_res : {false, true}) {
+      const int64_t C = 64, OC = 80, H = 9, W = 7, HW = H * W;
+      auto x = randn(size_t(C * HW), 11), w = randn(size_t(OC * C * 9), 12), r = randn(size_t(OC * HW), 13);
+      auto scale = randn(size_t(OC), 14), shift = randn(size_t(OC), 15);
+      GemmEpilogue ep;
+      ep.row_scale = scale.data();
+      ep.row_shift = shift.data();
+      ep.act = Activation::kRelu;
+      std::vector<float> want(size_t(OC * HW)), got_b(want.size()), got(want.size());
+      GemmEpilogue e = ep;
+      if (with_res) e.residual = r.data(), e.ld_residual = HW;
+      conv3x3_winograd(x.data(), C, H, W, w.data(), OC, want.data(), e);
+      auto xb = blocked(x, 1, C, HW, L), rb = blocked(r, 1, OC, HW, L);
+      e = ep;
+      if (with_res) e.residual = rb.data();
+      PackedOperand u = conv3x3_winograd_pack(OC, C, w.data());
+      conv3x3_winograd(xb.data(), C, H, W, w.data(), OC, got_b.data(), e, &u, L);
+      nchwc_to_nchw(got_b.data(), 1, OC, HW, L, got.data());
+      for (size_t i = 0; i < want.size(); ++i)
+        ASSERT_NEAR(got[i], want[i], 1e-4f * (1 + std::fabs(want[i]))) << "L " << L << " res " << with_res << " " << i;
+    }
+  std::vector<float> x(40 * 49), w(64 * 40 * 9), o(64 * 49);  // blocks must be whole
+  EXPECT_THROW(conv3x3_winograd(x.data(), 40, 7, 7, w.data(), 64, o.data(), GemmEpilogue{}, nullptr, 16), Error);
+}
+
+// A Winograd conv (3x3, 64 channels, an 8 x 8 map) joins the blocked chain on whole
+// blocks: no conv2d and one conversion each way remain, and the results are unchanged.
+TEST(Passes, LayoutNchwcRunsWinogradConvsBlocked) {
+  const char* text = R"(graph(%x: f32[1, 64, 8, 8], %w1: f32[64, 64, 3, 3], %w2: f32[64, 64, 1, 1], %b: f32[64]) {
+  %a: f32[1, 64, 8, 8] = conv2d(%x, %w1, %b) {stride=[1, 1], padding=[1, 1], dilation=[1, 1], groups=[1], has_bias=[1], activation=[1]}
+  %c: f32[1, 64, 8, 8] = conv2d(%a, %w2, %b, %x) {stride=[1, 1], padding=[0, 0], dilation=[1, 1], groups=[1], has_bias=[1], has_residual=[1], activation=[1]}
+  return (%c)
+})";
+  Graph plain = parse_graph(text), g = parse_graph(text);
+  EXPECT_EQ(layout_nchwc(g), 0);  // batch 1: left in NCHW unless asked for
+  ASSERT_EQ(setenv("ZENITH_NCHWC", "1", 1), 0);
+  const int changed = layout_nchwc(g);
+  unsetenv("ZENITH_NCHWC");
+  EXPECT_EQ(changed, 2);
+  dead_code_elimination(g);
+  verify(g);
+  std::map<Op, int> ops;
+  for (const Node& n : g.nodes) ++ops[n.op];
+  EXPECT_EQ(ops[Op::to_nchwc], 1);  // x, read by both convs (input, residual)
+  EXPECT_EQ(ops[Op::conv2d_nchwc], 2);
+  EXPECT_EQ(ops[Op::from_nchwc], 1);
+  EXPECT_EQ(ops[Op::conv2d], 0);
+  auto x = randn(64 * 64, 21), w1 = randn(64 * 64 * 9, 22), w2 = randn(64 * 64, 23), b = randn(64, 24);
+  for (auto* v : {&w1, &w2})
+    for (auto& e : *v) e *= 0.1f;
+  std::vector<InTensor> ins = {{x.data(), DType::f32, {1, 64, 8, 8}},
+                               {w1.data(), DType::f32, {64, 64, 3, 3}},
+                               {w2.data(), DType::f32, {64, 64, 1, 1}},
+                               {b.data(), DType::f32, {64}}};
+  Executable a(std::move(plain)), bl(std::move(g));
+  auto want = a.run(ins, {}), got = bl.run(ins, {});
+  for (int i = 0; i < 64 * 64; ++i) {
+    const float wv = static_cast<const float*>(want[0].data)[i], gv = static_cast<const float*>(got[0].data)[i];
+    ASSERT_NEAR(gv, wv, 1e-4f * (1 + std::fabs(wv))) << i;
+  }
 }

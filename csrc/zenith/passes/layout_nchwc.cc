@@ -3,14 +3,18 @@
 // (L = nchwc_block()), so a chain of such convs passes blocked tensors from one to the
 // next (its input and residual read through to_nchwc only where their producer is not
 // one of them), and from_nchwc converts back only where an NCHW reader remains (a
-// pooling, a Winograd conv, a graph output); dce drops the conversions nobody reads.
-// Opt-in (ZENITH_NCHWC=1, read when a graph is compiled): on ResNet-50 batch 1 (Intel
-// Xeon family 6 model 167, AVX-512) its kernels' total time equals the NCHW paths'
-// (30.8 against 31.0 ms): the blocked 1x1 convs on 56 x 56 maps and the 3x3 / 2 convs
-// gain, the 1x1 expansions with a residual on 28 x 28 and 14 x 14 maps lose 6-7%.
-// Leaves alone: convs with few input channels (stems: conv2d's direct path), the
-// 3x3 convs conv2d runs as Winograd, depthwise and grouped convs, int8 weights, and
-// maps of symbolic size. Runs after the fusions, so the convs carry their epilogues.
+// pooling, a depthwise conv, a graph output); dce drops the conversions nobody reads.
+// Where: convs whose batch is static and at least 2 (each thread then has whole images
+// to itself); ZENITH_NCHWC=1 blocks every batch, ZENITH_NCHWC=0 none (read when a graph
+// is compiled). Measured on an Intel Xeon (family 6 model 167), 2 threads, ResNet-50
+// end to end, 3 interleaved processes each: batch 8 0.89x the time (AVX-512) and 0.97x
+// (AVX2), batch 1 1.03x (AVX-512: the 1x1 convs with large filters on 14 x 14 and 7 x 7
+// maps lose up to 10% when the groups, not the images, are split between threads);
+// MobileNet V2 batch 8 within noise.
+// Leaves alone: convs with few input channels (stems: conv2d's direct path), Winograd's
+// 3x3 convs on channel counts that are not whole blocks, depthwise and grouped convs,
+// int8 weights, and maps of symbolic size. Runs after the fusions, so the convs carry
+// their epilogues.
 #include <cstdlib>
 #include <string>
 #include <unordered_map>
@@ -34,31 +38,38 @@ bool const_pair(const Node& n, const char* key, int64_t dflt, std::array<int64_t
   return true;
 }
 
-bool nchwc_enabled() {
+// ZENITH_NCHWC: "1" every batch, "0" none, else (unset) batches of 2 and more.
+enum class Mode { kAuto, kAll, kOff };
+Mode nchwc_mode() {
   const char* v = std::getenv("ZENITH_NCHWC");
-  return v && std::string(v) == "1";
+  if (!v) return Mode::kAuto;
+  return std::string(v) == "1" ? Mode::kAll : std::string(v) == "0" ? Mode::kOff : Mode::kAuto;
 }
 
-bool blocked(const Graph& g, const Node& n) {
+bool blocked(const Graph& g, const Node& n, Mode mode) {
   if (n.op != Op::conv2d || n.i("groups", 1) != 1 || n.has("x_scale") || n.has("kernel")) return false;
   for (int v : n.inputs)
     if (g.type(v).dtype != DType::f32) return false;
   const TensorType &x = g.type(n.inputs[0]), &w = g.type(n.inputs[1]);
   if (x.rank() != 4 || w.rank() != 4 || !x.shape[1].is_const() || !x.shape[2].is_const() || !x.shape[3].is_const())
     return false;
+  if (mode == Mode::kAuto && !(x.shape[0].is_const() && x.shape[0].value() >= 2)) return false;
   std::array<int64_t, 2> st, pd, dl;
   if (!const_pair(n, "stride", 1, st) || !const_pair(n, "padding", 0, pd) || !const_pair(n, "dilation", 1, dl))
     return false;
-  const int64_t C = x.shape[1].value();
-  return C >= kMinChannels && !conv2d_uses_winograd(1, w.shape[2].value(), w.shape[3].value(), st, pd, dl, C,
-                                                    x.shape[2].value(), x.shape[3].value(), w.shape[0].value());
+  const int64_t C = x.shape[1].value(), OC = w.shape[0].value(), L = nchwc_block();
+  // Winograd's convs join on whole channel blocks only (conv2d_nchwc runs them as Winograd).
+  return C >= kMinChannels && (!conv2d_uses_winograd(1, w.shape[2].value(), w.shape[3].value(), st, pd, dl, C,
+                                                     x.shape[2].value(), x.shape[3].value(), OC) ||
+                               (C % L == 0 && OC % L == 0));
 }
 }  // namespace
 
 int layout_nchwc(Graph& g) {
-  if (!nchwc_enabled()) return 0;
+  const Mode mode = nchwc_mode();
+  if (mode == Mode::kOff) return 0;
   bool any = false;
-  for (const Node& n : g.nodes) any = any || blocked(g, n);
+  for (const Node& n : g.nodes) any = any || blocked(g, n, mode);
   if (!any) return 0;
   const int64_t L = nchwc_block();
   std::vector<Node> old = std::move(g.nodes);
@@ -80,7 +91,7 @@ int layout_nchwc(Graph& g) {
       auto it = rename.find(v);
       if (it != rename.end()) v = it->second;
     }
-    if (!blocked(g, n)) {
+    if (!blocked(g, n, mode)) {
       g.nodes.push_back(std::move(n));
       continue;
     }
