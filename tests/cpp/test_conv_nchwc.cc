@@ -278,3 +278,16 @@ TEST(Passes, LayoutNchwcRunsWinogradConvsBlocked) {
     ASSERT_NEAR(gv, wv, 1e-4f * (1 + std::fabs(wv))) << i;
   }
 }
+
+// A conv with no blocked neighbour (a training graph's conv -> batch_norm -> relu)
+// stays conv2d: blocking it would only add the conversions.
+TEST(Passes, LayoutNchwcLeavesLoneConvs) {
+  Graph g = parse_graph(R"(graph(%x: f32[2, 16, 6, 6], %w: f32[16, 16, 3, 3], %b: f32[16]) {
+  %a: f32[2, 16, 6, 6] = conv2d(%x, %w, %b) {stride=[1, 1], padding=[1, 1], dilation=[1, 1], groups=[1], has_bias=[1]}
+  %r: f32[2, 16, 6, 6] = relu(%a)
+  %c: f32[2, 16, 6, 6] = conv2d(%r, %w, %b) {stride=[1, 1], padding=[1, 1], dilation=[1, 1], groups=[1], has_bias=[1]}
+  return (%c)
+})");
+  EXPECT_EQ(layout_nchwc(g), 0);
+  for (const Node& n : g.nodes) EXPECT_NE(n.op, Op::to_nchwc);
+}

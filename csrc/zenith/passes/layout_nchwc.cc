@@ -1,5 +1,5 @@
 // The blocked channel layout: each float32 ungrouped conv2d that conv2d_nchwc runs
-// (see blocked() below) becomes a conv2d_nchwc reading and writing [N, C / L, H, W, L]
+// (see blocked() below) and that reads or feeds another such conv becomes a conv2d_nchwc reading and writing [N, C / L, H, W, L]
 // (L = nchwc_block()), so a chain of such convs passes blocked tensors from one to the
 // next (its input and residual read through to_nchwc only where their producer is not
 // one of them), and from_nchwc converts back only where an NCHW reader remains (a
@@ -68,8 +68,24 @@ bool blocked(const Graph& g, const Node& n, Mode mode) {
 int layout_nchwc(Graph& g) {
   const Mode mode = nchwc_mode();
   if (mode == Mode::kOff) return 0;
+  // Candidates, then those in a chain: a candidate's input or residual is another's
+  // output. A lone conv between NCHW ops (a training graph's conv -> batch_norm) would
+  // only pay the conversions both ways.
+  g.reindex();
+  std::vector<char> cand(g.nodes.size(), 0), chained(g.nodes.size(), 0);
+  for (size_t i = 0; i < g.nodes.size(); ++i) cand[i] = blocked(g, g.nodes[i], mode);
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    if (!cand[i]) continue;
+    const Node& n = g.nodes[i];
+    std::vector<int> reads = {n.inputs[0]};
+    if (n.i("has_residual", 0)) reads.push_back(n.inputs.back());
+    for (int v : reads) {
+      const int p = g.values[size_t(v)].producer;
+      if (p >= 0 && cand[size_t(p)]) chained[i] = chained[size_t(p)] = 1;
+    }
+  }
   bool any = false;
-  for (const Node& n : g.nodes) any = any || blocked(g, n, mode);
+  for (char c : chained) any = any || c;
   if (!any) return 0;
   const int64_t L = nchwc_block();
   std::vector<Node> old = std::move(g.nodes);
@@ -86,12 +102,13 @@ int layout_nchwc(Graph& g) {
     return b;
   };
   int changed = 0;
-  for (Node& n : old) {
+  for (size_t i = 0; i < old.size(); ++i) {
+    Node& n = old[i];
     for (int& v : n.inputs) {
       auto it = rename.find(v);
       if (it != rename.end()) v = it->second;
     }
-    if (!blocked(g, n, mode)) {
+    if (!chained[i]) {
       g.nodes.push_back(std::move(n));
       continue;
     }
