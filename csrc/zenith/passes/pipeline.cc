@@ -6,7 +6,8 @@
 // form, so an activation a GEMM can absorb stays its epilogue), expand 1x1 convs into
 // the depthwise convs that read them, residual adds into the
 // layer norms that read them, remaining elementwise
-// chains into single-pass kernels; a last dce drops what they absorbed.
+// chains into single-pass kernels, chains of convs into the blocked channel layout; a
+// last dce drops what they absorbed.
 #include "zenith/error.h"
 #include "zenith/passes/passes.h"
 
