@@ -8,8 +8,8 @@
 // blocks of the packed filters and broadcasts one input value per pixel. The tile's
 // outputs of one block are RO x L contiguous floats, and each pixel's L input channels
 // one cache line (AVX-512), where the NCHW GEMM (conv2d.cc) writes and reads rows a
-// plane apart. No im2col, no packing per call: the filters are packed once
-// (conv2d_nchwc_pack). ref_conv2d_nchwc is the scalar reference.
+// plane apart. No im2col: constant filters are packed once (conv2d_nchwc_pack; a weight
+// that is not constant, per call). ref_conv2d_nchwc is the scalar reference.
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -274,6 +274,15 @@ void conv2d_nchwc(const NchwcConvGeom& g, const float* x, const PackedOperand& w
       }
     }
   });
+  // The channels past OC: zero, as the layout promises (the tile left them act(0 * sum
+  // + 0 + res), NaN where the input holds an infinity, which the next conv's zero
+  // filters would spread to its real channels).
+  if (g.OC % L == 0) return;
+  float* last = out + (OCB - 1) * OP * L;
+  parallel_for(g.N, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t n = lo; n < hi; ++n)
+      for (int64_t p = 0; p < OP; ++p) std::fill_n(last + (n * OCB * OP + p) * L + g.OC % L, L - g.OC % L, 0.0f);
+  });
 }
 
 void ref_conv2d_nchwc(const NchwcConvGeom& g, const float* x, const float* w, const float* scale, const float* shift,
@@ -295,7 +304,11 @@ void ref_conv2d_nchwc(const NchwcConvGeom& g, const float* x, const float* w, co
                   s += double(x[(((n * CB + c / L) * g.H + ih) * g.W + iw) * L + c % L]) *
                        w[((oc * g.C + c) * g.KH + kh) * g.KW + kw];
                 }
-            float y = oc < g.OC ? float(s) * (scale ? scale[oc] : 1.0f) + (shift ? shift[oc] : 0.0f) : 0.0f;
+            if (oc >= g.OC) {  // the padding channels
+              out[at] = 0.0f;
+              continue;
+            }
+            float y = float(s) * (scale ? scale[oc] : 1.0f) + (shift ? shift[oc] : 0.0f);
             if (res) y += res[at];
             with_activation(act, [&](auto f) { y = f(y); });
             out[at] = y;

@@ -188,7 +188,7 @@ void nchwc_to_nchw(const float* x, int64_t N, int64_t C, int64_t HW, int64_t L, 
 // An ungrouped conv over blocked input and output (L the block of both): filters OIHW
 // [OC, C, KH, KW] packed once by conv2d_nchwc_pack; the epilogue per output channel
 // out = act(sum * scale[oc] + shift[oc] + res) (null scale: 1, shift: 0, res: none; res
-// blocked like out). The channels past OC come out act(0 + res).
+// blocked like out). The channels past OC come out zero.
 struct NchwcConvGeom {
   int64_t N = 0, C = 0, H = 0, W = 0, OC = 0, OH = 0, OW = 0, KH = 0, KW = 0, L = 0;
   std::array<int64_t, 2> st{1, 1}, pd{0, 0}, dl{1, 1};

@@ -108,8 +108,8 @@ def test_resnet50():
 
 
 def test_resnet18_blocked_layout(monkeypatch, tmp_path):
-    """The opt-in blocked channel layout (ZENITH_NCHWC=1, read at compile time): the convs
-    run as conv2d_nchwc, a batch of 2 matches eager."""
+    """The blocked channel layout (on for static batches of 2 and more; ZENITH_NCHWC=1
+    forces it, as here): the convs run as conv2d_nchwc, a batch of 2 matches eager."""
     monkeypatch.setenv("ZENITH_NCHWC", "1")
     torch._dynamo.reset()
     m = calibrate_batch_norm(torchvision.models.resnet18(), (2, 3, 112, 112))

@@ -581,7 +581,7 @@ def relu6(t):
 
 
 def test_blocked_layout_convs(monkeypatch):
-    """The opt-in blocked channel layout (ZENITH_NCHWC=1): a chain of ungrouped convs runs
+    """The blocked channel layout (forced on, ZENITH_NCHWC=1): a chain of ungrouped convs runs
     as conv2d_nchwc with blocked tensors between them, against eager: odd channel counts
     (not whole blocks), strides 1 and 2, padding 0 to 2, dilation 2, 1x1 / 3x3 / 5x3
     kernels, bias with and without batch-norm, a residual add, ReLU and SiLU, batches of 1
