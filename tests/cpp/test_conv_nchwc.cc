@@ -180,13 +180,13 @@ TEST(Runtime, NchwcOpsMatchConv2d) {
 
 // layout_nchwc (batches of 2 and more; ZENITH_NCHWC=0 off): a chain of convs passes
 // blocked tensors (one to_nchwc, for x; the residual is a blocked conv's output; one
-// from_nchwc out; the depthwise conv stays NCHW), and the graph computes what it did.
+// from_nchwc out), and the graph computes what it did.
 TEST(Passes, LayoutNchwcChainsBlockedConvs) {
   const char* text = R"(graph(%x: f32[2, 16, 9, 9], %w1: f32[24, 16, 3, 3], %w2: f32[32, 24, 1, 1], %w3: f32[32, 32, 3, 3], %wd: f32[32, 1, 3, 3], %b: f32[32]) {
   %a: f32[2, 24, 5, 5] = conv2d(%x, %w1, %w1) {stride=[2, 2], padding=[1, 1], dilation=[1, 1], groups=[1], has_bias=[0], activation=[1]}
   %c: f32[2, 32, 5, 5] = conv2d(%a, %w2, %b) {stride=[1, 1], padding=[0, 0], dilation=[1, 1], groups=[1], has_bias=[1]}
   %d: f32[2, 32, 5, 5] = conv2d(%c, %w3, %b, %c) {stride=[1, 1], padding=[1, 1], dilation=[1, 1], groups=[1], has_bias=[1], has_residual=[1], activation=[1]}
-  %e: f32[2, 32, 5, 5] = conv2d(%d, %wd, %b) {stride=[1, 1], padding=[1, 1], dilation=[1, 1], groups=[32], has_bias=[1]}
+  %e: f32[2, 32, 5, 5] = relu(%d)
   return (%e, %d)
 })";
   Graph plain = parse_graph(text), g = parse_graph(text);
@@ -200,8 +200,8 @@ TEST(Passes, LayoutNchwcChainsBlockedConvs) {
   for (const Node& n : g.nodes) ++ops[n.op];
   EXPECT_EQ(ops[Op::to_nchwc], 1);    // x only: the residual %c is conv 2's blocked output
   EXPECT_EQ(ops[Op::conv2d_nchwc], 3);
-  EXPECT_EQ(ops[Op::from_nchwc], 1);  // %d, read by the depthwise conv and returned
-  EXPECT_EQ(ops[Op::conv2d], 1);      // the depthwise conv
+  EXPECT_EQ(ops[Op::from_nchwc], 1);  // %d, read by relu and returned
+  EXPECT_EQ(ops[Op::conv2d], 0);
   std::vector<std::vector<float>> data = {randn(2 * 16 * 81, 1), randn(24 * 16 * 9, 2), randn(32 * 24, 3),
                                           randn(32 * 32 * 9, 4), randn(32 * 9, 5), randn(32, 6)};
   const std::vector<std::vector<int64_t>> shapes = {{2, 16, 9, 9}, {24, 16, 3, 3}, {32, 24, 1, 1},
@@ -311,4 +311,25 @@ TEST(Kernels, NchwcConvKeepsPaddingChannelsZeroOnInfinities) {
   conv2d_nchwc(g, xb.data(), conv2d_nchwc_pack(g, w.data()), nullptr, nullptr, nullptr, Activation::kRelu, out.data());
   for (int64_t p = 0; p < 25; ++p)
     for (int64_t j = 5; j < 8; ++j) ASSERT_EQ(out[size_t(p * 8 + j)], 0.0f) << p << " " << j;
+}
+
+// Convs next to a conv that stays NCHW (a depthwise conv reading the chain's output, as
+// in MobileNets) stay NCHW too, the whole chain in turn: the conversions would move the
+// block's largest tensors.
+TEST(Passes, LayoutNchwcLeavesChainsNextToDepthwiseConvs) {
+  Graph g = parse_graph(R"(graph(%x: f32[2, 16, 6, 6], %w: f32[32, 16, 1, 1], %w2: f32[32, 32, 1, 1], %wd: f32[32, 1, 3, 3], %b: f32[32]) {
+  %a: f32[2, 32, 6, 6] = conv2d(%x, %w, %b) {stride=[1, 1], padding=[0, 0], dilation=[1, 1], groups=[1], has_bias=[1]}
+  %c: f32[2, 32, 6, 6] = conv2d(%a, %w2, %b) {stride=[1, 1], padding=[0, 0], dilation=[1, 1], groups=[1], has_bias=[1]}
+  %d: f32[2, 32, 6, 6] = conv2d(%c, %wd, %b) {stride=[1, 1], padding=[1, 1], dilation=[1, 1], groups=[32], has_bias=[1]}
+  return (%d)
+})");
+  EXPECT_EQ(layout_nchwc(g), 0);
+  // A stem (3 channels in) feeding the chain does not hold it back.
+  Graph s = parse_graph(R"(graph(%x: f32[2, 3, 6, 6], %w0: f32[16, 3, 3, 3], %w: f32[32, 16, 1, 1], %w2: f32[32, 32, 1, 1], %b: f32[32]) {
+  %s: f32[2, 16, 6, 6] = conv2d(%x, %w0, %w0) {stride=[1, 1], padding=[1, 1], dilation=[1, 1], groups=[1], has_bias=[0]}
+  %a: f32[2, 32, 6, 6] = conv2d(%s, %w, %b) {stride=[1, 1], padding=[0, 0], dilation=[1, 1], groups=[1], has_bias=[1]}
+  %c: f32[2, 32, 6, 6] = conv2d(%a, %w2, %b) {stride=[1, 1], padding=[0, 0], dilation=[1, 1], groups=[1], has_bias=[1]}
+  return (%c)
+})");
+  EXPECT_EQ(layout_nchwc(s), 2);
 }

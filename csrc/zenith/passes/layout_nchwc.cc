@@ -11,7 +11,8 @@
 // (AVX2), batch 1 1.03x (AVX-512: the 1x1 convs with large filters on 14 x 14 and 7 x 7
 // maps lose up to 10% when the groups, not the images, are split between threads);
 // MobileNet V2 batch 8 within noise.
-// Leaves alone: convs with few input channels (stems: conv2d's direct path), Winograd's
+// Leaves alone: convs with few input channels (stems: conv2d's direct path), maps under
+// 16 pixels, convs next to a conv that stays NCHW (MobileNets' depthwise), Winograd's
 // 3x3 convs on channel counts that are not whole blocks, depthwise and grouped convs,
 // int8 weights, and maps of symbolic size. Runs after the fusions, so the convs carry
 // their epilogues.
@@ -26,6 +27,7 @@ namespace zenith {
 
 namespace {
 constexpr int64_t kMinChannels = 16;
+constexpr int64_t kMinPixels = 16;
 
 bool const_pair(const Node& n, const char* key, int64_t dflt, std::array<int64_t, 2>& out) {
   out = {dflt, dflt};
@@ -57,6 +59,10 @@ bool blocked(const Graph& g, const Node& n, Mode mode) {
   std::array<int64_t, 2> st, pd, dl;
   if (!const_pair(n, "stride", 1, st) || !const_pair(n, "padding", 0, pd) || !const_pair(n, "dilation", 1, dl))
     return false;
+  // Maps of fewer pixels than a tile (squeeze-excitation convs on 1 x 1) waste most of it.
+  const TensorType& o = g.type(n.outputs[0]);
+  if (!o.shape[2].is_const() || !o.shape[3].is_const() || o.shape[2].value() * o.shape[3].value() < kMinPixels)
+    return false;
   const int64_t C = x.shape[1].value(), OC = w.shape[0].value(), L = nchwc_block();
   // Winograd's convs join on whole channel blocks only (conv2d_nchwc runs them as Winograd).
   return C >= kMinChannels && (!conv2d_uses_winograd(1, w.shape[2].value(), w.shape[3].value(), st, pd, dl, C,
@@ -74,6 +80,35 @@ int layout_nchwc(Graph& g) {
   g.reindex();
   std::vector<char> cand(g.nodes.size(), 0), chained(g.nodes.size(), 0);
   for (size_t i = 0; i < g.nodes.size(); ++i) cand[i] = blocked(g, g.nodes[i], mode);
+  // Nor a conv next to a conv that stays NCHW (a depthwise or fused MobileNet block
+  // reading its output or writing its input; an int8 conv): the conversion would move
+  // the block's largest tensor (MobileNet V3 batch 8: 2.9 ms of conversions in a 30 ms
+  // call), and the chain gives way in turn.
+  std::vector<std::vector<int>> readers(g.values.size());
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    for (int v : g.nodes[i].inputs) readers[size_t(v)].push_back(int(i));
+  // (A stem, few channels in, may feed the chain: its output is small against the work
+  // of the convs after it.)
+  auto nchw_conv = [&](int i) {
+    const Node& n = g.nodes[size_t(i)];
+    if (n.op == Op::conv2d_pw_dw) return true;
+    if (n.op != Op::conv2d || cand[size_t(i)]) return false;
+    const TensorType& x = g.type(n.inputs[0]);
+    return !(x.rank() == 4 && x.shape[1].is_const() && x.shape[1].value() < kMinChannels);
+  };
+  for (bool again = true; again;) {
+    again = false;
+    for (size_t i = 0; i < g.nodes.size(); ++i) {
+      if (!cand[i]) continue;
+      bool next_to_nchw = false;
+      for (int v : g.nodes[i].inputs) {
+        const int p = g.values[size_t(v)].producer;
+        next_to_nchw = next_to_nchw || (p >= 0 && nchw_conv(p));
+      }
+      for (int r : readers[size_t(g.nodes[i].outputs[0])]) next_to_nchw = next_to_nchw || nchw_conv(r);
+      if (next_to_nchw) cand[i] = 0, again = true;
+    }
+  }
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     if (!cand[i]) continue;
     const Node& n = g.nodes[i];
