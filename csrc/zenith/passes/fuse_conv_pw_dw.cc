@@ -24,25 +24,13 @@ bool all_f32(const Graph& g, const Node& n) {
   return g.type(n.outputs[0]).dtype == DType::f32;
 }
 
-// The (height, width) attribute `key` as constants (dflt when absent); false if symbolic.
-bool const_pair(const Node& n, const char* key, int64_t dflt, int64_t out[2]) {
-  out[0] = out[1] = dflt;
-  if (!n.has(key)) return true;
-  const auto& p = n.ints(key);
-  for (size_t j = 0; j < 2 && j < p.size(); ++j) {
-    if (!p[j].is_const()) return false;
-    out[j] = p[j].value();
-  }
-  return true;
-}
-
 // The 1x1, stride-1, unpadded, ungrouped conv2d of float32 values (without a residual
 // unless `residual_ok`).
 bool pointwise(const Graph& g, const Node& n, bool residual_ok) {
   if (n.op != Op::conv2d || n.i("groups", 1) != 1 || (!residual_ok && n.i("has_residual", 0)) || !all_f32(g, n))
     return false;
   const Shape& w = g.type(n.inputs[1]).shape;  // static: infer_conv2d requires it
-  int64_t st[2], pd[2], dl[2];
+  std::array<int64_t, 2> st, pd, dl;
   return w[2].value() == 1 && w[3].value() == 1 && const_pair(n, "stride", 1, st) && st[0] == 1 && st[1] == 1 &&
          const_pair(n, "padding", 0, pd) && pd[0] == 0 && pd[1] == 0 && const_pair(n, "dilation", 1, dl) &&
          dl[0] == 1 && dl[1] == 1;
@@ -55,7 +43,7 @@ bool depthwise(const Graph& g, const Node& n) {
     return false;
   const Shape &x = g.type(n.inputs[0]).shape, &w = g.type(n.inputs[1]).shape;
   const int64_t C = x[1].value();
-  int64_t pd[2], dl[2];
+  std::array<int64_t, 2> pd, dl;
   if (n.i("groups", 1) != C || w[0].value() != C || w[1].value() != 1 || x[2].value() * x[3].value() < kMinPixels ||
       !const_pair(n, "padding", 0, pd) || !const_pair(n, "dilation", 1, dl))
     return false;

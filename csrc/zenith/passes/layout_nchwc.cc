@@ -29,17 +29,6 @@ namespace {
 constexpr int64_t kMinChannels = 16;
 constexpr int64_t kMinPixels = 16;
 
-bool const_pair(const Node& n, const char* key, int64_t dflt, std::array<int64_t, 2>& out) {
-  out = {dflt, dflt};
-  if (!n.has(key)) return true;
-  const auto& p = n.ints(key);
-  for (size_t j = 0; j < 2 && j < p.size(); ++j) {
-    if (!p[j].is_const()) return false;
-    out[j] = p[j].value();
-  }
-  return true;
-}
-
 // ZENITH_NCHWC: "1" every batch, "0" none, else (unset) batches of 2 and more.
 enum class Mode { kAuto, kAll, kOff };
 Mode nchwc_mode() {

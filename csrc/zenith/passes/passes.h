@@ -1,6 +1,7 @@
 // Graph-to-graph passes. Each returns how many rewrites it made; the pipeline
 // (pipeline.cc) runs them in a fixed, named order and reports per pass.
 #pragma once
+#include <array>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,9 @@ std::vector<PassReport> run_default_pipeline(Graph& g, bool verify_each = false)
 void replace_all_uses(Graph& g, int from, int to);
 // Dims equal as expressions (symbolic dims compare structurally).
 bool same_shape(const Shape& a, const Shape& b);
+// The (height, width) attribute `key` of a node as constants (dflt when absent);
+// false if symbolic.
+bool const_pair(const Node& n, const char* key, int64_t dflt, std::array<int64_t, 2>& out);
 // Drops the nodes whose flag is set and refreshes producer indices.
 void erase_nodes(Graph& g, const std::vector<bool>& dead);
 

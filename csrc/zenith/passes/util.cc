@@ -17,6 +17,17 @@ bool same_shape(const Shape& a, const Shape& b) {
   return true;
 }
 
+bool const_pair(const Node& n, const char* key, int64_t dflt, std::array<int64_t, 2>& out) {
+  out = {dflt, dflt};
+  if (!n.has(key)) return true;
+  const auto& p = n.ints(key);
+  for (size_t j = 0; j < 2 && j < p.size(); ++j) {
+    if (!p[j].is_const()) return false;
+    out[j] = p[j].value();
+  }
+  return true;
+}
+
 void erase_nodes(Graph& g, const std::vector<bool>& dead) {
   std::vector<Node> kept;
   kept.reserve(g.nodes.size());
