@@ -4,6 +4,8 @@
 // through the runtime against conv2d; and the layout_nchwc pass.
 #include <gtest/gtest.h>
 
+#include "test_util.h"
+
 #include <cmath>
 #include <cstdlib>
 #include <map>
@@ -20,13 +22,6 @@
 using namespace zenith;
 
 namespace {
-std::vector<float> randn(size_t n, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d;
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(rng);
-  return v;
-}
 
 // act(conv(x, w) * scale + shift + res), NCHW, in double.
 std::vector<float> plain_conv(const NchwcConvGeom& g, const std::vector<float>& x, const std::vector<float>& w,

@@ -1,6 +1,8 @@
 // Fast kernels against their scalar references, over odd sizes, tails and strides.
 #include <gtest/gtest.h>
 
+#include "test_util.h"
+
 #include <cmath>
 #include <atomic>
 #include <cstdlib>
@@ -22,13 +24,6 @@
 using namespace zenith;
 
 namespace {
-std::vector<float> randn(size_t n, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d;
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(rng);
-  return v;
-}
 // A per-row (conv2d: per output channel) epilogue: scale, shift, activation and, given
 // one, a residual whose rows are ld apart.
 GemmEpilogue row_epilogue(const std::vector<float>& scale, const std::vector<float>& shift, Activation act,

@@ -5,6 +5,8 @@
 // ops in the IR (inference, text form, runtime).
 #include <gtest/gtest.h>
 
+#include "test_util.h"
+
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -88,13 +90,6 @@ std::vector<uint8_t> random_weight(QFormat f, int64_t N, int64_t K, unsigned see
   return w;
 }
 
-std::vector<float> randn(size_t n, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d;
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(rng);
-  return v;
-}
 
 std::vector<float> dequant(QFormat f, const std::vector<uint8_t>& w, int64_t N, int64_t K) {
   std::vector<float> out(size_t(N * K));

@@ -168,13 +168,9 @@ void nchw_to_nchwc(const float* x, int64_t N, int64_t C, int64_t HW, int64_t L, 
   parallel_for(N * CB, 1, [&](int64_t lo, int64_t hi) {
     for (int64_t t = lo; t < hi; ++t) {
       const int64_t n = t / CB, cb = t % CB, c0 = cb * L, lanes = std::min(L, C - c0);
-      const float* src = x + (n * C + c0) * HW;
       float* dst = out + t * HW * L;
-      for (int64_t p = 0; p < HW; ++p) {
-        float* d = dst + p * L;
-        for (int64_t j = 0; j < lanes; ++j) d[j] = src[j * HW + p];
-        for (int64_t j = lanes; j < L; ++j) d[j] = 0.0f;
-      }
+      gemm_detail::transpose_block(x + (n * C + c0) * HW, HW, dst, L, lanes, HW);
+      for (int64_t p = 0; lanes < L && p < HW; ++p) std::fill_n(dst + p * L + lanes, L - lanes, 0.0f);
     }
   });
 }
@@ -184,10 +180,7 @@ void nchwc_to_nchw(const float* x, int64_t N, int64_t C, int64_t HW, int64_t L, 
   parallel_for(N * CB, 1, [&](int64_t lo, int64_t hi) {
     for (int64_t t = lo; t < hi; ++t) {
       const int64_t n = t / CB, cb = t % CB, c0 = cb * L, lanes = std::min(L, C - c0);
-      const float* src = x + t * HW * L;
-      float* dst = out + (n * C + c0) * HW;
-      for (int64_t j = 0; j < lanes; ++j)
-        for (int64_t p = 0; p < HW; ++p) dst[j * HW + p] = src[p * L + j];
+      gemm_detail::transpose_block(x + t * HW * L, L, out + (n * C + c0) * HW, HW, HW, lanes);
     }
   });
 }
