@@ -213,34 +213,65 @@ TEST(Passes, LayoutNchwcChainsBlockedConvs) {
     }
 }
 
-// conv3x3_winograd over blocked input, output and residual against the same conv in
-// NCHW (equal up to the order of float sums: the same transforms and GEMMs), and
-// conv2d_nchwc's Winograd path through the runtime: 64 channels on a 9 x 7 map.
-TEST(Kernels, NchwcWinogradMatchesNchwWinograd) {
+// conv3x3_winograd_nchwc against conv3x3_winograd on the same images in NCHW (the same
+// transforms and products, summed in another order) and against ref_conv2d_nchwc:
+// odd maps (tiles past the edge), small filters (fused passes of tile rows: one or
+// several per image) and large ones (passes of whole images: one or two per batch),
+// every epilogue, blocks of 8 and 16.
+TEST(Kernels, NchwcWinogradMatchesNchwWinogradAndReference) {
+  struct Case {
+    int64_t N, C, OC, H, W;
+  };
+  const Case cases[] = {{3, 64, 80, 9, 7},     {2, 32, 48, 1, 1},     {2, 16, 32, 4, 5},
+                        {1, 64, 64, 56, 56},   {2, 128, 144, 3, 5},   {10, 128, 144, 14, 14}};
   for (int64_t L : {8, 16})
-    for (bool with_res : {false, true}) {
-      const int64_t C = 64, OC = 80, H = 9, W = 7, HW = H * W;
-      auto x = randn(size_t(C * HW), 11), w = randn(size_t(OC * C * 9), 12), r = randn(size_t(OC * HW), 13);
-      auto scale = randn(size_t(OC), 14), shift = randn(size_t(OC), 15);
-      GemmEpilogue ep;
-      ep.row_scale = scale.data();
-      ep.row_shift = shift.data();
-      ep.act = Activation::kRelu;
-      std::vector<float> want(size_t(OC * HW)), got_b(want.size()), got(want.size());
-      GemmEpilogue e = ep;
-      if (with_res) e.residual = r.data(), e.ld_residual = HW;
-      conv3x3_winograd(x.data(), C, H, W, w.data(), OC, want.data(), e);
-      auto xb = blocked(x, 1, C, HW, L), rb = blocked(r, 1, OC, HW, L);
-      e = ep;
-      if (with_res) e.residual = rb.data();
-      PackedOperand u = conv3x3_winograd_pack(OC, C, w.data());
-      conv3x3_winograd(xb.data(), C, H, W, w.data(), OC, got_b.data(), e, &u, L);
-      nchwc_to_nchw(got_b.data(), 1, OC, HW, L, got.data());
-      for (size_t i = 0; i < want.size(); ++i)
-        ASSERT_NEAR(got[i], want[i], 1e-4f * (1 + std::fabs(want[i]))) << "L " << L << " res " << with_res << " " << i;
-    }
-  std::vector<float> x(40 * 49), w(64 * 40 * 9), o(64 * 49);  // blocks must be whole
-  EXPECT_THROW(conv3x3_winograd(x.data(), 40, 7, 7, w.data(), 64, o.data(), GemmEpilogue{}, nullptr, 16), Error);
+    for (const Case& k : cases)
+      for (int e = 0; e < 3; ++e) {
+        if (k.C % L || k.OC % L) continue;
+        const Activation act = e == 0 ? Activation::kRelu : e == 1 ? Activation::kNone : Activation::kGelu;
+        const bool with_res = e != 1;
+        NchwcConvGeom g;
+        g.N = k.N, g.C = k.C, g.OC = k.OC, g.H = g.OH = k.H, g.W = g.OW = k.W, g.KH = g.KW = 3, g.L = L;
+        g.pd = {1, 1};
+        const int64_t HW = k.H * k.W;
+        auto x = randn(size_t(k.N * k.C * HW), 11), w = randn(size_t(k.OC * k.C * 9), 12),
+             r = randn(size_t(k.N * k.OC * HW), 13), scale = randn(size_t(k.OC), 14), shift = randn(size_t(k.OC), 15);
+        std::vector<float> want(r.size());
+        for (int64_t n = 0; n < k.N; ++n) {
+          GemmEpilogue ep;
+          ep.row_scale = scale.data();
+          ep.row_shift = shift.data();
+          ep.act = act;
+          if (with_res) ep.residual = r.data() + n * k.OC * HW, ep.ld_residual = HW;
+          conv3x3_winograd(x.data() + n * k.C * HW, k.C, k.H, k.W, w.data(), k.OC, want.data() + n * k.OC * HW, ep);
+        }
+        auto xb = blocked(x, k.N, k.C, HW, L), rb = blocked(r, k.N, k.OC, HW, L);
+        PackedOperand u = conv3x3_winograd_nchwc_pack(g, w.data());
+        std::vector<float> got_b(rb.size(), -7.0f), got(want.size()), ref_b(rb.size());
+        conv3x3_winograd_nchwc(g, xb.data(), u, scale.data(), shift.data(), with_res ? rb.data() : nullptr, act,
+                               got_b.data());
+        nchwc_to_nchw(got_b.data(), k.N, k.OC, HW, L, got.data());
+        const float tol = 2e-5f * std::sqrt(float(k.C * 9));
+        for (size_t i = 0; i < want.size(); ++i)
+          ASSERT_NEAR(got[i], want[i], tol * (1 + std::fabs(want[i])))
+              << "L " << L << " C " << k.C << " map " << k.H << "x" << k.W << " epilogue " << e << " at " << i;
+        if (k.H * k.W > 100) continue;  // the scalar reference is slow
+        ref_conv2d_nchwc(g, xb.data(), w.data(), scale.data(), shift.data(), with_res ? rb.data() : nullptr, act,
+                         ref_b.data());
+        for (size_t i = 0; i < ref_b.size(); ++i)
+          ASSERT_NEAR(got_b[i], ref_b[i], tol * (1 + std::fabs(ref_b[i]))) << "L " << L << " reference at " << i;
+      }
+  NchwcConvGeom g;  // blocks must be whole, the conv 3x3 / stride 1 / padding 1
+  g.N = 1, g.C = 40, g.OC = 64, g.H = g.OH = 7, g.W = g.OW = 7, g.KH = g.KW = 3, g.L = 16, g.pd = {1, 1};
+  std::vector<float> w(64 * 40 * 9);
+  EXPECT_THROW(conv3x3_winograd_nchwc_pack(g, w.data()), Error);
+  g.C = 48, g.pd = {0, 0}, g.OH = g.OW = 5;
+  EXPECT_THROW(conv3x3_winograd_nchwc_pack(g, w.data()), Error);
+  g.pd = {1, 1}, g.OH = g.OW = 7;
+  PackedOperand u = conv3x3_winograd_nchwc_pack(g, w.data());
+  g.L = 8;  // packed for blocks of 16
+  std::vector<float> x(48 * 49), o(64 * 49);
+  EXPECT_THROW(conv3x3_winograd_nchwc(g, x.data(), u, nullptr, nullptr, nullptr, Activation::kNone, o.data()), Error);
 }
 
 // A Winograd conv (3x3, 64 channels, an 8 x 8 map) joins the blocked chain on whole

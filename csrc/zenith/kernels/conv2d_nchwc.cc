@@ -308,6 +308,276 @@ void ref_conv2d_nchwc(const NchwcConvGeom& g, const float* x, const float* w, co
           }
 }
 
+// ---- Winograd F(2x2, 3x3) over the blocked layout ----
+// The same algorithm as winograd.cc's (U = G g G^T once, V = B^T d B per 4x4 input
+// patch, M = U V per transformed position, out = A^T m A), laid out so every step
+// works on a pixel's L channels as one vector: a patch of channel block cb is 16 of the
+// input's vectors, transformed into V[xi][cb][tile] (16 blocked "images" of one pixel
+// per tile), each M[xi] = U[xi] V[xi] is a 1x1 conv over those images run by the direct
+// conv's tile (U[xi] packed as its filters), and A^T m A writes each 2x2 block of output
+// pixels with the epilogue. Images go through in passes of kWinogradPassBytes of V and M.
+namespace {
+// How passes are cut (ResNet-50 batch 8, Intel Xeon family 6 model 167, `zenith.profile`,
+// 3 processes each, time per class of conv): filters up to 1 MiB transformed (64 and 128
+// channels) run fused passes of 1 MiB of V and M per thread (56 x 56 maps 0.85x the
+// time of passes of a whole image, 28 x 28 0.96x; 384 KiB 1.10x / 1.36x, 2 MiB 1.06x /
+// 1.03x); larger filters, where a fused pass would read U for a few tiles (14 x 14
+// 1.08x, 7 x 7 1.34x), run passes of whole images of 8 MiB, which read U once for 8
+// images at 7 x 7 (4 MiB: 1.25x the time at 7 x 7, 1.05x at 14 x 14).
+constexpr int64_t kWinogradFusedFilterBytes = int64_t(1) << 20, kWinogradRowsBytes = int64_t(1) << 20;
+constexpr int64_t kWinogradPassBytes = int64_t(8) << 20;
+
+NchwcConvGeom winograd_gemm_geom(const NchwcConvGeom& g, int64_t tiles) {
+  NchwcConvGeom p;
+  p.N = 1, p.C = g.C, p.H = 1, p.W = tiles, p.OC = g.OC, p.OH = 1, p.OW = tiles, p.KH = 1, p.KW = 1, p.L = g.L;
+  return p;
+}
+
+// One row i of tiles of one image's channel block (`plane`, H x W x L): tile j's 16
+// transformed vectors to v + xi * xs + j * L. B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1].
+template <int L>
+ZENITH_UK_INLINE void winograd_input_row(const float* plane, int64_t H, int64_t W, int64_t i, int64_t tw, float* v,
+                                         int64_t xs) {
+  using Vec = F32Vec<L>;
+  using V = typename Vec::V;
+  for (int64_t j = 0; j < tw; ++j) {
+    V t[4][4];  // d B, row by row of the patch at (2i - 1, 2j - 1), zero outside the image
+    for (int r = 0; r < 4; ++r) {
+      const int64_t y = 2 * i - 1 + r;
+      V d[4];
+      for (int c = 0; c < 4; ++c) {
+        const int64_t xx = 2 * j - 1 + c;
+        if (y >= 0 && y < H && xx >= 0 && xx < W)
+          Vec::load(d[c], plane + (y * W + xx) * L);
+        else
+          d[c] = V{};
+      }
+      t[r][0] = d[0] - d[2];
+      t[r][1] = d[1] + d[2];
+      t[r][2] = d[2] - d[1];
+      t[r][3] = d[1] - d[3];
+    }
+    float* o = v + j * L;
+    for (int k = 0; k < 4; ++k) {
+      Vec::store(o + k * xs, t[0][k] - t[2][k]);
+      Vec::store(o + (4 + k) * xs, t[1][k] + t[2][k]);
+      Vec::store(o + (8 + k) * xs, t[2][k] - t[1][k]);
+      Vec::store(o + (12 + k) * xs, t[1][k] - t[3][k]);
+    }
+  }
+}
+
+// One row i of tiles of one output block: tile j's 16 vectors at m + xi * xs + j * L
+// (A^T = [1 1 1 0; 0 1 -1 -1]) to output pixels (2i + a, 2j + b) inside the map, each
+// act(sum * sc + sh + res) (ReLU here, other activations by the caller).
+template <int L, bool RELU>
+ZENITH_UK_INLINE void winograd_output_row(const float* m, int64_t xs, int64_t tw, int64_t i, int64_t H, int64_t W,
+                                          const float* sc, const float* sh, const float* res, float* out) {
+  using Vec = F32Vec<L>;
+  using V = typename Vec::V;
+  V s, b;
+  Vec::load(s, sc);
+  Vec::load(b, sh);
+  for (int64_t j = 0; j < tw; ++j) {
+    V t[2][4];  // A^T m
+    for (int c = 0; c < 4; ++c) {
+      V m0, m1, m2, m3;
+      Vec::load(m0, m + c * xs + j * L);
+      Vec::load(m1, m + (4 + c) * xs + j * L);
+      Vec::load(m2, m + (8 + c) * xs + j * L);
+      Vec::load(m3, m + (12 + c) * xs + j * L);
+      t[0][c] = m0 + m1 + m2;
+      t[1][c] = m1 - m2 - m3;
+    }
+    for (int a = 0; a < 2; ++a) {
+      const int64_t y = 2 * i + a;
+      if (y >= H) break;
+      V o[2] = {t[a][0] + t[a][1] + t[a][2], t[a][1] - t[a][2] - t[a][3]};
+      for (int c = 0; c < 2; ++c) {
+        const int64_t xx = 2 * j + c;
+        if (xx >= W) break;
+        const int64_t at = (y * W + xx) * L;
+        V r = o[c] * s + b;
+        if (res) {
+          V rv;
+          Vec::load(rv, res + at);
+          r += rv;
+        }
+        if constexpr (RELU) r = r < V{} ? V{} : r;
+        Vec::store(out + at, r);
+      }
+    }
+  }
+}
+
+using WinogradInFn = void (*)(const float*, int64_t, int64_t, int64_t, int64_t, float*, int64_t);
+using WinogradOutFn = void (*)(const float*, int64_t, int64_t, int64_t, int64_t, int64_t, const float*, const float*,
+                               const float*, float*);
+#define ZENITH_WINOGRAD_ROWS(name, target, L)                                                                        \
+  target void name##_in(const float* plane, int64_t H, int64_t W, int64_t i, int64_t tw, float* v, int64_t xs) {    \
+    winograd_input_row<L>(plane, H, W, i, tw, v, xs);                                                                \
+  }                                                                                                                  \
+  target void name##_out(const float* m, int64_t xs, int64_t tw, int64_t i, int64_t H, int64_t W, const float* sc,  \
+                         const float* sh, const float* res, float* out) {                                            \
+    winograd_output_row<L, false>(m, xs, tw, i, H, W, sc, sh, res, out);                                            \
+  }                                                                                                                  \
+  target void name##_out_relu(const float* m, int64_t xs, int64_t tw, int64_t i, int64_t H, int64_t W,              \
+                              const float* sc, const float* sh, const float* res, float* out) {                     \
+    winograd_output_row<L, true>(m, xs, tw, i, H, W, sc, sh, res, out);                                             \
+  }
+#if defined(__x86_64__)
+ZENITH_WINOGRAD_ROWS(winograd_l16_avx512, __attribute__((target("avx512f"))), 16)
+#endif
+ZENITH_WINOGRAD_ROWS(winograd_l16_avx2, ZENITH_UK_TARGET_avx2, 16)
+ZENITH_WINOGRAD_ROWS(winograd_l8_avx2, ZENITH_UK_TARGET_avx2, 8)
+#undef ZENITH_WINOGRAD_ROWS
+
+struct WinogradRows {
+  WinogradInFn in;
+  WinogradOutFn out;
+};
+WinogradRows pick_winograd_rows(int64_t L, bool relu) {
+  if (L == 16) {
+#if defined(__x86_64__)
+    if (gemm_detail::kernels_use_avx512())
+      return {winograd_l16_avx512_in, relu ? winograd_l16_avx512_out_relu : winograd_l16_avx512_out};
+#endif
+    return {winograd_l16_avx2_in, relu ? winograd_l16_avx2_out_relu : winograd_l16_avx2_out};
+  }
+  return {winograd_l8_avx2_in, relu ? winograd_l8_avx2_out_relu : winograd_l8_avx2_out};
+}
+
+void check_winograd_geom(const NchwcConvGeom& g) {
+  check_geom(g);
+  const std::array<int64_t, 2> one{1, 1};
+  ZENITH_CHECK(g.KH == 3 && g.KW == 3 && g.st == one && g.pd == one && g.dl == one && g.OH == g.H && g.OW == g.W,
+               "conv2d_nchwc: Winograd runs 3x3 convs of stride 1 and padding 1 only");
+  ZENITH_CHECK(g.C % g.L == 0 && g.OC % g.L == 0, "conv2d_nchwc: Winograd needs whole channel blocks, got ", g.C,
+               " and ", g.OC, " channels for blocks of ", g.L);
+}
+}  // namespace
+
+PackedOperand conv3x3_winograd_nchwc_pack(const NchwcConvGeom& g, const float* w) {
+  check_winograd_geom(g);
+  const PackedOperand u = conv3x3_winograd_pack(g.OC, g.C, w);  // U[xi]: OC x C
+  const NchwcConvGeom g1 = winograd_gemm_geom(g, 1);
+  PackedOperand p;
+  p.side = PackedOperand::kWinograd;
+  p.isa = uint8_t(g.L);
+  p.src = w;
+  p.rows = g.OC;
+  p.cols = g.C * 9;
+  p.rs = g.C * 9;
+  p.cs = 1;
+  std::vector<PackedOperand> each;  // U[xi] as a 1x1 conv's filters
+  for (int64_t xi = 0; xi < 16; ++xi) each.push_back(conv2d_nchwc_pack(g1, u.data.get() + xi * g.OC * g.C));
+  const int64_t OCB = g.OC / g.L, groups = (OCB + kNB - 1) / kNB;
+  const size_t xi_floats = size_t(groups * g.C * kNB * g.L);
+  p.data = std::shared_ptr<float>(
+      static_cast<float*>(std::aligned_alloc(64, (16 * xi_floats * sizeof(float) + 63) / 64 * 64)), std::free);
+  if (!p.data) fail_alloc("conv2d_nchwc: out of memory packing Winograd filters of ", 16 * xi_floats * sizeof(float),
+                          " bytes");
+  for (int64_t xi = 0; xi < 16; ++xi) std::copy_n(each[size_t(xi)].data.get(), xi_floats, p.data.get() + xi * xi_floats);
+  return p;
+}
+
+void conv3x3_winograd_nchwc(const NchwcConvGeom& g, const float* x, const PackedOperand& w, const float* scale,
+                            const float* shift, const float* res, Activation act, float* out) {
+  using gemm_detail::AlignedBuf;
+  check_winograd_geom(g);
+  const int64_t L = g.L, CB = g.C / L, OCB = g.OC / L, groups = (OCB + kNB - 1) / kNB, HW = g.H * g.W;
+  ZENITH_CHECK(w.side == PackedOperand::kWinograd && w.isa == uint8_t(L) && w.rows == g.OC && w.cols == g.C * 9,
+               "conv2d_nchwc: the packed Winograd filters are not this conv's");
+  if (g.N == 0) return;
+  const int64_t th = (g.H + 1) / 2, tw = (g.W + 1) / 2;
+  const int64_t group_floats = CB * L * kNB * L, xi_floats = groups * group_floats;
+  std::vector<float> sc(size_t(g.OC), 1.0f), sh(size_t(g.OC), 0.0f);
+  for (int64_t oc = 0; scale && oc < g.OC; ++oc) sc[size_t(oc)] = scale[oc];
+  for (int64_t oc = 0; shift && oc < g.OC; ++oc) sh[size_t(oc)] = shift[oc];
+  alignas(64) static const float ones[kNB * 16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+                                                   1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+  alignas(64) static const float zeros[kNB * 16] = {};
+  const Tile tile = pick_tile(L, false);
+  const WinogradRows fns = pick_winograd_rows(L, act == Activation::kRelu);
+  const Activation rest = act == Activation::kRelu ? Activation::kNone : act;  // applied after the rows
+
+  // A pass: tile rows [i0, i0 + rows) of images [n0, n0 + nb), S = nb * rows * tw tiles,
+  // tile (b, i, j) the pass's tile (b * rows + i - i0) * tw + j. Each stage runs items
+  // [lo, hi) of its own.
+  struct Pass {
+    int64_t n0, nb, i0, rows, S;
+  };
+  auto stage_in = [&](const Pass& p, float* V, int64_t lo, int64_t hi) {  // items (b, cb, i)
+    for (int64_t it = lo; it < hi; ++it) {
+      const int64_t b = it / (CB * p.rows), cb = it / p.rows % CB, i = it % p.rows;
+      fns.in(x + ((p.n0 + b) * CB + cb) * HW * L, g.H, g.W, p.i0 + i, tw, V + (cb * p.S + (b * p.rows + i) * tw) * L,
+             CB * p.S * L);
+    }
+  };
+  auto stage_gemm = [&](const Pass& p, const float* V, float* M, int64_t lo, int64_t hi) {  // items (xi, group)
+    const NchwcConvGeom g1 = winograd_gemm_geom(g, p.S);
+    for (int64_t it = lo; it < hi; ++it) {
+      const int64_t xi = it / groups, grp = it % groups, ob = grp * kNB;
+      for (int64_t p0 = 0; p0 < p.S; p0 += tile.ro)
+        tile.fn(g1, V + xi * CB * p.S * L, p0, std::min(tile.ro, p.S - p0), int(std::min<int64_t>(kNB, OCB - ob)),
+                w.data.get() + xi * xi_floats + grp * group_floats, ones, zeros, nullptr, Activation::kNone,
+                M + (xi * OCB + ob) * p.S * L);
+    }
+  };
+  auto stage_out = [&](const Pass& p, const float* M, int64_t lo, int64_t hi) {  // items (b, ob, i)
+    for (int64_t it = lo; it < hi; ++it) {
+      const int64_t b = it / (OCB * p.rows), ob = it / p.rows % OCB, i = p.i0 + it % p.rows;
+      const int64_t at = ((p.n0 + b) * OCB + ob) * HW * L;
+      fns.out(M + (ob * p.S + (b * p.rows + i - p.i0) * tw) * L, OCB * p.S * L, tw, i, g.H, g.W, sc.data() + ob * L,
+              sh.data() + ob * L, res ? res + at : nullptr, out + at);
+      if (rest == Activation::kNone) continue;
+      float* o = out + at + 2 * i * g.W * L;  // the tile row's output rows
+      const int64_t n = (std::min<int64_t>(2 * i + 2, g.H) - 2 * i) * g.W * L;
+      with_activation(per_value(rest), [&](auto f) {
+        for (int64_t k = 0; k < n; ++k) o[k] = f(o[k]);
+      });
+      per_row(rest, o, n);
+    }
+  };
+  const int64_t row_bytes = 16 * (CB + OCB) * L * tw * int64_t(sizeof(float));  // V and M per tile row
+  if (16 * xi_floats * int64_t(sizeof(float)) <= kWinogradFusedFilterBytes) {
+    // Filters that fit in L2 beside a pass: each thread runs whole passes of a few tile
+    // rows of one image, all three stages, so V and M stay in its L2.
+    const int64_t rows = std::clamp<int64_t>(kWinogradRowsBytes / row_bytes, 1, th), chunks = (th + rows - 1) / rows;
+    parallel_for(g.N * chunks, 1, [&](int64_t lo, int64_t hi) {
+      thread_local AlignedBuf vbuf, mbuf;
+      float* V = vbuf.get(size_t(16 * CB * L * rows * tw));
+      float* M = mbuf.get(size_t(16 * OCB * L * rows * tw));
+      for (int64_t it = lo; it < hi; ++it) {
+        const int64_t n = it / chunks, i0 = it % chunks * rows, r = std::min(rows, th - i0);
+        const Pass p{n, 1, i0, r, r * tw};
+        stage_in(p, V, 0, CB * r);
+        stage_gemm(p, V, M, 0, 16 * groups);
+        stage_out(p, M, 0, OCB * r);
+      }
+      vbuf.trim(size_t(16) << 20);
+      mbuf.trim(size_t(16) << 20);
+    });
+    return;
+  }
+  // Larger filters: passes of whole images (as many as kWinogradPassBytes of V and M
+  // hold), each stage split between the threads, so a pass reads U once.
+  const int64_t imgs = std::clamp<int64_t>(kWinogradPassBytes / (row_bytes * th), 1, g.N);
+  thread_local AlignedBuf vbuf, mbuf;
+  float* V = vbuf.get(size_t(16 * CB * L * imgs * th * tw));
+  float* M = mbuf.get(size_t(16 * OCB * L * imgs * th * tw));
+  for (int64_t n0 = 0; n0 < g.N; n0 += imgs) {
+    const int64_t nb = std::min(imgs, g.N - n0);
+    const Pass p{n0, nb, 0, th, nb * th * tw};
+    parallel_for(nb * CB * th, 1, [&](int64_t lo, int64_t hi) { stage_in(p, V, lo, hi); });
+    // Position after position: each thread reads the U of its positions once per pass.
+    parallel_for(16 * groups, 1, [&](int64_t lo, int64_t hi) { stage_gemm(p, V, M, lo, hi); });
+    parallel_for(nb * OCB * th, 1, [&](int64_t lo, int64_t hi) { stage_out(p, M, lo, hi); });
+  }
+  vbuf.trim(size_t(16) << 20);
+  mbuf.trim(size_t(16) << 20);
+}
+
 // ---- The ops ----
 
 void run_to_nchwc(const KernelCtx& c) {
@@ -337,17 +607,9 @@ NchwcConvGeom nchwc_geom(const std::vector<TensorRef>& in, const std::vector<Ten
   return g;
 }
 
-// Winograd over the blocked layout reads and writes each channel every block-th float
-// (winograd.cc's transforms are per channel), which costs little on maps up to 14 x 14
-// and much on larger ones; there the direct conv runs. ResNet-50 batch 1, Intel Xeon
-// family 6 model 167, `zenith.profile`, 3 processes: 3x3 convs on 56 x 56 / 64 channels
-// blocked Winograd 2.86 ms, direct 2.01-2.06 (NCHW Winograd 2.37); 28 x 28 / 128 2.03-2.13
-// both (NCHW 1.81); 14 x 14 / 256 Winograd 3.22 (NCHW 3.55).
-constexpr int64_t kWinogradMaxPixels = 14 * 14;
-
 // What prepare_conv2d_nchwc chose: the geometry, and whether the conv runs as
 // Winograd over the blocked layout (conv2d_uses_winograd's convs on whole blocks of
-// channels, maps up to kWinogradMaxPixels).
+// channels).
 struct NchwcState {
   NchwcConvGeom g;
   bool winograd = false;
@@ -356,7 +618,7 @@ struct NchwcState {
 std::shared_ptr<const PackedOperand> pack_nchwc(const void* state, const void* src) {
   const auto& s = *static_cast<const NchwcState*>(state);
   const float* w = static_cast<const float*>(src);
-  return std::make_shared<const PackedOperand>(s.winograd ? conv3x3_winograd_pack(s.g.OC, s.g.C, w)
+  return std::make_shared<const PackedOperand>(s.winograd ? conv3x3_winograd_nchwc_pack(s.g, w)
                                                           : conv2d_nchwc_pack(s.g, w));
 }
 }  // namespace
@@ -365,7 +627,7 @@ void prepare_conv2d_nchwc(const PrepareCtx& c, PreparedOp* p) {
   auto s = std::make_shared<NchwcState>();
   s->g = nchwc_geom(c.in, c.out, c.a<attrs::conv2d_nchwc>());
   const NchwcConvGeom& g = s->g;
-  s->winograd = g.C % g.L == 0 && g.OC % g.L == 0 && g.H * g.W <= kWinogradMaxPixels &&
+  s->winograd = g.C % g.L == 0 && g.OC % g.L == 0 &&
                 conv2d_uses_winograd(1, g.KH, g.KW, g.st, g.pd, g.dl, g.C, g.H, g.W, g.OC);
   const PackedOperand::Side side = s->winograd ? PackedOperand::kWinograd : PackedOperand::kNchwc;
   p->weight = WeightPack{1, {int64_t(side), g.OC, g.C, g.KH * g.KW, g.L}, pack_nchwc};
@@ -386,17 +648,10 @@ void run_conv2d_nchwc(const KernelCtx& c) {
       conv_channel_epilogue(c.in, 2, at.has_bias, at.bn_eps, at.activation, g.OC, bn_scale, shift);
   const float* x = c.in[0].as<float>();
   const float* res = at.has_residual ? c.in.back().as<float>() : nullptr;
-  if (s.winograd) {  // image by image, as conv2d's Winograd path (whole blocks: no padding channels)
-    const int64_t in_image = g.C * g.H * g.W, out_image = g.OC * g.OH * g.OW;
-    for (int64_t n = 0; n < g.N; ++n) {
-      GemmEpilogue e = ep;
-      if (res) e.residual = res + n * out_image;
-      conv3x3_winograd(x + n * in_image, g.C, g.H, g.W, c.in[1].as<float>(), g.OC, o.as<float>() + n * out_image, e,
-                       &pw, g.L);
-    }
-    return;
-  }
-  conv2d_nchwc(g, x, pw, ep.row_scale, ep.row_shift, res, at.activation, o.as<float>());
+  if (s.winograd)
+    conv3x3_winograd_nchwc(g, x, pw, ep.row_scale, ep.row_shift, res, at.activation, o.as<float>());
+  else
+    conv2d_nchwc(g, x, pw, ep.row_scale, ep.row_shift, res, at.activation, o.as<float>());
 }
 
 }  // namespace zenith

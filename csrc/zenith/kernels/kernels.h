@@ -166,11 +166,9 @@ void sgemm_b_source(int64_t M, int64_t N, int64_t K, const float* a, int64_t a_r
 // out: OC x H x W) by Winograd's F(2x2, 3x3) (winograd.cc); `ep` as sgemm's, one row per
 // output channel (residual rows ld_residual apart). `filters`, when given, is w made by
 // conv3x3_winograd_pack (the runtime keeps it for a constant weight); else w is
-// transformed during the call. block > 0: x, out and the residual are one image in the
-// blocked layout NCHWc with blocks of `block` channels (C and OC whole blocks), the
-// epilogue's ld_residual unused.
+// transformed during the call.
 void conv3x3_winograd(const float* x, int64_t C, int64_t H, int64_t W, const float* w, int64_t OC, float* out,
-                      const GemmEpilogue& ep, const PackedOperand* filters = nullptr, int64_t block = 0);
+                      const GemmEpilogue& ep, const PackedOperand* filters = nullptr);
 PackedOperand conv3x3_winograd_pack(int64_t OC, int64_t C, const float* w);
 // Whether conv2d runs a convolution with these parameters through conv3x3_winograd: 3x3,
 // stride 1, padding 1, no dilation or groups, maps of 49 pixels (7 x 7) and 64 channels (in and
@@ -196,6 +194,12 @@ struct NchwcConvGeom {
 PackedOperand conv2d_nchwc_pack(const NchwcConvGeom& g, const float* w);
 void conv2d_nchwc(const NchwcConvGeom& g, const float* x, const PackedOperand& w, const float* scale,
                   const float* shift, const float* res, Activation act, float* out);
+// The same conv (3x3, stride 1, padding 1, C and OC whole blocks) by Winograd's
+// F(2x2, 3x3) over the blocked layout, the filters transformed and packed once by
+// conv3x3_winograd_nchwc_pack.
+PackedOperand conv3x3_winograd_nchwc_pack(const NchwcConvGeom& g, const float* w);
+void conv3x3_winograd_nchwc(const NchwcConvGeom& g, const float* x, const PackedOperand& w, const float* scale,
+                            const float* shift, const float* res, Activation act, float* out);
 void ref_conv2d_nchwc(const NchwcConvGeom& g, const float* x, const float* w, const float* scale, const float* shift,
                       const float* res, Activation act, float* out);
 // Whether conv2d computes an ungrouped convolution of one image with `cols` output

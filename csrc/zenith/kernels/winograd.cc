@@ -70,21 +70,14 @@ PackedOperand conv3x3_winograd_pack(int64_t OC, int64_t C, const float* w) {
 }
 
 void conv3x3_winograd(const float* x, int64_t C, int64_t H, int64_t W, const float* w, int64_t OC, float* out,
-                      const GemmEpilogue& ep, const PackedOperand* filters, int64_t block) {
+                      const GemmEpilogue& ep, const PackedOperand* filters) {
   using gemm_detail::AlignedBuf;
-  ZENITH_CHECK(block == 0 || (C % block == 0 && OC % block == 0),
-               "conv2d: blocked Winograd needs whole channel blocks, got ", C, " and ", OC, " channels for blocks of ",
-               block);
-  // Channel ch's values: NCHW, a plane of H * W; blocked (NCHWc), every block-th value of
-  // its block's plane of H * W * block, from its lane.
-  const int64_t step = block ? block : 1;
-  auto channel = [&](int64_t ch) { return block ? ch / block * H * W * block + ch % block : ch * H * W; };
   const int64_t th = (H + 1) / 2, tw = (W + 1) / 2, T = th * tw;
   thread_local AlignedBuf ubuf, vbuf, mbuf;
   const float* U;
   if (filters) {
-    ZENITH_CHECK(filters->side == PackedOperand::kWinograd && filters->src == w && filters->rows == OC &&
-                     filters->cols == C * 9,
+    ZENITH_CHECK(filters->side == PackedOperand::kWinograd && filters->isa == 0 && filters->src == w &&
+                     filters->rows == OC && filters->cols == C * 9,
                  "conv2d: the Winograd filters were made for another weight");
     U = filters->data.get();
   } else {
@@ -105,7 +98,7 @@ void conv3x3_winograd(const float* x, int64_t C, int64_t H, int64_t W, const flo
     float* line = scratch.get(size_t(2 * tw + 4 + 16 * T));
     float* db = line + 2 * tw + 4;
     for (int64_t ic = lo; ic < hi; ++ic) {
-      const float* plane = x + channel(ic);
+      const float* plane = x + ic * H * W;
       for (int64_t i = 0; i < th; ++i)
         for (int r = 0; r < 4; ++r) {
           int64_t y = 2 * i - 1 + r;
@@ -116,10 +109,7 @@ void conv3x3_winograd(const float* x, int64_t C, int64_t H, int64_t W, const flo
             continue;
           }
           line[0] = 0.0f;
-          if (step == 1)
-            std::copy_n(plane + y * W, W, line + 1);
-          else
-            for (int64_t xx = 0; xx < W; ++xx) line[1 + xx] = plane[(y * W + xx) * step];
+          std::copy_n(plane + y * W, W, line + 1);
           std::fill_n(line + 1 + W, 2 * tw + 3 - W, 0.0f);
           for (int64_t j = 0; j < tw; ++j) {
             const float* p = line + 2 * j;
@@ -165,8 +155,8 @@ void conv3x3_winograd(const float* x, int64_t C, int64_t H, int64_t W, const flo
       const int64_t xs = OC * T;                         // between consecutive xi in M
       for (int64_t oc = lo; oc < hi; ++oc) {
         const float s = ep.row_scale ? ep.row_scale[oc] : 1.0f, sh = ep.row_shift ? ep.row_shift[oc] : 0.0f;
-        const float* res = ep.residual ? ep.residual + (block ? channel(oc) : oc * ep.ld_residual) : nullptr;
-        float* o = out + channel(oc);
+        const float* res = ep.residual ? ep.residual + oc * ep.ld_residual : nullptr;
+        float* o = out + oc * HW;
         for (int c = 0; c < 4; ++c) {
           const float* m0 = M + c * xs + oc * T;
           const float *m1 = m0 + 4 * xs, *m2 = m1 + 4 * xs, *m3 = m2 + 4 * xs;
@@ -186,12 +176,9 @@ void conv3x3_winograd(const float* x, int64_t C, int64_t H, int64_t W, const flo
               line[2 * j] = t0[j] + t1[j] + t2[j];
               line[2 * j + 1] = t1[j] - t2[j] - t3[j];
             }
-            float* orow = o + y * W * step;
-            const float* rrow = res ? res + y * W * step : nullptr;
-            if (step != 1) {
-              for (int64_t xx = 0; xx < W; ++xx)
-                orow[xx * step] = act(line[xx] * s + sh + (rrow ? rrow[xx * step] : 0.0f));
-            } else if (rrow) {
+            float* orow = o + y * W;
+            const float* rrow = res ? res + y * W : nullptr;
+            if (rrow) {
               for (int64_t xx = 0; xx < W; ++xx) orow[xx] = act(line[xx] * s + sh + rrow[xx]);
             } else {
               for (int64_t xx = 0; xx < W; ++xx) orow[xx] = act(line[xx] * s + sh);
