@@ -132,25 +132,38 @@ using TileFn = void (*)(const NchwcConvGeom&, const float*, int64_t, int64_t, in
 #if defined(__x86_64__)
 ZENITH_NCHWC_TILE(tile_l16_avx512, __attribute__((target("avx512f"))), 16, 16, 12, false)
 ZENITH_NCHWC_TILE(tile_l16_avx512_relu, __attribute__((target("avx512f"))), 16, 16, 12, true)
+ZENITH_NCHWC_TILE(tail_l16_avx512, __attribute__((target("avx512f"))), 16, 16, 4, false)
+ZENITH_NCHWC_TILE(tail_l16_avx512_relu, __attribute__((target("avx512f"))), 16, 16, 4, true)
 #endif
 ZENITH_NCHWC_TILE(tile_l16_avx2, ZENITH_UK_TARGET_avx2, 8, 16, 4, false)
 ZENITH_NCHWC_TILE(tile_l16_avx2_relu, ZENITH_UK_TARGET_avx2, 8, 16, 4, true)
 ZENITH_NCHWC_TILE(tile_l8_avx2, ZENITH_UK_TARGET_avx2, 8, 8, 6, false)
 ZENITH_NCHWC_TILE(tile_l8_avx2_relu, ZENITH_UK_TARGET_avx2, 8, 8, 6, true)
+ZENITH_NCHWC_TILE(tail_l8_avx2, ZENITH_UK_TARGET_avx2, 8, 8, 3, false)
+ZENITH_NCHWC_TILE(tail_l8_avx2_relu, ZENITH_UK_TARGET_avx2, 8, 8, 3, true)
 #undef ZENITH_NCHWC_TILE
 
+// The tile, and a shorter one for a map's last few pixels (a 7 x 7 map is 4 tiles of
+// 12 and one pixel, which the full tile would compute 12 times).
 struct Tile {
-  TileFn fn;
-  int64_t ro;
+  TileFn fn, tail;
+  int64_t ro, tail_ro;
+  // Pixels [p0, p0 + mr), mr <= ro: the full tile, or tail tiles where they compute fewer rows.
+  template <class... Args>
+  void operator()(const NchwcConvGeom& g, const float* x, int64_t p0, int64_t mr, Args... rest) const {
+    if (mr > ro - tail_ro) return fn(g, x, p0, mr, rest...);
+    for (int64_t q = 0; q < mr; q += tail_ro) tail(g, x, p0 + q, std::min(tail_ro, mr - q), rest...);
+  }
 };
 Tile pick_tile(int64_t L, bool relu) {
   if (L == 16) {
 #if defined(__x86_64__)
-    if (gemm_detail::kernels_use_avx512()) return {relu ? tile_l16_avx512_relu : tile_l16_avx512, 12};
+    if (gemm_detail::kernels_use_avx512())
+      return {relu ? tile_l16_avx512_relu : tile_l16_avx512, relu ? tail_l16_avx512_relu : tail_l16_avx512, 12, 4};
 #endif
-    return {relu ? tile_l16_avx2_relu : tile_l16_avx2, 4};
+    return {relu ? tile_l16_avx2_relu : tile_l16_avx2, nullptr, 4, 4};
   }
-  return {relu ? tile_l8_avx2_relu : tile_l8_avx2, 6};
+  return {relu ? tile_l8_avx2_relu : tile_l8_avx2, relu ? tail_l8_avx2_relu : tail_l8_avx2, 6, 3};
 }
 
 void check_geom(const NchwcConvGeom& g) {
@@ -261,7 +274,7 @@ void conv2d_nchwc(const NchwcConvGeom& g, const float* x, const PackedOperand& w
       const float* xn = x + n * CB * g.H * g.W * L;
       for (int64_t t = r * run; t < std::min(tiles, (r + 1) * run); ++t) {
         const int64_t p0 = t * tile.ro;
-        tile.fn(g, xn, p0, std::min(tile.ro, OP - p0), int(std::min<int64_t>(kNB, OCB - ob)),
+        tile(g, xn, p0, std::min(tile.ro, OP - p0), int(std::min<int64_t>(kNB, OCB - ob)),
                 w.data.get() + grp * group_floats, sc.data() + ob * L, sh.data() + ob * L, res ? res + o_at : nullptr,
                 act, out + o_at);
       }
@@ -519,7 +532,7 @@ void conv3x3_winograd_nchwc(const NchwcConvGeom& g, const float* x, const Packed
     for (int64_t it = lo; it < hi; ++it) {
       const int64_t xi = it / groups, grp = it % groups, ob = grp * kNB;
       for (int64_t p0 = 0; p0 < p.S; p0 += tile.ro)
-        tile.fn(g1, V + xi * CB * p.S * L, p0, std::min(tile.ro, p.S - p0), int(std::min<int64_t>(kNB, OCB - ob)),
+        tile(g1, V + xi * CB * p.S * L, p0, std::min(tile.ro, p.S - p0), int(std::min<int64_t>(kNB, OCB - ob)),
                 w.data.get() + xi * xi_floats + grp * group_floats, ones, zeros, nullptr, Activation::kNone,
                 M + (xi * OCB + ob) * p.S * L);
     }
