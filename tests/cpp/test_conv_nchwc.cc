@@ -173,7 +173,7 @@ TEST(Runtime, NchwcOpsMatchConv2d) {
   }
 }
 
-// layout_nchwc (batches of 2 and more; ZENITH_NCHWC=0 off): a chain of convs passes
+// layout_nchwc (static batches; ZENITH_NCHWC=0 off): a chain of convs passes
 // blocked tensors (one to_nchwc, for x; the residual is a blocked conv's output; one
 // from_nchwc out), and the graph computes what it did.
 TEST(Passes, LayoutNchwcChainsBlockedConvs) {
@@ -277,38 +277,45 @@ TEST(Kernels, NchwcWinogradMatchesNchwWinogradAndReference) {
 // A Winograd conv (3x3, 64 channels, an 8 x 8 map) joins the blocked chain on whole
 // blocks: no conv2d and one conversion each way remain, and the results are unchanged.
 TEST(Passes, LayoutNchwcRunsWinogradConvsBlocked) {
-  const char* text = R"(graph(%x: f32[1, 64, 8, 8], %w1: f32[64, 64, 3, 3], %w2: f32[64, 64, 1, 1], %b: f32[64]) {
-  %a: f32[1, 64, 8, 8] = conv2d(%x, %w1, %b) {stride=[1, 1], padding=[1, 1], dilation=[1, 1], groups=[1], has_bias=[1], activation=[1]}
-  %c: f32[1, 64, 8, 8] = conv2d(%a, %w2, %b, %x) {stride=[1, 1], padding=[0, 0], dilation=[1, 1], groups=[1], has_bias=[1], has_residual=[1], activation=[1]}
+  // Batch 1, then a symbolic batch (blocked only when ZENITH_NCHWC=1) run at batch 2.
+  for (const std::string n : {"1", "s0"}) {
+    const std::string text = "graph(%x: f32[" + n + R"(, 64, 8, 8], %w1: f32[64, 64, 3, 3], %w2: f32[64, 64, 1, 1], %b: f32[64]) {
+  %a: f32[)" + n + R"(, 64, 8, 8] = conv2d(%x, %w1, %b) {stride=[1, 1], padding=[1, 1], dilation=[1, 1], groups=[1], has_bias=[1], activation=[1]}
+  %c: f32[)" + n + R"(, 64, 8, 8] = conv2d(%a, %w2, %b, %x) {stride=[1, 1], padding=[0, 0], dilation=[1, 1], groups=[1], has_bias=[1], has_residual=[1], activation=[1]}
   return (%c)
 })";
-  Graph plain = parse_graph(text), g = parse_graph(text);
-  unsetenv("ZENITH_NCHWC");
-  EXPECT_EQ(layout_nchwc(g), 0);  // batch 1: left in NCHW unless asked for
-  ASSERT_EQ(setenv("ZENITH_NCHWC", "1", 1), 0);
-  const int changed = layout_nchwc(g);
-  unsetenv("ZENITH_NCHWC");
-  EXPECT_EQ(changed, 2);
-  dead_code_elimination(g);
-  verify(g);
-  std::map<Op, int> ops;
-  for (const Node& n : g.nodes) ++ops[n.op];
-  EXPECT_EQ(ops[Op::to_nchwc], 1);  // x, read by both convs (input, residual)
-  EXPECT_EQ(ops[Op::conv2d_nchwc], 2);
-  EXPECT_EQ(ops[Op::from_nchwc], 1);
-  EXPECT_EQ(ops[Op::conv2d], 0);
-  auto x = randn(64 * 64, 21), w1 = randn(64 * 64 * 9, 22), w2 = randn(64 * 64, 23), b = randn(64, 24);
-  for (auto* v : {&w1, &w2})
-    for (auto& e : *v) e *= 0.1f;
-  std::vector<InTensor> ins = {{x.data(), DType::f32, {1, 64, 8, 8}},
-                               {w1.data(), DType::f32, {64, 64, 3, 3}},
-                               {w2.data(), DType::f32, {64, 64, 1, 1}},
-                               {b.data(), DType::f32, {64}}};
-  Executable a(std::move(plain)), bl(std::move(g));
-  auto want = a.run(ins, {}), got = bl.run(ins, {});
-  for (int i = 0; i < 64 * 64; ++i) {
-    const float wv = static_cast<const float*>(want[0].data)[i], gv = static_cast<const float*>(got[0].data)[i];
-    ASSERT_NEAR(gv, wv, 1e-4f * (1 + std::fabs(wv))) << i;
+    Graph plain = parse_graph(text), g = parse_graph(text);
+    ASSERT_EQ(setenv("ZENITH_NCHWC", "0", 1), 0);
+    EXPECT_EQ(layout_nchwc(g), 0);  // turned off
+    unsetenv("ZENITH_NCHWC");
+    if (n == "s0") {
+      EXPECT_EQ(layout_nchwc(g), 0);  // a symbolic batch: only when asked for
+      ASSERT_EQ(setenv("ZENITH_NCHWC", "1", 1), 0);
+    }
+    EXPECT_EQ(layout_nchwc(g), 2);  // on by default at batch 1
+    unsetenv("ZENITH_NCHWC");
+    dead_code_elimination(g);
+    verify(g);
+    std::map<Op, int> ops;
+    for (const Node& node : g.nodes) ++ops[node.op];
+    EXPECT_EQ(ops[Op::to_nchwc], 1);  // x, read by both convs (input, residual)
+    EXPECT_EQ(ops[Op::conv2d_nchwc], 2);
+    EXPECT_EQ(ops[Op::from_nchwc], 1);
+    EXPECT_EQ(ops[Op::conv2d], 0);
+    const int64_t N = n == "1" ? 1 : 2;
+    auto x = randn(size_t(N * 64 * 64), 21), w1 = randn(64 * 64 * 9, 22), w2 = randn(64 * 64, 23), b = randn(64, 24);
+    for (auto* v : {&w1, &w2})
+      for (auto& e : *v) e *= 0.1f;
+    std::vector<InTensor> ins = {{x.data(), DType::f32, {N, 64, 8, 8}},
+                                 {w1.data(), DType::f32, {64, 64, 3, 3}},
+                                 {w2.data(), DType::f32, {64, 64, 1, 1}},
+                                 {b.data(), DType::f32, {64}}};
+    Executable a(std::move(plain)), bl(std::move(g));
+    auto want = a.run(ins, {}), got = bl.run(ins, {});
+    for (int64_t i = 0; i < N * 64 * 64; ++i) {
+      const float wv = static_cast<const float*>(want[0].data)[i], gv = static_cast<const float*>(got[0].data)[i];
+      ASSERT_NEAR(gv, wv, 1e-4f * (1 + std::fabs(wv))) << "batch " << n << " at " << i;
+    }
   }
 }
 

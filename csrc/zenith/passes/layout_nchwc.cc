@@ -4,13 +4,13 @@
 // next (its input and residual read through to_nchwc only where their producer is not
 // one of them), and from_nchwc converts back only where an NCHW reader remains (a
 // pooling, a depthwise conv, a graph output); dce drops the conversions nobody reads.
-// Where: convs whose batch is static and at least 2 (each thread then has whole images
-// to itself); ZENITH_NCHWC=1 blocks every batch, ZENITH_NCHWC=0 none (read when a graph
-// is compiled). Measured on an Intel Xeon (family 6 model 167), 2 threads, ResNet-50
-// end to end, 3 interleaved processes each: batch 8 0.89x the time (AVX-512) and 0.97x
-// (AVX2), batch 1 1.03x (AVX-512: the 1x1 convs with large filters on 14 x 14 and 7 x 7
-// maps lose up to 10% when the groups, not the images, are split between threads);
-// MobileNet V2 batch 8 within noise.
+// Where: convs whose batch is static (ZENITH_NCHWC=1 also a symbolic batch,
+// ZENITH_NCHWC=0 none; read when a graph is compiled). Measured on an Intel Xeon (family
+// 6 model 167), 2 threads, ResNet-50 end to end, 3 interleaved processes each, after
+// Winograd over the blocked layout (vector transforms) and tail tiles for a map's last
+// pixels: batch 1 0.80-0.98x the NCHW time (AVX-512) and 0.90-0.94x (AVX2), ResNet-18
+// batch 1 0.83-0.96x; batch 8 0.89x (AVX-512) and 0.97x (AVX2) before those two changes,
+// which made it 0.77-0.94x / 0.88-0.93x faster again; MobileNet V2 batch 8 within noise.
 // Leaves alone: convs with few input channels (stems: conv2d's direct path), maps under
 // 16 pixels, convs next to a conv that stays NCHW (MobileNets' depthwise), Winograd's
 // 3x3 convs on channel counts that are not whole blocks, depthwise and grouped convs,
@@ -29,7 +29,7 @@ namespace {
 constexpr int64_t kMinChannels = 16;
 constexpr int64_t kMinPixels = 16;
 
-// ZENITH_NCHWC: "1" every batch, "0" none, else (unset) batches of 2 and more.
+// ZENITH_NCHWC: "1" every batch, "0" none, else (unset) static batches.
 enum class Mode { kAuto, kAll, kOff };
 Mode nchwc_mode() {
   const char* v = std::getenv("ZENITH_NCHWC");
@@ -44,7 +44,7 @@ bool blocked(const Graph& g, const Node& n, Mode mode) {
   const TensorType &x = g.type(n.inputs[0]), &w = g.type(n.inputs[1]);
   if (x.rank() != 4 || w.rank() != 4 || !x.shape[1].is_const() || !x.shape[2].is_const() || !x.shape[3].is_const())
     return false;
-  if (mode == Mode::kAuto && !(x.shape[0].is_const() && x.shape[0].value() >= 2)) return false;
+  if (mode == Mode::kAuto && !x.shape[0].is_const()) return false;
   std::array<int64_t, 2> st, pd, dl;
   if (!const_pair(n, "stride", 1, st) || !const_pair(n, "padding", 0, pd) || !const_pair(n, "dilation", 1, dl))
     return false;
