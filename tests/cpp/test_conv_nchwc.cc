@@ -263,7 +263,7 @@ TEST(Kernels, NchwcWinogradMatchesNchwWinogradAndReference) {
       }
   NchwcConvGeom g;  // blocks must be whole, the conv 3x3 / stride 1 / padding 1
   g.N = 1, g.C = 40, g.OC = 64, g.H = g.OH = 7, g.W = g.OW = 7, g.KH = g.KW = 3, g.L = 16, g.pd = {1, 1};
-  std::vector<float> w(64 * 40 * 9);
+  std::vector<float> w(64 * 48 * 9);  // room for the 48 channels packed below
   EXPECT_THROW(conv3x3_winograd_nchwc_pack(g, w.data()), Error);
   g.C = 48, g.pd = {0, 0}, g.OH = g.OW = 5;
   EXPECT_THROW(conv3x3_winograd_nchwc_pack(g, w.data()), Error);
