@@ -90,7 +90,6 @@ std::vector<uint8_t> random_weight(QFormat f, int64_t N, int64_t K, unsigned see
   return w;
 }
 
-
 std::vector<float> dequant(QFormat f, const std::vector<uint8_t>& w, int64_t N, int64_t K) {
   std::vector<float> out(size_t(N * K));
   qdequantize(f, w.data(), N, qformat_row_bytes(f, K), out.data());

@@ -203,23 +203,35 @@ void nchwc_to_nchw(const float* x, int64_t N, int64_t C, int64_t HW, int64_t L, 
   });
 }
 
-PackedOperand conv2d_nchwc_pack(const NchwcConvGeom& g, const float* w) {
-  check_geom(g);
+namespace {
+// Floats of a conv's packed filters: groups of kNB output blocks, [taps][CB * L][kNB * L] each.
+int64_t packed_filter_floats(const NchwcConvGeom& g) {
   const int64_t L = g.L, CB = (g.C + L - 1) / L, OCB = (g.OC + L - 1) / L, groups = (OCB + kNB - 1) / kNB;
-  const int64_t taps = g.KH * g.KW, group_floats = taps * CB * L * kNB * L;
+  return groups * g.KH * g.KW * CB * L * kNB * L;
+}
+
+// A PackedOperand of `floats` floats for the filters w ([OC, C, ...], C * taps per row).
+PackedOperand alloc_packed(PackedOperand::Side side, const NchwcConvGeom& g, const float* w, int64_t taps,
+                           int64_t floats) {
   PackedOperand p;
-  p.side = PackedOperand::kNchwc;
-  p.isa = uint8_t(L);
+  p.side = side;
+  p.isa = uint8_t(g.L);
   p.src = w;
   p.rows = g.OC;
   p.cols = g.C * taps;
   p.rs = g.C * taps;
   p.cs = 1;
-  const size_t n = size_t(groups * group_floats);
+  const size_t n = size_t(floats);
   p.data = std::shared_ptr<float>(static_cast<float*>(std::aligned_alloc(64, (n * sizeof(float) + 63) / 64 * 64)),
                                   std::free);
   if (!p.data) fail_alloc("conv2d_nchwc: out of memory packing filters of ", n * sizeof(float), " bytes");
-  float* d = p.data.get();
+  return p;
+}
+
+// Writes the filters w (OIHW) as conv2d_nchwc's tile reads them to d (packed_filter_floats).
+void pack_filter_groups(const NchwcConvGeom& g, const float* w, float* d) {
+  const int64_t L = g.L, CB = (g.C + L - 1) / L, OCB = (g.OC + L - 1) / L, groups = (OCB + kNB - 1) / kNB;
+  const int64_t taps = g.KH * g.KW, group_floats = taps * CB * L * kNB * L;
   parallel_for(groups, 1, [&](int64_t lo, int64_t hi) {
     for (int64_t grp = lo; grp < hi; ++grp) {
       float* dg = d + grp * group_floats;
@@ -232,6 +244,25 @@ PackedOperand conv2d_nchwc_pack(const NchwcConvGeom& g, const float* w) {
       }
     }
   });
+}
+
+// The epilogue's scale and shift per output channel (null: 1 and 0), zero past OC up to
+// `n` channels (the padding channels come out 0 * sum + 0).
+void channel_scale_shift(const float* scale, const float* shift, int64_t OC, int64_t n, std::vector<float>& sc,
+                         std::vector<float>& sh) {
+  sc.assign(size_t(n), 0.0f);
+  sh.assign(size_t(n), 0.0f);
+  for (int64_t oc = 0; oc < OC; ++oc) {
+    sc[size_t(oc)] = scale ? scale[oc] : 1.0f;
+    sh[size_t(oc)] = shift ? shift[oc] : 0.0f;
+  }
+}
+}  // namespace
+
+PackedOperand conv2d_nchwc_pack(const NchwcConvGeom& g, const float* w) {
+  check_geom(g);
+  PackedOperand p = alloc_packed(PackedOperand::kNchwc, g, w, g.KH * g.KW, packed_filter_floats(g));
+  pack_filter_groups(g, w, p.data.get());
   return p;
 }
 
@@ -245,12 +276,8 @@ void conv2d_nchwc(const NchwcConvGeom& g, const float* x, const PackedOperand& w
   const Tile tile = pick_tile(L, act == Activation::kRelu);
   const int64_t OP = g.OH * g.OW, tiles = (OP + tile.ro - 1) / tile.ro;
   const int64_t group_floats = g.KH * g.KW * CB * L * kNB * L;
-  // scale / shift padded to whole groups: the channels past OC come out 0 * acc + 0.
-  std::vector<float> sc(size_t(groups * kNB * L), 0.0f), sh(size_t(groups * kNB * L), 0.0f);
-  for (int64_t oc = 0; oc < g.OC; ++oc) {
-    sc[size_t(oc)] = scale ? scale[oc] : 1.0f;
-    sh[size_t(oc)] = shift ? shift[oc] : 0.0f;
-  }
+  std::vector<float> sc, sh;  // padded to whole groups
+  channel_scale_shift(scale, shift, g.OC, groups * kNB * L, sc, sh);
   // The tiles of an image in runs whose input fits in half of L2, and at least one run
   // per thread when the threads outnumber the images; within a run, group after group,
   // each over every tile of the run. So each group's output blocks are written (and its
@@ -343,7 +370,8 @@ void ref_conv2d_nchwc(const NchwcConvGeom& g, const float* x, const float* w, co
 // input's vectors, transformed into V[xi][cb][tile] (16 blocked "images" of one pixel
 // per tile), each M[xi] = U[xi] V[xi] is a 1x1 conv over those images run by the direct
 // conv's tile (U[xi] packed as its filters), and A^T m A writes each 2x2 block of output
-// pixels with the epilogue. Images go through in passes of kWinogradPassBytes of V and M.
+// pixels with the epilogue. Tiles go through in passes (see below): a few tile rows per
+// thread with all three stages for small filters, whole images per stage for large ones.
 namespace {
 // How passes are cut (ResNet-50 batch 8, Intel Xeon family 6 model 167, `zenith.profile`,
 // 3 processes each, time per class of conv): filters up to 1 MiB transformed (64 and 128
@@ -488,24 +516,11 @@ void check_winograd_geom(const NchwcConvGeom& g) {
 PackedOperand conv3x3_winograd_nchwc_pack(const NchwcConvGeom& g, const float* w) {
   check_winograd_geom(g);
   const PackedOperand u = conv3x3_winograd_pack(g.OC, g.C, w);  // U[xi]: OC x C
-  const NchwcConvGeom g1 = winograd_gemm_geom(g, 1);
-  PackedOperand p;
-  p.side = PackedOperand::kWinograd;
-  p.isa = uint8_t(g.L);
-  p.src = w;
-  p.rows = g.OC;
-  p.cols = g.C * 9;
-  p.rs = g.C * 9;
-  p.cs = 1;
-  std::vector<PackedOperand> each;  // U[xi] as a 1x1 conv's filters
-  for (int64_t xi = 0; xi < 16; ++xi) each.push_back(conv2d_nchwc_pack(g1, u.data.get() + xi * g.OC * g.C));
-  const int64_t OCB = g.OC / g.L, groups = (OCB + kNB - 1) / kNB;
-  const size_t xi_floats = size_t(groups * g.C * kNB * g.L);
-  p.data = std::shared_ptr<float>(
-      static_cast<float*>(std::aligned_alloc(64, (16 * xi_floats * sizeof(float) + 63) / 64 * 64)), std::free);
-  if (!p.data) fail_alloc("conv2d_nchwc: out of memory packing Winograd filters of ", 16 * xi_floats * sizeof(float),
-                          " bytes");
-  for (int64_t xi = 0; xi < 16; ++xi) std::copy_n(each[size_t(xi)].data.get(), xi_floats, p.data.get() + xi * xi_floats);
+  const NchwcConvGeom g1 = winograd_gemm_geom(g, 1);            // each U[xi] as a 1x1 conv's filters
+  const int64_t xi_floats = packed_filter_floats(g1);
+  PackedOperand p = alloc_packed(PackedOperand::kWinograd, g, w, 9, 16 * xi_floats);
+  for (int64_t xi = 0; xi < 16; ++xi)
+    pack_filter_groups(g1, u.data.get() + xi * g.OC * g.C, p.data.get() + xi * xi_floats);
   return p;
 }
 
@@ -519,12 +534,10 @@ void conv3x3_winograd_nchwc(const NchwcConvGeom& g, const float* x, const Packed
   if (g.N == 0) return;
   const int64_t th = (g.H + 1) / 2, tw = (g.W + 1) / 2;
   const int64_t group_floats = CB * L * kNB * L, xi_floats = groups * group_floats;
-  std::vector<float> sc(size_t(g.OC), 1.0f), sh(size_t(g.OC), 0.0f);
-  for (int64_t oc = 0; scale && oc < g.OC; ++oc) sc[size_t(oc)] = scale[oc];
-  for (int64_t oc = 0; shift && oc < g.OC; ++oc) sh[size_t(oc)] = shift[oc];
-  alignas(64) static const float ones[kNB * 16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
-                                                   1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
-  alignas(64) static const float zeros[kNB * 16] = {};
+  std::vector<float> sc, sh;
+  channel_scale_shift(scale, shift, g.OC, g.OC, sc, sh);
+  // The products' own epilogue: scale 1 and shift 0 for a group's channels.
+  static const std::vector<float> ones(kNB * 16, 1.0f), zeros(kNB * 16, 0.0f);
   const Tile tile = pick_tile(L, false);
   const WinogradRows fns = pick_winograd_rows(L, act == Activation::kRelu);
   const Activation rest = act == Activation::kRelu ? Activation::kNone : act;  // applied after the rows
@@ -551,11 +564,11 @@ void conv3x3_winograd_nchwc(const NchwcConvGeom& g, const float* x, const Packed
     const int pf_lines = int((lines_tile + CB - 1) / CB);
     for (int64_t it = lo; it < hi; ++it) {
       const int64_t xi = it / groups, grp = it % groups, ob = grp * kNB;
-      const float* f = w.data.get() + xi * xi_floats + grp * group_floats;  // item it + 1's follow
-      const float* pf = it + 1 < hi ? f + group_floats : nullptr;
+      const float* f = w.data.get() + xi * xi_floats + grp * group_floats;
+      const float* pf = it + 1 < hi ? f + group_floats : nullptr;  // item it + 1's filters come next
       for (int64_t p0 = 0; p0 < p.S; p0 += tile.ro)
         tile(g1, V + xi * CB * p.S * L, p0, std::min(tile.ro, p.S - p0), int(std::min<int64_t>(kNB, OCB - ob)), f,
-             ones, zeros, nullptr, Activation::kNone, M + (xi * OCB + ob) * p.S * L,
+             ones.data(), zeros.data(), nullptr, Activation::kNone, M + (xi * OCB + ob) * p.S * L,
              pf ? pf + p0 / tile.ro * pf_lines * CB * 16 : nullptr, pf_lines);
     }
   };
