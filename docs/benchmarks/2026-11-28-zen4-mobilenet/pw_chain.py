@@ -1,3 +1,4 @@
+import os  # per-call events are kept only with a trace; it goes to os.devnull
 import sys, time, torch, zenith
 torch.manual_seed(0); torch.set_num_threads(2)
 B = int(sys.argv[1]); H = int(sys.argv[2]); C = int(sys.argv[3]); E = int(sys.argv[4])
@@ -10,7 +11,7 @@ x = torch.randn(B, C, H, H)
 c = torch.compile(m, backend="zenith")
 with torch.no_grad():
     for _ in range(3): c(x)
-    with zenith.profile(trace="/tmp/exp/pc.json") as p:
+    with zenith.profile(trace=os.devnull) as p:
         for _ in range(15): c(x)
 import collections
 per = collections.defaultdict(list)
