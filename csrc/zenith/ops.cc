@@ -455,7 +455,8 @@ Types infer_from_nchwc(const Graph& g, const Node& n) {
 }
 
 // conv2d_nchwc: conv2d's inputs with x (and the residual) blocked [N, CB, H, W, L] and
-// w OIHW over CB * L or fewer channels; the output [N, ceil(OC / L), OH, OW, L].
+// w OIHW over CB * L or fewer channels (groups 1, or depthwise: [C, 1, KH, KW] with
+// groups == C); the output [N, ceil(OC / L), OH, OW, L].
 Types infer_conv2d_nchwc(const Graph& g, const Node& n) {
   const auto& x = in(g, n, 0);
   const auto& w = in(g, n, 1);
@@ -466,7 +467,11 @@ Types infer_conv2d_nchwc(const Graph& g, const Node& n) {
   ZENITH_CHECK(x.rank() == 5 && x.dtype == DType::f32 && x.shape[1].is_const() && x.shape[4].is_const() &&
                    w.rank() == 4 && w.is_static() && w.dtype == DType::f32,
                "conv2d_nchwc: needs a float32 blocked input [N, CB, H, W, L] and a static float32 OIHW weight");
-  const int64_t L = x.shape[4].value(), CB = x.shape[1].value(), C = w.shape[1].value(), OC = w.shape[0].value();
+  const int64_t L = x.shape[4].value(), CB = x.shape[1].value(), OC = w.shape[0].value();
+  const int64_t groups = n.i("groups", 1), C = w.shape[1].value() * groups;
+  ZENITH_CHECK(groups == 1 || (groups == OC && w.shape[1].value() == 1),
+               "conv2d_nchwc: groups must be 1 or, for a depthwise conv, the channel count; got ", groups, " for ",
+               OC, " output channels");
   ZENITH_CHECK((L == 8 || L == 16) && C > (CB - 1) * L && C <= CB * L, "conv2d_nchwc: the weight's ", C,
                " input channels do not fill the input's ", CB, " blocks of ", L);
   for (size_t k = n.i("has_bias", 0) ? 2 : 3; k < plain; ++k) {  // without a bias, slot 2 is a placeholder

@@ -366,3 +366,139 @@ TEST(Passes, LayoutNchwcLeavesChainsNextToDepthwiseConvs) {
 })");
   EXPECT_EQ(layout_nchwc(s), 2);
 }
+
+// depthwise_nchwc against a plain depthwise conv in double (NCHW, in the test) and
+// against ref_conv2d_nchwc with groups == C: odd channel counts (a partial last block),
+// maps narrower than a tile and wider than several, strides 1 to 3, padding 0 to 3,
+// dilation, non-square filters, batches 1 to 3, every in-register and after-store
+// activation, with and without a residual; the padding channels come out zero. Both
+// blocks on every ISA the CPU has (the forced-AVX2 run covers AVX2's 16-channel block).
+TEST(Kernels, NchwcDepthwiseMatchesPlainConvOverOddShapesAndEpilogues) {
+  struct Case {
+    int64_t N, C, H, W, KH, KW, s, p, d;
+  };
+  const Case cases[] = {
+      {1, 16, 14, 14, 3, 3, 1, 1, 1}, {1, 40, 7, 7, 3, 3, 1, 1, 1},   {2, 17, 9, 11, 3, 3, 2, 1, 1},
+      {1, 5, 15, 15, 5, 5, 2, 2, 1},  {3, 24, 6, 5, 3, 3, 1, 0, 1},   {1, 8, 12, 12, 3, 3, 1, 2, 2},
+      {1, 33, 10, 23, 3, 1, 3, 1, 1}, {1, 1, 4, 4, 3, 3, 1, 1, 1},    {2, 48, 28, 28, 3, 3, 2, 1, 1},
+      {1, 20, 3, 2, 5, 5, 1, 3, 1},   {1, 32, 56, 56, 3, 3, 1, 1, 1},
+  };
+  const Activation acts[] = {Activation::kNone, Activation::kRelu,      Activation::kRelu6,
+                             Activation::kGelu, Activation::kHardswish, Activation::kSilu};
+  unsigned seed = 100;
+  int ci = 0;
+  for (const Case& k : cases)
+    for (int64_t L : {8, 16}) {
+      NchwcConvGeom g;
+      g.N = k.N, g.C = g.OC = g.groups = k.C, g.H = k.H, g.W = k.W, g.KH = k.KH, g.KW = k.KW, g.L = L;
+      g.st = {k.s, k.s}, g.pd = {k.p, k.p}, g.dl = {k.d, k.d};
+      g.OH = (k.H + 2 * k.p - k.d * (k.KH - 1) - 1) / k.s + 1;
+      g.OW = (k.W + 2 * k.p - k.d * (k.KW - 1) - 1) / k.s + 1;
+      const int64_t CB = (k.C + L - 1) / L, OP = g.OH * g.OW;
+      auto x = randn(size_t(k.N * k.C * k.H * k.W), seed++), w = randn(size_t(k.C * k.KH * k.KW), seed++);
+      auto scale = randn(size_t(k.C), seed++), shift = randn(size_t(k.C), seed++);
+      auto res = randn(size_t(k.N * k.C * OP), seed++);
+      const Activation act = acts[ci % 6];
+      const bool with_res = ci++ % 4 >= 2;
+      std::vector<float> want(size_t(k.N * k.C * OP));
+      for (int64_t n = 0; n < k.N; ++n)
+        for (int64_t c = 0; c < k.C; ++c)
+          for (int64_t oh = 0; oh < g.OH; ++oh)
+            for (int64_t ow = 0; ow < g.OW; ++ow) {
+              double s = 0;
+              for (int64_t kh = 0; kh < k.KH; ++kh)
+                for (int64_t kw = 0; kw < k.KW; ++kw) {
+                  const int64_t ih = oh * k.s - k.p + kh * k.d, iw = ow * k.s - k.p + kw * k.d;
+                  if (ih >= 0 && ih < k.H && iw >= 0 && iw < k.W)
+                    s += double(x[size_t(((n * k.C + c) * k.H + ih) * k.W + iw)]) * w[size_t((c * k.KH + kh) * k.KW + kw)];
+                }
+              const size_t at = size_t(((n * k.C + c) * g.OH + oh) * g.OW + ow);
+              float y = float(s) * scale[size_t(c)] + shift[size_t(c)] + (with_res ? res[at] : 0.0f);
+              with_activation(act, [&](auto f) { y = f(y); });
+              want[at] = y;
+            }
+      auto xb = blocked(x, k.N, k.C, k.H * k.W, L), rb = blocked(res, k.N, k.C, OP, L);
+      const PackedOperand pw = depthwise_nchwc_pack(g, w.data());
+      std::vector<float> ob(size_t(k.N * CB * L * OP), NAN), rf(ob.size(), NAN), got(want.size(), NAN);
+      depthwise_nchwc(g, xb.data(), pw, scale.data(), shift.data(), with_res ? rb.data() : nullptr, act, ob.data());
+      ref_conv2d_nchwc(g, xb.data(), w.data(), scale.data(), shift.data(), with_res ? rb.data() : nullptr, act,
+                       rf.data());
+      nchwc_to_nchw(ob.data(), k.N, k.C, OP, L, got.data());
+      const std::string what = "case " + std::to_string(ci) + " L " + std::to_string(L);
+      const float tol = 1e-5f * std::sqrt(float(k.KH * k.KW));
+      for (size_t i = 0; i < want.size(); ++i)
+        ASSERT_NEAR(got[i], want[i], tol * (1 + std::fabs(want[i]))) << what << " at " << i;
+      for (size_t i = 0; i < ob.size(); ++i) {
+        ASSERT_NEAR(ob[i], rf[i], tol * (1 + std::fabs(rf[i]))) << what << " blocked value " << i;
+        if (int64_t(i / size_t(OP * L)) % CB == CB - 1 && int64_t(i % size_t(L)) >= k.C - (CB - 1) * L)
+          ASSERT_EQ(ob[i], 0.0f) << what << " padding channel value " << i;
+      }
+    }
+}
+
+TEST(Kernels, NchwcDepthwiseRejectsForeignFiltersAndGroups) {
+  NchwcConvGeom g;
+  g.N = 1, g.C = g.OC = g.groups = 16, g.H = g.W = g.OH = g.OW = 6, g.KH = g.KW = 3, g.pd = {1, 1}, g.L = 8;
+  auto x = randn(size_t(16 * 36), 41), w = randn(size_t(16 * 9), 42);
+  std::vector<float> out(size_t(16 * 36));
+  const PackedOperand pw = depthwise_nchwc_pack(g, w.data());
+  NchwcConvGeom other = g;
+  other.KH = other.KW = 5;  // another conv's filters
+  EXPECT_THROW(depthwise_nchwc(other, x.data(), pw, nullptr, nullptr, nullptr, Activation::kNone, out.data()), Error);
+  // the direct conv's filters, and the direct conv given depthwise ones
+  NchwcConvGeom dense = g;
+  dense.groups = 1;
+  EXPECT_THROW(depthwise_nchwc(g, x.data(), conv2d_nchwc_pack(dense, randn(16 * 16 * 9, 43).data()), nullptr, nullptr,
+                               nullptr, Activation::kNone, out.data()),
+               Error);
+  EXPECT_THROW(conv2d_nchwc_pack(g, w.data()), Error);
+  EXPECT_THROW(depthwise_nchwc_pack(dense, w.data()), Error);
+  NchwcConvGeom grouped = g;
+  grouped.groups = 4;  // grouped, not depthwise: neither kernel
+  EXPECT_THROW(depthwise_nchwc_pack(grouped, w.data()), Error);
+}
+
+// MobileNet V2's small-map block: expand 1x1 -> depthwise 3x3 -> project 1x1 with the
+// residual, all three blocked (one to_nchwc, one from_nchwc), computing what it did.
+// A depthwise conv with an NCHW neighbour (squeeze-excitation's pooling reading its
+// output) stays NCHW and so do its neighbours; a fused block's narrow output (the
+// projection's) may feed a chain.
+TEST(Passes, LayoutNchwcBlocksDepthwiseBetweenBlockedConvs) {
+  const char* text = R"(graph(%x: f32[1, 24, 7, 7], %we: f32[96, 24, 1, 1], %wd: f32[96, 1, 3, 3], %wp: f32[24, 96, 1, 1], %b: f32[96], %bp: f32[24]) {
+  %e: f32[1, 96, 7, 7] = conv2d(%x, %we, %b) {stride=[1, 1], padding=[0, 0], dilation=[1, 1], groups=[1], has_bias=[1], activation=[6]}
+  %d: f32[1, 96, 7, 7] = conv2d(%e, %wd, %b) {stride=[1, 1], padding=[1, 1], dilation=[1, 1], groups=[96], has_bias=[1], activation=[6]}
+  %p: f32[1, 24, 7, 7] = conv2d(%d, %wp, %bp, %x) {stride=[1, 1], padding=[0, 0], dilation=[1, 1], groups=[1], has_bias=[1], has_residual=[1]}
+  return (%p)
+})";
+  Graph plain = parse_graph(text), g = parse_graph(text);
+  EXPECT_EQ(layout_nchwc(g), 3);
+  dead_code_elimination(g);
+  verify(g);
+  std::map<Op, int> ops;
+  for (const Node& n : g.nodes) ++ops[n.op];
+  EXPECT_EQ(ops[Op::to_nchwc], 1);  // x, read by the expand and as the residual
+  EXPECT_EQ(ops[Op::conv2d_nchwc], 3);
+  EXPECT_EQ(ops[Op::from_nchwc], 1);
+  EXPECT_EQ(ops[Op::conv2d], 0);
+  std::vector<std::vector<float>> data = {randn(24 * 49, 51), randn(96 * 24, 52), randn(96 * 9, 53),
+                                          randn(24 * 96, 54), randn(96, 55),      randn(24, 56)};
+  const std::vector<std::vector<int64_t>> shapes = {{1, 24, 7, 7}, {96, 24, 1, 1}, {96, 1, 3, 3},
+                                                    {24, 96, 1, 1}, {96},           {24}};
+  std::vector<InTensor> ins;
+  for (size_t i = 0; i < data.size(); ++i) ins.push_back({data[i].data(), DType::f32, shapes[i]});
+  Executable a(std::move(plain)), bl(std::move(g));
+  auto want = a.run(ins, {}), got = bl.run(ins, {});
+  for (int i = 0; i < 24 * 49; ++i) {
+    const float w = static_cast<const float*>(want[0].data)[i], v = static_cast<const float*>(got[0].data)[i];
+    ASSERT_NEAR(v, w, 1e-4f * (1 + std::fabs(w))) << i;
+  }
+  // The same block with the depthwise output also pooled (an NCHW reader): nothing blocked.
+  Graph se = parse_graph(R"(graph(%x: f32[1, 24, 7, 7], %we: f32[96, 24, 1, 1], %wd: f32[96, 1, 3, 3], %wp: f32[24, 96, 1, 1], %b: f32[96], %bp: f32[24]) {
+  %e: f32[1, 96, 7, 7] = conv2d(%x, %we, %b) {stride=[1, 1], padding=[0, 0], dilation=[1, 1], groups=[1], has_bias=[1], activation=[6]}
+  %d: f32[1, 96, 7, 7] = conv2d(%e, %wd, %b) {stride=[1, 1], padding=[1, 1], dilation=[1, 1], groups=[96], has_bias=[1], activation=[6]}
+  %m: f32[1, 96, 1, 1] = reduce_mean(%d) {dims=[2, 3], keepdim=[1]}
+  %p: f32[1, 24, 7, 7] = conv2d(%d, %wp, %bp, %x) {stride=[1, 1], padding=[0, 0], dilation=[1, 1], groups=[1], has_bias=[1], has_residual=[1]}
+  return (%p, %m)
+})");
+  EXPECT_EQ(layout_nchwc(se), 0);
+}

@@ -9,7 +9,8 @@
 // outputs of one block are RO x L contiguous floats, and each pixel's L input channels
 // one cache line (AVX-512), where the NCHW GEMM (conv2d.cc) writes and reads rows a
 // plane apart. No im2col: constant filters are packed once (conv2d_nchwc_pack; a weight
-// that is not constant, per call). ref_conv2d_nchwc is the scalar reference.
+// that is not constant, per call). ref_conv2d_nchwc is the scalar reference. Below: the
+// same conv by Winograd, and depthwise convs.
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -42,16 +43,32 @@ int64_t run_bytes() {
 alignas(64) const float kZeros[16] = {};
 
 // The tile: output pixels [p0, p0 + mr) of one image (mr <= RO; rows past mr repeat
-// pixel p0 and are not stored) by output blocks [0, nblk) of a group (nblk <= NB).
+// pixel p0 and are not stored) by output blocks [0, nblk) of a group (nblk <= NB <=
+// kNB: NB = 1 for a group's lone last block, whose partner's zero filters the kNB tile
+// would multiply too).
 // w: the group's packed filters, [taps][CB * L][NB * L]; out, res: the group's first
 // block of this image; scale / shift: the group's NB * L channels.
-template <int VL, int L, int RO, bool RELU>
+// The activation a kernel applies in registers (ACT): 1 ReLU, 2 ReLU6, 0 none (the
+// others over the stored run).
+int register_act(Activation a) { return a == Activation::kRelu ? 1 : a == Activation::kRelu6 ? 2 : 0; }
+
+// act(y) in registers for ACT 1 and 2; NaN stays NaN (as relu_f; -0 stays -0).
+template <int ACT, class V>
+ZENITH_UK_INLINE void register_activation(V& y) {
+  if constexpr (ACT >= 1) y = y < V{} ? V{} : y;
+  if constexpr (ACT == 2) {
+    const V six = V{} + 6.0f;
+    y = y > six ? six : y;
+  }
+}
+
+template <int VL, int L, int RO, int NB, int ACT>
 ZENITH_UK_INLINE void nchwc_tile(const NchwcConvGeom& g, const float* x, int64_t p0, int64_t mr, int nblk,
                                  const float* w, const float* scale, const float* shift, const float* res,
                                  Activation act, float* out, const float* pf, int pf_lines) {
   using Vec = F32Vec<VL>;
   using V = typename Vec::V;
-  constexpr int NV = kNB * L / VL, BV = L / VL;  // vectors per tile row, per block
+  constexpr int NV = NB * L / VL, BV = L / VL;  // vectors per tile row, per block
   const int64_t CB = (g.C + L - 1) / L, plane = g.H * g.W * L, oplane = g.OH * g.OW * L;
   V acc[RO][NV];
 #pragma GCC unroll 16
@@ -109,11 +126,11 @@ ZENITH_UK_INLINE void nchwc_tile(const NchwcConvGeom& g, const float* x, int64_t
         Vec::load(rv, res + at);
         y += rv;
       }
-      if constexpr (RELU) y = y < V{} ? V{} : y;  // NaN stays NaN (as relu_f; -0 stays -0)
+      register_activation<ACT>(y);
       Vec::store(out + at, y);
     }
   }
-  if (RELU || act == Activation::kNone) return;
+  if (ACT != 0 || act == Activation::kNone) return;
   for (int blk = 0; blk < nblk; ++blk) {  // the other activations over the stored run
     float* o = out + blk * oplane + p0 * L;
     const int64_t n = mr * L;
@@ -124,51 +141,57 @@ ZENITH_UK_INLINE void nchwc_tile(const NchwcConvGeom& g, const float* x, int64_t
   }
 }
 
-// One instantiation per ISA, tile and epilogue kind; the ISA's target attribute lets
-// GCC keep the tile in its registers.
+// One instantiation per ISA, tile and in-register activation; the ISA's target
+// attribute lets GCC keep the tile in its registers.
 using TileFn = void (*)(const NchwcConvGeom&, const float*, int64_t, int64_t, int, const float*, const float*,
                         const float*, const float*, Activation, float*, const float*, int);
-#define ZENITH_NCHWC_TILE(name, target, VL, L, RO, RELU)                                                          \
+#define ZENITH_NCHWC_TILE(name, target, VL, L, RO)                                                                \
+  template <int NB, int ACT>                                                                                      \
   target void name(const NchwcConvGeom& g, const float* x, int64_t p0, int64_t mr, int nblk, const float* w,    \
                    const float* scale, const float* shift, const float* res, Activation act, float* out,        \
                    const float* pf, int pf_lines) {                                                             \
-    nchwc_tile<VL, L, RO, RELU>(g, x, p0, mr, nblk, w, scale, shift, res, act, out, pf, pf_lines);              \
+    nchwc_tile<VL, L, RO, NB, ACT>(g, x, p0, mr, nblk, w, scale, shift, res, act, out, pf, pf_lines);           \
   }
 #if defined(__x86_64__)
-ZENITH_NCHWC_TILE(tile_l16_avx512, __attribute__((target("avx512f"))), 16, 16, 12, false)
-ZENITH_NCHWC_TILE(tile_l16_avx512_relu, __attribute__((target("avx512f"))), 16, 16, 12, true)
-ZENITH_NCHWC_TILE(tail_l16_avx512, __attribute__((target("avx512f"))), 16, 16, 4, false)
-ZENITH_NCHWC_TILE(tail_l16_avx512_relu, __attribute__((target("avx512f"))), 16, 16, 4, true)
+ZENITH_NCHWC_TILE(tile_l16_avx512, ZENITH_UK_TARGET_avx512, 16, 16, 12)
+ZENITH_NCHWC_TILE(tail_l16_avx512, ZENITH_UK_TARGET_avx512, 16, 16, 4)
 #endif
-ZENITH_NCHWC_TILE(tile_l16_avx2, ZENITH_UK_TARGET_avx2, 8, 16, 4, false)
-ZENITH_NCHWC_TILE(tile_l16_avx2_relu, ZENITH_UK_TARGET_avx2, 8, 16, 4, true)
-ZENITH_NCHWC_TILE(tile_l8_avx2, ZENITH_UK_TARGET_avx2, 8, 8, 6, false)
-ZENITH_NCHWC_TILE(tile_l8_avx2_relu, ZENITH_UK_TARGET_avx2, 8, 8, 6, true)
-ZENITH_NCHWC_TILE(tail_l8_avx2, ZENITH_UK_TARGET_avx2, 8, 8, 3, false)
-ZENITH_NCHWC_TILE(tail_l8_avx2_relu, ZENITH_UK_TARGET_avx2, 8, 8, 3, true)
+ZENITH_NCHWC_TILE(tile_l16_avx2, ZENITH_UK_TARGET_avx2, 8, 16, 4)
+ZENITH_NCHWC_TILE(tile_l8_avx2, ZENITH_UK_TARGET_avx2, 8, 8, 6)
+ZENITH_NCHWC_TILE(tail_l8_avx2, ZENITH_UK_TARGET_avx2, 8, 8, 3)
 #undef ZENITH_NCHWC_TILE
 
 // The tile, and a shorter one for a map's last few pixels (a 7 x 7 map is 4 tiles of
-// 12 and one pixel, which the full tile would compute 12 times).
+// 12 and one pixel, which the full tile would compute 12 times); [0] for a lone block.
 struct Tile {
-  TileFn fn, tail;
+  TileFn fn[2], tail[2];
   int64_t ro, tail_ro;
   // Pixels [p0, p0 + mr), mr <= ro: the full tile, or tail tiles where they compute fewer rows.
   template <class... Args>
-  void operator()(const NchwcConvGeom& g, const float* x, int64_t p0, int64_t mr, Args... rest) const {
-    if (mr > ro - tail_ro) return fn(g, x, p0, mr, rest...);
-    for (int64_t q = 0; q < mr; q += tail_ro) tail(g, x, p0 + q, std::min(tail_ro, mr - q), rest...);
+  void operator()(const NchwcConvGeom& g, const float* x, int64_t p0, int64_t mr, int nblk, Args... rest) const {
+    const int k = nblk > 1;
+    if (mr > ro - tail_ro) return fn[k](g, x, p0, mr, nblk, rest...);
+    for (int64_t q = 0; q < mr; q += tail_ro) tail[k](g, x, p0 + q, std::min(tail_ro, mr - q), nblk, rest...);
   }
 };
-Tile pick_tile(int64_t L, bool relu) {
+template <int ACT>
+Tile pick_tile_act(int64_t L) {
+  static_assert(kNB == 2, "a tile of one block and one of kNB");
   if (L == 16) {
 #if defined(__x86_64__)
     if (gemm_detail::kernels_use_avx512())
-      return {relu ? tile_l16_avx512_relu : tile_l16_avx512, relu ? tail_l16_avx512_relu : tail_l16_avx512, 12, 4};
+      return {{tile_l16_avx512<1, ACT>, tile_l16_avx512<2, ACT>},
+              {tail_l16_avx512<1, ACT>, tail_l16_avx512<2, ACT>},
+              12,
+              4};
 #endif
-    return {relu ? tile_l16_avx2_relu : tile_l16_avx2, nullptr, 4, 4};
+    return {{tile_l16_avx2<1, ACT>, tile_l16_avx2<2, ACT>}, {nullptr, nullptr}, 4, 4};
   }
-  return {relu ? tile_l8_avx2_relu : tile_l8_avx2, relu ? tail_l8_avx2_relu : tail_l8_avx2, 6, 3};
+  return {{tile_l8_avx2<1, ACT>, tile_l8_avx2<2, ACT>}, {tail_l8_avx2<1, ACT>, tail_l8_avx2<2, ACT>}, 6, 3};
+}
+Tile pick_tile(int64_t L, Activation act) {
+  const int a = register_act(act);
+  return a == 1 ? pick_tile_act<1>(L) : a == 2 ? pick_tile_act<2>(L) : pick_tile_act<0>(L);
 }
 
 void check_geom(const NchwcConvGeom& g) {
@@ -176,6 +199,8 @@ void check_geom(const NchwcConvGeom& g) {
   ZENITH_CHECK(g.N >= 0 && g.C > 0 && g.OC > 0 && g.KH > 0 && g.KW > 0 && g.st[0] > 0 && g.st[1] > 0 &&
                    g.dl[0] > 0 && g.dl[1] > 0 && g.pd[0] >= 0 && g.pd[1] >= 0,
                "conv2d_nchwc: bad geometry");
+  ZENITH_CHECK(g.groups == 1 || (g.groups == g.C && g.groups == g.OC), "conv2d_nchwc: groups must be 1 or C == OC, got ",
+               g.groups, " for ", g.C, " and ", g.OC, " channels");
 }
 }  // namespace
 
@@ -257,10 +282,22 @@ void channel_scale_shift(const float* scale, const float* shift, int64_t OC, int
     sh[size_t(oc)] = shift ? shift[oc] : 0.0f;
   }
 }
+
+// Zeroes the output's channels past OC (in the last block of each image).
+void zero_padding_channels(const NchwcConvGeom& g, float* out) {
+  const int64_t L = g.L, OCB = (g.OC + L - 1) / L, OP = g.OH * g.OW;
+  if (g.OC % L == 0) return;
+  float* last = out + (OCB - 1) * OP * L;
+  parallel_for(g.N, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t n = lo; n < hi; ++n)
+      for (int64_t p = 0; p < OP; ++p) std::fill_n(last + (n * OCB * OP + p) * L + g.OC % L, L - g.OC % L, 0.0f);
+  });
+}
 }  // namespace
 
 PackedOperand conv2d_nchwc_pack(const NchwcConvGeom& g, const float* w) {
   check_geom(g);
+  ZENITH_CHECK(g.groups == 1, "conv2d_nchwc: the direct conv has one group; depthwise_nchwc runs depthwise convs");
   PackedOperand p = alloc_packed(PackedOperand::kNchwc, g, w, g.KH * g.KW, packed_filter_floats(g));
   pack_filter_groups(g, w, p.data.get());
   return p;
@@ -273,7 +310,7 @@ void conv2d_nchwc(const NchwcConvGeom& g, const float* x, const PackedOperand& w
   ZENITH_CHECK(w.side == PackedOperand::kNchwc && w.isa == uint8_t(L) && w.rows == g.OC &&
                    w.cols == g.C * g.KH * g.KW,
                "conv2d_nchwc: the packed filters are not this conv's");
-  const Tile tile = pick_tile(L, act == Activation::kRelu);
+  const Tile tile = pick_tile(L, act);
   const int64_t OP = g.OH * g.OW, tiles = (OP + tile.ro - 1) / tile.ro;
   const int64_t group_floats = g.KH * g.KW * CB * L * kNB * L;
   std::vector<float> sc, sh;  // padded to whole groups
@@ -325,12 +362,7 @@ void conv2d_nchwc(const NchwcConvGeom& g, const float* x, const PackedOperand& w
   // The channels past OC: zero, as the layout promises (the tile left them act(0 * sum
   // + 0 + res), NaN where the input holds an infinity, which the next conv's zero
   // filters would spread to its real channels).
-  if (g.OC % L == 0) return;
-  float* last = out + (OCB - 1) * OP * L;
-  parallel_for(g.N, 1, [&](int64_t lo, int64_t hi) {
-    for (int64_t n = lo; n < hi; ++n)
-      for (int64_t p = 0; p < OP; ++p) std::fill_n(last + (n * OCB * OP + p) * L + g.OC % L, L - g.OC % L, 0.0f);
-  });
+  zero_padding_channels(g, out);
 }
 
 void ref_conv2d_nchwc(const NchwcConvGeom& g, const float* x, const float* w, const float* scale, const float* shift,
@@ -344,13 +376,14 @@ void ref_conv2d_nchwc(const NchwcConvGeom& g, const float* x, const float* w, co
           for (int64_t j = 0; j < L; ++j) {
             const int64_t oc = ob * L + j, at = (((n * OCB + ob) * g.OH + oh) * g.OW + ow) * L + j;
             double s = 0;
-            for (int64_t c = 0; oc < g.OC && c < g.C; ++c)
+            const int64_t cg = g.C / g.groups, c0 = oc / (g.OC / g.groups) * cg;  // oc's group's channels
+            for (int64_t c = c0; oc < g.OC && c < c0 + cg; ++c)
               for (int64_t kh = 0; kh < g.KH; ++kh)
                 for (int64_t kw = 0; kw < g.KW; ++kw) {
                   const int64_t ih = oh * g.st[0] - g.pd[0] + kh * g.dl[0], iw = ow * g.st[1] - g.pd[1] + kw * g.dl[1];
                   if (ih < 0 || ih >= g.H || iw < 0 || iw >= g.W) continue;
                   s += double(x[(((n * CB + c / L) * g.H + ih) * g.W + iw) * L + c % L]) *
-                       w[((oc * g.C + c) * g.KH + kh) * g.KW + kw];
+                       w[((oc * cg + c - c0) * g.KH + kh) * g.KW + kw];
                 }
             if (oc >= g.OC) {  // the padding channels
               out[at] = 0.0f;
@@ -538,7 +571,7 @@ void conv3x3_winograd_nchwc(const NchwcConvGeom& g, const float* x, const Packed
   channel_scale_shift(scale, shift, g.OC, g.OC, sc, sh);
   // The products' own epilogue: scale 1 and shift 0 for a group's channels.
   static const std::vector<float> ones(kNB * 16, 1.0f), zeros(kNB * 16, 0.0f);
-  const Tile tile = pick_tile(L, false);
+  const Tile tile = pick_tile(L, Activation::kNone);
   const WinogradRows fns = pick_winograd_rows(L, act == Activation::kRelu);
   const Activation rest = act == Activation::kRelu ? Activation::kNone : act;  // applied after the rows
 
@@ -626,6 +659,200 @@ void conv3x3_winograd_nchwc(const NchwcConvGeom& g, const float* x, const Packed
   mbuf.trim(size_t(16) << 20);
 }
 
+// ---- Depthwise over the blocked layout ----
+// A depthwise conv (groups == C == OC: MobileNets' and EfficientNets' 3x3 and 5x5 convs
+// between their 1x1 convs) multiplies each channel by its own filter, so in the blocked
+// layout a tap is one vector FMA per output pixel: the pixel's L input channels by the
+// tap's L filter values, no transposes (the NCHW kernel, depthwise.cc, transposes small
+// maps in and out for the same effect), and the 1x1 convs on either side stay blocked.
+// An item is a band of output rows of one image's channel block: its input rows are
+// first copied into the thread's buffer with the padding around them written as zeros,
+// so the inner loop has no bounds checks and a row's last tile may run past the row
+// (those pixels are computed and not stored). A register tile of RO output pixels of a
+// row sums every tap, row by row then column as the scalar reference does, loading the
+// tap's filter vector once per tile; the epilogue is conv2d_nchwc's (scale, shift,
+// residual; ReLU and ReLU6 in registers, the other activations over the stored row).
+namespace {
+// The thread's padded copy of a band's input: `rows` rows of `pitch` pixels of L floats,
+// padded column c holding input column c - pw.
+struct DwBand {
+  int64_t oh0, oh1, rows, pitch;
+};
+
+// Output rows [b.oh0, b.oh1) of one channel block from its padded band xp; w: the
+// block's packed taps [KH * KW][L]; out / res: the block's output plane; S the column
+// stride (0: g.st[1] at run time); ACT 1 ReLU, 2 ReLU6, 0 none (or applied after).
+template <int VL, int L, int RO, int S, int ACT>
+ZENITH_UK_INLINE void dw_band(const NchwcConvGeom& g, const DwBand& b, const float* xp, const float* w,
+                              const float* sc, const float* sh, const float* res, float* out) {
+  using Vec = F32Vec<VL>;
+  using V = typename Vec::V;
+  constexpr int BV = L / VL;
+  const int64_t sw = S > 0 ? S : g.st[1], row = b.pitch * L;
+  V scale[BV], shift[BV];
+  for (int v = 0; v < BV; ++v) {
+    Vec::load(scale[v], sc + v * VL);
+    Vec::load(shift[v], sh + v * VL);
+  }
+  for (int64_t oh = b.oh0; oh < b.oh1; ++oh) {
+    const float* xr = xp + (oh - b.oh0) * g.st[0] * row;
+    for (int64_t ow0 = 0; ow0 < g.OW; ow0 += RO) {
+      V acc[RO][BV];
+#pragma GCC unroll 16
+      for (int r = 0; r < RO; ++r)
+        for (int v = 0; v < BV; ++v) acc[r][v] = V{};
+      for (int64_t kh = 0; kh < g.KH; ++kh) {
+        const float* xk = xr + kh * g.dl[0] * row + ow0 * sw * L;
+        for (int64_t kw = 0; kw < g.KW; ++kw) {
+          const float* xt = xk + kw * g.dl[1] * L;
+          const float* wt = w + (kh * g.KW + kw) * L;
+          V f[BV];
+          for (int v = 0; v < BV; ++v) Vec::load(f[v], wt + v * VL);
+#pragma GCC unroll 16
+          for (int r = 0; r < RO; ++r)
+            for (int v = 0; v < BV; ++v) {
+              V xv;
+              Vec::load(xv, xt + r * sw * L + v * VL);
+              acc[r][v] += xv * f[v];
+            }
+        }
+      }
+      const int64_t mr = std::min<int64_t>(RO, g.OW - ow0);
+      for (int r = 0; r < RO; ++r) {
+        if (r >= mr) break;
+        const int64_t at = (oh * g.OW + ow0 + r) * L;
+        for (int v = 0; v < BV; ++v) {
+          V y = acc[r][v] * scale[v] + shift[v];
+          if (res) {
+            V rv;
+            Vec::load(rv, res + at + v * VL);
+            y += rv;
+          }
+          register_activation<ACT>(y);
+          Vec::store(out + at + v * VL, y);
+        }
+      }
+    }
+  }
+}
+
+using DwBandFn = void (*)(const NchwcConvGeom&, const DwBand&, const float*, const float*, const float*,
+                          const float*, const float*, float*);
+// One instantiation per ISA, block, column stride and in-register activation: 7-pixel
+// tiles (MobileNets' maps are multiples of 7 wide) where a pixel is one vector, 4 where
+// it is two (L = 16 on AVX2), so the accumulators stay in registers.
+#define ZENITH_DW_BAND(name, target, VL, L, RO)                                                                      \
+  template <int S, int ACT>                                                                                          \
+  target void name(const NchwcConvGeom& g, const DwBand& b, const float* xp, const float* w, const float* sc,       \
+                   const float* sh, const float* res, float* out) {                                                  \
+    dw_band<VL, L, RO, S, ACT>(g, b, xp, w, sc, sh, res, out);                                                       \
+  }
+#if defined(__x86_64__)
+ZENITH_DW_BAND(dw_l16_avx512, ZENITH_UK_TARGET_avx512, 16, 16, 7)
+#endif
+ZENITH_DW_BAND(dw_l16_avx2, ZENITH_UK_TARGET_avx2, 8, 16, 4)
+ZENITH_DW_BAND(dw_l8_avx2, ZENITH_UK_TARGET_avx2, 8, 8, 7)
+#undef ZENITH_DW_BAND
+
+template <int S>
+DwBandFn pick_dw_act(int64_t L, int act, int64_t* ro) {
+  if (L == 16) {
+#if defined(__x86_64__)
+    if (gemm_detail::kernels_use_avx512()) {
+      *ro = 7;
+      return act == 1 ? dw_l16_avx512<S, 1> : act == 2 ? dw_l16_avx512<S, 2> : dw_l16_avx512<S, 0>;
+    }
+#endif
+    *ro = 4;
+    return act == 1 ? dw_l16_avx2<S, 1> : act == 2 ? dw_l16_avx2<S, 2> : dw_l16_avx2<S, 0>;
+  }
+  *ro = 7;
+  return act == 1 ? dw_l8_avx2<S, 1> : act == 2 ? dw_l8_avx2<S, 2> : dw_l8_avx2<S, 0>;
+}
+// The band kernel for this conv and its tile's width (*ro).
+DwBandFn pick_dw_band(const NchwcConvGeom& g, Activation a, int64_t* ro) {
+  const int act = register_act(a);
+  return g.st[1] == 1 ? pick_dw_act<1>(g.L, act, ro) : g.st[1] == 2 ? pick_dw_act<2>(g.L, act, ro)
+                                                                    : pick_dw_act<0>(g.L, act, ro);
+}
+
+void check_dw_geom(const NchwcConvGeom& g) {
+  check_geom(g);
+  ZENITH_CHECK(g.groups == g.C && g.C == g.OC, "depthwise_nchwc: needs groups == C == OC, got ", g.groups, ", ",
+               g.C, " and ", g.OC);
+}
+}  // namespace
+
+PackedOperand depthwise_nchwc_pack(const NchwcConvGeom& g, const float* w) {
+  check_dw_geom(g);
+  const int64_t L = g.L, CB = (g.C + L - 1) / L, taps = g.KH * g.KW;
+  // [CB][taps][L], zero past C.
+  PackedOperand p = alloc_packed(PackedOperand::kNchwcDepthwise, g, w, taps, CB * taps * L);
+  p.cols = taps;  // a row per channel: [C, 1, KH, KW]
+  p.rs = taps;
+  float* d = p.data.get();
+  std::fill_n(d, CB * taps * L, 0.0f);
+  for (int64_t c = 0; c < g.C; ++c)
+    for (int64_t t = 0; t < taps; ++t) d[(c / L * taps + t) * L + c % L] = w[c * taps + t];
+  return p;
+}
+
+void depthwise_nchwc(const NchwcConvGeom& g, const float* x, const PackedOperand& w, const float* scale,
+                     const float* shift, const float* res, Activation act, float* out) {
+  using gemm_detail::AlignedBuf;
+  check_dw_geom(g);
+  const int64_t L = g.L, CB = (g.C + L - 1) / L, taps = g.KH * g.KW, HW = g.H * g.W, OP = g.OH * g.OW;
+  ZENITH_CHECK(w.side == PackedOperand::kNchwcDepthwise && w.isa == uint8_t(L) && w.rows == g.C && w.cols == taps,
+               "depthwise_nchwc: the packed filters are not this conv's");
+  if (g.N == 0) return;
+  int64_t ro = 0;
+  const DwBandFn band = pick_dw_band(g, act, &ro);
+  const Activation rest = register_act(act) ? Activation::kNone : act;
+  std::vector<float> sc, sh;
+  channel_scale_shift(scale, shift, g.C, CB * L, sc, sh);
+  // Bands: a whole plane per item where the images' blocks give each thread a few,
+  // else each plane's rows split so that they do.
+  const int64_t bands = std::clamp<int64_t>((4 * num_threads() + g.N * CB - 1) / (g.N * CB), 1, g.OH);
+  const int64_t band_rows = (g.OH + bands - 1) / bands;
+  // Padded columns: the input's, and every column a row's last tile reads.
+  const int64_t tiles = (g.OW + ro - 1) / ro;
+  const int64_t pitch = std::max(g.pd[1] + g.W, (tiles * ro - 1) * g.st[1] + (g.KW - 1) * g.dl[1] + 1);
+  parallel_for(g.N * CB * bands, 1, [&](int64_t lo, int64_t hi) {
+    thread_local AlignedBuf buf;
+    for (int64_t it = lo; it < hi; ++it) {
+      const int64_t plane = it / bands, cb = plane % CB, oh0 = it % bands * band_rows;
+      if (oh0 >= g.OH) continue;
+      DwBand b{oh0, std::min(g.OH, oh0 + band_rows), 0, pitch};
+      b.rows = (b.oh1 - 1 - oh0) * g.st[0] + (g.KH - 1) * g.dl[0] + 1;
+      float* xp = buf.get(size_t(b.rows * pitch * L));
+      const float* xs = x + plane * HW * L;
+      for (int64_t r = 0; r < b.rows; ++r) {  // padded row oh0 * sh + r: input row oh0 * sh + r - ph
+        const int64_t ih = oh0 * g.st[0] + r - g.pd[0];
+        float* d = xp + r * pitch * L;
+        if (ih < 0 || ih >= g.H) {
+          std::fill_n(d, pitch * L, 0.0f);
+          continue;
+        }
+        std::fill_n(d, g.pd[1] * L, 0.0f);
+        std::memcpy(d + g.pd[1] * L, xs + ih * g.W * L, size_t(g.W * L) * sizeof(float));
+        std::fill_n(d + (g.pd[1] + g.W) * L, (pitch - g.pd[1] - g.W) * L, 0.0f);
+      }
+      float* o = out + plane * OP * L;
+      band(g, b, xp, w.data.get() + cb * taps * L, sc.data() + cb * L, sh.data() + cb * L,
+           res ? res + plane * OP * L : nullptr, o);
+      if (rest == Activation::kNone) continue;
+      float* ob = o + b.oh0 * g.OW * L;
+      const int64_t n = (b.oh1 - b.oh0) * g.OW * L;
+      with_activation(per_value(rest), [&](auto f) {
+        for (int64_t k = 0; k < n; ++k) ob[k] = f(ob[k]);
+      });
+      per_row(rest, ob, n);
+    }
+    buf.trim(size_t(4) << 20);
+  });
+  zero_padding_channels(g, out);
+}
+
 // ---- The ops ----
 
 void run_to_nchwc(const KernelCtx& c) {
@@ -649,25 +876,29 @@ NchwcConvGeom nchwc_geom(const std::vector<TensorRef>& in, const std::vector<Ten
   const TensorRef &x = in[0], &w = in[1], &o = out[0];
   NchwcConvGeom g;
   g.N = x.shape[0], g.H = x.shape[2], g.W = x.shape[3], g.L = x.shape[4];
-  g.OC = w.shape[0], g.C = w.shape[1], g.KH = w.shape[2], g.KW = w.shape[3];
+  g.groups = at.groups;
+  g.OC = w.shape[0], g.C = w.shape[1] * at.groups, g.KH = w.shape[2], g.KW = w.shape[3];
   g.OH = o.shape[2], g.OW = o.shape[3];
   g.st = at.stride, g.pd = at.padding, g.dl = at.dilation;
   return g;
 }
 
-// What prepare_conv2d_nchwc chose: the geometry, and whether the conv runs as
-// Winograd over the blocked layout (conv2d_uses_winograd's convs on whole blocks of
-// channels).
+// What prepare_conv2d_nchwc chose: the geometry, and which kernel runs it: Winograd
+// over the blocked layout (conv2d_uses_winograd's convs on whole blocks of channels),
+// depthwise_nchwc (groups > 1: a depthwise conv), else the direct conv.
 struct NchwcState {
   NchwcConvGeom g;
-  bool winograd = false;
+  PackedOperand::Side side = PackedOperand::kNchwc;
 };
 
 std::shared_ptr<const PackedOperand> pack_nchwc(const void* state, const void* src) {
   const auto& s = *static_cast<const NchwcState*>(state);
   const float* w = static_cast<const float*>(src);
-  return std::make_shared<const PackedOperand>(s.winograd ? conv3x3_winograd_nchwc_pack(s.g, w)
-                                                          : conv2d_nchwc_pack(s.g, w));
+  switch (s.side) {
+    case PackedOperand::kWinograd: return std::make_shared<const PackedOperand>(conv3x3_winograd_nchwc_pack(s.g, w));
+    case PackedOperand::kNchwcDepthwise: return std::make_shared<const PackedOperand>(depthwise_nchwc_pack(s.g, w));
+    default: return std::make_shared<const PackedOperand>(conv2d_nchwc_pack(s.g, w));
+  }
 }
 }  // namespace
 
@@ -675,10 +906,12 @@ void prepare_conv2d_nchwc(const PrepareCtx& c, PreparedOp* p) {
   auto s = std::make_shared<NchwcState>();
   s->g = nchwc_geom(c.in, c.out, c.a<attrs::conv2d_nchwc>());
   const NchwcConvGeom& g = s->g;
-  s->winograd = g.C % g.L == 0 && g.OC % g.L == 0 &&
-                conv2d_uses_winograd(1, g.KH, g.KW, g.st, g.pd, g.dl, g.C, g.H, g.W, g.OC);
-  const PackedOperand::Side side = s->winograd ? PackedOperand::kWinograd : PackedOperand::kNchwc;
-  p->weight = WeightPack{1, {int64_t(side), g.OC, g.C, g.KH * g.KW, g.L}, pack_nchwc};
+  if (g.groups > 1)
+    s->side = PackedOperand::kNchwcDepthwise;
+  else if (g.C % g.L == 0 && g.OC % g.L == 0 &&
+           conv2d_uses_winograd(1, g.KH, g.KW, g.st, g.pd, g.dl, g.C, g.H, g.W, g.OC))
+    s->side = PackedOperand::kWinograd;
+  p->weight = WeightPack{1, {int64_t(s->side), g.OC, g.C, g.KH * g.KW, g.L}, pack_nchwc};
   p->state = std::move(s);
 }
 
@@ -696,10 +929,13 @@ void run_conv2d_nchwc(const KernelCtx& c) {
       conv_channel_epilogue(c.in, 2, at.has_bias, at.bn_eps, at.activation, g.OC, bn_scale, shift);
   const float* x = c.in[0].as<float>();
   const float* res = at.has_residual ? c.in.back().as<float>() : nullptr;
-  if (s.winograd)
-    conv3x3_winograd_nchwc(g, x, pw, ep.row_scale, ep.row_shift, res, at.activation, o.as<float>());
-  else
-    conv2d_nchwc(g, x, pw, ep.row_scale, ep.row_shift, res, at.activation, o.as<float>());
+  switch (s.side) {
+    case PackedOperand::kWinograd:
+      return conv3x3_winograd_nchwc(g, x, pw, ep.row_scale, ep.row_shift, res, at.activation, o.as<float>());
+    case PackedOperand::kNchwcDepthwise:
+      return depthwise_nchwc(g, x, pw, ep.row_scale, ep.row_shift, res, at.activation, o.as<float>());
+    default: return conv2d_nchwc(g, x, pw, ep.row_scale, ep.row_shift, res, at.activation, o.as<float>());
+  }
 }
 
 }  // namespace zenith

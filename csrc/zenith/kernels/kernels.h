@@ -106,8 +106,9 @@ struct PackedOperand {
   // kWinograd: a 3x3 conv's filters as conv3x3_winograd's 16 transformed matrices.
   // kQ8: an int8 qmatmul weight [N rows, K] as the int8 GEMM tile of one ISA reads it
   // (qmatmul_pack_int8: the bytes behind `data`; `isa` the QIsa).
-  // kNchwc: a conv's filters as conv2d_nchwc reads them (`isa` the channel block).
-  enum Side : uint8_t { kA, kB, kWinograd, kQ8, kNchwc } side = kB;
+  // kNchwc: a conv's filters as conv2d_nchwc reads them (`isa` the channel block);
+  // kNchwcDepthwise: a depthwise conv's, as depthwise_nchwc reads them.
+  enum Side : uint8_t { kA, kB, kWinograd, kQ8, kNchwc, kNchwcDepthwise } side = kB;
   uint8_t isa = 0;
   std::shared_ptr<float> data;
   const float* src = nullptr;
@@ -186,9 +187,10 @@ void nchwc_to_nchw(const float* x, int64_t N, int64_t C, int64_t HW, int64_t L, 
 // An ungrouped conv over blocked input and output (L the block of both): filters OIHW
 // [OC, C, KH, KW] packed once by conv2d_nchwc_pack; the epilogue per output channel
 // out = act(sum * scale[oc] + shift[oc] + res) (null scale: 1, shift: 0, res: none; res
-// blocked like out). The channels past OC come out zero.
+// blocked like out). The channels past OC come out zero. `groups`: 1, or C == OC for a
+// depthwise conv (filters [C, 1, KH, KW]: depthwise_nchwc).
 struct NchwcConvGeom {
-  int64_t N = 0, C = 0, H = 0, W = 0, OC = 0, OH = 0, OW = 0, KH = 0, KW = 0, L = 0;
+  int64_t N = 0, C = 0, H = 0, W = 0, OC = 0, OH = 0, OW = 0, KH = 0, KW = 0, L = 0, groups = 1;
   std::array<int64_t, 2> st{1, 1}, pd{0, 0}, dl{1, 1};
 };
 PackedOperand conv2d_nchwc_pack(const NchwcConvGeom& g, const float* w);
@@ -200,6 +202,12 @@ void conv2d_nchwc(const NchwcConvGeom& g, const float* x, const PackedOperand& w
 PackedOperand conv3x3_winograd_nchwc_pack(const NchwcConvGeom& g, const float* w);
 void conv3x3_winograd_nchwc(const NchwcConvGeom& g, const float* x, const PackedOperand& w, const float* scale,
                             const float* shift, const float* res, Activation act, float* out);
+// The depthwise conv (groups == C == OC) over the blocked layout, the filters packed
+// once by depthwise_nchwc_pack; the epilogue as conv2d_nchwc's.
+PackedOperand depthwise_nchwc_pack(const NchwcConvGeom& g, const float* w);
+void depthwise_nchwc(const NchwcConvGeom& g, const float* x, const PackedOperand& w, const float* scale,
+                     const float* shift, const float* res, Activation act, float* out);
+// The scalar reference of all three (groups 1 or C).
 void ref_conv2d_nchwc(const NchwcConvGeom& g, const float* x, const float* w, const float* scale, const float* shift,
                       const float* res, Activation act, float* out);
 // Whether conv2d computes an ungrouped convolution of one image with `cols` output

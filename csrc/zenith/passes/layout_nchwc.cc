@@ -1,21 +1,26 @@
-// The blocked channel layout: each float32 ungrouped conv2d that conv2d_nchwc runs
-// (see blocked() below) and that reads or feeds another such conv becomes a conv2d_nchwc reading and writing [N, ceil(C / L), H, W, L]
-// (L = nchwc_block()), so a chain of such convs passes blocked tensors from one to the
-// next (its input and residual read through to_nchwc only where their producer is not
-// one of them), and from_nchwc converts back only where an NCHW reader remains (a
-// pooling, a depthwise conv, a graph output); dce drops the conversions nobody reads.
+// The blocked channel layout: each float32 conv2d that conv2d_nchwc runs (ungrouped or
+// depthwise; see blocked() below) and that reads or feeds another such conv becomes a
+// conv2d_nchwc reading and writing [N, ceil(C / L), H, W, L] (L = nchwc_block()), so a
+// chain of such convs passes blocked tensors from one to the next (its input and
+// residual read through to_nchwc only where their producer is not one of them), and
+// from_nchwc converts back only where an NCHW reader remains (a pooling, a graph
+// output); dce drops the conversions nobody reads.
 // Where: convs whose batch is static (ZENITH_NCHWC=1 also a symbolic batch,
 // ZENITH_NCHWC=0 none; read when a graph is compiled). Measured on an Intel Xeon (family
 // 6 model 167), 2 threads, ResNet-50 end to end, 3 interleaved processes each, after
 // Winograd over the blocked layout (vector transforms) and tail tiles for a map's last
 // pixels: batch 1 0.80-0.98x the NCHW time (AVX-512) and 0.90-0.94x (AVX2), ResNet-18
 // batch 1 0.83-0.96x; batch 8 0.89x (AVX-512) and 0.97x (AVX2) before those two changes,
-// which made it 0.77-0.94x / 0.88-0.93x faster again; MobileNet V2 batch 8 within noise.
+// which made it 0.77-0.94x / 0.88-0.93x faster again. Depthwise convs joined on an AMD
+// EPYC Zen 4 (family 25 model 17, AVX-512): MobileNet V2's 14 x 14 and 7 x 7 blocks
+// blocked end to end, batch 1 0.92x the time and batch 8 0.89-0.90x (interleaved in one
+// process; docs/benchmarks, 2026-11-28).
 // Leaves alone: convs with few input channels (stems: conv2d's direct path), maps under
-// 16 pixels, convs next to a conv that stays NCHW (MobileNets' depthwise), Winograd's
-// 3x3 convs on channel counts that are not whole blocks, depthwise and grouped convs,
-// int8 weights, and maps of symbolic size. Runs after the fusions, so the convs carry
-// their epilogues.
+// 16 pixels, convs next to a conv that stays NCHW (a depthwise conv with an NCHW
+// neighbour, such as MobileNet V3's squeeze-excitation; a fused MobileNet block's wide
+// side), Winograd's 3x3 convs on channel counts that are not whole blocks, grouped convs
+// other than depthwise, int8 weights, and maps of symbolic size. Runs after the fusions,
+// so the convs carry their epilogues.
 #include <cstdlib>
 #include <string>
 #include <unordered_map>
@@ -37,8 +42,17 @@ Mode nchwc_mode() {
   return std::string(v) == "1" ? Mode::kAll : std::string(v) == "0" ? Mode::kOff : Mode::kAuto;
 }
 
+// A depthwise conv2d: groups == C == OC, filters [C, 1, KH, KW].
+bool depthwise(const Graph& g, const Node& n) {
+  const TensorType &x = g.type(n.inputs[0]), &w = g.type(n.inputs[1]);
+  const int64_t groups = n.i("groups", 1);
+  return n.op == Op::conv2d && groups > 1 && x.rank() == 4 && x.shape[1].is_const() &&
+         x.shape[1].value() == groups && w.shape[0].value() == groups && w.shape[1].value() == 1;
+}
+
 bool blocked(const Graph& g, const Node& n, Mode mode) {
-  if (n.op != Op::conv2d || n.i("groups", 1) != 1 || n.has("x_scale") || n.has("kernel")) return false;
+  if (n.op != Op::conv2d || (n.i("groups", 1) != 1 && !depthwise(g, n)) || n.has("x_scale") || n.has("kernel"))
+    return false;
   for (int v : n.inputs)
     if (g.type(v).dtype != DType::f32) return false;
   const TensorType &x = g.type(n.inputs[0]), &w = g.type(n.inputs[1]);
@@ -53,6 +67,7 @@ bool blocked(const Graph& g, const Node& n, Mode mode) {
   if (!o.shape[2].is_const() || !o.shape[3].is_const() || o.shape[2].value() * o.shape[3].value() < kMinPixels)
     return false;
   const int64_t C = x.shape[1].value(), OC = w.shape[0].value(), L = nchwc_block();
+  if (depthwise(g, n)) return C >= kMinChannels;
   // Winograd's convs join on whole channel blocks only (conv2d_nchwc runs them as Winograd).
   return C >= kMinChannels && (!conv2d_uses_winograd(1, w.shape[2].value(), w.shape[3].value(), st, pd, dl, C,
                                                      x.shape[2].value(), x.shape[3].value(), OC) ||
@@ -69,32 +84,57 @@ int layout_nchwc(Graph& g) {
   g.reindex();
   std::vector<char> cand(g.nodes.size(), 0), chained(g.nodes.size(), 0);
   for (size_t i = 0; i < g.nodes.size(); ++i) cand[i] = blocked(g, g.nodes[i], mode);
-  // Nor a conv next to a conv that stays NCHW (a depthwise or fused MobileNet block
-  // reading its output or writing its input; an int8 conv): the conversion would move
-  // the block's largest tensor (MobileNet V3 batch 8: 2.9 ms of conversions in a 30 ms
-  // call), and the chain gives way in turn.
+  // Nor a conv next to a conv that stays NCHW (a depthwise conv or a fused MobileNet
+  // block reading its output or writing its input; an int8 conv): the conversion would
+  // move the block's largest tensor (MobileNet V3 batch 8: 2.9 ms of conversions in a
+  // 30 ms call), and the chain gives way in turn. A fused block's narrow side may: its
+  // input when it starts with the expand, its output when it ends with the projection.
   std::vector<std::vector<int>> readers(g.values.size());
   for (size_t i = 0; i < g.nodes.size(); ++i)
     for (int v : g.nodes[i].inputs) readers[size_t(v)].push_back(int(i));
+  std::vector<char> graph_output(g.values.size(), 0);
+  for (int v : g.outputs) graph_output[size_t(v)] = 1;
   // (A stem, few channels in, may feed the chain: its output is small against the work
-  // of the convs after it.)
-  auto nchw_conv = [&](int i) {
+  // of the convs after it.) `reads`: the candidate reads conv i's output, else i reads
+  // the candidate's.
+  auto stem = [&](int i) {
     const Node& n = g.nodes[size_t(i)];
-    if (n.op == Op::conv2d_pw_dw) return true;
-    if (n.op != Op::conv2d || cand[size_t(i)]) return false;
     const TensorType& x = g.type(n.inputs[0]);
-    return !(x.rank() == 4 && x.shape[1].is_const() && x.shape[1].value() < kMinChannels);
+    return n.op == Op::conv2d && x.rank() == 4 && x.shape[1].is_const() && x.shape[1].value() < kMinChannels;
+  };
+  auto nchw_conv = [&](int i, bool reads) {
+    const Node& n = g.nodes[size_t(i)];
+    if (n.op == Op::conv2d_pw_dw) return reads ? !n.i("project", 0) : !n.i("expand", 1);
+    return n.op == Op::conv2d && !cand[size_t(i)] && !stem(i);
+  };
+  // A depthwise conv is blocked only between blocked convs: its input's producer and
+  // every reader of its output among them. Its tensors are its block's widest, and an
+  // NCHW neighbour (MobileNet V3's squeeze-excitation reading it) would convert them.
+  auto lone_depthwise = [&](size_t i) {
+    const Node& n = g.nodes[i];
+    if (!depthwise(g, n)) return false;
+    std::vector<int> reads = {n.inputs[0]};
+    if (n.i("has_residual", 0)) reads.push_back(n.inputs.back());
+    for (int v : reads) {
+      const int p = g.values[size_t(v)].producer;
+      if (p < 0 || (!cand[size_t(p)] && !stem(p))) return true;
+    }
+    const int o = n.outputs[0];
+    if (graph_output[size_t(o)] || readers[size_t(o)].empty()) return true;
+    for (int r : readers[size_t(o)])
+      if (!cand[size_t(r)]) return true;
+    return false;
   };
   for (bool again = true; again;) {
     again = false;
     for (size_t i = 0; i < g.nodes.size(); ++i) {
       if (!cand[i]) continue;
-      bool next_to_nchw = false;
+      bool next_to_nchw = lone_depthwise(i);
       for (int v : g.nodes[i].inputs) {
         const int p = g.values[size_t(v)].producer;
-        next_to_nchw = next_to_nchw || (p >= 0 && nchw_conv(p));
+        next_to_nchw = next_to_nchw || (p >= 0 && nchw_conv(p, true));
       }
-      for (int r : readers[size_t(g.nodes[i].outputs[0])]) next_to_nchw = next_to_nchw || nchw_conv(r);
+      for (int r : readers[size_t(g.nodes[i].outputs[0])]) next_to_nchw = next_to_nchw || nchw_conv(r, false);
       if (next_to_nchw) cand[i] = 0, again = true;
     }
   }
@@ -139,9 +179,7 @@ int layout_nchwc(Graph& g) {
     std::vector<int> inputs = n.inputs;
     inputs[0] = to_blocked(inputs[0]);
     if (n.i("has_residual", 0)) inputs.back() = to_blocked(inputs.back());
-    auto attrs = n.attrs;
-    attrs.erase("groups");
-    const int ob = g.add_node(Op::conv2d_nchwc, inputs, attrs)[0];
+    const int ob = g.add_node(Op::conv2d_nchwc, inputs, n.attrs)[0];
     Node back;
     back.set_int("channels", g.type(n.outputs[0]).shape[1].value());
     const int nchw = g.add_node(Op::from_nchwc, {ob}, back.attrs)[0];

@@ -606,6 +606,33 @@ def test_blocked_layout_convs(monkeypatch):
         check(f, inputs, covers=["conv2d_nchwc", "to_nchwc", "from_nchwc", "conv2d"], passes=True, tol=tol)
 
 
+def test_blocked_layout_depthwise():
+    """Depthwise convs between blocked 1x1 convs join the blocked layout (on by default for
+    a static batch): MobileNet-style blocks on maps too small for conv2d_pw_dw, expand ->
+    depthwise -> project (+ residual), run as conv2d_nchwc end to end, against eager: odd
+    channel counts (not whole blocks), odd map sizes, 3x3 stride 1 and 5x5 stride 2
+    depthwise filters, ReLU6 and Hardswish, batches 1 and 3."""
+    COVERED.update({"conv2d_nchwc", "to_nchwc", "from_nchwc"})
+    tol = dict(rtol=1e-4, atol=1e-4)
+
+    def f(x, we1, wd1, bd1, wp1, we2, wd2, wp2, bp2):
+        y = F.relu6(F.conv2d(x, we1))
+        y = F.relu6(F.conv2d(y, wd1, bd1, padding=1, groups=wd1.shape[0]))
+        x = F.conv2d(y, wp1) + x
+        y = F.hardswish(F.conv2d(x, we2))
+        y = F.hardswish(F.conv2d(y, wd2, stride=2, padding=2, groups=wd2.shape[0]))
+        return F.conv2d(y, wp2, bp2)
+
+    for n, h, w in ((1, 13, 11), (3, 14, 14)):
+        def wt(*shape):  # fan-in scaled, so values stay near 1 through the chain
+            return make(shape, f32) / (shape[1] * shape[2] * shape[3]) ** 0.5
+
+        inputs = [make((n, 20, h, w), f32), wt(60, 20, 1, 1), wt(60, 1, 3, 3), make((60,), f32), wt(20, 60, 1, 1)]
+        inputs += [wt(36, 20, 1, 1), wt(36, 1, 5, 5), wt(24, 36, 1, 1), make((24,), f32)]
+        cg = check(f, inputs, covers=["conv2d_nchwc", "to_nchwc", "from_nchwc"], passes=True, tol=tol)
+        assert "conv2d" not in cg.report.zenith_ops, cg.report.zenith_ops  # every conv blocked
+
+
 def test_expand_depthwise_fused():
     """MobileNet V2's expand -> depthwise pair, conv1x1 (+ bn + activation) then a
     depthwise conv (+ bn + activation), runs as one conv2d_pw_dw (passes on) against
