@@ -75,11 +75,13 @@ ZENITH_UK_INLINE void nchwc_tile(const NchwcConvGeom& g, const float* x, int64_t
   for (int r = 0; r < RO; ++r)
 #pragma GCC unroll 4
     for (int v = 0; v < NV; ++v) acc[r][v] = V{};
+  // Each pixel's first input row and column (rows past mr: pixel p0's), one division
+  // per tile (one per pixel had cost as much as a 1x1 conv's 16 channels of FMAs).
   int64_t ih0[RO], iw0[RO];
-  for (int r = 0; r < RO; ++r) {
-    const int64_t q = p0 + (r < mr ? r : 0);
-    ih0[r] = q / g.OW * g.st[0] - g.pd[0];
-    iw0[r] = q % g.OW * g.st[1] - g.pd[1];
+  for (int64_t r = 0, oh = p0 / g.OW, ow = p0 % g.OW; r < RO; ++r) {
+    ih0[r] = r < mr ? oh * g.st[0] - g.pd[0] : ih0[0];
+    iw0[r] = r < mr ? ow * g.st[1] - g.pd[1] : iw0[0];
+    if (++ow == g.OW) ow = 0, ++oh;
   }
   for (int64_t kh = 0; kh < g.KH; ++kh)
     for (int64_t kw = 0; kw < g.KW; ++kw) {
@@ -97,8 +99,11 @@ ZENITH_UK_INLINE void nchwc_tile(const NchwcConvGeom& g, const float* x, int64_t
           for (int q = 0; q < pf_lines; ++q) __builtin_prefetch(pf + q * 16, 0, 2);
           pf += pf_lines * 16;
         }
+        // The last block's real channels only (its padding's filters are zero): 24
+        // channels are 1.5 blocks of work, not 2.
+        const int kn = cb == CB - 1 ? int(g.C - cb * L) : L;
 #pragma GCC unroll 4
-        for (int k = 0; k < L; ++k) {
+        for (int k = 0; k < kn; ++k) {
           V b[NV];
 #pragma GCC unroll 4
           for (int v = 0; v < NV; ++v) Vec::load(b[v], wc + k * kNB * L + v * VL);
