@@ -524,8 +524,8 @@ TEST(Passes, PipelineVerifiesEachPass) {
   EXPECT_EQ(reports[0].changes, 1);
   EXPECT_EQ(reports[2].name, "cse");
   EXPECT_EQ(reports[2].changes, 1);
-  EXPECT_EQ(reports[10].name, "fuse_elementwise");  // relu(x) + relu(x), one node after cse
-  EXPECT_EQ(reports[10].changes, 1);
+  EXPECT_EQ(reports[11].name, "fuse_elementwise");  // relu(x) + relu(x), one node after cse
+  EXPECT_EQ(reports[11].changes, 1);
   ASSERT_EQ(g.nodes.size(), 1u);
   EXPECT_EQ(g.nodes[0].op, Op::fused);
 }

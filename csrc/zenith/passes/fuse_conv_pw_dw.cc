@@ -7,7 +7,8 @@
 // one) joins it as its `project` part, so the depthwise output, as large, never reaches
 // memory either; so does one whose input only a depthwise conv2d without an expand reads
 // (expand=0: MobileNet V2's first block). Each conv keeps its own epilogue (bias, batch-norm, activation): runs
-// after fuse_conv_bn, fuse_conv_residual and fuse_epilogue.
+// after fuse_conv_bn, fuse_conv_residual and fuse_epilogue, and after layout_nchwc, so it
+// takes the blocks the blocked layout left NCHW (a symbolic batch; a squeeze-excitation).
 // Leaves alone: maps under 28 x 28 or of symbolic size (the expanded tensor of a small
 // map stays in cache anyway), expand and depthwise convs with a fused residual, padding
 // at least the depthwise window's reach, and non-float32 convs.

@@ -3,11 +3,11 @@
 // batch-norms into the convolutions before them, attention reading and writing the
 // projections' layout, residual adds into the convolutions that feed them,
 // activations into GEMM and convolution epilogues (before chains
-// form, so an activation a GEMM can absorb stays its epilogue), expand 1x1 convs into
-// the depthwise convs that read them, residual adds into the
-// layer norms that read them, remaining elementwise
-// chains into single-pass kernels, chains of convs into the blocked channel layout; a
-// last dce drops what they absorbed.
+// form, so an activation a GEMM can absorb stays its epilogue), chains of convs into the
+// blocked channel layout (MobileNet blocks included, their depthwise convs blocked), then
+// the expand 1x1 convs left NCHW into the depthwise convs that read them, residual adds
+// into the layer norms that read them, remaining elementwise chains into single-pass
+// kernels; a last dce drops what they absorbed.
 #include "zenith/error.h"
 #include "zenith/passes/passes.h"
 
@@ -27,10 +27,10 @@ const PassEntry kPipeline[] = {
     {"fuse_attention_layout", fuse_attention_layout},
     {"fuse_conv_residual", fuse_conv_residual},  // after the norm joins the conv, before its relu does
     {"fuse_epilogue", fuse_epilogue},
-    {"fuse_conv_pw_dw", fuse_conv_pw_dw},  // after both convs have their norms and activations
+    {"layout_nchwc", layout_nchwc},  // the convs carry their epilogues and residuals
+    {"fuse_conv_pw_dw", fuse_conv_pw_dw},  // the MobileNet blocks left NCHW, with their epilogues
     {"fuse_residual_norm", fuse_residual_norm},  // before chains form: the add stays visible
     {"fuse_elementwise", fuse_elementwise},
-    {"layout_nchwc", layout_nchwc},  // last: the convs carry their epilogues and residuals
     {"dce", dead_code_elimination},
 };
 }  // namespace

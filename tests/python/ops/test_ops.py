@@ -633,14 +633,16 @@ def test_blocked_layout_depthwise():
         assert "conv2d" not in cg.report.zenith_ops, cg.report.zenith_ops  # every conv blocked
 
 
-def test_expand_depthwise_fused():
+def test_expand_depthwise_fused(monkeypatch):
     """MobileNet V2's expand -> depthwise pair, conv1x1 (+ bn + activation) then a
-    depthwise conv (+ bn + activation), runs as one conv2d_pw_dw (passes on) against
+    depthwise conv (+ bn + activation), left NCHW (ZENITH_NCHWC=0: the blocked layout
+    takes such blocks first where the batch is static), runs as one conv2d_pw_dw (passes on) against
     eager: wide maps whose expanded rows come in several bands per image (the window
     kept between bands, rows split between threads), strides 1 and 2, kernels 3 and 5,
     padding 0 to the window's edge, dilation 2, bias without bn, odd sizes, batches of
     1 to 3. Maps under 28 x 28 and an expanded tensor that is also returned keep the two
     convs."""
+    monkeypatch.setenv("ZENITH_NCHWC", "0")
     COVERED.add("conv2d_pw_dw")
     tol = dict(rtol=1e-4, atol=1e-4)
 
@@ -676,9 +678,10 @@ def test_expand_depthwise_fused():
     assert "conv2d_pw_dw" not in cg.report.zenith_ops
 
 
-def test_inverted_residual_fused():
+def test_inverted_residual_fused(monkeypatch):
     """MobileNet V2's whole inverted residual block, expand 1x1 -> depthwise -> project
-    1x1, runs as one conv2d_pw_dw with `project` (passes on) against eager, and so does
+    1x1, left NCHW (ZENITH_NCHWC=0, as above), runs as one conv2d_pw_dw with `project`
+    (passes on) against eager, and so does
     a block without the expand (its first: depthwise -> project, expand=0). Each conv
     with bn, a bias or neither, chosen per conv (so a mix-up of the three convs' inputs
     fails); the projection without or with an activation, and with the block's residual
@@ -687,6 +690,7 @@ def test_inverted_residual_fused():
     GEMM's skinny and tail paths, the skinny one also with a residual), batches of 1 to
     3. A projection whose input is also returned, or that is not 1x1 / stride 1, keeps
     its own conv."""
+    monkeypatch.setenv("ZENITH_NCHWC", "0")
     tol = dict(rtol=1e-4, atol=1e-4)
 
 
