@@ -122,20 +122,38 @@ void init_runtime(nb::module_& m) {
           "Runs on CPU arrays (DLPack); outputs are torch tensors that own Zenith's buffers.")
       .def(
           "run_raw",
-          [](const Executable& exe, const std::vector<std::tuple<uintptr_t, int, std::vector<int64_t>>>& raw,
-             const std::vector<int64_t>& ints, int weight_slot) {
-            std::vector<InTensor> ins;
-            ins.reserve(raw.size());
-            for (const auto& [ptr, code, shape] : raw) {
+          [](const Executable& exe, const nb::list& raw, const std::vector<int64_t>& ints, int weight_slot) {
+            const Graph& g = exe.graph();
+            std::vector<InTensor> ins(raw.size());
+            for (size_t i = 0; i < ins.size(); ++i) {
+              nb::handle h = raw[i];
+              InTensor& in = ins[i];
+              if (nb::isinstance<nb::int_>(h)) {  // a bare data pointer: the compiled dtype and shape
+                if (i >= g.inputs.size()) fail("run_raw: ", raw.size(), " inputs for a graph of ", g.inputs.size());
+                const TensorType& t = g.type(g.inputs[i]);
+                if (!t.is_static()) fail("run_raw: input ", i, " is a bare pointer but its shape is symbolic");
+                in.data = reinterpret_cast<const void*>(nb::cast<uintptr_t>(h));
+                in.dtype = t.dtype;
+                in.shape.reserve(t.shape.size());
+                for (const SymInt& d : t.shape) in.shape.push_back(d.value());
+                continue;
+              }
+              const auto [ptr, code, shape] = nb::cast<std::tuple<uintptr_t, int, std::vector<int64_t>>>(h);
               if (code < 0 || code >= kNumDTypes) fail("run_raw: bad dtype code ", code);
-              ins.push_back(InTensor{reinterpret_cast<const void*>(ptr), DType(code), shape});
+              in = InTensor{reinterpret_cast<const void*>(ptr), DType(code), shape};
             }
             return run_and_wrap(exe, ins, ints, weight_slot);
           },
           nb::arg("inputs"), nb::arg("ints") = std::vector<int64_t>{}, nb::arg("weight_slot") = 0,
           "The per-call fast path: (data_ptr, dtype code, shape) of dense CPU tensors that the "
-          "caller keeps alive for the duration of the call. Skips DLPack export. weight_slot: which "
-          "slot of kept packed weights this call's constant inputs use (one per model instance).")
+          "caller keeps alive for the duration of the call, or a bare data_ptr for an input of static "
+          "shape that has the compiled dtype and shape (a parameter: no tuple to build and parse). "
+          "Skips DLPack export. weight_slot: which slot of kept packed weights this call's constant "
+          "inputs use (one per model instance).")
+      .def_prop_ro("packable_inputs", &Executable::packable_inputs,
+                   "Inputs some node reads packed when constant (so far): the ones whose changes matter.")
+      .def_prop_ro("packable_generation", &Executable::packable_generation,
+                   "Bumped whenever packable_inputs grows.")
       .def("set_constant_inputs", &Executable::set_constant_inputs, nb::arg("positions"),
            "Marks inputs (by position) as constant weights that GEMMs may keep packed.")
       .def("drop_packed", &Executable::drop_packed, "Forgets packed weights (their data changed).")

@@ -261,6 +261,12 @@ std::shared_ptr<const Plan> Executable::plan_for(const std::vector<InTensor>& in
   auto plan = build_plan(key, bind, inputs);
   std::lock_guard<std::mutex> lock(mu_);
   if (plans_.size() >= 64) plans_.clear();  // bound the cache under highly dynamic use
+  packable_.resize(graph_.inputs.size(), false);
+  for (int pos : plan->weight_input)
+    if (pos >= 0 && !packable_[size_t(pos)]) {
+      packable_[size_t(pos)] = true;
+      packable_generation_.fetch_add(1, std::memory_order_release);
+    }
   plans_[std::move(key)] = plan;
   last_plan_ = plan;
   return plan;
@@ -415,6 +421,14 @@ std::shared_ptr<const Plan> Executable::build_plan(std::vector<int64_t> key, con
     if (!static_ops_) static_ops_ = std::move(ops);
   }
   return plan;
+}
+
+std::vector<int> Executable::packable_inputs() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<int> out;
+  for (size_t i = 0; i < packable_.size(); ++i)
+    if (packable_[i]) out.push_back(int(i));
+  return out;
 }
 
 // Constant weights: packed on first use (and again if the input moved) the way the

@@ -81,6 +81,12 @@ class Executable {
   // Whether any packed weight is kept; no lock, so a caller's per-call check stays cheap
   // (may be true a moment longer than packed_bytes() is nonzero, never false while one is kept).
   bool holds_packed() const { return holds_packed_.load(std::memory_order_acquire); }
+  // The graph inputs some node reads packed when they are constant (the union over every
+  // plan built so far), and a count bumped each time that set grows: the inputs whose
+  // in-place changes a caller must watch (the other constant inputs are read in place on
+  // every call).
+  std::vector<int> packable_inputs() const;
+  uint64_t packable_generation() const { return packable_generation_.load(std::memory_order_acquire); }
 
   const Graph& graph() const { return graph_; }
   // Arena bytes of the plan for the most recently planned signature (0 before a call).
@@ -128,6 +134,8 @@ class Executable {
   // cached packed pointers are valid only while it is unchanged.
   mutable std::atomic<uint64_t> pack_generation_{1};
   mutable std::atomic<bool> holds_packed_{false};  // set when kept_ gains a pack, cleared with kept_
+  mutable std::vector<bool> packable_;                      // per graph input (guarded by mu_)
+  mutable std::atomic<uint64_t> packable_generation_{0};  // bumped when packable_ grows
 };
 
 }  // namespace zenith

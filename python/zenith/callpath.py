@@ -17,7 +17,7 @@ case, the whole graph one Zenith segment, the code reads (a 2-layer MLP):
         if args.__class__ is list: args.clear()
         # segment 0: 5 ATen nodes
         k = []
-        i = [(p0.data_ptr(), 0, (256, 256)), (p1.data_ptr(), 0, (256,)), _raw(p2, k), ...]
+        i = [p0.data_ptr(), p1.data_ptr(), _raw(p2, k), ...]
         if _prof._is_profiler_enabled:
             with _RF(_ev0, keyword_values=_kw0):
                 r = _run0(i, (), _slot)
@@ -27,10 +27,11 @@ case, the whole graph one Zenith segment, the code reads (a 2-layer MLP):
         del p0, p1, p2, p3, p4
         return (v0,)
 
-Static inputs (parameters and buffers) pass the dtype and shape they were compiled
-with and only their data pointer is read per call: Dynamo guards every one of them
-(dtype, device, sizes, strides) and recompiles when those change, and their
-in-place changes are WeightWatch's business. Every other input goes through `_raw`,
+Static inputs (parameters and buffers) pass only their data pointer, a bare int
+(the runtime takes the dtype and shape they were compiled with; no tuple to build,
+parse or collect): Dynamo guards every one of them (dtype, device, sizes, strides)
+and recompiles when those change, and their in-place changes are WeightWatch's
+business. Every other input goes through `_raw`,
 which checks device and layout and reads dtype and shape from the tensor; the
 runtime validates those against the compiled types.
 """
@@ -88,8 +89,9 @@ def _torch_target(target):
 
 
 def _trusted_static(node, index, static_positions):
-    """(dtype code, shape) for a static input whose compiled layout can be passed as is:
-    a placeholder at a static position, dense, of static shape."""
+    """(dtype code, shape) for a static input whose compiled layout can be passed as is
+    (by its data pointer alone): a placeholder at a static position, dense, of static
+    shape."""
     if node.op != "placeholder" or index not in static_positions:
         return None
     m = node.meta.get("val")
@@ -239,9 +241,8 @@ def _emit_segment(w, seg, names, ref, emit, symbol, static_positions, placeholde
     keep = False
     for n, perm in zip(seg.in_nodes, seg.in_perms):
         trusted = _trusted_static(n, position.get(n), static_positions) if perm is None else None
-        if trusted is not None:
-            code, shape = trusted
-            raws.append(f"({ref(n)}.data_ptr(), {code}, {shape!r})")
+        if trusted is not None:  # the bare pointer: the runtime takes the compiled dtype and shape
+            raws.append(f"{ref(n)}.data_ptr()")
         else:
             keep = True
             value = ref(n) if perm is None else f"{ref(n)}.permute({list(perm)!r})"

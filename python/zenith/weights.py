@@ -20,9 +20,11 @@ MAX_SETS drops every copy and the slots are handed out afresh.
 Per call the check is kept off the common path: while no segment holds a packed weight
 (nn.Linear's weights are read in place, few-row GEMMs stream theirs) nothing can be
 stale and only the weights' ids are read (to find their slot: ids, not data_ptr(), 3 us
-against 30 for 148 weights); otherwise one tuple of version counters is compared with
-the set's record, and a flag set by weak-reference callbacks says whether any storage
-recorded has since been freed (PyTorch keeps one Python object per live storage, so the
+against 30 for 148 weights); otherwise the version counters of the weights some node
+reads packed (the executables' packable_inputs: MobileNet V2's 52 conv weights of its
+262 parameters and buffers, whose reads cost 50-140 us a call with the caches cold
+from the kernels) are compared with the set's record, and a flag set by weak-reference
+callbacks says whether any storage recorded has since been freed (PyTorch keeps one Python object per live storage, so the
 reference dies with the storage; new memory at a freed address must not meet the old
 copy). A set not seen before is recorded after checking that the tensors it shares with
 recorded sets carry the same versions. Versions and storages are recorded as of a full
@@ -61,6 +63,8 @@ class WeightWatch:
         self._alive = [True]  # cleared when a storage recorded since the last reset is freed
         self._refs = []  # weak references to those storages (their callbacks clear _alive)
         self._unversioned = ()  # static positions holding inference tensors at the last check
+        self._watch_key = None  # the executables' packable generations _watch was made for
+        self._watch = ()  # indices into positions of the versioned inputs some node reads packed
         self._mark(())
 
     def _mark(self, unversioned):
@@ -72,6 +76,20 @@ class WeightWatch:
     def _held(self):
         return any(map(_holds_packed, self._exes))  # lock-free in C++
 
+    def _watched(self):
+        """Indices into positions of the inputs whose versions decide staleness: those some
+        segment reads packed (the others are read in place every call), versioned."""
+        key = tuple(exe.packable_generation for exe in self._exes)
+        if key != self._watch_key:
+            packed = set()
+            for exe, pairs in self.segments:
+                packable = set(exe.packable_inputs)
+                packed.update(pos for i, pos in pairs if i in packable)
+            self._watch = tuple(j for j, pos in enumerate(self.positions)
+                                if pos in packed and pos not in self._unversioned)
+            self._watch_key = key
+        return self._watch
+
     def _reset(self):
         """Forgets every record (after the packed copies went)."""
         self._sets, self._seen, self._refs = {}, {}, []
@@ -82,9 +100,18 @@ class WeightWatch:
         returns the weight slot of this call's weights."""
         ws = [args[i] for i in self.positions]
         ids = tuple(map(id, ws))
-        known = self._sets.get(ids)  # [slot, versions]
+        known = self._sets.get(ids)  # [slot, versions, watched indices, their recorded versions]
         if known is not None and not self._held():
             return known[0]
+        if known is not None and self._alive[0]:  # the common path: the watched versions only
+            watch = self._watched()
+            if known[2] is not watch:
+                known[2], known[3] = watch, tuple(known[1][j] for j in watch)
+            try:
+                if tuple(_version_of(ws[j]) for j in watch) == known[3]:
+                    return known[0]
+            except RuntimeError:  # an inference tensor: the full check below sorts it out
+                pass
         try:
             versions = tuple(map(_version_of, ws))
         except RuntimeError:  # inference tensors do not track a version counter
@@ -95,6 +122,7 @@ class WeightWatch:
         if unversioned != self._unversioned:  # also forgets every packed copy
             self._mark(unversioned)
             self._unversioned = unversioned
+            self._watch_key = None
             self._reset()
         elif self._sets and (known is not None or not self._alive[0] or len(self._sets) >= MAX_SETS or
                              any(self._seen.get(i, v) != v for i, v in zip(ids, versions))):
@@ -108,6 +136,6 @@ class WeightWatch:
 
         self._refs.extend(weakref.ref(w.untyped_storage(), freed) for w in ws)
         slot = len(self._sets)
-        self._sets[ids] = [slot, versions]
+        self._sets[ids] = [slot, versions, None, None]
         self._seen.update(zip(ids, versions))
         return slot

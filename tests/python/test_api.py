@@ -408,12 +408,15 @@ def test_packed_weights_follow_swaps_and_sets_first_seen_while_nothing_was_packe
 def test_weight_check_reads_no_weight_while_none_is_packed():
     # The per-call cost of the weight check: with nothing packed (nn.Linear weights, few
     # rows) it reads no tensor of a set it knows (only their ids, for the slot); once
-    # something is, one version counter per weight. A new set gets the next slot.
+    # something is, one version counter per weight some node reads packed (a bias or
+    # batch-norm input, read in place, is not read). A new set gets the next slot.
     from zenith.weights import MAX_SETS, WeightWatch
 
     class Exe:
         holds_packed = False
         drops = 0
+        packable_inputs = [0]  # segment input 0 (graph position 1) is read packed, 1 is not
+        packable_generation = 1
 
         def set_constant_inputs(self, positions):
             self.marked = positions
@@ -436,25 +439,36 @@ def test_weight_check_reads_no_weight_while_none_is_packed():
             Spy.reads += 1
             return self.t.untyped_storage()
 
-    exe, w = Exe(), torch.nn.Parameter(torch.randn(3))
-    spy = Spy(w)
-    watch = WeightWatch([1], [(exe, [(0, 1)])])
-    assert exe.marked == [0]
-    assert watch.check([None, spy]) == 0  # the first call records the versions and storages
-    Spy.reads = 0
-    assert watch.check([None, spy]) == 0
-    assert Spy.reads == 0
+    class Unpacked(Spy):
+        reads = 0
+
+        @property
+        def _version(self):
+            Unpacked.reads += 1
+            return self.t._version
+
+    exe, w, b = Exe(), torch.nn.Parameter(torch.randn(3)), torch.nn.Parameter(torch.randn(3))
+    spy, bias = Spy(w), Unpacked(b)
+    watch = WeightWatch([1, 2], [(exe, [(0, 1), (1, 2)])])
+    assert exe.marked == [0, 1]
+    assert watch.check([None, spy, bias]) == 0  # the first call records the versions and storages
+    Spy.reads = Unpacked.reads = 0
+    assert watch.check([None, spy, bias]) == 0
+    assert Spy.reads == 0 and Unpacked.reads == 0
     exe.holds_packed = True
-    assert watch.check([None, spy]) == 0
-    assert exe.drops == 0 and Spy.reads == 1
+    assert watch.check([None, spy, bias]) == 0
+    assert exe.drops == 0 and Spy.reads == 1 and Unpacked.reads == 0
+    with torch.no_grad():
+        b.add_(1)  # read in place: no copy to drop
+    assert watch.check([None, spy, bias]) == 0 and exe.drops == 0
     with torch.no_grad():
         w.mul_(2)
-    assert watch.check([None, spy]) == 0
+    assert watch.check([None, spy, bias]) == 0
     assert exe.drops == 1
     others = [torch.nn.Parameter(torch.randn(3)) for _ in range(MAX_SETS)]
-    assert [watch.check([None, o]) for o in others[:MAX_SETS - 1]] == list(range(1, MAX_SETS))
-    assert exe.drops == 1 and watch.check([None, spy]) == 0
-    assert watch.check([None, others[-1]]) == 0 and exe.drops == 2  # one set past MAX_SETS: all dropped, slots afresh
+    assert [watch.check([None, o, bias]) for o in others[:MAX_SETS - 1]] == list(range(1, MAX_SETS))
+    assert exe.drops == 1 and watch.check([None, spy, bias]) == 0
+    assert watch.check([None, others[-1], bias]) == 0 and exe.drops == 2  # one set past MAX_SETS: all dropped, slots afresh
 
 
 @pytest.mark.parametrize("rows", [1, 5, 40, 131])

@@ -140,6 +140,26 @@ def test_an_impossible_allocation_is_a_memory_error_in_process():
         torch.testing.assert_close(out, torch.exp(-t))
 
 
+def test_run_raw_takes_bare_pointers_for_static_inputs_only():
+    """run_raw's fast form for parameters: a bare data pointer stands for a tensor of the
+    compiled dtype and static shape; for an input of symbolic shape it is a clear error,
+    as are more inputs than the graph has."""
+    from zenith import _C
+
+    g = _C.Graph()
+    x = g.add_input("x", "f32", ["s0", 4])
+    w = g.add_input("w", "f32", [4])
+    g.set_outputs([g.add_node("mul", [x, w], {})[0]])
+    exe = _C.Executable(g)
+    t, v = torch.randn(3, 4), torch.randn(4)
+    (out,) = exe.run_raw([(t.data_ptr(), 0, (3, 4)), v.data_ptr()], [])
+    torch.testing.assert_close(out, t * v)
+    with pytest.raises(RuntimeError, match="bare pointer but its shape is symbolic"):
+        exe.run_raw([t.data_ptr(), v.data_ptr()], [])
+    with pytest.raises(RuntimeError, match="3 inputs for a graph of 2"):
+        exe.run_raw([(t.data_ptr(), 0, (3, 4)), (v.data_ptr(), 0, (4,)), v.data_ptr()], [])
+
+
 # -- KeyboardInterrupt -------------------------------------------------------------
 
 _INTERRUPT_SCRIPT = """
