@@ -23,7 +23,7 @@ using namespace zenith;
 
 namespace {
 
-// act(conv(x, w) * scale + shift + res), NCHW, in double.
+// act(conv(x, w) * scale + shift + res), NCHW, in double; g.groups 1 or C (depthwise).
 std::vector<float> plain_conv(const NchwcConvGeom& g, const std::vector<float>& x, const std::vector<float>& w,
                               const std::vector<float>& scale, const std::vector<float>& shift, const float* res,
                               Activation act) {
@@ -33,13 +33,14 @@ std::vector<float> plain_conv(const NchwcConvGeom& g, const std::vector<float>& 
       for (int64_t oh = 0; oh < g.OH; ++oh)
         for (int64_t ow = 0; ow < g.OW; ++ow) {
           double s = 0;
-          for (int64_t c = 0; c < g.C; ++c)
+          const int64_t cg = g.C / g.groups, c0 = oc / (g.OC / g.groups) * cg;  // oc's group's channels
+          for (int64_t c = c0; c < c0 + cg; ++c)
             for (int64_t kh = 0; kh < g.KH; ++kh)
               for (int64_t kw = 0; kw < g.KW; ++kw) {
                 int64_t ih = oh * g.st[0] - g.pd[0] + kh * g.dl[0], iw = ow * g.st[1] - g.pd[1] + kw * g.dl[1];
                 if (ih >= 0 && ih < g.H && iw >= 0 && iw < g.W)
                   s += double(x[size_t(((n * g.C + c) * g.H + ih) * g.W + iw)]) *
-                       w[size_t(((oc * g.C + c) * g.KH + kh) * g.KW + kw)];
+                       w[size_t(((oc * cg + c - c0) * g.KH + kh) * g.KW + kw)];
               }
           const size_t at = size_t(((n * g.OC + oc) * g.OH + oh) * g.OW + ow);
           float y = float(s) * scale[size_t(oc)] + shift[size_t(oc)] + (res ? res[at] : 0.0f);
@@ -53,6 +54,22 @@ std::vector<float> blocked(const std::vector<float>& x, int64_t N, int64_t C, in
   std::vector<float> b(size_t(N * ((C + L - 1) / L) * L * HW), -7.0f);  // every value written
   nchw_to_nchwc(x.data(), N, C, HW, L, b.data());
   return b;
+}
+
+// A blocked conv's output `ob` against the NCHW answer `want` and the blocked reference
+// `rf`, within tol (relative, plus as much absolute); the padding channels zero in it.
+void expect_blocked_output(const NchwcConvGeom& g, const std::vector<float>& ob, const std::vector<float>& rf,
+                           const std::vector<float>& want, float tol, const std::string& what) {
+  const int64_t L = g.L, OCB = (g.OC + L - 1) / L, OP = g.OH * g.OW;
+  std::vector<float> got(want.size(), NAN);
+  nchwc_to_nchw(ob.data(), g.N, g.OC, OP, L, got.data());
+  for (size_t i = 0; i < want.size(); ++i)
+    ASSERT_NEAR(got[i], want[i], tol * (1 + std::fabs(want[i]))) << what << " at " << i;
+  for (size_t i = 0; i < ob.size(); ++i) {  // the padding channels too: zero in both
+    ASSERT_NEAR(ob[i], rf[i], tol * (1 + std::fabs(rf[i]))) << what << " blocked value " << i;
+    if (int64_t(i / size_t(OP * L)) % OCB == OCB - 1 && int64_t(i % size_t(L)) >= g.OC - (OCB - 1) * L)
+      ASSERT_EQ(ob[i], 0.0f) << what << " padding channel value " << i;
+  }
 }
 }  // namespace
 
@@ -109,21 +126,13 @@ TEST(Kernels, NchwcConvMatchesPlainConvOverOddShapesAndEpilogues) {
       auto want = plain_conv(g, x, w, scale, shift, with_res ? res.data() : nullptr, act);
       auto xb = blocked(x, k.N, k.C, k.H * k.W, L), rb = blocked(res, k.N, k.OC, OP, L);
       const PackedOperand pw = conv2d_nchwc_pack(g, w.data());
-      std::vector<float> ob(size_t(k.N * OCB * L * OP), NAN), rf(ob.size(), NAN), got(want.size(), NAN);
+      std::vector<float> ob(size_t(k.N * OCB * L * OP), NAN), rf(ob.size(), NAN);
       conv2d_nchwc(g, xb.data(), pw, scale.data(), shift.data(), with_res ? rb.data() : nullptr, act, ob.data());
       ref_conv2d_nchwc(g, xb.data(), w.data(), scale.data(), shift.data(), with_res ? rb.data() : nullptr, act,
                        rf.data());
-      nchwc_to_nchw(ob.data(), k.N, k.OC, OP, L, got.data());
-      const std::string what = "case " + std::to_string(ci) + " L " + std::to_string(L);
       // Float sums in another order than the double references': a few ulp per term.
-      const float tol = 1e-5f * std::sqrt(float(k.C * k.KH * k.KW));
-      for (size_t i = 0; i < want.size(); ++i)
-        ASSERT_NEAR(got[i], want[i], tol * (1 + std::fabs(want[i]))) << what << " at " << i;
-      for (size_t i = 0; i < ob.size(); ++i) {  // the padding channels too: zero in both
-        ASSERT_NEAR(ob[i], rf[i], tol * (1 + std::fabs(rf[i]))) << what << " blocked value " << i;
-        if (int64_t(i / size_t(OP * L)) % OCB == OCB - 1 && int64_t(i % size_t(L)) >= k.OC - (OCB - 1) * L)
-          ASSERT_EQ(ob[i], 0.0f) << what << " padding channel value " << i;
-      }
+      expect_blocked_output(g, ob, rf, want, 1e-5f * std::sqrt(float(k.C * k.KH * k.KW)),
+                            "case " + std::to_string(ci) + " L " + std::to_string(L));
     }
 }
 
@@ -367,7 +376,7 @@ TEST(Passes, LayoutNchwcLeavesChainsNextToDepthwiseConvs) {
   EXPECT_EQ(layout_nchwc(s), 2);
 }
 
-// depthwise_nchwc against a plain depthwise conv in double (NCHW, in the test) and
+// depthwise_nchwc against a plain depthwise conv in double (plain_conv, groups == C) and
 // against ref_conv2d_nchwc with groups == C: odd channel counts (a partial last block),
 // maps narrower than a tile and wider than several, strides 1 to 3, padding 0 to 3,
 // dilation, non-square filters, batches 1 to 3, every in-register and after-store
@@ -400,39 +409,15 @@ TEST(Kernels, NchwcDepthwiseMatchesPlainConvOverOddShapesAndEpilogues) {
       auto res = randn(size_t(k.N * k.C * OP), seed++);
       const Activation act = acts[ci % 6];
       const bool with_res = ci++ % 4 >= 2;
-      std::vector<float> want(size_t(k.N * k.C * OP));
-      for (int64_t n = 0; n < k.N; ++n)
-        for (int64_t c = 0; c < k.C; ++c)
-          for (int64_t oh = 0; oh < g.OH; ++oh)
-            for (int64_t ow = 0; ow < g.OW; ++ow) {
-              double s = 0;
-              for (int64_t kh = 0; kh < k.KH; ++kh)
-                for (int64_t kw = 0; kw < k.KW; ++kw) {
-                  const int64_t ih = oh * k.s - k.p + kh * k.d, iw = ow * k.s - k.p + kw * k.d;
-                  if (ih >= 0 && ih < k.H && iw >= 0 && iw < k.W)
-                    s += double(x[size_t(((n * k.C + c) * k.H + ih) * k.W + iw)]) * w[size_t((c * k.KH + kh) * k.KW + kw)];
-                }
-              const size_t at = size_t(((n * k.C + c) * g.OH + oh) * g.OW + ow);
-              float y = float(s) * scale[size_t(c)] + shift[size_t(c)] + (with_res ? res[at] : 0.0f);
-              with_activation(act, [&](auto f) { y = f(y); });
-              want[at] = y;
-            }
+      auto want = plain_conv(g, x, w, scale, shift, with_res ? res.data() : nullptr, act);
       auto xb = blocked(x, k.N, k.C, k.H * k.W, L), rb = blocked(res, k.N, k.C, OP, L);
       const PackedOperand pw = depthwise_nchwc_pack(g, w.data());
-      std::vector<float> ob(size_t(k.N * CB * L * OP), NAN), rf(ob.size(), NAN), got(want.size(), NAN);
+      std::vector<float> ob(size_t(k.N * CB * L * OP), NAN), rf(ob.size(), NAN);
       depthwise_nchwc(g, xb.data(), pw, scale.data(), shift.data(), with_res ? rb.data() : nullptr, act, ob.data());
       ref_conv2d_nchwc(g, xb.data(), w.data(), scale.data(), shift.data(), with_res ? rb.data() : nullptr, act,
                        rf.data());
-      nchwc_to_nchw(ob.data(), k.N, k.C, OP, L, got.data());
-      const std::string what = "case " + std::to_string(ci) + " L " + std::to_string(L);
-      const float tol = 1e-5f * std::sqrt(float(k.KH * k.KW));
-      for (size_t i = 0; i < want.size(); ++i)
-        ASSERT_NEAR(got[i], want[i], tol * (1 + std::fabs(want[i]))) << what << " at " << i;
-      for (size_t i = 0; i < ob.size(); ++i) {
-        ASSERT_NEAR(ob[i], rf[i], tol * (1 + std::fabs(rf[i]))) << what << " blocked value " << i;
-        if (int64_t(i / size_t(OP * L)) % CB == CB - 1 && int64_t(i % size_t(L)) >= k.C - (CB - 1) * L)
-          ASSERT_EQ(ob[i], 0.0f) << what << " padding channel value " << i;
-      }
+      expect_blocked_output(g, ob, rf, want, 1e-5f * std::sqrt(float(k.KH * k.KW)),
+                            "case " + std::to_string(ci) + " L " + std::to_string(L));
     }
 }
 
