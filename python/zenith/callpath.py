@@ -3,7 +3,8 @@
 A call of a CompiledGraph runs one function written for that graph: no loop over
 steps, no dictionary of values, nothing recomputed that compiling fixed. Inputs are
 unpacked into locals, each Zenith segment is one call of its Executable with its
-inputs' (data pointer, dtype code, shape) in a list, each PyTorch fallback node is
+inputs in a list (a parameter's data pointer, any other input's (data pointer, dtype
+code, shape)), each PyTorch fallback node is
 one call of its op, and every value is released after its last use (the boxed
 calling convention hands the inputs over, so they can go early too). For the common
 case, the whole graph one Zenith segment, the code reads (a 2-layer MLP):
@@ -89,17 +90,14 @@ def _torch_target(target):
 
 
 def _trusted_static(node, index, static_positions):
-    """(dtype code, shape) for a static input whose compiled layout can be passed as is
-    (by its data pointer alone): a placeholder at a static position, dense, of static
-    shape."""
+    """Whether a static input's compiled layout can be passed as is (by its data pointer
+    alone): a placeholder at a static position, dense, of static shape."""
     if node.op != "placeholder" or index not in static_positions:
-        return None
+        return False
     m = node.meta.get("val")
     if not isinstance(m, torch.Tensor) or m.dtype not in _DTYPE_CODES or m.device.type != "cpu":
-        return None
-    if any(not isinstance(d, int) for d in (*m.shape, *m.stride())) or not m.is_contiguous():
-        return None
-    return _DTYPE_CODES[m.dtype], tuple(m.shape)
+        return False
+    return all(isinstance(d, int) for d in (*m.shape, *m.stride())) and m.is_contiguous()
 
 
 class _Writer:
@@ -240,8 +238,8 @@ def _emit_segment(w, seg, names, ref, emit, symbol, static_positions, placeholde
     raws = []
     keep = False
     for n, perm in zip(seg.in_nodes, seg.in_perms):
-        trusted = _trusted_static(n, position.get(n), static_positions) if perm is None else None
-        if trusted is not None:  # the bare pointer: the runtime takes the compiled dtype and shape
+        if perm is None and _trusted_static(n, position.get(n), static_positions):
+            # the bare pointer: the runtime takes the compiled dtype and shape
             raws.append(f"{ref(n)}.data_ptr()")
         else:
             keep = True

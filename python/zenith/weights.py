@@ -58,7 +58,9 @@ class WeightWatch:
         self.positions = tuple(positions)
         self.segments = [(exe, list(pairs)) for exe, pairs in segments]
         self._exes = [exe for exe, _ in self.segments]
-        self._sets = {}  # ids of the static inputs -> [weight slot, versions (None: an inference tensor)]
+        # ids of the static inputs -> [weight slot, versions (None: an inference tensor),
+        # the watched indices (_watched) and their recorded versions, cached by check]
+        self._sets = {}
         self._seen = {}  # id -> version, over every recorded set
         self._alive = [True]  # cleared when a storage recorded since the last reset is freed
         self._refs = []  # weak references to those storages (their callbacks clear _alive)

@@ -446,8 +446,7 @@ TEST(Kernels, NchwcDepthwiseRejectsForeignFiltersAndGroups) {
 // MobileNet V2's small-map block: expand 1x1 -> depthwise 3x3 -> project 1x1 with the
 // residual, all three blocked (one to_nchwc, one from_nchwc), computing what it did.
 // A depthwise conv with an NCHW neighbour (squeeze-excitation's pooling reading its
-// output) stays NCHW and so do its neighbours; a fused block's narrow output (the
-// projection's) may feed a chain.
+// output) stays NCHW and so do its neighbours.
 TEST(Passes, LayoutNchwcBlocksDepthwiseBetweenBlockedConvs) {
   const char* text = R"(graph(%x: f32[1, 24, 7, 7], %we: f32[96, 24, 1, 1], %wd: f32[96, 1, 3, 3], %wp: f32[24, 96, 1, 1], %b: f32[96], %bp: f32[24]) {
   %e: f32[1, 96, 7, 7] = conv2d(%x, %we, %b) {stride=[1, 1], padding=[0, 0], dilation=[1, 1], groups=[1], has_bias=[1], activation=[6]}
@@ -486,4 +485,39 @@ TEST(Passes, LayoutNchwcBlocksDepthwiseBetweenBlockedConvs) {
   return (%p, %m)
 })");
   EXPECT_EQ(layout_nchwc(se), 0);
+}
+
+// ReLU in the blocked kernels' registers as relu_f: a -0 result (zero input, scale -1,
+// shift -0) comes out +0, as PyTorch's relu and the NCHW kernels give; ReLU6 keeps -0
+// as clamp does; NaN stays NaN.
+TEST(Kernels, NchwcReluSignOfZeroAndNaN) {
+  for (int64_t L : {8, 16}) {
+    NchwcConvGeom g;
+    g.N = 1, g.C = g.OC = 16, g.H = g.W = g.OH = g.OW = 5, g.KH = g.KW = 3, g.pd = {1, 1}, g.L = L;
+    std::vector<float> x(size_t(16 * 25), 0.0f), w = randn(16 * 16 * 9, 61), scale(16, -1.0f), shift(16, -0.0f);
+    x[3] = NAN;  // blocked: pixel 0, channel 3
+    std::vector<float> out(x.size());
+    for (Activation act : {Activation::kRelu, Activation::kRelu6}) {
+      for (int dw = 0; dw < 2; ++dw) {
+        NchwcConvGeom gg = g;
+        gg.groups = dw ? 16 : 1;
+        const PackedOperand p = dw ? depthwise_nchwc_pack(gg, w.data()) : conv2d_nchwc_pack(gg, w.data());
+        if (dw)
+          depthwise_nchwc(gg, x.data(), p, scale.data(), shift.data(), nullptr, act, out.data());
+        else
+          conv2d_nchwc(gg, x.data(), p, scale.data(), shift.data(), nullptr, act, out.data());
+        const std::string what = std::string(dw ? "depthwise" : "direct") + " L " + std::to_string(L);
+        // A pixel far from the NaN (bottom-right corner), every channel: -0 before the activation.
+        const size_t at = size_t((24 * L) % (25 * L));
+        for (int64_t cb = 0; cb < 16 / L; ++cb)
+          for (int64_t j = 0; j < L; ++j) {
+            const float v = out[size_t(cb * 25 * L) + at + size_t(j)];
+            ASSERT_EQ(v, 0.0f) << what;
+            ASSERT_EQ(std::signbit(v), act == Activation::kRelu6) << what << " channel " << cb * L + j;
+          }
+        // The NaN reaches pixel 0's outputs: channel 3 for the depthwise conv, every channel for the direct one.
+        EXPECT_TRUE(std::isnan(out[3])) << what;
+      }
+    }
+  }
 }

@@ -471,6 +471,39 @@ def test_weight_check_reads_no_weight_while_none_is_packed():
     assert watch.check([None, others[-1], bias]) == 0 and exe.drops == 2  # one set past MAX_SETS: all dropped, slots afresh
 
 
+def test_weight_check_follows_inputs_that_become_packable():
+    # A weight read in place may change without a drop; once a new plan packs it
+    # (Executable.packable_inputs grows, with its generation), its version is compared
+    # with the last full record, so a change made while it was unwatched drops the copies
+    # (one repack more than needed at worst, never a stale one), and then it is watched.
+    from zenith.weights import WeightWatch
+
+    class Exe:
+        holds_packed = True
+        drops = 0
+        packable_inputs = []
+        packable_generation = 0
+
+        def set_constant_inputs(self, positions):
+            pass
+
+        def drop_packed(self):
+            self.drops += 1
+
+    exe, w = Exe(), torch.nn.Parameter(torch.randn(3))
+    watch = WeightWatch([0], [(exe, [(0, 0)])])
+    assert watch.check([w]) == 0 and watch.check([w]) == 0 and exe.drops == 0
+    with torch.no_grad():
+        w.mul_(2)  # read in place so far: nothing to drop
+    assert watch.check([w]) == 0 and exe.drops == 0
+    exe.packable_inputs, exe.packable_generation = [0], 1  # a new plan packs it
+    assert watch.check([w]) == 0 and exe.drops == 1  # changed since the record: dropped, recorded again
+    assert watch.check([w]) == 0 and exe.drops == 1
+    with torch.no_grad():
+        w.add_(1)
+    assert watch.check([w]) == 0 and exe.drops == 2
+
+
 @pytest.mark.parametrize("rows", [1, 5, 40, 131])
 def test_linear_weights_are_read_in_place(rows):
     # No packed copy of nn.Linear's weights at any row count (the GEMM reads W's rows

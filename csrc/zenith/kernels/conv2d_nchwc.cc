@@ -52,12 +52,14 @@ alignas(64) const float kZeros[16] = {};
 // others over the stored run).
 int register_act(Activation a) { return a == Activation::kRelu ? 1 : a == Activation::kRelu6 ? 2 : 0; }
 
-// act(y) in registers for ACT 1 and 2; NaN stays NaN (as relu_f; -0 stays -0).
+// act(y) in registers for ACT 1 and 2, as relu_f and relu6_f compute it: NaN stays NaN,
+// ReLU makes -0 +0 (as the NCHW kernels do), ReLU6 keeps it.
 template <int ACT, class V>
 ZENITH_UK_INLINE void register_activation(V& y) {
-  if constexpr (ACT >= 1) y = y < V{} ? V{} : y;
+  if constexpr (ACT == 1) y = (y > V{}) | (y != y) ? y : V{};
   if constexpr (ACT == 2) {
     const V six = V{} + 6.0f;
+    y = y < V{} ? V{} : y;
     y = y > six ? six : y;
   }
 }
@@ -312,7 +314,7 @@ void conv2d_nchwc(const NchwcConvGeom& g, const float* x, const PackedOperand& w
                   const float* shift, const float* res, Activation act, float* out) {
   check_geom(g);
   const int64_t L = g.L, CB = (g.C + L - 1) / L, OCB = (g.OC + L - 1) / L, groups = (OCB + kNB - 1) / kNB;
-  ZENITH_CHECK(w.side == PackedOperand::kNchwc && w.isa == uint8_t(L) && w.rows == g.OC &&
+  ZENITH_CHECK(g.groups == 1 && w.side == PackedOperand::kNchwc && w.isa == uint8_t(L) && w.rows == g.OC &&
                    w.cols == g.C * g.KH * g.KW,
                "conv2d_nchwc: the packed filters are not this conv's");
   const Tile tile = pick_tile(L, act);
@@ -809,7 +811,7 @@ void depthwise_nchwc(const NchwcConvGeom& g, const float* x, const PackedOperand
   const int64_t L = g.L, CB = (g.C + L - 1) / L, taps = g.KH * g.KW, HW = g.H * g.W, OP = g.OH * g.OW;
   ZENITH_CHECK(w.side == PackedOperand::kNchwcDepthwise && w.isa == uint8_t(L) && w.rows == g.C && w.cols == taps,
                "depthwise_nchwc: the packed filters are not this conv's");
-  if (g.N == 0) return;
+  if (g.N == 0 || g.OH == 0 || g.OW == 0) return;
   int64_t ro = 0;
   const DwBandFn band = pick_dw_band(g, act, &ro);
   const Activation rest = register_act(act) ? Activation::kNone : act;

@@ -12,17 +12,17 @@
 // pixels: batch 1 0.80-0.98x the NCHW time (AVX-512) and 0.90-0.94x (AVX2), ResNet-18
 // batch 1 0.83-0.96x; batch 8 0.89x (AVX-512) and 0.97x (AVX2) before those two changes,
 // which made it 0.77-0.94x / 0.88-0.93x faster again. Depthwise convs joined on an AMD
-// EPYC Zen 4 (family 25 model 17, AVX-512): MobileNet V2's 14 x 14 and 7 x 7 blocks
-// blocked end to end, batch 1 0.92x the time and batch 8 0.89-0.90x (interleaved in one
-// process; docs/benchmarks, 2026-11-28).
-// Leaves alone: convs with few input channels (stems: conv2d's direct path), maps under
-// 16 pixels, convs next to a conv that stays NCHW (a depthwise conv with an NCHW
-// neighbour, such as MobileNet V3's squeeze-excitation; a fused MobileNet block's wide
-// side), Winograd's 3x3 convs on channel counts that are not whole blocks, grouped convs
-// other than depthwise, int8 weights, and maps of symbolic size. Runs after the epilogue
-// fusions, so the convs carry their epilogues, and before fuse_conv_pw_dw, which takes
-// the MobileNet blocks left NCHW (blocked, MobileNet V2 at batch 1 ran 0.96x the time of
-// its large maps' fused NCHW blocks on Zen 4, batch 8 within noise).
+// EPYC Zen 4 (family 25 model 17, AVX-512): with MobileNet V2's 14 x 14 and 7 x 7 blocks
+// blocked end to end, batch 1 0.91x the time and batch 8 0.88x (interleaved in one
+// process; docs/benchmarks, 2026-11-28); its larger maps' blocks, blocked too rather than
+// fused NCHW (conv2d_pw_dw), 0.96x at batch 1, batch 8 within noise.
+// Leaves alone: convs with few input channels (stems: conv2d's direct path; their output
+// may feed a chain, a depthwise conv included, its conversion small against the work
+// after it), maps under 16 pixels, convs next to a conv that stays NCHW (a depthwise conv
+// with an NCHW neighbour, such as MobileNet V3's squeeze-excitation), Winograd's 3x3 convs
+// on channel counts that are not whole blocks, grouped convs other than depthwise, int8
+// weights, and maps of symbolic size. Runs after the epilogue fusions, so the convs carry
+// their epilogues, and before fuse_conv_pw_dw, which takes the MobileNet blocks left NCHW.
 #include <cstdlib>
 #include <string>
 #include <unordered_map>
@@ -49,7 +49,8 @@ bool depthwise(const Graph& g, const Node& n) {
   const TensorType &x = g.type(n.inputs[0]), &w = g.type(n.inputs[1]);
   const int64_t groups = n.i("groups", 1);
   return n.op == Op::conv2d && groups > 1 && x.rank() == 4 && x.shape[1].is_const() &&
-         x.shape[1].value() == groups && w.shape[0].value() == groups && w.shape[1].value() == 1;
+         x.shape[1].value() == groups && w.rank() == 4 && w.is_static() && w.shape[0].value() == groups &&
+         w.shape[1].value() == 1;
 }
 
 bool blocked(const Graph& g, const Node& n, Mode mode) {
@@ -86,32 +87,31 @@ int layout_nchwc(Graph& g) {
   g.reindex();
   std::vector<char> cand(g.nodes.size(), 0), chained(g.nodes.size(), 0);
   for (size_t i = 0; i < g.nodes.size(); ++i) cand[i] = blocked(g, g.nodes[i], mode);
-  // Nor a conv next to a conv that stays NCHW (a depthwise conv or a fused MobileNet
-  // block reading its output or writing its input; an int8 conv): the conversion would
-  // move the block's largest tensor (MobileNet V3 batch 8: 2.9 ms of conversions in a
-  // 30 ms call), and the chain gives way in turn. A fused block's narrow side may: its
-  // input when it starts with the expand, its output when it ends with the projection.
+  // Nor a conv next to a conv that stays NCHW (a depthwise conv reading its output or
+  // writing its input; an int8 conv): the conversion would move the block's largest
+  // tensor (MobileNet V3 batch 8: 2.9 ms of conversions in a 30 ms call), and the chain
+  // gives way in turn. (A conv2d_pw_dw counts as one, should this pass run after
+  // fuse_conv_pw_dw; the pipeline runs it before.)
   std::vector<std::vector<int>> readers(g.values.size());
   for (size_t i = 0; i < g.nodes.size(); ++i)
     for (int v : g.nodes[i].inputs) readers[size_t(v)].push_back(int(i));
   std::vector<char> graph_output(g.values.size(), 0);
   for (int v : g.outputs) graph_output[size_t(v)] = 1;
   // (A stem, few channels in, may feed the chain: its output is small against the work
-  // of the convs after it.) `reads`: the candidate reads conv i's output, else i reads
-  // the candidate's.
+  // of the convs after it.)
   auto stem = [&](int i) {
     const Node& n = g.nodes[size_t(i)];
     const TensorType& x = g.type(n.inputs[0]);
     return n.op == Op::conv2d && x.rank() == 4 && x.shape[1].is_const() && x.shape[1].value() < kMinChannels;
   };
-  auto nchw_conv = [&](int i, bool reads) {
+  auto nchw_conv = [&](int i) {
     const Node& n = g.nodes[size_t(i)];
-    if (n.op == Op::conv2d_pw_dw) return reads ? !n.i("project", 0) : !n.i("expand", 1);
-    return n.op == Op::conv2d && !cand[size_t(i)] && !stem(i);
+    return n.op == Op::conv2d_pw_dw || (n.op == Op::conv2d && !cand[size_t(i)] && !stem(i));
   };
-  // A depthwise conv is blocked only between blocked convs: its input's producer and
-  // every reader of its output among them. Its tensors are its block's widest, and an
-  // NCHW neighbour (MobileNet V3's squeeze-excitation reading it) would convert them.
+  // A depthwise conv is blocked only between blocked convs: its input's producer (or a
+  // stem) and every reader of its output among them. Its tensors are its block's widest,
+  // and an NCHW neighbour (MobileNet V3's squeeze-excitation reading it) would convert
+  // them.
   auto lone_depthwise = [&](size_t i) {
     const Node& n = g.nodes[i];
     if (!depthwise(g, n)) return false;
@@ -134,9 +134,9 @@ int layout_nchwc(Graph& g) {
       bool next_to_nchw = lone_depthwise(i);
       for (int v : g.nodes[i].inputs) {
         const int p = g.values[size_t(v)].producer;
-        next_to_nchw = next_to_nchw || (p >= 0 && nchw_conv(p, true));
+        next_to_nchw = next_to_nchw || (p >= 0 && nchw_conv(p));
       }
-      for (int r : readers[size_t(g.nodes[i].outputs[0])]) next_to_nchw = next_to_nchw || nchw_conv(r, false);
+      for (int r : readers[size_t(g.nodes[i].outputs[0])]) next_to_nchw = next_to_nchw || nchw_conv(r);
       if (next_to_nchw) cand[i] = 0, again = true;
     }
   }
