@@ -52,6 +52,14 @@ alignas(64) const float kZeros[16] = {};
 // others over the stored run).
 int register_act(Activation a) { return a == Activation::kRelu ? 1 : a == Activation::kRelu6 ? 2 : 0; }
 
+// act over n stored values: the activations the kernels do not apply in registers.
+void activate_run(Activation act, float* o, int64_t n) {
+  with_activation(per_value(act), [&](auto f) {
+    for (int64_t i = 0; i < n; ++i) o[i] = f(o[i]);
+  });
+  per_row(act, o, n);
+}
+
 // act(y) in registers for ACT 1 and 2, as relu_f and relu6_f compute it: NaN stays NaN,
 // ReLU makes -0 +0 (as the NCHW kernels do), ReLU6 keeps it.
 template <int ACT, class V>
@@ -138,14 +146,7 @@ ZENITH_UK_INLINE void nchwc_tile(const NchwcConvGeom& g, const float* x, int64_t
     }
   }
   if (ACT != 0 || act == Activation::kNone) return;
-  for (int blk = 0; blk < nblk; ++blk) {  // the other activations over the stored run
-    float* o = out + blk * oplane + p0 * L;
-    const int64_t n = mr * L;
-    with_activation(per_value(act), [&](auto f) {
-      for (int64_t i = 0; i < n; ++i) o[i] = f(o[i]);
-    });
-    per_row(act, o, n);
-  }
+  for (int blk = 0; blk < nblk; ++blk) activate_run(act, out + blk * oplane + p0 * L, mr * L);  // the stored run
 }
 
 // One instantiation per ISA, tile and in-register activation; the ISA's target
@@ -619,12 +620,8 @@ void conv3x3_winograd_nchwc(const NchwcConvGeom& g, const float* x, const Packed
       fns.out(M + (ob * p.S + (b * p.rows + i - p.i0) * tw) * L, OCB * p.S * L, tw, i, g.H, g.W, sc.data() + ob * L,
               sh.data() + ob * L, res ? res + at : nullptr, out + at);
       if (rest == Activation::kNone) continue;
-      float* o = out + at + 2 * i * g.W * L;  // the tile row's output rows
-      const int64_t n = (std::min<int64_t>(2 * i + 2, g.H) - 2 * i) * g.W * L;
-      with_activation(per_value(rest), [&](auto f) {
-        for (int64_t k = 0; k < n; ++k) o[k] = f(o[k]);
-      });
-      per_row(rest, o, n);
+      // the tile row's output rows
+      activate_run(rest, out + at + 2 * i * g.W * L, (std::min<int64_t>(2 * i + 2, g.H) - 2 * i) * g.W * L);
     }
   };
   const int64_t row_bytes = 16 * (CB + OCB) * L * tw * int64_t(sizeof(float));  // V and M per tile row
@@ -848,12 +845,7 @@ void depthwise_nchwc(const NchwcConvGeom& g, const float* x, const PackedOperand
       band(g, b, xp, w.data.get() + cb * taps * L, sc.data() + cb * L, sh.data() + cb * L,
            res ? res + plane * OP * L : nullptr, o);
       if (rest == Activation::kNone) continue;
-      float* ob = o + b.oh0 * g.OW * L;
-      const int64_t n = (b.oh1 - b.oh0) * g.OW * L;
-      with_activation(per_value(rest), [&](auto f) {
-        for (int64_t k = 0; k < n; ++k) ob[k] = f(ob[k]);
-      });
-      per_row(rest, ob, n);
+      activate_run(rest, o + b.oh0 * g.OW * L, (b.oh1 - b.oh0) * g.OW * L);
     }
     buf.trim(size_t(4) << 20);
   });
