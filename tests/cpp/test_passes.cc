@@ -529,3 +529,50 @@ TEST(Passes, PipelineVerifiesEachPass) {
   ASSERT_EQ(g.nodes.size(), 1u);
   EXPECT_EQ(g.nodes[0].op, Op::fused);
 }
+
+TEST(Passes, PipelineKeepsDefinitionsBeforeUses) {
+  // The importer adds a get_attr weight where it is first read, so the norm's
+  // parameters (%g2, computed here, as any value defined after the conv) come after
+  // the conv the norm joins: the pipeline moves them ahead of it rather than leave
+  // a conv reading values not yet made (the verifier named that until it did).
+  Graph g = parse_graph(R"(graph(%x: f32[1, 3, 5, 5], %w: f32[4, 3, 3, 3], %b: f32[4], %g: f32[4], %h: f32[4], %m: f32[4], %v: f32[4]) {
+  %c: f32[1, 4, 3, 3] = conv2d(%x, %w, %b) {stride=[1, 1], padding=[0, 0], dilation=[1, 1], groups=[1], has_bias=[1]}
+  %g2: f32[4] = exp(%g)
+  %n: f32[1, 4, 3, 3] = batch_norm(%c, %g2, %h, %m, %v) {eps=f[0.001]}
+  return (%n)
+})");
+  auto reports = run_default_pipeline(g, true);
+  EXPECT_EQ(reports[4].name, "fuse_conv_bn");
+  EXPECT_EQ(reports[4].changes, 1);
+  EXPECT_EQ(print_graph(g), canon(R"(graph(%x: f32[1, 3, 5, 5], %w: f32[4, 3, 3, 3], %b: f32[4], %g: f32[4], %h: f32[4], %m: f32[4], %v: f32[4]) {
+  %g2: f32[4] = exp(%g)
+  %c: f32[1, 4, 3, 3] = conv2d(%x, %w, %b, %g2, %h, %m, %v) {bn_eps=f[0.001], stride=[1, 1], padding=[0, 0], dilation=[1, 1], groups=[1], has_bias=[1]}
+  return (%c)
+})"));
+}
+
+TEST(Passes, TopologicalOrderMovesOnlyWhatItMust) {
+  Graph g = parse_graph(R"(graph(%x: f32[4]) {
+  %a: f32[4] = relu(%x)
+  %b: f32[4] = exp(%x)
+  %c: f32[4] = neg(%x)
+  return (%a, %b, %c)
+})");
+  EXPECT_FALSE(restore_topological_order(g));  // already ordered: untouched
+  g.nodes[0].inputs[0] = g.nodes[2].outputs[0];  // %a reads %c, defined after it
+  EXPECT_TRUE(restore_topological_order(g));
+  verify(g);
+  EXPECT_EQ(print_graph(g), canon(R"(graph(%x: f32[4]) {
+  %b: f32[4] = exp(%x)
+  %c: f32[4] = neg(%x)
+  %a: f32[4] = relu(%c)
+  return (%a, %b, %c)
+})"));
+  g.nodes[1].inputs[0] = g.nodes[2].outputs[0];  // %c reads %a, which reads %c
+  try {
+    restore_topological_order(g);
+    FAIL() << "a cycle was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cycle"), std::string::npos) << e.what();
+  }
+}

@@ -38,6 +38,12 @@ bool same_shape(const Shape& a, const Shape& b);
 // The (height, width) attribute `key` of a node as constants (dflt when absent);
 // false if symbolic.
 bool const_pair(const Node& n, const char* key, int64_t dflt, std::array<int64_t, 2>& out);
+// Puts the nodes back in an order where every value is defined before it is read,
+// moving as little as it can (the lowest-index ready node first); returns whether it
+// moved any. A fusion that hands a node an input defined after it (a constant or a
+// batch-norm parameter the importer added at its first use, later than the conv the
+// norm joins) relies on it. Throws on a cycle.
+bool restore_topological_order(Graph& g);
 // Drops the nodes whose flag is set and refreshes producer indices.
 void erase_nodes(Graph& g, const std::vector<bool>& dead);
 

@@ -1,3 +1,7 @@
+#include <functional>
+#include <queue>
+
+#include "zenith/error.h"
 #include "zenith/passes/passes.h"
 
 namespace zenith {
@@ -35,6 +39,44 @@ void erase_nodes(Graph& g, const std::vector<bool>& dead) {
     if (!dead[i]) kept.push_back(std::move(g.nodes[i]));
   g.nodes = std::move(kept);
   g.reindex();
+}
+
+bool restore_topological_order(Graph& g) {
+  g.reindex();
+  const size_t n = g.nodes.size();
+  std::vector<int> waiting(n, 0);            // inputs of each node not yet defined
+  std::vector<std::vector<int>> readers(n);  // node -> nodes reading one of its outputs
+  bool ordered = true;
+  for (size_t i = 0; i < n; ++i)
+    for (int v : g.nodes[i].inputs) {
+      int p = g.values[size_t(v)].producer;
+      if (p < 0) continue;  // a graph input
+      ++waiting[i];
+      readers[size_t(p)].push_back(int(i));
+      if (size_t(p) >= i) ordered = false;
+    }
+  if (ordered) return false;
+  // Kahn's algorithm taking the ready node of lowest index first: nodes keep their
+  // order wherever it is valid, so a pass's local change moves only what it must.
+  std::priority_queue<int, std::vector<int>, std::greater<int>> ready;
+  for (size_t i = 0; i < n; ++i)
+    if (waiting[i] == 0) ready.push(int(i));
+  std::vector<int> order;
+  order.reserve(n);
+  while (!ready.empty()) {
+    int i = ready.top();
+    ready.pop();
+    order.push_back(i);
+    for (int r : readers[size_t(i)])
+      if (--waiting[size_t(r)] == 0) ready.push(r);
+  }
+  ZENITH_CHECK(order.size() == n, "the graph has a cycle: ", n - order.size(), " nodes depend on their own results");
+  std::vector<Node> sorted;
+  sorted.reserve(n);
+  for (int i : order) sorted.push_back(std::move(g.nodes[size_t(i)]));
+  g.nodes = std::move(sorted);
+  g.reindex();
+  return true;
 }
 
 }  // namespace zenith
