@@ -2,6 +2,7 @@
 
     import zenith
     model = torch.compile(model, backend="zenith")   # or zenith.compile(model)
+    model = zenith.freeze(model.eval())               # inference, weights bound once, no Dynamo
 """
 from __future__ import annotations
 
@@ -9,10 +10,11 @@ from zenith import _C  # noqa: F401  (the native core; fails loudly if the build
 from zenith import logs as _logs
 from zenith.api import Report, compile, explain, reset_stats, stats  # noqa: A004
 from zenith.backend import make_backend, zenith_backend
+from zenith.freeze import freeze
 from zenith.profiler import _enable_from_env, profile
 from zenith.quant import load_gguf, quantize
 
-__all__ = ["compile", "explain", "stats", "reset_stats", "profile", "Report", "make_backend", "zenith_backend",
+__all__ = ["compile", "freeze", "explain", "stats", "reset_stats", "profile", "Report", "make_backend", "zenith_backend",
            "quantize", "load_gguf"]
 __version__ = "0.1.0"
 

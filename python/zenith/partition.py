@@ -52,7 +52,7 @@ class GraphReport:
     segments: int = 0
     zenith_ops: dict = field(default_factory=dict)  # Zenith op -> count after passes
     compile_seconds: float = 0.0
-    aten_trace: str = "AOTAutograd"  # or "direct" (backend._direct_inference)
+    aten_trace: str = "AOTAutograd"  # or "direct" (backend._direct_inference), "export" (zenith.freeze)
     executables: list = field(default_factory=list, repr=False)  # one per Zenith segment
 
     @property

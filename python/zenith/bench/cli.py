@@ -200,7 +200,7 @@ def render_table(doc):
         lines.append(f"{w['name']} {json.dumps(w['params'])}")
         for fw, r in w["results"].items():
             if r["status"] != "ok":
-                lines.append(f"  {fw:<12} {r['status']}: {r['reason']}")
+                lines.append(f"  {fw:<13} {r['status']}: {r['reason']}")
                 continue
             lat = r["latency"]
             rv = r.get("ratio_vs_eager")
@@ -214,7 +214,7 @@ def render_table(doc):
                 extra += f" ({r['weight_bytes_per_token'] / 1e6:.0f} MB a token, {r['bandwidth_share']:.0%} of bandwidth)"
             if "loss_curve" in r:
                 extra += f"  final loss {r['loss_curve'][-1]:.4f}"
-            lines.append(f"  {fw:<12} median {lat['median'] * 1e3:8.2f} ms  p10 {lat['p10'] * 1e3:8.2f}  "
+            lines.append(f"  {fw:<13} median {lat['median'] * 1e3:8.2f} ms  p10 {lat['p10'] * 1e3:8.2f}  "
                          f"p90 {lat['p90'] * 1e3:8.2f}  cold {r['cold_start_s']:.2f}s  time vs eager {ratio}"
                          f"{extra}  | {agree_s}")
     return "\n".join(lines)

@@ -1,5 +1,6 @@
 """Who competes: the frameworks a run may name, the model each PyTorch contestant
-runs (eager, torch.compile with Inductor, Zenith), and whether a peer outside PyTorch
+runs (eager, torch.compile with Inductor, Zenith through torch.compile or
+zenith.freeze), and whether a peer outside PyTorch
 can run here (installed, and in scope for the workload)."""
 from __future__ import annotations
 
@@ -12,19 +13,21 @@ import zenith
 from zenith.bench.runner import say, skipped
 
 
-ALL_FRAMEWORKS = ("eager", "inductor", "zenith", "onnxruntime", "openvino", "llamacpp")
+ALL_FRAMEWORKS = ("eager", "inductor", "zenith", "zenith-frozen", "onnxruntime", "openvino", "llamacpp")
 PEER_PACKAGES = {"onnxruntime": "onnxruntime", "openvino": "openvino", "llamacpp": "llama_cpp"}
 PEER_PIP = {"onnxruntime": "onnxruntime onnx onnxscript", "openvino": "openvino", "llamacpp": "llama-cpp-python"}
 PEER_SCOPE = {"onnxruntime": "it runs the single-call inference workloads: bert-base, minilm, resnet50",
               "openvino": "it runs the single-call inference workloads: bert-base, minilm, resnet50",
-              "llamacpp": "it runs GGUF models: gemma3-270m-decode"}
+              "llamacpp": "it runs GGUF models: gemma3-270m-decode",
+              "zenith-frozen": "zenith.freeze runs the single-call inference workloads: bert-base, minilm, "
+                               "resnet50, mobilenet-v2, small-mlp"}
 
 
 def peer_status(fw, supported=()):
     """None when `fw` can run here; else a 'skipped' result saying why."""
     if fw in PEER_PACKAGES and importlib.util.find_spec(PEER_PACKAGES[fw]) is None:
         return skipped(f"package '{PEER_PACKAGES[fw]}' is not installed (pip install {PEER_PIP[fw]})")
-    if fw in PEER_PACKAGES and fw not in supported:
+    if fw in PEER_SCOPE and fw not in supported:
         return skipped(f"{fw} does not run this workload ({PEER_SCOPE[fw]})")
     return None
 
@@ -36,6 +39,8 @@ def compiled(fw, model, dynamic=None):
         return torch.compile(model, dynamic=dynamic)
     if fw == "zenith":
         return zenith.compile(model, dynamic=dynamic)
+    if fw == "zenith-frozen":  # the weights bound once, no Dynamo per call (zenith/freeze.py)
+        return zenith.freeze(model)
     raise ValueError(fw)
 
 

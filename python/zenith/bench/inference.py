@@ -98,7 +98,8 @@ def model_workload(cfg, name, params, make_model, make_inputs, items, quantizabl
             params["calibration"] = {"batches": len(calibration), "method": static_label(static_options)}
     for fw in names:
         peer = fw.split(":")[0]
-        st = peer_status(peer, supported=("onnxruntime", "openvino") if cfg.dtype == "fp32" else ())
+        st = peer_status(peer, supported=("onnxruntime", "openvino", "zenith-frozen") if cfg.dtype == "fp32"
+                         else ("zenith-frozen",))
         if st and cfg.dtype != "fp32" and peer in ("onnxruntime", "openvino"):
             st = skipped(f"{fw} runs fp32 only in this suite (asked for {cfg.dtype})")
         if st:

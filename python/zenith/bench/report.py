@@ -13,7 +13,7 @@ from zenith.bench import schema, stats
 
 COLORS = {"eager": "#888888", "inductor": "#44aa77", "zenith": "#3377cc", "onnxruntime": "#cc7733",
           "openvino": "#aa44aa", "llamacpp": "#cc3344", "torch.mm": "#888888",
-          "zenith unpacked": "#99bbee"}
+          "zenith unpacked": "#99bbee", "zenith-frozen": "#1f4e8c"}
 
 
 def title(w):

@@ -128,11 +128,14 @@ def run_interleaved(cfg, fns, check):
 
 
 def note_zenith(results, reports):
-    """Adds what Zenith compiled (from its graph reports) to its result."""
-    if results.get("zenith", {}).get("status") == "ok":
-        results["zenith"]["nodes_native"] = sum(r.nodes_native for r in reports)
-        results["zenith"]["nodes_fallback"] = sum(r.nodes_total - r.nodes_native for r in reports)
-        results["zenith"]["planned_arena_bytes"] = sum(r.planned_bytes for r in reports)
+    """Adds what Zenith compiled (from its graph reports) to its result: zenith.freeze's
+    graphs (traced by torch.export) to zenith-frozen's, the others to zenith's."""
+    for fw in ("zenith", "zenith-frozen"):
+        mine = [r for r in reports if (r.aten_trace == "export") == (fw == "zenith-frozen")]
+        if results.get(fw, {}).get("status") == "ok":
+            results[fw]["nodes_native"] = sum(r.nodes_native for r in mine)
+            results[fw]["nodes_fallback"] = sum(r.nodes_total - r.nodes_native for r in mine)
+            results[fw]["planned_arena_bytes"] = sum(r.planned_bytes for r in mine)
 
 
 def run_probe(code, args, **env):

@@ -1,0 +1,164 @@
+"""zenith.freeze: an inference model whose weights are bound once, called without Dynamo.
+
+`torch.compile(model, backend="zenith")` keeps PyTorch's contract: the weights are
+inputs of every call, Dynamo guards them and reads each one per call. For a small
+model that is most of the cost outside the kernels (MobileNet V2 at batch 1: 0.8 ms
+of a 6 ms call, 263 parameters and buffers). `zenith.freeze(model)` takes the
+deployment runtimes' contract instead (ONNX Runtime, OpenVINO, torch.jit.freeze,
+Inductor's `freezing`): the model is captured whole with torch.export at its first
+call, the graph is compiled by the same Zenith pipeline, and a call checks only the
+user's inputs before running it.
+
+What stays true of the model, and what does not:
+- The parameter and buffer tensors are bound as of that capture. Changing them in
+  place (load_state_dict, `with torch.no_grad(): w.mul_(2)`) is seen, as under
+  torch.compile (their version counters are watched). Replacing one
+  (`module.weight = nn.Parameter(...)`, `param.data = t`) is not: the frozen model
+  keeps reading the tensor it bound (and keeps it alive). Freeze again after that.
+- Each new input signature (shapes, dtypes, and any non-tensor argument's value)
+  captures and compiles the model again, about as long as a first call; up to
+  MAX_SIGNATURES are kept, the oldest dropped past that.
+- The whole model must export (torch.export, non-strict) without mutating its
+  buffers: a model in training mode is refused (call `.eval()`), as is one whose
+  capture fails (the error says why; `torch.compile(model, backend="zenith")` takes
+  graph breaks instead).
+- CPU only: a tensor on another device is a clear error, not a silent fallback.
+- Outputs never require grad (inference); ops Zenith cannot run still run in
+  PyTorch inside the graph, logged as under torch.compile.
+"""
+from __future__ import annotations
+
+import collections
+import threading
+import time
+
+import torch
+from torch.export.graph_signature import InputKind, OutputKind
+from torch.utils import _pytree as pytree
+
+from zenith.backend import _REPORT_SINKS
+from zenith.importer import decomposition_table
+from zenith.partition import CompiledGraph
+
+MAX_SIGNATURES = 8
+
+_BOUND_KINDS = (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR)
+
+
+def _leaf_key(x):
+    if isinstance(x, torch.Tensor):
+        return ("tensor", x.dtype, tuple(x.shape), x.device.type)
+    try:
+        hash(x)
+    except TypeError:
+        raise TypeError(f"zenith.freeze: an argument of type {type(x).__name__} is neither a tensor nor "
+                        "a hashable constant") from None
+    return ("value", type(x), x)
+
+
+class _Frozen:
+    """One captured signature: the compiled graph and the tensors bound to it."""
+
+    def __init__(self, model, args, kwargs, options):
+        t0 = time.perf_counter()
+        with torch.no_grad():
+            ep = torch.export.export(model, args, kwargs, strict=False)
+        sig = ep.graph_signature
+        if any(s.kind != OutputKind.USER_OUTPUT for s in sig.output_specs):  # (a functional export's form)
+            raise RuntimeError("zenith.freeze: the model writes into its buffers or inputs when it runs; "
+                               "a frozen model must not")
+        bound, user = [], []
+        for i, spec in enumerate(sig.input_specs):
+            if spec.kind in _BOUND_KINDS:
+                t = ep.state_dict[spec.target] if spec.target in ep.state_dict else ep.constants[spec.target]
+                bound.append(t.detach())  # the storage as of now; in-place changes still show
+            elif spec.kind == InputKind.USER_INPUT:
+                user.append(i)
+            else:
+                raise RuntimeError(f"zenith.freeze: cannot bind the model's input {spec.arg} ({spec.kind.name})")
+        if user != list(range(len(bound), len(sig.input_specs))):
+            raise RuntimeError("zenith.freeze: the exported graph does not list its weights before the inputs")
+        for t in bound:
+            if t.device.type != "cpu":
+                raise RuntimeError(f"zenith.freeze: runs on CPU; a weight is on {t.device.type} "
+                                   '(torch.compile(model, backend="zenith") falls back to PyTorch for it)')
+        # Zenith's decompositions over export's ATen graph, functional, on its fake tensors.
+        from torch.fx.experimental.proxy_tensor import make_fx
+
+        fakes = [n.meta["val"] for n in ep.graph_module.graph.find_nodes(op="placeholder")]
+        gm = make_fx(torch.func.functionalize(ep.graph_module), decomposition_table=decomposition_table(),
+                     tracing_mode="fake")(*fakes)
+        # Functionalized, so in-place ops on intermediates are gone; what is left writes
+        # into an input (a buffer a forward updates, or the caller's tensor).
+        writes = sorted({str(n.target) for n in gm.graph.nodes if n.op == "call_function"
+                         and isinstance(n.target, torch._ops.OpOverload) and n.target._schema.is_mutable})
+        if writes:
+            raise RuntimeError(f"zenith.freeze: the model writes into its buffers or inputs ({', '.join(writes)}) "
+                               "when it runs; a frozen model must not")
+        self.graph = CompiledGraph(gm, {**options.compiler_options(), "inference": True},
+                                   static_inputs=range(len(bound)))
+        self.graph.report.aten_trace = "export"
+        self.graph.report.compile_seconds = time.perf_counter() - t0
+        for sink in _REPORT_SINKS:  # explain, the benchmark and tests collect them
+            sink.append(self.graph.report)
+        self.bound = tuple(bound)
+        self.user_specs = [sig.input_specs[i] for i in user]
+        self.out_spec = ep.call_spec.out_spec
+        self._call = self.graph._call
+
+    def __call__(self, leaves):
+        outs = self._call([*self.bound, *leaves])
+        return pytree.tree_unflatten(list(outs), self.out_spec)
+
+
+class FrozenModel:
+    """What zenith.freeze returns: call it as the model."""
+
+    def __init__(self, model, options):
+        if isinstance(model, torch.nn.Module) and model.training:
+            raise RuntimeError("zenith.freeze: the model is in training mode; call model.eval() first "
+                               "(a frozen model is for inference)")
+        self.model = model
+        self.options = options
+        self._graphs = collections.OrderedDict()  # input signature -> _Frozen
+        self._lock = threading.Lock()
+
+    @property
+    def reports(self):
+        """The GraphReport of each signature captured so far (what ran natively, passes, fallbacks)."""
+        return [f.graph.report for f in self._graphs.values()]
+
+    def __call__(self, *args, **kwargs):
+        leaves, spec = pytree.tree_flatten((args, kwargs))
+        key = (spec, tuple(map(_leaf_key, leaves)))
+        frozen = self._graphs.get(key)
+        if frozen is None:
+            frozen = self._capture(key, args, kwargs)
+        for x in leaves:
+            if isinstance(x, torch.Tensor) and x.requires_grad and torch.is_grad_enabled():
+                raise RuntimeError("zenith.freeze: an input requires grad; a frozen model is for inference "
+                                   "(use torch.compile(model, backend=\"zenith\") to train)")
+        return frozen(leaves)
+
+    def _capture(self, key, args, kwargs):
+        for x in pytree.tree_leaves((args, kwargs)):
+            if isinstance(x, torch.Tensor) and x.device.type != "cpu":
+                raise RuntimeError(f"zenith.freeze: runs on CPU; an input is on {x.device.type} "
+                                   '(torch.compile(model, backend="zenith") falls back to PyTorch for it)')
+        with self._lock:
+            frozen = self._graphs.get(key)
+            if frozen is None:
+                frozen = _Frozen(self.model, args, kwargs, self.options)
+                self._graphs[key] = frozen
+                while len(self._graphs) > MAX_SIGNATURES:
+                    self._graphs.popitem(last=False)
+        return frozen
+
+
+def freeze(model, *, mode=None, options=None, **kwargs):
+    """An inference callable for `model` with its weights bound once (see this module's
+    docstring for the contract), compiled by Zenith at its first call for each input
+    signature. Options and modes as for zenith.compile."""
+    from zenith.api import _resolve
+
+    return FrozenModel(model, _resolve(mode, options, kwargs, "zenith.freeze"))

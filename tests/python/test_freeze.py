@@ -1,0 +1,195 @@
+"""zenith.freeze: the whole model through torch.export and Zenith, weights bound once.
+Every output is compared with eager's (fp32, tolerance 1e-4 relative to the output's
+scale unless stated); the contract's edges (in-place changes seen, replacements not,
+new signatures recaptured, refusals) each have a case."""
+import threading
+
+import pytest
+import torch
+import torch.nn as nn
+
+import zenith
+from zenith.backend import collect_reports
+from zenith.freeze import MAX_SIGNATURES
+
+
+def close(a, b, tol=1e-4):
+    scale = max(1.0, b.abs().max().item())
+    assert a.shape == b.shape and a.dtype == b.dtype
+    assert (a - b).abs().max().item() <= tol * scale, (a - b).abs().max().item()
+
+
+class InvertedResidual(nn.Module):
+    """A MobileNet V2 block and head: 1x1 expand, depthwise 3x3, 1x1 project, residual."""
+
+    def __init__(self, c=8, e=24, classes=5):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, c, 3, padding=1, bias=False), nn.BatchNorm2d(c), nn.ReLU6())
+        self.block = nn.Sequential(
+            nn.Conv2d(c, e, 1, bias=False), nn.BatchNorm2d(e), nn.ReLU6(),
+            nn.Conv2d(e, e, 3, padding=1, groups=e, bias=False), nn.BatchNorm2d(e), nn.ReLU6(),
+            nn.Conv2d(e, c, 1, bias=False), nn.BatchNorm2d(c))
+        self.fc = nn.Linear(c, classes)
+
+    def forward(self, x):
+        y = self.stem(x)
+        y = y + self.block(y)
+        return self.fc(y.mean((2, 3)))
+
+
+def cnn():
+    m = InvertedResidual()
+    with torch.no_grad():  # statistics of their own, so the folded norms are not identities
+        for bn in m.modules():
+            if isinstance(bn, nn.BatchNorm2d):
+                bn.running_mean.uniform_(-0.5, 0.5)
+                bn.running_var.uniform_(0.5, 2.0)
+                bn.weight.uniform_(0.5, 1.5)
+                bn.bias.uniform_(-0.2, 0.2)
+    return m.eval()
+
+
+def test_cnn_matches_eager_and_runs_natively():
+    m = cnn()
+    x = torch.randn(2, 3, 13, 11)
+    with collect_reports() as reports:
+        f = zenith.freeze(m)
+        out = f(x)
+    close(out, m(x).detach())
+    assert not out.requires_grad
+    (r,) = reports
+    assert r.aten_trace == "export" and r.nodes_native == r.nodes_total and not r.fallback_ops
+    assert f.reports == [r]
+
+
+def test_outputs_kwargs_and_constant_arguments():
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(6, 4)
+
+        def forward(self, x, scale=2, *, y=None):
+            out = self.lin(x) * scale
+            return {"a": out, "b": (out + y, x.sum())}
+
+    m = M().eval()
+    f = zenith.freeze(m)
+    x, y = torch.randn(3, 6), torch.randn(3, 4)
+    for scale in (3, 5, 3):  # each value of a constant argument is a signature of its own
+        got, want = f(x, scale, y=y), m(x, scale, y=y)
+        assert set(got) == {"a", "b"} and isinstance(got["b"], tuple)
+        close(got["a"], want["a"].detach())
+        close(got["b"][0], want["b"][0].detach())
+        close(got["b"][1], want["b"][1])
+    assert len(f.reports) == 2
+
+
+def test_new_shapes_recapture_and_old_ones_are_dropped():
+    m = cnn()
+    f = zenith.freeze(m)
+    for n in range(1, MAX_SIGNATURES + 3):
+        x = torch.randn(n, 3, 8, 8)
+        close(f(x), m(x).detach())
+    assert len(f._graphs) == MAX_SIGNATURES
+    x = torch.randn(1, 3, 8, 8)  # dropped, so captured again
+    close(f(x), m(x).detach())
+
+
+def test_in_place_weight_changes_are_seen():
+    m = cnn()
+    f = zenith.freeze(m)
+    x = torch.randn(1, 3, 9, 9)
+    close(f(x), m(x).detach())
+    with torch.no_grad():
+        m.stem[0].weight.mul_(-1.5)  # a packed conv filter
+        m.block[4].running_var.mul_(3.0)  # a folded norm's statistics
+        m.fc.bias.add_(1.0)
+    close(f(x), m(x).detach())
+    m.load_state_dict(cnn().state_dict())
+    close(f(x), m(x).detach())
+
+
+def test_replaced_weights_are_not_seen():
+    m = cnn()
+    f = zenith.freeze(m)
+    x = torch.randn(1, 3, 9, 9)
+    before = f(x)  # the first call captures, binding the tensors of that moment
+    close(before, m(x).detach())
+    m.fc.weight = nn.Parameter(torch.randn_like(m.fc.weight))  # bound at capture: not seen
+    m.stem[0].weight.data = torch.randn(8, 3, 3, 3)
+    close(f(x), before)
+    assert (m(x) - before).abs().max() > 1e-3
+    close(zenith.freeze(m)(x), m(x).detach())  # freezing again sees them
+
+
+def test_refusals_are_clear():
+    m = cnn()
+    with pytest.raises(RuntimeError, match="training mode.*eval"):
+        zenith.freeze(m.train())
+    m.eval()
+    f = zenith.freeze(m)
+    with pytest.raises(RuntimeError, match="runs on CPU.*meta"):
+        f(torch.randn(1, 3, 8, 8, device="meta"))
+    with pytest.raises(RuntimeError, match="requires grad"):
+        f(torch.randn(1, 3, 8, 8, requires_grad=True))
+    xg = torch.randn(1, 3, 8, 8, requires_grad=True)
+    with torch.no_grad():  # no autograd graph is asked for: fine
+        close(f(xg), m(xg))
+    with pytest.raises(TypeError, match="unknown option"):
+        zenith.freeze(m, bogus=True)
+
+    class Counter(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("calls", torch.zeros(()))
+
+        def forward(self, x):
+            self.calls.add_(1)
+            return x * 2
+
+    with pytest.raises(RuntimeError, match="writes into its buffers"):
+        zenith.freeze(Counter().eval())(torch.randn(3))
+
+    with pytest.raises(TypeError, match="neither a tensor nor a hashable"):
+        zenith.freeze(nn.Identity().eval())(torch.randn(2), [{1, 2}])
+
+
+def test_transformer_with_keywords_and_model_output():
+    transformers = pytest.importorskip("transformers")
+    cfg = transformers.BertConfig(vocab_size=120, hidden_size=48, num_hidden_layers=2, num_attention_heads=4,
+                                  intermediate_size=96, max_position_embeddings=64)
+    m = transformers.BertModel(cfg).eval()
+    ids = torch.randint(0, 120, (2, 17))
+    mask = torch.ones_like(ids)
+    mask[1, 11:] = 0
+    f = zenith.freeze(m)
+    got = f(input_ids=ids, attention_mask=mask)
+    want = m(input_ids=ids, attention_mask=mask)
+    assert type(got) is type(want)
+    close(got.last_hidden_state, want.last_hidden_state.detach())
+    close(got.pooler_output, want.pooler_output.detach())
+    assert f.reports[0].nodes_native == f.reports[0].nodes_total
+
+
+def test_concurrent_calls():
+    m = cnn()
+    f = zenith.freeze(m)
+    xs = [torch.randn(2, 3, 10, 10) for _ in range(4)]
+    want = [m(x).detach() for x in xs]
+    f(xs[0])  # captured once, before the threads race to call it
+    errors = []
+
+    def worker(k):
+        try:
+            for _ in range(25):
+                j = (k + _) % 4
+                close(f(xs[j]), want[j])
+        except Exception as e:  # reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[0]
