@@ -464,16 +464,22 @@ Types infer_conv2d_nchwc(const Graph& g, const Node& n) {
   const size_t plain = n.inputs.size() - (residual ? 1 : 0);
   ZENITH_CHECK(plain == 3 || plain == 7, "conv2d_nchwc: takes conv2d's inputs; got ", n.inputs.size());
   ZENITH_CHECK(plain == 3 || n.has("bn_eps"), "conv2d_nchwc: fused batch-norm inputs without bn_eps");
-  ZENITH_CHECK(x.rank() == 5 && x.dtype == DType::f32 && x.shape[1].is_const() && x.shape[4].is_const() &&
-                   w.rank() == 4 && w.is_static() && w.dtype == DType::f32,
-               "conv2d_nchwc: needs a float32 blocked input [N, CB, H, W, L] and a static float32 OIHW weight");
-  const int64_t L = x.shape[4].value(), CB = x.shape[1].value(), OC = w.shape[0].value();
+  const int64_t block = n.i("block", 0);  // nonzero: x is NCHW, the output blocked by it
+  ZENITH_CHECK(x.rank() == (block ? 4 : 5) && x.dtype == DType::f32 && x.shape[1].is_const() &&
+                   (block || x.shape[4].is_const()) && w.rank() == 4 && w.is_static() && w.dtype == DType::f32,
+               "conv2d_nchwc: needs a float32 blocked input [N, CB, H, W, L] (NCHW with `block`) and a static "
+               "float32 OIHW weight");
+  const int64_t L = block ? block : x.shape[4].value(), CB = x.shape[1].value(), OC = w.shape[0].value();
   const int64_t groups = n.i("groups", 1), C = w.shape[1].value() * groups;
-  ZENITH_CHECK(groups == 1 || (groups == OC && w.shape[1].value() == 1),
-               "conv2d_nchwc: groups must be 1 or, for a depthwise conv, the channel count; got ", groups, " for ",
-               OC, " output channels");
-  ZENITH_CHECK((L == 8 || L == 16) && C > (CB - 1) * L && C <= CB * L, "conv2d_nchwc: the weight's ", C,
-               " input channels do not fill the input's ", CB, " blocks of ", L);
+  ZENITH_CHECK(groups == 1 || (groups == OC && w.shape[1].value() == 1 && !block),
+               "conv2d_nchwc: groups must be 1 or, for a depthwise conv over a blocked input, the channel count; got ",
+               groups, " for ", OC, " output channels");
+  ZENITH_CHECK(L == 8 || L == 16, "conv2d_nchwc: channel block ", L, " is not 8 or 16");
+  if (block)
+    ZENITH_CHECK(C == CB, "conv2d_nchwc: the weight's ", C, " input channels do not match the input's ", CB);
+  else
+    ZENITH_CHECK(C > (CB - 1) * L && C <= CB * L, "conv2d_nchwc: the weight's ", C,
+                 " input channels do not fill the input's ", CB, " blocks of ", L);
   for (size_t k = n.i("has_bias", 0) ? 2 : 3; k < plain; ++k) {  // without a bias, slot 2 is a placeholder
     const auto& t = in(g, n, k);
     ZENITH_CHECK(t.rank() == 1 && t.shape[0].is_const() && t.shape[0].value() == OC && t.dtype == DType::f32,

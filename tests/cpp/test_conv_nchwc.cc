@@ -105,15 +105,20 @@ TEST(Kernels, NchwcConvMatchesPlainConvOverOddShapesAndEpilogues) {
       {1, 6, 2, 3, 7, 3, 3, 1, 1, 1},
       // small filters on a map larger than a run of tiles (several runs per image)
       {1, 64, 80, 80, 20, 1, 1, 1, 0, 1},
+      // stems: rows wide enough for the NCHW input's row tiles (strides 1 and 2, dilation)
+      {1, 3, 30, 61, 20, 3, 3, 2, 1, 1}, {2, 3, 20, 40, 16, 3, 3, 1, 2, 2}, {1, 3, 33, 47, 40, 7, 7, 2, 3, 1},
   };
   const Activation acts[] = {Activation::kNone, Activation::kRelu, Activation::kRelu6, Activation::kGelu,
                              Activation::kSilu};
   unsigned seed = 1;
   int ci = 0;
+  // nchw_in: the input NCHW as it is (a stem's image), the output blocked.
+  for (bool nchw_in : {false, true})
   for (const Case& k : cases)
     for (int64_t L : {8, 16}) {
       NchwcConvGeom g;
       g.N = k.N, g.C = k.C, g.H = k.H, g.W = k.W, g.OC = k.OC, g.KH = k.KH, g.KW = k.KW, g.L = L;
+      g.nchw_in = nchw_in;
       g.st = {k.s, k.s}, g.pd = {k.p, k.p}, g.dl = {k.d, k.d};
       g.OH = (k.H + 2 * k.p - k.d * (k.KH - 1) - 1) / k.s + 1;
       g.OW = (k.W + 2 * k.p - k.d * (k.KW - 1) - 1) / k.s + 1;
@@ -124,7 +129,7 @@ TEST(Kernels, NchwcConvMatchesPlainConvOverOddShapesAndEpilogues) {
       const Activation act = acts[ci++ % 5];
       const bool with_res = ci % 2 == 0;
       auto want = plain_conv(g, x, w, scale, shift, with_res ? res.data() : nullptr, act);
-      auto xb = blocked(x, k.N, k.C, k.H * k.W, L), rb = blocked(res, k.N, k.OC, OP, L);
+      auto xb = nchw_in ? x : blocked(x, k.N, k.C, k.H * k.W, L), rb = blocked(res, k.N, k.OC, OP, L);
       const PackedOperand pw = conv2d_nchwc_pack(g, w.data());
       std::vector<float> ob(size_t(k.N * OCB * L * OP), NAN), rf(ob.size(), NAN);
       conv2d_nchwc(g, xb.data(), pw, scale.data(), shift.data(), with_res ? rb.data() : nullptr, act, ob.data());
@@ -132,7 +137,7 @@ TEST(Kernels, NchwcConvMatchesPlainConvOverOddShapesAndEpilogues) {
                        rf.data());
       // Float sums in another order than the double references': a few ulp per term.
       expect_blocked_output(g, ob, rf, want, 1e-5f * std::sqrt(float(k.C * k.KH * k.KW)),
-                            "case " + std::to_string(ci) + " L " + std::to_string(L));
+                            "case " + std::to_string(ci) + " L " + std::to_string(L) + (nchw_in ? " nchw_in" : ""));
     }
 }
 
@@ -147,6 +152,11 @@ TEST(Kernels, NchwcConvRejectsForeignFiltersAndBadBlocks) {
   EXPECT_THROW(conv2d_nchwc(other, x.data(), pw, nullptr, nullptr, nullptr, Activation::kNone, out.data()), Error);
   other = g;
   other.L = 4;
+  EXPECT_THROW(conv2d_nchwc_pack(other, w.data()), Error);
+  other = g;  // filters packed for a blocked input do not serve an NCHW one (their rows differ)
+  other.nchw_in = true;
+  EXPECT_THROW(conv2d_nchwc(other, x.data(), pw, nullptr, nullptr, nullptr, Activation::kNone, out.data()), Error);
+  other.groups = other.C = other.OC;  // nor is a depthwise conv over an NCHW input one
   EXPECT_THROW(conv2d_nchwc_pack(other, w.data()), Error);
 }
 
@@ -179,6 +189,15 @@ TEST(Runtime, NchwcOpsMatchConv2d) {
     const float* pg = static_cast<const float*>(got[0].data);
     const float* pw = static_cast<const float*>(want[0].data);
     for (int i = 0; i < 2 * 12 * 25; ++i) ASSERT_NEAR(pg[i], pw[i], 1e-4f * (1 + std::fabs(pw[i]))) << "L " << L << " " << i;
+    // The same conv reading x as NCHW (`block`, as a stem does): no to_nchwc of x.
+    std::string stem_text = blocked_text;
+    stem_text.replace(stem_text.find("  %xb"), stem_text.find("  %rb") - stem_text.find("  %xb"), "");
+    stem_text.replace(stem_text.find("(%xb,"), 5, "(%x,");
+    stem_text.replace(stem_text.find("activation=[1]}"), 15, "activation=[1], block=[" + l + "]}");
+    Executable stem_exe(parse_graph(stem_text));
+    auto got_stem = stem_exe.run(ins, {});
+    const float* ps = static_cast<const float*>(got_stem[0].data);
+    for (int i = 0; i < 2 * 12 * 25; ++i) ASSERT_NEAR(ps[i], pw[i], 1e-4f * (1 + std::fabs(pw[i]))) << "L " << L << " " << i;
   }
 }
 
@@ -373,7 +392,26 @@ TEST(Passes, LayoutNchwcLeavesChainsNextToDepthwiseConvs) {
   %c: f32[2, 32, 6, 6] = conv2d(%a, %w2, %b) {stride=[1, 1], padding=[0, 0], dilation=[1, 1], groups=[1], has_bias=[1]}
   return (%c)
 })");
-  EXPECT_EQ(layout_nchwc(s), 2);
+  // It reads its NCHW image and writes the chain's blocked input itself: no to_nchwc.
+  EXPECT_EQ(layout_nchwc(s), 3);
+  dead_code_elimination(s);
+  verify(s);
+  int blocked_stems = 0;
+  for (const Node& n : s.nodes) {
+    EXPECT_NE(n.op, Op::to_nchwc);
+    if (n.op == Op::conv2d_nchwc && n.i("block", 0) == nchwc_block()) {
+      ++blocked_stems;
+      EXPECT_EQ(n.inputs[0], s.inputs[0]);
+    }
+  }
+  EXPECT_EQ(blocked_stems, 1);
+  // A stem whose readers all stay NCHW is left alone.
+  Graph t = parse_graph(R"(graph(%x: f32[2, 3, 6, 6], %w0: f32[16, 3, 3, 3]) {
+  %s: f32[2, 16, 6, 6] = conv2d(%x, %w0, %w0) {stride=[1, 1], padding=[1, 1], dilation=[1, 1], groups=[1], has_bias=[0]}
+  %r: f32[2, 16, 6, 6] = relu(%s)
+  return (%r)
+})");
+  EXPECT_EQ(layout_nchwc(t), 0);
 }
 
 // depthwise_nchwc against a plain depthwise conv in double (plain_conv, groups == C) and

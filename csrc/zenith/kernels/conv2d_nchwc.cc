@@ -72,14 +72,16 @@ ZENITH_UK_INLINE void register_activation(V& y) {
   }
 }
 
-template <int VL, int L, int RO, int NB, int ACT>
+// LI: the input's channels per block, L (blocked) or 1 (an NCHW input, nchw_in: each
+// channel a block of one, its plane H x W floats).
+template <int VL, int L, int LI, int RO, int NB, int ACT>
 ZENITH_UK_INLINE void nchwc_tile(const NchwcConvGeom& g, const float* x, int64_t p0, int64_t mr, int nblk,
                                  const float* w, const float* scale, const float* shift, const float* res,
                                  Activation act, float* out, const float* pf, int pf_lines) {
   using Vec = F32Vec<VL>;
   using V = typename Vec::V;
   constexpr int NV = NB * L / VL, BV = L / VL;  // vectors per tile row, per block
-  const int64_t CB = (g.C + L - 1) / L, plane = g.H * g.W * L, oplane = g.OH * g.OW * L;
+  const int64_t CB = (g.C + LI - 1) / LI, plane = g.H * g.W * LI, oplane = g.OH * g.OW * L;
   V acc[RO][NV];
 #pragma GCC unroll 16
   for (int r = 0; r < RO; ++r)
@@ -98,20 +100,20 @@ ZENITH_UK_INLINE void nchwc_tile(const NchwcConvGeom& g, const float* x, int64_t
       int64_t off[RO];  // each pixel's input offset for this tap, or -1 (padding)
       for (int r = 0; r < RO; ++r) {
         const int64_t ih = ih0[r] + kh * g.dl[0], iw = iw0[r] + kw * g.dl[1];
-        off[r] = ih >= 0 && ih < g.H && iw >= 0 && iw < g.W ? (ih * g.W + iw) * L : -1;
+        off[r] = ih >= 0 && ih < g.H && iw >= 0 && iw < g.W ? (ih * g.W + iw) * LI : -1;
       }
-      const float* wt = w + (kh * g.KW + kw) * CB * L * kNB * L;
+      const float* wt = w + (kh * g.KW + kw) * CB * LI * kNB * L;
       for (int64_t cb = 0; cb < CB; ++cb) {
         const float* xr[RO];
         for (int r = 0; r < RO; ++r) xr[r] = off[r] >= 0 ? x + cb * plane + off[r] : kZeros;
-        const float* wc = wt + cb * L * kNB * L;
+        const float* wc = wt + cb * LI * kNB * L;
         if (pf) {
           for (int q = 0; q < pf_lines; ++q) __builtin_prefetch(pf + q * 16, 0, 2);
           pf += pf_lines * 16;
         }
         // The last block's real channels only (its padding's filters are zero): 24
         // channels are 1.5 blocks of work, not 2.
-        const int kn = cb == CB - 1 ? int(g.C - cb * L) : L;
+        const int kn = cb == CB - 1 ? int(g.C - cb * LI) : LI;
 #pragma GCC unroll 4
         for (int k = 0; k < kn; ++k) {
           V b[NV];
@@ -154,11 +156,11 @@ ZENITH_UK_INLINE void nchwc_tile(const NchwcConvGeom& g, const float* x, int64_t
 using TileFn = void (*)(const NchwcConvGeom&, const float*, int64_t, int64_t, int, const float*, const float*,
                         const float*, const float*, Activation, float*, const float*, int);
 #define ZENITH_NCHWC_TILE(name, target, VL, L, RO)                                                                \
-  template <int NB, int ACT>                                                                                      \
+  template <int LI, int NB, int ACT>                                                                              \
   target void name(const NchwcConvGeom& g, const float* x, int64_t p0, int64_t mr, int nblk, const float* w,    \
                    const float* scale, const float* shift, const float* res, Activation act, float* out,        \
                    const float* pf, int pf_lines) {                                                             \
-    nchwc_tile<VL, L, RO, NB, ACT>(g, x, p0, mr, nblk, w, scale, shift, res, act, out, pf, pf_lines);           \
+    nchwc_tile<VL, L, LI, RO, NB, ACT>(g, x, p0, mr, nblk, w, scale, shift, res, act, out, pf, pf_lines);       \
   }
 #if defined(__x86_64__)
 ZENITH_NCHWC_TILE(tile_l16_avx512, ZENITH_UK_TARGET_avx512, 16, 16, 12)
@@ -168,6 +170,107 @@ ZENITH_NCHWC_TILE(tile_l16_avx2, ZENITH_UK_TARGET_avx2, 8, 16, 4)
 ZENITH_NCHWC_TILE(tile_l8_avx2, ZENITH_UK_TARGET_avx2, 8, 8, 6)
 ZENITH_NCHWC_TILE(tail_l8_avx2, ZENITH_UK_TARGET_avx2, 8, 8, 3)
 #undef ZENITH_NCHWC_TILE
+
+// An NCHW input's tile inside one output row, every tap within the row's columns (a
+// stem's interior): RO pixels from output column ow0 of row oh by NB blocks, the input
+// pixel of tap (kh, kw) for pixel r at a constant offset r * SW from one pointer, so
+// each step is NV filter loads and RO * NV FMAs with the input broadcast from memory
+// (no per-pixel pointers or padding checks; the generic tile, LI = 1, takes the rows'
+// edges). Taps above or below the image add nothing and are skipped.
+template <int VL, int L, int RO, int NB, int ACT, int SW>
+ZENITH_UK_INLINE void nchw_in_row_tile(const NchwcConvGeom& g, const float* x, int64_t oh, int64_t ow0, int nblk,
+                                       const float* w, const float* scale, const float* shift, const float* res,
+                                       Activation act, float* out) {
+  using Vec = F32Vec<VL>;
+  using V = typename Vec::V;
+  constexpr int NV = NB * L / VL, BV = L / VL;
+  const int64_t oplane = g.OH * g.OW * L, plane = g.H * g.W, p0 = oh * g.OW + ow0;
+  V acc[RO][NV];
+#pragma GCC unroll 16
+  for (int r = 0; r < RO; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) acc[r][v] = V{};
+  const int64_t iw0 = ow0 * SW - g.pd[1];
+  for (int64_t kh = 0; kh < g.KH; ++kh) {
+    const int64_t ih = oh * g.st[0] - g.pd[0] + kh * g.dl[0];
+    if (ih < 0 || ih >= g.H) continue;
+    for (int64_t c = 0; c < g.C; ++c) {
+      const float* xr = x + c * plane + ih * g.W + iw0;
+      const float* wc = w + ((kh * g.KW) * g.C + c) * kNB * L;
+      for (int64_t kw = 0; kw < g.KW; ++kw, xr += g.dl[1], wc += g.C * kNB * L) {
+        V b[NV];
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; ++v) Vec::load(b[v], wc + v * VL);
+#pragma GCC unroll 16
+        for (int r = 0; r < RO; ++r) {
+          const float a = xr[r * SW];
+#pragma GCC unroll 4
+          for (int v = 0; v < NV; ++v) Vec::fma(acc[r][v], a, b[v]);
+        }
+      }
+    }
+  }
+  for (int v = 0; v < NV; ++v) {
+    const int blk = v / BV, lane = (v % BV) * VL;
+    if (blk >= nblk) break;
+    V sc, sh;
+    Vec::load(sc, scale + blk * L + lane);
+    Vec::load(sh, shift + blk * L + lane);
+#pragma GCC unroll 16
+    for (int r = 0; r < RO; ++r) {
+      const int64_t at = blk * oplane + (p0 + r) * L + lane;
+      V y = acc[r][v] * sc + sh;
+      if (res) {
+        V rv;
+        Vec::load(rv, res + at);
+        y += rv;
+      }
+      register_activation<ACT>(y);
+      Vec::store(out + at, y);
+    }
+  }
+  if (ACT != 0 || act == Activation::kNone) return;
+  for (int blk = 0; blk < nblk; ++blk) activate_run(act, out + blk * oplane + p0 * L, RO * L);
+}
+
+using RowTileFn = void (*)(const NchwcConvGeom&, const float*, int64_t, int64_t, int, const float*, const float*,
+                           const float*, const float*, Activation, float*);
+#define ZENITH_NCHW_IN_ROW_TILE(name, target, VL, L, RO)                                                           \
+  template <int NB, int ACT, int SW>                                                                                \
+  target void name(const NchwcConvGeom& g, const float* x, int64_t oh, int64_t ow0, int nblk, const float* w,      \
+                   const float* scale, const float* shift, const float* res, Activation act, float* out) {        \
+    nchw_in_row_tile<VL, L, RO, NB, ACT, SW>(g, x, oh, ow0, nblk, w, scale, shift, res, act, out);                \
+  }
+#if defined(__x86_64__)
+ZENITH_NCHW_IN_ROW_TILE(row_l16_avx512, ZENITH_UK_TARGET_avx512, 16, 16, 12)
+#endif
+ZENITH_NCHW_IN_ROW_TILE(row_l8_avx2, ZENITH_UK_TARGET_avx2, 8, 8, 6)
+#undef ZENITH_NCHW_IN_ROW_TILE
+
+// The row tile for this ISA, block, activation and stride ([nblk > 1]), or none (the
+// generic tile then runs the whole row): strides 1 and 2, AVX-512's 16-channel block or
+// AVX2's 8.
+struct RowTile {
+  RowTileFn fn[2] = {nullptr, nullptr};
+  int64_t ro = 0;
+};
+template <int ACT, int SW>
+RowTile pick_row_tile_act(int64_t L) {
+#if defined(__x86_64__)
+  if (L == 16 && gemm_detail::kernels_use_avx512())
+    return {{row_l16_avx512<1, ACT, SW>, row_l16_avx512<2, ACT, SW>}, 12};
+#endif
+  if (L == 8) return {{row_l8_avx2<1, ACT, SW>, row_l8_avx2<2, ACT, SW>}, 6};
+  return {};
+}
+template <int SW>
+RowTile pick_row_tile_sw(int64_t L, Activation act) {
+  const int a = register_act(act);
+  return a == 1 ? pick_row_tile_act<1, SW>(L) : a == 2 ? pick_row_tile_act<2, SW>(L) : pick_row_tile_act<0, SW>(L);
+}
+RowTile pick_row_tile(const NchwcConvGeom& g, Activation act) {
+  return g.st[1] == 1 ? pick_row_tile_sw<1>(g.L, act) : g.st[1] == 2 ? pick_row_tile_sw<2>(g.L, act) : RowTile{};
+}
 
 // The tile, and a shorter one for a map's last few pixels (a 7 x 7 map is 4 tiles of
 // 12 and one pixel, which the full tile would compute 12 times); [0] for a lone block.
@@ -182,25 +285,37 @@ struct Tile {
     for (int64_t q = 0; q < mr; q += tail_ro) tail[k](g, x, p0 + q, std::min(tail_ro, mr - q), nblk, rest...);
   }
 };
-template <int ACT>
+template <int ACT, bool NCHW_IN>
 Tile pick_tile_act(int64_t L) {
   static_assert(kNB == 2, "a tile of one block and one of kNB");
+  constexpr int LI16 = NCHW_IN ? 1 : 16, LI8 = NCHW_IN ? 1 : 8;
   if (L == 16) {
 #if defined(__x86_64__)
     if (gemm_detail::kernels_use_avx512())
-      return {{tile_l16_avx512<1, ACT>, tile_l16_avx512<2, ACT>},
-              {tail_l16_avx512<1, ACT>, tail_l16_avx512<2, ACT>},
+      return {{tile_l16_avx512<LI16, 1, ACT>, tile_l16_avx512<LI16, 2, ACT>},
+              {tail_l16_avx512<LI16, 1, ACT>, tail_l16_avx512<LI16, 2, ACT>},
               12,
               4};
 #endif
-    return {{tile_l16_avx2<1, ACT>, tile_l16_avx2<2, ACT>}, {nullptr, nullptr}, 4, 4};
+    return {{tile_l16_avx2<LI16, 1, ACT>, tile_l16_avx2<LI16, 2, ACT>}, {nullptr, nullptr}, 4, 4};
   }
-  return {{tile_l8_avx2<1, ACT>, tile_l8_avx2<2, ACT>}, {tail_l8_avx2<1, ACT>, tail_l8_avx2<2, ACT>}, 6, 3};
+  return {{tile_l8_avx2<LI8, 1, ACT>, tile_l8_avx2<LI8, 2, ACT>},
+          {tail_l8_avx2<LI8, 1, ACT>, tail_l8_avx2<LI8, 2, ACT>},
+          6,
+          3};
 }
-Tile pick_tile(int64_t L, Activation act) {
+template <bool NCHW_IN>
+Tile pick_tile_in(int64_t L, Activation act) {
   const int a = register_act(act);
-  return a == 1 ? pick_tile_act<1>(L) : a == 2 ? pick_tile_act<2>(L) : pick_tile_act<0>(L);
+  return a == 1 ? pick_tile_act<1, NCHW_IN>(L) : a == 2 ? pick_tile_act<2, NCHW_IN>(L) : pick_tile_act<0, NCHW_IN>(L);
 }
+Tile pick_tile(const NchwcConvGeom& g, Activation act) {
+  return g.nchw_in ? pick_tile_in<true>(g.L, act) : pick_tile_in<false>(g.L, act);
+}
+// The input's channels per block: L, or 1 for an NCHW input.
+int64_t in_block(const NchwcConvGeom& g) { return g.nchw_in ? 1 : g.L; }
+// The input's channels rounded up to whole blocks (the rows of a tap's packed filters).
+int64_t in_channels_padded(const NchwcConvGeom& g) { return (g.C + in_block(g) - 1) / in_block(g) * in_block(g); }
 
 void check_geom(const NchwcConvGeom& g) {
   ZENITH_CHECK(g.L == 8 || g.L == 16, "conv2d_nchwc: channel block ", g.L, " is not 8 or 16");
@@ -209,6 +324,7 @@ void check_geom(const NchwcConvGeom& g) {
                "conv2d_nchwc: bad geometry");
   ZENITH_CHECK(g.groups == 1 || (g.groups == g.C && g.groups == g.OC), "conv2d_nchwc: groups must be 1 or C == OC, got ",
                g.groups, " for ", g.C, " and ", g.OC, " channels");
+  ZENITH_CHECK(!g.nchw_in || g.groups == 1, "conv2d_nchwc: an NCHW input needs the direct conv (groups 1)");
 }
 }  // namespace
 
@@ -237,10 +353,11 @@ void nchwc_to_nchw(const float* x, int64_t N, int64_t C, int64_t HW, int64_t L, 
 }
 
 namespace {
-// Floats of a conv's packed filters: groups of kNB output blocks, [taps][CB * L][kNB * L] each.
+// Floats of a conv's packed filters: groups of kNB output blocks, [taps][CI][kNB * L]
+// each (CI: in_channels_padded).
 int64_t packed_filter_floats(const NchwcConvGeom& g) {
-  const int64_t L = g.L, CB = (g.C + L - 1) / L, OCB = (g.OC + L - 1) / L, groups = (OCB + kNB - 1) / kNB;
-  return groups * g.KH * g.KW * CB * L * kNB * L;
+  const int64_t L = g.L, OCB = (g.OC + L - 1) / L, groups = (OCB + kNB - 1) / kNB;
+  return groups * g.KH * g.KW * in_channels_padded(g) * kNB * L;
 }
 
 // A PackedOperand of `floats` floats for the filters w ([OC, C, ...], C * taps per row).
@@ -263,8 +380,8 @@ PackedOperand alloc_packed(PackedOperand::Side side, const NchwcConvGeom& g, con
 
 // Writes the filters w (OIHW) as conv2d_nchwc's tile reads them to d (packed_filter_floats).
 void pack_filter_groups(const NchwcConvGeom& g, const float* w, float* d) {
-  const int64_t L = g.L, CB = (g.C + L - 1) / L, OCB = (g.OC + L - 1) / L, groups = (OCB + kNB - 1) / kNB;
-  const int64_t taps = g.KH * g.KW, group_floats = taps * CB * L * kNB * L;
+  const int64_t L = g.L, CI = in_channels_padded(g), OCB = (g.OC + L - 1) / L, groups = (OCB + kNB - 1) / kNB;
+  const int64_t taps = g.KH * g.KW, group_floats = taps * CI * kNB * L;
   parallel_for(groups, 1, [&](int64_t lo, int64_t hi) {
     for (int64_t grp = lo; grp < hi; ++grp) {
       float* dg = d + grp * group_floats;
@@ -273,7 +390,7 @@ void pack_filter_groups(const NchwcConvGeom& g, const float* w, float* d) {
         const int64_t oc = grp * kNB * L + j;
         if (oc >= g.OC) break;
         for (int64_t c = 0; c < g.C; ++c)
-          for (int64_t t = 0; t < taps; ++t) dg[(t * CB * L + c) * kNB * L + j] = w[(oc * g.C + c) * taps + t];
+          for (int64_t t = 0; t < taps; ++t) dg[(t * CI + c) * kNB * L + j] = w[(oc * g.C + c) * taps + t];
       }
     }
   });
@@ -306,7 +423,8 @@ void zero_padding_channels(const NchwcConvGeom& g, float* out) {
 PackedOperand conv2d_nchwc_pack(const NchwcConvGeom& g, const float* w) {
   check_geom(g);
   ZENITH_CHECK(g.groups == 1, "conv2d_nchwc: the direct conv has one group; depthwise_nchwc runs depthwise convs");
-  PackedOperand p = alloc_packed(PackedOperand::kNchwc, g, w, g.KH * g.KW, packed_filter_floats(g));
+  PackedOperand p = alloc_packed(g.nchw_in ? PackedOperand::kNchwcNchwIn : PackedOperand::kNchwc, g, w, g.KH * g.KW,
+                                 packed_filter_floats(g));
   pack_filter_groups(g, w, p.data.get());
   return p;
 }
@@ -314,15 +432,45 @@ PackedOperand conv2d_nchwc_pack(const NchwcConvGeom& g, const float* w) {
 void conv2d_nchwc(const NchwcConvGeom& g, const float* x, const PackedOperand& w, const float* scale,
                   const float* shift, const float* res, Activation act, float* out) {
   check_geom(g);
-  const int64_t L = g.L, CB = (g.C + L - 1) / L, OCB = (g.OC + L - 1) / L, groups = (OCB + kNB - 1) / kNB;
-  ZENITH_CHECK(g.groups == 1 && w.side == PackedOperand::kNchwc && w.isa == uint8_t(L) && w.rows == g.OC &&
-                   w.cols == g.C * g.KH * g.KW,
+  const int64_t L = g.L, CI = in_channels_padded(g), OCB = (g.OC + L - 1) / L, groups = (OCB + kNB - 1) / kNB;
+  ZENITH_CHECK(g.groups == 1 && w.side == (g.nchw_in ? PackedOperand::kNchwcNchwIn : PackedOperand::kNchwc) &&
+                   w.isa == uint8_t(L) && w.rows == g.OC && w.cols == g.C * g.KH * g.KW,
                "conv2d_nchwc: the packed filters are not this conv's");
-  const Tile tile = pick_tile(L, act);
+  const Tile tile = pick_tile(g, act);
   const int64_t OP = g.OH * g.OW, tiles = (OP + tile.ro - 1) / tile.ro;
-  const int64_t group_floats = g.KH * g.KW * CB * L * kNB * L;
+  const int64_t group_floats = g.KH * g.KW * CI * kNB * L;
   std::vector<float> sc, sh;  // padded to whole groups
   channel_scale_shift(scale, shift, g.OC, groups * kNB * L, sc, sh);
+  if (g.nchw_in) {
+    // A stem's image: items of one output row by one group, the row's interior columns
+    // (every tap inside the image's width) in row tiles, its edges and the interior's
+    // last pixels by the generic tile. Its input (a few channels) is small.
+    const RowTile rt = pick_row_tile(g, act);
+    const int64_t sw = g.st[1], reach = (g.KW - 1) * g.dl[1];
+    const int64_t lo = std::min(g.OW, (g.pd[1] + sw - 1) / sw);  // first column reading no left padding
+    const int64_t hi = std::max(lo, std::min(g.OW, g.W - 1 - reach + g.pd[1] >= 0 ? (g.W - 1 - reach + g.pd[1]) / sw + 1
+                                                                                   : int64_t(0)));
+    parallel_for(g.N * g.OH * groups, 1, [&](int64_t a, int64_t b) {
+      for (int64_t i = a; i < b; ++i) {
+        const int64_t n = i / (g.OH * groups), oh = i / groups % g.OH, grp = i % groups, ob = grp * kNB;
+        const int64_t o_at = (n * OCB + ob) * OP * L;
+        const int nblk = int(std::min<int64_t>(kNB, OCB - ob));
+        const float *xn = x + n * g.C * g.H * g.W, *wg = w.data.get() + grp * group_floats;
+        const float *s = sc.data() + ob * L, *t = sh.data() + ob * L, *rs = res ? res + o_at : nullptr;
+        auto generic = [&](int64_t ow, int64_t count) {
+          for (int64_t q = 0; q < count; q += tile.ro)
+            tile(g, xn, oh * g.OW + ow + q, std::min(tile.ro, count - q), nblk, wg, s, t, rs, act, out + o_at, nullptr,
+                 0);
+        };
+        int64_t ow = rt.ro ? lo : g.OW;
+        generic(0, std::min(ow, g.OW));
+        for (; rt.ro && ow + rt.ro <= hi; ow += rt.ro) rt.fn[nblk > 1](g, xn, oh, ow, nblk, wg, s, t, rs, act, out + o_at);
+        generic(ow, g.OW - ow);
+      }
+    });
+    zero_padding_channels(g, out);
+    return;
+  }
   // The tiles of an image in runs whose input fits in half of L2, and at least one run
   // per thread when the threads outnumber the images; within a run, group after group,
   // each over every tile of the run. So each group's output blocks are written (and its
@@ -338,8 +486,8 @@ void conv2d_nchwc(const NchwcConvGeom& g, const float* x, const PackedOperand& w
   // wrote (1x1 reductions on 28 x 28 1.17-1.20x; split by pixels 0.95-1.01x); pixels
   // split with large filters made each thread read all of them (7 x 7 maps 1.20-1.25x).
   // Threads take (image, run, group) items in that order.
-  const int64_t image_bytes = CB * L * g.H * g.W * int64_t(sizeof(float));
-  const int64_t tile_bytes = tile.ro * g.st[0] * g.st[1] * CB * L * int64_t(sizeof(float));
+  const int64_t image_bytes = CI * g.H * g.W * int64_t(sizeof(float));
+  const int64_t tile_bytes = tile.ro * g.st[0] * g.st[1] * CI * int64_t(sizeof(float));
   const bool large_filters = group_floats * groups * int64_t(sizeof(float)) > image_bytes;
   int64_t run = large_filters ? tiles : std::clamp<int64_t>(run_bytes() / tile_bytes, 1, tiles);
   if (!large_filters && g.N < num_threads()) run = std::min(run, (tiles + num_threads() - 1) / num_threads());
@@ -349,14 +497,14 @@ void conv2d_nchwc(const NchwcConvGeom& g, const float* x, const PackedOperand& w
   // its own later tiles read theirs from L2. ResNet-50, `zenith.profile`, 3 processes:
   // the 1x1 convs on 14 x 14 and 7 x 7 maps at batch 1 0.79-0.93x the time, end to end
   // on AVX2 0.89-0.92x; batch 8 0.88-0.98x per class.
-  const int64_t steps = g.KH * g.KW * CB, lines_tile = (group_floats / 16 + run - 1) / run;
+  const int64_t steps = g.KH * g.KW * (CI / in_block(g)), lines_tile = (group_floats / 16 + run - 1) / run;
   const int pf_lines = int((lines_tile + steps - 1) / steps);
   const int64_t pf_tile = int64_t(pf_lines) * steps * 16;  // floats prefetched per tile
   parallel_for(g.N * runs * groups, 1, [&](int64_t lo, int64_t hi) {
     for (int64_t i = lo; i < hi; ++i) {
       const int64_t n = i / (runs * groups), r = i / groups % runs, grp = i % groups, ob = grp * kNB;
       const int64_t o_at = (n * OCB + ob) * OP * L;
-      const float* xn = x + n * CB * g.H * g.W * L;
+      const float* xn = x + n * CI * g.H * g.W;
       const float* pf = nullptr;  // the thread's next group, large filters only
       if (large_filters && i + 1 < hi) pf = w.data.get() + (i + 1) % groups * group_floats;
       for (int64_t t = r * run; t < std::min(tiles, (r + 1) * run); ++t) {
@@ -390,8 +538,9 @@ void ref_conv2d_nchwc(const NchwcConvGeom& g, const float* x, const float* w, co
                 for (int64_t kw = 0; kw < g.KW; ++kw) {
                   const int64_t ih = oh * g.st[0] - g.pd[0] + kh * g.dl[0], iw = ow * g.st[1] - g.pd[1] + kw * g.dl[1];
                   if (ih < 0 || ih >= g.H || iw < 0 || iw >= g.W) continue;
-                  s += double(x[(((n * CB + c / L) * g.H + ih) * g.W + iw) * L + c % L]) *
-                       w[((oc * cg + c - c0) * g.KH + kh) * g.KW + kw];
+                  const int64_t xi = g.nchw_in ? ((n * g.C + c) * g.H + ih) * g.W + iw
+                                               : (((n * CB + c / L) * g.H + ih) * g.W + iw) * L + c % L;
+                  s += double(x[xi]) * w[((oc * cg + c - c0) * g.KH + kh) * g.KW + kw];
                 }
             if (oc >= g.OC) {  // the padding channels
               out[at] = 0.0f;
@@ -579,7 +728,7 @@ void conv3x3_winograd_nchwc(const NchwcConvGeom& g, const float* x, const Packed
   channel_scale_shift(scale, shift, g.OC, g.OC, sc, sh);
   // The products' own epilogue: scale 1 and shift 0 for a group's channels.
   static const std::vector<float> ones(kNB * 16, 1.0f), zeros(kNB * 16, 0.0f);
-  const Tile tile = pick_tile(L, Activation::kNone);
+  const Tile tile = pick_tile_in<false>(L, Activation::kNone);
   const WinogradRows fns = pick_winograd_rows(L, act == Activation::kRelu);
   const Activation rest = act == Activation::kRelu ? Activation::kNone : act;  // applied after the rows
 
@@ -874,7 +1023,9 @@ NchwcConvGeom nchwc_geom(const std::vector<TensorRef>& in, const std::vector<Ten
                          const attrs::conv2d_nchwc& at) {
   const TensorRef &x = in[0], &w = in[1], &o = out[0];
   NchwcConvGeom g;
-  g.N = x.shape[0], g.H = x.shape[2], g.W = x.shape[3], g.L = x.shape[4];
+  g.N = x.shape[0], g.H = x.shape[2], g.W = x.shape[3];
+  g.nchw_in = at.block != 0;  // an NCHW input; the output's block is the attribute
+  g.L = g.nchw_in ? at.block : x.shape[4];
   g.groups = at.groups;
   g.OC = w.shape[0], g.C = w.shape[1] * at.groups, g.KH = w.shape[2], g.KW = w.shape[3];
   g.OH = o.shape[2], g.OW = o.shape[3];
@@ -896,7 +1047,7 @@ std::shared_ptr<const PackedOperand> pack_nchwc(const void* state, const void* s
   switch (s.side) {
     case PackedOperand::kWinograd: return std::make_shared<const PackedOperand>(conv3x3_winograd_nchwc_pack(s.g, w));
     case PackedOperand::kNchwcDepthwise: return std::make_shared<const PackedOperand>(depthwise_nchwc_pack(s.g, w));
-    default: return std::make_shared<const PackedOperand>(conv2d_nchwc_pack(s.g, w));
+    default: return std::make_shared<const PackedOperand>(conv2d_nchwc_pack(s.g, w));  // kNchwc, kNchwcNchwIn
   }
 }
 }  // namespace
@@ -907,6 +1058,8 @@ void prepare_conv2d_nchwc(const PrepareCtx& c, PreparedOp* p) {
   const NchwcConvGeom& g = s->g;
   if (g.groups > 1)
     s->side = PackedOperand::kNchwcDepthwise;
+  else if (g.nchw_in)
+    s->side = PackedOperand::kNchwcNchwIn;
   else if (g.C % g.L == 0 && g.OC % g.L == 0 &&
            conv2d_uses_winograd(1, g.KH, g.KW, g.st, g.pd, g.dl, g.C, g.H, g.W, g.OC))
     s->side = PackedOperand::kWinograd;

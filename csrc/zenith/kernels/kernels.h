@@ -107,8 +107,9 @@ struct PackedOperand {
   // kQ8: an int8 qmatmul weight [N rows, K] as the int8 GEMM tile of one ISA reads it
   // (qmatmul_pack_int8: the bytes behind `data`; `isa` the QIsa).
   // kNchwc: a conv's filters as conv2d_nchwc reads them (`isa` the channel block);
-  // kNchwcDepthwise: a depthwise conv's, as depthwise_nchwc reads them.
-  enum Side : uint8_t { kA, kB, kWinograd, kQ8, kNchwc, kNchwcDepthwise } side = kB;
+  // kNchwcDepthwise: a depthwise conv's, as depthwise_nchwc reads them; kNchwcNchwIn: a
+  // conv's over an NCHW input (NchwcConvGeom::nchw_in), as conv2d_nchwc reads them.
+  enum Side : uint8_t { kA, kB, kWinograd, kQ8, kNchwc, kNchwcDepthwise, kNchwcNchwIn } side = kB;
   uint8_t isa = 0;
   std::shared_ptr<float> data;
   const float* src = nullptr;
@@ -192,6 +193,10 @@ void nchwc_to_nchw(const float* x, int64_t N, int64_t C, int64_t HW, int64_t L, 
 struct NchwcConvGeom {
   int64_t N = 0, C = 0, H = 0, W = 0, OC = 0, OH = 0, OW = 0, KH = 0, KW = 0, L = 0, groups = 1;
   std::array<int64_t, 2> st{1, 1}, pd{0, 0}, dl{1, 1};
+  // The input is NCHW [N, C, H, W] rather than blocked (a stem's image: 3 channels
+  // padded to a block would multiply 16 / 3 times the work); the output is blocked.
+  // The direct conv only (groups 1).
+  bool nchw_in = false;
 };
 PackedOperand conv2d_nchwc_pack(const NchwcConvGeom& g, const float* w);
 void conv2d_nchwc(const NchwcConvGeom& g, const float* x, const PackedOperand& w, const float* scale,

@@ -16,9 +16,11 @@
 // blocked end to end, batch 1 0.91x the time and batch 8 0.88x (interleaved in one
 // process; docs/benchmarks, 2026-11-28); its larger maps' blocks, blocked too rather than
 // fused NCHW (conv2d_pw_dw), 0.96x at batch 1, batch 8 within noise.
-// Leaves alone: convs with few input channels (stems: conv2d's direct path; their output
-// may feed a chain, a depthwise conv included, its conversion small against the work
-// after it), maps under 16 pixels, convs next to a conv that stays NCHW (a depthwise conv
+// A stem (few input channels) that feeds a chain, a depthwise conv included, reads its
+// NCHW image and writes the blocked output itself (conv2d_nchwc with `block`). Measured
+// on an AMD EPYC Zen 4 (family 25 model 17), MobileNet V2: see docs/benchmarks
+// (2026-11-28, eighteenth session).
+// Leaves alone: other stems (conv2d's direct path), maps under 16 pixels, convs next to a conv that stays NCHW (a depthwise conv
 // with an NCHW neighbour, such as MobileNet V3's squeeze-excitation), Winograd's 3x3 convs
 // on channel counts that are not whole blocks, grouped convs other than depthwise, int8
 // weights, and maps of symbolic size. Runs after the epilogue fusions, so the convs carry
@@ -53,9 +55,10 @@ bool depthwise(const Graph& g, const Node& n) {
          w.shape[1].value() == 1;
 }
 
-bool blocked(const Graph& g, const Node& n, Mode mode) {
-  if (n.op != Op::conv2d || (n.i("groups", 1) != 1 && !depthwise(g, n)) || n.has("x_scale") || n.has("kernel"))
-    return false;
+// A float32 conv2d of static geometry (a static batch unless ZENITH_NCHWC=1) whose
+// output map holds a tile's pixels: the convs conv2d_nchwc may run.
+bool static_f32_conv(const Graph& g, const Node& n, Mode mode) {
+  if (n.op != Op::conv2d || n.has("x_scale") || n.has("kernel")) return false;
   for (int v : n.inputs)
     if (g.type(v).dtype != DType::f32) return false;
   const TensorType &x = g.type(n.inputs[0]), &w = g.type(n.inputs[1]);
@@ -67,8 +70,14 @@ bool blocked(const Graph& g, const Node& n, Mode mode) {
     return false;
   // Maps of fewer pixels than a tile (squeeze-excitation convs on 1 x 1) waste most of it.
   const TensorType& o = g.type(n.outputs[0]);
-  if (!o.shape[2].is_const() || !o.shape[3].is_const() || o.shape[2].value() * o.shape[3].value() < kMinPixels)
-    return false;
+  return o.shape[2].is_const() && o.shape[3].is_const() && o.shape[2].value() * o.shape[3].value() >= kMinPixels;
+}
+
+bool blocked(const Graph& g, const Node& n, Mode mode) {
+  if (!static_f32_conv(g, n, mode) || (n.i("groups", 1) != 1 && !depthwise(g, n))) return false;
+  const TensorType &x = g.type(n.inputs[0]), &w = g.type(n.inputs[1]);
+  std::array<int64_t, 2> st, pd, dl;
+  const_pair(n, "stride", 1, st), const_pair(n, "padding", 0, pd), const_pair(n, "dilation", 1, dl);
   const int64_t C = x.shape[1].value(), OC = w.shape[0].value(), L = nchwc_block();
   if (depthwise(g, n)) return C >= kMinChannels;
   // Winograd's convs join on whole channel blocks only (conv2d_nchwc runs them as Winograd).
@@ -150,6 +159,16 @@ int layout_nchwc(Graph& g) {
       if (p >= 0 && cand[size_t(p)]) chained[i] = chained[size_t(p)] = 1;
     }
   }
+  // A stem (few channels in, groups 1) that a chained conv reads becomes a conv2d_nchwc
+  // over its NCHW input (`block`), writing the blocked output itself: no to_nchwc of its
+  // output, and no image padded to a block of channels.
+  std::vector<char> stem_in(g.nodes.size(), 0);
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& n = g.nodes[i];
+    if (cand[i] || !stem(int(i)) || n.i("groups", 1) != 1 || n.i("has_residual", 0) || !static_f32_conv(g, n, mode))
+      continue;
+    for (int r : readers[size_t(n.outputs[0])]) stem_in[i] = stem_in[i] || chained[size_t(r)];
+  }
   bool any = false;
   for (char c : chained) any = any || c;
   if (!any) return 0;
@@ -174,13 +193,17 @@ int layout_nchwc(Graph& g) {
       auto it = rename.find(v);
       if (it != rename.end()) v = it->second;
     }
-    if (!chained[i]) {
+    if (!chained[i] && !stem_in[i]) {
       g.nodes.push_back(std::move(n));
       continue;
     }
     std::vector<int> inputs = n.inputs;
-    inputs[0] = to_blocked(inputs[0]);
-    if (n.i("has_residual", 0)) inputs.back() = to_blocked(inputs.back());
+    if (stem_in[i]) {
+      n.set_int("block", L);
+    } else {
+      inputs[0] = to_blocked(inputs[0]);
+      if (n.i("has_residual", 0)) inputs.back() = to_blocked(inputs.back());
+    }
     const int ob = g.add_node(Op::conv2d_nchwc, inputs, n.attrs)[0];
     Node back;
     back.set_int("channels", g.type(n.outputs[0]).shape[1].value());
