@@ -115,7 +115,10 @@ class FrozenModel:
     """What zenith.freeze returns: call it as the model."""
 
     def __init__(self, model, options):
-        if isinstance(model, torch.nn.Module) and model.training:
+        if not isinstance(model, torch.nn.Module):
+            raise TypeError(f"zenith.freeze: takes an nn.Module (torch.export captures modules), got "
+                            f"{type(model).__name__}; torch.compile(fn, backend=\"zenith\") takes functions")
+        if model.training:
             raise RuntimeError("zenith.freeze: the model is in training mode; call model.eval() first "
                                "(a frozen model is for inference)")
         self.model = model
@@ -130,14 +133,13 @@ class FrozenModel:
 
     def __call__(self, *args, **kwargs):
         leaves, spec = pytree.tree_flatten((args, kwargs))
+        if torch.is_grad_enabled() and any(isinstance(x, torch.Tensor) and x.requires_grad for x in leaves):
+            raise RuntimeError("zenith.freeze: an input requires grad; a frozen model is for inference "
+                               "(use torch.compile(model, backend=\"zenith\") to train)")
         key = (spec, tuple(map(_leaf_key, leaves)))
         frozen = self._graphs.get(key)
         if frozen is None:
             frozen = self._capture(key, args, kwargs)
-        for x in leaves:
-            if isinstance(x, torch.Tensor) and x.requires_grad and torch.is_grad_enabled():
-                raise RuntimeError("zenith.freeze: an input requires grad; a frozen model is for inference "
-                                   "(use torch.compile(model, backend=\"zenith\") to train)")
         return frozen(leaves)
 
     def _capture(self, key, args, kwargs):

@@ -137,6 +137,8 @@ def test_refusals_are_clear():
         close(f(xg), m(xg))
     with pytest.raises(TypeError, match="unknown option"):
         zenith.freeze(m, bogus=True)
+    with pytest.raises(TypeError, match="takes an nn.Module"):
+        zenith.freeze(torch.sin)
 
     class Counter(nn.Module):
         def __init__(self):
