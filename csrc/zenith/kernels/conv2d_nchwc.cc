@@ -328,7 +328,15 @@ void check_geom(const NchwcConvGeom& g) {
 }
 }  // namespace
 
-int64_t nchwc_block() { return gemm_detail::kernels_use_avx512() ? 16 : 8; }
+// 16 where the AVX-512 kernels run at full width; 8 (the AVX2 kernels) elsewhere and on
+// Zen 4, which runs each 512-bit FMA as two halves. There the 16-channel tile lost to the
+// 8-channel one on every ResNet-50 conv class measured (a 64 -> 64 1x1 conv over 56 x 56,
+// one thread: 46 against 83 GFLOP/s; equal only from about 1024 channels in), and its
+// processes fell into a slow mode the 8-channel ones did not (docs/benchmarks,
+// 2026-11-28, eighteenth session).
+int64_t nchwc_block() {
+  return gemm_detail::kernels_use_avx512() && !gemm_detail::avx512_in_halves() ? 16 : 8;
+}
 
 void nchw_to_nchwc(const float* x, int64_t N, int64_t C, int64_t HW, int64_t L, float* out) {
   const int64_t CB = (C + L - 1) / L;

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #if defined(__x86_64__)
+#include <cpuid.h>
 #include <immintrin.h>
 #endif
 
@@ -291,6 +292,25 @@ inline bool kernels_use_avx512() {
   static const bool yes = !std::getenv("ZENITH_NO_AVX512") && __builtin_cpu_supports("avx512f") &&
                           __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
                           __builtin_cpu_supports("avx512bw");
+  return yes;
+#else
+  return false;
+#endif
+}
+
+// Whether the CPU runs each 512-bit instruction as two 256-bit halves: AMD family 19h
+// with AVX-512 is Zen 4 (Zen 3, the same family, has none), so a zmm FMA does no more
+// work per cycle than a ymm one there. Read once.
+inline bool avx512_in_halves() {
+#if defined(__x86_64__)
+  static const bool yes = [] {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (!__get_cpuid(0, &a, &b, &c, &d) || b != 0x68747541u || d != 0x69746e65u || c != 0x444d4163u)  // "AuthenticAMD"
+      return false;
+    __get_cpuid(1, &a, &b, &c, &d);
+    const unsigned family = ((a >> 8) & 0xF) + ((a >> 8 & 0xF) == 0xF ? (a >> 20) & 0xFF : 0);
+    return family == 0x19 && __builtin_cpu_supports("avx512f");
+  }();
   return yes;
 #else
   return false;

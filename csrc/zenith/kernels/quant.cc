@@ -68,23 +68,8 @@ QIsa qisa_default() {
   return chosen;
 }
 
-// AMD family 19h with AVX-512 is Zen 4 (Zen 3, the same family, has none): it runs each
-// 512-bit instruction as two 256-bit halves.
-static bool avx512_in_halves() {
-#if defined(__x86_64__)
-  unsigned a = 0, b = 0, c = 0, d = 0;
-  if (!__get_cpuid(0, &a, &b, &c, &d) || b != 0x68747541u || d != 0x69746e65u || c != 0x444d4163u)  // "AuthenticAMD"
-    return false;
-  __get_cpuid(1, &a, &b, &c, &d);
-  const unsigned family = ((a >> 8) & 0xF) + ((a >> 8 & 0xF) == 0xF ? (a >> 20) & 0xFF : 0);
-  return family == 0x19;
-#else
-  return false;
-#endif
-}
-
 QIsa qisa_for(QFormat f, int64_t rows, int64_t K) {
-  static const bool halves = avx512_in_halves();
+  static const bool halves = gemm_detail::avx512_in_halves();  // Zen 4
   const QIsa isa = qisa_default();
   if (isa != QIsa::kAvx512 || avx2_weight_rows(f) == 1) return isa;
   if (halves) return QIsa::kAvx2;
