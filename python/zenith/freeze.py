@@ -16,8 +16,10 @@ What stays true of the model, and what does not:
   (`module.weight = nn.Parameter(...)`, `param.data = t`) is not: the frozen model
   keeps reading the tensor it bound (and keeps it alive). Freeze again after that.
 - Each new input signature (shapes, dtypes, and any non-tensor argument's value)
-  captures and compiles the model again, about as long as a first call; up to
-  MAX_SIGNATURES are kept, the oldest dropped past that.
+  captures and compiles the model again, about as long as a first call, and keeps
+  packed copies of the conv weights of its own (pack_weights); up to MAX_SIGNATURES
+  are kept, the oldest dropped past that. For inputs whose shapes vary call to call,
+  torch.compile(model, backend="zenith", dynamic=True) compiles one graph for all.
 - The whole model must export (torch.export, non-strict) without mutating its
   buffers: a model in training mode is refused (call `.eval()`), as is one whose
   capture fails (the error says why; `torch.compile(model, backend="zenith")` takes
