@@ -456,7 +456,8 @@ Types infer_from_nchwc(const Graph& g, const Node& n) {
 
 // conv2d_nchwc: conv2d's inputs with x (and the residual) blocked [N, CB, H, W, L] and
 // w OIHW over CB * L or fewer channels (groups 1, or depthwise: [C, 1, KH, KW] with
-// groups == C); the output [N, ceil(OC / L), OH, OW, L].
+// groups == C); the output [N, ceil(OC / L), OH, OW, L]. With `block` (L), x is NCHW
+// [N, C, H, W] and the conv ungrouped.
 Types infer_conv2d_nchwc(const Graph& g, const Node& n) {
   const auto& x = in(g, n, 0);
   const auto& w = in(g, n, 1);

@@ -21,9 +21,13 @@ What stays true of the model, and what does not:
   are kept, the oldest dropped past that. For inputs whose shapes vary call to call,
   torch.compile(model, backend="zenith", dynamic=True) compiles one graph for all.
 - The whole model must export (torch.export, non-strict) without mutating its
-  buffers: a model in training mode is refused (call `.eval()`), as is one whose
-  capture fails (the error says why; `torch.compile(model, backend="zenith")` takes
-  graph breaks instead).
+  buffers: a model with any submodule in training mode is refused (call `.eval()`),
+  as is one whose capture fails (the error says why; `torch.compile(model,
+  backend="zenith")` takes graph breaks instead). Python attributes, flags and hooks
+  are read at capture, as torch.export reads them. One capture runs at a time per
+  process, and the module must not be used eagerly in another thread meanwhile
+  (non-strict export swaps its parameters for fake tensors while it traces).
+- Calls under torch.autocast are refused (a signature does not include it).
 - CPU only: a tensor on another device is a clear error, not a silent fallback.
 - Outputs never require grad (inference); ops Zenith cannot run still run in
   PyTorch inside the graph, logged as under torch.compile.
@@ -47,9 +51,14 @@ MAX_SIGNATURES = 8
 _BOUND_KINDS = (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR)
 
 
+# torch.export keeps module-level state while it traces and swaps the module's parameters
+# for fake tensors: one capture at a time in the process.
+_CAPTURE_LOCK = threading.Lock()
+
+
 def _leaf_key(x):
-    if isinstance(x, torch.Tensor):
-        return ("tensor", x.dtype, tuple(x.shape), x.device.type)
+    if isinstance(x, torch.Tensor):  # strides too: the trace may depend on them (views, memory format)
+        return ("tensor", x.dtype, tuple(x.shape), x.stride(), x.device.type)
     try:
         hash(x)
     except TypeError:
@@ -113,6 +122,15 @@ class _Frozen:
         return pytree.tree_unflatten(list(outs), self.out_spec)
 
 
+def _check_eval(model):
+    """A capture of a module in training mode (any submodule: dropout, batch statistics)
+    would bake training behaviour into an inference graph."""
+    training = [name or "the model" for name, m in model.named_modules() if m.training]
+    if training:
+        raise RuntimeError(f"zenith.freeze: {training[0]} is in training mode; call model.eval() first "
+                           "(a frozen model is for inference)")
+
+
 class FrozenModel:
     """What zenith.freeze returns: call it as the model."""
 
@@ -120,9 +138,7 @@ class FrozenModel:
         if not isinstance(model, torch.nn.Module):
             raise TypeError(f"zenith.freeze: takes an nn.Module (torch.export captures modules), got "
                             f"{type(model).__name__}; torch.compile(fn, backend=\"zenith\") takes functions")
-        if model.training:
-            raise RuntimeError("zenith.freeze: the model is in training mode; call model.eval() first "
-                               "(a frozen model is for inference)")
+        _check_eval(model)
         self.model = model
         self.options = options
         self._graphs = collections.OrderedDict()  # input signature -> _Frozen
@@ -131,13 +147,17 @@ class FrozenModel:
     @property
     def reports(self):
         """The GraphReport of each signature captured so far (what ran natively, passes, fallbacks)."""
-        return [f.graph.report for f in self._graphs.values()]
+        with self._lock:
+            return [f.graph.report for f in self._graphs.values()]
 
     def __call__(self, *args, **kwargs):
         leaves, spec = pytree.tree_flatten((args, kwargs))
         if torch.is_grad_enabled() and any(isinstance(x, torch.Tensor) and x.requires_grad for x in leaves):
             raise RuntimeError("zenith.freeze: an input requires grad; a frozen model is for inference "
                                "(use torch.compile(model, backend=\"zenith\") to train)")
+        if torch.is_autocast_enabled("cpu"):
+            raise RuntimeError("zenith.freeze: a call under torch.autocast is not supported (the graph is "
+                               "captured once, without it); convert the model's dtype, or use torch.compile")
         key = (spec, tuple(map(_leaf_key, leaves)))
         frozen = self._graphs.get(key)
         if frozen is None:
@@ -149,13 +169,15 @@ class FrozenModel:
             if isinstance(x, torch.Tensor) and x.device.type != "cpu":
                 raise RuntimeError(f"zenith.freeze: runs on CPU; an input is on {x.device.type} "
                                    '(torch.compile(model, backend="zenith") falls back to PyTorch for it)')
-        with self._lock:
+        with _CAPTURE_LOCK:
             frozen = self._graphs.get(key)
             if frozen is None:
+                _check_eval(self.model)  # (it may have changed since freeze())
                 frozen = _Frozen(self.model, args, kwargs, self.options)
-                self._graphs[key] = frozen
-                while len(self._graphs) > MAX_SIGNATURES:
-                    self._graphs.popitem(last=False)
+                with self._lock:
+                    self._graphs[key] = frozen
+                    while len(self._graphs) > MAX_SIGNATURES:
+                        self._graphs.popitem(last=False)
         return frozen
 
 

@@ -157,7 +157,9 @@ TEST(Kernels, NchwcConvRejectsForeignFiltersAndBadBlocks) {
   other.nchw_in = true;
   EXPECT_THROW(conv2d_nchwc(other, x.data(), pw, nullptr, nullptr, nullptr, Activation::kNone, out.data()), Error);
   other.groups = other.C = other.OC;  // nor is a depthwise conv over an NCHW input one
-  EXPECT_THROW(conv2d_nchwc_pack(other, w.data()), Error);
+  EXPECT_THROW(depthwise_nchwc_pack(other, w.data()), Error);
+  other.nchw_in = false;  // (the same depthwise geometry over a blocked input packs)
+  EXPECT_NO_THROW(depthwise_nchwc_pack(other, w.data()));
 }
 
 // to_nchwc -> conv2d_nchwc (+ bn, residual, ReLU) -> from_nchwc through the runtime, against
@@ -558,4 +560,36 @@ TEST(Kernels, NchwcReluSignOfZeroAndNaN) {
       }
     }
   }
+}
+
+// conv2d_nchwc over an NCHW input (`block`): its type, and the geometries it refuses.
+TEST(Ops, NchwcConvOverNchwInputChecksItsInputs) {
+  Graph ok = parse_graph(R"(graph(%x: f32[2, 3, 9, 9], %w: f32[12, 3, 3, 3]) {
+  %c: f32[2, 2, 4, 4, 8] = conv2d_nchwc(%x, %w, %w) {stride=[2, 2], padding=[0, 0], dilation=[1, 1], has_bias=[0], block=[8]}
+  return (%c)
+})");
+  verify(ok);
+  const char* bad[] = {
+      // a block other than 8 or 16
+      R"(graph(%x: f32[2, 3, 9, 9], %w: f32[12, 3, 3, 3]) {
+  %c: f32[2, 3, 7, 7, 4] = conv2d_nchwc(%x, %w, %w) {stride=[1, 1], padding=[0, 0], dilation=[1, 1], has_bias=[0], block=[4]}
+  return (%c)
+})",
+      // the weight's input channels are not the image's
+      R"(graph(%x: f32[2, 3, 9, 9], %w: f32[12, 4, 3, 3]) {
+  %c: f32[2, 2, 7, 7, 8] = conv2d_nchwc(%x, %w, %w) {stride=[1, 1], padding=[0, 0], dilation=[1, 1], has_bias=[0], block=[8]}
+  return (%c)
+})",
+      // a depthwise conv over an NCHW input
+      R"(graph(%x: f32[2, 3, 9, 9], %w: f32[3, 1, 3, 3]) {
+  %c: f32[2, 1, 7, 7, 8] = conv2d_nchwc(%x, %w, %w) {stride=[1, 1], padding=[0, 0], dilation=[1, 1], groups=[3], has_bias=[0], block=[8]}
+  return (%c)
+})",
+      // a blocked (5-D) input with `block`
+      R"(graph(%x: f32[2, 1, 9, 9, 8], %w: f32[12, 3, 3, 3]) {
+  %c: f32[2, 2, 7, 7, 8] = conv2d_nchwc(%x, %w, %w) {stride=[1, 1], padding=[0, 0], dilation=[1, 1], has_bias=[0], block=[8]}
+  return (%c)
+})",
+  };
+  for (const char* text : bad) EXPECT_THROW(parse_graph(text), Error) << text;
 }

@@ -92,7 +92,13 @@ def test_new_shapes_recapture_and_old_ones_are_dropped():
         close(f(x), m(x).detach())
     assert len(f._graphs) == MAX_SIGNATURES
     x = torch.randn(1, 3, 8, 8)  # dropped, so captured again
-    close(f(x), m(x).detach())
+    with collect_reports() as again:
+        close(f(x), m(x).detach())
+    assert len(again) == 1
+    xc = torch.randn(2, 3, 8, 8).contiguous(memory_format=torch.channels_last)  # other strides: its own capture
+    with collect_reports() as again:
+        close(f(xc), m(xc).detach())
+    assert len(again) == 1
 
 
 def test_in_place_weight_changes_are_seen():
@@ -127,7 +133,18 @@ def test_refusals_are_clear():
     with pytest.raises(RuntimeError, match="training mode.*eval"):
         zenith.freeze(m.train())
     m.eval()
+    m.block[1].train()  # one submodule training is enough to refuse
+    with pytest.raises(RuntimeError, match="block.1 is in training mode"):
+        zenith.freeze(m)
+    m.eval()
     f = zenith.freeze(m)
+    f(torch.randn(1, 3, 8, 8))
+    m.train()  # after freeze: the next capture refuses, the captured signature still runs as frozen
+    with pytest.raises(RuntimeError, match="training mode"):
+        f(torch.randn(2, 3, 8, 8))
+    m.eval()
+    with torch.autocast("cpu", dtype=torch.bfloat16), pytest.raises(RuntimeError, match="autocast"):
+        f(torch.randn(1, 3, 8, 8))
     with pytest.raises(RuntimeError, match="runs on CPU.*meta"):
         f(torch.randn(1, 3, 8, 8, device="meta"))
     with pytest.raises(RuntimeError, match="requires grad"):

@@ -1,7 +1,8 @@
 // The blocked channel layout (NCHWc) and the direct convolution over it.
 //
-// A blocked tensor is [N, ceil(C / L), H, W, L]: channels in blocks of L (16 where the
-// AVX-512 kernels run, else 8), the L channels of one pixel contiguous, the channels
+// A blocked tensor is [N, ceil(C / L), H, W, L]: channels in blocks of L (nchwc_block:
+// 16 where the AVX-512 kernels run at full width, else 8), the L channels of one pixel
+// contiguous, the channels
 // past C zero. conv2d_nchwc computes a register tile of RO output pixels (consecutive
 // in the flattened output map, so a tile may span output rows) by NB blocks of output
 // channels, summing over every tap and input channel in registers: each step loads NB
@@ -46,7 +47,8 @@ alignas(64) const float kZeros[16] = {};
 // pixel p0 and are not stored) by output blocks [0, nblk) of a group (nblk <= NB <=
 // kNB: NB = 1 for a group's lone last block, whose partner's zero filters the kNB tile
 // would multiply too).
-// w: the group's packed filters, [taps][CB * L][NB * L]; out, res: the group's first
+// w: the group's packed filters, [taps][CI][kNB * L] (CI: in_channels_padded, CB * L or,
+// over an NCHW input, C); out, res: the group's first
 // block of this image; scale / shift: the group's NB * L channels.
 // The activation a kernel applies in registers (ACT): 1 ReLU, 2 ReLU6, 0 none (the
 // others over the stored run).
@@ -72,6 +74,39 @@ ZENITH_UK_INLINE void register_activation(V& y) {
   }
 }
 
+// A tile's epilogue: pixels [p0, p0 + mr) of blocks [0, nblk) from the accumulators
+// (RO pixels by NB * L / VL vectors), scale * acc + shift (+ residual), the activation
+// in registers (ACT) or over the stored run, into the blocked output (oplane floats per
+// block).
+template <int VL, int L, int RO, int NB, int ACT, class V>
+ZENITH_UK_INLINE void store_tile(const V (&acc)[RO][NB * L / VL], int64_t mr, int nblk, int64_t oplane, int64_t p0,
+                                 const float* scale, const float* shift, const float* res, Activation act,
+                                 float* out) {
+  using Vec = F32Vec<VL>;
+  constexpr int NV = NB * L / VL, BV = L / VL;
+  for (int v = 0; v < NV; ++v) {
+    const int blk = v / BV, lane = (v % BV) * VL;
+    if (blk >= nblk) break;
+    V sc, sh;
+    Vec::load(sc, scale + blk * L + lane);
+    Vec::load(sh, shift + blk * L + lane);
+    for (int r = 0; r < RO; ++r) {
+      if (r >= mr) break;
+      const int64_t at = blk * oplane + (p0 + r) * L + lane;
+      V y = acc[r][v] * sc + sh;
+      if (res) {
+        V rv;
+        Vec::load(rv, res + at);
+        y += rv;
+      }
+      register_activation<ACT>(y);
+      Vec::store(out + at, y);
+    }
+  }
+  if (ACT != 0 || act == Activation::kNone) return;
+  for (int blk = 0; blk < nblk; ++blk) activate_run(act, out + blk * oplane + p0 * L, mr * L);  // the stored run
+}
+
 // LI: the input's channels per block, L (blocked) or 1 (an NCHW input, nchw_in: each
 // channel a block of one, its plane H x W floats).
 template <int VL, int L, int LI, int RO, int NB, int ACT>
@@ -80,7 +115,7 @@ ZENITH_UK_INLINE void nchwc_tile(const NchwcConvGeom& g, const float* x, int64_t
                                  Activation act, float* out, const float* pf, int pf_lines) {
   using Vec = F32Vec<VL>;
   using V = typename Vec::V;
-  constexpr int NV = NB * L / VL, BV = L / VL;  // vectors per tile row, per block
+  constexpr int NV = NB * L / VL;  // vectors per tile row
   const int64_t CB = (g.C + LI - 1) / LI, plane = g.H * g.W * LI, oplane = g.OH * g.OW * L;
   V acc[RO][NV];
 #pragma GCC unroll 16
@@ -128,27 +163,7 @@ ZENITH_UK_INLINE void nchwc_tile(const NchwcConvGeom& g, const float* x, int64_t
         }
       }
     }
-  for (int v = 0; v < NV; ++v) {
-    const int blk = v / BV, lane = (v % BV) * VL;
-    if (blk >= nblk) break;
-    V sc, sh;
-    Vec::load(sc, scale + blk * L + lane);
-    Vec::load(sh, shift + blk * L + lane);
-    for (int r = 0; r < RO; ++r) {
-      if (r >= mr) break;
-      const int64_t at = blk * oplane + (p0 + r) * L + lane;
-      V y = acc[r][v] * sc + sh;
-      if (res) {
-        V rv;
-        Vec::load(rv, res + at);
-        y += rv;
-      }
-      register_activation<ACT>(y);
-      Vec::store(out + at, y);
-    }
-  }
-  if (ACT != 0 || act == Activation::kNone) return;
-  for (int blk = 0; blk < nblk; ++blk) activate_run(act, out + blk * oplane + p0 * L, mr * L);  // the stored run
+  store_tile<VL, L, RO, NB, ACT>(acc, mr, nblk, oplane, p0, scale, shift, res, act, out);
 }
 
 // One instantiation per ISA, tile and in-register activation; the ISA's target
@@ -183,7 +198,7 @@ ZENITH_UK_INLINE void nchw_in_row_tile(const NchwcConvGeom& g, const float* x, i
                                        Activation act, float* out) {
   using Vec = F32Vec<VL>;
   using V = typename Vec::V;
-  constexpr int NV = NB * L / VL, BV = L / VL;
+  constexpr int NV = NB * L / VL;
   const int64_t oplane = g.OH * g.OW * L, plane = g.H * g.W, p0 = oh * g.OW + ow0;
   V acc[RO][NV];
 #pragma GCC unroll 16
@@ -210,27 +225,7 @@ ZENITH_UK_INLINE void nchw_in_row_tile(const NchwcConvGeom& g, const float* x, i
       }
     }
   }
-  for (int v = 0; v < NV; ++v) {
-    const int blk = v / BV, lane = (v % BV) * VL;
-    if (blk >= nblk) break;
-    V sc, sh;
-    Vec::load(sc, scale + blk * L + lane);
-    Vec::load(sh, shift + blk * L + lane);
-#pragma GCC unroll 16
-    for (int r = 0; r < RO; ++r) {
-      const int64_t at = blk * oplane + (p0 + r) * L + lane;
-      V y = acc[r][v] * sc + sh;
-      if (res) {
-        V rv;
-        Vec::load(rv, res + at);
-        y += rv;
-      }
-      register_activation<ACT>(y);
-      Vec::store(out + at, y);
-    }
-  }
-  if (ACT != 0 || act == Activation::kNone) return;
-  for (int blk = 0; blk < nblk; ++blk) activate_run(act, out + blk * oplane + p0 * L, RO * L);
+  store_tile<VL, L, RO, NB, ACT>(acc, RO, nblk, oplane, p0, scale, shift, res, act, out);
 }
 
 using RowTileFn = void (*)(const NchwcConvGeom&, const float*, int64_t, int64_t, int, const float*, const float*,

@@ -181,11 +181,13 @@ bool conv2d_uses_winograd(int64_t groups, int64_t KH, int64_t KW, const std::arr
 // The blocked channel layout, NCHWc (conv2d_nchwc.cc): a tensor [N, C, H, W] as
 // [N, ceil(C / L), H, W, L], each pixel's L channels of a block contiguous, the channels
 // past C zero. nchwc_block() is the block this machine's kernels want: 16 where the
-// AVX-512 kernels run, else 8 (8 and 16 both run everywhere).
+// AVX-512 kernels run at full width, else 8 (Zen 4 included; 8 and 16 both run
+// everywhere).
 int64_t nchwc_block();
 void nchw_to_nchwc(const float* x, int64_t N, int64_t C, int64_t HW, int64_t L, float* out);
 void nchwc_to_nchw(const float* x, int64_t N, int64_t C, int64_t HW, int64_t L, float* out);
-// An ungrouped conv over blocked input and output (L the block of both): filters OIHW
+// An ungrouped conv over blocked input and output (L the block of both; or an NCHW input,
+// NchwcConvGeom::nchw_in, and a blocked output): filters OIHW
 // [OC, C, KH, KW] packed once by conv2d_nchwc_pack; the epilogue per output channel
 // out = act(sum * scale[oc] + shift[oc] + res) (null scale: 1, shift: 0, res: none; res
 // blocked like out). The channels past OC come out zero. `groups`: 1, or C == OC for a
