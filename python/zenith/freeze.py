@@ -15,7 +15,7 @@ What stays true of the model, and what does not:
   torch.compile (their version counters are watched). Replacing one
   (`module.weight = nn.Parameter(...)`, `param.data = t`) is not: the frozen model
   keeps reading the tensor it bound (and keeps it alive). Freeze again after that.
-- Each new input signature (shapes, dtypes, and any non-tensor argument's value)
+- Each new input signature (shapes, strides, dtypes, and any non-tensor argument's value)
   captures and compiles the model again, about as long as a first call, and keeps
   packed copies of the conv weights of its own (pack_weights); up to MAX_SIGNATURES
   are kept, the oldest dropped past that. For inputs whose shapes vary call to call,
@@ -113,7 +113,6 @@ class _Frozen:
         for sink in _REPORT_SINKS:  # explain, the benchmark and tests collect them
             sink.append(self.graph.report)
         self.bound = tuple(bound)
-        self.user_specs = [sig.input_specs[i] for i in user]
         self.out_spec = ep.call_spec.out_spec
         self._call = self.graph._call
 
@@ -184,7 +183,8 @@ class FrozenModel:
 def freeze(model, *, mode=None, options=None, **kwargs):
     """An inference callable for `model` with its weights bound once (see this module's
     docstring for the contract), compiled by Zenith at its first call for each input
-    signature. Options and modes as for zenith.compile."""
+    signature. Options and modes as for zenith.compile (aot_inference does not apply:
+    the graph comes from torch.export)."""
     from zenith.api import _resolve
 
     return FrozenModel(model, _resolve(mode, options, kwargs, "zenith.freeze"))
