@@ -407,6 +407,17 @@ TEST(Passes, LayoutNchwcLeavesChainsNextToDepthwiseConvs) {
     }
   }
   EXPECT_EQ(blocked_stems, 1);
+  // Nodes without inputs (a constant) beside a stem: the pass reads a node's first input
+  // only once it knows the node is a conv (UBSan caught a read of an empty input list).
+  Graph k = parse_graph(R"(graph(%x: f32[2, 3, 6, 6], %w0: f32[16, 3, 3, 3], %w: f32[32, 16, 1, 1], %w2: f32[32, 32, 1, 1]) {
+  %z: f32[2] = constant() {dtype=[0], shape=[2]} data=0000803f00000040
+  %s: f32[2, 16, 6, 6] = conv2d(%x, %w0, %w0) {stride=[1, 1], padding=[1, 1], dilation=[1, 1], groups=[1], has_bias=[0]}
+  %a: f32[2, 32, 6, 6] = conv2d(%s, %w, %w) {stride=[1, 1], padding=[0, 0], dilation=[1, 1], groups=[1], has_bias=[0]}
+  %c: f32[2, 32, 6, 6] = conv2d(%a, %w2, %w2) {stride=[1, 1], padding=[0, 0], dilation=[1, 1], groups=[1], has_bias=[0]}
+  return (%c, %z)
+})");
+  EXPECT_EQ(layout_nchwc(k), 3);
+  verify(k);
   // A stem whose readers all stay NCHW is left alone.
   Graph t = parse_graph(R"(graph(%x: f32[2, 3, 6, 6], %w0: f32[16, 3, 3, 3]) {
   %s: f32[2, 16, 6, 6] = conv2d(%x, %w0, %w0) {stride=[1, 1], padding=[1, 1], dilation=[1, 1], groups=[1], has_bias=[0]}

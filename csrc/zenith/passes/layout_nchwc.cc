@@ -110,8 +110,9 @@ int layout_nchwc(Graph& g) {
   // of the convs after it.)
   auto stem = [&](int i) {
     const Node& n = g.nodes[size_t(i)];
+    if (n.op != Op::conv2d) return false;  // (before reading an input: a constant has none)
     const TensorType& x = g.type(n.inputs[0]);
-    return n.op == Op::conv2d && x.rank() == 4 && x.shape[1].is_const() && x.shape[1].value() < kMinChannels;
+    return x.rank() == 4 && x.shape[1].is_const() && x.shape[1].value() < kMinChannels;
   };
   auto nchw_conv = [&](int i) {
     const Node& n = g.nodes[size_t(i)];
