@@ -56,6 +56,23 @@ _STATEFUL_TARGETS = (torch._C._set_grad_enabled, torch.amp.autocast_mode._enter_
                      torch.amp.autocast_mode._exit_autocast)
 
 
+def aten_trace(gm, fakes):
+    """gm traced to ATen with Zenith's decompositions: make_fx of the functionalized graph
+    on fake tensors. Functionalized, so in-place ops on intermediates (ReLU(inplace=True)
+    in most torchvision CNNs) become their functional forms; a mutated input keeps a copy_
+    back into it (see writes())."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    return make_fx(torch.func.functionalize(gm), decomposition_table=decomposition_table(),
+                   tracing_mode="fake")(*fakes)
+
+
+def writes(g):
+    """The mutating ops left in a functionalized ATen graph (writes into its inputs)."""
+    return sorted({str(n.target) for n in g.graph.nodes if n.op == "call_function"
+                   and isinstance(n.target, torch._ops.OpOverload) and n.target._schema.is_mutable})
+
+
 def _direct_inference(gm, example_inputs, options):
     """Dynamo's graph traced straight to ATen (make_fx with Zenith's decompositions
     on the fake tensors Dynamo recorded), when nothing needs AOTAutograd's
@@ -64,7 +81,6 @@ def _direct_inference(gm, example_inputs, options):
     and the traced graph (functionalized: in-place ops on intermediates are fine)
     neither mutates an input nor returns a view of an input or of another output.
     Returns the compiled callable, or None (then AOTAutograd)."""
-    from torch.fx.experimental.proxy_tensor import make_fx
     from torch.multiprocessing.reductions import StorageWeakRef
 
     placeholders = list(gm.graph.find_nodes(op="placeholder"))
@@ -76,18 +92,13 @@ def _direct_inference(gm, example_inputs, options):
             or any(n.op == "call_function" and n.target in _STATEFUL_TARGETS for n in gm.graph.nodes)):
         return None
     try:
-        # Functionalized, so in-place ops on intermediates (ReLU(inplace=True) in most
-        # torchvision CNNs) become their functional forms; a mutated input would keep a
-        # copy_ back into it, which the check below sends to AOTAutograd.
-        g = make_fx(torch.func.functionalize(gm), decomposition_table=decomposition_table(),
-                    tracing_mode="fake")(*fakes)
+        g = aten_trace(gm, fakes)
     except Exception as e:  # anything make_fx cannot take, AOTAutograd may
         log.debug("zenith: direct ATen trace failed (%s: %s); using AOTAutograd", type(e).__name__, e)
         return None
-    nodes = list(g.graph.nodes)
-    if any(n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload) and n.target._schema.is_mutable
-           for n in nodes):
+    if writes(g):  # a mutated input: AOTAutograd
         return None
+    nodes = list(g.graph.nodes)
     inputs = {StorageWeakRef(n.meta["val"].untyped_storage()) for n in nodes
               if n.op == "placeholder" and isinstance(n.meta.get("val"), torch.Tensor)}
     outs = [o for o in torch.utils._pytree.tree_leaves(next(n for n in nodes if n.op == "output").args[0])

@@ -42,8 +42,7 @@ import torch
 from torch.export.graph_signature import InputKind, OutputKind
 from torch.utils import _pytree as pytree
 
-from zenith.backend import _REPORT_SINKS
-from zenith.importer import decomposition_table
+from zenith.backend import _REPORT_SINKS, aten_trace, writes
 from zenith.partition import CompiledGraph
 
 MAX_SIGNATURES = 8
@@ -93,18 +92,12 @@ class _Frozen:
             if t.device.type != "cpu":
                 raise RuntimeError(f"zenith.freeze: runs on CPU; a weight is on {t.device.type} "
                                    '(torch.compile(model, backend="zenith") falls back to PyTorch for it)')
-        # Zenith's decompositions over export's ATen graph, functional, on its fake tensors.
-        from torch.fx.experimental.proxy_tensor import make_fx
-
-        fakes = [n.meta["val"] for n in ep.graph_module.graph.find_nodes(op="placeholder")]
-        gm = make_fx(torch.func.functionalize(ep.graph_module), decomposition_table=decomposition_table(),
-                     tracing_mode="fake")(*fakes)
-        # Functionalized, so in-place ops on intermediates are gone; what is left writes
-        # into an input (a buffer a forward updates, or the caller's tensor).
-        writes = sorted({str(n.target) for n in gm.graph.nodes if n.op == "call_function"
-                         and isinstance(n.target, torch._ops.OpOverload) and n.target._schema.is_mutable})
-        if writes:
-            raise RuntimeError(f"zenith.freeze: the model writes into its buffers or inputs ({', '.join(writes)}) "
+        # Zenith's decompositions over export's ATen graph, on its fake tensors; what still
+        # writes is a buffer a forward updates, or the caller's tensor.
+        gm = aten_trace(ep.graph_module, [n.meta["val"] for n in ep.graph_module.graph.find_nodes(op="placeholder")])
+        written = writes(gm)
+        if written:
+            raise RuntimeError(f"zenith.freeze: the model writes into its buffers or inputs ({', '.join(written)}) "
                                "when it runs; a frozen model must not")
         self.graph = CompiledGraph(gm, {**options.compiler_options(), "inference": True},
                                    static_inputs=range(len(bound)))
