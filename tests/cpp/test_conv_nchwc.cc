@@ -243,17 +243,20 @@ TEST(Passes, LayoutNchwcChainsBlockedConvs) {
     }
 }
 
-// conv3x3_winograd_nchwc against conv3x3_winograd on the same images in NCHW (the same
-// transforms and products, summed in another order) and against ref_conv2d_nchwc:
+// conv3x3_winograd_nchwc against conv3x3_winograd on the same images in NCHW (for F(2x2)
+// the same transforms and products, summed in another order; F(4x4)'s own rounding is
+// larger) and against ref_conv2d_nchwc:
 // odd maps (tiles past the edge), small filters (fused passes of tile rows: one or
 // several per image) and large ones (passes of whole images: one or two per batch),
-// every epilogue, blocks of 8 and 16.
+// every epilogue, blocks of 8 and 16; F(2x2) and F(4x4) tiles (4x4 tiles past the edge on
+// maps of 1, 3, 5, 7, 9 and 14).
 TEST(Kernels, NchwcWinogradMatchesNchwWinogradAndReference) {
   struct Case {
     int64_t N, C, OC, H, W;
   };
   const Case cases[] = {{3, 64, 80, 9, 7},     {2, 32, 48, 1, 1},     {2, 16, 32, 4, 5},
                         {1, 64, 64, 56, 56},   {2, 128, 144, 3, 5},   {10, 128, 144, 14, 14}};
+  for (int m : {2, 4})
   for (int64_t L : {8, 16})
     for (const Case& k : cases)
       for (int e = 0; e < 3; ++e) {
@@ -276,20 +279,24 @@ TEST(Kernels, NchwcWinogradMatchesNchwWinogradAndReference) {
           conv3x3_winograd(x.data() + n * k.C * HW, k.C, k.H, k.W, w.data(), k.OC, want.data() + n * k.OC * HW, ep);
         }
         auto xb = blocked(x, k.N, k.C, HW, L), rb = blocked(r, k.N, k.OC, HW, L);
-        PackedOperand u = conv3x3_winograd_nchwc_pack(g, w.data());
+        PackedOperand u = conv3x3_winograd_nchwc_pack(g, w.data(), m);
         std::vector<float> got_b(rb.size(), -7.0f), got(want.size()), ref_b(rb.size());
         conv3x3_winograd_nchwc(g, xb.data(), u, scale.data(), shift.data(), with_res ? rb.data() : nullptr, act,
                                got_b.data());
         nchwc_to_nchw(got_b.data(), k.N, k.OC, HW, L, got.data());
-        const float tol = 2e-5f * std::sqrt(float(k.C * 9));
+        // F(4x4)'s transforms scale values by up to 8 and 1/24 on the way, so its rounding
+        // is some 40x F(2x2)'s (worst seen 8e-4 on outputs of magnitude ~34).
+        const float tol = (m == 4 ? 1.5e-4f : 2e-5f) * std::sqrt(float(k.C * 9));
         for (size_t i = 0; i < want.size(); ++i)
           ASSERT_NEAR(got[i], want[i], tol * (1 + std::fabs(want[i])))
-              << "L " << L << " C " << k.C << " map " << k.H << "x" << k.W << " epilogue " << e << " at " << i;
+              << "F(" << m << "x" << m << ") L " << L << " C " << k.C << " map " << k.H << "x" << k.W << " epilogue " << e
+              << " at " << i;
         if (k.H * k.W > 100) continue;  // the scalar reference is slow
         ref_conv2d_nchwc(g, xb.data(), w.data(), scale.data(), shift.data(), with_res ? rb.data() : nullptr, act,
                          ref_b.data());
         for (size_t i = 0; i < ref_b.size(); ++i)
-          ASSERT_NEAR(got_b[i], ref_b[i], tol * (1 + std::fabs(ref_b[i]))) << "L " << L << " reference at " << i;
+          ASSERT_NEAR(got_b[i], ref_b[i], tol * (1 + std::fabs(ref_b[i])))
+              << "F(" << m << "x" << m << ") L " << L << " reference at " << i;
       }
   NchwcConvGeom g;  // blocks must be whole, the conv 3x3 / stride 1 / padding 1
   g.N = 1, g.C = 40, g.OC = 64, g.H = g.OH = 7, g.W = g.OW = 7, g.KH = g.KW = 3, g.L = 16, g.pd = {1, 1};

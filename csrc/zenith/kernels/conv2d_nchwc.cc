@@ -11,7 +11,7 @@
 // one cache line (AVX-512), where the NCHW GEMM (conv2d.cc) writes and reads rows a
 // plane apart. No im2col: constant filters are packed once (conv2d_nchwc_pack; a weight
 // that is not constant, per call). ref_conv2d_nchwc is the scalar reference. Below: the
-// same conv by Winograd, and depthwise convs.
+// same conv by Winograd (F(2x2, 3x3) and F(4x4, 3x3)), and depthwise convs.
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -38,6 +38,20 @@ int64_t run_bytes() {
     return std::clamp<int64_t>(l2 > 0 ? l2 / 2 : 0, int64_t(256) << 10, int64_t(1) << 20);
   }();
   return bytes;
+}
+
+// How many parts to cut each of n images' `units` (tiles, rows of tiles) into: at least
+// `parts`, and where it can be (no more parts than units), so many that the n x parts
+// items split evenly between the threads. parallel_for gives each thread a contiguous
+// share of the items, so at batch 1 on 2 threads 4 runs of 42, 42, 42 and 5 tiles had
+// given one thread 64% of the work (ResNet-50's 512 -> 128 1x1 conv on 28 x 28, alone:
+// 2 threads 163 GFLOP/s where two 1-thread processes made 2 x 107; Zen 4, 2026-11-28).
+// Callers cut unit ranges as units * p / parts, so the parts differ by at most one unit.
+int64_t balanced_parts(int64_t n, int64_t parts, int64_t units) {
+  const int64_t T = num_threads();
+  for (int64_t p = parts; p < parts + T && p <= units; ++p)
+    if (n * p % T == 0) return p;
+  return parts;
 }
 
 // L zeros per input channel block: the value a tap outside the image reads.
@@ -126,8 +140,8 @@ ZENITH_UK_INLINE void nchwc_tile(const NchwcConvGeom& g, const float* x, int64_t
   // per tile (one per pixel had cost as much as a 1x1 conv's 16 channels of FMAs).
   int64_t ih0[RO], iw0[RO];
   for (int64_t r = 0, oh = p0 / g.OW, ow = p0 % g.OW; r < RO; ++r) {
-    ih0[r] = r < mr ? oh * g.st[0] - g.pd[0] : ih0[0];
-    iw0[r] = r < mr ? ow * g.st[1] - g.pd[1] : iw0[0];
+    ih0[r] = r < mr || r == 0 ? oh * g.st[0] - g.pd[0] : ih0[0];
+    iw0[r] = r < mr || r == 0 ? ow * g.st[1] - g.pd[1] : iw0[0];
     if (++ow == g.OW) ow = 0, ++oh;
   }
   for (int64_t kh = 0; kh < g.KH; ++kh)
@@ -474,8 +488,8 @@ void conv2d_nchwc(const NchwcConvGeom& g, const float* x, const PackedOperand& w
     zero_padding_channels(g, out);
     return;
   }
-  // The tiles of an image in runs whose input fits in half of L2, and at least one run
-  // per thread when the threads outnumber the images; within a run, group after group,
+  // The tiles of an image in runs whose input fits in half of L2, cut so the (image,
+  // run) items split evenly between the threads (balanced_parts); within a run, group after group,
   // each over every tile of the run. So each group's output blocks are written (and its
   // residual read) as two sequential streams, the run's input is read from L2 again for
   // each group, and a thread reads the pixels it wrote in the conv before (a 1x1 conv's
@@ -492,9 +506,9 @@ void conv2d_nchwc(const NchwcConvGeom& g, const float* x, const PackedOperand& w
   const int64_t image_bytes = CI * g.H * g.W * int64_t(sizeof(float));
   const int64_t tile_bytes = tile.ro * g.st[0] * g.st[1] * CI * int64_t(sizeof(float));
   const bool large_filters = group_floats * groups * int64_t(sizeof(float)) > image_bytes;
-  int64_t run = large_filters ? tiles : std::clamp<int64_t>(run_bytes() / tile_bytes, 1, tiles);
-  if (!large_filters && g.N < num_threads()) run = std::min(run, (tiles + num_threads() - 1) / num_threads());
-  const int64_t runs = (tiles + run - 1) / run;
+  const int64_t max_run = large_filters ? tiles : std::clamp<int64_t>(run_bytes() / tile_bytes, 1, tiles);
+  const int64_t runs = large_filters ? 1 : balanced_parts(g.N, (tiles + max_run - 1) / max_run, tiles);
+  const int64_t run = (tiles + runs - 1) / runs;  // the longest run
   // Large filters stream from memory group by group: each item prefetches the thread's
   // next group into L2, a slice per tile (a few lines per channel block step), while
   // its own later tiles read theirs from L2. ResNet-50, `zenith.profile`, 3 processes:
@@ -510,11 +524,12 @@ void conv2d_nchwc(const NchwcConvGeom& g, const float* x, const PackedOperand& w
       const float* xn = x + n * CI * g.H * g.W;
       const float* pf = nullptr;  // the thread's next group, large filters only
       if (large_filters && i + 1 < hi) pf = w.data.get() + (i + 1) % groups * group_floats;
-      for (int64_t t = r * run; t < std::min(tiles, (r + 1) * run); ++t) {
+      const int64_t t0 = tiles * r / runs, t1 = tiles * (r + 1) / runs;
+      for (int64_t t = t0; t < t1; ++t) {
         const int64_t p0 = t * tile.ro;
         tile(g, xn, p0, std::min(tile.ro, OP - p0), int(std::min<int64_t>(kNB, OCB - ob)),
              w.data.get() + grp * group_floats, sc.data() + ob * L, sh.data() + ob * L, res ? res + o_at : nullptr, act,
-             out + o_at, pf ? pf + (t - r * run) * pf_tile : nullptr, pf_lines);
+             out + o_at, pf ? pf + (t - t0) * pf_tile : nullptr, pf_lines);
       }
     }
   });
@@ -556,14 +571,16 @@ void ref_conv2d_nchwc(const NchwcConvGeom& g, const float* x, const float* w, co
           }
 }
 
-// ---- Winograd F(2x2, 3x3) over the blocked layout ----
+// ---- Winograd F(2x2, 3x3) and F(4x4, 3x3) over the blocked layout ----
 // The same algorithm as winograd.cc's (U = G g G^T once, V = B^T d B per 4x4 input
 // patch, M = U V per transformed position, out = A^T m A), laid out so every step
 // works on a pixel's L channels as one vector: a patch of channel block cb is 16 of the
 // input's vectors, transformed into V[xi][cb][tile] (16 blocked "images" of one pixel
 // per tile), each M[xi] = U[xi] V[xi] is a 1x1 conv over those images run by the direct
 // conv's tile (U[xi] packed as its filters), and A^T m A writes each 2x2 block of output
-// pixels with the epilogue. Tiles go through in passes (see below): a few tile rows per
+// pixels with the epilogue. F(4x4, 3x3) is the same with 6x6 patches, 36 positions and
+// 4x4 blocks of outputs: 2.25 products per output pixel and channel pair where F(2x2)
+// needs 4 (winograd4_pays says where it is used). Tiles go through in passes (see below): a few tile rows per
 // thread with all three stages for small filters, whole images per stage for large ones.
 namespace {
 // How passes are cut (ResNet-50 batch 8, Intel Xeon family 6 model 167, `zenith.profile`,
@@ -659,6 +676,102 @@ ZENITH_UK_INLINE void winograd_output_row(const float* m, int64_t xs, int64_t tw
   }
 }
 
+// F(4x4, 3x3): 4x4 outputs from a 6x6 patch, 36 products per (input, output) channel
+// pair instead of 144 (F(2x2, 3x3): 64 for the same outputs), the points 0, +-1, +-2 and
+// infinity (Lavin and Gray). Position xi = 6 k + l: row transform k, column transform l.
+// B^T's rows on z[0..5], in the order of the products as below:
+//   [4 0 -5 0 1 0; 0 -4 -4 1 1 0; 0 4 -4 -1 1 0; 0 -2 -1 2 1 0; 0 2 -1 -2 1 0; 0 4 0 -5 0 1]
+template <class V>
+ZENITH_UK_INLINE void winograd4_bt(const V (&z)[6], V (&o)[6]) {
+  const V a = z[4] - 4.0f * z[2], b = 4.0f * z[1] - z[3], c = z[4] - z[2], d = 2.0f * (z[1] - z[3]);
+  o[0] = 4.0f * z[0] - 5.0f * z[2] + z[4];
+  o[1] = a - b;
+  o[2] = a + b;
+  o[3] = c - d;
+  o[4] = c + d;
+  o[5] = 4.0f * z[1] - 5.0f * z[3] + z[5];
+}
+// A^T = [1 1 1 1 1 0; 0 1 -1 2 -2 0; 0 1 1 4 4 0; 0 1 -1 8 -8 1] on m[0..5].
+template <class V>
+ZENITH_UK_INLINE void winograd4_at(const V (&m)[6], V (&y)[4]) {
+  const V s12 = m[1] + m[2], d12 = m[1] - m[2], s34 = m[3] + m[4], d34 = m[3] - m[4];
+  y[0] = m[0] + s12 + s34;
+  y[1] = d12 + 2.0f * d34;
+  y[2] = s12 + 4.0f * s34;
+  y[3] = d12 + 8.0f * d34 + m[5];
+}
+
+// F(4x4)'s winograd_input_row: tile j's patch at (4i - 1, 4j - 1), 36 vectors.
+template <int L>
+ZENITH_UK_INLINE void winograd4_input_row(const float* plane, int64_t H, int64_t W, int64_t i, int64_t tw, float* v,
+                                          int64_t xs) {
+  using Vec = F32Vec<L>;
+  using V = typename Vec::V;
+  for (int64_t j = 0; j < tw; ++j) {
+    const int64_t y0 = 4 * i - 1, x0 = 4 * j - 1;
+    const bool inside = y0 >= 0 && y0 + 6 <= H && x0 >= 0 && x0 + 6 <= W;
+    V t[6][6];  // d B^T's columns, patch row by row
+    for (int r = 0; r < 6; ++r) {
+      const int64_t y = y0 + r;
+      V d[6];
+      for (int c = 0; c < 6; ++c) {
+        const int64_t xx = x0 + c;
+        if (inside || (y >= 0 && y < H && xx >= 0 && xx < W))
+          Vec::load(d[c], plane + (y * W + xx) * L);
+        else
+          d[c] = V{};
+      }
+      winograd4_bt(d, t[r]);
+    }
+    float* o = v + j * L;
+    for (int l = 0; l < 6; ++l) {
+      const V z[6] = {t[0][l], t[1][l], t[2][l], t[3][l], t[4][l], t[5][l]};
+      V q[6];
+      winograd4_bt(z, q);
+      for (int k = 0; k < 6; ++k) Vec::store(o + (6 * k + l) * xs, q[k]);
+    }
+  }
+}
+
+// F(4x4)'s winograd_output_row: tile j's 36 vectors to output pixels (4i + a, 4j + b).
+template <int L, bool RELU>
+ZENITH_UK_INLINE void winograd4_output_row(const float* m, int64_t xs, int64_t tw, int64_t i, int64_t H, int64_t W,
+                                           const float* sc, const float* sh, const float* res, float* out) {
+  using Vec = F32Vec<L>;
+  using V = typename Vec::V;
+  V s, b;
+  Vec::load(s, sc);
+  Vec::load(b, sh);
+  for (int64_t j = 0; j < tw; ++j) {
+    V t[4][6];  // A^T m, column by column
+    for (int l = 0; l < 6; ++l) {
+      V z[6], y[4];
+      for (int k = 0; k < 6; ++k) Vec::load(z[k], m + (6 * k + l) * xs + j * L);
+      winograd4_at(z, y);
+      for (int a = 0; a < 4; ++a) t[a][l] = y[a];
+    }
+    for (int a = 0; a < 4; ++a) {
+      const int64_t y = 4 * i + a;
+      if (y >= H) break;
+      V o[4];
+      winograd4_at(t[a], o);
+      for (int c = 0; c < 4; ++c) {
+        const int64_t xx = 4 * j + c;
+        if (xx >= W) break;
+        const int64_t at = (y * W + xx) * L;
+        V r = o[c] * s + b;
+        if (res) {
+          V rv;
+          Vec::load(rv, res + at);
+          r += rv;
+        }
+        if constexpr (RELU) r = r < V{} ? V{} : r;
+        Vec::store(out + at, r);
+      }
+    }
+  }
+}
+
 using WinogradInFn = void (*)(const float*, int64_t, int64_t, int64_t, int64_t, float*, int64_t);
 using WinogradOutFn = void (*)(const float*, int64_t, int64_t, int64_t, int64_t, int64_t, const float*, const float*,
                                const float*, float*);
@@ -673,6 +786,17 @@ using WinogradOutFn = void (*)(const float*, int64_t, int64_t, int64_t, int64_t,
   target void name##_out_relu(const float* m, int64_t xs, int64_t tw, int64_t i, int64_t H, int64_t W,              \
                               const float* sc, const float* sh, const float* res, float* out) {                     \
     winograd_output_row<L, true>(m, xs, tw, i, H, W, sc, sh, res, out);                                             \
+  }                                                                                                                  \
+  target void name##_in4(const float* plane, int64_t H, int64_t W, int64_t i, int64_t tw, float* v, int64_t xs) {   \
+    winograd4_input_row<L>(plane, H, W, i, tw, v, xs);                                                               \
+  }                                                                                                                  \
+  target void name##_out4(const float* m, int64_t xs, int64_t tw, int64_t i, int64_t H, int64_t W, const float* sc, \
+                          const float* sh, const float* res, float* out) {                                           \
+    winograd4_output_row<L, false>(m, xs, tw, i, H, W, sc, sh, res, out);                                           \
+  }                                                                                                                  \
+  target void name##_out4_relu(const float* m, int64_t xs, int64_t tw, int64_t i, int64_t H, int64_t W,             \
+                               const float* sc, const float* sh, const float* res, float* out) {                    \
+    winograd4_output_row<L, true>(m, xs, tw, i, H, W, sc, sh, res, out);                                            \
   }
 #if defined(__x86_64__)
 ZENITH_WINOGRAD_ROWS(winograd_l16_avx512, __attribute__((target("avx512f"))), 16)
@@ -685,15 +809,51 @@ struct WinogradRows {
   WinogradInFn in;
   WinogradOutFn out;
 };
-WinogradRows pick_winograd_rows(int64_t L, bool relu) {
+#define ZENITH_PICK_ROWS(name)                                                                 \
+  return m == 4 ? WinogradRows{name##_in4, relu ? name##_out4_relu : name##_out4}                \
+                : WinogradRows{name##_in, relu ? name##_out_relu : name##_out}
+// The row transforms of F(m x m, 3x3), m 2 or 4.
+WinogradRows pick_winograd_rows(int64_t L, int m, bool relu) {
   if (L == 16) {
 #if defined(__x86_64__)
-    if (gemm_detail::kernels_use_avx512())
-      return {winograd_l16_avx512_in, relu ? winograd_l16_avx512_out_relu : winograd_l16_avx512_out};
+    if (gemm_detail::kernels_use_avx512()) ZENITH_PICK_ROWS(winograd_l16_avx512);
 #endif
-    return {winograd_l16_avx2_in, relu ? winograd_l16_avx2_out_relu : winograd_l16_avx2_out};
+    ZENITH_PICK_ROWS(winograd_l16_avx2);
   }
-  return {winograd_l8_avx2_in, relu ? winograd_l8_avx2_out_relu : winograd_l8_avx2_out};
+  ZENITH_PICK_ROWS(winograd_l8_avx2);
+}
+#undef ZENITH_PICK_ROWS
+
+// F(4x4, 3x3)'s filters U[xi][oc][ic] = (G g G^T)[xi], summed in double, with
+// G = [1/4 0 0; -1/6 -1/6 -1/6; -1/6 1/6 -1/6; 1/24 1/12 1/6; 1/24 -1/12 1/6; 0 0 1].
+std::vector<float> winograd4_filters(int64_t OC, int64_t C, const float* w) {
+  std::vector<float> U(size_t(36 * OC * C));
+  auto g6 = [](double a, double b, double c, double (&u)[6]) {
+    u[0] = a / 4;
+    u[1] = -(a + b + c) / 6;
+    u[2] = -(a - b + c) / 6;
+    u[3] = a / 24 + b / 12 + c / 6;
+    u[4] = a / 24 - b / 12 + c / 6;
+    u[5] = c;
+  };
+  parallel_for(OC, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t oc = lo; oc < hi; ++oc)
+      for (int64_t ic = 0; ic < C; ++ic) {
+        const float* g = w + (oc * C + ic) * 9;
+        double t[6][3];  // G g, column by column
+        for (int c = 0; c < 3; ++c) {
+          double u[6];
+          g6(g[c], g[3 + c], g[6 + c], u);
+          for (int k = 0; k < 6; ++k) t[k][c] = u[k];
+        }
+        for (int k = 0; k < 6; ++k) {  // (G g) G^T, row by row
+          double u[6];
+          g6(t[k][0], t[k][1], t[k][2], u);
+          for (int l = 0; l < 6; ++l) U[size_t(((6 * k + l) * OC + oc) * C + ic)] = float(u[l]);
+        }
+      }
+  });
+  return U;
 }
 
 void check_winograd_geom(const NchwcConvGeom& g) {
@@ -706,14 +866,23 @@ void check_winograd_geom(const NchwcConvGeom& g) {
 }
 }  // namespace
 
-PackedOperand conv3x3_winograd_nchwc_pack(const NchwcConvGeom& g, const float* w) {
+PackedOperand conv3x3_winograd_nchwc_pack(const NchwcConvGeom& g, const float* w, int m) {
   check_winograd_geom(g);
-  const PackedOperand u = conv3x3_winograd_pack(g.OC, g.C, w);  // U[xi]: OC x C
-  const NchwcConvGeom g1 = winograd_gemm_geom(g, 1);            // each U[xi] as a 1x1 conv's filters
-  const int64_t xi_floats = packed_filter_floats(g1);
-  PackedOperand p = alloc_packed(PackedOperand::kWinograd, g, w, 9, 16 * xi_floats);
-  for (int64_t xi = 0; xi < 16; ++xi)
-    pack_filter_groups(g1, u.data.get() + xi * g.OC * g.C, p.data.get() + xi * xi_floats);
+  ZENITH_CHECK(m == 2 || m == 4, "conv2d_nchwc: Winograd tiles are 2x2 or 4x4, not ", m, "x", m);
+  const NchwcConvGeom g1 = winograd_gemm_geom(g, 1);  // each U[xi] as a 1x1 conv's filters
+  const int64_t xi_floats = packed_filter_floats(g1), P = (m + 2) * (m + 2);
+  PackedOperand p = alloc_packed(m == 4 ? PackedOperand::kWinograd4 : PackedOperand::kWinograd, g, w, 9, P * xi_floats);
+  std::vector<float> u4;
+  PackedOperand u2;
+  const float* u;  // U[xi]: OC x C
+  if (m == 4) {
+    u4 = winograd4_filters(g.OC, g.C, w);
+    u = u4.data();
+  } else {
+    u2 = conv3x3_winograd_pack(g.OC, g.C, w);
+    u = u2.data.get();
+  }
+  for (int64_t xi = 0; xi < P; ++xi) pack_filter_groups(g1, u + xi * g.OC * g.C, p.data.get() + xi * xi_floats);
   return p;
 }
 
@@ -722,17 +891,20 @@ void conv3x3_winograd_nchwc(const NchwcConvGeom& g, const float* x, const Packed
   using gemm_detail::AlignedBuf;
   check_winograd_geom(g);
   const int64_t L = g.L, CB = g.C / L, OCB = g.OC / L, groups = (OCB + kNB - 1) / kNB, HW = g.H * g.W;
-  ZENITH_CHECK(w.side == PackedOperand::kWinograd && w.isa == uint8_t(L) && w.rows == g.OC && w.cols == g.C * 9,
+  ZENITH_CHECK((w.side == PackedOperand::kWinograd || w.side == PackedOperand::kWinograd4) && w.isa == uint8_t(L) &&
+                   w.rows == g.OC && w.cols == g.C * 9,
                "conv2d_nchwc: the packed Winograd filters are not this conv's");
   if (g.N == 0) return;
-  const int64_t th = (g.H + 1) / 2, tw = (g.W + 1) / 2;
+  // F(m x m, 3x3) as the filters were packed: P = (m + 2)^2 positions.
+  const int64_t m = w.side == PackedOperand::kWinograd4 ? 4 : 2, P = (m + 2) * (m + 2);
+  const int64_t th = (g.H + m - 1) / m, tw = (g.W + m - 1) / m;
   const int64_t group_floats = CB * L * kNB * L, xi_floats = groups * group_floats;
   std::vector<float> sc, sh;
   channel_scale_shift(scale, shift, g.OC, g.OC, sc, sh);
   // The products' own epilogue: scale 1 and shift 0 for a group's channels.
   static const std::vector<float> ones(kNB * 16, 1.0f), zeros(kNB * 16, 0.0f);
   const Tile tile = pick_tile_in<false>(L, Activation::kNone);
-  const WinogradRows fns = pick_winograd_rows(L, act == Activation::kRelu);
+  const WinogradRows fns = pick_winograd_rows(L, int(m), act == Activation::kRelu);
   const Activation rest = act == Activation::kRelu ? Activation::kNone : act;  // applied after the rows
 
   // A pass: tile rows [i0, i0 + rows) of images [n0, n0 + nb), S = nb * rows * tw tiles,
@@ -773,23 +945,24 @@ void conv3x3_winograd_nchwc(const NchwcConvGeom& g, const float* x, const Packed
               sh.data() + ob * L, res ? res + at : nullptr, out + at);
       if (rest == Activation::kNone) continue;
       // the tile row's output rows
-      activate_run(rest, out + at + 2 * i * g.W * L, (std::min<int64_t>(2 * i + 2, g.H) - 2 * i) * g.W * L);
+      activate_run(rest, out + at + m * i * g.W * L, (std::min<int64_t>(m * i + m, g.H) - m * i) * g.W * L);
     }
   };
-  const int64_t row_bytes = 16 * (CB + OCB) * L * tw * int64_t(sizeof(float));  // V and M per tile row
-  if (16 * xi_floats * int64_t(sizeof(float)) <= kWinogradFusedFilterBytes) {
+  const int64_t row_bytes = P * (CB + OCB) * L * tw * int64_t(sizeof(float));  // V and M per tile row
+  if (P * xi_floats * int64_t(sizeof(float)) <= kWinogradFusedFilterBytes) {
     // Filters that fit in L2 beside a pass: each thread runs whole passes of a few tile
     // rows of one image, all three stages, so V and M stay in its L2.
-    const int64_t rows = std::clamp<int64_t>(kWinogradRowsBytes / row_bytes, 1, th), chunks = (th + rows - 1) / rows;
+    const int64_t most = std::clamp<int64_t>(kWinogradRowsBytes / row_bytes, 1, th);
+    const int64_t chunks = balanced_parts(g.N, (th + most - 1) / most, th), rows = (th + chunks - 1) / chunks;
     parallel_for(g.N * chunks, 1, [&](int64_t lo, int64_t hi) {
       thread_local AlignedBuf vbuf, mbuf;
-      float* V = vbuf.get(size_t(16 * CB * L * rows * tw));
-      float* M = mbuf.get(size_t(16 * OCB * L * rows * tw));
+      float* V = vbuf.get(size_t(P * CB * L * rows * tw));
+      float* M = mbuf.get(size_t(P * OCB * L * rows * tw));
       for (int64_t it = lo; it < hi; ++it) {
-        const int64_t n = it / chunks, i0 = it % chunks * rows, r = std::min(rows, th - i0);
+        const int64_t n = it / chunks, c = it % chunks, i0 = th * c / chunks, r = th * (c + 1) / chunks - i0;
         const Pass p{n, 1, i0, r, r * tw};
         stage_in(p, V, 0, CB * r);
-        stage_gemm(p, V, M, 0, 16 * groups);
+        stage_gemm(p, V, M, 0, P * groups);
         stage_out(p, M, 0, OCB * r);
       }
       vbuf.trim(size_t(16) << 20);
@@ -801,14 +974,14 @@ void conv3x3_winograd_nchwc(const NchwcConvGeom& g, const float* x, const Packed
   // hold), each stage split between the threads, so a pass reads U once.
   const int64_t imgs = std::clamp<int64_t>(kWinogradPassBytes / (row_bytes * th), 1, g.N);
   thread_local AlignedBuf vbuf, mbuf;
-  float* V = vbuf.get(size_t(16 * CB * L * imgs * th * tw));
-  float* M = mbuf.get(size_t(16 * OCB * L * imgs * th * tw));
+  float* V = vbuf.get(size_t(P * CB * L * imgs * th * tw));
+  float* M = mbuf.get(size_t(P * OCB * L * imgs * th * tw));
   for (int64_t n0 = 0; n0 < g.N; n0 += imgs) {
     const int64_t nb = std::min(imgs, g.N - n0);
     const Pass p{n0, nb, 0, th, nb * th * tw};
     parallel_for(nb * CB * th, 1, [&](int64_t lo, int64_t hi) { stage_in(p, V, lo, hi); });
     // Position after position: each thread reads the U of its positions once per pass.
-    parallel_for(16 * groups, 1, [&](int64_t lo, int64_t hi) { stage_gemm(p, V, M, lo, hi); });
+    parallel_for(P * groups, 1, [&](int64_t lo, int64_t hi) { stage_gemm(p, V, M, lo, hi); });
     parallel_for(nb * OCB * th, 1, [&](int64_t lo, int64_t hi) { stage_out(p, M, lo, hi); });
   }
   vbuf.trim(size_t(16) << 20);
@@ -1044,11 +1217,26 @@ struct NchwcState {
   PackedOperand::Side side = PackedOperand::kNchwc;
 };
 
+// Whether a Winograd conv runs F(4x4, 3x3) rather than F(2x2, 3x3): on maps of 14 x 14
+// and up, and on 7 x 7 maps from batch 4, where its filters (36 matrices, 2.25x F(2x2)'s
+// bytes: 37 MiB for 512 channels) are read once for several images.
+// ResNet-50 on Zen 4 (family 25 model 17, 2 threads, 2026-11-28): one conv alone (64
+// channels on 56 x 56, 128 on 28 x 28, 256 on 14 x 14, 512 on 7 x 7) 0.70x, 0.70x,
+// 0.90x and 0.95x F(2x2)'s time; the whole model, interleaved in one process, batch 1
+// 0.97x (p10), batch 8 0.99x with 7 x 7 maps left to F(2x2) and 0.97x with them.
+// ZENITH_NO_WINOGRAD4=1 keeps F(2x2) everywhere (its rounding is closer to the direct conv's).
+bool winograd4_pays(const NchwcConvGeom& g) {
+  static const bool off = std::getenv("ZENITH_NO_WINOGRAD4") != nullptr;
+  return !off && (std::min(g.H, g.W) >= 14 || (std::min(g.H, g.W) >= 7 && g.N >= 4));
+}
+
 std::shared_ptr<const PackedOperand> pack_nchwc(const void* state, const void* src) {
   const auto& s = *static_cast<const NchwcState*>(state);
   const float* w = static_cast<const float*>(src);
   switch (s.side) {
     case PackedOperand::kWinograd: return std::make_shared<const PackedOperand>(conv3x3_winograd_nchwc_pack(s.g, w));
+    case PackedOperand::kWinograd4:
+      return std::make_shared<const PackedOperand>(conv3x3_winograd_nchwc_pack(s.g, w, 4));
     case PackedOperand::kNchwcDepthwise: return std::make_shared<const PackedOperand>(depthwise_nchwc_pack(s.g, w));
     default: return std::make_shared<const PackedOperand>(conv2d_nchwc_pack(s.g, w));  // kNchwc, kNchwcNchwIn
   }
@@ -1065,7 +1253,7 @@ void prepare_conv2d_nchwc(const PrepareCtx& c, PreparedOp* p) {
     s->side = PackedOperand::kNchwcNchwIn;
   else if (g.C % g.L == 0 && g.OC % g.L == 0 &&
            conv2d_uses_winograd(1, g.KH, g.KW, g.st, g.pd, g.dl, g.C, g.H, g.W, g.OC))
-    s->side = PackedOperand::kWinograd;
+    s->side = winograd4_pays(g) ? PackedOperand::kWinograd4 : PackedOperand::kWinograd;
   p->weight = WeightPack{1, {int64_t(s->side), g.OC, g.C, g.KH * g.KW, g.L}, pack_nchwc};
   p->state = std::move(s);
 }
@@ -1086,6 +1274,7 @@ void run_conv2d_nchwc(const KernelCtx& c) {
   const float* res = at.has_residual ? c.in.back().as<float>() : nullptr;
   switch (s.side) {
     case PackedOperand::kWinograd:
+    case PackedOperand::kWinograd4:
       return conv3x3_winograd_nchwc(g, x, pw, ep.row_scale, ep.row_shift, res, at.activation, o.as<float>());
     case PackedOperand::kNchwcDepthwise:
       return depthwise_nchwc(g, x, pw, ep.row_scale, ep.row_shift, res, at.activation, o.as<float>());

@@ -109,7 +109,8 @@ struct PackedOperand {
   // kNchwc: a conv's filters as conv2d_nchwc reads them (`isa` the channel block);
   // kNchwcDepthwise: a depthwise conv's, as depthwise_nchwc reads them; kNchwcNchwIn: a
   // conv's over an NCHW input (NchwcConvGeom::nchw_in), as conv2d_nchwc reads them.
-  enum Side : uint8_t { kA, kB, kWinograd, kQ8, kNchwc, kNchwcDepthwise, kNchwcNchwIn } side = kB;
+  // kWinograd4: conv3x3_winograd_nchwc's filters for F(4x4, 3x3), 36 matrices.
+  enum Side : uint8_t { kA, kB, kWinograd, kQ8, kNchwc, kNchwcDepthwise, kNchwcNchwIn, kWinograd4 } side = kB;
   uint8_t isa = 0;
   std::shared_ptr<float> data;
   const float* src = nullptr;
@@ -204,9 +205,9 @@ PackedOperand conv2d_nchwc_pack(const NchwcConvGeom& g, const float* w);
 void conv2d_nchwc(const NchwcConvGeom& g, const float* x, const PackedOperand& w, const float* scale,
                   const float* shift, const float* res, Activation act, float* out);
 // The same conv (3x3, stride 1, padding 1, C and OC whole blocks) by Winograd's
-// F(2x2, 3x3) over the blocked layout, the filters transformed and packed once by
-// conv3x3_winograd_nchwc_pack.
-PackedOperand conv3x3_winograd_nchwc_pack(const NchwcConvGeom& g, const float* w);
+// F(m x m, 3x3) over the blocked layout, m 2 or 4, the filters transformed and packed
+// once by conv3x3_winograd_nchwc_pack (which m the packed filters say).
+PackedOperand conv3x3_winograd_nchwc_pack(const NchwcConvGeom& g, const float* w, int m = 2);
 void conv3x3_winograd_nchwc(const NchwcConvGeom& g, const float* x, const PackedOperand& w, const float* scale,
                             const float* shift, const float* res, Activation act, float* out);
 // The depthwise conv (groups == C == OC) over the blocked layout, the filters packed
