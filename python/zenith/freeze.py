@@ -12,18 +12,20 @@ user's inputs before running it.
 What stays true of the model, and what does not:
 - The parameter and buffer tensors are bound as of that capture. Changing them in
   place (load_state_dict, `with torch.no_grad(): w.mul_(2)`) is seen, as under
-  torch.compile (their version counters are watched). Replacing one
+  torch.compile (their version counters are watched; weights made under
+  torch.inference_mode have none, so they are read in place every call, never kept
+  packed). Replacing one
   (`module.weight = nn.Parameter(...)`, `param.data = t`) is not: the frozen model
   keeps reading the tensor it bound (and keeps it alive). Freeze again after that.
 - Each new input signature (shapes, strides, dtypes, and any non-tensor argument's value)
   captures and compiles the model again, about as long as a first call, and keeps
   packed copies of the conv weights of its own (pack_weights); up to MAX_SIGNATURES
-  are kept, the oldest dropped past that. For inputs whose shapes vary call to call,
+  are kept, the least recently called dropped past that. For inputs whose shapes vary call to call,
   torch.compile(model, backend="zenith", dynamic=True) compiles one graph for all.
 - The whole model must export (torch.export, non-strict) without mutating its
   buffers: a model with any submodule in training mode is refused (call `.eval()`),
-  as is one whose capture fails (the error says why; `torch.compile(model,
-  backend="zenith")` takes graph breaks instead). Python attributes, flags and hooks
+  as is one whose capture fails (the error says why, torch.export's error chained to
+  it; `torch.compile(model, backend="zenith")` takes graph breaks instead). Python attributes, flags and hooks
   are read at capture, as torch.export reads them. One capture runs at a time per
   process, and the module must not be used eagerly in another thread meanwhile
   (non-strict export swaps its parameters for fake tensors while it traces).
@@ -71,8 +73,16 @@ class _Frozen:
 
     def __init__(self, model, args, kwargs, options):
         t0 = time.perf_counter()
-        with torch.no_grad():
-            ep = torch.export.export(model, args, kwargs, strict=False)
+        # Weights made under torch.inference_mode are inference tensors, which export can
+        # fakify only inside it (outside: "Setting requires_grad=True on inference tensor").
+        inference = any(t.is_inference() for t in (*model.parameters(), *model.buffers()))
+        try:
+            with torch.inference_mode() if inference else torch.no_grad():
+                ep = torch.export.export(model, args, kwargs, strict=False)
+        except Exception as e:
+            raise RuntimeError(f"zenith.freeze: torch.export could not capture the model ({type(e).__name__}: "
+                               f"{str(e).strip().splitlines()[0] if str(e).strip() else ''}); "
+                               'torch.compile(model, backend="zenith") takes graph breaks instead') from e
         sig = ep.graph_signature
         if any(s.kind != OutputKind.USER_OUTPUT for s in sig.output_specs):  # (a functional export's form)
             raise RuntimeError("zenith.freeze: the model writes into its buffers or inputs when it runs; "
@@ -94,7 +104,9 @@ class _Frozen:
                                    '(torch.compile(model, backend="zenith") falls back to PyTorch for it)')
         # Zenith's decompositions over export's ATen graph, on its fake tensors; what still
         # writes is a buffer a forward updates, or the caller's tensor.
-        gm = aten_trace(ep.graph_module, [n.meta["val"] for n in ep.graph_module.graph.find_nodes(op="placeholder")])
+        with torch.no_grad():  # (an inference tensor must not meet autograd here either)
+            gm = aten_trace(ep.graph_module,
+                            [n.meta["val"] for n in ep.graph_module.graph.find_nodes(op="placeholder")])
         written = writes(gm)
         if written:
             raise RuntimeError(f"zenith.freeze: the model writes into its buffers or inputs ({', '.join(written)}) "
@@ -151,7 +163,10 @@ class FrozenModel:
             raise RuntimeError("zenith.freeze: a call under torch.autocast is not supported (the graph is "
                                "captured once, without it); convert the model's dtype, or use torch.compile")
         key = (spec, tuple(map(_leaf_key, leaves)))
-        frozen = self._graphs.get(key)
+        with self._lock:
+            frozen = self._graphs.get(key)
+            if frozen is not None:
+                self._graphs.move_to_end(key)  # least recently used first out
         if frozen is None:
             frozen = self._capture(key, args, kwargs)
         return frozen(leaves)

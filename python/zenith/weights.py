@@ -114,10 +114,10 @@ class WeightWatch:
                     return known[0]
             except RuntimeError:  # an inference tensor: the full check below sorts it out
                 pass
-        try:
-            versions = tuple(map(_version_of, ws))
-        except RuntimeError:  # inference tensors do not track a version counter
-            versions = tuple(None if w.is_inference() else w._version for w in ws)
+        # Inference tensors track no version counter: reading one raises, except on a
+        # detached view made outside inference mode (zenith.freeze binds those), which
+        # reads 0 for ever; so they are asked, not read.
+        versions = tuple(None if w.is_inference() else w._version for w in ws)
         if known is not None and known[1] == versions and self._alive[0]:
             return known[0]
         unversioned = tuple(i for i, v in zip(self.positions, versions) if v is None)

@@ -439,6 +439,9 @@ def test_weight_check_reads_no_weight_while_none_is_packed():
             Spy.reads += 1
             return self.t.untyped_storage()
 
+        def is_inference(self):  # asked on a full check only, not counted
+            return self.t.is_inference()
+
     class Unpacked(Spy):
         reads = 0
 

@@ -212,3 +212,104 @@ def test_concurrent_calls():
     for t in threads:
         t.join()
     assert not errors, errors[0]
+
+
+def test_first_capture_races():
+    """Threads making the first call at once: one capture, every answer right."""
+    m = cnn()
+    f = zenith.freeze(m)
+    x = torch.randn(2, 3, 10, 10)
+    want = m(x).detach()
+    errors, go = [], threading.Barrier(4)
+
+    def worker():
+        try:
+            go.wait()
+            close(f(x), want)
+        except Exception as e:  # reported below
+            errors.append(e)
+
+    with collect_reports() as reports:
+        threads = [threading.Thread(target=worker) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert not errors, errors[0]
+    assert len(reports) == 1 and len(f._graphs) == 1
+
+
+def test_inference_mode_and_inference_tensor_weights():
+    """A first call under torch.inference_mode, and a model made under it (its weights
+    inference tensors, which keep no version counter): right answers, and an in-place
+    change to such a weight is seen (they are read in place, never kept packed)."""
+    m = cnn()
+    f = zenith.freeze(m)
+    x = torch.randn(1, 3, 9, 9)
+    with torch.inference_mode():
+        out = f(x)
+    close(out, m(x).detach())
+    close(f(x), m(x).detach())
+    with torch.inference_mode():
+        mi = cnn()
+    fi = zenith.freeze(mi)
+    with torch.no_grad():
+        close(fi(x), mi(x))
+    with torch.inference_mode():
+        mi.stem[0].weight.mul_(-1.5)
+        mi.fc.bias.add_(1.0)
+    with torch.no_grad():
+        close(fi(x), mi(x))
+
+
+class Passes(nn.Module):
+    """Returns its input, a parameter and a computed value; `bias` may be None."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 3)
+        self.scale = nn.Parameter(torch.randn(3))
+
+    def forward(self, x, bias=None):
+        y = self.lin(x) * self.scale
+        return x, self.scale, y if bias is None else y + bias
+
+
+def test_none_arguments_and_returned_inputs_and_parameters():
+    m = Passes().eval()
+    f = zenith.freeze(m)
+    x, b = torch.randn(2, 4), torch.randn(3)
+    with torch.no_grad():
+        for args in ((x,), (x, None), (x, b)):
+            got, want = f(*args), m(*args)
+            assert got[0] is x  # an input returned is the input (as eager returns it)
+            assert torch.equal(got[1], want[1]) and not got[1].requires_grad
+            close(got[2], want[2])
+    assert len(f._graphs) == 3  # None is a constant of its signature
+
+
+def test_least_recently_called_signature_is_dropped():
+    m = cnn()
+    f = zenith.freeze(m)
+    xs = [torch.randn(n, 3, 8, 8) for n in range(1, MAX_SIGNATURES + 2)]
+    for x in xs[:MAX_SIGNATURES]:
+        f(x)
+    f(xs[0])  # called again: now the most recent
+    f(xs[-1])  # a new signature drops the least recently called, xs[1]'s
+    with collect_reports() as again:
+        close(f(xs[0]), m(xs[0]).detach())
+    assert not again
+    with collect_reports() as again:
+        close(f(xs[1]), m(xs[1]).detach())
+    assert len(again) == 1
+
+
+class DataDependent(nn.Module):
+    def forward(self, x):
+        return x if x.sum() > 0 else -x
+
+
+def test_a_model_export_cannot_capture_is_a_clear_error():
+    f = zenith.freeze(DataDependent().eval())
+    with pytest.raises(RuntimeError, match="torch.export could not capture the model.*graph breaks"):
+        f(torch.randn(2, 3))
