@@ -97,6 +97,7 @@ TEST(Kernels, NchwcReordersRoundTripAndZeroThePadding) {
 TEST(Kernels, NchwcConvMatchesPlainConvOverOddShapesAndEpilogues) {
   struct Case {
     int64_t N, C, H, W, OC, KH, KW, s, p, d;
+    int64_t sw = 0, pw = 0, dw = 0;  // the width's stride, padding and dilation where they differ (0: the same)
   };
   const Case cases[] = {
       {1, 3, 9, 7, 5, 3, 3, 1, 1, 1},   {2, 17, 6, 5, 40, 1, 1, 1, 0, 1},  {1, 16, 8, 8, 33, 3, 3, 2, 1, 1},
@@ -107,6 +108,10 @@ TEST(Kernels, NchwcConvMatchesPlainConvOverOddShapesAndEpilogues) {
       {1, 64, 80, 80, 20, 1, 1, 1, 0, 1},
       // stems: rows wide enough for the NCHW input's row tiles (strides 1 and 2, dilation)
       {1, 3, 30, 61, 20, 3, 3, 2, 1, 1}, {2, 3, 20, 40, 16, 3, 3, 1, 2, 2}, {1, 3, 33, 47, 40, 7, 7, 2, 3, 1},
+      // rows and columns differing in stride, padding and dilation (the row tile's column
+      // stride 1 under a row stride 2, and a column stride 3, which no row tile takes)
+      {1, 3, 31, 45, 24, 3, 5, 2, 1, 1, 1, 2, 1}, {1, 3, 26, 50, 16, 3, 3, 1, 0, 2, 3, 1, 1},
+      {2, 11, 12, 17, 19, 3, 3, 1, 2, 2, 2, 1, 1},
   };
   const Activation acts[] = {Activation::kNone, Activation::kRelu, Activation::kRelu6, Activation::kGelu,
                              Activation::kSilu};
@@ -119,9 +124,10 @@ TEST(Kernels, NchwcConvMatchesPlainConvOverOddShapesAndEpilogues) {
       NchwcConvGeom g;
       g.N = k.N, g.C = k.C, g.H = k.H, g.W = k.W, g.OC = k.OC, g.KH = k.KH, g.KW = k.KW, g.L = L;
       g.nchw_in = nchw_in;
-      g.st = {k.s, k.s}, g.pd = {k.p, k.p}, g.dl = {k.d, k.d};
+      const int64_t s_w = k.sw ? k.sw : k.s, p_w = k.pw ? k.pw : k.p, d_w = k.dw ? k.dw : k.d;
+      g.st = {k.s, s_w}, g.pd = {k.p, p_w}, g.dl = {k.d, d_w};
       g.OH = (k.H + 2 * k.p - k.d * (k.KH - 1) - 1) / k.s + 1;
-      g.OW = (k.W + 2 * k.p - k.d * (k.KW - 1) - 1) / k.s + 1;
+      g.OW = (k.W + 2 * p_w - d_w * (k.KW - 1) - 1) / s_w + 1;
       const int64_t OCB = (k.OC + L - 1) / L, OP = g.OH * g.OW;
       auto x = randn(size_t(k.N * k.C * k.H * k.W), seed++), w = randn(size_t(k.OC * k.C * k.KH * k.KW), seed++);
       auto scale = randn(size_t(k.OC), seed++), shift = randn(size_t(k.OC), seed++);
