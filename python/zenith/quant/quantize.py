@@ -179,19 +179,25 @@ def _calibrate(model, layers, calibration, method, percentile, error_batches, sm
     return scales, kept_batches, smoothing, {name: o.shape for name, o in observers.items() if o.shape}
 
 
-def _int8_conv_slower(conv, in_shape):
+def _int8_conv_slower(conv, in_shape, full_width_avx512=None):
     """Why Zenith's int8 kernels would run this conv slower than its fp32 ones, or None.
     An int8 conv quantizes its input into pixel rows of codes and writes its output back
     to NCHW; where the GEMM between is small against those passes, fp32 wins. Measured on
     ResNet-50, batch 8, static INT8 against fp32, per layer (Intel Xeon family 6 model 167,
     AVX-512 VNNI, 2 threads): the 7x7 stem on 3 channels 1.55x fp32's time (fp32 has a
     direct conv for stems); 1x1 convs over 56 x 56 maps 1.27-1.75x; over 28 x 28 0.85-1.08x,
-    over 14 x 14 and 7 x 7 0.35-0.55x; 3x3 convs 0.58-0.82x at every size."""
+    over 14 x 14 and 7 x 7 0.35-0.55x; 3x3 convs 0.58-0.82x at every size.
+    The 56 x 56 rule holds only where AVX-512 runs at full width (full_width_avx512; None:
+    this CPU's). On AMD Zen 4 (2026-11-28, whole model against fp32, one process) every conv
+    in int8 was faster: batch 1 0.479 against 0.545 with the rule, batch 8 0.569 against
+    0.622; on the AVX2 kernels 0.852 against 0.865 (Zen 4) and 2% (the Xeon held to AVX2)."""
     if conv.groups != 1:  # not quantized at all (QConv2d.from_float says why)
         return None
     if conv.in_channels <= 4:
         return "int8 would be slower: a stem on <= 4 input channels (fp32 runs it as a direct conv)"
-    if conv.kernel_size == (1, 1) and in_shape is not None and len(in_shape) == 4:
+    if full_width_avx512 is None:
+        full_width_avx512 = _C.avx512_full_width()
+    if full_width_avx512 and conv.kernel_size == (1, 1) and in_shape is not None and len(in_shape) == 4:
         pad = (0, 0) if conv.padding == "valid" else (None, None) if conv.padding == "same" else conv.padding
         oh, ow = ((in_shape[2 + i] if pad[i] is None else (in_shape[2 + i] + 2 * pad[i] - 1) // conv.stride[i] + 1)
                   for i in (0, 1))
@@ -288,8 +294,8 @@ def quantize(model, scheme, *, group_size=None, symmetric=True, include_embeddin
     and the rest, the sensitive ones, stay in floating point (reported in .kept).
     Convs where Zenith's int8 kernels measure slower than its fp32 ones stay in floating
     point, listed in .kept (no warning): stems on <= 4 input channels, and with
-    int8-static 1x1 convs over output maps of 56 x 56 or more (the calibration data gives
-    the sizes); int8_everywhere=True quantizes them too.
+    int8-static 1x1 convs over output maps of 56 x 56 or more where AVX-512 runs at full
+    width (the calibration data gives the sizes); int8_everywhere=True quantizes them too.
     smooth: SmoothQuant's alpha in [0, 1] for the linear layers (int8-static): activation
     channels much larger than the rest (transformers have a few) are divided down, their
     weight columns multiplied up by the same s = max|x|^alpha / max|w|^(1 - alpha), so one
