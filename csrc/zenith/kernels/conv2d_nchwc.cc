@@ -633,6 +633,20 @@ ZENITH_UK_INLINE void winograd_input_row(const float* plane, int64_t H, int64_t 
   }
 }
 
+// One output pixel's L channels from a finished Winograd sum y (scaled and shifted):
+// + residual, ReLU (RELU), stored at out + at.
+template <int L, bool RELU, class V>
+ZENITH_UK_INLINE void winograd_store(V y, const float* res, float* out, int64_t at) {
+  using Vec = F32Vec<L>;
+  if (res) {
+    V rv;
+    Vec::load(rv, res + at);
+    y += rv;
+  }
+  if constexpr (RELU) y = y < V{} ? V{} : y;
+  Vec::store(out + at, y);
+}
+
 // One row i of tiles of one output block: tile j's 16 vectors at m + xi * xs + j * L
 // (A^T = [1 1 1 0; 0 1 -1 -1]) to output pixels (2i + a, 2j + b) inside the map, each
 // act(sum * sc + sh + res) (ReLU here, other activations by the caller).
@@ -662,15 +676,7 @@ ZENITH_UK_INLINE void winograd_output_row(const float* m, int64_t xs, int64_t tw
       for (int c = 0; c < 2; ++c) {
         const int64_t xx = 2 * j + c;
         if (xx >= W) break;
-        const int64_t at = (y * W + xx) * L;
-        V r = o[c] * s + b;
-        if (res) {
-          V rv;
-          Vec::load(rv, res + at);
-          r += rv;
-        }
-        if constexpr (RELU) r = r < V{} ? V{} : r;
-        Vec::store(out + at, r);
+        winograd_store<L, RELU>(o[c] * s + b, res, out, (y * W + xx) * L);
       }
     }
   }
@@ -758,15 +764,7 @@ ZENITH_UK_INLINE void winograd4_output_row(const float* m, int64_t xs, int64_t t
       for (int c = 0; c < 4; ++c) {
         const int64_t xx = 4 * j + c;
         if (xx >= W) break;
-        const int64_t at = (y * W + xx) * L;
-        V r = o[c] * s + b;
-        if (res) {
-          V rv;
-          Vec::load(rv, res + at);
-          r += rv;
-        }
-        if constexpr (RELU) r = r < V{} ? V{} : r;
-        Vec::store(out + at, r);
+        winograd_store<L, RELU>(o[c] * s + b, res, out, (y * W + xx) * L);
       }
     }
   }
@@ -775,28 +773,22 @@ ZENITH_UK_INLINE void winograd4_output_row(const float* m, int64_t xs, int64_t t
 using WinogradInFn = void (*)(const float*, int64_t, int64_t, int64_t, int64_t, float*, int64_t);
 using WinogradOutFn = void (*)(const float*, int64_t, int64_t, int64_t, int64_t, int64_t, const float*, const float*,
                                const float*, float*);
+// One instantiation per ISA, block, tile size M (F(M x M, 3x3)) and ReLU.
 #define ZENITH_WINOGRAD_ROWS(name, target, L)                                                                        \
+  template <int M>                                                                                                   \
   target void name##_in(const float* plane, int64_t H, int64_t W, int64_t i, int64_t tw, float* v, int64_t xs) {    \
-    winograd_input_row<L>(plane, H, W, i, tw, v, xs);                                                                \
+    if constexpr (M == 4)                                                                                            \
+      winograd4_input_row<L>(plane, H, W, i, tw, v, xs);                                                             \
+    else                                                                                                             \
+      winograd_input_row<L>(plane, H, W, i, tw, v, xs);                                                              \
   }                                                                                                                  \
+  template <int M, bool RELU>                                                                                        \
   target void name##_out(const float* m, int64_t xs, int64_t tw, int64_t i, int64_t H, int64_t W, const float* sc,  \
                          const float* sh, const float* res, float* out) {                                            \
-    winograd_output_row<L, false>(m, xs, tw, i, H, W, sc, sh, res, out);                                            \
-  }                                                                                                                  \
-  target void name##_out_relu(const float* m, int64_t xs, int64_t tw, int64_t i, int64_t H, int64_t W,              \
-                              const float* sc, const float* sh, const float* res, float* out) {                     \
-    winograd_output_row<L, true>(m, xs, tw, i, H, W, sc, sh, res, out);                                             \
-  }                                                                                                                  \
-  target void name##_in4(const float* plane, int64_t H, int64_t W, int64_t i, int64_t tw, float* v, int64_t xs) {   \
-    winograd4_input_row<L>(plane, H, W, i, tw, v, xs);                                                               \
-  }                                                                                                                  \
-  target void name##_out4(const float* m, int64_t xs, int64_t tw, int64_t i, int64_t H, int64_t W, const float* sc, \
-                          const float* sh, const float* res, float* out) {                                           \
-    winograd4_output_row<L, false>(m, xs, tw, i, H, W, sc, sh, res, out);                                           \
-  }                                                                                                                  \
-  target void name##_out4_relu(const float* m, int64_t xs, int64_t tw, int64_t i, int64_t H, int64_t W,             \
-                               const float* sc, const float* sh, const float* res, float* out) {                    \
-    winograd4_output_row<L, true>(m, xs, tw, i, H, W, sc, sh, res, out);                                            \
+    if constexpr (M == 4)                                                                                            \
+      winograd4_output_row<L, RELU>(m, xs, tw, i, H, W, sc, sh, res, out);                                           \
+    else                                                                                                             \
+      winograd_output_row<L, RELU>(m, xs, tw, i, H, W, sc, sh, res, out);                                            \
   }
 #if defined(__x86_64__)
 ZENITH_WINOGRAD_ROWS(winograd_l16_avx512, __attribute__((target("avx512f"))), 16)
@@ -809,9 +801,9 @@ struct WinogradRows {
   WinogradInFn in;
   WinogradOutFn out;
 };
-#define ZENITH_PICK_ROWS(name)                                                                 \
-  return m == 4 ? WinogradRows{name##_in4, relu ? name##_out4_relu : name##_out4}                \
-                : WinogradRows{name##_in, relu ? name##_out_relu : name##_out}
+#define ZENITH_PICK_ROWS(name)                                                                                  \
+  return m == 4 ? WinogradRows{name##_in<4>, relu ? name##_out<4, true> : name##_out<4, false>}                   \
+                : WinogradRows{name##_in<2>, relu ? name##_out<2, true> : name##_out<2, false>}
 // The row transforms of F(m x m, 3x3), m 2 or 4.
 WinogradRows pick_winograd_rows(int64_t L, int m, bool relu) {
   if (L == 16) {
