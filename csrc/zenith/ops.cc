@@ -502,7 +502,8 @@ Types infer_conv2d_nchwc(const Graph& g, const Node& n) {
 
 // conv2d_pw_dw: (x, w_pw, bias_pw[, bn x 4], w_dw, bias_dw[, bn x 4][, w_pj, bias_pj[, bn
 // x 4][, residual]]), float32 only (fuse_conv_pw_dw makes it from two or three float32
-// convs); expand=0: no w_pw, bias_pw or its bn.
+// convs); expand=0: no w_pw, bias_pw or its bn. x NCHW, or blocked [N, CB, H, W, L] (the
+// output and residual then blocked too, [N, ceil(P / L), OH, OW, L]).
 Types infer_conv2d_pw_dw(const Graph& g, const Node& n) {
   const bool expand = n.i("expand", 1) != 0, project = n.i("project", 0) != 0, residual = n.i("has_residual", 0) != 0;
   const size_t q = !expand ? 1 : n.has("pw_bn_eps") ? 7 : 3, r = q + (n.has("bn_eps") ? 6 : 2);
@@ -516,15 +517,24 @@ Types infer_conv2d_pw_dw(const Graph& g, const Node& n) {
                expand ? q : 0, " after x, the depthwise conv's ", r - q, ", the projection's ", project ? pj_inputs : 0,
                "), got ", n.inputs.size());
   const auto &x = in(g, n, 0), &w2 = in(g, n, q);
-  ZENITH_CHECK(x.rank() == 4 && w2.is_static() && w2.rank() == 4, "conv2d_pw_dw: needs NCHW input and static OIHW weights");
-  ZENITH_CHECK(x.shape[1].is_const(), "conv2d_pw_dw: needs a static channel count");
-  int64_t E = x.shape[1].value();  // the depthwise conv's channels
+  const bool blocked = x.rank() == 5;  // [N, CB, H, W, L]: the blocked layout (conv2d_pw_dw_nchwc)
+  ZENITH_CHECK((x.rank() == 4 || blocked) && w2.is_static() && w2.rank() == 4,
+               "conv2d_pw_dw: needs an NCHW or blocked [N, CB, H, W, L] input and static OIHW weights");
+  ZENITH_CHECK(x.shape[1].is_const() && (!blocked || x.shape[4].is_const()),
+               "conv2d_pw_dw: needs a static channel count");
+  const int64_t L = blocked ? x.shape[4].value() : 1, CB = x.shape[1].value();
+  ZENITH_CHECK(!blocked || L == 8 || L == 16, "conv2d_pw_dw: channel block ", L, " is not 8 or 16");
+  // The input's channels, c: x's own (NCHW), or filling its CB blocks (blocked).
+  auto fills = [&](int64_t c) { return blocked ? c > (CB - 1) * L && c <= CB * L : c == CB; };
+  int64_t E = expand ? 0 : w2.shape[0].value();  // the depthwise conv's channels
   if (expand) {
     const auto& w1 = in(g, n, 1);
-    ZENITH_CHECK(w1.is_static() && w1.rank() == 4 && E == w1.shape[1].value() && w1.shape[2].value() == 1 &&
+    ZENITH_CHECK(w1.is_static() && w1.rank() == 4 && fills(w1.shape[1].value()) && w1.shape[2].value() == 1 &&
                      w1.shape[3].value() == 1,
                  "conv2d_pw_dw: the first weight must be a 1x1 conv's over the input's channels");
     E = w1.shape[0].value();
+  } else {
+    ZENITH_CHECK(fills(E), "conv2d_pw_dw: the depthwise weight's ", E, " channels are not the input's");
   }
   ZENITH_CHECK(w2.shape[0].value() == E && w2.shape[1].value() == 1,
                "conv2d_pw_dw: the depthwise weight must be a depthwise conv's over ", E, " channels");
@@ -557,12 +567,14 @@ Types infer_conv2d_pw_dw(const Graph& g, const Node& n) {
   auto st = pair_attr(n, "stride", 1), pd = pair_attr(n, "padding", 0), dl = pair_attr(n, "dilation", 1);
   TensorType t;
   t.dtype = DType::f32;
-  t.shape = {x.shape[0], SymInt(P), conv_out(x.shape[2], w2.shape[2].value(), st[0], pd[0], dl[0], false),
+  t.shape = {x.shape[0], SymInt(blocked ? (P + L - 1) / L : P),
+             conv_out(x.shape[2], w2.shape[2].value(), st[0], pd[0], dl[0], false),
              conv_out(x.shape[3], w2.shape[3].value(), st[1], pd[1], dl[1], false)};
+  if (blocked) t.shape.push_back(SymInt(L));
   if (residual) {
     const auto& res = in(g, n, total - 1);
-    bool same = res.rank() == 4;
-    for (int d = 0; same && d < 4; ++d) same = res.shape[size_t(d)].same(t.shape[size_t(d)]);
+    bool same = res.rank() == t.rank();
+    for (int d = 0; same && d < t.rank(); ++d) same = res.shape[size_t(d)].same(t.shape[size_t(d)]);
     ZENITH_CHECK(same, "conv2d_pw_dw: the residual must have the output's shape");
   }
   return {t};

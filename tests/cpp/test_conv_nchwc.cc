@@ -617,3 +617,85 @@ TEST(Ops, NchwcConvOverNchwInputChecksItsInputs) {
   };
   for (const char* text : bad) EXPECT_THROW(parse_graph(text), Error) << text;
 }
+
+// conv2d_pw_dw_nchwc (an inverted-residual block over the blocked layout, band by band)
+// against the same three convs run one at a time by the blocked kernels (a tight
+// tolerance: the same tiles sum each value in the same order) and against plain NCHW
+// convs in double: with and without the expand or the projection, odd channel counts
+// (partial last blocks in, expanded and out), strides 1 and 2, 3x3 and 5x5 filters,
+// padding 0 to 2, dilation 2, a residual, in-register and after-store activations for
+// each part, maps wide enough for several bands per image and batch 1 (its rows split
+// between threads) to 3; the output's padding channels zero. Both blocks.
+TEST(Kernels, NchwcPwDwMatchesTheConvsOneByOne) {
+  struct Case {
+    int64_t N, C, E, P, H, W, K, s, p, d;
+    bool expand, project, res;
+  };
+  const Case cases[] = {
+      {1, 16, 96, 24, 30, 112, 3, 2, 1, 1, true, true, false},  // MobileNet V2's 112 x 112 block, cut
+      {2, 24, 144, 24, 20, 56, 3, 1, 1, 1, true, true, true},   // its 56 x 56 ones, with the residual
+      {1, 32, 32, 16, 40, 40, 3, 1, 1, 1, false, true, false},  // its first block: no expand
+      {3, 5, 20, 3, 13, 11, 3, 1, 1, 1, true, true, false},     // odd channels everywhere
+      {2, 17, 40, 17, 17, 29, 5, 2, 2, 1, true, true, true},
+      {1, 20, 36, 0, 16, 30, 3, 1, 2, 2, true, false, false},   // no projection: the depthwise output
+      {1, 12, 12, 12, 9, 9, 3, 2, 0, 1, false, true, true},
+      {2, 8, 24, 5, 28, 28, 3, 1, 1, 1, true, true, false},
+  };
+  const Activation acts[] = {Activation::kRelu6, Activation::kHardswish, Activation::kNone, Activation::kRelu};
+  unsigned seed = 700;
+  int ci = 0;
+  for (const Case& k : cases)
+    for (int64_t L : {8, 16}) {
+      ++ci;
+      const int64_t E = k.expand ? k.E : k.C, P = k.project ? k.P : E;
+      NchwcConvGeom ge, gd, gp;  // expand, depthwise, projection
+      ge.N = gd.N = gp.N = k.N, ge.L = gd.L = gp.L = L;
+      ge.C = k.C, ge.OC = E, ge.H = ge.OH = k.H, ge.W = ge.OW = k.W, ge.KH = ge.KW = 1;
+      gd.C = gd.OC = gd.groups = E, gd.H = k.H, gd.W = k.W, gd.KH = gd.KW = k.K;
+      gd.st = {k.s, k.s}, gd.pd = {k.p, k.p}, gd.dl = {k.d, k.d};
+      gd.OH = (k.H + 2 * k.p - k.d * (k.K - 1) - 1) / k.s + 1;
+      gd.OW = (k.W + 2 * k.p - k.d * (k.K - 1) - 1) / k.s + 1;
+      const int64_t OP = gd.OH * gd.OW;
+      gp.C = E, gp.OC = P, gp.H = gp.OH = gd.OH, gp.W = gp.OW = gd.OW, gp.KH = gp.KW = 1;
+      // Fan-in scaled filters keep the values near 1 through the chain.
+      auto scaled = [&](size_t n, int64_t fan) {
+        auto v = randn(n, seed++);
+        for (float& f : v) f /= std::sqrt(float(fan));
+        return v;
+      };
+      auto x = randn(size_t(k.N * k.C * k.H * k.W), seed++);
+      auto w1 = scaled(size_t(E * k.C), k.C), w2 = scaled(size_t(E * k.K * k.K), k.K * k.K),
+           w3 = scaled(size_t(P * E), E);
+      auto s1 = randn(size_t(E), seed++), t1 = randn(size_t(E), seed++), s2 = randn(size_t(E), seed++),
+           t2 = randn(size_t(E), seed++), s3 = randn(size_t(P), seed++), t3 = randn(size_t(P), seed++);
+      auto res = randn(size_t(k.N * P * OP), seed++);
+      const Activation a1 = acts[ci % 4], a2 = acts[(ci + 1) % 4], a3 = acts[(ci + 2) % 4];
+      const float* rp = k.res ? res.data() : nullptr;
+      // Plain NCHW in double, conv by conv.
+      std::vector<float> want = k.expand ? plain_conv(ge, x, w1, s1, t1, nullptr, a1) : x;
+      want = plain_conv(gd, want, w2, s2, t2, k.project ? nullptr : rp, a2);
+      if (k.project) want = plain_conv(gp, want, w3, s3, t3, rp, a3);
+      // The blocked kernels one at a time.
+      const int64_t EB = (E + L - 1) / L, OB = (P + L - 1) / L;
+      auto xb = blocked(x, k.N, k.C, k.H * k.W, L), rb = blocked(res, k.N, P, OP, L);
+      const PackedOperand p1 = k.expand ? conv2d_nchwc_pack(ge, w1.data()) : PackedOperand{};
+      const PackedOperand p2 = depthwise_nchwc_pack(gd, w2.data());
+      const PackedOperand p3 = k.project ? conv2d_nchwc_pack(gp, w3.data()) : PackedOperand{};
+      std::vector<float> e(size_t(k.N * EB * L * k.H * k.W)), dwo(size_t(k.N * EB * L * OP));
+      std::vector<float> one(size_t(k.N * OB * L * OP), NAN);
+      if (k.expand) conv2d_nchwc(ge, xb.data(), p1, s1.data(), t1.data(), nullptr, a1, e.data());
+      depthwise_nchwc(gd, k.expand ? e.data() : xb.data(), p2, s2.data(), t2.data(), nullptr, a2,
+                      k.project ? dwo.data() : one.data());
+      if (k.project) conv2d_nchwc(gp, dwo.data(), p3, s3.data(), t3.data(), k.res ? rb.data() : nullptr, a3, one.data());
+      // Fused.
+      std::vector<float> got(one.size(), NAN);
+      conv2d_pw_dw_nchwc(gd, k.C, P, {k.expand ? &p1 : nullptr, s1.data(), t1.data(), a1},
+                         {&p2, s2.data(), t2.data(), a2}, {k.project ? &p3 : nullptr, s3.data(), t3.data(), a3},
+                         xb.data(), k.res ? rb.data() : nullptr, got.data());
+      NchwcConvGeom go = gp;
+      go.OC = P;
+      expect_blocked_output(go, got, one, want, 1e-4f, "case " + std::to_string(ci) + " L " + std::to_string(L));
+      for (size_t i = 0; i < got.size(); ++i)
+        ASSERT_NEAR(got[i], one[i], 1e-6f * (1 + std::fabs(one[i]))) << "case " << ci << " L " << L << " at " << i;
+    }
+}

@@ -316,6 +316,48 @@ TEST(Passes, FuseConvPwDw) {
 })"));
 }
 
+TEST(Passes, FuseConvPwDwBlocked) {
+  // The blocked layout's convs (conv2d_nchwc over blocked inputs) fuse as blocked
+  // conv2d_pw_dw nodes: expand %e (16 -> 20 channels, 3 blocks of 8) -> depthwise %d ->
+  // projection %p (with its residual %x) become one node whose output is blocked. A
+  // stem's conv2d_nchwc over an NCHW image (`block`), though 1x1, is no expand: its
+  // depthwise %sd and projection %sp fuse without one (expand=0). A depthwise conv whose
+  // input comes through to_nchwc from an NCHW 1x1 conv %n stays apart from it.
+  Graph g = parse_graph(R"(graph(%x: f32[2, 2, 28, 28, 8], %img: f32[2, 3, 28, 28], %w: f32[20, 16, 1, 1], %k: f32[20, 1, 3, 3], %b: f32[20], %u: f32[16, 20, 1, 1], %c: f32[16], %ws: f32[20, 3, 1, 1], %y: f32[2, 16, 28, 28], %wn: f32[20, 16, 1, 1]) {
+  %e: f32[2, 3, 28, 28, 8] = conv2d_nchwc(%x, %w, %w) {activation=[7], stride=[1, 1], padding=[0, 0], dilation=[1, 1], groups=[1], has_bias=[0]}
+  %d: f32[2, 3, 28, 28, 8] = conv2d_nchwc(%e, %k, %b) {activation=[7], stride=[1, 1], padding=[1, 1], dilation=[1, 1], groups=[20], has_bias=[1]}
+  %p: f32[2, 2, 28, 28, 8] = conv2d_nchwc(%d, %u, %c, %x) {has_residual=[1], stride=[1, 1], padding=[0, 0], dilation=[1, 1], groups=[1], has_bias=[1]}
+  %s: f32[2, 3, 28, 28, 8] = conv2d_nchwc(%img, %ws, %ws) {block=[8], stride=[1, 1], padding=[0, 0], dilation=[1, 1], groups=[1], has_bias=[0]}
+  %sd: f32[2, 3, 14, 14, 8] = conv2d_nchwc(%s, %k, %b) {stride=[2, 2], padding=[1, 1], dilation=[1, 1], groups=[20], has_bias=[1]}
+  %sp: f32[2, 2, 14, 14, 8] = conv2d_nchwc(%sd, %u, %c) {stride=[1, 1], padding=[0, 0], dilation=[1, 1], groups=[1], has_bias=[1]}
+  %n: f32[2, 20, 28, 28] = conv2d(%y, %wn, %wn) {stride=[1, 1], padding=[0, 0], dilation=[1, 1], groups=[1], has_bias=[0]}
+  %nb: f32[2, 3, 28, 28, 8] = to_nchwc(%n) {block=[8]}
+  %nd: f32[2, 3, 28, 28, 8] = conv2d_nchwc(%nb, %k, %b) {stride=[1, 1], padding=[1, 1], dilation=[1, 1], groups=[20], has_bias=[1]}
+  return (%p, %sp, %nd)
+})");
+  EXPECT_EQ(fuse_conv_pw_dw(g), 3);
+  verify(g);
+  EXPECT_EQ(print_graph(g), canon(R"(graph(%x: f32[2, 2, 28, 28, 8], %img: f32[2, 3, 28, 28], %w: f32[20, 16, 1, 1], %k: f32[20, 1, 3, 3], %b: f32[20], %u: f32[16, 20, 1, 1], %c: f32[16], %ws: f32[20, 3, 1, 1], %y: f32[2, 16, 28, 28], %wn: f32[20, 16, 1, 1]) {
+  %p: f32[2, 2, 28, 28, 8] = conv2d_pw_dw(%x, %w, %w, %k, %b, %u, %c, %x) {activation=[7], dilation=[1, 1], has_bias=[1], has_residual=[1], padding=[1, 1], pj_has_bias=[1], project=[1], pw_activation=[7], pw_has_bias=[0], stride=[1, 1]}
+  %s: f32[2, 3, 28, 28, 8] = conv2d_nchwc(%img, %ws, %ws) {block=[8], dilation=[1, 1], groups=[1], has_bias=[0], padding=[0, 0], stride=[1, 1]}
+  %sp: f32[2, 2, 14, 14, 8] = conv2d_pw_dw(%s, %k, %b, %u, %c) {dilation=[1, 1], expand=[0], has_bias=[1], padding=[1, 1], pj_has_bias=[1], project=[1], stride=[2, 2]}
+  %n: f32[2, 20, 28, 28] = conv2d(%y, %wn, %wn) {dilation=[1, 1], groups=[1], has_bias=[0], padding=[0, 0], stride=[1, 1]}
+  %nb: f32[2, 3, 28, 28, 8] = to_nchwc(%n) {block=[8]}
+  %nd: f32[2, 3, 28, 28, 8] = conv2d_nchwc(%nb, %k, %b) {dilation=[1, 1], groups=[20], has_bias=[1], padding=[1, 1], stride=[1, 1]}
+  return (%p, %sp, %nd)
+})"));
+  // A blocked input whose blocks do not hold the depthwise conv's channels: refused.
+  try {
+    verify(parse_graph(R"(graph(%x: f32[1, 2, 28, 28, 8], %k: f32[20, 1, 3, 3], %u: f32[16, 20, 1, 1]) {
+  %y: f32[1, 2, 28, 28, 8] = conv2d_pw_dw(%x, %k, %k, %u, %u) {expand=[0], project=[1], stride=[1, 1], padding=[1, 1], dilation=[1, 1]}
+  return (%y)
+})"));
+    ADD_FAILURE() << "accepted 20 channels in 2 blocks of 8";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("channels are not the input's"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Passes, FuseConvPwDwProjection) {
   // Two inverted residual blocks on 28 x 28 maps. The first's projection %p (1x1, bn
   // folded, its residual add %x fused) reads only the expand + depthwise pair's output:
@@ -519,13 +561,13 @@ TEST(Passes, PipelineVerifiesEachPass) {
   return (%d)
 })");
   auto reports = run_default_pipeline(g, true);
-  ASSERT_EQ(reports.size(), 13u);
+  ASSERT_EQ(reports.size(), 14u);
   EXPECT_EQ(reports[0].name, "canonicalize");
   EXPECT_EQ(reports[0].changes, 1);
   EXPECT_EQ(reports[2].name, "cse");
   EXPECT_EQ(reports[2].changes, 1);
-  EXPECT_EQ(reports[11].name, "fuse_elementwise");  // relu(x) + relu(x), one node after cse
-  EXPECT_EQ(reports[11].changes, 1);
+  EXPECT_EQ(reports[12].name, "fuse_elementwise");  // relu(x) + relu(x), one node after cse
+  EXPECT_EQ(reports[12].changes, 1);
   ASSERT_EQ(g.nodes.size(), 1u);
   EXPECT_EQ(g.nodes[0].op, Op::fused);
 }

@@ -21,6 +21,7 @@
 
 #include "zenith/error.h"
 #include "zenith/kernels/activation.h"
+#include "zenith/kernels/conv2d_nchwc_internal.h"
 #include "zenith/kernels/gemm_internal.h"
 #include "zenith/kernels/kernels.h"
 #include "zenith/threadpool.h"
@@ -28,9 +29,9 @@
 namespace zenith {
 
 using gemm_detail::F32Vec;
+using namespace nchwc_detail;
 
-namespace {
-constexpr int kNB = 2;  // output channel blocks per tile (and per group of packed filters)
+namespace nchwc_detail {
 // Input per run of tiles (see conv2d_nchwc): half of this core's L2 (256 KiB to 1 MiB).
 int64_t run_bytes() {
   static const int64_t bytes = [] {
@@ -182,8 +183,6 @@ ZENITH_UK_INLINE void nchwc_tile(const NchwcConvGeom& g, const float* x, int64_t
 
 // One instantiation per ISA, tile and in-register activation; the ISA's target
 // attribute lets GCC keep the tile in its registers.
-using TileFn = void (*)(const NchwcConvGeom&, const float*, int64_t, int64_t, int, const float*, const float*,
-                        const float*, const float*, Activation, float*, const float*, int);
 #define ZENITH_NCHWC_TILE(name, target, VL, L, RO)                                                                \
   template <int LI, int NB, int ACT>                                                                              \
   target void name(const NchwcConvGeom& g, const float* x, int64_t p0, int64_t mr, int nblk, const float* w,    \
@@ -281,19 +280,9 @@ RowTile pick_row_tile(const NchwcConvGeom& g, Activation act) {
   return g.st[1] == 1 ? pick_row_tile_sw<1>(g.L, act) : g.st[1] == 2 ? pick_row_tile_sw<2>(g.L, act) : RowTile{};
 }
 
-// The tile, and a shorter one for a map's last few pixels (a 7 x 7 map is 4 tiles of
-// 12 and one pixel, which the full tile would compute 12 times); [0] for a lone block.
-struct Tile {
-  TileFn fn[2], tail[2];
-  int64_t ro, tail_ro;
-  // Pixels [p0, p0 + mr), mr <= ro: the full tile, or tail tiles where they compute fewer rows.
-  template <class... Args>
-  void operator()(const NchwcConvGeom& g, const float* x, int64_t p0, int64_t mr, int nblk, Args... rest) const {
-    const int k = nblk > 1;
-    if (mr > ro - tail_ro) return fn[k](g, x, p0, mr, nblk, rest...);
-    for (int64_t q = 0; q < mr; q += tail_ro) tail[k](g, x, p0 + q, std::min(tail_ro, mr - q), nblk, rest...);
-  }
-};
+// The tile (Tile, conv2d_nchwc_internal.h), and a shorter one for a map's last few
+// pixels (a 7 x 7 map is 4 tiles of 12 and one pixel, which the full tile would compute
+// 12 times); [0] for a lone block.
 template <int ACT, bool NCHW_IN>
 Tile pick_tile_act(int64_t L) {
   static_assert(kNB == 2, "a tile of one block and one of kNB");
@@ -325,6 +314,7 @@ Tile pick_tile(const NchwcConvGeom& g, Activation act) {
 int64_t in_block(const NchwcConvGeom& g) { return g.nchw_in ? 1 : g.L; }
 // The input's channels rounded up to whole blocks (the rows of a tap's packed filters).
 int64_t in_channels_padded(const NchwcConvGeom& g) { return (g.C + in_block(g) - 1) / in_block(g) * in_block(g); }
+int64_t packed_group_floats(const NchwcConvGeom& g) { return g.KH * g.KW * in_channels_padded(g) * kNB * g.L; }
 
 void check_geom(const NchwcConvGeom& g) {
   ZENITH_CHECK(g.L == 8 || g.L == 16, "conv2d_nchwc: channel block ", g.L, " is not 8 or 16");
@@ -335,7 +325,7 @@ void check_geom(const NchwcConvGeom& g) {
                g.groups, " for ", g.C, " and ", g.OC, " channels");
   ZENITH_CHECK(!g.nchw_in || g.groups == 1, "conv2d_nchwc: an NCHW input needs the direct conv (groups 1)");
 }
-}  // namespace
+}  // namespace nchwc_detail
 
 // 16 where the AVX-512 kernels run at full width; 8 (the AVX2 kernels) elsewhere and on
 // Zen 4, which runs each 512-bit FMA as two halves. There the 16-channel tile lost to the
@@ -369,7 +359,7 @@ void nchwc_to_nchw(const float* x, int64_t N, int64_t C, int64_t HW, int64_t L, 
   });
 }
 
-namespace {
+namespace nchwc_detail {
 // Floats of a conv's packed filters: groups of kNB output blocks, [taps][CI][kNB * L]
 // each (CI: in_channels_padded).
 int64_t packed_filter_floats(const NchwcConvGeom& g) {
@@ -435,7 +425,7 @@ void zero_padding_channels(const NchwcConvGeom& g, float* out) {
       for (int64_t p = 0; p < OP; ++p) std::fill_n(last + (n * OCB * OP + p) * L + g.OC % L, L - g.OC % L, 0.0f);
   });
 }
-}  // namespace
+}  // namespace nchwc_detail
 
 PackedOperand conv2d_nchwc_pack(const NchwcConvGeom& g, const float* w) {
   check_geom(g);
@@ -993,13 +983,7 @@ void conv3x3_winograd_nchwc(const NchwcConvGeom& g, const float* x, const Packed
 // row sums every tap, row by row then column as the scalar reference does, loading the
 // tap's filter vector once per tile; the epilogue is conv2d_nchwc's (scale, shift,
 // residual; ReLU and ReLU6 in registers, the other activations over the stored row).
-namespace {
-// The thread's padded copy of a band's input: `rows` rows of `pitch` pixels of L floats,
-// padded column c holding input column c - pw.
-struct DwBand {
-  int64_t oh0, oh1, rows, pitch;
-};
-
+namespace nchwc_detail {
 // Output rows [b.oh0, b.oh1) of one channel block from its padded band xp; w: the
 // block's packed taps [KH * KW][L]; out / res: the block's output plane; S the column
 // stride (0: g.st[1] at run time); ACT 1 ReLU, 2 ReLU6, 0 none (or applied after).
@@ -1057,8 +1041,6 @@ ZENITH_UK_INLINE void dw_band(const NchwcConvGeom& g, const DwBand& b, const flo
   }
 }
 
-using DwBandFn = void (*)(const NchwcConvGeom&, const DwBand&, const float*, const float*, const float*,
-                          const float*, const float*, float*);
 // One instantiation per ISA, block, column stride and in-register activation: 7-pixel
 // tiles (MobileNets' maps are multiples of 7 wide) where a pixel is one vector, 4 where
 // it is two (L = 16 on AVX2), so the accumulators stay in registers.
@@ -1097,12 +1079,18 @@ DwBandFn pick_dw_band(const NchwcConvGeom& g, Activation a, int64_t* ro) {
                                                                     : pick_dw_act<0>(g.L, act, ro);
 }
 
+// Padded columns: the input's, and every column a row's last tile reads.
+int64_t dw_pitch(const NchwcConvGeom& g, int64_t ro) {
+  const int64_t tiles = (g.OW + ro - 1) / ro;
+  return std::max(g.pd[1] + g.W, (tiles * ro - 1) * g.st[1] + (g.KW - 1) * g.dl[1] + 1);
+}
+
 void check_dw_geom(const NchwcConvGeom& g) {
   check_geom(g);
   ZENITH_CHECK(g.groups == g.C && g.C == g.OC, "depthwise_nchwc: needs groups == C == OC, got ", g.groups, ", ",
                g.C, " and ", g.OC);
 }
-}  // namespace
+}  // namespace nchwc_detail
 
 PackedOperand depthwise_nchwc_pack(const NchwcConvGeom& g, const float* w) {
   check_dw_geom(g);
@@ -1135,9 +1123,7 @@ void depthwise_nchwc(const NchwcConvGeom& g, const float* x, const PackedOperand
   // else each plane's rows split so that they do.
   const int64_t bands = std::clamp<int64_t>((4 * num_threads() + g.N * CB - 1) / (g.N * CB), 1, g.OH);
   const int64_t band_rows = (g.OH + bands - 1) / bands;
-  // Padded columns: the input's, and every column a row's last tile reads.
-  const int64_t tiles = (g.OW + ro - 1) / ro;
-  const int64_t pitch = std::max(g.pd[1] + g.W, (tiles * ro - 1) * g.st[1] + (g.KW - 1) * g.dl[1] + 1);
+  const int64_t pitch = dw_pitch(g, ro);
   parallel_for(g.N * CB * bands, 1, [&](int64_t lo, int64_t hi) {
     thread_local AlignedBuf buf;
     for (int64_t it = lo; it < hi; ++it) {

@@ -20,6 +20,8 @@
 // activation; the projection's residual), depthwise_plane (or depthwise_channels, on
 // rows under 32 columns) with the depthwise conv's; the op tests hold it to PyTorch and
 // the kernel tests hold the parts to their scalar references.
+// A blocked x ([N, CB, H, W, L]: the blocks layout_nchwc made blocked) goes to
+// conv2d_pw_dw_nchwc (conv2d_pw_dw_nchwc.cc), its three filters packed here per call.
 #include <algorithm>
 #include <cstring>
 
@@ -47,7 +49,8 @@ void run_conv2d_pw_dw(const KernelCtx& c) {
   const size_t r = q + (at.bn_eps ? 6 : 2);               // the projection's first input (with `project`)
   const TensorRef& w2 = c.in[q];
   const int64_t N = x.shape[0], C = x.shape[1], H = x.shape[2], W = x.shape[3], E = w2.shape[0];
-  const int64_t KH = w2.shape[2], KW = w2.shape[3], P = o.shape[1], OH = o.shape[2], OW = o.shape[3];
+  const int64_t KH = w2.shape[2], KW = w2.shape[3], OH = o.shape[2], OW = o.shape[3];
+  const int64_t P = project ? c.in[r].shape[0] : E;  // the output's channels
   const int64_t sh = at.stride[0], sw = at.stride[1], ph = at.padding[0], pw = at.padding[1], dh = at.dilation[0],
                 dw = at.dilation[1];
   std::vector<float> s1, t1, s2, t2, s3, t3;
@@ -62,6 +65,22 @@ void run_conv2d_pw_dw(const KernelCtx& c) {
   const float *px = x.as<float>(), *pw1 = expand ? w1.as<float>() : nullptr, *pw2 = w2.as<float>();
   const float* pw3 = project ? c.in[r].as<float>() : nullptr;
   float* po = o.as<float>();
+  if (x.rank() == 5) {  // blocked [N, CB, H, W, L]: conv2d_pw_dw_nchwc (its filters packed per call)
+    NchwcConvGeom g;
+    g.N = N, g.H = H, g.W = W, g.L = x.shape[4], g.C = g.OC = g.groups = E, g.KH = KH, g.KW = KW, g.OH = OH, g.OW = OW;
+    g.st = at.stride, g.pd = at.padding, g.dl = at.dilation;
+    NchwcConvGeom g1 = g, g3 = g;  // the 1x1 convs' filters' geometry
+    g1.groups = g3.groups = 1;
+    g1.KH = g1.KW = g3.KH = g3.KW = 1;
+    g1.C = expand ? w1.shape[1] : E;
+    g3.OC = P;
+    const PackedOperand p1 = expand ? conv2d_nchwc_pack(g1, pw1) : PackedOperand{};
+    const PackedOperand p2 = depthwise_nchwc_pack(g, pw2);
+    const PackedOperand p3 = project ? conv2d_nchwc_pack(g3, pw3) : PackedOperand{};
+    return conv2d_pw_dw_nchwc(g, g1.C, P, {expand ? &p1 : nullptr, ep1.row_scale, ep1.row_shift, ep1.act},
+                              {&p2, ep2.row_scale, ep2.row_shift, ep2.act},
+                              {project ? &p3 : nullptr, ep3.row_scale, ep3.row_shift, ep3.act}, px, res, po);
+  }
 
   // Output rows per band: as many as keep the window (every channel, the band's input
   // rows) near kWindowFloats (half of it with a projection, whose band of depthwise

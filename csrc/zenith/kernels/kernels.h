@@ -215,6 +215,21 @@ void conv3x3_winograd_nchwc(const NchwcConvGeom& g, const float* x, const Packed
 PackedOperand depthwise_nchwc_pack(const NchwcConvGeom& g, const float* w);
 void depthwise_nchwc(const NchwcConvGeom& g, const float* x, const PackedOperand& w, const float* scale,
                      const float* shift, const float* res, Activation act, float* out);
+// An inverted-residual block over the blocked layout (conv2d_pw_dw with a blocked x;
+// conv2d_pw_dw_nchwc.cc): the expand 1x1 conv (C -> g.C channels), the depthwise conv g
+// and the projection 1x1 conv (g.C -> P), each with its packed filters and epilogue,
+// band of output rows by band. expand.w null: x is the depthwise conv's input (C ==
+// g.C); project.w null: the depthwise output is the block's; res: the projection's
+// residual, blocked like out.
+struct NchwcConvPart {
+  const PackedOperand* w = nullptr;  // conv2d_nchwc_pack's (1x1) or depthwise_nchwc_pack's
+  const float* scale = nullptr;
+  const float* shift = nullptr;
+  Activation act = Activation::kNone;
+};
+void conv2d_pw_dw_nchwc(const NchwcConvGeom& g, int64_t C, int64_t P, const NchwcConvPart& expand,
+                        const NchwcConvPart& dw, const NchwcConvPart& project, const float* x, const float* res,
+                        float* out);
 // The scalar reference of all three (groups 1 or C).
 void ref_conv2d_nchwc(const NchwcConvGeom& g, const float* x, const float* w, const float* scale, const float* shift,
                       const float* res, Activation act, float* out);

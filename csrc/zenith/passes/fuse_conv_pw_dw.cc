@@ -7,8 +7,13 @@
 // one) joins it as its `project` part, so the depthwise output, as large, never reaches
 // memory either; so does one whose input only a depthwise conv2d without an expand reads
 // (expand=0: MobileNet V2's first block). Each conv keeps its own epilogue (bias, batch-norm, activation): runs
-// after fuse_conv_bn, fuse_conv_residual and fuse_epilogue, and after layout_nchwc, so it
-// takes the blocks the blocked layout left NCHW (a symbolic batch; a squeeze-excitation).
+// after fuse_conv_bn, fuse_conv_residual and fuse_epilogue, and after layout_nchwc: the
+// blocks it made blocked (conv2d_nchwc over a blocked input) fuse as blocked
+// conv2d_pw_dw nodes (conv2d_pw_dw_nchwc), the blocks it left NCHW (a symbolic batch; a
+// squeeze-excitation) as NCHW ones. Blocked, MobileNet V2 on Zen 4 (family 25 model 17,
+// 2 threads, interleaved in one process): batch 8 34.5 against 38.2 ms unfused, batch 1
+// 6.04 against 6.05; maps from 56 x 56 only, batch 8 34.8 (docs/benchmarks, 2026-11-28,
+// twentieth session).
 // Leaves alone: maps under 28 x 28 or of symbolic size (the expanded tensor of a small
 // map stays in cache anyway), expand and depthwise convs with a fused residual, padding
 // at least the depthwise window's reach, and non-float32 convs.
@@ -25,10 +30,13 @@ bool all_f32(const Graph& g, const Node& n) {
   return g.type(n.outputs[0]).dtype == DType::f32;
 }
 
-// The 1x1, stride-1, unpadded, ungrouped conv2d of float32 values (without a residual
+// A conv2d, or a conv2d_nchwc over a blocked input (not a stem's NCHW image).
+bool conv(const Node& n) { return n.op == Op::conv2d || (n.op == Op::conv2d_nchwc && n.i("block", 0) == 0); }
+
+// The 1x1, stride-1, unpadded, ungrouped conv of float32 values (without a residual
 // unless `residual_ok`).
 bool pointwise(const Graph& g, const Node& n, bool residual_ok) {
-  if (n.op != Op::conv2d || n.i("groups", 1) != 1 || (!residual_ok && n.i("has_residual", 0)) || !all_f32(g, n))
+  if (!conv(n) || n.i("groups", 1) != 1 || (!residual_ok && n.i("has_residual", 0)) || !all_f32(g, n))
     return false;
   const Shape& w = g.type(n.inputs[1]).shape;  // static: infer_conv2d requires it
   std::array<int64_t, 2> st, pd, dl;
@@ -40,12 +48,12 @@ bool pointwise(const Graph& g, const Node& n, bool residual_ok) {
 // The depthwise conv2d of float32 values over a static map of at least kMinPixels,
 // without a residual, its padding inside the window's reach.
 bool depthwise(const Graph& g, const Node& n) {
-  if (n.op != Op::conv2d || n.i("has_residual", 0) || !all_f32(g, n) || !g.type(n.inputs[0]).is_static())
-    return false;
+  if (!conv(n) || n.i("has_residual", 0) || !all_f32(g, n) || !g.type(n.inputs[0]).is_static()) return false;
   const Shape &x = g.type(n.inputs[0]).shape, &w = g.type(n.inputs[1]).shape;
-  const int64_t C = x[1].value();
+  const int64_t C = w[0].value();  // (a blocked input's blocks hold C: infer_conv2d_nchwc checks)
   std::array<int64_t, 2> pd, dl;
-  if (n.i("groups", 1) != C || w[0].value() != C || w[1].value() != 1 || x[2].value() * x[3].value() < kMinPixels ||
+  if (n.i("groups", 1) != C || C < 2 || (n.op == Op::conv2d && x[1].value() != C) || w[1].value() != 1 ||
+      x[2].value() * x[3].value() < kMinPixels ||
       !const_pair(n, "padding", 0, pd) || !const_pair(n, "dilation", 1, dl))
     return false;
   return pd[0] < (w[2].value() - 1) * dl[0] + 1 && pd[1] < (w[3].value() - 1) * dl[1] + 1;
@@ -70,12 +78,12 @@ int fuse_conv_pw_dw(Graph& g) {
     const int x = dw.inputs[0], p = g.values[size_t(x)].producer;
     if (p < 0 || uses[size_t(x)] != 1 || !pointwise(g, g.nodes[size_t(p)], false)) continue;
     const Node& pw = g.nodes[size_t(p)];
+    if (pw.op != dw.op) continue;  // (a blocked conv's input is blocked: it cannot be)
     std::vector<int> inputs = pw.inputs;
     inputs.insert(inputs.end(), dw.inputs.begin() + 1, dw.inputs.end());
     dw.op = Op::conv2d_pw_dw;
     dw.inputs = std::move(inputs);
-    dw.attrs.erase("groups");
-    dw.attrs.erase("has_residual");
+    for (const char* key : {"groups", "has_residual", "block"}) dw.attrs.erase(key);
     copy_epilogue(pw, "pw_", dw.attrs);
     absorbed[size_t(p)] = true;
     ++fused;
@@ -96,13 +104,13 @@ int fuse_conv_pw_dw(Graph& g) {
     // V2's first block): that one's inputs and attributes are the depthwise conv's.
     const bool lone = depthwise(g, blk);
     if (!lone && (blk.op != Op::conv2d_pw_dw || blk.i("project", 0))) continue;
+    // Both blocked or both NCHW (as they are, the one reading the other's output).
+    if ((g.type(blk.inputs[0]).rank() == 5) != (pj.op == Op::conv2d_nchwc)) continue;
     std::vector<int> inputs = blk.inputs;
     inputs.insert(inputs.end(), pj.inputs.begin() + 1, pj.inputs.end());
     auto attrs = blk.attrs;
-    if (lone) {
-      attrs.erase("groups");
-      attrs.erase("has_residual");  // (depthwise() took none)
-    }
+    if (lone)
+      for (const char* key : {"groups", "has_residual", "block"}) attrs.erase(key);  // (depthwise() took no residual)
     copy_epilogue(pj, "pj_", attrs);
     auto it = pj.attrs.find("has_residual");
     if (it != pj.attrs.end()) attrs["has_residual"] = it->second;

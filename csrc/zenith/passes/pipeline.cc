@@ -28,7 +28,8 @@ const PassEntry kPipeline[] = {
     {"fuse_conv_residual", fuse_conv_residual},  // after the norm joins the conv, before its relu does
     {"fuse_epilogue", fuse_epilogue},
     {"layout_nchwc", layout_nchwc},  // the convs carry their epilogues and residuals
-    {"fuse_conv_pw_dw", fuse_conv_pw_dw},  // the MobileNet blocks left NCHW, with their epilogues
+    {"dce", dead_code_elimination},  // the conversions nobody reads: fuse_conv_pw_dw counts readers
+    {"fuse_conv_pw_dw", fuse_conv_pw_dw},  // the MobileNet blocks, blocked or NCHW, with their epilogues
     {"fuse_residual_norm", fuse_residual_norm},  // before chains form: the add stays visible
     {"fuse_elementwise", fuse_elementwise},
     {"dce", dead_code_elimination},

@@ -738,6 +738,70 @@ def test_inverted_residual_fused(monkeypatch):
     assert cg.report.passes["fuse_conv_pw_dw"] == 0 and "conv2d_pw_dw" not in cg.report.zenith_ops
 
 
+def test_inverted_residual_blocked_fused():
+    """The same blocks where the blocked layout takes them (a static batch, 16 channels
+    and up): expand 1x1 -> depthwise -> project 1x1 run as one blocked conv2d_pw_dw
+    (conv2d_pw_dw_nchwc) between the layout's conversions, against eager: channel counts
+    that are not whole blocks (in, expanded and out), strides 1 and 2, a 5x5 depthwise
+    conv, the residual, bn / bias / neither per conv, maps wide enough for several bands
+    per image, batches 1 to 3; MobileNet V2's first block (no expand); and a depthwise
+    output read by two 1x1 convs (expand + depthwise fused, no projection)."""
+    COVERED.add("conv2d_pw_dw")
+    tol = dict(rtol=1e-4, atol=1e-4)
+
+    def wt(*shape):  # fan-in scaled, so values stay near 1 through the block
+        return make(shape, f32) / (shape[1] * shape[2] * shape[3]) ** 0.5
+
+    def block(x, w1, b1, m1, v1, g1, be1, w2, b2, m2, v2, g2, be2, w3, b3, m3, v3, g3, be3, w0=None, s=1, k=3,
+              norms=("bn", "bn", "bn"), expand=True, residual=False):
+        def conv(inp, w, b, kind, **kw):
+            return F.conv2d(inp, w, b if kind == "bias" else None, **kw)
+
+        def norm(y, m, v, g, be, kind):
+            return F.batch_norm(y, m, v, g, be, training=False, eps=1e-5) if kind == "bn" else y
+
+        if w0 is not None:  # a stem first (its output blocked, as MobileNet V2's)
+            x = relu6(F.conv2d(x, w0, padding=1))
+        y = relu6(norm(conv(x, w1, b1, norms[0]), m1, v1, g1, be1, norms[0])) if expand else x
+        d = conv(y, w2, b2, norms[1], stride=s, padding=k // 2, groups=w2.shape[0])
+        d = F.hardswish(norm(d, m2, v2, g2, be2, norms[1]))
+        z = norm(conv(d, w3, b3, norms[2]), m3, v3, g3, be3, norms[2])
+        return z + x if residual else z
+
+    cases = [  # (N, C, E, P, H, W, kwargs)
+        ((1, 16, 96, 24, 30, 112), dict(s=2)),
+        ((2, 24, 144, 24, 28, 56), dict(residual=True, norms=("bias", "bn", "none"))),
+        ((3, 20, 44, 20, 29, 31), dict(residual=True, norms=("none", "bias", "bias"))),
+        ((1, 17, 40, 5, 33, 29), dict(s=2, k=5, norms=("bn", "none", "bias"))),
+        # MobileNet V2's first block: a stem, then no expand (the stem's conv2d_nchwc stays)
+        ((1, 32, 32, 16, 56, 56), dict(expand=False)),
+        ((2, 24, 24, 24, 28, 30), dict(expand=False, residual=True, norms=("bias", "bn", "bn"))),
+    ]
+    for (n, c, e, p, h, w), kw in cases:
+        expand = kw.get("expand", True)
+        k = kw.get("k", 3)
+        inputs = [make((n, c if expand else 3, h, w), f32), wt(e, c, 1, 1), make((e,), f32)] + bn_of(e)
+        inputs += [wt(e, 1, k, k), make((e,), f32)] + bn_of(e)
+        inputs += [wt(p, e, 1, 1), make((p,), f32)] + bn_of(p)
+        if not expand:
+            inputs.append(wt(c, 3, 3, 3))
+        cg = check(lambda *a: block(*a, **kw), inputs, covers=["conv2d_pw_dw"], passes=True, tol=tol)
+        ops = cg.report.zenith_ops
+        assert "conv2d" not in ops and ops.get("conv2d_nchwc", 0) == (0 if expand else 1), (kw, ops)
+        assert "from_nchwc" in ops, ops  # blocked: the output converted back
+        assert cg.report.passes["fuse_conv_pw_dw"] == (2 if expand else 1), cg.report.passes
+
+    # The depthwise output read by two 1x1 convs: expand + depthwise fuse, blocked, and
+    # both 1x1 convs stay blocked convs of their own.
+    def two(x, w1, w2, wa, wb):
+        d = relu6(F.conv2d(relu6(F.conv2d(x, w1)), w2, padding=1, groups=w2.shape[0]))
+        return F.conv2d(d, wa) + F.conv2d(d, wb)
+
+    inputs = [make((2, 16, 29, 40), f32), wt(40, 16, 1, 1), wt(40, 1, 3, 3), wt(24, 40, 1, 1), wt(24, 40, 1, 1)]
+    cg = check(two, inputs, covers=["conv2d_pw_dw", "conv2d_nchwc"], passes=True, tol=tol)
+    assert cg.report.passes["fuse_conv_pw_dw"] == 1 and "conv2d" not in cg.report.zenith_ops, cg.report.zenith_ops
+
+
 def test_residual_layer_norm():
     """Post-norm residual: LayerNorm(x + y) runs as one layer_norm reading both (passes
     on; the add is gone); a sum that is also returned keeps its add. Against eager."""

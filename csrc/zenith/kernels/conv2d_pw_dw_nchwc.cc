@@ -1,0 +1,187 @@
+// conv2d_pw_dw over the blocked layout: an inverted-residual block (MobileNet V2's
+// expand 1x1 -> depthwise -> project 1x1) whose input and output are blocked
+// [N, ceil(C / L), H, W, L], computed band of output rows by band with conv2d_nchwc's
+// own register tiles, so neither the expanded tensor nor the depthwise output reaches
+// memory.
+//
+// Why: with every MobileNet V2 conv blocked, the blocks on 112 x 112 and 56 x 56 maps ran
+// near memory speed at batch 8 (Zen 4, 2 threads, `zenith.profile`): 16 -> 96 expanded
+// at 87 GFLOP/s writing 38.5 MB, its stride-2 depthwise conv reading that back at
+// 21 GB/s (1.8 ms for 43 MFLOP), the 144-channel ones on 56 x 56 likewise; those blocks
+// took 16.8 of the model's 36.8 ms. conv2d_pw_dw's NCHW kernel (conv2d_pw_dw.cc) keeps
+// the data in L2 but runs the plain GEMM and depthwise kernels, which lost to the
+// blocked ones.
+//
+// Each worker takes (image, chunk of output rows) items and walks the chunk in bands.
+// For a band it keeps a window of the expanded rows the band's depthwise windows read
+// (every channel block, [EB][cap][W][L]: the rows the last band also needed are kept,
+// not recomputed) and computes the rows the window lacks with the expand's tile (group
+// of output blocks after group, over the rows' pixels, reading the input rows from L2);
+// then per channel block copies the band's rows into the depthwise band kernel's padded
+// buffer and runs it, into a band of depthwise output ([EB][band][OW][L]), which the
+// projection's tile reads to write the block's output rows (with its residual). The
+// math and rounding are each conv's own kernel's; the channels past each conv's count
+// are never read by the next (the tiles read a last block's real channels only), and
+// the output's are zeroed as conv2d_nchwc does.
+#include <algorithm>
+#include <cstring>
+
+#include "zenith/error.h"
+#include "zenith/kernels/conv2d_nchwc_internal.h"
+#include "zenith/kernels/gemm_internal.h"
+#include "zenith/kernels/kernels.h"
+#include "zenith/threadpool.h"
+
+namespace zenith {
+
+using namespace nchwc_detail;
+
+namespace {
+// The window and the band of depthwise output aim at this many floats together (as
+// conv2d_pw_dw's NCHW kernel: 512 KiB, half of Zen 4's L2).
+constexpr int64_t kBandFloats = 128 * 1024;
+}  // namespace
+
+void conv2d_pw_dw_nchwc(const NchwcConvGeom& g, int64_t C, int64_t P, const NchwcConvPart& ex,
+                        const NchwcConvPart& dw, const NchwcConvPart& pj, const float* x, const float* res,
+                        float* out) {
+  using gemm_detail::AlignedBuf;
+  const bool expand = ex.w != nullptr, project = pj.w != nullptr;
+  const int64_t L = g.L, E = g.C, N = g.N, H = g.H, W = g.W, OH = g.OH, OW = g.OW, OP = OH * OW;
+  const int64_t EB = (E + L - 1) / L, CB = expand ? (C + L - 1) / L : EB, OB = project ? (P + L - 1) / L : EB;
+  const int64_t taps = g.KH * g.KW, sh = g.st[0], ph = g.pd[0], reach = (g.KH - 1) * g.dl[0] + 1;
+  ZENITH_CHECK((L == 8 || L == 16) && g.groups == E && g.OC == E && E > 0 && (!expand || C > 0) &&
+                   (!project || P > 0) && (expand || project),
+               "conv2d_pw_dw_nchwc: bad geometry");
+  ZENITH_CHECK(dw.w && dw.w->side == PackedOperand::kNchwcDepthwise && dw.w->isa == uint8_t(L) && dw.w->rows == E &&
+                   dw.w->cols == taps,
+               "conv2d_pw_dw_nchwc: the depthwise filters are not this conv's");
+  ZENITH_CHECK(!expand || (ex.w->side == PackedOperand::kNchwc && ex.w->isa == uint8_t(L) && ex.w->rows == E &&
+                           ex.w->cols == C),
+               "conv2d_pw_dw_nchwc: the expand filters are not this conv's");
+  ZENITH_CHECK(!project || (pj.w->side == PackedOperand::kNchwc && pj.w->isa == uint8_t(L) && pj.w->rows == P &&
+                            pj.w->cols == E),
+               "conv2d_pw_dw_nchwc: the projection's filters are not this conv's");
+  if (N == 0 || OH == 0 || OW == 0) return;
+
+  // Output rows per band, as conv2d_pw_dw's NCHW kernel: the window (every channel,
+  // `cap` input rows) near kBandFloats, half of it with a projection (whose band of
+  // depthwise output takes at most as much again); without an expand, the band of
+  // depthwise output alone takes half.
+  const int64_t band_budget = project ? kBandFloats / 2 : kBandFloats;
+  const int64_t fit = std::max<int64_t>(reach, band_budget / std::max<int64_t>(1, EB * L * W));
+  const int64_t band = expand ? std::clamp<int64_t>((fit - reach) / sh + 1, 1, OH)
+                              : std::clamp<int64_t>(band_budget / std::max<int64_t>(1, EB * L * OW), 1, OH);
+  const int64_t cap = expand ? (band - 1) * sh + reach : 0;
+
+  // The 1x1 convs as conv2d_nchwc's tile sees them: the expand's pixels are the
+  // window's (cap rows of W; its input's channel blocks a whole image apart), the
+  // projection's input the band of depthwise output (band rows of OW) and its output
+  // the image's map.
+  NchwcConvGeom ge, gp;
+  ge.N = gp.N = 1;
+  ge.L = gp.L = L;
+  ge.KH = ge.KW = gp.KH = gp.KW = 1;
+  ge.C = C, ge.OC = E, ge.H = H, ge.W = W, ge.OH = cap, ge.OW = W;
+  gp.C = E, gp.OC = P, gp.H = band, gp.W = OW, gp.OH = OH, gp.OW = OW;
+  const Tile te = pick_tile(ge, ex.act), tp = pick_tile(gp, pj.act);
+  const int64_t ge_floats = expand ? packed_group_floats(ge) : 0, gp_floats = project ? packed_group_floats(gp) : 0;
+  const int64_t e_groups = (EB + kNB - 1) / kNB, p_groups = (OB + kNB - 1) / kNB;
+  int64_t ro = 0;
+  const DwBandFn dw_fn = pick_dw_band(g, dw.act, &ro);
+  const Activation dw_rest = register_act(dw.act) ? Activation::kNone : dw.act;
+  const int64_t pitch = dw_pitch(g, ro), pad_rows = (band - 1) * sh + reach;
+  std::vector<float> s1, t1, s2, t2, s3, t3;  // padded to whole groups / blocks
+  if (expand) channel_scale_shift(ex.scale, ex.shift, E, e_groups * kNB * L, s1, t1);
+  channel_scale_shift(dw.scale, dw.shift, E, EB * L, s2, t2);
+  if (project) channel_scale_shift(pj.scale, pj.shift, P, p_groups * kNB * L, s3, t3);
+  const float *w1 = expand ? ex.w->data.get() : nullptr, *w2 = dw.w->data.get(),
+              *w3 = project ? pj.w->data.get() : nullptr;
+
+  // Work items: (image, chunk of output rows), as many chunks per image as there are
+  // threads left after the images.
+  const int64_t chunks = std::min(OH, std::max<int64_t>(1, (num_threads() + N - 1) / N));
+  parallel_for(N * chunks, 1, [&](int64_t lo, int64_t hi) {
+    thread_local AlignedBuf window, mid, padded;
+    float* win = expand ? window.get(size_t(EB * cap * W * L)) : nullptr;
+    float* dwo = project ? mid.get(size_t(EB * band * OW * L)) : nullptr;
+    float* xp = padded.get(size_t(pad_rows * pitch * L));
+    for (int64_t item = lo; item < hi; ++item) {
+      const int64_t n = item / chunks, ch = item % chunks;
+      const int64_t r_begin = OH * ch / chunks, r_end = OH * (ch + 1) / chunks;
+      const float* xn = x + n * CB * H * W * L;
+      int64_t w_lo = 0, w_hi = 0;  // the input rows the window holds, at its rows 0..
+      for (int64_t b0 = r_begin; b0 < r_end; b0 += band) {
+        const int64_t b1 = std::min(r_end, b0 + band);
+        const int64_t need_lo = std::clamp<int64_t>(b0 * sh - ph, 0, H);
+        const int64_t need_hi = std::clamp<int64_t>((b1 - 1) * sh - ph + reach, need_lo, H);
+        if (expand) {
+          // Keep the rows of the window this band needs again, at the top.
+          int64_t keep_lo = std::max(w_lo, need_lo), keep_hi = std::min(w_hi, need_hi);
+          if (keep_hi <= keep_lo) keep_lo = keep_hi = need_lo;
+          if (keep_lo > w_lo && keep_hi > keep_lo)
+            for (int64_t eb = 0; eb < EB; ++eb)
+              std::memmove(win + eb * cap * W * L, win + (eb * cap + keep_lo - w_lo) * W * L,
+                           size_t((keep_hi - keep_lo) * W * L) * sizeof(float));
+          // The expand of the rows the window lacks: window pixels [p_lo, p_hi), input
+          // row need_lo at the window's row 0.
+          const float* xs = xn + need_lo * W * L;
+          const int64_t p_lo = (keep_hi - need_lo) * W, p_hi = (need_hi - need_lo) * W;
+          for (int64_t grp = 0; grp < e_groups && p_hi > p_lo; ++grp) {
+            const int64_t ob = grp * kNB;
+            const int nblk = int(std::min<int64_t>(kNB, EB - ob));
+            for (int64_t p0 = p_lo; p0 < p_hi; p0 += te.ro)
+              te(ge, xs, p0, std::min(te.ro, p_hi - p0), nblk, w1 + grp * ge_floats, s1.data() + ob * L,
+                 t1.data() + ob * L, static_cast<const float*>(nullptr), ex.act, win + ob * cap * W * L,
+                 static_cast<const float*>(nullptr), 0);
+          }
+          w_lo = need_lo;
+          w_hi = need_hi;
+        }
+        // The depthwise conv of the band, block by block: its input rows (from the
+        // window, or x without an expand) copied with their padding into xp, whose row r
+        // is input row b0 * sh - ph + r; output rows b0.. as the band's rows 0..
+        const DwBand bd{0, b1 - b0, (b1 - 1 - b0) * sh + reach, pitch};
+        const int64_t base = expand ? need_lo : 0;  // the input row at the source's row 0
+        for (int64_t eb = 0; eb < EB; ++eb) {
+          const float* src = expand ? win + eb * cap * W * L : xn + eb * H * W * L;
+          for (int64_t r = 0; r < bd.rows; ++r) {
+            const int64_t ih = b0 * sh - ph + r;
+            float* d = xp + r * pitch * L;
+            if (ih < 0 || ih >= H) {
+              std::fill_n(d, pitch * L, 0.0f);
+              continue;
+            }
+            std::fill_n(d, g.pd[1] * L, 0.0f);
+            std::memcpy(d + g.pd[1] * L, src + (ih - base) * W * L, size_t(W * L) * sizeof(float));
+            std::fill_n(d + (g.pd[1] + W) * L, (pitch - g.pd[1] - W) * L, 0.0f);
+          }
+          float* o = project ? dwo + eb * band * OW * L : out + ((n * EB + eb) * OH + b0) * OW * L;
+          dw_fn(g, bd, xp, w2 + eb * taps * L, s2.data() + eb * L, t2.data() + eb * L, nullptr, o);
+          if (dw_rest != Activation::kNone) activate_run(dw_rest, o, (b1 - b0) * OW * L);
+        }
+        if (!project) continue;
+        // The projection of the band: output rows b0..b1 of image n (and its residual's).
+        const int64_t pixels = (b1 - b0) * OW, at = n * OB * OP * L + b0 * OW * L;
+        for (int64_t grp = 0; grp < p_groups; ++grp) {
+          const int64_t ob = grp * kNB;
+          const int nblk = int(std::min<int64_t>(kNB, OB - ob));
+          const float* rs = res ? res + at + ob * OP * L : nullptr;
+          for (int64_t p0 = 0; p0 < pixels; p0 += tp.ro)
+            tp(gp, static_cast<const float*>(dwo), p0, std::min(tp.ro, pixels - p0), nblk, w3 + grp * gp_floats,
+               s3.data() + ob * L, t3.data() + ob * L, rs, pj.act, out + at + ob * OP * L,
+               static_cast<const float*>(nullptr), 0);
+        }
+      }
+    }
+    window.trim(size_t(4) << 20);
+    mid.trim(size_t(4) << 20);
+    padded.trim(size_t(4) << 20);
+  });
+  // The output's channels past its count: zero, as the layout promises.
+  NchwcConvGeom go;
+  go.N = N, go.OC = project ? P : E, go.OH = OH, go.OW = OW, go.L = L;
+  zero_padding_channels(go, out);
+}
+
+}  // namespace zenith
