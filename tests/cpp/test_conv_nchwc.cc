@@ -18,6 +18,7 @@
 #include "zenith/kernels/kernels.h"
 #include "zenith/passes/passes.h"
 #include "zenith/runtime.h"
+#include "zenith/threadpool.h"
 
 using namespace zenith;
 
@@ -624,14 +625,19 @@ TEST(Ops, NchwcConvOverNchwInputChecksItsInputs) {
 // convs in double: with and without the expand or the projection, odd channel counts
 // (partial last blocks in, expanded and out), strides 1 and 2, 3x3 and 5x5 filters,
 // padding 0 to 2, dilation 2, a residual, in-register and after-store activations for
-// each part, maps wide enough for several bands per image and batch 1 (its rows split
-// between threads) to 3; the output's padding channels zero. Both blocks.
+// each part, maps wide enough for several bands per image, a band of one row, a stride
+// past the filter's reach, a map shorter than it, batches 1 to 3, on 1, 2 and 3 threads
+// (rows split between threads: chunks starting mid-image); the output's padding
+// channels zero. Both blocks.
 TEST(Kernels, NchwcPwDwMatchesTheConvsOneByOne) {
   struct Case {
     int64_t N, C, E, P, H, W, K, s, p, d;
     bool expand, project, res;
   };
   const Case cases[] = {
+      {1, 16, 400, 8, 12, 120, 3, 1, 1, 1, true, true, false},   // band of 1 row
+      {1, 16, 24, 8, 5, 9, 1, 2, 0, 1, true, true, false},      // stride past the reach
+      {1, 16, 24, 8, 2, 9, 3, 1, 1, 1, true, true, false},      // H under the reach
       {1, 16, 96, 24, 30, 112, 3, 2, 1, 1, true, true, false},  // MobileNet V2's 112 x 112 block, cut
       {2, 24, 144, 24, 20, 56, 3, 1, 1, 1, true, true, true},   // its 56 x 56 ones, with the residual
       {1, 32, 32, 16, 40, 40, 3, 1, 1, 1, false, true, false},  // its first block: no expand
@@ -644,8 +650,10 @@ TEST(Kernels, NchwcPwDwMatchesTheConvsOneByOne) {
   const Activation acts[] = {Activation::kRelu6, Activation::kHardswish, Activation::kNone, Activation::kRelu};
   unsigned seed = 700;
   int ci = 0;
+  for (int threads : {1, 2, 3})
   for (const Case& k : cases)
     for (int64_t L : {8, 16}) {
+      set_num_threads(threads);
       ++ci;
       const int64_t E = k.expand ? k.E : k.C, P = k.project ? k.P : E;
       NchwcConvGeom ge, gd, gp;  // expand, depthwise, projection
@@ -698,4 +706,5 @@ TEST(Kernels, NchwcPwDwMatchesTheConvsOneByOne) {
       for (size_t i = 0; i < got.size(); ++i)
         ASSERT_NEAR(got[i], one[i], 1e-6f * (1 + std::fabs(one[i]))) << "case " << ci << " L " << L << " at " << i;
     }
+  set_num_threads(1);
 }

@@ -23,7 +23,8 @@
 // 7% at batch 8) and writes a band of depthwise output ([EB][band][OW][L]), which the
 // projection's tile reads to write the block's output rows (with its residual). The
 // math and rounding are each conv's own kernel's; the channels past each conv's count
-// are never read by the next (the tiles read a last block's real channels only), and
+// reach no real channel (the depthwise kernel works lane by lane, the 1x1 tiles read a
+// last block's real channels only), and
 // the output's are zeroed as conv2d_nchwc does.
 #include <algorithm>
 #include <cstring>
@@ -64,6 +65,7 @@ void conv2d_pw_dw_nchwc(const NchwcConvGeom& g, int64_t C, int64_t P, const Nchw
   ZENITH_CHECK(!project || (pj.w->side == PackedOperand::kNchwc && pj.w->isa == uint8_t(L) && pj.w->rows == P &&
                             pj.w->cols == E),
                "conv2d_pw_dw_nchwc: the projection's filters are not this conv's");
+  ZENITH_CHECK(!res || project, "conv2d_pw_dw_nchwc: a residual needs the projection");
   if (N == 0 || OH == 0 || OW == 0) return;
 
   int64_t ro = 0;

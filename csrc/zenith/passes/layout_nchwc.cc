@@ -24,7 +24,7 @@
 // with an NCHW neighbour, such as MobileNet V3's squeeze-excitation), Winograd's 3x3 convs
 // on channel counts that are not whole blocks, grouped convs other than depthwise, int8
 // weights, and maps of symbolic size. Runs after the epilogue fusions, so the convs carry
-// their epilogues, and before fuse_conv_pw_dw, which takes the MobileNet blocks left NCHW.
+// their epilogues, and before fuse_conv_pw_dw, which fuses the MobileNet blocks (blocked or NCHW).
 #include <cstdlib>
 #include <string>
 #include <unordered_map>
