@@ -1134,6 +1134,21 @@ DwBandFn pick_dw_band(const NchwcConvGeom& g, Activation a, int64_t* ro) {
                                                                 : pick_dw_act<0, 0>(g.L, act, ro);
 }
 
+void dw_pad_rows(const NchwcConvGeom& g, const float* plane, int64_t first, int64_t rows, int64_t pitch, float* xp) {
+  const int64_t L = g.L;
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t ih = first + r - g.pd[0];
+    float* d = xp + r * pitch * L;
+    if (ih < 0 || ih >= g.H) {
+      std::fill_n(d, pitch * L, 0.0f);
+      continue;
+    }
+    std::fill_n(d, g.pd[1] * L, 0.0f);
+    std::memcpy(d + g.pd[1] * L, plane + ih * g.W * L, size_t(g.W * L) * sizeof(float));
+    std::fill_n(d + (g.pd[1] + g.W) * L, (pitch - g.pd[1] - g.W) * L, 0.0f);
+  }
+}
+
 // Padded columns: the input's, and every column a row's last tile reads.
 int64_t dw_pitch(const NchwcConvGeom& g, int64_t ro) {
   const int64_t tiles = (g.OW + ro - 1) / ro;
@@ -1188,17 +1203,7 @@ void depthwise_nchwc(const NchwcConvGeom& g, const float* x, const PackedOperand
       b.rows = (b.oh1 - 1 - oh0) * g.st[0] + (g.KH - 1) * g.dl[0] + 1;
       float* xp = buf.get(size_t(b.rows * pitch * L));
       const float* xs = x + plane * HW * L;
-      for (int64_t r = 0; r < b.rows; ++r) {  // padded row oh0 * sh + r: input row oh0 * sh + r - ph
-        const int64_t ih = oh0 * g.st[0] + r - g.pd[0];
-        float* d = xp + r * pitch * L;
-        if (ih < 0 || ih >= g.H) {
-          std::fill_n(d, pitch * L, 0.0f);
-          continue;
-        }
-        std::fill_n(d, g.pd[1] * L, 0.0f);
-        std::memcpy(d + g.pd[1] * L, xs + ih * g.W * L, size_t(g.W * L) * sizeof(float));
-        std::fill_n(d + (g.pd[1] + g.W) * L, (pitch - g.pd[1] - g.W) * L, 0.0f);
-      }
+      dw_pad_rows(g, xs, oh0 * g.st[0], b.rows, pitch, xp);
       float* o = out + plane * OP * L;
       band(g, b, xp, w.data.get() + cb * taps * L, sc.data() + cb * L, sh.data() + cb * L,
            res ? res + plane * OP * L : nullptr, o);

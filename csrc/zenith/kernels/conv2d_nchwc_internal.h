@@ -4,6 +4,7 @@
 // the depthwise conv, and the epilogue helpers. Internal to the kernels; not part of
 // kernels.h.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -53,6 +54,9 @@ using DwBandFn = void (*)(const NchwcConvGeom&, const DwBand&, const float*, con
 // The band kernel for this conv, and its tile's width (*ro: a row's last tile may read
 // up to ro pixels past the row, so the padded copy's pitch covers them).
 DwBandFn pick_dw_band(const NchwcConvGeom& g, Activation a, int64_t* ro);
+// Copies `rows` padded rows from padded row `first` on (input row first + r - ph) of one
+// channel block's input plane into xp, `pitch` pixels a row, the padding as zeros.
+void dw_pad_rows(const NchwcConvGeom& g, const float* plane, int64_t first, int64_t rows, int64_t pitch, float* xp);
 // The padded copy's pitch for conv g with band tiles of `ro` pixels.
 int64_t dw_pitch(const NchwcConvGeom& g, int64_t ro);
 

@@ -167,18 +167,7 @@ void conv2d_pw_dw_nchwc(const NchwcConvGeom& g, int64_t C, int64_t P, const Nchw
         for (int64_t eb = 0; eb < EB; ++eb) {
           const float* xp = win + eb * block_floats;
           if (!expand) {
-            const float* src = xn + eb * H * W * L;
-            for (int64_t r = 0; r < bd.rows; ++r) {
-              const int64_t ih = lo_p + r - ph;
-              float* d = win + r * pitch * L;
-              if (ih < 0 || ih >= H) {
-                std::fill_n(d, pitch * L, 0.0f);
-                continue;
-              }
-              std::fill_n(d, pw * L, 0.0f);
-              std::memcpy(d + pw * L, src + ih * W * L, size_t(W * L) * sizeof(float));
-              std::fill_n(d + (pw + W) * L, (pitch - pw - W) * L, 0.0f);
-            }
+            dw_pad_rows(g, xn + eb * H * W * L, lo_p, bd.rows, pitch, win);
             xp = win;
           }
           float* o = project ? dwo + eb * band * OW * L : out + ((n * EB + eb) * OH + b0) * OW * L;
