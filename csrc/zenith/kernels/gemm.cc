@@ -9,6 +9,8 @@
 #include <memory>
 #include <type_traits>
 
+#include <unistd.h>
+
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
@@ -655,6 +657,10 @@ struct Isa {
   Driver driver;
   Packer pack_a, pack_b;
   WeightRowsDriver weight_rows = nullptr;
+  int64_t weight_rows_mr = 0;
+  // The weight-rows GEMM on the main tile's mr rows, where the weight-rows tile is
+  // taller (AVX-512's 12 rows): for weights whose rows crowd an L1 set (rows_crowd_l1).
+  WeightRowsDriver weight_rows_short = nullptr;
 };
 
 // sgemm on ISA I: the ISA's tile (its first row in gemm_ukernels.def) and the list's
@@ -669,8 +675,10 @@ Isa isa_of() {
   constexpr int WMR = gemm_weight_rows_mr(I);
   constexpr RowsMicroKernel w_rows = gemm_ukernel(I, WMR, NR, GemmA::rows, 0, NR).rows;
   constexpr RowsMicroKernel w_rows_half = gemm_ukernel(I, WMR, NR / 2, GemmA::rows, 0, NR).rows;
+  WeightRowsDriver w_short = nullptr;
+  if constexpr (WMR != MR) w_short = sgemm_weight_rows<MR, NR, rows, rows_half>;
   return {gemm_isa_name(I), MR, NR, sgemm_blocked<MR, NR, full, rows, half, rows_half>, pack_a_whole<MR>,
-          pack_b_whole<NR>, sgemm_weight_rows<WMR, NR, w_rows, w_rows_half>};
+          pack_b_whole<NR>, sgemm_weight_rows<WMR, NR, w_rows, w_rows_half>, WMR, w_short};
 }
 
 Isa pick_isa() {
@@ -701,6 +709,38 @@ bool skinny(int64_t M, int64_t b_rs, int64_t b_cs) { return M <= kSkinnyRows && 
 // of 16 tokens kept 3.9 GB of them), for at most 30% on few-row calls.
 bool weight_in_place(int64_t M, int64_t b_rs, int64_t b_cs) {
   return b_rs == 1 && b_cs != 1 && M > kSkinnyRows && isa().weight_rows;
+}
+
+// Whether `rows` rows of W, ld floats apart, put more cache lines into one set of this
+// core's L1 than the set has ways. The weight-rows tile broadcasts from all its rows at
+// every step of k, so each row's current line must stay in L1; rows 4 KiB apart (any
+// ld a multiple of 1024 floats) all land in the same set. On an 8-way L1 (AMD Zen 4,
+// family 25 model 17) the 12-row tile then missed L1 on every step: 2 threads, x @ W^T
+// with W cold, M x N x K GFLOP/s 12-row / 8-row: 128 x 768 x 1024 177 / 207,
+// 128 x 768 x 3072 (BERT's FFN down) 194 / 212, 128 x 3072 x 1024 164 / 204; where
+// the rows spread (K 768, 1536: at most 6 per set) the two ran within noise of each
+// other. BERT-base at 128 tokens 0.971x the time (in-process A/B, p25-p75 0.963-0.975).
+// A 12-way L1 (Intel's 48 KiB) holds the 12 rows, and there the taller tile measured
+// faster at K 3072 (gemm_weight_rows_mr).
+bool rows_crowd_l1(int64_t rows, int64_t ld) {
+  struct L1 {
+    int64_t ways = 8, sets = 64, line = 64;
+  };
+  static const L1 l1 = [] {
+    L1 g;
+    const long ways = sysconf(_SC_LEVEL1_DCACHE_ASSOC), size = sysconf(_SC_LEVEL1_DCACHE_SIZE),
+               line = sysconf(_SC_LEVEL1_DCACHE_LINESIZE);
+    if (ways > 0 && line > 0 && size >= ways * line) g = {ways, size / (ways * line), line};
+    return g;
+  }();
+  int64_t most = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t set = (r * ld * int64_t(sizeof(float)) / l1.line) % l1.sets;
+    int64_t same = 0;
+    for (int64_t q = 0; q < rows; ++q) same += (q * ld * int64_t(sizeof(float)) / l1.line) % l1.sets == set;
+    most = std::max(most, same);
+  }
+  return most > l1.ways;
 }
 
 PackedOperand make_packed(PackedOperand::Side side, int64_t rows, int64_t cols, const float* src, int64_t rs,
@@ -778,7 +818,9 @@ void sgemm(int64_t M, int64_t N, int64_t K, float alpha, const float* a, int64_t
     return;
   }
   if (!packed && weight_in_place(M, b_rs, b_cs)) {
-    isa().weight_rows(M, N, K, alpha, a, a_rs, a_cs, b, b_cs, c, ldc, accumulate, ep);
+    const Isa& is = isa();
+    const bool shorter = is.weight_rows_short && rows_crowd_l1(is.weight_rows_mr, b_cs);
+    (shorter ? is.weight_rows_short : is.weight_rows)(M, N, K, alpha, a, a_rs, a_cs, b, b_cs, c, ldc, accumulate, ep);
     return;
   }
   const float *pa = nullptr, *pb = nullptr;

@@ -416,7 +416,8 @@ constexpr const GemmUkernelDef& gemm_main_ukernel(GemmIsa isa) {
 // W's rows in transformers (768, 2304, 3072, ...) are multiples of 12. Measured on an
 // Intel Xeon (family 6, model 167), 2 threads, against the 8-row tile in one process:
 // BERT-base and MiniLM at 128 tokens 0.94x the time; 128 x 768 x 3072 1.09x the
-// GFLOP/s. AVX2's 16 registers hold the main 6 x 16 tile at most.
+// GFLOP/s. AVX2's 16 registers hold the main 6 x 16 tile at most. Weights whose rows
+// crowd one L1 set run the main tile instead (rows_crowd_l1, gemm.cc).
 constexpr int gemm_weight_rows_mr(GemmIsa isa) { return isa == GemmIsa::avx512 ? 12 : gemm_main_ukernel(isa).mr; }
 
 }  // namespace zenith::gemm_detail
