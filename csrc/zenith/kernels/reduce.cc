@@ -6,6 +6,10 @@
 #include <cstring>
 #include <limits>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 #include "zenith/error.h"
 #include "zenith/kernels/kernels.h"
 #include "zenith/kernels/vmath.h"
@@ -341,17 +345,60 @@ void run_log_softmax(const KernelCtx& c) { softmax_impl(c, true, c.a<attrs::log_
 
 // ---- normalization ----
 namespace {
-// sum of f(i) for i in [0, n) over sixteen interleaved double accumulators.
-template <class F>
-double lane_sum(int64_t n, F f) {
-  double acc[16] = {};
+// The two sums of a layer norm row, in double: sum(x) and sum((x - mu)^2). Double keeps
+// the variance exact where float did not: a float mean of rows far from zero (x + 1e3)
+// was twice eager's error, and squares of values past 1.8e19 overflowed float, so rows
+// of large magnitude normalized to the bias (eager gives NaN there; float64 a finite
+// answer, as here). With AVX2, 8 floats at a time widen into two 4-double vectors and
+// four accumulators; GCC had left most of a 16-accumulator loop scalar. The op with
+// the residual on 128 x 768, 2 threads, Zen 4 (family 25 model 17), alternating
+// binaries: 21.5 -> 19.6 us with the rows in cache, 32.7 -> 29.5 us from L3.
+double row_sum(const float* p, int64_t n) {
   int64_t i = 0;
-  for (; i + 16 <= n; i += 16)
-    for (int u = 0; u < 16; ++u) acc[u] += f(i + u);
-  for (; i < n; ++i) acc[i % 16] += f(i);
-  for (int w = 8; w > 0; w /= 2)
-    for (int u = 0; u < w; ++u) acc[u] += acc[u + w];
-  return acc[0];
+  double total = 0;
+#if defined(__AVX2__)
+  __m256d acc[4] = {_mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd()};
+  for (; i + 16 <= n; i += 16) {
+    const __m256 a = _mm256_loadu_ps(p + i), b = _mm256_loadu_ps(p + i + 8);
+    acc[0] = _mm256_add_pd(acc[0], _mm256_cvtps_pd(_mm256_castps256_ps128(a)));
+    acc[1] = _mm256_add_pd(acc[1], _mm256_cvtps_pd(_mm256_extractf128_ps(a, 1)));
+    acc[2] = _mm256_add_pd(acc[2], _mm256_cvtps_pd(_mm256_castps256_ps128(b)));
+    acc[3] = _mm256_add_pd(acc[3], _mm256_cvtps_pd(_mm256_extractf128_ps(b, 1)));
+  }
+  alignas(32) double lanes[4];
+  _mm256_store_pd(lanes, _mm256_add_pd(_mm256_add_pd(acc[0], acc[1]), _mm256_add_pd(acc[2], acc[3])));
+  total = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
+#endif
+  for (; i < n; ++i) total += double(p[i]);
+  return total;
+}
+
+double row_centred_squares(const float* p, int64_t n, double mu) {
+  int64_t i = 0;
+  double total = 0;
+#if defined(__AVX2__)
+  const __m256d m = _mm256_set1_pd(mu);
+  __m256d acc[4] = {_mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd()};
+  auto step = [&](__m256d& a, __m128 v) {
+    const __m256d d = _mm256_sub_pd(_mm256_cvtps_pd(v), m);
+    a = _mm256_fmadd_pd(d, d, a);
+  };
+  for (; i + 16 <= n; i += 16) {
+    const __m256 a = _mm256_loadu_ps(p + i), b = _mm256_loadu_ps(p + i + 8);
+    step(acc[0], _mm256_castps256_ps128(a));
+    step(acc[1], _mm256_extractf128_ps(a, 1));
+    step(acc[2], _mm256_castps256_ps128(b));
+    step(acc[3], _mm256_extractf128_ps(b, 1));
+  }
+  alignas(32) double lanes[4];
+  _mm256_store_pd(lanes, _mm256_add_pd(_mm256_add_pd(acc[0], acc[1]), _mm256_add_pd(acc[2], acc[3])));
+  total = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
+#endif
+  for (; i < n; ++i) {
+    const double d = double(p[i]) - mu;
+    total += d * d;
+  }
+  return total;
 }
 }  // namespace
 
@@ -365,33 +412,29 @@ void run_layer_norm(const KernelCtx& c) {
   int64_t rows = n ? x.numel() / n : 0;
   const float* w = c.in[1].as<float>();
   const float* b = c.in[2].as<float>();
-  // With a residual (fuse_residual_norm) the row is x + residual, added as it is read:
-  // the sum is never written out. The add is the add kernel's (a + b in float).
+  // With a residual (fuse_residual_norm) the row is x + residual, written to the output
+  // row first (the add kernel's a + b in float) and normalized there in place: the sum
+  // never goes to memory of its own.
   const float* res = c.in.size() == 4 ? c.in[3].as<float>() : nullptr;
-  auto rows_of = [&](auto load) {
-    parallel_for(rows, std::max<int64_t>(1, 8192 / std::max<int64_t>(n, 1)), [&](int64_t lo, int64_t hi) {
-      for (int64_t r = lo; r < hi; ++r) {
-        int64_t at = r * n;
-        float* q = c.out[0].as<float>() + at;
-        // Sixteen partial sums, so the loops vectorize (a single accumulator must be added
-        // in order); a second, centred pass keeps the variance exact. Both sums are in
-        // double: a float mean of rows far from zero (x + 1e3) was twice eager's error,
-        // and squares of values past 1.8e19 overflowed float, so rows of large magnitude
-        // normalized to the bias (eager gives NaN there; float64 a finite answer, as here).
-        double mu = lane_sum(n, [&](int64_t i) { return double(load(at + i)); }) / double(n);
-        double var = lane_sum(n, [&](int64_t i) {
-                       double d = double(load(at + i)) - mu;
-                       return d * d;
-                     }) / double(n);
-        float rstd = float(1.0 / std::sqrt(var + double(eps)));
-        float muf = float(mu);
-        for (int64_t i = 0; i < n; ++i) q[i] = (load(at + i) - muf) * rstd * w[i] + b[i];
-      }
-    });
-  };
   const float* px = x.as<float>();
-  if (res) rows_of([&](int64_t i) { return px[i] + res[i]; });
-  else rows_of([&](int64_t i) { return px[i]; });
+  float* out = c.out[0].as<float>();
+  parallel_for(rows, std::max<int64_t>(1, 8192 / std::max<int64_t>(n, 1)), [&](int64_t lo, int64_t hi) {
+    for (int64_t r = lo; r < hi; ++r) {
+      float* q = out + r * n;
+      const float* row = px + r * n;
+      if (res) {
+        const float* rr = res + r * n;
+        for (int64_t i = 0; i < n; ++i) q[i] = row[i] + rr[i];
+        row = q;
+      }
+      // Two passes (the second centred), so the variance is exact.
+      const double mu = row_sum(row, n) / double(n);
+      const double var = row_centred_squares(row, n, mu) / double(n);
+      const float rstd = float(1.0 / std::sqrt(var + double(eps)));
+      const float muf = float(mu);
+      for (int64_t i = 0; i < n; ++i) q[i] = (row[i] - muf) * rstd * w[i] + b[i];
+    }
+  });
 }
 
 void run_rms_norm(const KernelCtx& c) {
