@@ -59,7 +59,9 @@ struct Plan {
   std::vector<std::unique_ptr<Node>> resolved;
   std::vector<PreparedOp> ops;               // per node: what its kernel chose for these shapes
   std::vector<std::vector<TensorRef>> ins, outs;  // per node: operand dtypes and shapes (data null)
-  std::vector<int> weight_input;             // per node: graph input position of its packable weight, or -1
+  // Per node: the graph input positions of its packable weights (WeightPack's slots, in
+  // order); empty when it has none or one of them is not a graph input.
+  std::vector<std::vector<int>> weight_inputs;
   MemoryPlan mem;
   std::vector<bool> via_f32;                 // per node: half-precision values computed through float32
 };
@@ -74,9 +76,9 @@ struct Context {
   std::vector<void*> base;  // per storage, this call
   // Packed weights for `bound`, per node, valid while the executable's pack generation
   // is `packed_generation` (0: never valid) and each constant weight input is still at
-  // `packed_src` (null for nodes without one).
+  // `packed_src` (empty for nodes without packed weights).
   std::vector<std::shared_ptr<const PackedOperand>> packed;
-  std::vector<const void*> packed_src;
+  std::vector<std::vector<const void*>> packed_src;
   uint64_t packed_generation = 0;
   int packed_slot = 0;  // the weight slot they were bound for
   void release_packed() {
@@ -88,9 +90,9 @@ struct Context {
 
 struct Executable::Kept {
   int slot = 0;
-  const void* src = nullptr;
-  std::vector<int64_t> key;  // the kernel's name for the packed form (WeightPack::key)
-  std::shared_ptr<const PackedOperand> packed;
+  std::vector<const void*> src;  // the weight inputs' data it was packed from
+  std::vector<int64_t> key;      // the kernel's name for the packed form (WeightPack::key)
+  std::shared_ptr<const PackedOperand> packed;  // src.size() operands from here on
 };
 
 Executable::Executable(Graph g, Device device, std::vector<std::string> symbol_inputs)
@@ -161,7 +163,8 @@ size_t Executable::packed_bytes() const {
   size_t total = 0;
   for (const auto& node : kept_)
     for (const Kept& k : node)
-      if (k.packed) total += k.packed->source_bytes();
+      if (k.packed)
+        for (size_t i = 0; i < k.src.size(); ++i) total += k.packed.get()[i].source_bytes();
   return total;
 }
 
@@ -262,11 +265,12 @@ std::shared_ptr<const Plan> Executable::plan_for(const std::vector<InTensor>& in
   std::lock_guard<std::mutex> lock(mu_);
   if (plans_.size() >= 64) plans_.clear();  // bound the cache under highly dynamic use
   packable_.resize(graph_.inputs.size(), false);
-  for (int pos : plan->weight_input)
-    if (pos >= 0 && !packable_[size_t(pos)]) {
-      packable_[size_t(pos)] = true;
-      packable_generation_.fetch_add(1, std::memory_order_release);
-    }
+  for (const auto& positions : plan->weight_inputs)
+    for (int pos : positions)
+      if (!packable_[size_t(pos)]) {
+        packable_[size_t(pos)] = true;
+        packable_generation_.fetch_add(1, std::memory_order_release);
+      }
   plans_[std::move(key)] = plan;
   last_plan_ = plan;
   return plan;
@@ -388,7 +392,7 @@ std::shared_ptr<const Plan> Executable::build_plan(std::vector<int64_t> key, con
   plan->ops.resize(g.nodes.size());
   plan->ins.resize(g.nodes.size());
   plan->outs.resize(g.nodes.size());
-  plan->weight_input.assign(g.nodes.size(), -1);
+  plan->weight_inputs.assign(g.nodes.size(), {});
   plan->via_f32.assign(g.nodes.size(), false);
   for (size_t ni = 0; ni < g.nodes.size(); ++ni) {
     const Node& n = *plan->nodes[ni];
@@ -404,8 +408,10 @@ std::shared_ptr<const Plan> Executable::build_plan(std::vector<int64_t> key, con
         fail("node ", ni, " (", op_info(n.op).name, "): ", e.what());
       }
     }
-    int slot = plan->ops[ni].weight.slot;
-    if (slot >= 0) plan->weight_input[ni] = input_pos[size_t(n.inputs[size_t(slot)])];
+    std::vector<int> positions;
+    for (int slot : plan->ops[ni].weight.slots) positions.push_back(input_pos[size_t(n.inputs[size_t(slot)])]);
+    if (std::find(positions.begin(), positions.end(), -1) == positions.end())
+      plan->weight_inputs[ni] = std::move(positions);
     // Non-movement ops touching f16/bf16 values run their float32 kernel between conversions.
     if (has_trait(n.op, kDtypeGeneric)) continue;
     bool half = false;
@@ -442,31 +448,38 @@ void Executable::bind_packed(const Plan& plan, const std::vector<InTensor>& inpu
   if (ctx.packed.size() == nn && ctx.packed_generation != 0 && ctx.packed_slot == slot &&
       ctx.packed_generation == pack_generation_.load(std::memory_order_acquire)) {
     bool same = true;
-    for (size_t ni = 0; ni < nn && same; ++ni)
-      same = !ctx.packed_src[ni] || inputs[size_t(plan.weight_input[ni])].data == ctx.packed_src[ni];
+    for (size_t ni = 0; ni < nn && same; ++ni) {
+      const std::vector<const void*>& was = ctx.packed_src[ni];
+      for (size_t i = 0; i < was.size() && same; ++i)
+        same = inputs[size_t(plan.weight_inputs[ni][i])].data == was[i];
+    }
     if (same) return;
   }
   ctx.release_packed();  // valid again only once every pack below has succeeded
   ctx.packed.assign(nn, nullptr);
-  ctx.packed_src.assign(nn, nullptr);
+  ctx.packed_src.assign(nn, {});
   std::lock_guard<std::mutex> lock(pack_mu_);
   const uint64_t generation = pack_generation_.load(std::memory_order_relaxed);
   for (size_t ni = 0; ni < nn; ++ni) {
-    int pos = plan.weight_input[ni];
-    if (pos < 0 || !constant_[size_t(pos)]) continue;  // a weight that is not constant is read as it is
-    const void* src = inputs[size_t(pos)].data;
+    const std::vector<int>& positions = plan.weight_inputs[ni];
+    // Weights that are not all constant are read as they are.
+    if (positions.empty() ||
+        !std::all_of(positions.begin(), positions.end(), [&](int pos) { return bool(constant_[size_t(pos)]); }))
+      continue;
+    std::vector<const void*> src;
+    for (int pos : positions) src.push_back(inputs[size_t(pos)].data);
     const WeightPack& w = plan.ops[ni].weight;
     auto& kept = kept_[ni];
     auto it = std::find_if(kept.begin(), kept.end(), [&](const Kept& k) { return k.slot == slot; });
     if (it == kept.end() || it->src != src || it->key != w.key) {
       if (it != kept.end()) kept.erase(it);  // the slot's old copy goes before the new one is made
-      Kept k{slot, src, w.key, w.pack(plan.ops[ni].state.get(), src)};
+      Kept k{slot, src, w.key, w.pack(plan.ops[ni].state.get(), src.data())};
       kept.push_back(std::move(k));
       it = kept.end() - 1;
       holds_packed_.store(true, std::memory_order_release);
     }
     ctx.packed[ni] = it->packed;
-    ctx.packed_src[ni] = src;
+    ctx.packed_src[ni] = std::move(src);
   }
   ctx.packed_generation = generation;
   ctx.packed_slot = slot;

@@ -708,3 +708,42 @@ TEST(Kernels, NchwcPwDwMatchesTheConvsOneByOne) {
     }
   set_num_threads(1);
 }
+
+TEST(ConvNchwc, PwDwBlockedFiltersPackedOnceWhenConstant) {
+  // A blocked inverted-residual block (expand, depthwise, projection with its residual)
+  // whose three filters are constant: packed together on the first call (one WeightPack
+  // over three inputs), kept, and repacked when one of them moves. Against the same
+  // node packing per call and the three blocked convs one by one.
+  const std::string sig =
+      "graph(%x: f32[2, 2, 28, 28, 8], %w: f32[20, 16, 1, 1], %k: f32[20, 1, 3, 3], %b: f32[20], "
+      "%u: f32[16, 20, 1, 1], %c: f32[16]) {\n";
+  Executable fused(parse_graph(sig + R"(  %p: f32[2, 2, 28, 28, 8] = conv2d_pw_dw(%x, %w, %w, %k, %b, %u, %c, %x) {activation=[7], dilation=[1, 1], has_bias=[1], has_residual=[1], padding=[1, 1], pj_has_bias=[1], project=[1], pw_activation=[7], pw_has_bias=[0], stride=[1, 1]}
+  return (%p)
+})")),
+      per_call(parse_graph(sig + R"(  %p: f32[2, 2, 28, 28, 8] = conv2d_pw_dw(%x, %w, %w, %k, %b, %u, %c, %x) {activation=[7], dilation=[1, 1], has_bias=[1], has_residual=[1], padding=[1, 1], pj_has_bias=[1], project=[1], pw_activation=[7], pw_has_bias=[0], stride=[1, 1]}
+  return (%p)
+})")),
+      apart(parse_graph(sig + R"(  %e: f32[2, 3, 28, 28, 8] = conv2d_nchwc(%x, %w, %w) {activation=[7], stride=[1, 1], padding=[0, 0], dilation=[1, 1], groups=[1], has_bias=[0]}
+  %d: f32[2, 3, 28, 28, 8] = conv2d_nchwc(%e, %k, %b) {activation=[7], stride=[1, 1], padding=[1, 1], dilation=[1, 1], groups=[20], has_bias=[1]}
+  %p: f32[2, 2, 28, 28, 8] = conv2d_nchwc(%d, %u, %c, %x) {has_residual=[1], stride=[1, 1], padding=[0, 0], dilation=[1, 1], groups=[1], has_bias=[1]}
+  return (%p)
+})"));
+  fused.set_constant_inputs({1, 2, 3, 4, 5});
+  auto x = randn(size_t(2 * 2 * 28 * 28 * 8), 1), w = randn(20 * 16, 2), k = randn(20 * 9, 3), k2 = randn(20 * 9, 4);
+  auto b = randn(20, 5), u = randn(16 * 20, 6), c = randn(16, 7);
+  auto inputs = [&](const std::vector<float>& dw) {
+    return std::vector<InTensor>{{x.data(), DType::f32, {2, 2, 28, 28, 8}}, {w.data(), DType::f32, {20, 16, 1, 1}},
+                                 {dw.data(), DType::f32, {20, 1, 3, 3}},    {b.data(), DType::f32, {20}},
+                                 {u.data(), DType::f32, {16, 20, 1, 1}},    {c.data(), DType::f32, {16}}};
+  };
+  const size_t filter_bytes = (20 * 16 + 20 * 9 + 16 * 20) * sizeof(float);
+  for (const auto* dw : {&k, &k, &k2}) {  // packed, kept, repacked for the moved depthwise filter
+    auto got = fused.run(inputs(*dw), {}), want = per_call.run(inputs(*dw), {}), one_by_one = apart.run(inputs(*dw), {});
+    EXPECT_EQ(fused.packed_bytes(), filter_bytes);
+    EXPECT_EQ(per_call.packed_bytes(), 0u);
+    for (size_t i = 0; i < x.size(); ++i) {
+      ASSERT_EQ(static_cast<const float*>(got[0].data)[i], static_cast<const float*>(want[0].data)[i]) << i;
+      ASSERT_EQ(static_cast<const float*>(got[0].data)[i], static_cast<const float*>(one_by_one[0].data)[i]) << i;
+    }
+  }
+}

@@ -135,8 +135,9 @@ PackedOperand::Side packed_form(ConvState::Algo a) {
                                                                                            : PackedOperand::kA;
 }
 
-std::shared_ptr<const PackedOperand> pack_filters(const void* state, const void* src) {
+std::shared_ptr<const PackedOperand> pack_filters(const void* state, const void* const* srcs) {
   const auto& s = *static_cast<const ConvState*>(state);
+  const void* src = srcs[0];
   if (s.algo == ConvState::kInt8)
     return std::make_shared<const PackedOperand>(
         conv2d_int8_pack(int8_geom(s), static_cast<const uint8_t*>(src), s.isa));
@@ -193,7 +194,7 @@ void prepare_conv2d(const PrepareCtx& c, PreparedOp* p) {
   if (int8) {  // the filters packed for the int8 GEMM (a weight that is not constant: per call)
     q.algo = ConvState::kInt8;
     q.isa = qisa_default();
-    p->weight = WeightPack{1, {int64_t(PackedOperand::kQ8), q.OC, q.C, q.KH, q.KW, int64_t(q.isa)}, pack_filters};
+    p->weight = WeightPack{{1}, {int64_t(PackedOperand::kQ8), q.OC, q.C, q.KH, q.KW, int64_t(q.isa)}, pack_filters};
     p->state = std::move(s);
     return;
   }
@@ -238,7 +239,7 @@ void prepare_conv2d(const PrepareCtx& c, PreparedOp* p) {
       q.algo != ConvState::kDirect &&
       ((q.algo != ConvState::kPerImage && q.algo != ConvState::kBatchedColumns) ||
        sgemm_reads_packed(q.OC, gemm_b_rs, 1)))
-    p->weight = WeightPack{1, {int64_t(packed_form(q.algo)), q.OC, q.C, q.rows}, pack_filters};
+    p->weight = WeightPack{{1}, {int64_t(packed_form(q.algo)), q.OC, q.C, q.rows}, pack_filters};
   p->state = std::move(s);
 }
 
@@ -250,7 +251,7 @@ void run_conv2d(const KernelCtx& c) {
   const ConvState& q = c.st<ConvState>();
   if (q.algo == ConvState::kInt8) {
     std::shared_ptr<const PackedOperand> own;
-    if (!c.packed) own = pack_filters(&q, w.data);
+    if (!c.packed) own = pack_filters(&q, &w.data);
     std::vector<float> bn_scale, shift;
     const GemmEpilogue ep =
         conv_channel_epilogue(c.in, 2, at.has_bias, at.bn_eps, at.activation, q.OC, bn_scale, shift);

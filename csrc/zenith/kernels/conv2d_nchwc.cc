@@ -1268,9 +1268,9 @@ bool winograd4_pays(const NchwcConvGeom& g) {
   return !off && (std::min(g.H, g.W) >= 14 || (std::min(g.H, g.W) >= 7 && g.N >= 4));
 }
 
-std::shared_ptr<const PackedOperand> pack_nchwc(const void* state, const void* src) {
+std::shared_ptr<const PackedOperand> pack_nchwc(const void* state, const void* const* src) {
   const auto& s = *static_cast<const NchwcState*>(state);
-  const float* w = static_cast<const float*>(src);
+  const float* w = static_cast<const float*>(src[0]);
   switch (s.side) {
     case PackedOperand::kWinograd: return std::make_shared<const PackedOperand>(conv3x3_winograd_nchwc_pack(s.g, w));
     case PackedOperand::kWinograd4:
@@ -1292,7 +1292,7 @@ void prepare_conv2d_nchwc(const PrepareCtx& c, PreparedOp* p) {
   else if (g.C % g.L == 0 && g.OC % g.L == 0 &&
            conv2d_uses_winograd(1, g.KH, g.KW, g.st, g.pd, g.dl, g.C, g.H, g.W, g.OC))
     s->side = winograd4_pays(g) ? PackedOperand::kWinograd4 : PackedOperand::kWinograd;
-  p->weight = WeightPack{1, {int64_t(s->side), g.OC, g.C, g.KH * g.KW, g.L}, pack_nchwc};
+  p->weight = WeightPack{{1}, {int64_t(s->side), g.OC, g.C, g.KH * g.KW, g.L}, pack_nchwc};
   p->state = std::move(s);
 }
 
@@ -1303,7 +1303,8 @@ void run_conv2d_nchwc(const KernelCtx& c) {
   const NchwcState& s = c.st<NchwcState>();
   const NchwcConvGeom& g = s.g;
   std::shared_ptr<const PackedOperand> own;
-  if (!c.packed) own = pack_nchwc(&s, c.in[1].as<float>());
+  const void* w = c.in[1].data;
+  if (!c.packed) own = pack_nchwc(&s, &w);
   const PackedOperand& pw = c.packed ? *c.packed : *own;
   std::vector<float> bn_scale, shift;
   const GemmEpilogue ep =

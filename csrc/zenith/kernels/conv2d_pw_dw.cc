@@ -21,7 +21,9 @@
 // rows under 32 columns) with the depthwise conv's; the op tests hold it to PyTorch and
 // the kernel tests hold the parts to their scalar references.
 // A blocked x ([N, CB, H, W, L]: the blocks layout_nchwc made blocked) goes to
-// conv2d_pw_dw_nchwc (conv2d_pw_dw_nchwc.cc), its three filters packed here per call.
+// conv2d_pw_dw_nchwc (conv2d_pw_dw_nchwc.cc), its filters packed the way the blocked
+// convs read them: once, when they are constant (prepare_conv2d_pw_dw's WeightPack),
+// else here on every call.
 #include <algorithm>
 #include <cstring>
 
@@ -36,7 +38,72 @@ namespace {
 // half of Zen 4's and 5's: 256 KiB and 1 MiB measured no different on Zen 5, within noise);
 // with a projection, the window and the band of depthwise output share it.
 constexpr int64_t kWindowFloats = 128 * 1024;
+
+// The node's inputs: x, then the expand's filter and its epilogue's, the depthwise
+// conv's, the projection's (with `project`), the residual.
+struct PwDwInputs {
+  size_t dw, pj;  // the depthwise conv's and the projection's filter
+  PwDwInputs(const attrs::conv2d_pw_dw& at)
+      : dw(!at.expand ? 1 : at.pw_bn_eps ? 7 : 3), pj(dw + (at.bn_eps ? 6 : 2)) {}
+};
+
+// What prepare_conv2d_pw_dw chose for a blocked x: the three convs' geometries for
+// their filters (the 1x1 convs' as conv2d_nchwc packs them).
+struct PwDwBlocked {
+  NchwcConvGeom dw, expand, project;
+  bool has_expand = false, has_project = false;
+};
+
+PwDwBlocked blocked_geometry(const attrs::conv2d_pw_dw& at, const std::vector<TensorRef>& in, const TensorRef& o) {
+  const PwDwInputs slots(at);
+  const TensorRef &x = in[0], &w2 = in[slots.dw];
+  PwDwBlocked b;
+  NchwcConvGeom& g = b.dw;
+  g.N = x.shape[0], g.H = x.shape[2], g.W = x.shape[3], g.L = x.shape[4];
+  g.C = g.OC = g.groups = w2.shape[0], g.KH = w2.shape[2], g.KW = w2.shape[3], g.OH = o.shape[2], g.OW = o.shape[3];
+  g.st = at.stride, g.pd = at.padding, g.dl = at.dilation;
+  b.expand = b.project = g;  // the 1x1 convs' filters' geometry
+  b.expand.groups = b.project.groups = 1;
+  b.expand.KH = b.expand.KW = b.project.KH = b.project.KW = 1;
+  b.expand.C = at.expand ? in[1].shape[1] : g.C;
+  b.project.OC = at.project ? in[slots.pj].shape[0] : g.C;
+  b.has_expand = at.expand;
+  b.has_project = at.project;
+  return b;
+}
+
+// The filters packed, in slot order (the expand's if any, the depthwise conv's, the
+// projection's if any): src[i] is the i-th one's data.
+std::shared_ptr<const PackedOperand> pack_blocked(const void* state, const void* const* src) {
+  const auto& b = *static_cast<const PwDwBlocked*>(state);
+  const size_t n = 1 + b.has_expand + b.has_project;
+  std::shared_ptr<PackedOperand[]> p(new PackedOperand[n]);
+  size_t i = 0;
+  if (b.has_expand) p[i] = conv2d_nchwc_pack(b.expand, static_cast<const float*>(src[i])), ++i;
+  p[i] = depthwise_nchwc_pack(b.dw, static_cast<const float*>(src[i])), ++i;
+  if (b.has_project) p[i] = conv2d_nchwc_pack(b.project, static_cast<const float*>(src[i]));
+  return std::shared_ptr<const PackedOperand>(p, p.get());
+}
 }  // namespace
+
+// A blocked x: the filters offered packed (see pack_blocked). NCHW runs sgemm and the
+// depthwise plane kernel on the filters as they are.
+void prepare_conv2d_pw_dw(const PrepareCtx& c, PreparedOp* p) {
+  if (c.in[0].rank() != 5) return;
+  const auto& at = c.a<attrs::conv2d_pw_dw>();
+  auto s = std::make_shared<PwDwBlocked>(blocked_geometry(at, c.in, c.out[0]));
+  const PwDwInputs slots(at);
+  WeightPack w;
+  if (at.expand) w.slots.push_back(1);
+  w.slots.push_back(int(slots.dw));
+  if (at.project) w.slots.push_back(int(slots.pj));
+  const NchwcConvGeom& g = s->dw;
+  w.key = {int64_t(PackedOperand::kNchwcDepthwise), g.C, g.KH, g.KW, g.L, s->expand.C, s->project.OC,
+           int64_t(at.expand), int64_t(at.project)};
+  w.pack = pack_blocked;
+  p->weight = std::move(w);
+  p->state = std::move(s);
+}
 
 void run_conv2d_pw_dw(const KernelCtx& c) {
   const auto& at = c.a<attrs::conv2d_pw_dw>();
@@ -45,8 +112,8 @@ void run_conv2d_pw_dw(const KernelCtx& c) {
   if (o.numel() == 0) return;
   // Without `expand` the node is a depthwise conv and its projection: x is the window.
   const bool expand = at.expand, project = at.project;
-  const size_t q = !expand ? 1 : at.pw_bn_eps ? 7 : 3;  // the depthwise conv's first input
-  const size_t r = q + (at.bn_eps ? 6 : 2);               // the projection's first input (with `project`)
+  const PwDwInputs slots(at);
+  const size_t q = slots.dw, r = slots.pj;  // the depthwise conv's and the projection's first input
   const TensorRef& w2 = c.in[q];
   const int64_t N = x.shape[0], C = x.shape[1], H = x.shape[2], W = x.shape[3], E = w2.shape[0];
   const int64_t KH = w2.shape[2], KW = w2.shape[3], OH = o.shape[2], OW = o.shape[3];
@@ -65,21 +132,23 @@ void run_conv2d_pw_dw(const KernelCtx& c) {
   const float *px = x.as<float>(), *pw1 = expand ? w1.as<float>() : nullptr, *pw2 = w2.as<float>();
   const float* pw3 = project ? c.in[r].as<float>() : nullptr;
   float* po = o.as<float>();
-  if (x.rank() == 5) {  // blocked [N, CB, H, W, L]: conv2d_pw_dw_nchwc (its filters packed per call)
-    NchwcConvGeom g;
-    g.N = N, g.H = H, g.W = W, g.L = x.shape[4], g.C = g.OC = g.groups = E, g.KH = KH, g.KW = KW, g.OH = OH, g.OW = OW;
-    g.st = at.stride, g.pd = at.padding, g.dl = at.dilation;
-    NchwcConvGeom g1 = g, g3 = g;  // the 1x1 convs' filters' geometry
-    g1.groups = g3.groups = 1;
-    g1.KH = g1.KW = g3.KH = g3.KW = 1;
-    g1.C = expand ? w1.shape[1] : E;
-    g3.OC = P;
-    const PackedOperand p1 = expand ? conv2d_nchwc_pack(g1, pw1) : PackedOperand{};
-    const PackedOperand p2 = depthwise_nchwc_pack(g, pw2);
-    const PackedOperand p3 = project ? conv2d_nchwc_pack(g3, pw3) : PackedOperand{};
-    return conv2d_pw_dw_nchwc(g, g1.C, P, {expand ? &p1 : nullptr, ep1.row_scale, ep1.row_shift, ep1.act},
-                              {&p2, ep2.row_scale, ep2.row_shift, ep2.act},
-                              {project ? &p3 : nullptr, ep3.row_scale, ep3.row_shift, ep3.act}, px, res, po);
+  if (x.rank() == 5) {  // blocked [N, CB, H, W, L]: conv2d_pw_dw_nchwc
+    const PwDwBlocked& b = c.st<PwDwBlocked>();
+    std::shared_ptr<const PackedOperand> own;
+    if (!c.packed) {
+      std::vector<const void*> src;
+      if (expand) src.push_back(pw1);
+      src.push_back(pw2);
+      if (project) src.push_back(pw3);
+      own = pack_blocked(&b, src.data());
+    }
+    const PackedOperand* packed = c.packed ? c.packed : own.get();
+    const PackedOperand* p1 = expand ? packed++ : nullptr;
+    const PackedOperand* p2 = packed++;
+    const PackedOperand* p3 = project ? packed : nullptr;
+    return conv2d_pw_dw_nchwc(b.dw, b.expand.C, P, {p1, ep1.row_scale, ep1.row_shift, ep1.act},
+                              {p2, ep2.row_scale, ep2.row_shift, ep2.act}, {p3, ep3.row_scale, ep3.row_shift, ep3.act},
+                              px, res, po);
   }
 
   // Output rows per band: as many as keep the window (every channel, the band's input

@@ -863,10 +863,10 @@ struct GemmState {
   int64_t M, N, K;
   GemmStrides st;
 };
-std::shared_ptr<const PackedOperand> pack_gemm_b(const void* state, const void* src) {
+std::shared_ptr<const PackedOperand> pack_gemm_b(const void* state, const void* const* src) {
   const auto& s = *static_cast<const GemmState*>(state);
   return std::make_shared<const PackedOperand>(
-      sgemm_pack_b(s.K, s.N, static_cast<const float*>(src), s.st.b_rs, s.st.b_cs));
+      sgemm_pack_b(s.K, s.N, static_cast<const float*>(src[0]), s.st.b_rs, s.st.b_cs));
 }
 // B (input `slot`) is offered packed when it is a float32 matrix that sgemm's blocked
 // driver would pack on every call at these sizes (few rows stream B in place instead).
@@ -875,7 +875,7 @@ void prepare_gemm(const PrepareCtx& c, PreparedOp* p, int slot, bool ta, bool tb
   const TensorRef& b = c.in[size_t(slot)];
   if (b.rank() == 2 && b.dtype == DType::f32 && c.out[0].dtype == DType::f32 &&
       sgemm_reads_packed(M, s->st.b_rs, s->st.b_cs))
-    p->weight = WeightPack{slot, {int64_t(PackedOperand::kB), K, N, s->st.b_rs, s->st.b_cs}, pack_gemm_b};
+    p->weight = WeightPack{{slot}, {int64_t(PackedOperand::kB), K, N, s->st.b_rs, s->st.b_cs}, pack_gemm_b};
   p->state = std::move(s);
 }
 }  // namespace

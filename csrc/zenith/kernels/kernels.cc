@@ -18,6 +18,7 @@ PrepareFn prepare_for(Op op) {
     case Op::addmm: return prepare_addmm;
     case Op::conv2d: return prepare_conv2d;
     case Op::conv2d_nchwc: return prepare_conv2d_nchwc;
+    case Op::conv2d_pw_dw: return prepare_conv2d_pw_dw;
     case Op::sdpa: return prepare_sdpa;
     case Op::fused: return prepare_fused;
     case Op::qmatmul: return prepare_qmatmul;

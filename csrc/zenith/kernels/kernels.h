@@ -40,8 +40,9 @@ struct KernelCtx {
   std::vector<TensorRef>& out;
   const void* attrs = nullptr;  // the node's attrs::<op>, decoded once per plan
   const void* state = nullptr;  // what prepare_<op> chose for these shapes, or null
-  // A constant weight packed the way prepare_<op> asked (WeightPack), or null: the
-  // kernel then reads the weight input itself.
+  // The constant weights packed the way prepare_<op> asked (WeightPack): one
+  // PackedOperand per WeightPack slot, in order, from here on; or null: the kernel then
+  // reads the weight inputs itself.
   const PackedOperand* packed = nullptr;
 
   template <class A> const A& a() const {
@@ -56,13 +57,15 @@ struct KernelCtx {
 
 using KernelFn = void (*)(const KernelCtx&);
 
-// A weight input a prepared kernel reads packed when the caller marks it constant:
-// which input slot, a key naming the packed form (equal keys mean equal bytes, so a
-// copy can be kept across plans), and the function making it from the input's data.
+// The weight inputs a prepared kernel reads packed when the caller marks them all
+// constant: which input slots, a key naming the packed form (equal keys mean equal
+// bytes, so a copy can be kept across plans), and the function making it from the
+// inputs' data (src[i] is slot i's): one PackedOperand per slot, in slot order, the
+// returned pointer at the first (a fused block's several filters are packed together).
 struct WeightPack {
-  int slot = -1;  // -1: the kernel reads no packed weight
+  std::vector<int> slots;  // empty: the kernel reads no packed weight
   std::vector<int64_t> key;
-  std::shared_ptr<const PackedOperand> (*pack)(const void* state, const void* src) = nullptr;
+  std::shared_ptr<const PackedOperand> (*pack)(const void* state, const void* const* src) = nullptr;
 };
 
 // What prepare_<op> sees: the node (attributes resolved), its typed attributes, and
@@ -323,6 +326,7 @@ void prepare_matmul(const PrepareCtx&, PreparedOp*);
 void prepare_addmm(const PrepareCtx&, PreparedOp*);
 void prepare_conv2d(const PrepareCtx&, PreparedOp*);
 void prepare_conv2d_nchwc(const PrepareCtx&, PreparedOp*);
+void prepare_conv2d_pw_dw(const PrepareCtx&, PreparedOp*);
 void prepare_sdpa(const PrepareCtx&, PreparedOp*);
 void prepare_fused(const PrepareCtx&, PreparedOp*);
 void prepare_qmatmul(const PrepareCtx&, PreparedOp*);

@@ -467,9 +467,9 @@ void qembedding(QFormat f, const uint8_t* w, int64_t V, int64_t row_bytes, const
 
 // ---- The ops ----
 namespace {
-std::shared_ptr<const PackedOperand> pack_qmatmul_int8(const void* state, const void* src) {
+std::shared_ptr<const PackedOperand> pack_qmatmul_int8(const void* state, const void* const* src) {
   const auto& p = *static_cast<const QMatmulPlan*>(state);
-  return std::make_shared<const PackedOperand>(qmatmul_pack_int8(static_cast<const uint8_t*>(src), p.N, p.K, p.isa));
+  return std::make_shared<const PackedOperand>(qmatmul_pack_int8(static_cast<const uint8_t*>(src[0]), p.N, p.K, p.isa));
 }
 }  // namespace
 
@@ -486,7 +486,7 @@ void prepare_qmatmul(const PrepareCtx& c, PreparedOp* p) {
                qformat_info(plan->format).name, " rows of ", K, " values take ", plan->row_bytes);
   // A constant int8 weight is offered packed for the int8 GEMM when enough rows read it.
   if (qmatmul_reads_packed(*plan))
-    p->weight = WeightPack{1, {int64_t(PackedOperand::kQ8), plan->N, plan->K, int64_t(plan->isa)}, pack_qmatmul_int8};
+    p->weight = WeightPack{{1}, {int64_t(PackedOperand::kQ8), plan->N, plan->K, int64_t(plan->isa)}, pack_qmatmul_int8};
   p->state = std::move(plan);
 }
 
