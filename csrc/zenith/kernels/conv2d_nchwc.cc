@@ -32,6 +32,7 @@ using gemm_detail::F32Vec;
 using namespace nchwc_detail;
 
 namespace nchwc_detail {
+namespace {  // this file's own; conv2d_nchwc_internal.h declares what the other files use
 // Input per run of tiles (see conv2d_nchwc): half of this core's L2 (256 KiB to 1 MiB).
 int64_t run_bytes() {
   static const int64_t bytes = [] {
@@ -57,6 +58,7 @@ int64_t balanced_parts(int64_t n, int64_t parts, int64_t units) {
 
 // L zeros per input channel block: the value a tap outside the image reads.
 alignas(64) const float kZeros[16] = {};
+}  // namespace
 
 // The tile: output pixels [p0, p0 + mr) of one image (mr <= RO; rows past mr repeat
 // pixel p0 and are not stored) by output blocks [0, nblk) of a group (nblk <= NB <=
@@ -77,6 +79,7 @@ void activate_run(Activation act, float* o, int64_t n) {
   per_row(act, o, n);
 }
 
+namespace {
 // act(y) in registers for ACT 1 and 2, as relu_f and relu6_f compute it: NaN stays NaN,
 // ReLU makes -0 +0 (as the NCHW kernels do), ReLU6 keeps it.
 template <int ACT, class V>
@@ -318,6 +321,8 @@ Tile pick_tile_in(int64_t L, Activation act, bool vl) {
          : a == 2 ? pick_tile_act<2, NCHW_IN>(L, vl)
                   : pick_tile_act<0, NCHW_IN>(L, vl);
 }
+}  // namespace
+
 // The 8-channel block's tile with AVX-512's 32 registers (VL: ymm vectors), 12 pixels
 // by 2 blocks where AVX2's 16 registers hold 6, for convs summing at most this many
 // products per output (C x taps): there the tile's fixed costs (pixel offsets, the
@@ -330,12 +335,15 @@ Tile pick_tile(const NchwcConvGeom& g, Activation act) {
   const bool vl = gemm_detail::kernels_use_avx512() && g.C * g.KH * g.KW <= kWideTileMaxSum;
   return g.nchw_in ? pick_tile_in<true>(g.L, act, vl) : pick_tile_in<false>(g.L, act, vl);
 }
+namespace {
 // The input's channels per block: L, or 1 for an NCHW input.
 int64_t in_block(const NchwcConvGeom& g) { return g.nchw_in ? 1 : g.L; }
 // The input's channels rounded up to whole blocks (the rows of a tap's packed filters).
 int64_t in_channels_padded(const NchwcConvGeom& g) { return (g.C + in_block(g) - 1) / in_block(g) * in_block(g); }
+}  // namespace
 int64_t packed_group_floats(const NchwcConvGeom& g) { return g.KH * g.KW * in_channels_padded(g) * kNB * g.L; }
 
+namespace {
 void check_geom(const NchwcConvGeom& g) {
   ZENITH_CHECK(g.L == 8 || g.L == 16, "conv2d_nchwc: channel block ", g.L, " is not 8 or 16");
   ZENITH_CHECK(g.N >= 0 && g.C > 0 && g.OC > 0 && g.KH > 0 && g.KW > 0 && g.st[0] > 0 && g.st[1] > 0 &&
@@ -345,6 +353,7 @@ void check_geom(const NchwcConvGeom& g) {
                g.groups, " for ", g.C, " and ", g.OC, " channels");
   ZENITH_CHECK(!g.nchw_in || g.groups == 1, "conv2d_nchwc: an NCHW input needs the direct conv (groups 1)");
 }
+}  // namespace
 }  // namespace nchwc_detail
 
 // 16 where the AVX-512 kernels run at full width; 8 (the AVX2 kernels) elsewhere and on
@@ -380,6 +389,7 @@ void nchwc_to_nchw(const float* x, int64_t N, int64_t C, int64_t HW, int64_t L, 
 }
 
 namespace nchwc_detail {
+namespace {
 // Floats of a conv's packed filters: groups of kNB output blocks, [taps][CI][kNB * L]
 // each (CI: in_channels_padded).
 int64_t packed_filter_floats(const NchwcConvGeom& g) {
@@ -422,6 +432,7 @@ void pack_filter_groups(const NchwcConvGeom& g, const float* w, float* d) {
     }
   });
 }
+}  // namespace
 
 // The epilogue's scale and shift per output channel (null: 1 and 0), zero past OC up to
 // `n` channels (the padding channels come out 0 * sum + 0).
@@ -1004,6 +1015,7 @@ void conv3x3_winograd_nchwc(const NchwcConvGeom& g, const float* x, const Packed
 // tap's filter vector once per tile; the epilogue is conv2d_nchwc's (scale, shift,
 // residual; ReLU and ReLU6 in registers, the other activations over the stored row).
 namespace nchwc_detail {
+namespace {
 // Output rows [b.oh0, b.oh1) of one channel block from its padded band xp; w: the
 // block's packed taps [KH * KW][L]; out / res: the block's output plane; S the column
 // stride (0: g.st[1] at run time); K the filter's width when known (its columns
@@ -1127,6 +1139,8 @@ DwBandFn pick_dw_k(const NchwcConvGeom& g, int act, int64_t* ro) {
   if (g.dl[1] == 1 && g.KW == 3) return pick_dw_act<S, 3>(g.L, act, ro);
   return pick_dw_act<S, 0>(g.L, act, ro);
 }
+}  // namespace
+
 // The band kernel for this conv and its tile's width (*ro).
 DwBandFn pick_dw_band(const NchwcConvGeom& g, Activation a, int64_t* ro) {
   const int act = register_act(a);
@@ -1155,11 +1169,13 @@ int64_t dw_pitch(const NchwcConvGeom& g, int64_t ro) {
   return std::max(g.pd[1] + g.W, (tiles * ro - 1) * g.st[1] + (g.KW - 1) * g.dl[1] + 1);
 }
 
+namespace {
 void check_dw_geom(const NchwcConvGeom& g) {
   check_geom(g);
   ZENITH_CHECK(g.groups == g.C && g.C == g.OC, "depthwise_nchwc: needs groups == C == OC, got ", g.groups, ", ",
                g.C, " and ", g.OC);
 }
+}  // namespace
 }  // namespace nchwc_detail
 
 PackedOperand depthwise_nchwc_pack(const NchwcConvGeom& g, const float* w) {
