@@ -38,6 +38,17 @@ namespace {
 // half of Zen 4's and 5's: 256 KiB and 1 MiB measured no different on Zen 5, within noise);
 // with a projection, the window and the band of depthwise output share it.
 constexpr int64_t kWindowFloats = 128 * 1024;
+}  // namespace
+
+int64_t pw_dw_band_rows(bool expand, bool project, int64_t window_row, int64_t out_row, int64_t reach, int64_t stride,
+                        int64_t OH) {
+  const int64_t budget = project ? kWindowFloats / 2 : kWindowFloats;
+  if (!expand) return std::clamp<int64_t>(budget / std::max<int64_t>(1, out_row), 1, OH);
+  const int64_t fit = std::max<int64_t>(reach, budget / std::max<int64_t>(1, window_row));
+  return std::clamp<int64_t>((fit - reach) / stride + 1, 1, OH);
+}
+
+namespace {
 
 // The node's inputs: x, then the expand's filter and its epilogue's, the depthwise
 // conv's, the projection's (with `project`), the residual.
@@ -151,15 +162,9 @@ void run_conv2d_pw_dw(const KernelCtx& c) {
                               px, res, po);
   }
 
-  // Output rows per band: as many as keep the window (every channel, the band's input
-  // rows) near kWindowFloats (half of it with a projection, whose band of depthwise
-  // output takes at most as much again); the window holds `cap` input rows per channel.
-  // Without an expand there is no window: the band of depthwise output alone takes half.
+  // Output rows per band (pw_dw_band_rows); the window holds `cap` input rows per channel.
   const int64_t reach = (KH - 1) * dh + 1;
-  const int64_t window_floats = project ? kWindowFloats / 2 : kWindowFloats;
-  const int64_t fit = std::max<int64_t>(reach, window_floats / std::max<int64_t>(1, E * W));
-  const int64_t band = expand ? std::clamp<int64_t>((fit - reach) / sh + 1, 1, OH)
-                              : std::clamp<int64_t>(window_floats / std::max<int64_t>(1, E * OW), 1, OH);
+  const int64_t band = pw_dw_band_rows(expand, project, E * W, E * OW, reach, sh, OH);
   const int64_t cap = expand ? (band - 1) * sh + reach : 0;
   // Work items: (image, chunk of output rows).
   const int64_t chunks = std::min(OH, std::max<int64_t>(1, (num_threads() + N - 1) / N));

@@ -39,12 +39,6 @@ namespace zenith {
 
 using namespace nchwc_detail;
 
-namespace {
-// The window and the band of depthwise output aim at this many floats together (as
-// conv2d_pw_dw's NCHW kernel: 512 KiB, half of Zen 4's L2).
-constexpr int64_t kBandFloats = 128 * 1024;
-}  // namespace
-
 void conv2d_pw_dw_nchwc(const NchwcConvGeom& g, int64_t C, int64_t P, const NchwcConvPart& ex,
                         const NchwcConvPart& dw, const NchwcConvPart& pj, const float* x, const float* res,
                         float* out) {
@@ -72,14 +66,9 @@ void conv2d_pw_dw_nchwc(const NchwcConvGeom& g, int64_t C, int64_t P, const Nchw
   const DwBandFn dw_fn = pick_dw_band(g, dw.act, &ro);
   const Activation dw_rest = register_act(dw.act) ? Activation::kNone : dw.act;
   const int64_t pitch = dw_pitch(g, ro), pw = g.pd[1];
-  // Output rows per band, as conv2d_pw_dw's NCHW kernel: the window (every channel,
-  // `cap` padded rows) near kBandFloats, half of it with a projection (whose band of
-  // depthwise output takes at most as much again); without an expand, the band of
-  // depthwise output alone takes half.
-  const int64_t band_budget = project ? kBandFloats / 2 : kBandFloats;
-  const int64_t fit = std::max<int64_t>(reach, band_budget / std::max<int64_t>(1, EB * L * pitch));
-  const int64_t band = expand ? std::clamp<int64_t>((fit - reach) / sh + 1, 1, OH)
-                              : std::clamp<int64_t>(band_budget / std::max<int64_t>(1, EB * L * OW), 1, OH);
+  // Output rows per band, as conv2d_pw_dw's NCHW kernel (pw_dw_band_rows): the window
+  // holds every channel's `cap` padded rows of `pitch` pixels.
+  const int64_t band = pw_dw_band_rows(expand, project, EB * L * pitch, EB * L * OW, reach, sh, OH);
   const int64_t cap = (band - 1) * sh + reach;  // padded rows a band reads
 
   // The 1x1 convs as conv2d_nchwc's tile sees them. The expand writes the window, whose

@@ -233,6 +233,13 @@ struct NchwcConvPart {
 void conv2d_pw_dw_nchwc(const NchwcConvGeom& g, int64_t C, int64_t P, const NchwcConvPart& expand,
                         const NchwcConvPart& dw, const NchwcConvPart& project, const float* x, const float* res,
                         float* out);
+// Output rows per band of conv2d_pw_dw, either layout (conv2d_pw_dw.cc): as many as keep
+// the window of expanded rows (`window_row` floats per input row, every channel; a band
+// reads (band - 1) * stride + reach rows) near 512 KiB, half of it with a projection,
+// whose band of depthwise output takes at most as much again; without an expand there
+// is no window and the band of depthwise output (`out_row` floats a row) takes the budget.
+int64_t pw_dw_band_rows(bool expand, bool project, int64_t window_row, int64_t out_row, int64_t reach, int64_t stride,
+                        int64_t OH);
 // The scalar reference of all three (groups 1 or C).
 void ref_conv2d_nchwc(const NchwcConvGeom& g, const float* x, const float* w, const float* scale, const float* shift,
                       const float* res, Activation act, float* out);
