@@ -114,9 +114,10 @@ int layout_nchwc(Graph& g) {
     const TensorType& x = g.type(n.inputs[0]);
     return x.rank() == 4 && x.shape[1].is_const() && x.shape[1].value() < kMinChannels;
   };
-  auto nchw_conv = [&](int i) {
+  auto nchw_conv = [&](int i) {  // (a conv2d_pw_dw over a blocked input is one of the blocked convs)
     const Node& n = g.nodes[size_t(i)];
-    return n.op == Op::conv2d_pw_dw || (n.op == Op::conv2d && !cand[size_t(i)] && !stem(i));
+    return (n.op == Op::conv2d_pw_dw && g.type(n.inputs[0]).rank() == 4) ||
+           (n.op == Op::conv2d && !cand[size_t(i)] && !stem(i));
   };
   // A depthwise conv is blocked only between blocked convs: its input's producer (or a
   // stem) and every reader of its output among them. Its tensors are its block's widest,
