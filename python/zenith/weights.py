@@ -3,8 +3,8 @@ packed, and when a packed copy must go because the weight changed.
 
 The static inputs (parameters and buffers: AOTAutograd's list, or the placeholders
 Dynamo tagged) are marked constant in the segments that read them
-(Executable.set_constant_inputs); a GEMM or conv2d then packs such a weight on its
-first call and keeps it. A copy goes stale when the weight changes in place (PyTorch
+(Executable.set_constant_inputs); a GEMM, conv2d or fused conv block then packs such
+weights on its first call and keeps them. A copy goes stale when the weight changes in place (PyTorch
 bumps its version counter: optimizer step, load_state_dict, any in-place op) or when
 new memory lands where the old storage was, with an equal version (module.to(bfloat16)
 .to(float32), `param.data = t`, checkpoints loaded twice with mmap=True, assign=True).
