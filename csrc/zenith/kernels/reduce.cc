@@ -345,7 +345,7 @@ void run_log_softmax(const KernelCtx& c) { softmax_impl(c, true, c.a<attrs::log_
 
 // ---- normalization ----
 namespace {
-// The two sums of a layer norm row, in double: sum(x) and sum((x - mu)^2). Double keeps
+// The two sums of a layer norm row, in double: sum(x), and with kSquares sum((x - mu)^2). Double keeps
 // the variance exact where float did not: a float mean of rows far from zero (x + 1e3)
 // was twice eager's error, and squares of values past 1.8e19 overflowed float, so rows
 // of large magnitude normalized to the bias (eager gives NaN there; float64 a finite
@@ -353,35 +353,21 @@ namespace {
 // four accumulators; GCC had left most of a 16-accumulator loop scalar. The op with
 // the residual on 128 x 768, 2 threads, Zen 4 (family 25 model 17), alternating
 // binaries: 21.5 -> 19.6 us with the rows in cache, 32.7 -> 29.5 us from L3.
-double row_sum(const float* p, int64_t n) {
-  int64_t i = 0;
-  double total = 0;
-#if defined(__AVX2__)
-  __m256d acc[4] = {_mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd()};
-  for (; i + 16 <= n; i += 16) {
-    const __m256 a = _mm256_loadu_ps(p + i), b = _mm256_loadu_ps(p + i + 8);
-    acc[0] = _mm256_add_pd(acc[0], _mm256_cvtps_pd(_mm256_castps256_ps128(a)));
-    acc[1] = _mm256_add_pd(acc[1], _mm256_cvtps_pd(_mm256_extractf128_ps(a, 1)));
-    acc[2] = _mm256_add_pd(acc[2], _mm256_cvtps_pd(_mm256_castps256_ps128(b)));
-    acc[3] = _mm256_add_pd(acc[3], _mm256_cvtps_pd(_mm256_extractf128_ps(b, 1)));
-  }
-  alignas(32) double lanes[4];
-  _mm256_store_pd(lanes, _mm256_add_pd(_mm256_add_pd(acc[0], acc[1]), _mm256_add_pd(acc[2], acc[3])));
-  total = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
-#endif
-  for (; i < n; ++i) total += double(p[i]);
-  return total;
-}
-
-double row_centred_squares(const float* p, int64_t n, double mu) {
+template <bool kSquares>
+double row_sum(const float* p, int64_t n, double mu) {
   int64_t i = 0;
   double total = 0;
 #if defined(__AVX2__)
   const __m256d m = _mm256_set1_pd(mu);
   __m256d acc[4] = {_mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd()};
   auto step = [&](__m256d& a, __m128 v) {
-    const __m256d d = _mm256_sub_pd(_mm256_cvtps_pd(v), m);
-    a = _mm256_fmadd_pd(d, d, a);
+    const __m256d d = _mm256_cvtps_pd(v);
+    if constexpr (kSquares) {
+      const __m256d c = _mm256_sub_pd(d, m);
+      a = _mm256_fmadd_pd(c, c, a);
+    } else {
+      a = _mm256_add_pd(a, d);
+    }
   };
   for (; i + 16 <= n; i += 16) {
     const __m256 a = _mm256_loadu_ps(p + i), b = _mm256_loadu_ps(p + i + 8);
@@ -395,8 +381,9 @@ double row_centred_squares(const float* p, int64_t n, double mu) {
   total = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
 #endif
   for (; i < n; ++i) {
-    const double d = double(p[i]) - mu;
-    total += d * d;
+    const double d = double(p[i]);
+    if constexpr (kSquares) total += (d - mu) * (d - mu);
+    else total += d;
   }
   return total;
 }
@@ -428,8 +415,8 @@ void run_layer_norm(const KernelCtx& c) {
         row = q;
       }
       // Two passes (the second centred), so the variance is exact.
-      const double mu = row_sum(row, n) / double(n);
-      const double var = row_centred_squares(row, n, mu) / double(n);
+      const double mu = row_sum<false>(row, n, 0.0) / double(n);
+      const double var = row_sum<true>(row, n, mu) / double(n);
       const float rstd = float(1.0 / std::sqrt(var + double(eps)));
       const float muf = float(mu);
       for (int64_t i = 0; i < n; ++i) q[i] = (row[i] - muf) * rstd * w[i] + b[i];
