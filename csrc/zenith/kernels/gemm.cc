@@ -733,14 +733,14 @@ bool rows_crowd_l1(int64_t rows, int64_t ld) {
     if (ways > 0 && line > 0 && size >= ways * line) g = {ways, size / (ways * line), line};
     return g;
   }();
-  int64_t most = 0;
-  for (int64_t r = 0; r < rows; ++r) {
-    const int64_t set = (r * ld * int64_t(sizeof(float)) / l1.line) % l1.sets;
-    int64_t same = 0;
-    for (int64_t q = 0; q < rows; ++q) same += (q * ld * int64_t(sizeof(float)) / l1.line) % l1.sets == set;
-    most = std::max(most, same);
-  }
-  return most > l1.ways;
+  // Per call of sgemm: each row's set computed once (a division), then compared.
+  constexpr int64_t kMaxRows = 16;
+  int64_t set[kMaxRows];
+  rows = std::min(rows, kMaxRows);
+  for (int64_t r = 0; r < rows; ++r) set[r] = (r * ld * int64_t(sizeof(float)) / l1.line) % l1.sets;
+  for (int64_t r = 0; r < rows; ++r)
+    if (std::count(set, set + rows, set[r]) > l1.ways) return true;
+  return false;
 }
 
 PackedOperand make_packed(PackedOperand::Side side, int64_t rows, int64_t cols, const float* src, int64_t rs,
