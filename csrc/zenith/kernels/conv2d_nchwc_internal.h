@@ -38,6 +38,25 @@ struct Tile {
   }
 };
 Tile pick_tile(const NchwcConvGeom& g, Activation act);
+// A 1x1 conv over `count` consecutive pixels of one image (stride 1, no padding): input
+// pixel p of block cb at x + cb * x_plane + p * L, its C channels (the last block's
+// padding not read); output block b's pixel p at out + b * o_plane + p * L (res alike);
+// w, scale, shift: a group's packed filters and its nblk blocks' epilogue, as the tile's.
+struct PwRun {
+  const float* x;
+  int64_t x_plane, C;
+  const float *w, *scale, *shift, *res;
+  Activation act;
+  float* out;
+  int64_t o_plane, count;
+  int nblk;
+};
+struct PwRunFns {
+  void (*fn[2])(const PwRun&);  // [nblk > 1]
+  void operator()(const PwRun& a) const { fn[a.nblk > 1](a); }
+};
+// The run kernel for this ISA, block, input channels and activation.
+PwRunFns pick_pw_run(int64_t L, int64_t C, Activation act);
 // Floats of one group of a conv's packed filters.
 int64_t packed_group_floats(const NchwcConvGeom& g);
 

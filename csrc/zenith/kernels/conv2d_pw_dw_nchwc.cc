@@ -17,11 +17,11 @@
 // (every channel block, [EB][cap][pitch][L], laid out as the depthwise band kernel's
 // padded input: zero columns beside each row, zero rows above and below the image; the
 // rows the last band also needed are kept, not recomputed) and computes the rows the
-// window lacks with the expand's tile (group of output blocks after group, over the
-// rows' pixels, reading the input rows from L2); the depthwise band kernel reads the
+// window lacks with the expand's run kernel (group of output blocks after group, row by
+// row over the image's columns, reading the input rows from L2); the depthwise band kernel reads the
 // window in place (a copy of each block's rows had cost MobileNet V2's 16 -> 96 block
 // 7% at batch 8) and writes a band of depthwise output ([EB][band][OW][L]), which the
-// projection's tile reads to write the block's output rows (with its residual). The
+// projection's run kernel reads to write the block's output rows (with its residual). The
 // math and rounding are each conv's own kernel's; the channels past each conv's count
 // reach no real channel (the depthwise kernel works lane by lane, the 1x1 tiles read a
 // last block's real channels only), and
@@ -71,19 +71,15 @@ void conv2d_pw_dw_nchwc(const NchwcConvGeom& g, int64_t C, int64_t P, const Nchw
   const int64_t band = pw_dw_band_rows(expand, project, EB * L * pitch, EB * L * OW, reach, sh, OH);
   const int64_t cap = (band - 1) * sh + reach;  // padded rows a band reads
 
-  // The 1x1 convs as conv2d_nchwc's tile sees them. The expand writes the window, whose
-  // rows are the depthwise band kernel's padded rows (`pitch` pixels, input column c at
-  // c + pw; the band's first, ph above the image's, at row 0): its output map is the
-  // window's, cap x pitch, its column padding pw (the columns it computes outside the
-  // image are zeroed after), its row padding set per band. The projection's input is
-  // the band of depthwise output (band rows of OW), its output the image's map.
-  NchwcConvGeom ge, gp;
-  ge.N = gp.N = 1;
+  // The 1x1 convs as runs of consecutive pixels (PwRun): the expand writes each image
+  // row's W columns into the interior of a window row (`pitch` pixels, input column c at
+  // c + pw; the band's first row, ph above the image's, at row 0), the projection reads
+  // the band of depthwise output (band rows of OW) and writes the image's rows.
+  NchwcConvGeom ge, gp;  // their filters' geometry, for the packed groups' size
   ge.L = gp.L = L;
   ge.KH = ge.KW = gp.KH = gp.KW = 1;
-  ge.C = C, ge.OC = E, ge.H = H, ge.W = W, ge.OH = cap, ge.OW = pitch, ge.pd = {0, pw};
-  gp.C = E, gp.OC = P, gp.H = band, gp.W = OW, gp.OH = OH, gp.OW = OW;
-  const Tile te = pick_tile(ge, ex.act), tp = pick_tile(gp, pj.act);
+  ge.C = C, gp.C = E;
+  const PwRunFns te = pick_pw_run(L, C, ex.act), tp = pick_pw_run(L, E, pj.act);
   const int64_t ge_floats = expand ? packed_group_floats(ge) : 0, gp_floats = project ? packed_group_floats(gp) : 0;
   const int64_t e_groups = (EB + kNB - 1) / kNB, p_groups = (OB + kNB - 1) / kNB;
   std::vector<float> s1, t1, s2, t2, s3, t3;  // padded to whole groups / blocks
@@ -128,18 +124,15 @@ void conv2d_pw_dw_nchwc(const NchwcConvGeom& g, int64_t C, int64_t P, const Nchw
             std::fill(wb + (b - lo_p) * pitch * L, wb + (hi_p - lo_p) * pitch * L, 0.0f);
           }
           if (b > a) {
-            NchwcConvGeom gb = ge;
-            gb.pd[0] = ph - lo_p;
-            const int64_t p_lo = (a - lo_p) * pitch, p_hi = (b - lo_p) * pitch;
+            // Each image row's W columns (input row r - ph) into the window row's interior.
             for (int64_t grp = 0; grp < e_groups; ++grp) {
               const int64_t ob = grp * kNB;
               const int nblk = int(std::min<int64_t>(kNB, EB - ob));
-              for (int64_t p0 = p_lo; p0 < p_hi; p0 += te.ro)
-                te(gb, xn, p0, std::min(te.ro, p_hi - p0), nblk, w1 + grp * ge_floats, s1.data() + ob * L,
-                   t1.data() + ob * L, static_cast<const float*>(nullptr), ex.act, win + ob * block_floats,
-                   static_cast<const float*>(nullptr), 0);
+              for (int64_t r = a; r < b; ++r)
+                te({xn + (r - ph) * W * L, H * W * L, C, w1 + grp * ge_floats, s1.data() + ob * L, t1.data() + ob * L,
+                    nullptr, ex.act, win + ob * block_floats + ((r - lo_p) * pitch + pw) * L, block_floats, W, nblk});
             }
-            // The columns outside the image, which the tile computed from zeros: zero.
+            // The columns outside the image: zero.
             for (int64_t eb = 0; eb < EB; ++eb)
               for (int64_t r = a; r < b; ++r) {
                 float* row = win + eb * block_floats + (r - lo_p) * pitch * L;
@@ -169,11 +162,8 @@ void conv2d_pw_dw_nchwc(const NchwcConvGeom& g, int64_t C, int64_t P, const Nchw
         for (int64_t grp = 0; grp < p_groups; ++grp) {
           const int64_t ob = grp * kNB;
           const int nblk = int(std::min<int64_t>(kNB, OB - ob));
-          const float* rs = res ? res + at + ob * OP * L : nullptr;
-          for (int64_t p0 = 0; p0 < pixels; p0 += tp.ro)
-            tp(gp, static_cast<const float*>(dwo), p0, std::min(tp.ro, pixels - p0), nblk, w3 + grp * gp_floats,
-               s3.data() + ob * L, t3.data() + ob * L, rs, pj.act, out + at + ob * OP * L,
-               static_cast<const float*>(nullptr), 0);
+          tp({dwo, band * OW * L, E, w3 + grp * gp_floats, s3.data() + ob * L, t3.data() + ob * L,
+              res ? res + at + ob * OP * L : nullptr, pj.act, out + at + ob * OP * L, OP * L, pixels, nblk});
         }
       }
     }
