@@ -107,6 +107,9 @@ TEST(Kernels, NchwcConvMatchesPlainConvOverOddShapesAndEpilogues) {
       {1, 6, 2, 3, 7, 3, 3, 1, 1, 1},
       // small filters on a map larger than a run of tiles (several runs per image)
       {1, 64, 80, 80, 20, 1, 1, 1, 0, 1},
+      // strided 1x1 convs (their runs' pixels copied together first): several runs, odd
+      // channels, a column stride other than the rows'
+      {2, 64, 100, 100, 20, 1, 1, 2, 0, 1}, {1, 20, 30, 41, 24, 1, 1, 2, 0, 1, 3, 0, 0},
       // stems: rows wide enough for the NCHW input's row tiles (strides 1 and 2, dilation)
       {1, 3, 30, 61, 20, 3, 3, 2, 1, 1}, {2, 3, 20, 40, 16, 3, 3, 1, 2, 2}, {1, 3, 33, 47, 40, 7, 7, 2, 3, 1},
       // rows and columns differing in stride, padding and dilation (the row tile's column
@@ -118,10 +121,13 @@ TEST(Kernels, NchwcConvMatchesPlainConvOverOddShapesAndEpilogues) {
                              Activation::kSilu};
   unsigned seed = 1;
   int ci = 0;
-  // nchw_in: the input NCHW as it is (a stem's image), the output blocked.
+  // nchw_in: the input NCHW as it is (a stem's image), the output blocked. Two threads
+  // take items (image, run, group) in contiguous shares, so a thread may start mid-image.
+  for (int threads : {1, 2})
   for (bool nchw_in : {false, true})
   for (const Case& k : cases)
     for (int64_t L : {8, 16}) {
+      set_num_threads(threads);
       NchwcConvGeom g;
       g.N = k.N, g.C = k.C, g.H = k.H, g.W = k.W, g.OC = k.OC, g.KH = k.KH, g.KW = k.KW, g.L = L;
       g.nchw_in = nchw_in;
@@ -144,8 +150,10 @@ TEST(Kernels, NchwcConvMatchesPlainConvOverOddShapesAndEpilogues) {
                        rf.data());
       // Float sums in another order than the double references': a few ulp per term.
       expect_blocked_output(g, ob, rf, want, 1e-5f * std::sqrt(float(k.C * k.KH * k.KW)),
-                            "case " + std::to_string(ci) + " L " + std::to_string(L) + (nchw_in ? " nchw_in" : ""));
+                            "case " + std::to_string(ci) + " L " + std::to_string(L) + (nchw_in ? " nchw_in" : "") +
+                                " threads " + std::to_string(threads));
     }
+  set_num_threads(1);
 }
 
 TEST(Kernels, NchwcConvRejectsForeignFiltersAndBadBlocks) {

@@ -50,6 +50,8 @@ struct PwRun {
   float* out;
   int64_t o_plane, count;
   int nblk;
+  const float* pf = nullptr;  // prefetched from, pf_lines lines per block step (conv2d_nchwc's large filters)
+  int pf_lines = 0;
 };
 struct PwRunFns {
   void (*fn[2])(const PwRun&);  // [nblk > 1]
