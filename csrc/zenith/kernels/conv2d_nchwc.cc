@@ -126,6 +126,22 @@ ZENITH_UK_INLINE void store_tile(const V (&acc)[RO][NB * L / VL], int64_t mr, in
   for (int blk = 0; blk < nblk; ++blk) activate_run(act, out + blk * oplane + p0 * L, mr * L);  // the stored run
 }
 
+// One step k of a channel block, shared by the tiles: NV filter vectors of the packed
+// group (kNB * L floats a step) by one input value per pixel, xr[r][k].
+template <int VL, int L, int RO, int NV, class V>
+ZENITH_UK_INLINE void tile_step(V (&acc)[RO][NV], const float* const (&xr)[RO], const float* wc, int k) {
+  using Vec = F32Vec<VL>;
+  V b[NV];
+#pragma GCC unroll 4
+  for (int v = 0; v < NV; ++v) Vec::load(b[v], wc + k * kNB * L + v * VL);
+#pragma GCC unroll 16
+  for (int r = 0; r < RO; ++r) {
+    const float a = xr[r][k];
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) Vec::fma(acc[r][v], a, b[v]);
+  }
+}
+
 // LI: the input's channels per block, L (blocked) or 1 (an NCHW input, nchw_in: each
 // channel a block of one, its plane H x W floats).
 template <int VL, int L, int LI, int RO, int NB, int ACT>
@@ -169,17 +185,7 @@ ZENITH_UK_INLINE void nchwc_tile(const NchwcConvGeom& g, const float* x, int64_t
         // channels are 1.5 blocks of work, not 2.
         const int kn = cb == CB - 1 ? int(g.C - cb * LI) : LI;
 #pragma GCC unroll 4
-        for (int k = 0; k < kn; ++k) {
-          V b[NV];
-#pragma GCC unroll 4
-          for (int v = 0; v < NV; ++v) Vec::load(b[v], wc + k * kNB * L + v * VL);
-#pragma GCC unroll 16
-          for (int r = 0; r < RO; ++r) {
-            const float a = xr[r][k];
-#pragma GCC unroll 4
-            for (int v = 0; v < NV; ++v) Vec::fma(acc[r][v], a, b[v]);
-          }
-        }
+        for (int k = 0; k < kn; ++k) tile_step<VL, L, RO, NV>(acc, xr, wc, k);
       }
     }
   store_tile<VL, L, RO, NB, ACT>(acc, mr, nblk, oplane, p0, scale, shift, res, act, out);
@@ -231,22 +237,11 @@ ZENITH_UK_INLINE void pw_tile(const PwRun& a, int64_t p0, int64_t mr, const floa
       for (int q = 0; q < a.pf_lines; ++q) __builtin_prefetch(pf + q * 16, 0, 2);
       pf += a.pf_lines * 16;
     }
-    const auto step = [&](int k) {
-      V b[NV];
-#pragma GCC unroll 4
-      for (int v = 0; v < NV; ++v) Vec::load(b[v], wc + k * kNB * L + v * VL);
-#pragma GCC unroll 16
-      for (int r = 0; r < RO; ++r) {
-        const float x = xr[r][k];
-#pragma GCC unroll 4
-        for (int v = 0; v < NV; ++v) Vec::fma(acc[r][v], x, b[v]);
-      }
-    };
     if (cb + 1 < CB || a.C % L == 0) {
 #pragma GCC unroll 16
-      for (int k = 0; k < L; ++k) step(k);
+      for (int k = 0; k < L; ++k) tile_step<VL, L, RO, NV>(acc, xr, wc, k);
     } else {
-      for (int k = 0; k < int(a.C % L); ++k) step(k);  // the last block's real channels
+      for (int k = 0; k < int(a.C % L); ++k) tile_step<VL, L, RO, NV>(acc, xr, wc, k);  // the last block's real channels
     }
     for (int r = 0; r < RO; ++r) xr[r] += a.x_plane;
   }
