@@ -23,6 +23,10 @@
 using namespace zenith;
 
 namespace {
+// Puts the kernels back on one thread when a test that set more leaves, passing or not.
+struct ThreadsReset {
+  ~ThreadsReset() { set_num_threads(1); }
+};
 
 // act(conv(x, w) * scale + shift + res), NCHW, in double; g.groups 1 or C (depthwise).
 std::vector<float> plain_conv(const NchwcConvGeom& g, const std::vector<float>& x, const std::vector<float>& w,
@@ -108,8 +112,13 @@ TEST(Kernels, NchwcConvMatchesPlainConvOverOddShapesAndEpilogues) {
       // small filters on a map larger than a run of tiles (several runs per image)
       {1, 64, 80, 80, 20, 1, 1, 1, 0, 1},
       // strided 1x1 convs (their runs' pixels copied together first): several runs, odd
-      // channels, a column stride other than the rows'
+      // channels, a column stride other than the rows', groups split between threads in
+      // one image (a thread's first item mid-image), a lone 16-channel block, fewer
+      // channels than a block, a stride in one dimension and one column, and with padding
+      // (the generic tile)
       {2, 64, 100, 100, 20, 1, 1, 2, 0, 1}, {1, 20, 30, 41, 24, 1, 1, 2, 0, 1, 3, 0, 0},
+      {1, 40, 7, 7, 64, 1, 1, 2, 0, 1},     {1, 5, 9, 9, 12, 1, 1, 2, 0, 1},
+      {1, 16, 9, 1, 12, 1, 1, 2, 0, 1, 1, 0, 0}, {1, 16, 9, 9, 12, 1, 1, 2, 1, 1},
       // stems: rows wide enough for the NCHW input's row tiles (strides 1 and 2, dilation)
       {1, 3, 30, 61, 20, 3, 3, 2, 1, 1}, {2, 3, 20, 40, 16, 3, 3, 1, 2, 2}, {1, 3, 33, 47, 40, 7, 7, 2, 3, 1},
       // rows and columns differing in stride, padding and dilation (the row tile's column
@@ -121,9 +130,11 @@ TEST(Kernels, NchwcConvMatchesPlainConvOverOddShapesAndEpilogues) {
                              Activation::kSilu};
   unsigned seed = 1;
   int ci = 0;
-  // nchw_in: the input NCHW as it is (a stem's image), the output blocked. Two threads
-  // take items (image, run, group) in contiguous shares, so a thread may start mid-image.
-  for (int threads : {1, 2})
+  // nchw_in: the input NCHW as it is (a stem's image), the output blocked. Two or three
+  // threads take items (image, run, group) in contiguous shares, so a thread may start
+  // mid-image.
+  const ThreadsReset reset;
+  for (int threads : {1, 2, 3})
   for (bool nchw_in : {false, true})
   for (const Case& k : cases)
     for (int64_t L : {8, 16}) {
@@ -153,7 +164,6 @@ TEST(Kernels, NchwcConvMatchesPlainConvOverOddShapesAndEpilogues) {
                             "case " + std::to_string(ci) + " L " + std::to_string(L) + (nchw_in ? " nchw_in" : "") +
                                 " threads " + std::to_string(threads));
     }
-  set_num_threads(1);
 }
 
 TEST(Kernels, NchwcConvRejectsForeignFiltersAndBadBlocks) {
@@ -629,7 +639,7 @@ TEST(Ops, NchwcConvOverNchwInputChecksItsInputs) {
 
 // conv2d_pw_dw_nchwc (an inverted-residual block over the blocked layout, band by band)
 // against the same three convs run one at a time by the blocked kernels (a tight
-// tolerance: the same tiles sum each value in the same order) and against plain NCHW
+// tolerance: the run kernel sums each value in the tile's order) and against plain NCHW
 // convs in double: with and without the expand or the projection, odd channel counts
 // (partial last blocks in, expanded and out), strides 1 and 2, 3x3 and 5x5 filters,
 // padding 0 to 2, dilation 2, a residual, in-register and after-store activations for
@@ -658,6 +668,7 @@ TEST(Kernels, NchwcPwDwMatchesTheConvsOneByOne) {
   const Activation acts[] = {Activation::kRelu6, Activation::kHardswish, Activation::kNone, Activation::kRelu};
   unsigned seed = 700;
   int ci = 0;
+  const ThreadsReset reset;
   for (int threads : {1, 2, 3})
   for (const Case& k : cases)
     for (int64_t L : {8, 16}) {
@@ -714,7 +725,6 @@ TEST(Kernels, NchwcPwDwMatchesTheConvsOneByOne) {
       for (size_t i = 0; i < got.size(); ++i)
         ASSERT_NEAR(got[i], one[i], 1e-6f * (1 + std::fabs(one[i]))) << "case " << ci << " L " << L << " at " << i;
     }
-  set_num_threads(1);
 }
 
 TEST(ConvNchwc, PwDwBlockedFiltersPackedOnceWhenConstant) {

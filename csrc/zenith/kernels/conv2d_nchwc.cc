@@ -635,7 +635,8 @@ void conv2d_nchwc(const NchwcConvGeom& g, const float* x, const PackedOperand& w
   const PwRunFns pw = packed ? pick_pw_run(L, g.C, act) : PwRunFns{};
   parallel_for(g.N * runs * groups, 1, [&](int64_t lo, int64_t hi) {
     thread_local gemm_detail::AlignedBuf pixels;
-    int64_t have = -1;  // the (image, run) whose pixels the buffer holds, as item / groups
+    int64_t have = -1;  // the (image, run) whose pixels buf holds, as item / groups
+    float* buf = nullptr;
     for (int64_t i = lo; i < hi; ++i) {
       const int64_t n = i / (runs * groups), r = i / groups % runs, grp = i % groups, ob = grp * kNB;
       const int64_t o_at = (n * OCB + ob) * OP * L;
@@ -645,9 +646,9 @@ void conv2d_nchwc(const NchwcConvGeom& g, const float* x, const PackedOperand& w
       const int64_t t0 = tiles * r / runs, t1 = tiles * (r + 1) / runs;
       if (packed) {
         const int64_t pb = t0 * tile.ro, pe = std::min(t1 * tile.ro, OP), np = pe - pb, CB = CI / L;
-        float* buf = pixels.get(size_t(CB * np * L));
         if (have != i / groups) {
           have = i / groups;
+          buf = pixels.get(size_t(CB * np * L));  // (get may drop what the buffer held)
           const auto copy = [&](auto lanes) {  // L floats a pixel, a constant so each copy is one move
             constexpr int64_t LL = decltype(lanes)::value;
             for (int64_t cb = 0; cb < CB; ++cb) {

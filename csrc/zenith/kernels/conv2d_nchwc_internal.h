@@ -38,7 +38,8 @@ struct Tile {
   }
 };
 Tile pick_tile(const NchwcConvGeom& g, Activation act);
-// A 1x1 conv over `count` consecutive pixels of one image (stride 1, no padding): input
+// The arguments of the 1x1 run kernel (pw_run, conv2d_nchwc.cc): a 1x1 conv over `count`
+// consecutive pixels (of one image, or of a strided conv's copied pixels): input
 // pixel p of block cb at x + cb * x_plane + p * L, its C channels (the last block's
 // padding not read); output block b's pixel p at out + b * o_plane + p * L (res alike);
 // w, scale, shift: a group's packed filters and its nblk blocks' epilogue, as the tile's.

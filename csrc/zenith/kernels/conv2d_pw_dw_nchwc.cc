@@ -115,8 +115,9 @@ void conv2d_pw_dw_nchwc(const NchwcConvGeom& g, int64_t C, int64_t P, const Nchw
             for (int64_t eb = 0; eb < EB; ++eb)
               std::memmove(win + eb * block_floats, win + eb * block_floats + (keep_lo - w_lo) * pitch * L,
                            size_t((keep_hi - keep_lo) * pitch * L) * sizeof(float));
-          // The rows the window lacks, [keep_hi, hi_p): the image's [a, b) by the
-          // expand's tile (window row r: input row lo_p + r - ph), zeros above and below.
+          // The padded rows the window lacks, [keep_hi, hi_p): the image's [a, b) by the
+          // expand's run kernel (padded row r: input row r - ph, at window row r - lo_p),
+          // zeros above and below.
           const int64_t a = std::clamp(ph, keep_hi, hi_p), b = std::clamp(H + ph, a, hi_p);
           for (int64_t eb = 0; eb < EB; ++eb) {
             float* wb = win + eb * block_floats;
