@@ -109,8 +109,12 @@ TEST(Kernels, NchwcConvMatchesPlainConvOverOddShapesAndEpilogues) {
       {1, 8, 11, 9, 16, 5, 3, 1, 2, 1}, {2, 40, 7, 7, 64, 1, 1, 2, 0, 1},  {1, 9, 10, 10, 17, 3, 3, 1, 2, 2},
       {1, 32, 14, 14, 48, 3, 3, 1, 1, 1}, {1, 24, 13, 13, 8, 7, 7, 2, 3, 1}, {3, 4, 1, 1, 20, 1, 1, 1, 0, 1},
       {1, 6, 2, 3, 7, 3, 3, 1, 1, 1},
-      // small filters on a map larger than a run of tiles (several runs per image)
-      {1, 64, 80, 80, 20, 1, 1, 1, 0, 1},
+      // stride-1 1x1 convs (the run kernel over the input in place): small filters on a map
+      // larger than a run of tiles (several runs per image), large filters (groups split
+      // between threads in one image, prefetched), fewer channels than a block, a lone
+      // block of output channels
+      {1, 64, 80, 80, 20, 1, 1, 1, 0, 1}, {1, 40, 7, 7, 64, 1, 1, 1, 0, 1}, {1, 5, 9, 9, 12, 1, 1, 1, 0, 1},
+      {2, 24, 13, 11, 8, 1, 1, 1, 0, 1},
       // strided 1x1 convs (their runs' pixels copied together first): several runs, odd
       // channels, a column stride other than the rows', groups split between threads in
       // one image (a thread's first item mid-image), a lone 16-channel block, fewer

@@ -552,6 +552,23 @@ PackedOperand conv2d_nchwc_pack(const NchwcConvGeom& g, const float* w) {
   return p;
 }
 
+namespace {
+// A strided 1x1 conv's input pixels of output pixels [pb, pe) of one image (xn, CB
+// blocks of L floats a pixel), consecutive in each block: block cb's at buf + cb *
+// (pe - pb) * L. L a constant, so each pixel's copy is one move.
+template <int64_t L>
+void gather_strided_pixels(const NchwcConvGeom& g, const float* xn, int64_t CB, int64_t pb, int64_t pe, float* buf) {
+  for (int64_t cb = 0; cb < CB; ++cb) {
+    const float* from = xn + cb * g.H * g.W * L;
+    float* dst = buf + cb * (pe - pb) * L;
+    for (int64_t p = pb, oh = pb / g.OW, ow = pb % g.OW; p < pe; ++p, dst += L) {
+      std::memcpy(dst, from + (oh * g.st[0] * g.W + ow * g.st[1]) * L, L * sizeof(float));
+      if (++ow == g.OW) ow = 0, ++oh;
+    }
+  }
+}
+}  // namespace
+
 void conv2d_nchwc(const NchwcConvGeom& g, const float* x, const PackedOperand& w, const float* scale,
                   const float* shift, const float* res, Activation act, float* out) {
   check_geom(g);
@@ -623,16 +640,24 @@ void conv2d_nchwc(const NchwcConvGeom& g, const float* x, const PackedOperand& w
   const int64_t steps = g.KH * g.KW * (CI / in_block(g)), lines_tile = (group_floats / 16 + run - 1) / run;
   const int pf_lines = int((lines_tile + steps - 1) / steps);
   const int64_t pf_tile = int64_t(pf_lines) * steps * 16;  // floats prefetched per tile
-  // A strided 1x1 conv without padding (ResNet's downsampling shortcuts) reads one input
-  // pixel in s0 x s1, so the tile's broadcasts use half of each line they touch (stride 2,
-  // 8-channel blocks) and its run's input spans s0 x s1 times the pixels it needs. Each
-  // thread instead copies its run's pixels, once per (image, run), into a buffer of
-  // consecutive pixels and runs the 1x1 run kernel over it for every group. ResNet-50's
-  // three (C++, Zen 4, 2 threads): 0.81-0.97x the strided tile's time on AVX2 and
-  // AVX-512, the model 0.98-0.99x (a copy of the whole tensor ahead of a stride-1 conv
-  // had eaten most of the gain at batch 8).
-  const bool packed = g.KH == 1 && g.KW == 1 && (g.st[0] > 1 || g.st[1] > 1) && g.pd[0] == 0 && g.pd[1] == 0;
-  const PwRunFns pw = packed ? pick_pw_run(L, g.C, act) : PwRunFns{};
+  // A 1x1 conv without padding runs the 1x1 run kernel (pw_run) over each (image, run,
+  // group) item's pixels. Stride 1 reads them in place: the generic tile's per-tile
+  // set-up (pixel offsets, padding checks, a partial unroll) made it 1.03-1.8x the run
+  // kernel's time, most on short sums. C++, one thread, AVX2 path, Zen 4 (family 25
+  // model 17): 16 -> 64 on 14 x 14 48 -> 87 GFLOP/s, 64 -> 256 on 56 x 56 82 -> 107,
+  // 1024 -> 256 on 14 x 14 108 -> 111. Whole models, 2 threads, calls interleaved in one
+  // process: ResNet-50 0.90-0.91x the time at batch 1 and 0.95x at batch 8, MobileNet V2
+  // 0.95-0.97x and 0.88-0.95x (AVX2 and AVX-512 paths).
+  // A strided one (ResNet's downsampling shortcuts) reads one input pixel in s0 x s1, so
+  // the tile's broadcasts used half of each line they touch (stride 2, 8-channel blocks)
+  // and its run's input spans s0 x s1 times the pixels it needs. Each thread instead
+  // copies its run's pixels, once per (image, run), into a buffer of consecutive pixels.
+  // ResNet-50's three (C++, Zen 4, 2 threads): 0.81-0.97x the strided tile's time on
+  // AVX2 and AVX-512, the model 0.98-0.99x (a copy of the whole tensor ahead of a
+  // stride-1 conv had eaten most of the gain at batch 8).
+  const bool pointwise = g.KH == 1 && g.KW == 1 && g.pd[0] == 0 && g.pd[1] == 0;
+  const bool strided = pointwise && (g.st[0] > 1 || g.st[1] > 1);
+  const PwRunFns pw = pointwise ? pick_pw_run(L, g.C, act) : PwRunFns{};
   parallel_for(g.N * runs * groups, 1, [&](int64_t lo, int64_t hi) {
     thread_local gemm_detail::AlignedBuf pixels;
     int64_t have = -1;  // the (image, run) whose pixels buf holds, as item / groups
@@ -644,26 +669,21 @@ void conv2d_nchwc(const NchwcConvGeom& g, const float* x, const PackedOperand& w
       const float* pf = nullptr;  // the thread's next group, large filters only
       if (large_filters && i + 1 < hi) pf = w.data.get() + (i + 1) % groups * group_floats;
       const int64_t t0 = tiles * r / runs, t1 = tiles * (r + 1) / runs;
-      if (packed) {
+      if (pointwise) {
         const int64_t pb = t0 * tile.ro, pe = std::min(t1 * tile.ro, OP), np = pe - pb, CB = CI / L;
-        if (have != i / groups) {
-          have = i / groups;
-          buf = pixels.get(size_t(CB * np * L));  // (get may drop what the buffer held)
-          const auto copy = [&](auto lanes) {  // L floats a pixel, a constant so each copy is one move
-            constexpr int64_t LL = decltype(lanes)::value;
-            for (int64_t cb = 0; cb < CB; ++cb) {
-              const float* src = xn + cb * g.H * g.W * LL;
-              float* dst = buf + cb * np * LL;
-              for (int64_t p = pb, oh = pb / g.OW, ow = pb % g.OW; p < pe; ++p, dst += LL) {
-                std::memcpy(dst, src + (oh * g.st[0] * g.W + ow * g.st[1]) * LL, LL * sizeof(float));
-                if (++ow == g.OW) ow = 0, ++oh;
-              }
-            }
-          };
-          if (L == 8) copy(std::integral_constant<int64_t, 8>{});
-          else copy(std::integral_constant<int64_t, 16>{});
+        const float* src = xn + pb * L;  // the run's first pixel, blocks src_plane floats apart
+        int64_t src_plane = g.H * g.W * L;
+        if (strided) {
+          if (have != i / groups) {
+            have = i / groups;
+            buf = pixels.get(size_t(CB * np * L));  // (get may drop what the buffer held)
+            if (L == 8) gather_strided_pixels<8>(g, xn, CB, pb, pe, buf);
+            else gather_strided_pixels<16>(g, xn, CB, pb, pe, buf);
+          }
+          src = buf;
+          src_plane = np * L;
         }
-        pw({buf, np * L, g.C, w.data.get() + grp * group_floats, sc.data() + ob * L, sh.data() + ob * L,
+        pw({src, src_plane, g.C, w.data.get() + grp * group_floats, sc.data() + ob * L, sh.data() + ob * L,
             res ? res + o_at + pb * L : nullptr, act, out + o_at + pb * L, OP * L, np,
             int(std::min<int64_t>(kNB, OCB - ob)), pf, pf_lines});
         continue;
