@@ -642,10 +642,10 @@ void conv2d_nchwc(const NchwcConvGeom& g, const float* x, const PackedOperand& w
   const int64_t pf_tile = int64_t(pf_lines) * steps * 16;  // floats prefetched per tile
   // A 1x1 conv without padding runs the 1x1 run kernel (pw_run) over each (image, run,
   // group) item's pixels. Stride 1 reads them in place: the generic tile's per-tile
-  // set-up (pixel offsets, padding checks, a partial unroll) made it 1.03-1.8x the run
+  // set-up (pixel offsets, padding checks, a partial unroll) made it 1.07-1.8x the run
   // kernel's time, most on short sums. C++, one thread, AVX2 path, Zen 4 (family 25
   // model 17): 16 -> 64 on 14 x 14 48 -> 87 GFLOP/s, 64 -> 256 on 56 x 56 82 -> 107,
-  // 1024 -> 256 on 14 x 14 108 -> 111. Whole models, 2 threads, calls interleaved in one
+  // 320 -> 1280 on 7 x 7 99 -> 106. Whole models, 2 threads, calls interleaved in one
   // process: ResNet-50 0.90-0.91x the time at batch 1 and 0.95x at batch 8, MobileNet V2
   // 0.95-0.97x and 0.88-0.95x (AVX2 and AVX-512 paths).
   // A strided one (ResNet's downsampling shortcuts) reads one input pixel in s0 x s1, so
