@@ -112,9 +112,10 @@ TEST(Kernels, NchwcConvMatchesPlainConvOverOddShapesAndEpilogues) {
       // stride-1 1x1 convs (the run kernel over the input in place): small filters on a map
       // larger than a run of tiles (several runs per image), large filters (groups split
       // between threads in one image, prefetched), fewer channels than a block, a lone
-      // block of output channels
+      // block of output channels, two images of unequal sides with a dilation (which a
+      // 1x1 conv ignores)
       {1, 64, 80, 80, 20, 1, 1, 1, 0, 1}, {1, 40, 7, 7, 64, 1, 1, 1, 0, 1}, {1, 5, 9, 9, 12, 1, 1, 1, 0, 1},
-      {2, 24, 13, 11, 8, 1, 1, 1, 0, 1},
+      {2, 24, 13, 11, 8, 1, 1, 1, 0, 2},
       // strided 1x1 convs (their runs' pixels copied together first): several runs, odd
       // channels, a column stride other than the rows', groups split between threads in
       // one image (a thread's first item mid-image), a lone 16-channel block, fewer
@@ -155,7 +156,7 @@ TEST(Kernels, NchwcConvMatchesPlainConvOverOddShapesAndEpilogues) {
       auto scale = randn(size_t(k.OC), seed++), shift = randn(size_t(k.OC), seed++);
       auto res = randn(size_t(k.N * k.OC * OP), seed++);
       const Activation act = acts[ci++ % 5];
-      const bool with_res = ci % 2 == 0;
+      const bool with_res = ci / 2 % 2 == 0;  // each block size with and without, case after case
       auto want = plain_conv(g, x, w, scale, shift, with_res ? res.data() : nullptr, act);
       auto xb = nchw_in ? x : blocked(x, k.N, k.C, k.H * k.W, L), rb = blocked(res, k.N, k.OC, OP, L);
       const PackedOperand pw = conv2d_nchwc_pack(g, w.data());
@@ -189,6 +190,11 @@ TEST(Kernels, NchwcConvRejectsForeignFiltersAndBadBlocks) {
   EXPECT_THROW(depthwise_nchwc_pack(other, w.data()), Error);
   other.nchw_in = false;  // (the same depthwise geometry over a blocked input packs)
   EXPECT_NO_THROW(depthwise_nchwc_pack(other, w.data()));
+  for (int64_t* d : {&other.OH, &other.OW}) {  // an output map the conv does not make (smaller: no read past x)
+    other = g;
+    *d = 3;
+    EXPECT_THROW(conv2d_nchwc(other, x.data(), pw, nullptr, nullptr, nullptr, Activation::kNone, out.data()), Error);
+  }
 }
 
 // to_nchwc -> conv2d_nchwc (+ bn, residual, ReLU) -> from_nchwc through the runtime, against
@@ -706,7 +712,8 @@ TEST(Kernels, NchwcPwDwMatchesTheConvsOneByOne) {
       std::vector<float> want = k.expand ? plain_conv(ge, x, w1, s1, t1, nullptr, a1) : x;
       want = plain_conv(gd, want, w2, s2, t2, k.project ? nullptr : rp, a2);
       if (k.project) want = plain_conv(gp, want, w3, s3, t3, rp, a3);
-      // The blocked kernels one at a time.
+      // The blocked kernels one at a time (their 1x1 convs by the run kernel the fused block
+      // uses too: `want`, in double, is the independent reference).
       const int64_t EB = (E + L - 1) / L, OB = (P + L - 1) / L;
       auto xb = blocked(x, k.N, k.C, k.H * k.W, L), rb = blocked(res, k.N, P, OP, L);
       const PackedOperand p1 = k.expand ? conv2d_nchwc_pack(ge, w1.data()) : PackedOperand{};

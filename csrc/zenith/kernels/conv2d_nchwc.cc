@@ -6,7 +6,9 @@
 // past C zero. conv2d_nchwc computes a register tile of RO output pixels (consecutive
 // in the flattened output map, so a tile may span output rows) by NB blocks of output
 // channels, summing over every tap and input channel in registers: each step loads NB
-// blocks of the packed filters and broadcasts one input value per pixel. The tile's
+// blocks of the packed filters and broadcasts one input value per pixel (a 1x1 conv
+// without padding: the 1x1 run kernel, pw_run, the same steps over a run of pixels per
+// call, without the tile's per-pixel offsets). The tile's
 // outputs of one block are RO x L contiguous floats, and each pixel's L input channels
 // one cache line (AVX-512), where the NCHW GEMM (conv2d.cc) writes and reads rows a
 // plane apart. No im2col: constant filters are packed once (conv2d_nchwc_pack; a weight
@@ -16,7 +18,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
-#include <type_traits>
 
 #include <unistd.h>
 
@@ -393,7 +394,9 @@ Tile pick_tile_in(int64_t L, Activation act, bool vl) {
 // epilogue) weigh most, and halving them per output paid; on longer sums it did not.
 // Zen 4 (family 25 model 17, 2 threads, calls interleaved in one process): MobileNet V2
 // batch 8 0.96x the time (the tile everywhere), batch 1 0.97x (up to 192); ResNet-50
-// batch 8 1.01-1.03x with the tile everywhere, batch 1 1.00x (up to 192).
+// batch 8 1.01-1.03x with the tile everywhere, batch 1 1.00x (up to 192). The 1x1 run
+// kernel (pick_pw_run) takes the same choice; since stride-1 1x1 convs run it, holding
+// it to sums of 32 was within noise (ResNet-50 batch 8 0.98x, MobileNet V2 0.98-0.99x).
 constexpr int64_t kWideTileMaxSum = 192;
 Tile pick_tile(const NchwcConvGeom& g, Activation act) {
   const bool vl = gemm_detail::kernels_use_avx512() && g.C * g.KH * g.KW <= kWideTileMaxSum;
@@ -553,9 +556,10 @@ PackedOperand conv2d_nchwc_pack(const NchwcConvGeom& g, const float* w) {
 }
 
 namespace {
-// A strided 1x1 conv's input pixels of output pixels [pb, pe) of one image (xn, CB
-// blocks of L floats a pixel), consecutive in each block: block cb's at buf + cb *
-// (pe - pb) * L. L a constant, so each pixel's copy is one move.
+// The input pixels that output pixels [pb, pe) of a strided 1x1 conv without padding
+// read, from one image's blocked input xn (CB channel blocks), consecutive in each
+// block: block cb's at buf + cb * (pe - pb) * L. L a constant, so each pixel's copy is
+// one move.
 template <int64_t L>
 void gather_strided_pixels(const NchwcConvGeom& g, const float* xn, int64_t CB, int64_t pb, int64_t pe, float* buf) {
   for (int64_t cb = 0; cb < CB; ++cb) {
@@ -572,6 +576,13 @@ void gather_strided_pixels(const NchwcConvGeom& g, const float* xn, int64_t CB, 
 void conv2d_nchwc(const NchwcConvGeom& g, const float* x, const PackedOperand& w, const float* scale,
                   const float* shift, const float* res, Activation act, float* out) {
   check_geom(g);
+  // (the 1x1 run kernel below reads input pixel p for output pixel p at stride 1)
+  const auto out_dim = [](int64_t i, int64_t k, int64_t s, int64_t p, int64_t d) {
+    return (i + 2 * p - d * (k - 1) - 1) / s + 1;
+  };
+  ZENITH_CHECK(g.OH == out_dim(g.H, g.KH, g.st[0], g.pd[0], g.dl[0]) &&
+                   g.OW == out_dim(g.W, g.KW, g.st[1], g.pd[1], g.dl[1]),
+               "conv2d_nchwc: output map ", g.OH, " x ", g.OW, " is not the conv's for input ", g.H, " x ", g.W);
   const int64_t L = g.L, CI = in_channels_padded(g), OCB = (g.OC + L - 1) / L, groups = (OCB + kNB - 1) / kNB;
   ZENITH_CHECK(g.groups == 1 && w.side == (g.nchw_in ? PackedOperand::kNchwcNchwIn : PackedOperand::kNchwc) &&
                    w.isa == uint8_t(L) && w.rows == g.OC && w.cols == g.C * g.KH * g.KW,
@@ -653,8 +664,9 @@ void conv2d_nchwc(const NchwcConvGeom& g, const float* x, const PackedOperand& w
   // and its run's input spans s0 x s1 times the pixels it needs. Each thread instead
   // copies its run's pixels, once per (image, run), into a buffer of consecutive pixels.
   // ResNet-50's three (C++, Zen 4, 2 threads): 0.81-0.97x the strided tile's time on
-  // AVX2 and AVX-512, the model 0.98-0.99x (a copy of the whole tensor ahead of a
-  // stride-1 conv had eaten most of the gain at batch 8).
+  // AVX2 and AVX-512, the model 0.98-0.99x (an earlier version, which copied the whole
+  // subsampled tensor and then ran a stride-1 conv over it, had lost most of the gain
+  // at batch 8 to the copy).
   const bool pointwise = g.KH == 1 && g.KW == 1 && g.pd[0] == 0 && g.pd[1] == 0;
   const bool strided = pointwise && (g.st[0] > 1 || g.st[1] > 1);
   const PwRunFns pw = pointwise ? pick_pw_run(L, g.C, act) : PwRunFns{};
@@ -673,7 +685,7 @@ void conv2d_nchwc(const NchwcConvGeom& g, const float* x, const PackedOperand& w
         const int64_t pb = t0 * tile.ro, pe = std::min(t1 * tile.ro, OP), np = pe - pb, CB = CI / L;
         const float* src = xn + pb * L;  // the run's first pixel, blocks src_plane floats apart
         int64_t src_plane = g.H * g.W * L;
-        if (strided) {
+        if (strided) {  // (have and buf serve this branch only)
           if (have != i / groups) {
             have = i / groups;
             buf = pixels.get(size_t(CB * np * L));  // (get may drop what the buffer held)
