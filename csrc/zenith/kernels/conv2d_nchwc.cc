@@ -127,6 +127,15 @@ ZENITH_UK_INLINE void store_tile(const V (&acc)[RO][NB * L / VL], int64_t mr, in
   for (int blk = 0; blk < nblk; ++blk) activate_run(act, out + blk * oplane + p0 * L, mr * L);  // the stored run
 }
 
+// A large-filter conv's prefetch of the thread's next group (conv2d_nchwc): `lines`
+// cache lines from pf into L2 per channel block step, pf moved past them; none when
+// pf is null.
+ZENITH_UK_INLINE void prefetch_step(const float*& pf, int lines) {
+  if (!pf) return;
+  for (int q = 0; q < lines; ++q) __builtin_prefetch(pf + q * 16, 0, 2);
+  pf += lines * 16;
+}
+
 // One step k of a channel block, shared by the tiles: NV filter vectors of the packed
 // group (kNB * L floats a step) by one input value per pixel, xr[r][k].
 template <int VL, int L, int RO, int NV, class V>
@@ -178,10 +187,7 @@ ZENITH_UK_INLINE void nchwc_tile(const NchwcConvGeom& g, const float* x, int64_t
         const float* xr[RO];
         for (int r = 0; r < RO; ++r) xr[r] = off[r] >= 0 ? x + cb * plane + off[r] : kZeros;
         const float* wc = wt + cb * LI * kNB * L;
-        if (pf) {
-          for (int q = 0; q < pf_lines; ++q) __builtin_prefetch(pf + q * 16, 0, 2);
-          pf += pf_lines * 16;
-        }
+        prefetch_step(pf, pf_lines);
         // The last block's real channels only (its padding's filters are zero): 24
         // channels are 1.5 blocks of work, not 2.
         const int kn = cb == CB - 1 ? int(g.C - cb * LI) : LI;
@@ -234,10 +240,7 @@ ZENITH_UK_INLINE void pw_tile(const PwRun& a, int64_t p0, int64_t mr, const floa
   for (int r = 0; r < RO; ++r) xr[r] = a.x + (p0 + (r < mr ? r : 0)) * L;
   const float* wc = a.w;
   for (int64_t cb = 0; cb < CB; ++cb, wc += L * kNB * L) {
-    if (pf) {
-      for (int q = 0; q < a.pf_lines; ++q) __builtin_prefetch(pf + q * 16, 0, 2);
-      pf += a.pf_lines * 16;
-    }
+    prefetch_step(pf, a.pf_lines);
     if (cb + 1 < CB || a.C % L == 0) {
 #pragma GCC unroll 16
       for (int k = 0; k < L; ++k) tile_step<VL, L, RO, NV>(acc, xr, wc, k);
@@ -398,8 +401,12 @@ Tile pick_tile_in(int64_t L, Activation act, bool vl) {
 // kernel (pick_pw_run) takes the same choice; since stride-1 1x1 convs run it, holding
 // it to sums of 32 was within noise (ResNet-50 batch 8 0.98x, MobileNet V2 0.98-0.99x).
 constexpr int64_t kWideTileMaxSum = 192;
+namespace {
+// The wide tile (and run kernel) for a sum of this many products per output.
+bool wide_tile(int64_t sum) { return gemm_detail::kernels_use_avx512() && sum <= kWideTileMaxSum; }
+}  // namespace
 Tile pick_tile(const NchwcConvGeom& g, Activation act) {
-  const bool vl = gemm_detail::kernels_use_avx512() && g.C * g.KH * g.KW <= kWideTileMaxSum;
+  const bool vl = wide_tile(g.C * g.KH * g.KW);
   return g.nchw_in ? pick_tile_in<true>(g.L, act, vl) : pick_tile_in<false>(g.L, act, vl);
 }
 namespace {
@@ -419,7 +426,7 @@ PwRunFns pick_pw_run_act(int64_t L, bool vl) {
 }  // namespace
 // The same ISA, block and tile width choice as pick_tile.
 PwRunFns pick_pw_run(int64_t L, int64_t C, Activation act) {
-  const bool vl = gemm_detail::kernels_use_avx512() && C <= kWideTileMaxSum;
+  const bool vl = wide_tile(C);  // a 1x1 conv sums C products
   const int a = register_act(act);
   return a == 1 ? pick_pw_run_act<1>(L, vl) : a == 2 ? pick_pw_run_act<2>(L, vl) : pick_pw_run_act<0>(L, vl);
 }
