@@ -124,6 +124,12 @@ TEST(Kernels, NchwcConvMatchesPlainConvOverOddShapesAndEpilogues) {
       {2, 64, 100, 100, 20, 1, 1, 2, 0, 1}, {1, 20, 30, 41, 24, 1, 1, 2, 0, 1, 3, 0, 0},
       {1, 40, 7, 7, 64, 1, 1, 2, 0, 1},     {1, 5, 9, 9, 12, 1, 1, 2, 0, 1},
       {1, 16, 9, 1, 12, 1, 1, 2, 0, 1, 1, 0, 0}, {1, 16, 9, 9, 12, 1, 1, 2, 1, 1},
+      // strided convs wider than 1x1 (the run kernel over their runs' patches): several
+      // runs of an image, filters larger than the image (one run, groups split between
+      // threads, prefetched), a dilation and padding past the taps' reach, a stride in
+      // one dimension only, odd channels
+      {1, 32, 80, 80, 24, 3, 3, 2, 1, 1}, {2, 64, 9, 9, 64, 3, 3, 2, 1, 1}, {1, 20, 15, 15, 12, 3, 3, 2, 3, 2},
+      {1, 13, 10, 12, 17, 3, 3, 1, 1, 1, 2, 1, 1},
       // stems: rows wide enough for the NCHW input's row tiles (strides 1 and 2, dilation)
       {1, 3, 30, 61, 20, 3, 3, 2, 1, 1}, {2, 3, 20, 40, 16, 3, 3, 1, 2, 2}, {1, 3, 33, 47, 40, 7, 7, 2, 3, 1},
       // rows and columns differing in stride, padding and dilation (the row tile's column

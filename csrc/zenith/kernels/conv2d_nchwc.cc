@@ -578,6 +578,30 @@ void gather_strided_pixels(const NchwcConvGeom& g, const float* xn, int64_t CB, 
     }
   }
 }
+// The patches that output pixels [pb, pe) of a conv read, from one image's blocked input
+// xn (CB channel blocks), tap after tap: tap t's block cb at buf + (t * CB + cb) *
+// (pe - pb) * L, its pixels consecutive, zeros where the tap falls in the padding. In the
+// order the packed filters sum (tap-major, then channel), so the 1x1 run kernel over
+// taps * CB blocks of these computes the conv.
+constexpr int64_t kMaxPatchBytes = int64_t(4) << 20;
+template <int64_t L>
+void gather_patches(const NchwcConvGeom& g, const float* xn, int64_t CB, int64_t pb, int64_t pe, float* buf) {
+  const int64_t np = pe - pb;
+  for (int64_t kh = 0; kh < g.KH; ++kh)
+    for (int64_t kw = 0; kw < g.KW; ++kw)
+      for (int64_t cb = 0; cb < CB; ++cb) {
+        const float* from = xn + cb * g.H * g.W * L;
+        float* dst = buf + ((kh * g.KW + kw) * CB + cb) * np * L;
+        for (int64_t p = pb, oh = pb / g.OW, ow = pb % g.OW; p < pe; ++p, dst += L) {
+          const int64_t ih = oh * g.st[0] - g.pd[0] + kh * g.dl[0], iw = ow * g.st[1] - g.pd[1] + kw * g.dl[1];
+          if (ih >= 0 && ih < g.H && iw >= 0 && iw < g.W)
+            std::memcpy(dst, from + (ih * g.W + iw) * L, L * sizeof(float));
+          else
+            std::memset(dst, 0, L * sizeof(float));
+          if (++ow == g.OW) ow = 0, ++oh;
+        }
+      }
+}
 }  // namespace
 
 void conv2d_nchwc(const NchwcConvGeom& g, const float* x, const PackedOperand& w, const float* scale,
@@ -645,8 +669,19 @@ void conv2d_nchwc(const NchwcConvGeom& g, const float* x, const PackedOperand& w
   // split with large filters made each thread read all of them (7 x 7 maps 1.20-1.25x).
   // Threads take (image, run, group) items in that order.
   const int64_t image_bytes = CI * g.H * g.W * int64_t(sizeof(float));
-  const int64_t tile_bytes = tile.ro * g.st[0] * g.st[1] * CI * int64_t(sizeof(float));
   const bool large_filters = group_floats * groups * int64_t(sizeof(float)) > image_bytes;
+  // A strided conv wider than 1x1 (ResNet's stride-2 3x3 convs) runs the 1x1 run kernel
+  // too, over its runs' patches copied together, one (tap, channel block) after another
+  // (gather_patches): taps x C products per output, as the packed filters sum them. The
+  // tile's strided broadcasts used half of each line they touched. ResNet-50's three
+  // (C++, Zen 4 family 25 model 17, 2 threads, AVX2 path, caches flushed, batch 8):
+  // 0.92-0.99x the tile's time, batch 1 0.97-1.03x; the model 0.976x (AVX-512) and
+  // 0.982x (AVX2) at batch 8, 1.00x at batch 1 (calls interleaved in one process). Where
+  // the filters outweigh the image, its one run's patches must fit a few MiB.
+  const int64_t patch_bytes = g.KH * g.KW * CI * int64_t(sizeof(float));  // one output pixel's
+  const bool patches = !g.nchw_in && (g.KH > 1 || g.KW > 1) && (g.st[0] > 1 || g.st[1] > 1) &&
+                       (!large_filters || patch_bytes * OP <= kMaxPatchBytes);
+  const int64_t tile_bytes = tile.ro * (patches ? patch_bytes : g.st[0] * g.st[1] * CI * int64_t(sizeof(float)));
   const int64_t max_run = large_filters ? tiles : std::clamp<int64_t>(run_bytes() / tile_bytes, 1, tiles);
   const int64_t runs = large_filters ? 1 : balanced_parts(g.N, (tiles + max_run - 1) / max_run, tiles);
   const int64_t run = (tiles + runs - 1) / runs;  // the longest run
@@ -676,7 +711,7 @@ void conv2d_nchwc(const NchwcConvGeom& g, const float* x, const PackedOperand& w
   // at batch 8 to the copy).
   const bool pointwise = g.KH == 1 && g.KW == 1 && g.pd[0] == 0 && g.pd[1] == 0;
   const bool strided = pointwise && (g.st[0] > 1 || g.st[1] > 1);
-  const PwRunFns pw = pointwise ? pick_pw_run(L, g.C, act) : PwRunFns{};
+  const PwRunFns pw = pointwise ? pick_pw_run(L, g.C, act) : patches ? pick_pw_run(L, g.KH * g.KW * CI, act) : PwRunFns{};
   parallel_for(g.N * runs * groups, 1, [&](int64_t lo, int64_t hi) {
     thread_local gemm_detail::AlignedBuf pixels;
     int64_t have = -1;  // the (image, run) whose pixels buf holds, as item / groups
@@ -688,22 +723,22 @@ void conv2d_nchwc(const NchwcConvGeom& g, const float* x, const PackedOperand& w
       const float* pf = nullptr;  // the thread's next group, large filters only
       if (large_filters && i + 1 < hi) pf = w.data.get() + (i + 1) % groups * group_floats;
       const int64_t t0 = tiles * r / runs, t1 = tiles * (r + 1) / runs;
-      if (pointwise) {
+      if (pointwise || patches) {
         const int64_t pb = t0 * tile.ro, pe = std::min(t1 * tile.ro, OP), np = pe - pb, CB = CI / L;
         const float* src = xn + pb * L;  // the run's first pixel, blocks src_plane floats apart
         int64_t src_plane = g.H * g.W * L;
-        if (strided) {  // (have and buf serve this branch only)
+        if (strided || patches) {  // the run's pixels or patches, copied (have and buf serve these only)
           if (have != i / groups) {
             have = i / groups;
-            buf = pixels.get(size_t(CB * np * L));  // (get may drop what the buffer held)
-            if (L == 8) gather_strided_pixels<8>(g, xn, CB, pb, pe, buf);
-            else gather_strided_pixels<16>(g, xn, CB, pb, pe, buf);
+            buf = pixels.get(size_t((patches ? g.KH * g.KW : 1) * CB * np * L));  // (get may drop what it held)
+            if (patches) L == 8 ? gather_patches<8>(g, xn, CB, pb, pe, buf) : gather_patches<16>(g, xn, CB, pb, pe, buf);
+            else L == 8 ? gather_strided_pixels<8>(g, xn, CB, pb, pe, buf) : gather_strided_pixels<16>(g, xn, CB, pb, pe, buf);
           }
           src = buf;
           src_plane = np * L;
         }
-        pw({src, src_plane, g.C, w.data.get() + grp * group_floats, sc.data() + ob * L, sh.data() + ob * L,
-            res ? res + o_at + pb * L : nullptr, act, out + o_at + pb * L, OP * L, np,
+        pw({src, src_plane, patches ? g.KH * g.KW * CI : g.C, w.data.get() + grp * group_floats, sc.data() + ob * L,
+            sh.data() + ob * L, res ? res + o_at + pb * L : nullptr, act, out + o_at + pb * L, OP * L, np,
             int(std::min<int64_t>(kNB, OCB - ob)), pf, pf_lines});
         continue;
       }
