@@ -210,8 +210,6 @@ ZENITH_UK_INLINE void nchwc_tile(const NchwcConvGeom& g, const float* x, int64_t
 #if defined(__x86_64__)
 ZENITH_NCHWC_TILE(tile_l16_avx512, ZENITH_UK_TARGET_avx512, 16, 16, 12)
 ZENITH_NCHWC_TILE(tail_l16_avx512, ZENITH_UK_TARGET_avx512, 16, 16, 4)
-ZENITH_NCHWC_TILE(tile_l8_avx512vl, __attribute__((target("avx512f,avx512vl"))), 8, 8, 12)
-ZENITH_NCHWC_TILE(tail_l8_avx512vl, __attribute__((target("avx512f,avx512vl"))), 8, 8, 4)
 #endif
 ZENITH_NCHWC_TILE(tile_l16_avx2, ZENITH_UK_TARGET_avx2, 8, 16, 4)
 ZENITH_NCHWC_TILE(tile_l8_avx2, ZENITH_UK_TARGET_avx2, 8, 8, 6)
@@ -266,7 +264,6 @@ ZENITH_UK_INLINE void pw_run(const PwRun& a) {
   }
 #if defined(__x86_64__)
 ZENITH_PW_RUN(run_l16_avx512, ZENITH_UK_TARGET_avx512, 16, 16, 12, 4)
-ZENITH_PW_RUN(run_l8_avx512vl, __attribute__((target("avx512f,avx512vl"))), 8, 8, 12, 4)
 #endif
 ZENITH_PW_RUN(run_l16_avx2, ZENITH_UK_TARGET_avx2, 8, 16, 4, 4)
 ZENITH_PW_RUN(run_l8_avx2, ZENITH_UK_TARGET_avx2, 8, 8, 6, 3)
@@ -357,7 +354,7 @@ RowTile pick_row_tile(const NchwcConvGeom& g, Activation act) {
 // pixels (a 7 x 7 map is 4 tiles of 12 and one pixel, which the full tile would compute
 // 12 times); [0] for a lone block.
 template <int ACT, bool NCHW_IN>
-Tile pick_tile_act(int64_t L, bool vl) {
+Tile pick_tile_act(int64_t L) {
   static_assert(kNB == 2, "a tile of one block and one of kNB");
   constexpr int LI16 = NCHW_IN ? 1 : 16, LI8 = NCHW_IN ? 1 : 8;
   if (L == 16) {
@@ -370,65 +367,42 @@ Tile pick_tile_act(int64_t L, bool vl) {
 #endif
     return {{tile_l16_avx2<LI16, 1, ACT>, tile_l16_avx2<LI16, 2, ACT>}, {nullptr, nullptr}, 4, 4};
   }
-#if defined(__x86_64__)
-  if (vl)
-    return {{tile_l8_avx512vl<LI8, 1, ACT>, tile_l8_avx512vl<LI8, 2, ACT>},
-            {tail_l8_avx512vl<LI8, 1, ACT>, tail_l8_avx512vl<LI8, 2, ACT>},
-            12,
-            4};
-#endif
   return {{tile_l8_avx2<LI8, 1, ACT>, tile_l8_avx2<LI8, 2, ACT>},
           {tail_l8_avx2<LI8, 1, ACT>, tail_l8_avx2<LI8, 2, ACT>},
           6,
           3};
 }
 template <bool NCHW_IN>
-Tile pick_tile_in(int64_t L, Activation act, bool vl) {
+Tile pick_tile_in(int64_t L, Activation act) {
   const int a = register_act(act);
-  return a == 1   ? pick_tile_act<1, NCHW_IN>(L, vl)
-         : a == 2 ? pick_tile_act<2, NCHW_IN>(L, vl)
-                  : pick_tile_act<0, NCHW_IN>(L, vl);
+  return a == 1 ? pick_tile_act<1, NCHW_IN>(L) : a == 2 ? pick_tile_act<2, NCHW_IN>(L) : pick_tile_act<0, NCHW_IN>(L);
 }
 }  // namespace
 
-// The 8-channel block's tile with AVX-512's 32 registers (VL: ymm vectors), 12 pixels
-// by 2 blocks where AVX2's 16 registers hold 6, for convs summing at most this many
-// products per output (C x taps): there the tile's fixed costs (pixel offsets, the
-// epilogue) weigh most, and halving them per output paid; on longer sums it did not.
-// Zen 4 (family 25 model 17, 2 threads, calls interleaved in one process): MobileNet V2
-// batch 8 0.96x the time (the tile everywhere), batch 1 0.97x (up to 192); ResNet-50
-// batch 8 1.01-1.03x with the tile everywhere, batch 1 1.00x (up to 192). The 1x1 run
-// kernel (pick_pw_run) takes the same choice; since stride-1 1x1 convs run it, holding
-// it to sums of 32 was within noise (ResNet-50 batch 8 0.98x, MobileNet V2 0.98-0.99x).
-constexpr int64_t kWideTileMaxSum = 192;
-namespace {
-// The wide tile (and run kernel) for a sum of this many products per output.
-bool wide_tile(int64_t sum) { return gemm_detail::kernels_use_avx512() && sum <= kWideTileMaxSum; }
-}  // namespace
+// Zen 4 (AVX-512 in 256-bit halves, 8-channel blocks) once ran a 12-pixel tile and run
+// kernel in AVX-512VL's 32 ymm registers for sums of up to 192 products. Once the 1x1
+// convs ran the run kernel, it no longer paid: ResNet-50 and MobileNet V2 at batch 1 and
+// 8 took 0.975-1.002x the time without it (calls interleaved in one process, three
+// sessions' A/Bs; docs/benchmarks, 2026-11-29), so the 6-pixel AVX2 tile serves there.
 Tile pick_tile(const NchwcConvGeom& g, Activation act) {
-  const bool vl = wide_tile(g.C * g.KH * g.KW);
-  return g.nchw_in ? pick_tile_in<true>(g.L, act, vl) : pick_tile_in<false>(g.L, act, vl);
+  return g.nchw_in ? pick_tile_in<true>(g.L, act) : pick_tile_in<false>(g.L, act);
 }
 namespace {
 template <int ACT>
-PwRunFns pick_pw_run_act(int64_t L, bool vl) {
+PwRunFns pick_pw_run_act(int64_t L) {
   if (L == 16) {
 #if defined(__x86_64__)
-    if (gemm_detail::kernels_use_avx512()) return {{run_l16_avx512<1, ACT>, run_l16_avx512<2, ACT>}};
+    if (gemm_detail::kernels_use_avx512()) return {{run_l16_avx512<1, ACT>, run_l16_avx512<2, ACT>}, 12};
 #endif
-    return {{run_l16_avx2<1, ACT>, run_l16_avx2<2, ACT>}};
+    return {{run_l16_avx2<1, ACT>, run_l16_avx2<2, ACT>}, 4};
   }
-#if defined(__x86_64__)
-  if (vl) return {{run_l8_avx512vl<1, ACT>, run_l8_avx512vl<2, ACT>}};
-#endif
-  return {{run_l8_avx2<1, ACT>, run_l8_avx2<2, ACT>}};
+  return {{run_l8_avx2<1, ACT>, run_l8_avx2<2, ACT>}, 6};
 }
 }  // namespace
-// The same ISA, block and tile width choice as pick_tile.
-PwRunFns pick_pw_run(int64_t L, int64_t C, Activation act) {
-  const bool vl = wide_tile(C);  // a 1x1 conv sums C products
+// The same ISA, block and tile width as pick_tile's.
+PwRunFns pick_pw_run(int64_t L, Activation act) {
   const int a = register_act(act);
-  return a == 1 ? pick_pw_run_act<1>(L, vl) : a == 2 ? pick_pw_run_act<2>(L, vl) : pick_pw_run_act<0>(L, vl);
+  return a == 1 ? pick_pw_run_act<1>(L) : a == 2 ? pick_pw_run_act<2>(L) : pick_pw_run_act<0>(L);
 }
 namespace {
 // The input's channels per block: L, or 1 for an NCHW input.
@@ -711,7 +685,7 @@ void conv2d_nchwc(const NchwcConvGeom& g, const float* x, const PackedOperand& w
   // at batch 8 to the copy).
   const bool pointwise = g.KH == 1 && g.KW == 1 && g.pd[0] == 0 && g.pd[1] == 0;
   const bool strided = pointwise && (g.st[0] > 1 || g.st[1] > 1);
-  const PwRunFns pw = pointwise ? pick_pw_run(L, g.C, act) : patches ? pick_pw_run(L, g.KH * g.KW * CI, act) : PwRunFns{};
+  const PwRunFns pw = pointwise || patches ? pick_pw_run(L, act) : PwRunFns{};
   parallel_for(g.N * runs * groups, 1, [&](int64_t lo, int64_t hi) {
     thread_local gemm_detail::AlignedBuf pixels;
     int64_t have = -1;  // the (image, run) whose pixels buf holds, as item / groups
@@ -794,8 +768,8 @@ void ref_conv2d_nchwc(const NchwcConvGeom& g, const float* x, const float* w, co
 // patch, M = U V per transformed position, out = A^T m A), laid out so every step
 // works on a pixel's L channels as one vector: a patch of channel block cb is 16 of the
 // input's vectors, transformed into V[xi][cb][tile] (16 blocked "images" of one pixel
-// per tile), each M[xi] = U[xi] V[xi] is a 1x1 conv over those images run by the direct
-// conv's tile (U[xi] packed as its filters), and A^T m A writes each 2x2 block of output
+// per tile), each M[xi] = U[xi] V[xi] is a 1x1 conv over those images run by the 1x1
+// run kernel (U[xi] packed as the direct conv's filters), and A^T m A writes each 2x2 block of output
 // pixels with the epilogue. F(4x4, 3x3) is the same with 6x6 patches, 36 positions and
 // 4x4 blocks of outputs: 2.25 products per output pixel and channel pair where F(2x2)
 // needs 4 (winograd4_pays says where it is used). Tiles go through in passes (see below): a few tile rows per
@@ -1113,7 +1087,12 @@ void conv3x3_winograd_nchwc(const NchwcConvGeom& g, const float* x, const Packed
   channel_scale_shift(scale, shift, g.OC, g.OC, sc, sh);
   // The products' own epilogue: scale 1 and shift 0 for a group's channels.
   static const std::vector<float> ones(kNB * 16, 1.0f), zeros(kNB * 16, 0.0f);
-  const Tile tile = pick_tile_in<false>(L, Activation::kNone, false);  // (the wide tile unmeasured here)
+  // Each M[xi] by the 1x1 run kernel over the pass's tiles: it sums in the generic tile's
+  // order (the same M), and took 0.89-0.96x the tile's time alone (C++, Zen 4 family 25
+  // model 17, 2 threads, caches flushed; ResNet-50's four shapes at batch 1 and 8),
+  // ResNet-50 0.956x / 0.966x at batch 8 and 0.972x / 0.980x at batch 1 (AVX-512 / AVX2
+  // paths, calls interleaved in one process).
+  const PwRunFns run = pick_pw_run(L, Activation::kNone);
   const WinogradRows fns = pick_winograd_rows(L, int(m), act == Activation::kRelu);
   const Activation rest = act == Activation::kRelu ? Activation::kNone : act;  // applied after the rows
 
@@ -1131,20 +1110,17 @@ void conv3x3_winograd_nchwc(const NchwcConvGeom& g, const float* x, const Packed
     }
   };
   auto stage_gemm = [&](const Pass& p, const float* V, float* M, int64_t lo, int64_t hi) {  // items (xi, group)
-    const NchwcConvGeom g1 = winograd_gemm_geom(g, p.S);
     // Each item prefetches the next one's filters into L2, a slice per tile, while its
     // own stream in (ResNet-50 batch 1, `zenith.profile`: 3x3 convs on 14 x 14 and 7 x 7
     // maps 0.81-0.82x the time, 28 x 28 0.87x).
-    const int64_t ntiles = (p.S + tile.ro - 1) / tile.ro, lines_tile = (group_floats / 16 + ntiles - 1) / ntiles;
+    const int64_t ntiles = (p.S + run.ro - 1) / run.ro, lines_tile = (group_floats / 16 + ntiles - 1) / ntiles;
     const int pf_lines = int((lines_tile + CB - 1) / CB);
     for (int64_t it = lo; it < hi; ++it) {
       const int64_t xi = it / groups, grp = it % groups, ob = grp * kNB;
       const float* f = w.data.get() + xi * xi_floats + grp * group_floats;
       const float* pf = it + 1 < hi ? f + group_floats : nullptr;  // item it + 1's filters come next
-      for (int64_t p0 = 0; p0 < p.S; p0 += tile.ro)
-        tile(g1, V + xi * CB * p.S * L, p0, std::min(tile.ro, p.S - p0), int(std::min<int64_t>(kNB, OCB - ob)), f,
-             ones.data(), zeros.data(), nullptr, Activation::kNone, M + (xi * OCB + ob) * p.S * L,
-             pf ? pf + p0 / tile.ro * pf_lines * CB * 16 : nullptr, pf_lines);
+      run({V + xi * CB * p.S * L, p.S * L, g.C, f, ones.data(), zeros.data(), nullptr, Activation::kNone,
+           M + (xi * OCB + ob) * p.S * L, p.S * L, p.S, int(std::min<int64_t>(kNB, OCB - ob)), pf, pf_lines});
     }
   };
   auto stage_out = [&](const Pass& p, const float* M, int64_t lo, int64_t hi) {  // items (b, ob, i)

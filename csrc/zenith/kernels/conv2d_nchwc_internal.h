@@ -56,10 +56,11 @@ struct PwRun {
 };
 struct PwRunFns {
   void (*fn[2])(const PwRun&);  // [nblk > 1]
+  int64_t ro;                   // its tile's pixels (pf_lines are per block step of each)
   void operator()(const PwRun& a) const { fn[a.nblk > 1](a); }
 };
-// The run kernel for this ISA, block, input channels and activation.
-PwRunFns pick_pw_run(int64_t L, int64_t C, Activation act);
+// The run kernel for this ISA, block and activation.
+PwRunFns pick_pw_run(int64_t L, Activation act);
 // Floats of one group of a conv's packed filters.
 int64_t packed_group_floats(const NchwcConvGeom& g);
 

@@ -79,7 +79,7 @@ void conv2d_pw_dw_nchwc(const NchwcConvGeom& g, int64_t C, int64_t P, const Nchw
   ge.L = gp.L = L;
   ge.KH = ge.KW = gp.KH = gp.KW = 1;
   ge.C = C, gp.C = E;
-  const PwRunFns te = pick_pw_run(L, C, ex.act), tp = pick_pw_run(L, E, pj.act);
+  const PwRunFns te = pick_pw_run(L, ex.act), tp = pick_pw_run(L, pj.act);
   const int64_t ge_floats = expand ? packed_group_floats(ge) : 0, gp_floats = project ? packed_group_floats(gp) : 0;
   const int64_t e_groups = (EB + kNB - 1) / kNB, p_groups = (OB + kNB - 1) / kNB;
   std::vector<float> s1, t1, s2, t2, s3, t3;  // padded to whole groups / blocks
