@@ -125,10 +125,11 @@ TEST(Kernels, NchwcConvMatchesPlainConvOverOddShapesAndEpilogues) {
       {1, 40, 7, 7, 64, 1, 1, 2, 0, 1},     {1, 5, 9, 9, 12, 1, 1, 2, 0, 1},
       {1, 16, 9, 1, 12, 1, 1, 2, 0, 1, 1, 0, 0}, {1, 16, 9, 9, 12, 1, 1, 2, 1, 1},
       // strided convs wider than 1x1 (the run kernel over their runs' patches): several
-      // runs of an image, filters larger than the image (one run, groups split between
-      // threads, prefetched), a dilation and padding past the taps' reach, a stride in
-      // one dimension only, odd channels
-      {1, 32, 80, 80, 24, 3, 3, 2, 1, 1}, {2, 64, 9, 9, 64, 3, 3, 2, 1, 1}, {1, 20, 15, 15, 12, 3, 3, 2, 3, 2},
+      // runs of an image, filters larger than the image (one run; groups split between
+      // threads within an image at 3 threads, prefetched), a dilation with padding wider
+      // than the taps' reach (border pixels whose every tap is padding), a stride in one
+      // dimension only, odd channels
+      {1, 32, 80, 80, 24, 3, 3, 2, 1, 1}, {2, 64, 9, 9, 64, 3, 3, 2, 1, 1}, {1, 20, 15, 15, 12, 3, 3, 2, 5, 2},
       {1, 13, 10, 12, 17, 3, 3, 1, 1, 1, 2, 1, 1},
       // stems: rows wide enough for the NCHW input's row tiles (strides 1 and 2, dilation)
       {1, 3, 30, 61, 20, 3, 3, 2, 1, 1}, {2, 3, 20, 40, 16, 3, 3, 1, 2, 2}, {1, 3, 33, 47, 40, 7, 7, 2, 3, 1},
@@ -175,6 +176,30 @@ TEST(Kernels, NchwcConvMatchesPlainConvOverOddShapesAndEpilogues) {
                             "case " + std::to_string(ci) + " L " + std::to_string(L) + (nchw_in ? " nchw_in" : "") +
                                 " threads " + std::to_string(threads));
     }
+}
+
+// A strided 3x3 conv whose filters outweigh its image (one run per image) and whose run's
+// patches would pass conv2d_nchwc's bound for copying them (4 MiB: 256 output pixels of
+// 512 channels x 9 taps) runs the generic strided tile instead: against eager's answer
+// and the blocked reference.
+TEST(Kernels, NchwcStridedConvOverLargePatchesRunsTheTile) {
+  const ThreadsReset reset;
+  set_num_threads(2);
+  for (int64_t L : {8, 16}) {
+    NchwcConvGeom g;
+    g.N = 1, g.C = 512, g.H = g.W = 32, g.OC = 120, g.OH = g.OW = 16, g.KH = g.KW = 3, g.L = L;
+    g.st = {2, 2}, g.pd = {1, 1};
+    auto x = randn(size_t(g.C * g.H * g.W), 41), w = randn(size_t(g.OC * g.C * 9), 42);
+    auto scale = randn(size_t(g.OC), 43), shift = randn(size_t(g.OC), 44);
+    auto want = plain_conv(g, x, w, scale, shift, nullptr, Activation::kRelu);
+    auto xb = blocked(x, 1, g.C, g.H * g.W, L);
+    const int64_t OCB = (g.OC + L - 1) / L;
+    std::vector<float> ob(size_t(OCB * L * g.OH * g.OW), NAN), rf(ob.size(), NAN);
+    conv2d_nchwc(g, xb.data(), conv2d_nchwc_pack(g, w.data()), scale.data(), shift.data(), nullptr, Activation::kRelu,
+                 ob.data());
+    ref_conv2d_nchwc(g, xb.data(), w.data(), scale.data(), shift.data(), nullptr, Activation::kRelu, rf.data());
+    expect_blocked_output(g, ob, rf, want, 1e-5f * std::sqrt(float(g.C * 9)), "L " + std::to_string(L));
+  }
 }
 
 TEST(Kernels, NchwcConvRejectsForeignFiltersAndBadBlocks) {

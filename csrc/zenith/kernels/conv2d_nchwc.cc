@@ -7,8 +7,9 @@
 // in the flattened output map, so a tile may span output rows) by NB blocks of output
 // channels, summing over every tap and input channel in registers: each step loads NB
 // blocks of the packed filters and broadcasts one input value per pixel (a 1x1 conv
-// without padding: the 1x1 run kernel, pw_run, the same steps over a run of pixels per
-// call, without the tile's per-pixel offsets). The tile's
+// without padding, a strided conv's copied patches and Winograd's products: the 1x1 run
+// kernel, pw_run, the same steps over a run of pixels per call, without the tile's
+// per-pixel offsets). The tile's
 // outputs of one block are RO x L contiguous floats, and each pixel's L input channels
 // one cache line (AVX-512), where the NCHW GEMM (conv2d.cc) writes and reads rows a
 // plane apart. No im2col: constant filters are packed once (conv2d_nchwc_pack; a weight
@@ -537,26 +538,12 @@ PackedOperand conv2d_nchwc_pack(const NchwcConvGeom& g, const float* w) {
 }
 
 namespace {
-// The input pixels that output pixels [pb, pe) of a strided 1x1 conv without padding
-// read, from one image's blocked input xn (CB channel blocks), consecutive in each
-// block: block cb's at buf + cb * (pe - pb) * L. L a constant, so each pixel's copy is
-// one move.
-template <int64_t L>
-void gather_strided_pixels(const NchwcConvGeom& g, const float* xn, int64_t CB, int64_t pb, int64_t pe, float* buf) {
-  for (int64_t cb = 0; cb < CB; ++cb) {
-    const float* from = xn + cb * g.H * g.W * L;
-    float* dst = buf + cb * (pe - pb) * L;
-    for (int64_t p = pb, oh = pb / g.OW, ow = pb % g.OW; p < pe; ++p, dst += L) {
-      std::memcpy(dst, from + (oh * g.st[0] * g.W + ow * g.st[1]) * L, L * sizeof(float));
-      if (++ow == g.OW) ow = 0, ++oh;
-    }
-  }
-}
 // The patches that output pixels [pb, pe) of a conv read, from one image's blocked input
 // xn (CB channel blocks), tap after tap: tap t's block cb at buf + (t * CB + cb) *
 // (pe - pb) * L, its pixels consecutive, zeros where the tap falls in the padding. In the
 // order the packed filters sum (tap-major, then channel), so the 1x1 run kernel over
-// taps * CB blocks of these computes the conv.
+// taps * CB blocks of these computes the conv (for a strided 1x1 conv: its pixels). L a
+// constant, so each pixel's copy is one move.
 constexpr int64_t kMaxPatchBytes = int64_t(4) << 20;
 template <int64_t L>
 void gather_patches(const NchwcConvGeom& g, const float* xn, int64_t CB, int64_t pb, int64_t pe, float* buf) {
@@ -686,6 +673,8 @@ void conv2d_nchwc(const NchwcConvGeom& g, const float* x, const PackedOperand& w
   const bool pointwise = g.KH == 1 && g.KW == 1 && g.pd[0] == 0 && g.pd[1] == 0;
   const bool strided = pointwise && (g.st[0] > 1 || g.st[1] > 1);
   const PwRunFns pw = pointwise || patches ? pick_pw_run(L, act) : PwRunFns{};
+  // (runs, and the prefetch's slices, are cut in the tile's pixels)
+  ZENITH_CHECK(!(pointwise || patches) || pw.ro == tile.ro, "conv2d_nchwc: the run kernel's tile is not the tile's");
   parallel_for(g.N * runs * groups, 1, [&](int64_t lo, int64_t hi) {
     thread_local gemm_detail::AlignedBuf pixels;
     int64_t have = -1;  // the (image, run) whose pixels buf holds, as item / groups
@@ -704,9 +693,9 @@ void conv2d_nchwc(const NchwcConvGeom& g, const float* x, const PackedOperand& w
         if (strided || patches) {  // the run's pixels or patches, copied (have and buf serve these only)
           if (have != i / groups) {
             have = i / groups;
-            buf = pixels.get(size_t((patches ? g.KH * g.KW : 1) * CB * np * L));  // (get may drop what it held)
-            if (patches) L == 8 ? gather_patches<8>(g, xn, CB, pb, pe, buf) : gather_patches<16>(g, xn, CB, pb, pe, buf);
-            else L == 8 ? gather_strided_pixels<8>(g, xn, CB, pb, pe, buf) : gather_strided_pixels<16>(g, xn, CB, pb, pe, buf);
+            buf = pixels.get(size_t(g.KH * g.KW * CB * np * L));  // (get may drop what it held)
+            if (L == 8) gather_patches<8>(g, xn, CB, pb, pe, buf);
+            else gather_patches<16>(g, xn, CB, pb, pe, buf);
           }
           src = buf;
           src_plane = np * L;

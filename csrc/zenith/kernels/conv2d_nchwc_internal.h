@@ -39,10 +39,12 @@ struct Tile {
 };
 Tile pick_tile(const NchwcConvGeom& g, Activation act);
 // The arguments of the 1x1 run kernel (pw_run, conv2d_nchwc.cc): a 1x1 conv over `count`
-// consecutive pixels (of one image, or of a strided conv's copied pixels): input
-// pixel p of block cb at x + cb * x_plane + p * L, its C channels (the last block's
-// padding not read); output block b's pixel p at out + b * o_plane + p * L (res alike);
-// w, scale, shift: a group's packed filters and its nblk blocks' epilogue, as the tile's.
+// consecutive pixels (of one image; of a strided conv's copied pixels; of a strided
+// conv's copied patches, taps x channel blocks as its blocks; of Winograd's transformed
+// tiles): input pixel p of block cb at x + cb * x_plane + p * L, its C channels (a last
+// block's channels past C not read); output block b's pixel p at out + b * o_plane + p * L
+// (res alike); w, scale, shift: a group's packed filters and its nblk blocks' epilogue,
+// as the tile's.
 struct PwRun {
   const float* x;
   int64_t x_plane, C;
@@ -51,7 +53,7 @@ struct PwRun {
   float* out;
   int64_t o_plane, count;
   int nblk;
-  const float* pf = nullptr;  // prefetched from, pf_lines lines per block step (conv2d_nchwc's large filters)
+  const float* pf = nullptr;  // prefetched from, pf_lines lines per block step (the next group's filters)
   int pf_lines = 0;
 };
 struct PwRunFns {
