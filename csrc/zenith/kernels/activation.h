@@ -57,7 +57,7 @@ inline V clamp_f(V x, V lo, V hi) {
 template <class V>
 inline V relu_f(V x) {
   const V zero = splat<V>(0.0f);
-  return (x > zero) | (x != x) ? x : zero;
+  return x <= zero ? zero : x;
 }
 template <class V>
 inline V relu6_f(V x) { return clamp_f(x, splat<V>(0.0f), splat<V>(6.0f)); }  // keeps -0

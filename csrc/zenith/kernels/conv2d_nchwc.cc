@@ -87,7 +87,7 @@ namespace {
 // ReLU makes -0 +0 (as the NCHW kernels do), ReLU6 keeps it.
 template <int ACT, class V>
 ZENITH_UK_INLINE void register_activation(V& y) {
-  if constexpr (ACT == 1) y = (y > V{}) | (y != y) ? y : V{};
+  if constexpr (ACT == 1) y = y <= V{} ? V{} : y;
   if constexpr (ACT == 2) {
     const V six = V{} + 6.0f;
     y = y < V{} ? V{} : y;
