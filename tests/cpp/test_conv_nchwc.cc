@@ -226,6 +226,23 @@ TEST(Kernels, NchwcConvRejectsForeignFiltersAndBadBlocks) {
     *d = 3;
     EXPECT_THROW(conv2d_nchwc(other, x.data(), pw, nullptr, nullptr, nullptr, Activation::kNone, out.data()), Error);
   }
+  // No output: a 3x3 conv over a 2x2 map without padding (for each kernel: 1x1 runs, the
+  // tile, patches, large filters) or no images writes nothing and does not fail.
+  for (int64_t C : {8, 512})
+    for (int64_t stride : {1, 2}) {
+      NchwcConvGeom e;
+      e.N = 1, e.C = C, e.H = e.W = 2, e.OC = 16, e.KH = e.KW = 3, e.OH = e.OW = 0, e.L = 8, e.st = {stride, stride};
+      auto we = randn(size_t(e.OC * e.C * 9), 3), xe = randn(size_t(e.C * 4), 4);
+      const PackedOperand pe = conv2d_nchwc_pack(e, we.data());
+      std::vector<float> guard(16, 7.0f);
+      EXPECT_NO_THROW(conv2d_nchwc(e, xe.data(), pe, nullptr, nullptr, nullptr, Activation::kRelu, guard.data()));
+      NchwcConvGeom one = e;  // (at stride 2 a 1 x 1 map once passed the check: -1 / 2 rounded to 0)
+      one.OH = one.OW = 1;
+      EXPECT_THROW(conv2d_nchwc(one, xe.data(), pe, nullptr, nullptr, nullptr, Activation::kRelu, guard.data()), Error);
+      e.N = 0, e.H = e.W = e.OH = e.OW = 4, e.pd = {1, 1}, e.st = {1, 1};
+      EXPECT_NO_THROW(conv2d_nchwc(e, xe.data(), pe, nullptr, nullptr, nullptr, Activation::kRelu, guard.data()));
+      EXPECT_EQ(guard, std::vector<float>(16, 7.0f));
+    }
 }
 
 // to_nchwc -> conv2d_nchwc (+ bn, residual, ReLU) -> from_nchwc through the runtime, against

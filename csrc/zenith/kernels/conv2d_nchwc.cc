@@ -128,13 +128,13 @@ ZENITH_UK_INLINE void store_tile(const V (&acc)[RO][NB * L / VL], int64_t mr, in
   for (int blk = 0; blk < nblk; ++blk) activate_run(act, out + blk * oplane + p0 * L, mr * L);  // the stored run
 }
 
-// A large-filter conv's prefetch of the thread's next group (conv2d_nchwc): `lines`
-// cache lines from pf into L2 per channel block step, pf moved past them; none when
-// pf is null.
-ZENITH_UK_INLINE void prefetch_step(const float*& pf, int lines) {
-  if (!pf) return;
-  for (int q = 0; q < lines; ++q) __builtin_prefetch(pf + q * 16, 0, 2);
-  pf += lines * 16;
+// One channel block step of a large-filter conv's prefetch (Prefetch): its lines into
+// L2, p.at moved past them, up to p.end.
+ZENITH_UK_INLINE void prefetch_step(Prefetch& p) {
+  if (!p.at) return;
+  const int64_t n = std::min<int64_t>(int64_t(p.lines) * 16, p.end - p.at);
+  for (int64_t q = 0; q < n; q += 16) __builtin_prefetch(p.at + q, 0, 2);
+  p.at += n;
 }
 
 // One step k of a channel block, shared by the tiles: NV filter vectors of the packed
@@ -158,7 +158,7 @@ ZENITH_UK_INLINE void tile_step(V (&acc)[RO][NV], const float* const (&xr)[RO], 
 template <int VL, int L, int LI, int RO, int NB, int ACT>
 ZENITH_UK_INLINE void nchwc_tile(const NchwcConvGeom& g, const float* x, int64_t p0, int64_t mr, int nblk,
                                  const float* w, const float* scale, const float* shift, const float* res,
-                                 Activation act, float* out, const float* pf, int pf_lines) {
+                                 Activation act, float* out, Prefetch pf) {
   using Vec = F32Vec<VL>;
   using V = typename Vec::V;
   constexpr int NV = NB * L / VL;  // vectors per tile row
@@ -188,7 +188,7 @@ ZENITH_UK_INLINE void nchwc_tile(const NchwcConvGeom& g, const float* x, int64_t
         const float* xr[RO];
         for (int r = 0; r < RO; ++r) xr[r] = off[r] >= 0 ? x + cb * plane + off[r] : kZeros;
         const float* wc = wt + cb * LI * kNB * L;
-        prefetch_step(pf, pf_lines);
+        prefetch_step(pf);
         // The last block's real channels only (its padding's filters are zero): 24
         // channels are 1.5 blocks of work, not 2.
         const int kn = cb == CB - 1 ? int(g.C - cb * LI) : LI;
@@ -205,8 +205,8 @@ ZENITH_UK_INLINE void nchwc_tile(const NchwcConvGeom& g, const float* x, int64_t
   template <int LI, int NB, int ACT>                                                                              \
   target void name(const NchwcConvGeom& g, const float* x, int64_t p0, int64_t mr, int nblk, const float* w,    \
                    const float* scale, const float* shift, const float* res, Activation act, float* out,        \
-                   const float* pf, int pf_lines) {                                                             \
-    nchwc_tile<VL, L, LI, RO, NB, ACT>(g, x, p0, mr, nblk, w, scale, shift, res, act, out, pf, pf_lines);       \
+                   Prefetch pf) {                                                                               \
+    nchwc_tile<VL, L, LI, RO, NB, ACT>(g, x, p0, mr, nblk, w, scale, shift, res, act, out, pf);                 \
   }
 #if defined(__x86_64__)
 ZENITH_NCHWC_TILE(tile_l16_avx512, ZENITH_UK_TARGET_avx512, 16, 16, 12)
@@ -225,7 +225,7 @@ ZENITH_NCHWC_TILE(tail_l8_avx2, ZENITH_UK_TARGET_avx2, 8, 8, 3)
 // outside the FMAs at MobileNet V2's 16- and 24-channel expansions (perf, Zen 4, AVX2
 // path): per-pixel offsets and padding checks, the partial unroll, the call.
 template <int VL, int L, int RO, int NB, int ACT>
-ZENITH_UK_INLINE void pw_tile(const PwRun& a, int64_t p0, int64_t mr, const float*& pf) {
+ZENITH_UK_INLINE void pw_tile(const PwRun& a, int64_t p0, int64_t mr, Prefetch& pf) {
   using Vec = F32Vec<VL>;
   using V = typename Vec::V;
   constexpr int NV = NB * L / VL;
@@ -250,7 +250,7 @@ ZENITH_UK_INLINE void pw_tile(const PwRun& a, int64_t p0, int64_t mr, const floa
       for (int blk = 0; blk < a.nblk; ++blk)
         for (int r = 0; r < RO && r < mr; ++r) __builtin_prefetch(a.res + blk * a.o_plane + (p0 + r) * L, 0, 3);
   for (int64_t cb = 0; cb < CB; ++cb, wc += L * kNB * L) {
-    prefetch_step(pf, a.pf_lines);
+    prefetch_step(pf);
     if (cb + 1 < CB || a.C % L == 0) {
 #pragma GCC unroll 16
       for (int k = 0; k < L; ++k) tile_step<VL, L, RO, NV>(acc, xr, wc, k);
@@ -264,7 +264,7 @@ ZENITH_UK_INLINE void pw_tile(const PwRun& a, int64_t p0, int64_t mr, const floa
 template <int VL, int L, int RO, int TRO, int NB, int ACT>
 ZENITH_UK_INLINE void pw_run(const PwRun& a) {
   int64_t p0 = 0;
-  const float* pf = a.pf;
+  Prefetch pf = a.pf;
   for (; p0 + RO <= a.count; p0 += RO) pw_tile<VL, L, RO, NB, ACT>(a, p0, RO, pf);
   if (a.count - p0 > RO - TRO) return pw_tile<VL, L, RO, NB, ACT>(a, p0, a.count - p0, pf);
   for (; p0 < a.count; p0 += TRO) pw_tile<VL, L, TRO, NB, ACT>(a, p0, std::min<int64_t>(TRO, a.count - p0), pf);
@@ -581,7 +581,8 @@ void conv2d_nchwc(const NchwcConvGeom& g, const float* x, const PackedOperand& w
   check_geom(g);
   // (the 1x1 run kernel below reads input pixel p for output pixel p at stride 1)
   const auto out_dim = [](int64_t i, int64_t k, int64_t s, int64_t p, int64_t d) {
-    return (i + 2 * p - d * (k - 1) - 1) / s + 1;
+    const int64_t span = i + 2 * p - d * (k - 1);  // positions the filter fits in: none when <= 0
+    return span > 0 ? (span - 1) / s + 1 : 0;
   };
   ZENITH_CHECK(g.OH == out_dim(g.H, g.KH, g.st[0], g.pd[0], g.dl[0]) &&
                    g.OW == out_dim(g.W, g.KW, g.st[1], g.pd[1], g.dl[1]),
@@ -592,6 +593,7 @@ void conv2d_nchwc(const NchwcConvGeom& g, const float* x, const PackedOperand& w
                "conv2d_nchwc: the packed filters are not this conv's");
   const Tile tile = pick_tile(g, act);
   const int64_t OP = g.OH * g.OW, tiles = (OP + tile.ro - 1) / tile.ro;
+  if (OP == 0 || g.N == 0) return;  // no output (a map smaller than the filter's reach, or no images)
   const int64_t group_floats = g.KH * g.KW * CI * kNB * L;
   std::vector<float> sc, sh;  // padded to whole groups
   channel_scale_shift(scale, shift, g.OC, groups * kNB * L, sc, sh);
@@ -613,8 +615,8 @@ void conv2d_nchwc(const NchwcConvGeom& g, const float* x, const PackedOperand& w
         const float *s = sc.data() + ob * L, *t = sh.data() + ob * L, *rs = res ? res + o_at : nullptr;
         auto generic = [&](int64_t ow, int64_t count) {
           for (int64_t q = 0; q < count; q += tile.ro)
-            tile(g, xn, oh * g.OW + ow + q, std::min(tile.ro, count - q), nblk, wg, s, t, rs, act, out + o_at, nullptr,
-                 0);
+            tile(g, xn, oh * g.OW + ow + q, std::min(tile.ro, count - q), nblk, wg, s, t, rs, act, out + o_at,
+                 Prefetch{});
         };
         int64_t ow = rt.ro ? lo : g.OW;
         generic(0, std::min(ow, g.OW));
@@ -694,8 +696,11 @@ void conv2d_nchwc(const NchwcConvGeom& g, const float* x, const PackedOperand& w
       const int64_t n = i / (runs * groups), r = i / groups % runs, grp = i % groups, ob = grp * kNB;
       const int64_t o_at = (n * OCB + ob) * OP * L;
       const float* xn = x + n * CI * g.H * g.W;
-      const float* pf = nullptr;  // the thread's next group, large filters only
-      if (large_filters && i + 1 < hi) pf = w.data.get() + (i + 1) % groups * group_floats;
+      Prefetch pf;  // the thread's next group, large filters only
+      if (large_filters && i + 1 < hi) {
+        const float* next = w.data.get() + (i + 1) % groups * group_floats;
+        pf = {next, next + group_floats, pf_lines};
+      }
       const int64_t t0 = tiles * r / runs, t1 = tiles * (r + 1) / runs;
       if (pointwise || patches) {
         const int64_t pb = t0 * tile.ro, pe = std::min(t1 * tile.ro, OP), np = pe - pb, CB = CI / L;
@@ -713,14 +718,14 @@ void conv2d_nchwc(const NchwcConvGeom& g, const float* x, const PackedOperand& w
         }
         pw({src, src_plane, patches ? g.KH * g.KW * CI : g.C, w.data.get() + grp * group_floats, sc.data() + ob * L,
             sh.data() + ob * L, res ? res + o_at + pb * L : nullptr, act, out + o_at + pb * L, OP * L, np,
-            int(std::min<int64_t>(kNB, OCB - ob)), pf, pf_lines});
+            int(std::min<int64_t>(kNB, OCB - ob)), pf});
         continue;
       }
       for (int64_t t = t0; t < t1; ++t) {
         const int64_t p0 = t * tile.ro;
         tile(g, xn, p0, std::min(tile.ro, OP - p0), int(std::min<int64_t>(kNB, OCB - ob)),
              w.data.get() + grp * group_floats, sc.data() + ob * L, sh.data() + ob * L, res ? res + o_at : nullptr, act,
-             out + o_at, pf ? pf + (t - t0) * pf_tile : nullptr, pf_lines);
+             out + o_at, pf.at ? Prefetch{pf.at + std::min((t - t0) * pf_tile, group_floats), pf.end, pf_lines} : pf);
       }
     }
     pixels.trim(size_t(4) << 20);
@@ -835,7 +840,7 @@ ZENITH_UK_INLINE void winograd_store(V y, const float* res, float* out, int64_t 
     Vec::load(rv, res + at);
     y += rv;
   }
-  if constexpr (RELU) y = y < V{} ? V{} : y;
+  if constexpr (RELU) y = y <= V{} ? V{} : y;  // relu_f's: NaN stays NaN, -0 becomes +0
   Vec::store(out + at, y);
 }
 
@@ -1129,9 +1134,13 @@ void conv3x3_winograd_nchwc(const NchwcConvGeom& g, const float* x, const Packed
     for (int64_t it = lo; it < hi; ++it) {
       const int64_t xi = it / groups, grp = it % groups, ob = grp * kNB;
       const float* f = w.data.get() + xi * xi_floats + grp * group_floats;
-      const float* pf = it + 1 < hi ? f + group_floats : nullptr;  // item it + 1's filters come next
+      Prefetch pf;  // item it + 1's filters come next
+      if (it + 1 < hi) {
+        const float* next = w.data.get() + (it + 1) / groups * xi_floats + (it + 1) % groups * group_floats;
+        pf = {next, next + group_floats, pf_lines};
+      }
       run({V + xi * CB * p.S * L, p.S * L, g.C, f, ones.data(), zeros.data(), nullptr, Activation::kNone,
-           M + (xi * OCB + ob) * p.S * L, p.S * L, p.S, int(std::min<int64_t>(kNB, OCB - ob)), pf, pf_lines});
+           M + (xi * OCB + ob) * p.S * L, p.S * L, p.S, int(std::min<int64_t>(kNB, OCB - ob)), pf});
     }
   };
   auto stage_out = [&](const Pass& p, const float* M, int64_t lo, int64_t hi) {  // items (b, ob, i)

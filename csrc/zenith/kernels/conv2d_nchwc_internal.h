@@ -23,13 +23,21 @@ void activate_run(Activation act, float* o, int64_t n);
 // pixels numbered over the output map, g.OH x g.OW; input channel blocks g.H * g.W * L
 // floats apart, output blocks g.OH * g.OW * L) by the output blocks [0, nblk) of a
 // group of packed filters (conv2d_nchwc_pack: groups of kNB blocks, group_floats each).
+// What a large-filter conv's kernels prefetch into L2 while they compute (the thread's
+// next group of filters): `lines` cache lines from `at` per channel block step, `at`
+// moving on, never past `end`; nothing when `at` is null.
+struct Prefetch {
+  const float* at = nullptr;
+  const float* end = nullptr;
+  int lines = 0;
+};
 using TileFn = void (*)(const NchwcConvGeom&, const float*, int64_t, int64_t, int, const float*, const float*,
-                        const float*, const float*, Activation, float*, const float*, int);
+                        const float*, const float*, Activation, float*, Prefetch);
 struct Tile {
   TileFn fn[2], tail[2];  // [nblk > 1]
   int64_t ro, tail_ro;
   // Pixels [p0, p0 + mr), mr <= ro: the full tile, or tail tiles where they compute fewer rows.
-  // The rest: (w, scale, shift, res, act, out, prefetch, prefetch lines).
+  // The rest: (w, scale, shift, res, act, out, prefetch).
   template <class... Args>
   void operator()(const NchwcConvGeom& g, const float* x, int64_t p0, int64_t mr, int nblk, Args... rest) const {
     const int k = nblk > 1;
@@ -53,12 +61,11 @@ struct PwRun {
   float* out;
   int64_t o_plane, count;
   int nblk;
-  const float* pf = nullptr;  // prefetched from, pf_lines lines per block step (the next group's filters)
-  int pf_lines = 0;
+  Prefetch pf;  // the next group's filters
 };
 struct PwRunFns {
   void (*fn[2])(const PwRun&);  // [nblk > 1]
-  int64_t ro;                   // its tile's pixels (pf_lines are per block step of each)
+  int64_t ro;                   // its tile's pixels (Prefetch::lines are per block step of each)
   void operator()(const PwRun& a) const { fn[a.nblk > 1](a); }
 };
 // The run kernel for this ISA, block and activation.
