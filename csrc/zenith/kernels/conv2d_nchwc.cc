@@ -199,6 +199,13 @@ ZENITH_UK_INLINE void nchwc_tile(const NchwcConvGeom& g, const float* x, int64_t
   store_tile<VL, L, RO, NB, ACT>(acc, mr, nblk, oplane, p0, scale, shift, res, act, out);
 }
 
+// Each kernel's tile, in output pixels (its rows), and the shorter tile for a map's last
+// few: one set per ISA and block, shared by the generic tile, the 1x1 run kernel and the
+// stem's row tile (the run kernel's runs and prefetch slices are cut in the tile's).
+constexpr int kRoL16Avx512 = 12, kTailL16Avx512 = 4;  // 32 zmm: 12 x 2 accumulators
+constexpr int kRoL16Avx2 = 4;                          // 16 ymm: 4 x 4 (no tail tile)
+constexpr int kRoL8 = 6, kTailL8 = 3;                  // 16 ymm: 6 x 2
+
 // One instantiation per ISA, tile and in-register activation; the ISA's target
 // attribute lets GCC keep the tile in its registers.
 #define ZENITH_NCHWC_TILE(name, target, VL, L, RO)                                                                \
@@ -209,12 +216,12 @@ ZENITH_UK_INLINE void nchwc_tile(const NchwcConvGeom& g, const float* x, int64_t
     nchwc_tile<VL, L, LI, RO, NB, ACT>(g, x, p0, mr, nblk, w, scale, shift, res, act, out, pf);                 \
   }
 #if defined(__x86_64__)
-ZENITH_NCHWC_TILE(tile_l16_avx512, ZENITH_UK_TARGET_avx512, 16, 16, 12)
-ZENITH_NCHWC_TILE(tail_l16_avx512, ZENITH_UK_TARGET_avx512, 16, 16, 4)
+ZENITH_NCHWC_TILE(tile_l16_avx512, ZENITH_UK_TARGET_avx512, 16, 16, kRoL16Avx512)
+ZENITH_NCHWC_TILE(tail_l16_avx512, ZENITH_UK_TARGET_avx512, 16, 16, kTailL16Avx512)
 #endif
-ZENITH_NCHWC_TILE(tile_l16_avx2, ZENITH_UK_TARGET_avx2, 8, 16, 4)
-ZENITH_NCHWC_TILE(tile_l8_avx2, ZENITH_UK_TARGET_avx2, 8, 8, 6)
-ZENITH_NCHWC_TILE(tail_l8_avx2, ZENITH_UK_TARGET_avx2, 8, 8, 3)
+ZENITH_NCHWC_TILE(tile_l16_avx2, ZENITH_UK_TARGET_avx2, 8, 16, kRoL16Avx2)
+ZENITH_NCHWC_TILE(tile_l8_avx2, ZENITH_UK_TARGET_avx2, 8, 8, kRoL8)
+ZENITH_NCHWC_TILE(tail_l8_avx2, ZENITH_UK_TARGET_avx2, 8, 8, kTailL8)
 #undef ZENITH_NCHWC_TILE
 
 // A 1x1 conv over a run of consecutive pixels (PwRun): tiles of RO pixels, the last
@@ -275,10 +282,10 @@ ZENITH_UK_INLINE void pw_run(const PwRun& a) {
     pw_run<VL, L, RO, TRO, NB, ACT>(a);             \
   }
 #if defined(__x86_64__)
-ZENITH_PW_RUN(run_l16_avx512, ZENITH_UK_TARGET_avx512, 16, 16, 12, 4)
+ZENITH_PW_RUN(run_l16_avx512, ZENITH_UK_TARGET_avx512, 16, 16, kRoL16Avx512, kTailL16Avx512)
 #endif
-ZENITH_PW_RUN(run_l16_avx2, ZENITH_UK_TARGET_avx2, 8, 16, 4, 4)
-ZENITH_PW_RUN(run_l8_avx2, ZENITH_UK_TARGET_avx2, 8, 8, 6, 3)
+ZENITH_PW_RUN(run_l16_avx2, ZENITH_UK_TARGET_avx2, 8, 16, kRoL16Avx2, kRoL16Avx2)
+ZENITH_PW_RUN(run_l8_avx2, ZENITH_UK_TARGET_avx2, 8, 8, kRoL8, kTailL8)
 #undef ZENITH_PW_RUN
 
 // An NCHW input's tile inside one output row, every tap within the row's columns (a
@@ -332,9 +339,9 @@ using RowTileFn = void (*)(const NchwcConvGeom&, const float*, int64_t, int64_t,
     nchw_in_row_tile<VL, L, RO, NB, ACT, SW>(g, x, oh, ow0, nblk, w, scale, shift, res, act, out);                \
   }
 #if defined(__x86_64__)
-ZENITH_NCHW_IN_ROW_TILE(row_l16_avx512, ZENITH_UK_TARGET_avx512, 16, 16, 12)
+ZENITH_NCHW_IN_ROW_TILE(row_l16_avx512, ZENITH_UK_TARGET_avx512, 16, 16, kRoL16Avx512)
 #endif
-ZENITH_NCHW_IN_ROW_TILE(row_l8_avx2, ZENITH_UK_TARGET_avx2, 8, 8, 6)
+ZENITH_NCHW_IN_ROW_TILE(row_l8_avx2, ZENITH_UK_TARGET_avx2, 8, 8, kRoL8)
 #undef ZENITH_NCHW_IN_ROW_TILE
 
 // The row tile for this ISA, block, activation and stride ([nblk > 1]), or none (the
@@ -348,9 +355,9 @@ template <int ACT, int SW>
 RowTile pick_row_tile_act(int64_t L) {
 #if defined(__x86_64__)
   if (L == 16 && gemm_detail::kernels_use_avx512())
-    return {{row_l16_avx512<1, ACT, SW>, row_l16_avx512<2, ACT, SW>}, 12};
+    return {{row_l16_avx512<1, ACT, SW>, row_l16_avx512<2, ACT, SW>}, kRoL16Avx512};
 #endif
-  if (L == 8) return {{row_l8_avx2<1, ACT, SW>, row_l8_avx2<2, ACT, SW>}, 6};
+  if (L == 8) return {{row_l8_avx2<1, ACT, SW>, row_l8_avx2<2, ACT, SW>}, kRoL8};
   return {};
 }
 template <int SW>
@@ -374,15 +381,15 @@ Tile pick_tile_act(int64_t L) {
     if (gemm_detail::kernels_use_avx512())
       return {{tile_l16_avx512<LI16, 1, ACT>, tile_l16_avx512<LI16, 2, ACT>},
               {tail_l16_avx512<LI16, 1, ACT>, tail_l16_avx512<LI16, 2, ACT>},
-              12,
-              4};
+              kRoL16Avx512,
+              kTailL16Avx512};
 #endif
-    return {{tile_l16_avx2<LI16, 1, ACT>, tile_l16_avx2<LI16, 2, ACT>}, {nullptr, nullptr}, 4, 4};
+    return {{tile_l16_avx2<LI16, 1, ACT>, tile_l16_avx2<LI16, 2, ACT>}, {nullptr, nullptr}, kRoL16Avx2, kRoL16Avx2};
   }
   return {{tile_l8_avx2<LI8, 1, ACT>, tile_l8_avx2<LI8, 2, ACT>},
           {tail_l8_avx2<LI8, 1, ACT>, tail_l8_avx2<LI8, 2, ACT>},
-          6,
-          3};
+          kRoL8,
+          kTailL8};
 }
 template <bool NCHW_IN>
 Tile pick_tile_in(int64_t L, Activation act) {
@@ -404,11 +411,11 @@ template <int ACT>
 PwRunFns pick_pw_run_act(int64_t L) {
   if (L == 16) {
 #if defined(__x86_64__)
-    if (gemm_detail::kernels_use_avx512()) return {{run_l16_avx512<1, ACT>, run_l16_avx512<2, ACT>}, 12};
+    if (gemm_detail::kernels_use_avx512()) return {{run_l16_avx512<1, ACT>, run_l16_avx512<2, ACT>}, kRoL16Avx512};
 #endif
-    return {{run_l16_avx2<1, ACT>, run_l16_avx2<2, ACT>}, 4};
+    return {{run_l16_avx2<1, ACT>, run_l16_avx2<2, ACT>}, kRoL16Avx2};
   }
-  return {{run_l8_avx2<1, ACT>, run_l8_avx2<2, ACT>}, 6};
+  return {{run_l8_avx2<1, ACT>, run_l8_avx2<2, ACT>}, kRoL8};
 }
 }  // namespace
 // The same ISA, block and tile width as pick_tile's.
@@ -686,8 +693,6 @@ void conv2d_nchwc(const NchwcConvGeom& g, const float* x, const PackedOperand& w
   const bool pointwise = g.KH == 1 && g.KW == 1 && g.pd[0] == 0 && g.pd[1] == 0;
   const bool strided = pointwise && (g.st[0] > 1 || g.st[1] > 1);
   const PwRunFns pw = pointwise || patches ? pick_pw_run(L, act) : PwRunFns{};
-  // (runs, and the prefetch's slices, are cut in the tile's pixels)
-  ZENITH_CHECK(!(pointwise || patches) || pw.ro == tile.ro, "conv2d_nchwc: the run kernel's tile is not the tile's");
   parallel_for(g.N * runs * groups, 1, [&](int64_t lo, int64_t hi) {
     thread_local gemm_detail::AlignedBuf pixels;
     int64_t have = -1;  // the (image, run) whose pixels buf holds, as item / groups
