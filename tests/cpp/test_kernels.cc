@@ -179,12 +179,14 @@ TEST(Kernels, SgemmWeightInPlaceMatchesReference) {
   // ldc > N, A transposed, alpha, accumulate, the epilogue, on 1 and 2 threads. K up to
   // 1024 prefetches the next panel of W (kPrefetchWRowsMaxK), 1025 not. With AVX-512 on
   // an 8-way L1 (Zen 4), W's rows 1024 and 3072 floats apart crowd an L1 set and run
-  // the 8-row tile instead of the 12-row one (rows_crowd_l1).
+  // the 8-row tile instead of the 12-row one (rows_crowd_l1). A thread's panels of W are
+  // written to C in groups of kStripGroup (8): groups cut short by the thread's end and by
+  // the short last panel (205 rows: 18 panels of 12 or 35 of 6, 9 or 18 per thread).
   for (int threads : {1, 2}) {
     set_num_threads(threads);
     for (auto [M, N, K] : {std::tuple<int64_t, int64_t, int64_t>{49, 7, 300}, {56, 769, 64}, {300, 130, 513},
                            {600, 20, 259}, {128, 768, 768}, {48, 33, 40}, {40, 100, 1024}, {40, 100, 1025},
-                           {130, 21, 3072}})
+                           {130, 21, 3072}, {20, 205, 16}})
       for (int variant = 0; variant < 3; ++variant) {  // overwrite; accumulate; A transposed (a_rs 1)
         bool acc = variant == 1, at = variant == 2;
         ASSERT_FALSE(sgemm_reads_packed(M, 1, K)) << M;  // both ISAs have the kernel
