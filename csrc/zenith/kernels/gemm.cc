@@ -564,7 +564,7 @@ constexpr int64_t kPrefetchWRowsMaxK = 1024;
 // C, 96 on AVX-512, 48 on AVX2): each row of C gets whole cache lines in one go, where
 // a lone strip's MR values (48 bytes on AVX-512) shared lines with the next strip's and
 // the line was fetched again once C's rows had crowded it out of L1 (rows a multiple of
-// 1024 floats apart share a set). With transpose_block's dst-row order, 2 threads, Zen 5
+// 1024 floats apart share a set). With transpose_block by dst rows, 2 threads, Zen 5
 // (family 26 model 2), paired: 128 x 3072 x 768 0.92x the time (AVX2 0.96x), 512 x 3072
 // x 768 0.94x, 32 x 3072 x 768 0.96x, 768-wide outputs 0.99-1.02x; BERT-base seq 128
 // 0.94x and all-MiniLM-L6-v2 0.94x with both against neither (the order alone 0.97x).
@@ -614,7 +614,7 @@ void sgemm_weight_rows(int64_t M, int64_t N, int64_t K, float alpha, const float
         finish_strip(accumulate ? nullptr : ep, strip, width, rows, mr, alpha, m0, q * MR);
         if (!accumulate) {
           if (q + 1 == hi || q + 1 - q0 == G)
-            transpose_block(strips, width, c + m0 * ldc + q0 * MR, ldc, (q - q0) * MR + mr, rows);
+            transpose_block(strips, width, c + m0 * ldc + q0 * MR, ldc, (q - q0) * MR + mr, rows, true);
           continue;
         }
         for (int64_t m = 0; m < rows; ++m)

@@ -105,21 +105,31 @@ inline void transpose_rows_x8(const float* src, int64_t src_stride, int64_t rows
 // dst[c * ldd + r] = src[r * lds + c] for r < rows, c < cols: 8 x 8 blocks through
 // registers where there are whole ones (and blocks of the last 2 to 7 rows, 8 columns
 // wide), the edges one value at a time (along src's rows, so no loop walks a column of
-// src). Blocks go by 8 rows of dst, each over all of src's rows, so each dst row's run
-// is written whole before the next rows' (sgemm's weight-rows strips: rows of C a
-// multiple of 1024 floats apart share an L1 set, and a run written in pieces, the first
-// piece of every row before any second, was fetched into L1 again for each piece).
-inline void transpose_block(const float* src, int64_t lds, float* dst, int64_t ldd, int64_t rows, int64_t cols) {
+// src). The blocks go by 8 rows of src, each across all of its columns; by_dst_rows:
+// by 8 rows of dst, each across all of src's rows, so each dst row's run is written
+// whole before the next rows' (sgemm's weight-rows strips: rows of C a multiple of 1024
+// floats apart share an L1 set, and a run written in pieces, the first piece of every
+// row before any second, was fetched into L1 again for each piece). conv2d_int8's
+// write-out, whose src is a chunk of pixels by every channel, kept src's order: ResNet-50
+// static INT8 at batch 1 took 1.015x the time by dst rows (Zen 5, paired), batch 8 1.00x.
+inline void transpose_block(const float* src, int64_t lds, float* dst, int64_t ldd, int64_t rows, int64_t cols,
+                            bool by_dst_rows = false) {
   int64_t rv = 0;  // rows [0, rv) go through the blocks
 #if defined(__AVX2__)
   const int64_t c8 = cols / 8 * 8;
   rv = rows % 8 == 1 ? rows - 1 : rows;
-  for (int64_t c0 = 0; c0 < c8; c0 += 8)
-    for (int64_t r8 = 0; r8 < rv; r8 += 8) {
-      const int64_t n = std::min<int64_t>(8, rv - r8);
-      if (n == 8) transpose_8x8(src + r8 * lds + c0, lds, dst + c0 * ldd + r8, ldd);
-      else transpose_rows_x8(src + r8 * lds + c0, lds, n, dst + c0 * ldd + r8, ldd);
-    }
+  auto block = [&](int64_t r8, int64_t c0) {
+    const int64_t n = std::min<int64_t>(8, rv - r8);
+    if (n == 8) transpose_8x8(src + r8 * lds + c0, lds, dst + c0 * ldd + r8, ldd);
+    else transpose_rows_x8(src + r8 * lds + c0, lds, n, dst + c0 * ldd + r8, ldd);
+  };
+  if (by_dst_rows) {
+    for (int64_t c0 = 0; c0 < c8; c0 += 8)
+      for (int64_t r8 = 0; r8 < rv; r8 += 8) block(r8, c0);
+  } else {
+    for (int64_t r8 = 0; r8 < rv; r8 += 8)
+      for (int64_t c0 = 0; c0 < c8; c0 += 8) block(r8, c0);
+  }
   for (int64_t r = 0; r < rv; ++r)
     for (int64_t c = c8; c < cols; ++c) dst[c * ldd + r] = src[r * lds + c];
 #endif
