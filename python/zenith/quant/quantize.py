@@ -381,6 +381,9 @@ def quantize(model, scheme, *, group_size=None, symmetric=True, include_embeddin
             new[id(m)] = QLinear.from_float(m, fmt, x_scale, smoothing.get(name), row_scale=per_row)
         except Unquantizable as e:
             kept[name] = str(e)
+    for m in list(layers.values()) + [m for _, m in embeddings]:  # a replacement keeps its module's mode
+        if id(m) in new:
+            new[id(m)].train(m.training)
     if id(model) in new:  # the model is itself one layer: nothing holds it, so return the new one
         model = new[id(model)]
     else:

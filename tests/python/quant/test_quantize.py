@@ -181,6 +181,23 @@ def test_errors():
     assert all(isinstance(x, (torch.nn.Linear, torch.nn.GELU, torch.nn.LayerNorm)) for x in m)  # untouched
 
 
+@pytest.mark.parametrize("scheme", ["int8", "int8-dynamic", "nf4"])
+def test_quantized_layers_keep_the_model_mode_and_freeze(scheme):
+    # the new layers take their module's mode: an eval model stays in eval (zenith.freeze
+    # refuses a module in training mode) and matches eager frozen; a training one stays training
+    m = quantized(mlp(), scheme)
+    assert not any(x.training for x in m.modules()), [n for n, x in m.named_modules() if x.training]
+    x = torch.randn(3, 256)
+    with torch.no_grad():
+        want = m(x)
+        got = zenith.freeze(m)(x)
+    assert_same_model_close(got, want, m)
+    lin = quantized(torch.nn.Linear(64, 3).eval(), scheme)  # a bare layer, returned converted
+    assert not lin.training
+    t = quantized(mlp().train(), scheme)
+    assert all(x.training for x in t.modules())
+
+
 def test_quantized_model_trains_around_frozen_weights():
     # the quantized weights are frozen; gradients reach the input, the biases and the rest,
     # compiled as in eager
