@@ -226,8 +226,9 @@ TEST(Kernels, NchwcConvRejectsForeignFiltersAndBadBlocks) {
     *d = 3;
     EXPECT_THROW(conv2d_nchwc(other, x.data(), pw, nullptr, nullptr, nullptr, Activation::kNone, out.data()), Error);
   }
-  // No output: a 3x3 conv over a 2x2 map without padding (for each kernel: 1x1 runs, the
-  // tile, patches, large filters) or no images writes nothing and does not fail.
+  // No output: a 3x3 conv over a 2x2 map without padding, at strides 1 and 2, or no
+  // images, writes nothing and does not fail (the conv returns before choosing a kernel;
+  // it once cut runs of 0 tiles). A 1x1 conv over an empty map below.
   for (int64_t C : {8, 512})
     for (int64_t stride : {1, 2}) {
       NchwcConvGeom e;
@@ -243,6 +244,15 @@ TEST(Kernels, NchwcConvRejectsForeignFiltersAndBadBlocks) {
       EXPECT_NO_THROW(conv2d_nchwc(e, xe.data(), pe, nullptr, nullptr, nullptr, Activation::kRelu, guard.data()));
       EXPECT_EQ(guard, std::vector<float>(16, 7.0f));
     }
+  for (int64_t L : {8, 16}) {
+    NchwcConvGeom e;
+    e.N = 2, e.C = 24, e.H = e.W = e.OH = e.OW = 0, e.OC = 40, e.KH = e.KW = 1, e.L = L;
+    auto we = randn(size_t(e.OC * e.C), 5);
+    std::vector<float> guard(16, 7.0f);
+    EXPECT_NO_THROW(conv2d_nchwc(e, nullptr, conv2d_nchwc_pack(e, we.data()), nullptr, nullptr, nullptr,
+                                 Activation::kRelu, guard.data()));
+    EXPECT_EQ(guard, std::vector<float>(16, 7.0f));
+  }
 }
 
 // to_nchwc -> conv2d_nchwc (+ bn, residual, ReLU) -> from_nchwc through the runtime, against
@@ -629,8 +639,8 @@ TEST(Passes, LayoutNchwcBlocksDepthwiseBetweenBlockedConvs) {
 }
 
 // ReLU in the blocked kernels' registers as relu_f: a -0 result (zero input, scale -1,
-// shift -0) comes out +0, as PyTorch's relu and the NCHW kernels give; ReLU6 keeps -0
-// as clamp does; NaN stays NaN.
+// shift -0) comes out +0, as PyTorch's relu and the NCHW kernels give (the blocked
+// Winograd kept -0 until 2026-12-01); ReLU6 keeps -0 as clamp does; NaN stays NaN.
 TEST(Kernels, NchwcReluSignOfZeroAndNaN) {
   for (int64_t L : {8, 16}) {
     NchwcConvGeom g;
@@ -639,15 +649,21 @@ TEST(Kernels, NchwcReluSignOfZeroAndNaN) {
     x[3] = NAN;  // blocked: pixel 0, channel 3
     std::vector<float> out(x.size());
     for (Activation act : {Activation::kRelu, Activation::kRelu6}) {
-      for (int dw = 0; dw < 2; ++dw) {
+      for (int kind = 0; kind < 4; ++kind) {  // direct, depthwise, Winograd F(2x2) and F(4x4)
+        const bool dw = kind == 1;
         NchwcConvGeom gg = g;
         gg.groups = dw ? 16 : 1;
-        const PackedOperand p = dw ? depthwise_nchwc_pack(gg, w.data()) : conv2d_nchwc_pack(gg, w.data());
+        const PackedOperand p = dw          ? depthwise_nchwc_pack(gg, w.data())
+                                : kind >= 2 ? conv3x3_winograd_nchwc_pack(gg, w.data(), kind == 2 ? 2 : 4)
+                                            : conv2d_nchwc_pack(gg, w.data());
         if (dw)
           depthwise_nchwc(gg, x.data(), p, scale.data(), shift.data(), nullptr, act, out.data());
+        else if (kind >= 2)
+          conv3x3_winograd_nchwc(gg, x.data(), p, scale.data(), shift.data(), nullptr, act, out.data());
         else
           conv2d_nchwc(gg, x.data(), p, scale.data(), shift.data(), nullptr, act, out.data());
-        const std::string what = std::string(dw ? "depthwise" : "direct") + " L " + std::to_string(L);
+        const char* names[] = {"direct", "depthwise", "Winograd F(2x2)", "Winograd F(4x4)"};
+        const std::string what = std::string(names[kind]) + " L " + std::to_string(L);
         // A pixel far from the NaN (bottom-right corner), every channel: -0 before the activation.
         const size_t at = size_t((24 * L) % (25 * L));
         for (int64_t cb = 0; cb < 16 / L; ++cb)
@@ -656,7 +672,7 @@ TEST(Kernels, NchwcReluSignOfZeroAndNaN) {
             ASSERT_EQ(v, 0.0f) << what;
             ASSERT_EQ(std::signbit(v), act == Activation::kRelu6) << what << " channel " << cb * L + j;
           }
-        // The NaN reaches pixel 0's outputs: channel 3 for the depthwise conv, every channel for the direct one.
+        // The NaN reaches pixel 0's outputs: channel 3 for the depthwise conv, every channel for the others.
         EXPECT_TRUE(std::isnan(out[3])) << what;
       }
     }

@@ -181,7 +181,8 @@ TEST(Kernels, SgemmWeightInPlaceMatchesReference) {
   // an 8-way L1 (Zen 4), W's rows 1024 and 3072 floats apart crowd an L1 set and run
   // the 8-row tile instead of the 12-row one (rows_crowd_l1). A thread's panels of W are
   // written to C in groups of kStripGroup (8): groups cut short by the thread's end and by
-  // the short last panel (205 rows: 18 panels of 12 or 35 of 6, 9 or 18 per thread).
+  // the short last panel (205 rows: 18 panels of 12 (AVX-512) or 35 of 6 (AVX2), split
+  // 9 + 9 or 17 + 18 between two threads).
   for (int threads : {1, 2}) {
     set_num_threads(threads);
     for (auto [M, N, K] : {std::tuple<int64_t, int64_t, int64_t>{49, 7, 300}, {56, 769, 64}, {300, 130, 513},

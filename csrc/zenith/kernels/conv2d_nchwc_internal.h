@@ -19,10 +19,6 @@ constexpr int kNB = 2;  // output channel blocks per tile (and per group of pack
 int register_act(Activation a);
 void activate_run(Activation act, float* o, int64_t n);
 
-// The direct conv's register tile: output pixels [p0, p0 + mr) of one image (its
-// pixels numbered over the output map, g.OH x g.OW; input channel blocks g.H * g.W * L
-// floats apart, output blocks g.OH * g.OW * L) by the output blocks [0, nblk) of a
-// group of packed filters (conv2d_nchwc_pack: groups of kNB blocks, group_floats each).
 // What a large-filter conv's kernels prefetch into L2 while they compute (the thread's
 // next group of filters): `lines` cache lines from `at` per channel block step, `at`
 // moving on, never past `end`; nothing when `at` is null.
@@ -31,6 +27,11 @@ struct Prefetch {
   const float* end = nullptr;
   int lines = 0;
 };
+
+// The direct conv's register tile: output pixels [p0, p0 + mr) of one image (its
+// pixels numbered over the output map, g.OH x g.OW; input channel blocks g.H * g.W * L
+// floats apart, output blocks g.OH * g.OW * L) by the output blocks [0, nblk) of a
+// group of packed filters (conv2d_nchwc_pack: groups of kNB blocks, group_floats each).
 using TileFn = void (*)(const NchwcConvGeom&, const float*, int64_t, int64_t, int, const float*, const float*,
                         const float*, const float*, Activation, float*, Prefetch);
 struct Tile {

@@ -566,8 +566,10 @@ constexpr int64_t kPrefetchWRowsMaxK = 1024;
 // the line was fetched again once C's rows had crowded it out of L1 (rows a multiple of
 // 1024 floats apart share a set). With transpose_block by dst rows, 2 threads, Zen 5
 // (family 26 model 2), paired: 128 x 3072 x 768 0.92x the time (AVX2 0.96x), 512 x 3072
-// x 768 0.94x, 32 x 3072 x 768 0.96x, 768-wide outputs 0.99-1.02x; BERT-base seq 128
-// 0.94x and all-MiniLM-L6-v2 0.94x with both against neither (the order alone 0.97x).
+// x 768 0.94x, 32 x 3072 x 768 0.96x; outputs 384-1536 wide 0.99-1.01x, 32 x 768 x 768
+// 1.02x; BERT-base seq 128 0.94x and all-MiniLM-L6-v2 0.94x with both against neither
+// (the order alone 0.97x). Measured on Zen 5 only (1 MiB L2): the strips take G x 12 x
+// (up to 256) floats, 96 KiB at most, beside a block of X^T in half of L2.
 constexpr int64_t kStripGroup = 8;
 template <int64_t MR, int64_t NR, RowsMicroKernel UK, RowsMicroKernel UK_HALF>
 void sgemm_weight_rows(int64_t M, int64_t N, int64_t K, float alpha, const float* a, int64_t a_rs, int64_t a_cs,

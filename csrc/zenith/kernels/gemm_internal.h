@@ -109,9 +109,10 @@ inline void transpose_rows_x8(const float* src, int64_t src_stride, int64_t rows
 // by 8 rows of dst, each across all of src's rows, so each dst row's run is written
 // whole before the next rows' (sgemm's weight-rows strips: rows of C a multiple of 1024
 // floats apart share an L1 set, and a run written in pieces, the first piece of every
-// row before any second, was fetched into L1 again for each piece). conv2d_int8's
-// write-out, whose src is a chunk of pixels by every channel, kept src's order: ResNet-50
-// static INT8 at batch 1 took 1.015x the time by dst rows (Zen 5, paired), batch 8 1.00x.
+// row before any second, was fetched into L1 again for each piece). The other callers
+// keep src's order (conv2d_int8's write-out, whose src is a chunk of pixels by every
+// channel: ResNet-50 static INT8 at batch 1 took 1.015x the time by dst rows on Zen 5,
+// paired; batch 8 1.00x).
 inline void transpose_block(const float* src, int64_t lds, float* dst, int64_t ldd, int64_t rows, int64_t cols,
                             bool by_dst_rows = false) {
   int64_t rv = 0;  // rows [0, rv) go through the blocks
@@ -123,15 +124,20 @@ inline void transpose_block(const float* src, int64_t lds, float* dst, int64_t l
     if (n == 8) transpose_8x8(src + r8 * lds + c0, lds, dst + c0 * ldd + r8, ldd);
     else transpose_rows_x8(src + r8 * lds + c0, lds, n, dst + c0 * ldd + r8, ldd);
   };
+  auto edge = [&](int64_t r0, int64_t r1) {  // columns past the last whole block, rows [r0, r1)
+    for (int64_t r = r0; r < r1; ++r)
+      for (int64_t c = c8; c < cols; ++c) dst[c * ldd + r] = src[r * lds + c];
+  };
   if (by_dst_rows) {
     for (int64_t c0 = 0; c0 < c8; c0 += 8)
       for (int64_t r8 = 0; r8 < rv; r8 += 8) block(r8, c0);
+    edge(0, rv);
   } else {
-    for (int64_t r8 = 0; r8 < rv; r8 += 8)
+    for (int64_t r8 = 0; r8 < rv; r8 += 8) {
       for (int64_t c0 = 0; c0 < c8; c0 += 8) block(r8, c0);
+      edge(r8, std::min<int64_t>(r8 + 8, rv));  // while those rows of src are in L1
+    }
   }
-  for (int64_t r = 0; r < rv; ++r)
-    for (int64_t c = c8; c < cols; ++c) dst[c * ldd + r] = src[r * lds + c];
 #endif
   for (int64_t r = rv; r < rows; ++r)
     for (int64_t c = 0; c < cols; ++c) dst[c * ldd + r] = src[r * lds + c];
