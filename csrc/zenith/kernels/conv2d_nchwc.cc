@@ -137,6 +137,11 @@ ZENITH_UK_INLINE void prefetch_step(Prefetch& p) {
   p.at += n;
 }
 
+// The prefetch of one group of packed filters, `floats` long from `group` (null: none).
+Prefetch group_prefetch(const float* group, int64_t floats, int lines) {
+  return group ? Prefetch{group, group + floats, lines} : Prefetch{};
+}
+
 // One step k of a channel block, shared by the tiles: NV filter vectors of the packed
 // group (kNB * L floats a step) by one input value per pixel, xr[r][k].
 template <int VL, int L, int RO, int NV, class V>
@@ -701,11 +706,9 @@ void conv2d_nchwc(const NchwcConvGeom& g, const float* x, const PackedOperand& w
       const int64_t n = i / (runs * groups), r = i / groups % runs, grp = i % groups, ob = grp * kNB;
       const int64_t o_at = (n * OCB + ob) * OP * L;
       const float* xn = x + n * CI * g.H * g.W;
-      Prefetch pf;  // the thread's next group, large filters only
-      if (large_filters && i + 1 < hi) {
-        const float* next = w.data.get() + (i + 1) % groups * group_floats;
-        pf = {next, next + group_floats, pf_lines};
-      }
+      const Prefetch pf = group_prefetch(  // the thread's next group, large filters only
+          large_filters && i + 1 < hi ? w.data.get() + (i + 1) % groups * group_floats : nullptr, group_floats,
+          pf_lines);
       const int64_t t0 = tiles * r / runs, t1 = tiles * (r + 1) / runs;
       if (pointwise || patches) {
         const int64_t pb = t0 * tile.ro, pe = std::min(t1 * tile.ro, OP), np = pe - pb, CB = CI / L;
@@ -845,7 +848,7 @@ ZENITH_UK_INLINE void winograd_store(V y, const float* res, float* out, int64_t 
     Vec::load(rv, res + at);
     y += rv;
   }
-  if constexpr (RELU) y = y <= V{} ? V{} : y;  // relu_f's: NaN stays NaN, -0 becomes +0
+  if constexpr (RELU) register_activation<1>(y);
   Vec::store(out + at, y);
 }
 
@@ -1139,11 +1142,9 @@ void conv3x3_winograd_nchwc(const NchwcConvGeom& g, const float* x, const Packed
     for (int64_t it = lo; it < hi; ++it) {
       const int64_t xi = it / groups, grp = it % groups, ob = grp * kNB;
       const float* f = w.data.get() + xi * xi_floats + grp * group_floats;
-      Prefetch pf;  // item it + 1's filters come next
-      if (it + 1 < hi) {
-        const float* next = w.data.get() + (it + 1) / groups * xi_floats + (it + 1) % groups * group_floats;
-        pf = {next, next + group_floats, pf_lines};
-      }
+      const Prefetch pf = group_prefetch(  // item it + 1's filters come next
+          it + 1 < hi ? w.data.get() + (it + 1) / groups * xi_floats + (it + 1) % groups * group_floats : nullptr,
+          group_floats, pf_lines);
       run({V + xi * CB * p.S * L, p.S * L, g.C, f, ones.data(), zeros.data(), nullptr, Activation::kNone,
            M + (xi * OCB + ob) * p.S * L, p.S * L, p.S, int(std::min<int64_t>(kNB, OCB - ob)), pf});
     }
