@@ -457,7 +457,8 @@ Types infer_from_nchwc(const Graph& g, const Node& n) {
 // conv2d_nchwc: conv2d's inputs with x (and the residual) blocked [N, CB, H, W, L] and
 // w OIHW over CB * L or fewer channels (groups 1, or depthwise: [C, 1, KH, KW] with
 // groups == C); the output [N, ceil(OC / L), OH, OW, L]. With `block` (L), x is NCHW
-// [N, C, H, W] and the conv ungrouped.
+// [N, C, H, W] and the conv ungrouped. An int8 weight (u8 rows [OC, 4 + C * KH * KW],
+// with `kernel`): groups 1 and a blocked x.
 Types infer_conv2d_nchwc(const Graph& g, const Node& n) {
   const auto& x = in(g, n, 0);
   const auto& w = in(g, n, 1);
@@ -466,12 +467,34 @@ Types infer_conv2d_nchwc(const Graph& g, const Node& n) {
   ZENITH_CHECK(plain == 3 || plain == 7, "conv2d_nchwc: takes conv2d's inputs; got ", n.inputs.size());
   ZENITH_CHECK(plain == 3 || n.has("bn_eps"), "conv2d_nchwc: fused batch-norm inputs without bn_eps");
   const int64_t block = n.i("block", 0);  // nonzero: x is NCHW, the output blocked by it
+  const bool int8 = w.dtype == DType::u8;
   ZENITH_CHECK(x.rank() == (block ? 4 : 5) && x.dtype == DType::f32 && x.shape[1].is_const() &&
-                   (block || x.shape[4].is_const()) && w.rank() == 4 && w.is_static() && w.dtype == DType::f32,
+                   (block || x.shape[4].is_const()) && w.rank() == (int8 ? 2 : 4) && w.is_static() &&
+                   (int8 || w.dtype == DType::f32),
                "conv2d_nchwc: needs a float32 blocked input [N, CB, H, W, L] (NCHW with `block`) and a static "
-               "float32 OIHW weight");
+               "float32 OIHW weight or int8 rows");
+  std::array<int64_t, 2> kernel{0, 0};
+  int64_t groups = n.i("groups", 1), C = 0;
+  if (int8) {
+    if (n.has("kernel")) {
+      const auto k = pair_attr(n, "kernel", 1);
+      kernel = {k[0], k[1]};
+    }
+    ZENITH_CHECK(groups == 1 && !block && kernel[0] > 0 && kernel[1] > 0 &&
+                     (w.shape[1].value() - 4) % (kernel[0] * kernel[1]) == 0,
+                 "conv2d_nchwc: an int8 weight needs one group, a blocked input and `kernel`, its rows 4 + C * KH * "
+                 "KW bytes");
+    C = (w.shape[1].value() - 4) / (kernel[0] * kernel[1]);
+    if (n.has("x_scale")) {
+      const double s = n.f("x_scale");
+      ZENITH_CHECK(s > 0 && std::isfinite(s), "conv2d_nchwc: x_scale must be a positive finite number, got ", s);
+    }
+  } else {
+    ZENITH_CHECK(!n.has("x_scale") && !n.has("kernel"), "conv2d_nchwc: x_scale and kernel are for int8 weights");
+    kernel = {w.shape[2].value(), w.shape[3].value()};
+    C = w.shape[1].value() * groups;
+  }
   const int64_t L = block ? block : x.shape[4].value(), CB = x.shape[1].value(), OC = w.shape[0].value();
-  const int64_t groups = n.i("groups", 1), C = w.shape[1].value() * groups;
   ZENITH_CHECK(groups == 1 || (groups == OC && w.shape[1].value() == 1 && !block),
                "conv2d_nchwc: groups must be 1 or, for a depthwise conv over a blocked input, the channel count; got ",
                groups, " for ", OC, " output channels");
@@ -489,8 +512,8 @@ Types infer_conv2d_nchwc(const Graph& g, const Node& n) {
   auto st = pair_attr(n, "stride", 1), pd = pair_attr(n, "padding", 0), dl = pair_attr(n, "dilation", 1);
   TensorType t = x;
   t.shape = {x.shape[0], SymInt((OC + L - 1) / L),
-             conv_out(x.shape[2], w.shape[2].value(), st[0], pd[0], dl[0], false),
-             conv_out(x.shape[3], w.shape[3].value(), st[1], pd[1], dl[1], false), SymInt(L)};
+             conv_out(x.shape[2], kernel[0], st[0], pd[0], dl[0], false),
+             conv_out(x.shape[3], kernel[1], st[1], pd[1], dl[1], false), SymInt(L)};
   if (residual) {
     const auto& r = in(g, n, n.inputs.size() - 1);
     bool same = r.dtype == DType::f32 && r.rank() == 5;
@@ -945,8 +968,8 @@ Types infer_arange(const Graph&, const Node& n) {
 #define INFER_full infer_constant
 #define INFER_arange infer_arange
 
-// u8 is quantized weight storage: the quantized ops read it (and conv2d as its weight:
-// int8 filters) and data movement (kDtypeGeneric: copies, indexing, cast, sources) moves
+// u8 is quantized weight storage: the quantized ops read it (and conv2d and conv2d_nchwc
+// as their weight: int8 filters) and data movement (kDtypeGeneric: copies, indexing, cast, sources) moves
 // it; every other op and operand refuses it here, once for the whole table, so no
 // arithmetic kernel ever sees one.
 template <InferFn F, uint32_t kTraits>
@@ -954,11 +977,13 @@ Types infer_checking_u8(const Graph& g, const Node& n) {
   Types out = F(g, n);
   if ((kTraits & kDtypeGeneric) || n.op == Op::qmatmul || n.op == Op::qembedding) return out;
   bool u8 = false;
-  // conv2d's weight, and its bias slot when it has no bias (the slot repeats the weight)
-  auto weight = [&](size_t i) { return n.op == Op::conv2d && (i == 1 || (i == 2 && !n.i("has_bias", 0))); };
+  // a conv's weight, and its bias slot when it has no bias (the slot repeats the weight)
+  auto weight = [&](size_t i) {
+    return (n.op == Op::conv2d || n.op == Op::conv2d_nchwc) && (i == 1 || (i == 2 && !n.i("has_bias", 0)));
+  };
   for (size_t i = 0; i < n.inputs.size(); ++i) u8 = u8 || (in(g, n, i).dtype == DType::u8 && !weight(i));
   for (const auto& t : out) u8 = u8 || t.dtype == DType::u8;
-  ZENITH_CHECK(!u8, op_info(n.op).name, ": u8 is quantized weight storage; only qmatmul, qembedding, conv2d's weight and data "
+  ZENITH_CHECK(!u8, op_info(n.op).name, ": u8 is quantized weight storage; only qmatmul, qembedding, a conv's weight and data "
                "movement take it");
   return out;
 }

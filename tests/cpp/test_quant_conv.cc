@@ -2,12 +2,14 @@
 // independent scalar reference written here (codes, integer sums, scales) over odd
 // channel counts, kernel sizes, strides, padding, dilation and batches, static and
 // dynamic scales, every ISA this CPU runs, one and two threads; NaN and infinity in the
-// input; the op in the IR (inference, packing, fused epilogues).
+// input; the blocked layout (NCHWc) against NCHW; the op in the IR (inference, packing,
+// fused epilogues, the layout pass).
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <optional>
 #include <random>
 #include <string>
@@ -15,6 +17,7 @@
 
 #include "zenith/error.h"
 #include "zenith/ir.h"
+#include "zenith/kernels/kernels.h"
 #include "zenith/kernels/quant.h"
 #include "zenith/passes/passes.h"
 #include "zenith/runtime.h"
@@ -248,6 +251,69 @@ TEST(QuantConv, ClippingAndZeroImages) {
   }
 }
 
+// Over the blocked layout (channel blocks of 8 and 16) the conv gives NCHW's values,
+// blocked: every case above, with each epilogue (scale, shift, residual, activations in
+// registers and not), static and dynamic, every ISA, one and two threads. The input's
+// padding channels hold NaN (the contract says 0; NaN shows any read of them), y starts
+// as garbage, and the output's padding channels must come out 0.
+TEST(QuantConv, BlockedLayoutMatchesNchw) {
+  unsigned seed = 100;
+  const Activation acts[] = {Activation::kNone, Activation::kRelu, Activation::kRelu6, Activation::kHardswish,
+                             Activation::kGelu};
+  int variant = 0;
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    for (const Case& c : kCases) {
+      for (int64_t L : {8, 16}) {
+        Conv2dInt8Geom g = geom(c);
+        const int64_t HW = g.H * g.W, OP = g.OH * g.OW, CB = (g.C + L - 1) / L, OCB = (g.OC + L - 1) / L;
+        auto x = randn(size_t(g.N * g.C * HW), seed++, 2.0f);
+        if (c.C == 17) x[size_t(HW + 5)] = std::numeric_limits<float>::quiet_NaN();  // channel 1, pixel 5
+        auto w = random_filters(g.OC, g.K(), seed++);
+        auto scale = randn(size_t(g.OC), seed++), shift = randn(size_t(g.OC), seed++);
+        auto res = randn(size_t(g.N * g.OC * OP), seed++);
+        const int v = variant++;
+        GemmEpilogue ep;
+        ep.row_scale = v % 2 ? scale.data() : nullptr;
+        ep.row_shift = v % 3 ? shift.data() : nullptr;
+        ep.act = acts[v % 5];
+        const bool with_res = v % 4 < 2;
+        // x and the residual blocked, their padding channels NaN
+        std::vector<float> xb(size_t(g.N * CB * L * HW)), rb(size_t(g.N * OCB * L * OP));
+        nchw_to_nchwc(x.data(), g.N, g.C, HW, L, xb.data());
+        nchw_to_nchwc(res.data(), g.N, g.OC, OP, L, rb.data());
+        auto poison = [&](std::vector<float>& t, int64_t C, int64_t P) {
+          for (int64_t i = 0; i < int64_t(t.size()); ++i)
+            if ((i / (P * L)) % ((C + L - 1) / L) * L + i % L >= C) t[size_t(i)] = std::numeric_limits<float>::quiet_NaN();
+        };
+        poison(xb, g.C, HW);
+        std::vector<float> rb_nan = rb;
+        poison(rb_nan, g.OC, OP);  // (the residual's padding must be 0 for the output's to be: not poisoned below)
+        for (std::optional<float> s : {std::optional<float>(), std::optional<float>(0.02f)}) {
+          for (QIsa isa : isas()) {
+            const PackedOperand p = conv2d_int8_pack(g, w.data(), isa);
+            std::vector<float> want(size_t(g.N * g.OC * OP)), wantb(size_t(g.N * OCB * L * OP));
+            g.L = 0;
+            conv2d_int8(g, isa, x.data(), p, s, ep, with_res ? res.data() : nullptr, want.data());
+            nchw_to_nchwc(want.data(), g.N, g.OC, OP, L, wantb.data());
+            g.L = L;
+            std::vector<float> got(wantb.size(), -7.0f);
+            conv2d_int8(g, isa, xb.data(), p, s, ep, with_res ? rb.data() : nullptr, got.data());
+            const std::string what = std::string(qisa_name(isa)) + " L=" + std::to_string(L) + " C=" +
+                                     std::to_string(c.C) + " OC=" + std::to_string(c.OC) + " variant " +
+                                     std::to_string(v) + (s ? " static" : " dynamic") + " threads=" +
+                                     std::to_string(threads);
+            expect_close(got, wantb, what);
+            for (size_t i = 0; i < got.size(); ++i)
+              if (std::isnan(rb_nan[i])) ASSERT_EQ(got[i], 0.0f) << what << ": padding channel at " << i;
+          }
+        }
+      }
+    }
+  }
+  set_num_threads(1);
+}
+
 // In the IR: conv2d with a u8 weight, the runtime packing the constant filters once, and
 // batch-norm, residual and ReLU fused into it (the passes ResNet's blocks go through)
 // giving what the unfused graph gives.
@@ -289,6 +355,45 @@ TEST(QuantConv, RuntimeFusesEpiloguesIntoTheInt8Conv) {
   set_num_threads(1);
 }
 
+// layout_nchwc takes int8 convs into the blocked chain beside float32 ones (an int8 stem
+// over 3 channels stays NCHW, as float32 stems that do not write blocked output do), and
+// the blocked graph gives the NCHW graph's values: 20 channels (a partial block), a
+// dynamic and a static scale, a residual from the float32 conv.
+TEST(QuantConv, LayoutPassBlocksInt8Convs) {
+  set_num_threads(2);
+  const std::string text = R"(graph(%x: f32[2, 3, 12, 12], %w0: u8[20, 31], %b0: f32[20], %w1: f32[24, 20, 3, 3], %b: f32[24], %w2: u8[24, 220], %w3: u8[24, 28]) {
+  %a: f32[2, 20, 12, 12] = conv2d(%x, %w0, %b0) {stride=[1, 1], padding=[1, 1], dilation=[1, 1], has_bias=[1], kernel=[3, 3], x_scale=f[0.05], activation=[1]}
+  %c: f32[2, 24, 12, 12] = conv2d(%a, %w1, %b) {stride=[1, 1], padding=[1, 1], dilation=[1, 1], groups=[1], has_bias=[1], activation=[1]}
+  %d: f32[2, 24, 12, 12] = conv2d(%c, %w2, %b) {stride=[1, 1], padding=[1, 1], dilation=[1, 1], has_bias=[1], kernel=[3, 3], activation=[1]}
+  %e: f32[2, 24, 12, 12] = conv2d(%d, %w3, %b, %c) {stride=[1, 1], padding=[0, 0], dilation=[1, 1], has_bias=[1], kernel=[1, 1], x_scale=f[0.04], has_residual=[1], activation=[1]}
+  return (%e)
+})";
+  Graph plain = parse_graph(text), g = parse_graph(text);
+  EXPECT_EQ(layout_nchwc(g), 3);
+  dead_code_elimination(g);
+  verify(g);
+  std::map<Op, int> ops;
+  for (const Node& n : g.nodes) ++ops[n.op];
+  EXPECT_EQ(ops[Op::conv2d], 1);  // the int8 stem
+  EXPECT_EQ(ops[Op::conv2d_nchwc], 3);
+  EXPECT_EQ(ops[Op::to_nchwc], 1);
+  EXPECT_EQ(ops[Op::from_nchwc], 1);
+  auto x = randn(2 * 3 * 144, 40), b0 = randn(20, 41), w1 = randn(24 * 20 * 9, 42, 0.1f), b = randn(24, 43);
+  auto w0 = random_filters(20, 27, 44), w2 = random_filters(24, 216, 45), w3 = random_filters(24, 24, 46);
+  const std::vector<InTensor> in = {{x.data(), DType::f32, {2, 3, 12, 12}}, {w0.data(), DType::u8, {20, 31}},
+                                    {b0.data(), DType::f32, {20}},           {w1.data(), DType::f32, {24, 20, 3, 3}},
+                                    {b.data(), DType::f32, {24}},            {w2.data(), DType::u8, {24, 220}},
+                                    {w3.data(), DType::u8, {24, 28}}};
+  Executable a(std::move(plain)), bl(std::move(g));
+  a.set_constant_inputs({1, 3, 5, 6});
+  bl.set_constant_inputs({1, 3, 5, 6});
+  auto want = a.run(in, {}), got = bl.run(in, {});
+  const float* pw = static_cast<const float*>(want[0].data);
+  const float* pg = static_cast<const float*>(got[0].data);
+  for (int64_t i = 0; i < 2 * 24 * 144; ++i) ASSERT_NEAR(pg[i], pw[i], 1e-4f * (1 + std::fabs(pw[i]))) << i;
+  set_num_threads(1);
+}
+
 TEST(QuantConv, InferenceRejectsBadInt8Convs) {
   auto infer = [](const std::string& body, const std::string& w = "u8[8, 40]") {
     parse_graph("graph(%x: f32[1, 4, 6, 6], %w: " + w + ", %b: f32[8]) {\n  %y: f32[1, 8, 4, 4] = conv2d(%x, %w, %b) {" +
@@ -303,4 +408,16 @@ TEST(QuantConv, InferenceRejectsBadInt8Convs) {
   EXPECT_THROW(infer("kernel=[3, 3], has_bias=[1], x_scale=f[-1]"), Error);
   EXPECT_THROW(infer("x_scale=f[0.5], has_bias=[1]", "f32[8, 4, 3, 3]"), Error);  // x_scale on float filters
   EXPECT_THROW(infer("kernel=[3, 3], has_bias=[1]", "u8[8, 4, 3, 3]"), Error);  // not rows
+  // conv2d_nchwc with int8 rows: over 20 channels in blocks of 16 (2 blocks), 3x3
+  auto blocked = [](const std::string& x, const std::string& body, const std::string& w = "u8[8, 184]") {
+    parse_graph("graph(%x: " + x + ", %w: " + w + ", %b: f32[8]) {\n  %y: f32[1, 1, 4, 4, 16] = conv2d_nchwc(%x, %w, " +
+                "%b) {stride=[1, 1], padding=[0, 0], dilation=[1, 1], has_bias=[1], " + body + "}\n  return (%y)\n}");
+  };
+  EXPECT_NO_THROW(blocked("f32[1, 2, 6, 6, 16]", "kernel=[3, 3], x_scale=f[0.5]"));
+  EXPECT_THROW(blocked("f32[1, 2, 6, 6, 16]", "x_scale=f[0.5]"), Error);                    // no kernel
+  EXPECT_THROW(blocked("f32[1, 2, 6, 6, 16]", "kernel=[3, 3], x_scale=f[0]"), Error);       // a zero scale
+  EXPECT_THROW(blocked("f32[1, 2, 6, 6, 16]", "kernel=[3, 3], groups=[2]"), Error);         // grouped
+  EXPECT_THROW(blocked("f32[1, 20, 6, 6]", "kernel=[3, 3], block=[16]"), Error);            // an NCHW input
+  EXPECT_THROW(blocked("f32[1, 1, 6, 6, 16]", "kernel=[3, 3]"), Error);                     // 20 channels, 1 block
+  EXPECT_THROW(blocked("f32[1, 2, 6, 6, 16]", "kernel=[3, 3]", "u8[8, 183]"), Error);       // rows not 4 + C * 9
 }

@@ -27,6 +27,7 @@
 #include "zenith/kernels/conv2d_nchwc_internal.h"
 #include "zenith/kernels/gemm_internal.h"
 #include "zenith/kernels/kernels.h"
+#include "zenith/kernels/quant.h"
 #include "zenith/threadpool.h"
 
 namespace zenith {
@@ -1456,7 +1457,11 @@ NchwcConvGeom nchwc_geom(const std::vector<TensorRef>& in, const std::vector<Ten
   g.nchw_in = at.block != 0;  // an NCHW input; the output's block is the attribute
   g.L = g.nchw_in ? at.block : x.shape[4];
   g.groups = at.groups;
-  g.OC = w.shape[0], g.C = w.shape[1] * at.groups, g.KH = w.shape[2], g.KW = w.shape[3];
+  if (w.dtype == DType::u8) {  // int8 rows [OC, 4 + C * KH * KW]
+    g.OC = w.shape[0], g.KH = at.kernel[0], g.KW = at.kernel[1], g.C = (w.shape[1] - 4) / (g.KH * g.KW);
+  } else {
+    g.OC = w.shape[0], g.C = w.shape[1] * at.groups, g.KH = w.shape[2], g.KW = w.shape[3];
+  }
   g.OH = o.shape[2], g.OW = o.shape[3];
   g.st = at.stride, g.pd = at.padding, g.dl = at.dilation;
   return g;
@@ -1465,9 +1470,14 @@ NchwcConvGeom nchwc_geom(const std::vector<TensorRef>& in, const std::vector<Ten
 // What prepare_conv2d_nchwc chose: the geometry, and which kernel runs it: Winograd
 // over the blocked layout (conv2d_uses_winograd's convs on whole blocks of channels),
 // depthwise_nchwc (groups > 1: a depthwise conv), else the direct conv.
+// kQ8: an int8 weight, run by conv2d_int8 over the blocked layout in `isa`.
 struct NchwcState {
   NchwcConvGeom g;
   PackedOperand::Side side = PackedOperand::kNchwc;
+  QIsa isa = QIsa::kScalar;
+  Conv2dInt8Geom int8_geom() const {
+    return Conv2dInt8Geom{g.N, g.C, g.H, g.W, g.OC, g.KH, g.KW, g.OH, g.OW, g.st, g.pd, g.dl, g.L};
+  }
 };
 
 // Whether a Winograd conv runs F(4x4, 3x3) rather than F(2x2, 3x3): on maps of 14 x 14
@@ -1485,6 +1495,9 @@ bool winograd4_pays(const NchwcConvGeom& g) {
 
 std::shared_ptr<const PackedOperand> pack_nchwc(const void* state, const void* const* src) {
   const auto& s = *static_cast<const NchwcState*>(state);
+  if (s.side == PackedOperand::kQ8)
+    return std::make_shared<const PackedOperand>(
+        conv2d_int8_pack(s.int8_geom(), static_cast<const uint8_t*>(src[0]), s.isa));
   const float* w = static_cast<const float*>(src[0]);
   switch (s.side) {
     case PackedOperand::kWinograd: return std::make_shared<const PackedOperand>(conv3x3_winograd_nchwc_pack(s.g, w));
@@ -1500,6 +1513,13 @@ void prepare_conv2d_nchwc(const PrepareCtx& c, PreparedOp* p) {
   auto s = std::make_shared<NchwcState>();
   s->g = nchwc_geom(c.in, c.out, c.a<attrs::conv2d_nchwc>());
   const NchwcConvGeom& g = s->g;
+  if (c.in[1].dtype == DType::u8) {  // the int8 GEMM's packing, as conv2d's (the same key)
+    s->side = PackedOperand::kQ8;
+    s->isa = qisa_default();
+    p->weight = WeightPack{{1}, {int64_t(PackedOperand::kQ8), g.OC, g.C, g.KH, g.KW, int64_t(s->isa)}, pack_nchwc};
+    p->state = std::move(s);
+    return;
+  }
   if (g.groups > 1)
     s->side = PackedOperand::kNchwcDepthwise;
   else if (g.nchw_in)
@@ -1527,6 +1547,9 @@ void run_conv2d_nchwc(const KernelCtx& c) {
   const float* x = c.in[0].as<float>();
   const float* res = at.has_residual ? c.in.back().as<float>() : nullptr;
   switch (s.side) {
+    case PackedOperand::kQ8:
+      return conv2d_int8(s.int8_geom(), s.isa, x, pw, at.x_scale ? std::optional<float>(float(*at.x_scale)) : std::nullopt,
+                         ep, res, o.as<float>());
     case PackedOperand::kWinograd:
     case PackedOperand::kWinograd4:
       return conv3x3_winograd_nchwc(g, x, pw, ep.row_scale, ep.row_shift, res, at.activation, o.as<float>());

@@ -158,13 +158,17 @@ bool codes_nonnegative(const int8_t* q, int64_t n);
 struct Conv2dInt8Geom {
   int64_t N = 0, C = 0, H = 0, W = 0, OC = 0, KH = 0, KW = 0, OH = 0, OW = 0;
   std::array<int64_t, 2> st{1, 1}, pd{0, 0}, dl{1, 1};
+  // The layout of x, the residual and y: 0 NCHW; 8 or 16 the blocked NCHWc layout
+  // [N, ceil(C / L), H, W, L] (conv2d_nchwc's; the channels past C are zero).
+  int64_t L = 0;
   int64_t K() const { return C * KH * KW; }
 };
 // The filters w (int8 rows [OC, 4 + C * KH * KW], torch's (ic, kh, kw) order) as
 // conv2d_int8 reads them on `isa`: the int8 GEMM's packing of rows in (kh, kw, ic) order.
 PackedOperand conv2d_int8_pack(const Conv2dInt8Geom& g, const uint8_t* w, QIsa isa);
 // y [N, OC, OH, OW] = ep(conv(x [N, C, H, W], w)) (+ residual [N, OC, OH, OW] before the
-// activation): ep per output channel, as conv2d's (conv_channel_epilogue).
+// activation): ep per output channel, as conv2d's (conv_channel_epilogue). With g.L, x,
+// the residual and y are blocked (y's channels past OC written 0).
 void conv2d_int8(const Conv2dInt8Geom& g, QIsa isa, const float* x, const PackedOperand& w,
                  std::optional<float> x_scale, const GemmEpilogue& ep, const float* residual, float* y);
 

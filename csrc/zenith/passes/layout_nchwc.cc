@@ -20,10 +20,15 @@
 // NCHW image and writes the blocked output itself (conv2d_nchwc with `block`). Measured
 // on an AMD EPYC Zen 4 (family 25 model 17), MobileNet V2: see docs/benchmarks
 // (2026-11-28, eighteenth session).
-// Leaves alone: other stems (conv2d's direct path), maps under 16 pixels, convs next to a conv that stays NCHW (a depthwise conv
+// Convs with an int8 weight (zenith.quantize's) join the chains as conv2d_nchwc over the
+// same blocked tensors (conv2d_int8 with a channel block: no transposes into and out of
+// its pixel-major codes), so fp32 and int8 convs share a chain. Measured on an AMD EPYC
+// Zen 5 (family 26 model 2), ResNet-50 int8-static: see docs/benchmarks (2026-12-01,
+// twenty-sixth session).
+// Leaves alone: other stems (conv2d's direct path, and int8 stems), maps under 16 pixels, convs next to a conv that stays NCHW (a depthwise conv
 // with an NCHW neighbour, such as MobileNet V3's squeeze-excitation), Winograd's 3x3 convs
-// on channel counts that are not whole blocks, grouped convs other than depthwise, int8
-// weights, and maps of symbolic size. Runs after the epilogue fusions, so the convs carry
+// on channel counts that are not whole blocks, grouped convs other than depthwise, and
+// maps of symbolic size. Runs after the epilogue fusions, so the convs carry
 // their epilogues, and before fuse_conv_pw_dw, which fuses the MobileNet blocks (blocked or NCHW).
 #include <cstdlib>
 #include <string>
@@ -55,14 +60,23 @@ bool depthwise(const Graph& g, const Node& n) {
          w.shape[1].value() == 1;
 }
 
-// A float32 conv2d of static geometry (a static batch unless ZENITH_NCHWC=1) whose
-// output map holds a tile's pixels: the convs conv2d_nchwc may run.
-bool static_f32_conv(const Graph& g, const Node& n, Mode mode) {
-  if (n.op != Op::conv2d || n.has("x_scale") || n.has("kernel")) return false;
-  for (int v : n.inputs)
-    if (g.type(v).dtype != DType::f32) return false;
+// A conv2d with an int8 weight (u8 rows; one group, a float32 input: infer_conv2d checks).
+bool int8_conv(const Graph& g, const Node& n) {
+  return n.op == Op::conv2d && n.inputs.size() > 1 && g.type(n.inputs[1]).dtype == DType::u8;
+}
+
+// A float32 conv2d, or an int8 one, of static geometry (a static batch unless
+// ZENITH_NCHWC=1) whose output map holds a tile's pixels: the convs conv2d_nchwc may run.
+bool static_conv(const Graph& g, const Node& n, Mode mode) {
+  if (n.op != Op::conv2d) return false;
+  if (!int8_conv(g, n)) {
+    if (n.has("x_scale") || n.has("kernel")) return false;
+    for (int v : n.inputs)
+      if (g.type(v).dtype != DType::f32) return false;
+  }
   const TensorType &x = g.type(n.inputs[0]), &w = g.type(n.inputs[1]);
-  if (x.rank() != 4 || w.rank() != 4 || !x.shape[1].is_const() || !x.shape[2].is_const() || !x.shape[3].is_const())
+  if (x.rank() != 4 || w.rank() != (int8_conv(g, n) ? 2 : 4) || !x.shape[1].is_const() || !x.shape[2].is_const() ||
+      !x.shape[3].is_const())
     return false;
   if (mode == Mode::kAuto && !x.shape[0].is_const()) return false;
   std::array<int64_t, 2> st, pd, dl;
@@ -74,8 +88,10 @@ bool static_f32_conv(const Graph& g, const Node& n, Mode mode) {
 }
 
 bool blocked(const Graph& g, const Node& n, Mode mode) {
-  if (!static_f32_conv(g, n, mode) || (n.i("groups", 1) != 1 && !depthwise(g, n))) return false;
+  if (!static_conv(g, n, mode) || (n.i("groups", 1) != 1 && !depthwise(g, n))) return false;
   const TensorType &x = g.type(n.inputs[0]), &w = g.type(n.inputs[1]);
+  // An int8 conv: conv2d_int8 over the blocked layout (no Winograd).
+  if (int8_conv(g, n)) return x.shape[1].value() >= kMinChannels;
   std::array<int64_t, 2> st, pd, dl;
   const_pair(n, "stride", 1, st), const_pair(n, "padding", 0, pd), const_pair(n, "dilation", 1, dl);
   const int64_t C = x.shape[1].value(), OC = w.shape[0].value(), L = nchwc_block();
@@ -97,7 +113,7 @@ int layout_nchwc(Graph& g) {
   std::vector<char> cand(g.nodes.size(), 0), chained(g.nodes.size(), 0);
   for (size_t i = 0; i < g.nodes.size(); ++i) cand[i] = blocked(g, g.nodes[i], mode);
   // Nor a conv next to a conv that stays NCHW (a depthwise conv reading its output or
-  // writing its input; an int8 conv): the conversion would move the block's largest
+  // writing its input): the conversion would move the block's largest
   // tensor (MobileNet V3 batch 8: 2.9 ms of conversions in a 30 ms call), and the chain
   // gives way in turn. (A conv2d_pw_dw counts as one, should this pass run after
   // fuse_conv_pw_dw; the pipeline runs it before.)
@@ -167,7 +183,8 @@ int layout_nchwc(Graph& g) {
   std::vector<char> stem_in(g.nodes.size(), 0);
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& n = g.nodes[i];
-    if (cand[i] || !stem(int(i)) || n.i("groups", 1) != 1 || n.i("has_residual", 0) || !static_f32_conv(g, n, mode))
+    if (cand[i] || !stem(int(i)) || n.i("groups", 1) != 1 || n.i("has_residual", 0) || int8_conv(g, n) ||
+        !static_conv(g, n, mode))
       continue;
     for (int r : readers[size_t(n.outputs[0])]) stem_in[i] = stem_in[i] || chained[size_t(r)];
   }
