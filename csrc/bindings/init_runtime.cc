@@ -35,10 +35,6 @@ void init_runtime(nb::module_& m) {
   m.def("num_threads", &num_threads);
   m.def("sgemm_isa", &sgemm_isa, "The SGEMM micro-kernel chosen for this CPU.");
   m.def(
-      "avx512_full_width", [] { return gemm_detail::kernels_use_avx512() && !gemm_detail::avx512_in_halves(); },
-      "Whether Zenith's kernels run AVX-512 at full width here (not on AMD Zen 4, which runs each 512-bit "
-      "operation as two halves, nor with ZENITH_NO_AVX512 set).");
-  m.def(
       "gemm_ukernels",
       [] {
         nb::list l;

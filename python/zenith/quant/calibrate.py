@@ -41,7 +41,6 @@ class Observer:
         self.zeros = 0  # exact zeros (ReLU outputs): any scale codes them exactly, so the
         # entropy search leaves them out (a spike at 0 would pull its threshold down)
         self.nonfinite = 0
-        self.shape = None  # the last input's shape (quantize reads conv map sizes from it)
 
     def add(self, x):
         # Two passes in C++ (statistics, then the histogram once the range covers the
@@ -181,7 +180,6 @@ def observe(model, modules, samples, channels=(), multipliers=None):
         o, k = observers[name], multipliers.get(name)
 
         def observe_input(_m, args):
-            o.shape = tuple(args[0].shape)
             o.add(args[0] if k is None else args[0] * k)
 
         return observe_input

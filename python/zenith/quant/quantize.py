@@ -145,7 +145,7 @@ def _calibrate(model, layers, calibration, method, percentile, error_batches, sm
     """Observes the inputs of `layers` ({name: float module}) over the calibration batches.
     Returns ({name: x_scale} for the layers the data reached, the first error_batches
     batches, kept for measuring errors, {name: SmoothQuant divisor} for the `smoothable`
-    layers when smooth (alpha) is given, {name: the last input's shape}). Smoothing reads
+    layers when smooth (alpha) is given). Smoothing reads
     the data twice (once for each channel's range, once for the smoothed activations'
     distribution) unless the method is minmax, whose smoothed maximum follows from the
     first pass."""
@@ -176,34 +176,23 @@ def _calibrate(model, layers, calibration, method, percentile, error_batches, sm
             scales.update({name: o.scale(method, percentile) for name, o in again.items() if o.total > 0})
     log.info("zenith.quantize: calibrated %d layers on %d batches (%s%s)", len(scales), n, method,
              f", {len(smoothing)} smoothed with alpha {smooth:g}" if smooth is not None else "")
-    return scales, kept_batches, smoothing, {name: o.shape for name, o in observers.items() if o.shape}
+    return scales, kept_batches, smoothing
 
 
-def _int8_conv_slower(conv, in_shape, full_width_avx512=None):
-    """Why Zenith's int8 kernels would run this conv slower than its fp32 ones, or None.
-    An int8 conv quantizes its input into pixel rows of codes and writes its output back
-    to NCHW; where the GEMM between is small against those passes, fp32 wins. Measured on
-    ResNet-50, batch 8, static INT8 against fp32, per layer (Intel Xeon family 6 model 167,
-    AVX-512 VNNI, 2 threads): the 7x7 stem on 3 channels 1.55x fp32's time (fp32 has a
-    direct conv for stems); 1x1 convs over 56 x 56 maps 1.27-1.75x; over 28 x 28 0.85-1.08x,
-    over 14 x 14 and 7 x 7 0.35-0.55x; 3x3 convs 0.58-0.82x at every size.
-    The 56 x 56 rule holds only where AVX-512 runs at full width (full_width_avx512; None:
-    this CPU's). On AMD Zen 4 (2026-11-28, whole model against fp32, one process) every conv
-    in int8 was faster: batch 1 0.479 against 0.545 with the rule, batch 8 0.569 against
-    0.622; on the AVX2 kernels 0.852 against 0.865 (Zen 4) and 2% (the Xeon held to AVX2)."""
+def _int8_conv_slower(conv):
+    """Why Zenith's int8 kernels would run this conv slower than its fp32 ones, or None:
+    a stem on <= 4 input channels (fp32 runs it as a direct conv; ResNet-50's 7x7 stem
+    took 1.55x fp32's time in int8, Intel Xeon family 6 model 167, AVX-512 VNNI, 2 threads).
+    Until the int8 conv ran over the blocked layout (NCHWc), 1x1 convs over 56 x 56 maps
+    stayed fp32 too where AVX-512 runs at full width: quantizing into pixel rows and
+    writing back to NCHW outweighed their GEMM (1.27-1.75x fp32's time on that Xeon).
+    Blocked, they pay: ResNet-50 int8-static with them in int8 against without, paired in
+    one process on AMD Zen 5 (family 26 model 2, 2 threads, 2026-12-01): 0.650x against
+    0.672x fp32's time at batch 8, 0.564x against 0.580x at batch 1."""
     if conv.groups != 1:  # not quantized at all (QConv2d.from_float says why)
         return None
     if conv.in_channels <= 4:
         return "int8 would be slower: a stem on <= 4 input channels (fp32 runs it as a direct conv)"
-    if full_width_avx512 is None:
-        full_width_avx512 = _C.avx512_full_width()
-    if full_width_avx512 and conv.kernel_size == (1, 1) and in_shape is not None and len(in_shape) == 4:
-        pad = (0, 0) if conv.padding == "valid" else (None, None) if conv.padding == "same" else conv.padding
-        oh, ow = ((in_shape[2 + i] if pad[i] is None else (in_shape[2 + i] + 2 * pad[i] - 1) // conv.stride[i] + 1)
-                  for i in (0, 1))
-        if oh * ow >= 56 * 56:
-            return (f"int8 would be slower: a 1x1 conv over a {oh} x {ow} map (quantizing and re-laying out its "
-                    "activations outweigh the GEMM)")
     return None
 
 
@@ -293,9 +282,8 @@ def quantize(model, scheme, *, group_size=None, symmetric=True, include_embeddin
     output, |y_q - y| / |y| on those batches: layers are quantized most tolerant first
     and the rest, the sensitive ones, stay in floating point (reported in .kept).
     Convs where Zenith's int8 kernels measure slower than its fp32 ones stay in floating
-    point, listed in .kept (no warning): stems on <= 4 input channels, and with
-    int8-static 1x1 convs over output maps of 56 x 56 or more where AVX-512 runs at full
-    width (the calibration data gives the sizes); int8_everywhere=True quantizes them too.
+    point, listed in .kept (no warning): stems on <= 4 input channels;
+    int8_everywhere=True quantizes them too.
     smooth: SmoothQuant's alpha in [0, 1] for the linear layers (int8-static): activation
     channels much larger than the rest (transformers have a few) are divided down, their
     weight columns multiplied up by the same s = max|x|^alpha / max|w|^(1 - alpha), so one
@@ -335,11 +323,11 @@ def quantize(model, scheme, *, group_size=None, symmetric=True, include_embeddin
     # every embedding's weight, excluded ones too: an LM head tied to one is never quantized alone
     emb_weights = {id(m.weight): n for n, m in model.named_modules() if isinstance(m, nn.Embedding)}
     layers = {n: m for n, m in modules if not isinstance(m, nn.Embedding) and names[id(m)] == n}
-    scales, batches, smoothing, shapes = {}, [], {}, {}
+    scales, batches, smoothing = {}, [], {}
     if scheme == "int8-static":
         smoothable = [n for n, m in layers.items() if not isinstance(m, nn.Conv2d) and id(m.weight) not in emb_weights]
-        scales, batches, smoothing, shapes = _calibrate(model, layers, calibration, method, percentile, error_batches,
-                                                        smooth, smoothable)
+        scales, batches, smoothing = _calibrate(model, layers, calibration, method, percentile, error_batches,
+                                                smooth, smoothable)
         for name in layers:
             if name not in scales:
                 kept[name] = "the calibration data never reached it (no activation scale)"
@@ -357,7 +345,7 @@ def quantize(model, scheme, *, group_size=None, symmetric=True, include_embeddin
             continue
         x_scale = scales.get(name)
         if isinstance(m, nn.Conv2d):
-            slower = None if int8_everywhere else _int8_conv_slower(m, shapes.get(name))
+            slower = None if int8_everywhere else _int8_conv_slower(m)
             if slower:
                 kept[name] = slower
                 by_choice.add(name)

@@ -329,26 +329,20 @@ def test_quantize_cnn_compiled_matches_eager(scheme, kw):
     assert rep.fallback_ops == {}, rep.fallback_ops
 
 
-def test_int8_slower_rule_per_cpu_kind():
+def test_int8_slower_rule():
     from zenith.quant.quantize import _int8_conv_slower
 
     pw, stem, k3 = torch.nn.Conv2d(16, 32, 1), torch.nn.Conv2d(3, 16, 3), torch.nn.Conv2d(16, 16, 3, padding=1)
-    assert "56 x 56" in _int8_conv_slower(pw, (1, 16, 56, 56), full_width_avx512=True)
-    assert _int8_conv_slower(pw, (1, 16, 56, 56), full_width_avx512=False) is None  # Zen 4, AVX2
-    assert _int8_conv_slower(pw, (1, 16, 28, 28), full_width_avx512=True) is None
-    for pad in ("same", "valid"):  # padding given as a string
-        assert "56 x 56" in _int8_conv_slower(torch.nn.Conv2d(8, 8, 1, padding=pad), (1, 8, 56, 56), True)
-    for wide in (True, False):
-        assert "stem" in _int8_conv_slower(stem, (1, 3, 56, 56), full_width_avx512=wide)
-        assert _int8_conv_slower(k3, (1, 16, 56, 56), full_width_avx512=wide) is None
+    assert "stem" in _int8_conv_slower(stem)
+    assert _int8_conv_slower(pw) is None  # (1x1 convs over 56 x 56 maps too, since the blocked int8 conv)
+    assert _int8_conv_slower(k3) is None
+    assert _int8_conv_slower(torch.nn.Conv2d(8, 8, 3, groups=8)) is None  # grouped: QConv2d says why
 
 
 def test_quantize_keeps_convs_where_int8_is_slower():
-    # a stem on 3 channels and (static: the calibration gives the map; AVX-512 at full
-    # width only) a 1x1 conv over a 56 x 56 map stay fp32, listed in .kept with the reason
-    # and no warning; a 1x1 conv over 28 x 28 and the 3x3 convs are quantized;
-    # int8_everywhere=True quantizes them all
-    wide = zenith._C.avx512_full_width()
+    # a stem on 3 channels stays fp32, listed in .kept with the reason and no warning; the
+    # 1x1 convs (over 56 x 56 too) and the 3x3 convs are quantized; int8_everywhere=True
+    # quantizes them all
     torch.manual_seed(0)
     m = torch.nn.Sequential(
         torch.nn.Conv2d(3, 16, 3, padding=1), torch.nn.ReLU(), torch.nn.Conv2d(16, 32, 1), torch.nn.ReLU(),
@@ -359,24 +353,21 @@ def test_quantize_keeps_convs_where_int8_is_slower():
         q = zenith.quantize(copy.deepcopy(m), "int8-static", calibration=data)
         d = zenith.quantize(copy.deepcopy(m), "int8-dynamic")
     s = summary(q)
-    assert sorted(layer.name for layer in s.layers) == (["4", "6"] if wide else ["2", "4", "6"]), s.layers
-    assert set(s.kept) == ({"0", "2"} if wide else {"0"})
+    assert sorted(layer.name for layer in s.layers) == ["2", "4", "6"], s.layers
+    assert set(s.kept) == {"0"}
     assert "stem on <= 4 input channels" in s.kept["0"]
-    assert not wide or "1x1 conv over a 56 x 56 map" in s.kept["2"]
-    assert isinstance(q[0], torch.nn.Conv2d) and isinstance(q[2], torch.nn.Conv2d if wide else QConv2d)
-    assert isinstance(q[4], QConv2d)
-    assert sorted(layer.name for layer in summary(d).layers) == ["2", "4", "6"]  # no map sizes without calibration
+    assert isinstance(q[0], torch.nn.Conv2d) and isinstance(q[2], QConv2d) and isinstance(q[4], QConv2d)
+    assert sorted(layer.name for layer in summary(d).layers) == ["2", "4", "6"]
     every = zenith.quantize(copy.deepcopy(m), "int8-static", calibration=data, int8_everywhere=True)
     assert sorted(layer.name for layer in summary(every).layers) == ["0", "2", "4", "6"]
-    # 1x1 convs with padding given as a string; a depthwise conv is not a stem (it stays
-    # float as a grouped conv, with the warning)
+    # 1x1 convs with padding given as a string stay float (int8 convs take explicit zero
+    # padding); a depthwise conv is not a stem (it stays float as a grouped conv, with the warning)
     odd = torch.nn.Sequential(torch.nn.Conv2d(8, 8, 1, padding="same"), torch.nn.Conv2d(8, 8, 1, padding="valid"),
                               torch.nn.Conv2d(8, 8, 3, padding=1, groups=8)).eval()
     with pytest.warns(UserWarning, match="2 \\(a grouped conv"):
         o = zenith.quantize(copy.deepcopy(odd), "int8-static", calibration=batches(1, shape=(1, 8, 56, 56)))
-    assert sorted(summary(o).kept) == ["0", "1", "2"]  # (without the 56 x 56 rule: int8 convs take no string padding)
-    reason = "56 x 56" if wide else "explicit zero padding"
-    assert reason in summary(o).kept["0"] and reason in summary(o).kept["1"]
+    assert sorted(summary(o).kept) == ["0", "1", "2"]
+    assert "explicit zero padding" in summary(o).kept["0"] and "explicit zero padding" in summary(o).kept["1"]
     x = batches(1, seed=3, shape=(1, 3, 56, 56))[0]
     with torch.no_grad():
         ref = m(x)
