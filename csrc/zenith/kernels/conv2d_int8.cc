@@ -363,7 +363,11 @@ void conv2d_int8(const Conv2dInt8Geom& g, QIsa isa, const float* x, const Packed
   const bool by_rows = threads > 1 && OC * kpad <= (int64_t(512) << 10) && M >= 64 * threads;
   const int64_t chunk =
       std::min(M, std::max<int64_t>(64, std::min((int64_t(1) << 20) / kpad, (int64_t(512) << 10) / (4 * OC))));
-  const int64_t row_floats = chunk * ((in_place ? 0 : kpad / 4) + nscales + (nsums + 1) / 2);
+  // Rows a thread's buffers hold: by rows, a piece is rounded up to whole tiles, so up to
+  // the chunk rounded up (MobileNet V2 at batch 8 overran 341-row buffers by 3 rows).
+  const int64_t tile = std::max(1, plan0.uniform_rows);
+  const int64_t cap = by_rows ? (chunk + tile - 1) / tile * tile : chunk;
+  const int64_t row_floats = cap * ((in_place ? 0 : kpad / 4) + nscales + (nsums + 1) / 2);
   const float nan = std::numeric_limits<float>::quiet_NaN();
   ZENITH_CHECK(!ep.col_shift, "conv2d: an int8 conv's epilogue is per output channel");
   BlockedEpilogue be;  // the blocked write-out's epilogue
@@ -473,23 +477,24 @@ void conv2d_int8(const Conv2dInt8Geom& g, QIsa isa, const float* x, const Packed
     float* rbase = row_buf.get(size_t(row_floats));
     ChunkBufs b;
     b.q = in_place ? nullptr : reinterpret_cast<int8_t*>(rbase);
-    b.d = rbase + (in_place ? 0 : chunk * kpad / 4);
-    b.s16 = reinterpret_cast<int16_t*>(b.d + chunk * nscales);
-    b.acc = out_buf.get(size_t(chunk * OC));
+    b.d = rbase + (in_place ? 0 : cap * kpad / 4);
+    b.s16 = reinterpret_cast<int16_t*>(b.d + cap * nscales);
+    b.acc = out_buf.get(size_t(cap * OC));
     return b;
   };
   if (by_rows) {
     // Thread t takes rows [M t / T, M (t + 1) / T) (equal shares, cut at whole tiles) in
     // 2 or more equal chunks (whole tiles but the last): one chunk per share ran up to
     // 1.12x slower (a 64-channel 3x3 over 56 x 56 at b1: 1568 rows, 1.3 MiB of rows and
-    // results in L2).
-    const int64_t tile = std::max(1, plan0.uniform_rows);
+    // results in L2). (A piece of ceil(share / pieces) rows is at most the chunk; whole
+    // tiles, at most cap.)
     auto share = [&](int64_t t) { return t == threads ? M : M * t / threads / tile * tile; };
     parallel_for(threads, 1, [&](int64_t lo, int64_t hi) {
       const ChunkBufs b = bufs();
       for (int64_t t = lo; t < hi; ++t) {
         const int64_t r0 = share(t), r1 = share(t + 1), pieces = std::max<int64_t>(2, (r1 - r0 + chunk - 1) / chunk);
         const int64_t step = ((r1 - r0 + pieces - 1) / pieces + tile - 1) / tile * tile;
+        ZENITH_CHECK(step <= cap, "conv2d: an int8 conv's piece of ", step, " rows overruns its ", cap, "-row buffers");
         for (int64_t c0 = r0; c0 < r1; c0 += step) {
           const int64_t cn = std::min(step, r1 - c0);
           build(c0, 0, cn, b.q, b.d, b.s16);
