@@ -179,20 +179,32 @@ def _calibrate(model, layers, calibration, method, percentile, error_batches, sm
     return scales, kept_batches, smoothing
 
 
-def _int8_conv_slower(conv):
-    """Why Zenith's int8 kernels would run this conv slower than its fp32 ones, or None:
-    a stem on <= 4 input channels (fp32 runs it as a direct conv; ResNet-50's 7x7 stem
-    took 1.55x fp32's time in int8, Intel Xeon family 6 model 167, AVX-512 VNNI, 2 threads).
-    Until the int8 conv ran over the blocked layout (NCHWc), 1x1 convs over 56 x 56 maps
-    stayed fp32 too where AVX-512 runs at full width: quantizing into pixel rows and
-    writing back to NCHW outweighed their GEMM (1.27-1.75x fp32's time on that Xeon).
-    Blocked, they pay: ResNet-50 int8-static with them in int8 against without, paired in
-    one process on AMD Zen 5 (family 26 model 2, 2 threads, 2026-12-01): 0.650x against
-    0.672x fp32's time at batch 8, 0.564x against 0.580x at batch 1."""
+def _int8_conv_slower(conv, isa=None):
+    """Why Zenith's int8 kernels would run this conv slower than its fp32 ones, or None.
+    isa: the int8 kernels' instruction set (None: this CPU's, _C.qmatmul_isa()).
+    - A stem on <= 4 input channels: fp32 runs it as a direct conv (ResNet-50's 7x7 stem
+      took 1.55x fp32's time in int8, Intel Xeon family 6 model 167, AVX-512 VNNI, 2 threads).
+    - Without VNNI (AVX2's maddubs), a 3x3 stride-1 conv over 64+ channels in and out,
+      which fp32 runs by Winograd F(4x4) with 4x fewer multiplies: ResNet-50's alone at
+      batch 1 and 8, blocked, took 1.05-1.80x fp32's time in int8; the model with them
+      fp32 0.915x fp32's time against 0.997x at batch 8, 0.82x against 0.90x at batch 1
+      (AMD Zen 5 held to AVX2, 2026-12-01). With VNNI int8 wins overall (0.60x against
+      0.66x with them kept), though 64 channels on 56 x 56 alone is 1.36x.
+    (Until the int8 conv ran over the blocked layout, 1x1 convs over 56 x 56 maps stayed
+    fp32 too where AVX-512 runs at full width: 1.27-1.75x fp32's time on that Xeon in
+    NCHW. Blocked, ResNet-50 with them in int8 took 0.650x fp32's time against 0.672x at
+    batch 8, 0.564x against 0.580x at batch 1, AMD Zen 5, 2026-12-01.)"""
     if conv.groups != 1:  # not quantized at all (QConv2d.from_float says why)
         return None
     if conv.in_channels <= 4:
         return "int8 would be slower: a stem on <= 4 input channels (fp32 runs it as a direct conv)"
+    if isa is None:
+        isa = _C.qmatmul_isa()
+    if (isa in ("avx2", "scalar") and conv.kernel_size == (3, 3) and conv.stride == (1, 1)
+            and conv.padding in ((1, 1), "same") and conv.dilation == (1, 1)
+            and min(conv.in_channels, conv.out_channels) >= 64):
+        return ("int8 would be slower: a 3x3 conv that fp32 runs by Winograd (4x fewer multiplies; this CPU has "
+                "no VNNI)")
     return None
 
 
@@ -282,7 +294,8 @@ def quantize(model, scheme, *, group_size=None, symmetric=True, include_embeddin
     output, |y_q - y| / |y| on those batches: layers are quantized most tolerant first
     and the rest, the sensitive ones, stay in floating point (reported in .kept).
     Convs where Zenith's int8 kernels measure slower than its fp32 ones stay in floating
-    point, listed in .kept (no warning): stems on <= 4 input channels;
+    point, listed in .kept (no warning): stems on <= 4 input channels, and on CPUs
+    without VNNI 3x3 stride-1 convs over 64+ channels (fp32 runs them by Winograd);
     int8_everywhere=True quantizes them too.
     smooth: SmoothQuant's alpha in [0, 1] for the linear layers (int8-static): activation
     channels much larger than the rest (transformers have a few) are divided down, their

@@ -337,6 +337,16 @@ def test_int8_slower_rule():
     assert _int8_conv_slower(pw) is None  # (1x1 convs over 56 x 56 maps too, since the blocked int8 conv)
     assert _int8_conv_slower(k3) is None
     assert _int8_conv_slower(torch.nn.Conv2d(8, 8, 3, groups=8)) is None  # grouped: QConv2d says why
+    # without VNNI, a 3x3 stride-1 conv over 64+ channels (fp32's Winograd) stays fp32
+    wino = torch.nn.Conv2d(64, 64, 3, padding=1)
+    for isa in ("avx2", "scalar"):
+        assert "Winograd" in _int8_conv_slower(wino, isa)
+        assert "Winograd" in _int8_conv_slower(torch.nn.Conv2d(64, 128, 3, padding="same"), isa)
+        for other in (torch.nn.Conv2d(64, 64, 3, stride=2, padding=1), torch.nn.Conv2d(32, 64, 3, padding=1),
+                      torch.nn.Conv2d(64, 64, 3, padding=2, dilation=2), torch.nn.Conv2d(64, 64, 1)):
+            assert _int8_conv_slower(other, isa) is None, other
+    for isa in ("avx512vnni", "avxvnni"):
+        assert _int8_conv_slower(wino, isa) is None
 
 
 def test_quantize_keeps_convs_where_int8_is_slower():
