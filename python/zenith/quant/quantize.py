@@ -208,6 +208,34 @@ def _int8_conv_slower(conv, isa=None):
     return None
 
 
+def _beside_depthwise(model):
+    """{id(conv): why} for the 1x1 convs beside a depthwise conv (MobileNet's and
+    EfficientNet's expand and project convs): leaf modules in registration order with
+    only batch-norms and activations between. fp32 runs such a pair as one fused block
+    (conv2d_pw_dw: the expanded rows never leave L2); in int8 the 1x1 conv stands alone.
+    MobileNet V2 int8-static took 1.19-1.31x fp32's time with them in int8, 0.97x with them
+    kept fp32 (paired, AMD Zen 5, batch 8, 2026-12-01)."""
+    between = (nn.BatchNorm2d, nn.ReLU, nn.ReLU6, nn.Hardswish, nn.Hardsigmoid, nn.SiLU, nn.GELU, nn.Identity)
+    leaves = [m for m in model.modules() if next(m.children(), None) is None]
+
+    def depthwise(m):
+        return isinstance(m, nn.Conv2d) and m.groups > 1 and m.groups == m.in_channels == m.out_channels
+
+    why = {}
+    for i, m in enumerate(leaves):
+        if not depthwise(m):
+            continue
+        for step in (-1, 1):
+            j = i + step
+            while 0 <= j < len(leaves) and isinstance(leaves[j], between):
+                j += step
+            if 0 <= j < len(leaves) and isinstance(leaves[j], nn.Conv2d) and leaves[j].kernel_size == (1, 1) \
+                    and leaves[j].groups == 1:
+                why[id(leaves[j])] = ("int8 would be slower: a 1x1 conv beside a depthwise conv (fp32 runs the pair "
+                                      "as one fused block)")
+    return why
+
+
 def _layer_errors(model, pairs, batches):
     """|q(x) - f(x)| / |f(x)| for each (float module f, quantized q) in `pairs` ({name:
     (f, q)}), x the inputs f sees on `batches`: the error each layer adds on its own."""
@@ -294,9 +322,9 @@ def quantize(model, scheme, *, group_size=None, symmetric=True, include_embeddin
     output, |y_q - y| / |y| on those batches: layers are quantized most tolerant first
     and the rest, the sensitive ones, stay in floating point (reported in .kept).
     Convs where Zenith's int8 kernels measure slower than its fp32 ones stay in floating
-    point, listed in .kept (no warning): stems on <= 4 input channels, and on CPUs
-    without VNNI 3x3 stride-1 convs over 64+ channels (fp32 runs them by Winograd);
-    int8_everywhere=True quantizes them too.
+    point, listed in .kept (no warning): stems on <= 4 input channels, 1x1 convs beside a
+    depthwise conv (fp32 fuses the pair), and on CPUs without VNNI 3x3 stride-1 convs
+    over 64+ channels (fp32 runs them by Winograd); int8_everywhere=True quantizes them too.
     smooth: SmoothQuant's alpha in [0, 1] for the linear layers (int8-static): activation
     channels much larger than the rest (transformers have a few) are divided down, their
     weight columns multiplied up by the same s = max|x|^alpha / max|w|^(1 - alpha), so one
@@ -353,12 +381,13 @@ def quantize(model, scheme, *, group_size=None, symmetric=True, include_embeddin
         except Unquantizable as e:
             kept[name] = str(e)
     per_row = scheme == "int8-dynamic"  # linear layers: one activation scale per row
+    beside = _beside_depthwise(model)
     for name, m in layers.items():
         if id(m) in new or name in kept:
             continue
         x_scale = scales.get(name)
         if isinstance(m, nn.Conv2d):
-            slower = None if int8_everywhere else _int8_conv_slower(m)
+            slower = None if int8_everywhere else _int8_conv_slower(m) or beside.get(id(m))
             if slower:
                 kept[name] = slower
                 by_choice.add(name)

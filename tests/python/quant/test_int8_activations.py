@@ -377,13 +377,42 @@ def test_quantize_keeps_convs_where_int8_is_slower():
     with pytest.warns(UserWarning, match="2 \\(a grouped conv"):
         o = zenith.quantize(copy.deepcopy(odd), "int8-static", calibration=batches(1, shape=(1, 8, 56, 56)))
     assert sorted(summary(o).kept) == ["0", "1", "2"]
-    assert "explicit zero padding" in summary(o).kept["0"] and "explicit zero padding" in summary(o).kept["1"]
+    assert "explicit zero padding" in summary(o).kept["0"]
+    assert "beside a depthwise conv" in summary(o).kept["1"]  # (its padding string would keep it too)
     x = batches(1, seed=3, shape=(1, 3, 56, 56))[0]
     with torch.no_grad():
         ref = m(x)
         for model in (q, every):
             cos = F.cosine_similarity(compiled_vs_eager(model, x).flatten(), ref.flatten(), dim=0).item()
             assert cos > 0.99, cos
+
+
+def test_quantize_keeps_1x1_convs_beside_depthwise_ones():
+    # an inverted-residual block: the expand and project 1x1 convs beside the depthwise conv
+    # (through batch-norms and activations) stay fp32, where fp32 fuses the three; a 1x1
+    # conv after the block's projection is quantized; int8_everywhere=True quantizes them
+    torch.manual_seed(0)
+    nn = torch.nn
+    m = nn.Sequential(
+        nn.Conv2d(16, 64, 1), nn.BatchNorm2d(64), nn.ReLU6(),
+        nn.Conv2d(64, 64, 3, padding=1, groups=64), nn.BatchNorm2d(64), nn.ReLU6(),
+        nn.Conv2d(64, 16, 1), nn.BatchNorm2d(16),
+        nn.Conv2d(16, 32, 1), nn.ReLU()).eval()
+    data = batches(2, shape=(1, 16, 20, 20))
+    for scheme, kw in (("int8-static", {"calibration": data}), ("int8-dynamic", {})):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # the depthwise conv's warning aside: nothing else
+            warnings.filterwarnings("ignore", message=".*grouped conv")
+            q = zenith.quantize(copy.deepcopy(m), scheme, **kw)
+            every = zenith.quantize(copy.deepcopy(m), scheme, int8_everywhere=True, **kw)
+        s = summary(q)
+        assert [layer.name for layer in s.layers] == ["8"], s.layers
+        assert "beside a depthwise conv" in s.kept["0"] and "beside a depthwise conv" in s.kept["6"]
+        assert sorted(layer.name for layer in summary(every).layers) == ["0", "6", "8"]
+    x = data[0]
+    with torch.no_grad():
+        cos = F.cosine_similarity(compiled_vs_eager(q, x).flatten(), m(x).flatten(), dim=0).item()
+    assert cos > 0.99, cos
 
 
 def compiled_vs_eager(model, *inputs):
