@@ -18,7 +18,7 @@ import subprocess
 import sys
 import time
 
-from zenith.bench import report, schema, stats
+from zenith.bench import isa, report, schema, stats
 
 # Workloads that take --seqs (a sequence-length sweep), with their default lengths.
 # Zenith's --quant contestants (issue 16).
@@ -185,6 +185,9 @@ def render_table(doc):
                 lines.append("  micro-kernels alone, 1 thread (GFLOP/s at " + ", ".join(shapes) + "):")
                 lines += [f"    {name:<28} {tile:>5} {isa:<6} {a:<6} " + "  ".join(f"{c:>7}" for c in cells)
                           + (f"  ({note})" if note else "") for name, tile, isa, a, cells, note in kernels]
+            continue
+        if w["name"] == "isa-check":
+            lines += isa.table_lines(w)
             continue
         if "perplexity" in w:
             lines.append(f"{w['name']} {json.dumps(w['params'])}:")

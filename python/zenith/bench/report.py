@@ -8,7 +8,7 @@ import argparse
 import json
 import os
 
-from zenith.bench import schema, stats
+from zenith.bench import isa, schema, stats
 
 
 COLORS = {"eager": "#888888", "inductor": "#44aa77", "zenith": "#3377cc", "onnxruntime": "#cc7733",
@@ -234,6 +234,12 @@ def render_markdown(doc, plots=(), note=None):
                 lines += [f"| {name} | {tile} | {isa} | {a} | " + " | ".join(cells) + f" | {note} |"
                           for name, tile, isa, a, cells, note in kernels]
             lines += [""]
+            continue
+        if w["name"] == "isa-check":
+            lines += ["## isa-check", "", f"Parameters: `{json.dumps(w['params'])}`. Each node class's time per "
+                      "call on this CPU's widest kernels against the same model held to AVX2 (ZENITH_NO_AVX512=1), "
+                      "fresh processes in alternating order; flagged: the wider path slower.", ""]
+            lines += isa.table_lines(w, markdown=True)
             continue
         if "perplexity" in w:
             lines += [f"## {w['name']}", "", f"Parameters: `{json.dumps(w['params'])}`. Every contestant scores "

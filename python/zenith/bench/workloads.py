@@ -3,14 +3,16 @@
 interleaved runs, latency summary, cold start, and agreement with eager checked in the
 same run. The jobs live apart: runner.py (Config, interleaved timing, checks, probes),
 contestants.py (who competes and whether a peer can run), and one module per kind of
-workload: inference.py, decode.py, training.py, machine.py (machine and GEMM sweep)."""
+workload: inference.py, decode.py, training.py, machine.py (machine and GEMM sweep), isa.py
+(each wider kernel path against AVX2's, per node class)."""
 from __future__ import annotations
 
-from zenith.bench import decode, inference, machine, training
+from zenith.bench import decode, inference, isa, machine, training
 
 WORKLOADS = {
     "machine": machine.machine,
     "gemm-sweep": machine.gemm_sweep,
+    "isa-check": isa.isa_check,
     "bert-base": inference.bert_base,
     "bert-base-sweep": inference.bert_base,  # the CLI runs it over several sequence lengths
     "bert-base-memory": inference.bert_memory,

@@ -432,3 +432,36 @@ def test_onnxruntime_peer_leaves_no_files_behind(tmp_path, monkeypatch):
     torch.testing.assert_close(first, ref, rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(second, ref, rtol=1e-5, atol=1e-6)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_isa_check_flags_only_slower_classes_that_matter():
+    from zenith.bench.isa import flag_classes
+
+    wide = {"conv 1x56x56": [2.0, 2.2, 2.1], "pool 1x56x56": [0.03, 0.03, 0.03], "gemm 128x384": [1.0, 1.0, 1.1]}
+    avx2 = {"conv 1x56x56": [1.0, 1.0, 1.0], "pool 1x56x56": [0.01, 0.01, 0.01], "gemm 128x384": [2.0, 2.0, 2.0]}
+    rows = flag_classes(wide, avx2)
+    by = {r["class"]: r for r in rows}
+    assert by["conv 1x56x56"]["flagged"] and abs(by["conv 1x56x56"]["ratio"] - 2.1) < 1e-9
+    assert not by["pool 1x56x56"]["flagged"]  # 3x slower, but 1% of the time
+    assert not by["gemm 128x384"]["flagged"]  # faster
+    assert [r["class"] for r in rows] == ["pool 1x56x56", "conv 1x56x56", "gemm 128x384"]  # slowest-relative first
+    assert abs(sum(r["share"] for r in rows) - 1.0) < 1e-9
+
+
+def test_isa_check_runs_both_paths_in_fresh_processes():
+    from zenith import _C
+    from zenith.bench import isa
+    from zenith.bench.runner import Config
+
+    cfg = Config(iterations=5, warmup=1, threads=2)
+    cfg.extra.update(isa_models=["small-cnn"], isa_rounds=1)
+    w = isa.isa_check(cfg)
+    assert w["name"] == "isa-check" and w["results"]["zenith"]["status"] == "skipped"
+    if not _C.sgemm_isa().startswith("avx512"):  # nothing wider than AVX2 here
+        assert w["rows"] == [] and "nothing wider than AVX2" in w["results"]["zenith"]["reason"]
+        return
+    (row,) = w["rows"]
+    assert row["isa"] == {"wide": _C.sgemm_isa(), "avx2": "avx2"}
+    assert any(c["class"].startswith("conv2d_nchwc 1x32x32") and c["wide_ms"] > 0 and c["avx2_ms"] > 0
+               for c in row["classes"]), row["classes"]
+    assert isa.table_lines(w)[0].startswith("isa-check small-cnn")
