@@ -8,7 +8,6 @@
 
 #include "convert.h"
 #include "zenith/runtime.h"
-#include "zenith/kernels/gemm_internal.h"
 #include "zenith/kernels/gemm_ukernels.h"
 #include "zenith/kernels/kernels.h"
 #include "zenith/threadpool.h"

@@ -342,6 +342,13 @@ std::vector<int64_t> pair_attr(const Node& n, const char* key, int64_t lo) {
   return v;
 }
 
+// An int8 conv's static activation scale, when it has one: positive and finite.
+void check_x_scale(const Node& n) {
+  if (!n.has("x_scale")) return;
+  const double s = n.f("x_scale");
+  ZENITH_CHECK(s > 0 && std::isfinite(s), op_info(n.op).name, ": x_scale must be a positive finite number, got ", s);
+}
+
 SymInt conv_out(const SymInt& i, int64_t k, int64_t s, int64_t p, int64_t d, bool ceil_mode) {
   ZENITH_CHECK(k >= 1 && s >= 1 && d >= 1 && p >= 0, "conv/pool: kernel ", k, ", stride ", s, ", dilation ", d,
                " must be positive and padding ", p, " not negative");
@@ -393,14 +400,11 @@ Types infer_conv2d(const Graph& g, const Node& n) {
   std::vector<int64_t> kernel = n.has("kernel") ? pair_attr(n, "kernel", 1) : std::vector<int64_t>{0, 0};
   if (int8) {
     ZENITH_CHECK(groups == 1 && x.dtype == DType::f32 && kernel[0] > 0 && kernel[1] > 0 && x.shape[1].is_const() &&
-                     w.shape[1].value() == 4 + x.shape[1].value() * kernel[0] * kernel[1],
+                     x.shape[1].value() > 0 && w.shape[1].value() == 4 + x.shape[1].value() * kernel[0] * kernel[1],
                  "conv2d: an int8 weight needs one group, a float32 input and `kernel`, its rows 4 + C * KH * KW "
                  "bytes; got ", w.shape[1].value(), " bytes for ", x.shape[1].str(g.symbols), " channels and kernel ",
                  kernel[0], "x", kernel[1]);
-    if (n.has("x_scale")) {
-      const double s = n.f("x_scale");
-      ZENITH_CHECK(s > 0 && std::isfinite(s), "conv2d: x_scale must be a positive finite number, got ", s);
-    }
+    check_x_scale(n);
   } else {
     ZENITH_CHECK(!n.has("x_scale") && !n.has("kernel"), "conv2d: x_scale and kernel are for int8 weights");
     kernel = {w.shape[2].value(), w.shape[3].value()};
@@ -480,15 +484,12 @@ Types infer_conv2d_nchwc(const Graph& g, const Node& n) {
       const auto k = pair_attr(n, "kernel", 1);
       kernel = {k[0], k[1]};
     }
-    ZENITH_CHECK(groups == 1 && !block && kernel[0] > 0 && kernel[1] > 0 &&
+    ZENITH_CHECK(groups == 1 && !block && kernel[0] > 0 && kernel[1] > 0 && w.shape[1].value() > 4 &&
                      (w.shape[1].value() - 4) % (kernel[0] * kernel[1]) == 0,
                  "conv2d_nchwc: an int8 weight needs one group, a blocked input and `kernel`, its rows 4 + C * KH * "
-                 "KW bytes");
+                 "KW bytes (C >= 1)");
     C = (w.shape[1].value() - 4) / (kernel[0] * kernel[1]);
-    if (n.has("x_scale")) {
-      const double s = n.f("x_scale");
-      ZENITH_CHECK(s > 0 && std::isfinite(s), "conv2d_nchwc: x_scale must be a positive finite number, got ", s);
-    }
+    check_x_scale(n);
   } else {
     ZENITH_CHECK(!n.has("x_scale") && !n.has("kernel"), "conv2d_nchwc: x_scale and kernel are for int8 weights");
     kernel = {w.shape[2].value(), w.shape[3].value()};

@@ -272,8 +272,8 @@ TEST(QuantConv, ClippingAndZeroImages) {
 // as garbage, and the output's padding channels must come out 0.
 TEST(QuantConv, BlockedLayoutMatchesNchw) {
   unsigned seed = 100;
-  const Activation acts[] = {Activation::kNone, Activation::kRelu, Activation::kRelu6, Activation::kHardswish,
-                             Activation::kGelu};
+  const Activation acts[] = {Activation::kNone,      Activation::kRelu,        Activation::kRelu6,
+                             Activation::kHardswish, Activation::kHardsigmoid, Activation::kGelu};
   int variant = 0;
   for (int threads : {1, 2}) {
     set_num_threads(threads);
@@ -290,7 +290,7 @@ TEST(QuantConv, BlockedLayoutMatchesNchw) {
         GemmEpilogue ep;
         ep.row_scale = v % 2 ? scale.data() : nullptr;
         ep.row_shift = v % 3 ? shift.data() : nullptr;
-        ep.act = acts[v % 5];
+        ep.act = acts[v % 6];
         const bool with_res = v % 4 < 2;
         // x and the residual blocked, their padding channels NaN
         std::vector<float> xb(size_t(g.N * CB * L * HW)), rb(size_t(g.N * OCB * L * OP));
@@ -372,13 +372,14 @@ TEST(QuantConv, RuntimeFusesEpiloguesIntoTheInt8Conv) {
 // layout_nchwc takes int8 convs into the blocked chain beside float32 ones (an int8 stem
 // over 3 channels stays NCHW, as float32 stems that do not write blocked output do), and
 // the blocked graph gives the NCHW graph's values: 20 channels (a partial block), a
-// dynamic and a static scale, a residual from the float32 conv.
+// dynamic and a static scale, a residual from the float32 conv, a conv without a bias
+// (whose bias slot repeats the u8 weight, as batch-norm-folded convs have it).
 TEST(QuantConv, LayoutPassBlocksInt8Convs) {
   set_num_threads(2);
   const std::string text = R"(graph(%x: f32[2, 3, 12, 12], %w0: u8[20, 31], %b0: f32[20], %w1: f32[24, 20, 3, 3], %b: f32[24], %w2: u8[24, 220], %w3: u8[24, 28]) {
   %a: f32[2, 20, 12, 12] = conv2d(%x, %w0, %b0) {stride=[1, 1], padding=[1, 1], dilation=[1, 1], has_bias=[1], kernel=[3, 3], x_scale=f[0.05], activation=[1]}
   %c: f32[2, 24, 12, 12] = conv2d(%a, %w1, %b) {stride=[1, 1], padding=[1, 1], dilation=[1, 1], groups=[1], has_bias=[1], activation=[1]}
-  %d: f32[2, 24, 12, 12] = conv2d(%c, %w2, %b) {stride=[1, 1], padding=[1, 1], dilation=[1, 1], has_bias=[1], kernel=[3, 3], activation=[1]}
+  %d: f32[2, 24, 12, 12] = conv2d(%c, %w2, %w2) {stride=[1, 1], padding=[1, 1], dilation=[1, 1], has_bias=[0], kernel=[3, 3], activation=[1]}
   %e: f32[2, 24, 12, 12] = conv2d(%d, %w3, %b, %c) {stride=[1, 1], padding=[0, 0], dilation=[1, 1], has_bias=[1], kernel=[1, 1], x_scale=f[0.04], has_residual=[1], activation=[1]}
   return (%e)
 })";
@@ -434,4 +435,9 @@ TEST(QuantConv, InferenceRejectsBadInt8Convs) {
   EXPECT_THROW(blocked("f32[1, 20, 6, 6]", "kernel=[3, 3], block=[16]"), Error);            // an NCHW input
   EXPECT_THROW(blocked("f32[1, 1, 6, 6, 16]", "kernel=[3, 3]"), Error);                     // 20 channels, 1 block
   EXPECT_THROW(blocked("f32[1, 2, 6, 6, 16]", "kernel=[3, 3]", "u8[8, 183]"), Error);       // rows not 4 + C * 9
+  EXPECT_THROW(blocked("f32[1, 2, 6, 6, 16]", "kernel=[1, 1]", "u8[8, 4]"), Error);         // no channels
+  EXPECT_THROW(parse_graph(R"(graph(%x: f32[1, 0, 6, 6], %w: u8[8, 4], %b: f32[8]) {
+  %y: f32[1, 8, 6, 6] = conv2d(%x, %w, %b) {stride=[1, 1], padding=[0, 0], dilation=[1, 1], has_bias=[1], kernel=[1, 1]}
+  return (%y)
+})"), Error);  // an int8 conv over 0 channels (its GEMM would have no K)
 }

@@ -10,7 +10,7 @@
 // GEMM is then one output pixel's window, KH * KW runs of C codes copied whole, so the
 // filters are packed in (kernel row, kernel column, channel) order to match. Output
 // pixels are the GEMM's rows and channels its columns; blocks are transposed into NCHW
-// as they are finished. A window touching a NaN or infinite input gives that output
+// (or, blocked, copied a pixel's channel block at a time) as they are finished. A window touching a NaN or infinite input gives that output
 // pixel NaN in every channel (its scales are NaN), as float arithmetic would.
 //
 // Over the blocked layout (g.L: x, the residual and y [N, ceil(C / L), H, W, L], as
@@ -32,6 +32,7 @@
 
 #include "zenith/error.h"
 #include "zenith/kernels/activation.h"
+#include "zenith/kernels/conv2d_nchwc_internal.h"
 #include "zenith/kernels/gemm_internal.h"
 #include "zenith/kernels/kernels.h"
 #include "zenith/kernels/quant.h"
@@ -307,6 +308,9 @@ void conv2d_int8(const Conv2dInt8Geom& g, QIsa isa, const float* x, const Packed
   const int64_t N = g.N, C = g.C, HW = g.H * g.W, OC = g.OC, cols = g.OH * g.OW, K = g.K(), L = g.L;
   const int64_t M = N * cols;
   ZENITH_CHECK(L == 0 || L == 8 || L == 16, "conv2d: the int8 conv's channel block ", L, " is not 0 (NCHW), 8 or 16");
+  ZENITH_CHECK(C > 0 && K > 0, "conv2d: an int8 conv needs input channels and a kernel, got ", C, " channels and ",
+               g.KH, "x", g.KW);
+  ZENITH_CHECK(!ep.col_shift, "conv2d: an int8 conv's epilogue is per output channel");
   // Floats per image of x and of y (and the residual): blocked, whole blocks of channels.
   const int64_t x_image = (L ? (C + L - 1) / L * L : C) * HW, y_image = (L ? (OC + L - 1) / L * L : OC) * cols;
   if (M == 0 || OC == 0) return;
@@ -351,8 +355,8 @@ void conv2d_int8(const Conv2dInt8Geom& g, QIsa isa, const float* x, const Packed
   const bool nonneg = plan0.uniform_nonneg_tiles && std::find(neg.begin(), neg.end(), uint8_t(1)) == neg.end();
   const int64_t kpad = plan0.kpad, nscales = plan0.nscales, nsums = plan0.nsums;
   // Rows in chunks of at most 1 MiB of codes and 512 KiB of int8 GEMM results (they stay
-  // in L2 until transposed out); each chunk's window rows built, multiplied, and its
-  // output blocks written into NCHW. A filter of at most 512 KiB (every conv of ResNet-50
+  // in L2 until written out); each chunk's window rows built, multiplied, and its
+  // output blocks written into NCHW (or the blocked layout). A filter of at most 512 KiB (every conv of ResNet-50
   // but the 3x3s over 256+ channels and the 1x1s to or from 2048) stays in each core's
   // L2: with 2+ threads and 64+ rows each, every thread then takes an equal share of the
   // rows and runs it chunk by chunk, building, multiplying and storing without waiting
@@ -369,15 +373,9 @@ void conv2d_int8(const Conv2dInt8Geom& g, QIsa isa, const float* x, const Packed
   const int64_t cap = by_rows ? (chunk + tile - 1) / tile * tile : chunk;
   const int64_t row_floats = cap * ((in_place ? 0 : kpad / 4) + nscales + (nsums + 1) / 2);
   const float nan = std::numeric_limits<float>::quiet_NaN();
-  ZENITH_CHECK(!ep.col_shift, "conv2d: an int8 conv's epilogue is per output channel");
   BlockedEpilogue be;  // the blocked write-out's epilogue
   if (L) {
-    be.scale.assign(size_t(y_image / cols), 0.0f);
-    be.shift.assign(size_t(y_image / cols), 0.0f);
-    for (int64_t oc = 0; oc < OC; ++oc) {
-      be.scale[size_t(oc)] = ep.row_scale ? ep.row_scale[oc] : 1.0f;
-      be.shift[size_t(oc)] = ep.row_shift ? ep.row_shift[oc] : 0.0f;
-    }
+    nchwc_detail::channel_scale_shift(ep.row_scale, ep.row_shift, OC, y_image / cols, be.scale, be.shift);
     be.act = ep.act;
   }
   // Chunk rows [lo, hi) from pixel c0 on: window rows into q (unless read in place), their
@@ -430,8 +428,8 @@ void conv2d_int8(const Conv2dInt8Geom& g, QIsa isa, const float* x, const Packed
     // uniform: one scale per image, so the GEMM sums over all of K.
     QActRows rows{in_place ? codes + c0 * C : q, d, s16, nullptr, nullptr, kpad, nscales, nsums, K, true};
     rows.nonneg = nonneg;
-    // Rows [m0, m1) of the chunk, columns [n0, n1): into NCHW, image by image, with the
-    // epilogue of those channels and pixels.
+    // Rows [m0, m1) of the chunk, columns [n0, n1): into NCHW (or blocked), image by
+    // image, with the epilogue of those channels and pixels.
     auto store = [&](int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
       for (int64_t m = m0; m < m1;) {
         const int64_t gm = c0 + m, n = gm / cols, p0 = gm % cols, len = std::min(m1 - m, cols - p0);

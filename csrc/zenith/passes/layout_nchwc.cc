@@ -1,5 +1,5 @@
 // The blocked channel layout: each float32 conv2d that conv2d_nchwc runs (ungrouped or
-// depthwise; see blocked() below) and that reads or feeds another such conv becomes a
+// depthwise; see blocked() below), or int8 one (ungrouped), and that reads or feeds another such conv becomes a
 // conv2d_nchwc reading and writing [N, ceil(C / L), H, W, L] (L = nchwc_block()), so a
 // chain of such convs passes blocked tensors from one to the next (its input and
 // residual read through to_nchwc only where their producer is not one of them), and

@@ -5,7 +5,7 @@ No pass/fail test can see a kernel that compiles slower on one instruction set: 
 ResNet-50 8x slower than planned, and the AVX2 path, the one Zen 4 ran, hid it until a
 full-width AVX-512 CPU was benchmarked three days later. This workload runs each model's
 nodes under Zenith's profiler in fresh processes, alternately on this CPU's own kernels
-and held to AVX2 (ZENITH_NO_AVX512=1), sums the per-node medians by class (op and map or
+and held to AVX2 (ZENITH_NO_AVX512=1 ZENITH_NO_AVXVNNI=1), sums the per-node medians by class (op and map or
 output shape), and flags each class whose wider path takes longer than AVX2's."""
 from __future__ import annotations
 
@@ -73,7 +73,7 @@ def isa_check(cfg):
     `rounds` pairs of fresh processes (cfg.extra, default 3), in alternating order: the
     node classes whose wider path is slower than AVX2's."""
     models = cfg.extra.get("isa_models", MODELS)
-    rounds, calls = cfg.extra.get("isa_rounds", 3), max(5, cfg.iterations)
+    rounds, calls = max(1, cfg.extra.get("isa_rounds", 3)), max(5, cfg.iterations)
     params = {"models": list(models), "rounds": rounds, "calls": calls, "flag_ratio": FLAG_RATIO,
               "flag_share": FLAG_SHARE}
     rows, reason = [], None
@@ -82,7 +82,7 @@ def isa_check(cfg):
         isa = {}
         for r in range(rounds):
             for path in (("wide", "avx2") if r % 2 == 0 else ("avx2", "wide")):
-                env = {"ZENITH_NO_AVX512": "1"} if path == "avx2" else {}
+                env = {"ZENITH_NO_AVX512": "1", "ZENITH_NO_AVXVNNI": "1"} if path == "avx2" else {}
                 out = run_probe(_PROBE, (name, cfg.threads, calls), **env)
                 if "classes" not in out:
                     reason = f"{name}: {out.get('reason', 'no result')}"
@@ -109,10 +109,10 @@ def isa_check(cfg):
 
 
 def table_lines(w, markdown=False):
-    """The flagged classes (and each model's five most AVX2-favoured) as text or markdown lines."""
-    lines = []
-    if not w["rows"]:
-        return [f"isa-check: {w['results']['zenith']['reason']}"]
+    """The flagged classes (and each model's five most AVX2-favoured) as text or markdown
+    lines, and why the run stopped short, if it did."""
+    reason = w["results"]["zenith"]["reason"]
+    lines = [] if reason == "see rows" else [f"isa-check: {reason}"]
     for row in w["rows"]:
         head = f"isa-check {row['model']}: {row['isa']['wide']} / {row['isa']['avx2']} time per node class"
         lines += ([f"### {head}", "", "| class | wide ms | AVX2 ms | wide / AVX2 | share | flagged |",

@@ -185,7 +185,8 @@ def _int8_conv_slower(conv, isa=None):
     - A stem on <= 4 input channels: fp32 runs it as a direct conv (ResNet-50's 7x7 stem
       took 1.55x fp32's time in int8, Intel Xeon family 6 model 167, AVX-512 VNNI, 2 threads).
     - Without VNNI (AVX2's maddubs), a 3x3 stride-1 conv over 64+ channels in and out,
-      which fp32 runs by Winograd F(4x4) with 4x fewer multiplies: ResNet-50's alone at
+      which fp32 runs by Winograd (on maps of 7 x 7 and up, which the rule does not see:
+      F(4x4), 4x fewer multiplies, from 14 x 14; F(2x2) below): ResNet-50's alone at
       batch 1 and 8, blocked, took 1.05-1.80x fp32's time in int8; the model with them
       fp32 0.915x fp32's time against 0.997x at batch 8, 0.82x against 0.90x at batch 1
       (AMD Zen 5 held to AVX2, 2026-12-01). With VNNI int8 wins overall (0.60x against
@@ -209,12 +210,14 @@ def _int8_conv_slower(conv, isa=None):
 
 
 def _beside_depthwise(model):
-    """{id(conv): why} for the 1x1 convs beside a depthwise conv (MobileNet's and
-    EfficientNet's expand and project convs): leaf modules in registration order with
-    only batch-norms and activations between. fp32 runs such a pair as one fused block
-    (conv2d_pw_dw: the expanded rows never leave L2); in int8 the 1x1 conv stands alone.
-    MobileNet V2 int8-static took 1.19-1.31x fp32's time with them in int8, 0.97x with them
-    kept fp32 (paired, AMD Zen 5, batch 8, 2026-12-01)."""
+    """{id(conv): why} for the 1x1 convs beside a depthwise conv (MobileNet V2's expand
+    and project convs): leaf modules in registration order (which is not data flow: a
+    model declaring its modules out of order escapes it) with only batch-norms and
+    activations between. fp32 runs such a pair as one fused block on maps of 28 x 28 and
+    up (conv2d_pw_dw: the expanded rows never leave L2) and beside each other in the
+    blocked layout below that; in int8 the 1x1 conv stands alone. MobileNet V2 int8-static
+    took 1.19-1.31x fp32's time with them in int8, 0.97x with them all kept fp32 (paired,
+    AMD Zen 5, batch 8, 2026-12-01); keeping only the fused ones is not measured."""
     between = (nn.BatchNorm2d, nn.ReLU, nn.ReLU6, nn.Hardswish, nn.Hardsigmoid, nn.SiLU, nn.GELU, nn.Identity)
     leaves = [m for m in model.modules() if next(m.children(), None) is None]
 
