@@ -204,7 +204,7 @@ def _int8_conv_slower(conv, isa=None):
     if (isa in ("avx2", "scalar") and conv.kernel_size == (3, 3) and conv.stride == (1, 1)
             and conv.padding in ((1, 1), "same") and conv.dilation == (1, 1)
             and min(conv.in_channels, conv.out_channels) >= 64):
-        return ("int8 would be slower: a 3x3 conv that fp32 runs by Winograd (4x fewer multiplies; this CPU has "
+        return ("int8 would be slower: a 3x3 conv that fp32 runs by Winograd (fewer multiplies; this CPU has "
                 "no VNNI)")
     return None
 
