@@ -76,6 +76,22 @@ inline V simple_activation(V x) {
   else return x;
 }
 
+// Calls f(std::integral_constant<Activation, A>{}) for an activation simple_activation
+// computes (kNone included), so the caller's vector loop is compiled once per A, and
+// returns true; false (f not called) for the others.
+template <class F>
+bool with_simple_activation(Activation act, F&& f) {
+  using A = Activation;
+  switch (act) {
+    case A::kNone: f(std::integral_constant<A, A::kNone>{}); return true;
+    case A::kRelu: f(std::integral_constant<A, A::kRelu>{}); return true;
+    case A::kRelu6: f(std::integral_constant<A, A::kRelu6>{}); return true;
+    case A::kHardsigmoid: f(std::integral_constant<A, A::kHardsigmoid>{}); return true;
+    case A::kHardswish: f(std::integral_constant<A, A::kHardswish>{}); return true;
+    default: return false;
+  }
+}
+
 // y[i] = gelu_exact(x[i]) for i < n, bit for bit, in chunks whose three steps run as
 // separate loops; AVX-512 where the CPU has it (ZENITH_NO_AVX512=1 keeps AVX2). x == y
 // is allowed. activation.cc.

@@ -71,6 +71,13 @@ inline int8_t code_of(float v, float inv) {
 
 inline bool finite(float v) { return std::fabs(v) <= std::numeric_limits<float>::max(); }
 
+// One value's code into *dst, its sign or-ed into neg, a NaN or infinity into bad.
+inline void quantize1(float v, float inv, int8_t* dst, bool& neg, uint8_t& bad) {
+  *dst = code_of(v, inv);
+  neg |= *dst < 0;
+  bad |= uint8_t(!finite(v));
+}
+
 // Pixels [p0, p1) of image x [C, HW] into codes [HW, C] (q points at pixel 0's) with
 // 1 / scale = inv, and bad[p] = 1 where pixel p holds a NaN or infinity in any channel.
 // With sub = {OW, sh, sw, W}, pixel p is the input's pixel (p / OW * sh, p % OW * sw) (a
@@ -128,20 +135,10 @@ bool quantize_pixels(const float* x, int64_t C, int64_t HW, int64_t p0, int64_t 
   }
   neg = (_mm_movemask_epi8(signs) & 0xff) != 0;
   for (; p < p1; ++p)  // the last pixels, fewer than 8
-    for (int64_t c = 0; c < c8; ++c) {
-      const float v = at(c, p);
-      q[p * C + c] = code_of(v, inv);
-      neg |= q[p * C + c] < 0;
-      bad[p] |= uint8_t(!finite(v));
-    }
+    for (int64_t c = 0; c < c8; ++c) quantize1(at(c, p), inv, q + p * C + c, neg, bad[p]);
 #endif
   for (int64_t c = c8; c < C; ++c)  // channels past the last 8 (all of them without AVX2)
-    for (int64_t p = p0; p < p1; ++p) {
-      const float v = at(c, p);
-      q[p * C + c] = code_of(v, inv);
-      neg |= q[p * C + c] < 0;
-      bad[p] |= uint8_t(!finite(v));
-    }
+    for (int64_t p = p0; p < p1; ++p) quantize1(at(c, p), inv, q + p * C + c, neg, bad[p]);
   return neg;
 }
 
@@ -165,11 +162,7 @@ bool quantize_pixels_blocked(const float* x, int64_t C, int64_t L, int64_t HW, i
 #if defined(__AVX2__)
       for (; c + 8 <= nc; c += 8) bad[p] |= uint8_t(quantize8(_mm256_loadu_ps(src + c), vinv, dst + c, signs));
 #endif
-      for (; c < nc; ++c) {
-        dst[c] = code_of(src[c], inv);
-        neg |= dst[c] < 0;
-        bad[p] |= uint8_t(!finite(src[c]));
-      }
+      for (; c < nc; ++c) quantize1(src[c], inv, dst + c, neg, bad[p]);
     }
   }
 #if defined(__AVX2__)
@@ -234,15 +227,8 @@ void store_blocked(const float* acc, int64_t OC, int64_t L, int64_t cols, int64_
 
 void store_blocked(const float* acc, int64_t OC, int64_t L, int64_t cols, int64_t p0, int64_t len, int64_t n0,
                    int64_t n1, const BlockedEpilogue& e, const float* ri, float* yi) {
-  switch (e.act) {
-    case Activation::kRelu: return store_blocked<Activation::kRelu>(acc, OC, L, cols, p0, len, n0, n1, e, ri, yi);
-    case Activation::kRelu6: return store_blocked<Activation::kRelu6>(acc, OC, L, cols, p0, len, n0, n1, e, ri, yi);
-    case Activation::kHardsigmoid:
-      return store_blocked<Activation::kHardsigmoid>(acc, OC, L, cols, p0, len, n0, n1, e, ri, yi);
-    case Activation::kHardswish:
-      return store_blocked<Activation::kHardswish>(acc, OC, L, cols, p0, len, n0, n1, e, ri, yi);
-    default: return store_blocked<Activation::kNone>(acc, OC, L, cols, p0, len, n0, n1, e, ri, yi);
-  }
+  auto store = [&](auto a) { store_blocked<decltype(a)::value>(acc, OC, L, cols, p0, len, n0, n1, e, ri, yi); };
+  if (!with_simple_activation(e.act, store)) store(std::integral_constant<Activation, Activation::kNone>{});
 }
 
 // The scale of one image: the given one, or max |finite x| / 127 (1 for an image of

@@ -203,14 +203,8 @@ void epilogue_rows8(const GemmEpilogue& ep, float* c, int64_t ldc, int64_t m0, i
 template <int64_t NR = 0>
 void apply_epilogue(const GemmEpilogue& ep, float* c, int64_t ldc, int64_t m0, int64_t n0, int64_t mr, int64_t nr) {
   const int64_t w = NR > 0 ? NR : nr;
-  switch (ep.act) {
-    case Activation::kNone: return epilogue_rows8<Activation::kNone>(ep, c, ldc, m0, n0, mr, w);
-    case Activation::kRelu: return epilogue_rows8<Activation::kRelu>(ep, c, ldc, m0, n0, mr, w);
-    case Activation::kRelu6: return epilogue_rows8<Activation::kRelu6>(ep, c, ldc, m0, n0, mr, w);
-    case Activation::kHardsigmoid: return epilogue_rows8<Activation::kHardsigmoid>(ep, c, ldc, m0, n0, mr, w);
-    case Activation::kHardswish: return epilogue_rows8<Activation::kHardswish>(ep, c, ldc, m0, n0, mr, w);
-    default: break;
-  }
+  if (with_simple_activation(ep.act, [&](auto a) { epilogue_rows8<decltype(a)::value>(ep, c, ldc, m0, n0, mr, w); }))
+    return;
   with_activation(per_value(ep.act), [&](auto act) {
     for (int64_t r = 0; r < mr; ++r) {
       float s = ep.row_scale ? ep.row_scale[m0 + r] : 1.0f, t = ep.row_shift ? ep.row_shift[m0 + r] : 0.0f;
