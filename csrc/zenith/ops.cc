@@ -462,7 +462,8 @@ Types infer_from_nchwc(const Graph& g, const Node& n) {
 // w OIHW over CB * L or fewer channels (groups 1, or depthwise: [C, 1, KH, KW] with
 // groups == C); the output [N, ceil(OC / L), OH, OW, L]. With `block` (L), x is NCHW
 // [N, C, H, W] and the conv ungrouped. An int8 weight (u8 rows [OC, 4 + C * KH * KW],
-// with `kernel`): groups 1 and a blocked x.
+// with `kernel`): groups 1 and a blocked x, or codes u8 [N, H, W, C] with x_scale and
+// `block`; with y_scale, the output codes u8 [N, OH, OW, OC] (the residual still blocked).
 Types infer_conv2d_nchwc(const Graph& g, const Node& n) {
   const auto& x = in(g, n, 0);
   const auto& w = in(g, n, 1);
@@ -471,12 +472,15 @@ Types infer_conv2d_nchwc(const Graph& g, const Node& n) {
   ZENITH_CHECK(plain == 3 || plain == 7, "conv2d_nchwc: takes conv2d's inputs; got ", n.inputs.size());
   ZENITH_CHECK(plain == 3 || n.has("bn_eps"), "conv2d_nchwc: fused batch-norm inputs without bn_eps");
   const int64_t block = n.i("block", 0);  // nonzero: x is NCHW, the output blocked by it
-  const bool int8 = w.dtype == DType::u8;
-  ZENITH_CHECK(x.rank() == (block ? 4 : 5) && x.dtype == DType::f32 && x.shape[1].is_const() &&
-                   (block || x.shape[4].is_const()) && w.rank() == (int8 ? 2 : 4) && w.is_static() &&
-                   (int8 || w.dtype == DType::f32),
-               "conv2d_nchwc: needs a float32 blocked input [N, CB, H, W, L] (NCHW with `block`) and a static "
-               "float32 OIHW weight or int8 rows");
+  const bool int8 = w.dtype == DType::u8, codes_in = int8 && x.dtype == DType::u8;
+  ZENITH_CHECK(x.rank() == (block ? 4 : 5) && (x.dtype == DType::f32 || codes_in) &&
+                   x.shape[codes_in ? 3 : 1].is_const() && (block || x.shape[4].is_const()) &&
+                   w.rank() == (int8 ? 2 : 4) && w.is_static() && (int8 || w.dtype == DType::f32),
+               "conv2d_nchwc: needs a float32 blocked input [N, CB, H, W, L] (NCHW with `block`; int8 codes [N, H, "
+               "W, C] with an int8 weight) and a static float32 OIHW weight or int8 rows");
+  ZENITH_CHECK(!codes_in || (block && n.has("x_scale")), "conv2d_nchwc: int8 codes as input need x_scale and `block`");
+  ZENITH_CHECK(!n.has("y_scale") || (int8 && n.f("y_scale") > 0 && std::isfinite(n.f("y_scale"))),
+               "conv2d_nchwc: y_scale (int8 codes out) needs an int8 weight and a positive finite scale");
   std::array<int64_t, 2> kernel{0, 0};
   int64_t groups = n.i("groups", 1), C = 0;
   if (int8) {
@@ -484,7 +488,7 @@ Types infer_conv2d_nchwc(const Graph& g, const Node& n) {
       const auto k = pair_attr(n, "kernel", 1);
       kernel = {k[0], k[1]};
     }
-    ZENITH_CHECK(groups == 1 && !block && kernel[0] > 0 && kernel[1] > 0 && w.shape[1].value() > 4 &&
+    ZENITH_CHECK(groups == 1 && (!block || codes_in) && kernel[0] > 0 && kernel[1] > 0 && w.shape[1].value() > 4 &&
                      (w.shape[1].value() - 4) % (kernel[0] * kernel[1]) == 0,
                  "conv2d_nchwc: an int8 weight needs one group, a blocked input and `kernel`, its rows 4 + C * KH * "
                  "KW bytes (C >= 1)");
@@ -495,7 +499,8 @@ Types infer_conv2d_nchwc(const Graph& g, const Node& n) {
     kernel = {w.shape[2].value(), w.shape[3].value()};
     C = w.shape[1].value() * groups;
   }
-  const int64_t L = block ? block : x.shape[4].value(), CB = x.shape[1].value(), OC = w.shape[0].value();
+  const int64_t L = block ? block : x.shape[4].value(), CB = x.shape[codes_in ? 3 : 1].value(),
+                OC = w.shape[0].value();
   ZENITH_CHECK(groups == 1 || (groups == OC && w.shape[1].value() == 1 && !block),
                "conv2d_nchwc: groups must be 1 or, for a depthwise conv over a blocked input, the channel count; got ",
                groups, " for ", OC, " output channels");
@@ -511,16 +516,18 @@ Types infer_conv2d_nchwc(const Graph& g, const Node& n) {
                  "conv2d_nchwc: bias and batch-norm inputs must be float32 [", OC, "]");
   }
   auto st = pair_attr(n, "stride", 1), pd = pair_attr(n, "padding", 0), dl = pair_attr(n, "dilation", 1);
-  TensorType t = x;
-  t.shape = {x.shape[0], SymInt((OC + L - 1) / L),
-             conv_out(x.shape[2], kernel[0], st[0], pd[0], dl[0], false),
-             conv_out(x.shape[3], kernel[1], st[1], pd[1], dl[1], false), SymInt(L)};
+  const int hd = codes_in ? 1 : 2;  // x's height dim
+  TensorType t;
+  const SymInt OH = conv_out(x.shape[size_t(hd)], kernel[0], st[0], pd[0], dl[0], false),
+               OW = conv_out(x.shape[size_t(hd + 1)], kernel[1], st[1], pd[1], dl[1], false);
+  t.shape = {x.shape[0], SymInt((OC + L - 1) / L), OH, OW, SymInt(L)};
   if (residual) {
     const auto& r = in(g, n, n.inputs.size() - 1);
     bool same = r.dtype == DType::f32 && r.rank() == 5;
     for (int d = 0; same && d < 5; ++d) same = r.shape[size_t(d)].same(t.shape[size_t(d)]);
     ZENITH_CHECK(same, "conv2d_nchwc: the residual must be float32 with the output's blocked shape");
   }
+  if (n.has("y_scale")) t = TensorType{DType::u8, {x.shape[0], OH, OW, SymInt(OC)}};
   return {t};
 }
 
@@ -970,7 +977,7 @@ Types infer_arange(const Graph&, const Node& n) {
 #define INFER_arange infer_arange
 
 // u8 is quantized weight storage: the quantized ops read it (and conv2d and conv2d_nchwc
-// as their weight: int8 filters) and data movement (kDtypeGeneric: copies, indexing, cast, sources) moves
+// as their weight: int8 filters; an int8 conv2d_nchwc also its codes in and out) and data movement (kDtypeGeneric: copies, indexing, cast, sources) moves
 // it; every other op and operand refuses it here, once for the whole table, so no
 // arithmetic kernel ever sees one.
 template <InferFn F, uint32_t kTraits>
@@ -982,8 +989,11 @@ Types infer_checking_u8(const Graph& g, const Node& n) {
   auto weight = [&](size_t i) {
     return (n.op == Op::conv2d || n.op == Op::conv2d_nchwc) && (i == 1 || (i == 2 && !n.i("has_bias", 0)));
   };
-  for (size_t i = 0; i < n.inputs.size(); ++i) u8 = u8 || (in(g, n, i).dtype == DType::u8 && !weight(i));
-  for (const auto& t : out) u8 = u8 || t.dtype == DType::u8;
+  // an int8 conv2d_nchwc's codes in and out (infer_conv2d_nchwc checks them)
+  const bool codes = n.op == Op::conv2d_nchwc && n.inputs.size() > 1 && in(g, n, 1).dtype == DType::u8;
+  for (size_t i = 0; i < n.inputs.size(); ++i)
+    u8 = u8 || (in(g, n, i).dtype == DType::u8 && !weight(i) && !(codes && i == 0));
+  for (const auto& t : out) u8 = u8 || (t.dtype == DType::u8 && !codes);
   ZENITH_CHECK(!u8, op_info(n.op).name, ": u8 is quantized weight storage; only qmatmul, qembedding, a conv's weight and data "
                "movement take it");
   return out;

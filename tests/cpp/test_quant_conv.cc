@@ -328,6 +328,99 @@ TEST(QuantConv, BlockedLayoutMatchesNchw) {
   set_num_threads(1);
 }
 
+// Codes between int8 convs (Conv2dInt8Codes): a conv writing codes writes exactly the
+// codes of the floats it would have written (round half to even within +-127, -128 for a
+// NaN or infinity), and a conv reading codes gives exactly what it gives reading the
+// floats they were made from: NaN input included, strided 1x1s, both threads counts, both
+// blocks, every ISA, with and without a residual, every epilogue shape.
+TEST(QuantConv, CodesBetweenConvsMatchFloats) {
+  unsigned seed = 300;
+  const Activation acts[] = {Activation::kNone, Activation::kRelu, Activation::kHardswish, Activation::kGelu};
+  auto code = [](float v, float inv) -> int8_t {
+    if (!std::isfinite(v)) return -128;
+    return int8_t(std::min(127.0f, std::max(-127.0f, std::nearbyint(v * inv))));
+  };
+  int variant = 0;
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    for (const Case& c : kCases) {
+      for (int64_t L : {8, 16}) {
+        Conv2dInt8Geom g = geom(c);
+        g.L = L;
+        const int64_t HW = g.H * g.W, OP = g.OH * g.OW, CB = (g.C + L - 1) / L, OCB = (g.OC + L - 1) / L;
+        auto x = randn(size_t(g.N * g.C * HW), seed++, 2.0f);
+        if (c.C == 17 || c.C == 64) x[size_t(HW + 5)] = std::numeric_limits<float>::quiet_NaN();  // channel 1, pixel 5
+        if (c.C == 16) x[size_t(3)] = 1e38f;  // past 2^31 codes: clamped to 127, not wrapped
+        auto w = random_filters(g.OC, g.K(), seed++);
+        auto scale = randn(size_t(g.OC), seed++), shift = randn(size_t(g.OC), seed++);
+        auto res = randn(size_t(g.N * g.OC * OP), seed++);
+        const int v = variant++;
+        GemmEpilogue ep;
+        ep.row_scale = v % 2 ? scale.data() : nullptr;
+        ep.row_shift = v % 3 ? shift.data() : nullptr;
+        ep.act = acts[v % 4];
+        const float* rp = nullptr;
+        std::vector<float> xb(size_t(g.N * CB * L * HW)), rb(size_t(g.N * OCB * L * OP));
+        nchw_to_nchwc(x.data(), g.N, g.C, HW, L, xb.data());
+        nchw_to_nchwc(res.data(), g.N, g.OC, OP, L, rb.data());
+        if (v % 4 < 2) rp = rb.data();
+        const float xs = 0.02f, ys = v % 2 ? 0.5f : 0.013f, xinv = 1.0f / xs, yinv = 1.0f / ys;
+        // x's codes [N, H, W, C]
+        std::vector<int8_t> xq(size_t(g.N * HW * g.C));
+        for (int64_t n = 0; n < g.N; ++n)
+          for (int64_t ch = 0; ch < g.C; ++ch)
+            for (int64_t p = 0; p < HW; ++p)
+              xq[size_t((n * HW + p) * g.C + ch)] = code(x[size_t((n * g.C + ch) * HW + p)], xinv);
+        for (QIsa isa : isas()) {
+          const PackedOperand pk = conv2d_int8_pack(g, w.data(), isa);
+          const std::string what = std::string(qisa_name(isa)) + " L=" + std::to_string(L) + " C=" +
+                                   std::to_string(c.C) + " OC=" + std::to_string(c.OC) + " variant " +
+                                   std::to_string(v) + " threads=" + std::to_string(threads);
+          std::vector<float> want(rb.size(), -7.0f), got(rb.size(), -7.0f);
+          conv2d_int8(g, isa, xb.data(), pk, xs, ep, rp, want.data());
+          // codes in: the same floats out, bit for bit (NaN where the floats gave NaN)
+          Conv2dInt8Codes in;
+          in.x = xq.data();
+          conv2d_int8(g, isa, nullptr, pk, xs, ep, rp, got.data(), in);
+          for (size_t i = 0; i < got.size(); ++i)
+            ASSERT_TRUE(got[i] == want[i] || (std::isnan(got[i]) && std::isnan(want[i])))
+                << what << ": codes in, at " << i << ": " << got[i] << " vs " << want[i];
+          // codes out (from floats, and from codes): the floats' codes
+          for (bool codes_in : {false, true}) {
+            std::vector<int8_t> yq(size_t(g.N * OP * g.OC), 99);
+            Conv2dInt8Codes io;
+            io.x = codes_in ? xq.data() : nullptr;
+            io.y = yq.data();
+            io.y_scale = ys;
+            conv2d_int8(g, isa, codes_in ? nullptr : xb.data(), pk, xs, ep, rp, nullptr, io);
+            for (int64_t n = 0; n < g.N; ++n)
+              for (int64_t oc = 0; oc < g.OC; ++oc)
+                for (int64_t p = 0; p < OP; ++p) {
+                  const float f = want[size_t(((n * OCB + oc / L) * OP + p) * L + oc % L)];
+                  ASSERT_EQ(int(yq[size_t((n * OP + p) * g.OC + oc)]), int(code(f, yinv)))
+                      << what << (codes_in ? ": codes in and out" : ": codes out") << " at n " << n << " oc " << oc
+                      << " pixel " << p << " from " << f;
+                }
+          }
+        }
+      }
+    }
+  }
+  Conv2dInt8Geom g = geom(kCases[1]);
+  const auto w = random_filters(g.OC, g.K(), 1);
+  const PackedOperand pk = conv2d_int8_pack(g, w.data(), QIsa::kScalar);
+  std::vector<int8_t> xq(size_t(g.N * g.H * g.W * g.C)), yq(size_t(g.N * g.OH * g.OW * g.OC));
+  Conv2dInt8Codes in;
+  in.x = xq.data();
+  EXPECT_THROW(conv2d_int8(g, QIsa::kScalar, nullptr, pk, 0.1f, {}, nullptr, nullptr, in), Error);  // NCHW
+  g.L = 8;
+  EXPECT_THROW(conv2d_int8(g, QIsa::kScalar, nullptr, pk, std::nullopt, {}, nullptr, nullptr, in), Error);  // no scale
+  Conv2dInt8Codes out;
+  out.y = yq.data();
+  EXPECT_THROW(conv2d_int8(g, QIsa::kScalar, nullptr, pk, 0.1f, {}, nullptr, nullptr, out), Error);  // no y scale
+  set_num_threads(1);
+}
+
 // In the IR: conv2d with a u8 weight, the runtime packing the constant filters once, and
 // batch-norm, residual and ReLU fused into it (the passes ResNet's blocks go through)
 // giving what the unfused graph gives.
@@ -409,6 +502,63 @@ TEST(QuantConv, LayoutPassBlocksInt8Convs) {
   set_num_threads(1);
 }
 
+// chain_int8 passes codes between blocked int8 convs that only read each other on one
+// scale (a 1x1 into a 3x3; the 3x3 into a 1x1 with a residual and a strided 1x1, both on
+// its scale), and leaves float32 what a graph output or another scale reads; the graph
+// gives the same values, bit for bit, as without it.
+TEST(QuantConv, ChainPassPassesCodesBetweenInt8Convs) {
+  set_num_threads(2);
+  const std::string text = R"(graph(%x: f32[2, 20, 12, 12], %w0: u8[24, 24], %w1: u8[24, 220], %w2: u8[20, 28], %w3: u8[20, 28], %w4: u8[16, 24], %b: f32[24]) {
+  %a: f32[2, 24, 12, 12] = conv2d(%x, %w0, %b) {stride=[1, 1], padding=[0, 0], dilation=[1, 1], has_bias=[1], kernel=[1, 1], x_scale=f[0.05], activation=[1]}
+  %c: f32[2, 24, 12, 12] = conv2d(%a, %w1, %w1) {stride=[1, 1], padding=[1, 1], dilation=[1, 1], has_bias=[0], kernel=[3, 3], x_scale=f[0.04], activation=[1]}
+  %d: f32[2, 20, 12, 12] = conv2d(%c, %w2, %w2, %x) {stride=[1, 1], padding=[0, 0], dilation=[1, 1], has_bias=[0], kernel=[1, 1], x_scale=f[0.03], has_residual=[1], activation=[1]}
+  %e: f32[2, 20, 6, 6] = conv2d(%c, %w3, %w3) {stride=[2, 2], padding=[0, 0], dilation=[1, 1], has_bias=[0], kernel=[1, 1], x_scale=f[0.03]}
+  %f: f32[2, 16, 12, 12] = conv2d(%d, %w4, %w4) {stride=[1, 1], padding=[0, 0], dilation=[1, 1], has_bias=[0], kernel=[1, 1], x_scale=f[0.02]}
+  return (%e, %f, %d)
+})";
+  Graph blocked = parse_graph(text);
+  EXPECT_EQ(layout_nchwc(blocked), 5);
+  dead_code_elimination(blocked);
+  Graph chained = blocked;
+  EXPECT_EQ(chain_int8(chained), 2);  // %a and %c
+  verify(chained);
+  int codes_out = 0, codes_in = 0;
+  for (const Node& n : chained.nodes) {
+    if (n.op != Op::conv2d_nchwc) continue;
+    codes_out += chained.type(n.outputs[0]).dtype == DType::u8;
+    codes_in += chained.type(n.inputs[0]).dtype == DType::u8;
+  }
+  EXPECT_EQ(codes_out, 2);
+  EXPECT_EQ(codes_in, 3);
+  auto x = randn(2 * 20 * 144, 60), b = randn(24, 61);
+  auto w0 = random_filters(24, 20, 62), w1 = random_filters(24, 216, 63), w2 = random_filters(20, 24, 64),
+       w3 = random_filters(20, 24, 65), w4 = random_filters(16, 20, 66);
+  const std::vector<InTensor> in = {{x.data(), DType::f32, {2, 20, 12, 12}}, {w0.data(), DType::u8, {24, 24}},
+                                    {w1.data(), DType::u8, {24, 220}},      {w2.data(), DType::u8, {20, 28}},
+                                    {w3.data(), DType::u8, {20, 28}},       {w4.data(), DType::u8, {16, 24}},
+                                    {b.data(), DType::f32, {24}}};
+  Executable want_exe(std::move(blocked)), got_exe(std::move(chained));
+  want_exe.set_constant_inputs({1, 2, 3, 4, 5});
+  got_exe.set_constant_inputs({1, 2, 3, 4, 5});
+  auto want = want_exe.run(in, {}), got = got_exe.run(in, {});
+  ASSERT_EQ(got.size(), 3u);
+  for (size_t o = 0; o < 3; ++o) {
+    ASSERT_EQ(got[o].dtype, DType::f32);
+    const int64_t n = o == 0 ? 2 * 20 * 36 : o == 1 ? 2 * 16 * 144 : 2 * 20 * 144;
+    const float* pw = static_cast<const float*>(want[o].data);
+    const float* pg = static_cast<const float*>(got[o].data);
+    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(pg[i], pw[i]) << "output " << o << " at " << i;
+  }
+  // ZENITH_INT8_CHAIN=0: no codes
+  Graph off = parse_graph(text);
+  layout_nchwc(off);
+  dead_code_elimination(off);
+  setenv("ZENITH_INT8_CHAIN", "0", 1);
+  EXPECT_EQ(chain_int8(off), 0);
+  unsetenv("ZENITH_INT8_CHAIN");
+  set_num_threads(1);
+}
+
 TEST(QuantConv, InferenceRejectsBadInt8Convs) {
   auto infer = [](const std::string& body, const std::string& w = "u8[8, 40]") {
     parse_graph("graph(%x: f32[1, 4, 6, 6], %w: " + w + ", %b: f32[8]) {\n  %y: f32[1, 8, 4, 4] = conv2d(%x, %w, %b) {" +
@@ -436,6 +586,26 @@ TEST(QuantConv, InferenceRejectsBadInt8Convs) {
   EXPECT_THROW(blocked("f32[1, 1, 6, 6, 16]", "kernel=[3, 3]"), Error);                     // 20 channels, 1 block
   EXPECT_THROW(blocked("f32[1, 2, 6, 6, 16]", "kernel=[3, 3]", "u8[8, 183]"), Error);       // rows not 4 + C * 9
   EXPECT_THROW(blocked("f32[1, 2, 6, 6, 16]", "kernel=[1, 1]", "u8[8, 4]"), Error);         // no channels
+  // codes in ([N, H, W, C], with x_scale and `block`) and out (y_scale)
+  auto codes = [](const std::string& x, const std::string& y, const std::string& body,
+                  const std::string& w = "u8[8, 184]") {
+    parse_graph("graph(%x: " + x + ", %w: " + w + ", %b: f32[8]) {\n  %y: " + y + " = conv2d_nchwc(%x, %w, " +
+                "%b) {stride=[1, 1], padding=[0, 0], dilation=[1, 1], has_bias=[1], " + body + "}\n  return (%y)\n}");
+  };
+  EXPECT_NO_THROW(codes("u8[1, 6, 6, 20]", "f32[1, 1, 4, 4, 16]", "kernel=[3, 3], x_scale=f[0.5], block=[16]"));
+  EXPECT_NO_THROW(codes("u8[1, 6, 6, 20]", "u8[1, 4, 4, 8]", "kernel=[3, 3], x_scale=f[0.5], block=[16], y_scale=f[0.1]"));
+  EXPECT_NO_THROW(codes("f32[1, 2, 6, 6, 16]", "u8[1, 4, 4, 8]", "kernel=[3, 3], y_scale=f[0.1]"));
+  EXPECT_THROW(codes("u8[1, 6, 6, 20]", "f32[1, 1, 4, 4, 16]", "kernel=[3, 3], block=[16]"), Error);  // no x_scale
+  EXPECT_THROW(codes("u8[1, 6, 6, 20]", "f32[1, 1, 4, 4, 16]", "kernel=[3, 3], x_scale=f[0.5]"), Error);  // no block
+  EXPECT_THROW(codes("u8[1, 6, 6, 19]", "f32[1, 1, 4, 4, 16]", "kernel=[3, 3], x_scale=f[0.5], block=[16]"),
+               Error);  // 19 channels, the weight's 20
+  EXPECT_THROW(codes("f32[1, 2, 6, 6, 16]", "u8[1, 4, 4, 8]", "kernel=[3, 3], y_scale=f[0]"), Error);
+  EXPECT_THROW(codes("f32[1, 2, 6, 6, 16]", "u8[1, 4, 4, 8]", "y_scale=f[0.1]", "f32[8, 20, 3, 3]"), Error);  // float
+  EXPECT_THROW(codes("u8[1, 2, 6, 6, 16]", "f32[1, 1, 4, 4, 16]", "kernel=[3, 3], x_scale=f[0.5]"), Error);  // u8 blocked
+  EXPECT_THROW(parse_graph(R"(graph(%x: u8[1, 6, 6, 4]) {
+  %y: u8[1, 6, 6, 4] = relu(%x)
+  return (%y)
+})"), Error);  // codes anywhere else
   EXPECT_THROW(parse_graph(R"(graph(%x: f32[1, 0, 6, 6], %w: u8[8, 4], %b: f32[8]) {
   %y: f32[1, 8, 6, 6] = conv2d(%x, %w, %b) {stride=[1, 1], padding=[0, 0], dilation=[1, 1], has_bias=[1], kernel=[1, 1]}
   return (%y)

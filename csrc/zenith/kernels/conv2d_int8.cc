@@ -13,6 +13,10 @@
 // (or, blocked, copied a pixel's channel block at a time) as they are finished. A window touching a NaN or infinite input gives that output
 // pixel NaN in every channel (its scales are NaN), as float arithmetic would.
 //
+// Between int8 convs (conv2d_int8 with Conv2dInt8Codes), the codes themselves pass: a conv
+// writes its output as the next conv's input codes [N, H, W, C] (1 byte a value, not 4,
+// and no quantizer pass in the next conv), and the next reads them in place.
+//
 // Over the blocked layout (g.L: x, the residual and y [N, ceil(C / L), H, W, L], as
 // conv2d_nchwc keeps them between convs) a pixel's channels of a block lie in a row in
 // both the float tensors and the codes, so the quantizer reads L floats and writes L
@@ -92,16 +96,23 @@ struct Subsample {
   int64_t src(int64_t p) const { return p / OW * sh * W + p % OW * sw; }
 };
 #if defined(__AVX2__)
-// 8 values into 8 codes at dst (code_of's, as vcvtps2dq rounds half to even), their
-// signs or-ed into `signs`; whether any is NaN or infinite.
-inline bool quantize8(__m256 v, __m256 vinv, int8_t* dst, __m128i& signs) {
+// 8 values' codes (code_of's, as vcvtps2dq rounds half to even; clamped before the
+// conversion, which would turn a product past 2^31 into INT_MIN) and the lanes holding a
+// NaN or infinity.
+inline __m128i codes8(__m256 v, __m256 vinv, int& nonfinite) {
   const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
-  const int nonfinite = _mm256_movemask_ps(
+  nonfinite = _mm256_movemask_ps(
       _mm256_cmp_ps(_mm256_and_ps(v, absmask), _mm256_set1_ps(std::numeric_limits<float>::max()), _CMP_NLE_UQ));
-  __m256i c = _mm256_cvtps_epi32(_mm256_mul_ps(v, vinv));
-  c = _mm256_min_epi32(_mm256_max_epi32(c, _mm256_set1_epi32(-127)), _mm256_set1_epi32(127));
+  const __m256 r =
+      _mm256_min_ps(_mm256_max_ps(_mm256_mul_ps(v, vinv), _mm256_set1_ps(-127.0f)), _mm256_set1_ps(127.0f));
+  const __m256i c = _mm256_cvtps_epi32(r);
   const __m128i w = _mm_packs_epi32(_mm256_castsi256_si128(c), _mm256_extracti128_si256(c, 1));
-  const __m128i b = _mm_packs_epi16(w, w);
+  return _mm_packs_epi16(w, w);
+}
+// 8 values into 8 codes at dst, their signs or-ed into `signs`; whether any is NaN or infinite.
+inline bool quantize8(__m256 v, __m256 vinv, int8_t* dst, __m128i& signs) {
+  int nonfinite;
+  const __m128i b = codes8(v, vinv, nonfinite);
   signs = _mm_or_si128(signs, b);
   _mm_storel_epi64(reinterpret_cast<__m128i*>(dst), b);
   return nonfinite != 0;
@@ -231,6 +242,96 @@ void store_blocked(const float* acc, int64_t OC, int64_t L, int64_t cols, int64_
   if (!with_simple_activation(e.act, store)) store(std::integral_constant<Activation, Activation::kNone>{});
 }
 
+// Pixels [p0, p1) of codes q [*, C] (pixel-major; conv2d_int8's input codes): bad[p] = 1
+// where pixel p holds the mark of a NaN or infinity (-128); returns whether any code is
+// negative. With sub, pixel p is read from the input's pixel sub.src(p) of src and copied
+// into q first.
+bool scan_codes(const int8_t* src, int64_t C, int64_t p0, int64_t p1, int8_t* q, uint8_t* bad, const Subsample& sub) {
+  bool neg = false;
+  for (int64_t p = p0; p < p1; ++p) {
+    const int8_t* row = src + (sub.on() ? sub.src(p) : p) * C;
+    if (sub.on()) {
+      std::memcpy(q + p * C, row, size_t(C));
+      row = q + p * C;
+    }
+    int8_t lo = 127;
+    int64_t c = 0;
+#if defined(__AVX2__)
+    __m256i m = _mm256_set1_epi8(127);
+    for (; c + 32 <= C; c += 32) m = _mm256_min_epi8(m, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + c)));
+    const __m128i h = _mm_min_epi8(_mm256_castsi256_si128(m), _mm256_extracti128_si256(m, 1));
+    const __m128i mark = _mm_set1_epi8(-128);
+    bad[p] = uint8_t(_mm_movemask_epi8(_mm_cmpeq_epi8(h, mark)) != 0);
+    neg |= _mm_movemask_epi8(h) != 0;
+#else
+    bad[p] = 0;
+#endif
+    for (; c < C; ++c) lo = std::min(lo, row[c]);
+    bad[p] |= uint8_t(lo == -128);
+    neg |= lo < 0;
+  }
+  return neg;
+}
+
+// Rows [m, m + len) of acc (OC apart: pixels p0.. of one image, channels as columns),
+// channels [n0, n1), as codes on 1 / scale = inv into that image's codes yq [cols, OC]
+// (-128 for a NaN or infinity), with the epilogue and the image's blocked residual ri (null:
+// none): the values store_blocked would store, quantized as conv2d_int8 quantizes its
+// input. A pixel's channels in runs of up to 64, through a float run in L1.
+template <Activation A>
+void store_codes(const float* acc, int64_t OC, int64_t L, int64_t cols, int64_t p0, int64_t len, int64_t n0,
+                 int64_t n1, const BlockedEpilogue& e, const float* ri, float inv, int8_t* yq) {
+  const Activation rest = A == e.act ? Activation::kNone : e.act;
+  alignas(32) float t[64];
+#if defined(__AVX2__)
+  const __m256 vinv = _mm256_set1_ps(inv);
+#endif
+  for (int64_t i = 0; i < len; ++i) {
+    const float* a = acc + i * OC;
+    for (int64_t r0 = n0; r0 < n1; r0 += 64) {
+      const int64_t r1 = std::min(n1, r0 + 64);
+      for (int64_t c = r0; c < r1;) {
+        const float* res = ri ? ri + ((c / L) * cols + p0 + i) * L + c % L : nullptr;
+        if (c % 8 == 0 && c + 8 <= r1) {  // 8 channels of one block (L is 8 or 16)
+          v8f v = load8(a + c) * load8(e.scale.data() + c) + load8(e.shift.data() + c);
+          if (res) v += load8(res);
+          store8(t + (c - r0), simple_activation<A>(v));
+          c += 8;
+          continue;
+        }
+        float v = a[c] * e.scale[size_t(c)] + e.shift[size_t(c)];
+        if (res) v += *res;
+        t[c - r0] = simple_activation<A>(v);
+        ++c;
+      }
+      if (rest != Activation::kNone) finish_activation(rest, t, r1 - r0);
+      int8_t* dst = yq + i * OC + r0;
+      int64_t c = 0;
+#if defined(__AVX2__)
+      for (; c + 8 <= r1 - r0; c += 8) {
+        int nonfinite;
+        __m128i b = codes8(_mm256_load_ps(t + c), vinv, nonfinite);
+        if (nonfinite) {
+          alignas(16) int8_t k[16];
+          _mm_store_si128(reinterpret_cast<__m128i*>(k), b);
+          for (int j = 0; j < 8; ++j)
+            if (nonfinite >> j & 1) k[j] = -128;
+          b = _mm_load_si128(reinterpret_cast<const __m128i*>(k));
+        }
+        _mm_storel_epi64(reinterpret_cast<__m128i*>(dst + c), b);
+      }
+#endif
+      for (; c < r1 - r0; ++c) dst[c] = finite(t[c]) ? code_of(t[c], inv) : int8_t(-128);
+    }
+  }
+}
+
+void store_codes(const float* acc, int64_t OC, int64_t L, int64_t cols, int64_t p0, int64_t len, int64_t n0,
+                 int64_t n1, const BlockedEpilogue& e, const float* ri, float inv, int8_t* yq) {
+  auto store = [&](auto a) { store_codes<decltype(a)::value>(acc, OC, L, cols, p0, len, n0, n1, e, ri, inv, yq); };
+  if (!with_simple_activation(e.act, store)) store(std::integral_constant<Activation, Activation::kNone>{});
+}
+
 // The scale of one image: the given one, or max |finite x| / 127 (1 for an image of
 // zeros: every code is 0 either way). Threads split the image.
 float image_scale(const float* x, int64_t n, std::optional<float> given) {
@@ -290,13 +391,18 @@ PackedOperand conv2d_int8_pack(const Conv2dInt8Geom& g, const uint8_t* w, QIsa i
 }
 
 void conv2d_int8(const Conv2dInt8Geom& g, QIsa isa, const float* x, const PackedOperand& w,
-                 std::optional<float> x_scale, const GemmEpilogue& ep, const float* residual, float* y) {
+                 std::optional<float> x_scale, const GemmEpilogue& ep, const float* residual, float* y,
+                 const Conv2dInt8Codes& io) {
   const int64_t N = g.N, C = g.C, HW = g.H * g.W, OC = g.OC, cols = g.OH * g.OW, K = g.K(), L = g.L;
   const int64_t M = N * cols;
   ZENITH_CHECK(L == 0 || L == 8 || L == 16, "conv2d: the int8 conv's channel block ", L, " is not 0 (NCHW), 8 or 16");
   ZENITH_CHECK(C > 0 && K > 0, "conv2d: an int8 conv needs input channels and a kernel, got ", C, " channels and ",
                g.KH, "x", g.KW);
   ZENITH_CHECK(!ep.col_shift, "conv2d: an int8 conv's epilogue is per output channel");
+  ZENITH_CHECK((!io.x && !io.y) || L, "conv2d: an int8 conv reads or writes codes over the blocked layout only");
+  ZENITH_CHECK(!io.x || x_scale, "conv2d: an int8 conv reading codes needs their scale");
+  ZENITH_CHECK(!io.y || (io.y_scale > 0.0f && std::isfinite(io.y_scale)), "conv2d: the output codes' scale must be "
+               "a positive finite number, got ", io.y_scale);
   // Floats per image of x and of y (and the residual): blocked, whole blocks of channels.
   const int64_t x_image = (L ? (C + L - 1) / L * L : C) * HW, y_image = (L ? (OC + L - 1) / L * L : OC) * cols;
   if (M == 0 || OC == 0) return;
@@ -317,11 +423,14 @@ void conv2d_int8(const Conv2dInt8Geom& g, QIsa isa, const float* x, const Packed
   // per pixel, with one scale per image; tiles of pixels (up to 256, about 64 KiB of
   // floats) of every image split across threads (with tiles of 256 per image in turn, a
   // 14 x 14 map had been one tile: one thread).
+  // Codes given as x (io.x) are read in place, unless strided: then the pixels read are copied.
+  const bool own_codes = !io.x || strided;
   thread_local AlignedBuf img_buf;
-  int8_t* codes = reinterpret_cast<int8_t*>(img_buf.get(size_t((N * QP * (C + 1) + 3) / 4)));
-  uint8_t* bad = reinterpret_cast<uint8_t*>(codes + N * QP * C);
+  int8_t* qbuf = reinterpret_cast<int8_t*>(img_buf.get(size_t((N * QP * ((own_codes ? C : 0) + 1) + 3) / 4)));
+  const int8_t* codes = own_codes ? qbuf : io.x;
+  uint8_t* bad = reinterpret_cast<uint8_t*>(qbuf + (own_codes ? N * QP * C : 0));
   std::vector<float> scale(static_cast<size_t>(N));
-  for (int64_t n = 0; n < N; ++n) scale[size_t(n)] = image_scale(x + n * x_image, x_image, x_scale);
+  for (int64_t n = 0; n < N; ++n) scale[size_t(n)] = io.x ? *x_scale : image_scale(x + n * x_image, x_image, x_scale);
   const int64_t kTile =
       std::max<int64_t>(8, std::min<int64_t>(256, (int64_t(64) << 10) / std::max<int64_t>(C, 1)) / 8 * 8);
   const int64_t tiles = (QP + kTile - 1) / kTile;
@@ -331,9 +440,14 @@ void conv2d_int8(const Conv2dInt8Geom& g, QIsa isa, const float* x, const Packed
       const int64_t n = t / tiles, p0 = t % tiles * kTile;
       const int64_t p1 = std::min(QP, p0 + kTile);
       const float inv = 1.0f / scale[size_t(n)];
-      neg[size_t(t)] = L ? quantize_pixels_blocked(x + n * x_image, C, L, HW, p0, p1, inv, codes + n * QP * C,
-                                                   bad + n * QP, sub)
-                         : quantize_pixels(x + n * x_image, C, HW, p0, p1, inv, codes + n * QP * C, bad + n * QP, sub);
+      if (io.x) {
+        neg[size_t(t)] =
+            scan_codes(io.x + n * HW * C, C, p0, p1, strided ? qbuf + n * QP * C : nullptr, bad + n * QP, sub);
+        continue;
+      }
+      int8_t* q = qbuf + n * QP * C;
+      neg[size_t(t)] = L ? quantize_pixels_blocked(x + n * x_image, C, L, HW, p0, p1, inv, q, bad + n * QP, sub)
+                         : quantize_pixels(x + n * x_image, C, HW, p0, p1, inv, q, bad + n * QP, sub);
     }
   });
   // An input with no negative code (after a ReLU: most convs of a CNN) lets AVX2's tiles
@@ -359,6 +473,7 @@ void conv2d_int8(const Conv2dInt8Geom& g, QIsa isa, const float* x, const Packed
   const int64_t cap = by_rows ? (chunk + tile - 1) / tile * tile : chunk;
   const int64_t row_floats = cap * ((in_place ? 0 : kpad / 4) + nscales + (nsums + 1) / 2);
   const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float y_inv = io.y ? 1.0f / io.y_scale : 0.0f;
   BlockedEpilogue be;  // the blocked write-out's epilogue
   if (L) {
     nchwc_detail::channel_scale_shift(ep.row_scale, ep.row_shift, OC, y_image / cols, be.scale, be.shift);
@@ -419,6 +534,12 @@ void conv2d_int8(const Conv2dInt8Geom& g, QIsa isa, const float* x, const Packed
     auto store = [&](int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
       for (int64_t m = m0; m < m1;) {
         const int64_t gm = c0 + m, n = gm / cols, p0 = gm % cols, len = std::min(m1 - m, cols - p0);
+        if (io.y) {
+          store_codes(acc + m * OC, OC, L, cols, p0, len, n0, n1, be, residual ? residual + n * y_image : nullptr,
+                      y_inv, io.y + (n * cols + p0) * OC);
+          m += len;
+          continue;
+        }
         if (L) {
           store_blocked(acc + m * OC, OC, L, cols, p0, len, n0, n1, be, residual ? residual + n * y_image : nullptr,
                         y + n * y_image);

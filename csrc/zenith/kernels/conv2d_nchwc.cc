@@ -1453,16 +1453,18 @@ NchwcConvGeom nchwc_geom(const std::vector<TensorRef>& in, const std::vector<Ten
                          const attrs::conv2d_nchwc& at) {
   const TensorRef &x = in[0], &w = in[1], &o = out[0];
   NchwcConvGeom g;
-  g.N = x.shape[0], g.H = x.shape[2], g.W = x.shape[3];
-  g.nchw_in = at.block != 0;  // an NCHW input; the output's block is the attribute
-  g.L = g.nchw_in ? at.block : x.shape[4];
+  const bool codes_in = x.dtype == DType::u8;  // int8 codes [N, H, W, C]
+  g.N = x.shape[0], g.H = x.shape[codes_in ? 1 : 2], g.W = x.shape[codes_in ? 2 : 3];
+  g.nchw_in = at.block != 0 && !codes_in;  // an NCHW input; the output's block is the attribute
+  g.L = at.block ? at.block : x.shape[4];
   g.groups = at.groups;
   if (w.dtype == DType::u8) {  // int8 rows [OC, 4 + C * KH * KW]
     g.OC = w.shape[0], g.KH = at.kernel[0], g.KW = at.kernel[1], g.C = (w.shape[1] - 4) / (g.KH * g.KW);
   } else {
     g.OC = w.shape[0], g.C = w.shape[1] * at.groups, g.KH = w.shape[2], g.KW = w.shape[3];
   }
-  g.OH = o.shape[2], g.OW = o.shape[3];
+  const bool codes_out = o.dtype == DType::u8;  // int8 codes [N, OH, OW, OC]
+  g.OH = o.shape[codes_out ? 1 : 2], g.OW = o.shape[codes_out ? 2 : 3];
   g.st = at.stride, g.pd = at.padding, g.dl = at.dilation;
   return g;
 }
@@ -1547,9 +1549,13 @@ void run_conv2d_nchwc(const KernelCtx& c) {
   const float* x = c.in[0].as<float>();
   const float* res = at.has_residual ? c.in.back().as<float>() : nullptr;
   switch (s.side) {
-    case PackedOperand::kQ8:
+    case PackedOperand::kQ8: {
+      Conv2dInt8Codes io;  // codes in and out between int8 convs (chain_int8)
+      if (c.in[0].dtype == DType::u8) io.x = c.in[0].as<int8_t>(), x = nullptr;
+      if (o.dtype == DType::u8) io.y = o.as<int8_t>(), io.y_scale = float(*at.y_scale);
       return conv2d_int8(s.int8_geom(), s.isa, x, pw, at.x_scale ? std::optional<float>(float(*at.x_scale)) : std::nullopt,
-                         ep, res, o.as<float>());
+                         ep, res, io.y ? nullptr : o.as<float>(), io);
+    }
     case PackedOperand::kWinograd:
     case PackedOperand::kWinograd4:
       return conv3x3_winograd_nchwc(g, x, pw, ep.row_scale, ep.row_shift, res, at.activation, o.as<float>());

@@ -166,11 +166,24 @@ struct Conv2dInt8Geom {
 // The filters w (int8 rows [OC, 4 + C * KH * KW], torch's (ic, kh, kw) order) as
 // conv2d_int8 reads them on `isa`: the int8 GEMM's packing of rows in (kh, kw, ic) order.
 PackedOperand conv2d_int8_pack(const Conv2dInt8Geom& g, const uint8_t* w, QIsa isa);
+// Int8 activations passed from one int8 conv to the next (blocked layout only): codes
+// [N, H, W, C] (pixel-major), each round(v / scale) within +-127 (the codes conv2d_int8
+// quantizes its float input to), and -128 marking a NaN or infinity. x: read in place of
+// the float input, on x_scale (then required); y: written in place of the float output,
+// on y_scale, from the same values the float output would hold, so a chain of convs gives
+// the same codes, and the same results, either way.
+struct Conv2dInt8Codes {
+  const int8_t* x = nullptr;
+  int8_t* y = nullptr;
+  float y_scale = 0.0f;
+};
 // y [N, OC, OH, OW] = ep(conv(x [N, C, H, W], w)) (+ residual [N, OC, OH, OW] before the
 // activation): ep per output channel, as conv2d's (conv_channel_epilogue). With g.L, x,
-// the residual and y are blocked (y's channels past OC written 0).
+// the residual and y are blocked (y's channels past OC written 0); codes.x / codes.y
+// (g.L required) replace x / y.
 void conv2d_int8(const Conv2dInt8Geom& g, QIsa isa, const float* x, const PackedOperand& w,
-                 std::optional<float> x_scale, const GemmEpilogue& ep, const float* residual, float* y);
+                 std::optional<float> x_scale, const GemmEpilogue& ep, const float* residual, float* y,
+                 const Conv2dInt8Codes& codes = {});
 
 // Static INT8 calibration (calibrate.cc). |x| over n floats: the largest finite value,
 // the exact zeros and the NaNs and infinities.

@@ -4,7 +4,8 @@
 // projections' layout, residual adds into the convolutions that feed them,
 // activations into GEMM and convolution epilogues (before chains
 // form, so an activation a GEMM can absorb stays its epilogue), chains of convs into the
-// blocked channel layout (MobileNet blocks included, their depthwise convs blocked), then
+// blocked channel layout (MobileNet blocks included, their depthwise convs blocked), int8
+// codes between int8 convs that only read each other, then
 // the expand 1x1 convs (blocked or NCHW) into the depthwise convs that read them, residual adds
 // into the layer norms that read them, remaining elementwise chains into single-pass
 // kernels; a last dce drops what they absorbed.
@@ -28,7 +29,8 @@ const PassEntry kPipeline[] = {
     {"fuse_conv_residual", fuse_conv_residual},  // after the norm joins the conv, before its relu does
     {"fuse_epilogue", fuse_epilogue},
     {"layout_nchwc", layout_nchwc},  // the convs carry their epilogues and residuals
-    {"dce", dead_code_elimination},  // the conversions nobody reads: fuse_conv_pw_dw counts readers
+    {"dce", dead_code_elimination},  // the conversions nobody reads: fuse_conv_pw_dw and chain_int8 count readers
+    {"chain_int8", chain_int8},      // int8 codes between the blocked int8 convs
     {"fuse_conv_pw_dw", fuse_conv_pw_dw},  // the MobileNet blocks, blocked or NCHW, with their epilogues
     {"fuse_residual_norm", fuse_residual_norm},  // before chains form: the add stays visible
     {"fuse_elementwise", fuse_elementwise},

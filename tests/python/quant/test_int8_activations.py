@@ -567,3 +567,29 @@ def test_eager_quantized_ops_run_on_torchs_thread_count():
     _C.set_num_threads(1)
     cal.Observer().add(torch.randn(10))
     assert _C.num_threads() == 2
+
+
+def test_int8_codes_between_convs_change_no_result(monkeypatch):
+    """chain_int8: a torchvision ResNet-18 quantized int8-static (every conv), frozen with
+    codes between its int8 convs and with ZENITH_INT8_CHAIN=0 (float32 between them):
+    the same output bit for bit, the pass reporting its rewrites, no fallback."""
+    import torchvision
+
+    torch.manual_seed(0)
+    m = torchvision.models.resnet18(num_classes=10).eval()
+    x = torch.randn(1, 3, 224, 224)  # (at 64 x 64, layout_nchwc leaves ResNet-18's small maps NCHW)
+    q = zenith.quantize(copy.deepcopy(m), "int8-static", calibration=[(torch.randn(1, 3, 224, 224),)],
+                        int8_everywhere=True)
+    with torch.no_grad():
+        monkeypatch.setenv("ZENITH_INT8_CHAIN", "0")
+        floats = zenith.freeze(q)(x)
+        off = zenith.explain(q, x, dynamic=False)
+        monkeypatch.delenv("ZENITH_INT8_CHAIN")
+        codes = zenith.freeze(q)(x)
+        on = zenith.explain(q, x, dynamic=False)
+    assert torch.equal(codes, floats)
+    assert off.passes["chain_int8"] == 0
+    assert on.passes["chain_int8"] >= 8, on.passes  # each basic block's first conv into its second
+    assert on.fallback_ops == {}
+    ref = m(x)
+    assert F.cosine_similarity(codes.flatten(), ref.flatten(), dim=0).item() > 0.95
