@@ -28,7 +28,8 @@ std::vector<int> Graph::add_node(Op op, std::vector<int> ins, std::map<std::stri
   normalize_attrs(op, n.attrs);
   check_attrs(n);
   std::vector<TensorType> types = info.infer(*this, n);
-  ZENITH_CHECK(int(types.size()) == info.num_outputs, info.name, ": inference returned ", types.size(), " outputs");
+  ZENITH_CHECK(info.num_outputs < 0 ? !types.empty() : int(types.size()) == info.num_outputs, info.name,
+               ": inference returned ", types.size(), " outputs");
   int node_index = int(nodes.size());
   for (auto& t : types) {
     values.push_back({"", std::move(t), node_index});
@@ -96,8 +97,8 @@ void verify(const Graph& g) {
     const OpInfo& info = op_info(n.op);
     ZENITH_CHECK(info.num_inputs < 0 || int(n.inputs.size()) == info.num_inputs, "node ", i, " (", info.name,
                  "): has ", n.inputs.size(), " inputs, expects ", info.num_inputs);
-    ZENITH_CHECK(int(n.outputs.size()) == info.num_outputs, "node ", i, " (", info.name, "): has ", n.outputs.size(),
-                 " outputs");
+    ZENITH_CHECK(info.num_outputs < 0 ? !n.outputs.empty() : int(n.outputs.size()) == info.num_outputs, "node ", i,
+                 " (", info.name, "): has ", n.outputs.size(), " outputs");
     for (int v : n.inputs) {
       ZENITH_CHECK(v >= 0 && size_t(v) < g.values.size() && defined[size_t(v)], "node ", i, " (", info.name,
                    "): uses %", (v >= 0 && size_t(v) < g.values.size()) ? g.value_name(v) : std::to_string(v),
@@ -121,6 +122,8 @@ void verify(const Graph& g) {
     } catch (const Error& e) {
       fail("node ", i, " (", info.name, "): ", e.what());
     }
+    ZENITH_CHECK(types.size() == n.outputs.size(), "node ", i, " (", info.name, "): has ", n.outputs.size(),
+                 " outputs, inference gives ", types.size());
     for (size_t k = 0; k < n.outputs.size(); ++k) {
       define(n.outputs[k], info.name);
       const TensorType& have = g.type(n.outputs[k]);

@@ -46,7 +46,7 @@ using InferFn = std::vector<TensorType> (*)(const Graph&, const Node&);
 struct OpInfo {
   const char* name;
   int num_inputs;  // -1: variadic
-  int num_outputs;
+  int num_outputs;  // -1: one or more (the op's inference says how many)
   uint32_t traits;
   InferFn infer;
 };

@@ -463,7 +463,8 @@ Types infer_from_nchwc(const Graph& g, const Node& n) {
 // groups == C); the output [N, ceil(OC / L), OH, OW, L]. With `block` (L), x is NCHW
 // [N, C, H, W] and the conv ungrouped. An int8 weight (u8 rows [OC, 4 + C * KH * KW],
 // with `kernel`): groups 1 and a blocked x, or codes u8 [N, H, W, C] with x_scale and
-// `block`; with y_scale, the output codes u8 [N, OH, OW, OC] (the residual still blocked).
+// `block`; with y_scale, the output codes u8 [N, OH, OW, OC] (the residual still blocked),
+// after the blocked float output with y_float.
 Types infer_conv2d_nchwc(const Graph& g, const Node& n) {
   const auto& x = in(g, n, 0);
   const auto& w = in(g, n, 1);
@@ -527,8 +528,11 @@ Types infer_conv2d_nchwc(const Graph& g, const Node& n) {
     for (int d = 0; same && d < 5; ++d) same = r.shape[size_t(d)].same(t.shape[size_t(d)]);
     ZENITH_CHECK(same, "conv2d_nchwc: the residual must be float32 with the output's blocked shape");
   }
-  if (n.has("y_scale")) t = TensorType{DType::u8, {x.shape[0], OH, OW, SymInt(OC)}};
-  return {t};
+  ZENITH_CHECK(!n.i("y_float", 0) || n.has("y_scale"), "conv2d_nchwc: y_float needs y_scale");
+  if (!n.has("y_scale")) return {t};
+  const TensorType codes{DType::u8, {x.shape[0], OH, OW, SymInt(OC)}};
+  if (n.i("y_float", 0)) return {t, codes};
+  return {codes};
 }
 
 // conv2d_pw_dw: (x, w_pw, bias_pw[, bn x 4], w_dw, bias_dw[, bn x 4][, w_pj, bias_pj[, bn

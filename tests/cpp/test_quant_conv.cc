@@ -385,20 +385,27 @@ TEST(QuantConv, CodesBetweenConvsMatchFloats) {
           for (size_t i = 0; i < got.size(); ++i)
             ASSERT_TRUE(got[i] == want[i] || (std::isnan(got[i]) && std::isnan(want[i])))
                 << what << ": codes in, at " << i << ": " << got[i] << " vs " << want[i];
-          // codes out (from floats, and from codes): the floats' codes
-          for (bool codes_in : {false, true}) {
+          // codes out (from floats, and from codes; alone, and beside the floats): the floats' codes
+          for (int mode = 0; mode < 4; ++mode) {
+            const bool codes_in = mode & 1, both = mode & 2;
             std::vector<int8_t> yq(size_t(g.N * OP * g.OC), 99);
+            std::vector<float> yf(rb.size(), -7.0f);
             Conv2dInt8Codes io;
             io.x = codes_in ? xq.data() : nullptr;
             io.y = yq.data();
             io.y_scale = ys;
-            conv2d_int8(g, isa, codes_in ? nullptr : xb.data(), pk, xs, ep, rp, nullptr, io);
+            conv2d_int8(g, isa, codes_in ? nullptr : xb.data(), pk, xs, ep, rp, both ? yf.data() : nullptr, io);
+            if (both)
+              for (size_t i = 0; i < yf.size(); ++i)
+                ASSERT_TRUE(yf[i] == want[i] || (std::isnan(yf[i]) && std::isnan(want[i])))
+                    << what << ": floats beside codes, at " << i << ": " << yf[i] << " vs " << want[i];
             for (int64_t n = 0; n < g.N; ++n)
               for (int64_t oc = 0; oc < g.OC; ++oc)
                 for (int64_t p = 0; p < OP; ++p) {
                   const float f = want[size_t(((n * OCB + oc / L) * OP + p) * L + oc % L)];
                   ASSERT_EQ(int(yq[size_t((n * OP + p) * g.OC + oc)]), int(code(f, yinv)))
-                      << what << (codes_in ? ": codes in and out" : ": codes out") << " at n " << n << " oc " << oc
+                      << what << (codes_in ? ": codes in and out" : ": codes out") << (both ? " beside floats" : "")
+                      << " at n " << n << " oc " << oc
                       << " pixel " << p << " from " << f;
                 }
           }
@@ -502,10 +509,10 @@ TEST(QuantConv, LayoutPassBlocksInt8Convs) {
   set_num_threads(1);
 }
 
-// chain_int8 passes codes between blocked int8 convs that only read each other on one
-// scale (a 1x1 into a 3x3; the 3x3 into a 1x1 with a residual and a strided 1x1, both on
-// its scale), and leaves float32 what a graph output or another scale reads; the graph
-// gives the same values, bit for bit, as without it.
+// chain_int8 passes codes between blocked int8 convs on one scale: a 1x1 into a 3x3; the
+// 3x3 into a 1x1 with a residual and a strided 1x1, both on its scale; and a graph output
+// that an int8 conv also reads, written both as floats and as codes. The graph gives the
+// same values, bit for bit, as without it.
 TEST(QuantConv, ChainPassPassesCodesBetweenInt8Convs) {
   set_num_threads(2);
   const std::string text = R"(graph(%x: f32[2, 20, 12, 12], %w0: u8[24, 24], %w1: u8[24, 220], %w2: u8[20, 28], %w3: u8[20, 28], %w4: u8[16, 24], %b: f32[24]) {
@@ -520,16 +527,21 @@ TEST(QuantConv, ChainPassPassesCodesBetweenInt8Convs) {
   EXPECT_EQ(layout_nchwc(blocked), 5);
   dead_code_elimination(blocked);
   Graph chained = blocked;
-  EXPECT_EQ(chain_int8(chained), 2);  // %a and %c
+  EXPECT_EQ(chain_int8(chained), 3);  // %a, %c, and %d (floats and codes)
   verify(chained);
-  int codes_out = 0, codes_in = 0;
+  int codes_out = 0, codes_in = 0, both = 0;
   for (const Node& n : chained.nodes) {
     if (n.op != Op::conv2d_nchwc) continue;
-    codes_out += chained.type(n.outputs[0]).dtype == DType::u8;
+    codes_out += chained.type(n.outputs.back()).dtype == DType::u8;
     codes_in += chained.type(n.inputs[0]).dtype == DType::u8;
+    both += n.outputs.size() == 2;
   }
-  EXPECT_EQ(codes_out, 2);
-  EXPECT_EQ(codes_in, 3);
+  EXPECT_EQ(codes_out, 3);
+  EXPECT_EQ(codes_in, 4);
+  EXPECT_EQ(both, 1);
+  const std::string printed = print_graph(chained);  // the two outputs print and parse back
+  EXPECT_NE(printed.find("y_float"), std::string::npos) << printed;
+  verify(parse_graph(printed));
   auto x = randn(2 * 20 * 144, 60), b = randn(24, 61);
   auto w0 = random_filters(24, 20, 62), w1 = random_filters(24, 216, 63), w2 = random_filters(20, 24, 64),
        w3 = random_filters(20, 24, 65), w4 = random_filters(16, 20, 66);

@@ -1552,9 +1552,10 @@ void run_conv2d_nchwc(const KernelCtx& c) {
     case PackedOperand::kQ8: {
       Conv2dInt8Codes io;  // codes in and out between int8 convs (chain_int8)
       if (c.in[0].dtype == DType::u8) io.x = c.in[0].as<int8_t>(), x = nullptr;
-      if (o.dtype == DType::u8) io.y = o.as<int8_t>(), io.y_scale = float(*at.y_scale);
+      const TensorRef& codes = c.out.back();  // the codes, alone or after the float output (y_float)
+      if (codes.dtype == DType::u8) io.y = codes.as<int8_t>(), io.y_scale = float(*at.y_scale);
       return conv2d_int8(s.int8_geom(), s.isa, x, pw, at.x_scale ? std::optional<float>(float(*at.x_scale)) : std::nullopt,
-                         ep, res, io.y ? nullptr : o.as<float>(), io);
+                         ep, res, o.dtype == DType::f32 ? o.as<float>() : nullptr, io);
     }
     case PackedOperand::kWinograd:
     case PackedOperand::kWinograd4:

@@ -179,8 +179,8 @@ struct Conv2dInt8Codes {
 };
 // y [N, OC, OH, OW] = ep(conv(x [N, C, H, W], w)) (+ residual [N, OC, OH, OW] before the
 // activation): ep per output channel, as conv2d's (conv_channel_epilogue). With g.L, x,
-// the residual and y are blocked (y's channels past OC written 0); codes.x / codes.y
-// (g.L required) replace x / y.
+// the residual and y are blocked (y's channels past OC written 0); codes.x (g.L required)
+// replaces x, codes.y replaces y (null) or is written beside it.
 void conv2d_int8(const Conv2dInt8Geom& g, QIsa isa, const float* x, const PackedOperand& w,
                  std::optional<float> x_scale, const GemmEpilogue& ep, const float* residual, float* y,
                  const Conv2dInt8Codes& codes = {});

@@ -1,13 +1,15 @@
 // Int8 activations between int8 convs: a blocked int8 conv (conv2d_nchwc with an int8
-// weight) whose output only int8 convs read, each as its input on one and the same static
+// weight) whose output int8 convs read as their input, all on one and the same static
 // scale, writes that output as their codes (y_scale: u8 [N, OH, OW, OC], 1 byte a value
-// instead of 4) and they read the codes (x u8, `block` keeping their output's layout):
-// no float tensor between them and no quantizer pass in the reader. The codes are those
-// the reader would have made from the floats (conv2d_int8.cc), so results do not change.
-// A value that anything else reads (a residual, a pooling, a graph output, a float conv)
-// stays float32: in ResNet's bottlenecks, the 1x1 -> 3x3 -> 1x1 convs' two inner tensors
-// pass as codes, the block's input and output stay float.
+// instead of 4) and they read the codes (x u8, `block` keeping their output's layout), so
+// they skip their quantizer pass. The codes are those the reader would have made from the
+// floats (conv2d_int8.cc), so results do not change. Where anything else reads the output
+// too (a residual, a pooling, a graph output, a float conv), the conv writes both
+// (y_float: the float output, then its codes) and the others keep reading the floats.
+// In ResNet's bottlenecks: the 1x1 -> 3x3 -> 1x1 convs' two inner tensors pass as codes
+// alone; a block's output, the next block's residual, also as codes for its first conv.
 // ZENITH_INT8_CHAIN=0 turns it off (read when a graph is compiled). Runs after layout_nchwc.
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -39,27 +41,44 @@ int chain_int8(Graph& g) {
     Node& p = g.nodes[i];
     if (!int8_blocked_conv(g, p) || p.has("y_scale")) continue;
     const int v = p.outputs[0];
-    const TensorType& t = g.type(v);
-    if (graph_output[size_t(v)] || readers[size_t(v)].empty() || t.dtype != DType::f32 || t.rank() != 5) continue;
-    bool ok = true;
+    const TensorType t = g.type(v);  // a copy: g.values may grow below
+    if (readers[size_t(v)].empty() || t.dtype != DType::f32 || t.rank() != 5) continue;
+    // The int8 convs reading v as their input (and nothing else of theirs), on one scale.
+    std::vector<int> coders;
+    bool others = graph_output[size_t(v)] != 0, ok = true;
     double scale = 0;
     for (auto [r, slot] : readers[size_t(v)]) {
       const Node& q = g.nodes[size_t(r)];
-      ok = ok && slot == 0 && int8_blocked_conv(g, q) && q.has("x_scale") && !q.i("block", 0) &&
-           (scale == 0 || q.f("x_scale") == scale);
-      if (ok) scale = q.f("x_scale");
+      const bool coder = slot == 0 && int8_blocked_conv(g, q) && q.has("x_scale") && !q.i("block", 0) &&
+                         std::count(q.inputs.begin(), q.inputs.end(), v) == 1;
+      if (!coder) {
+        others = true;
+        continue;
+      }
+      ok = ok && (scale == 0 || q.f("x_scale") == scale);
+      scale = q.f("x_scale");
+      coders.push_back(r);
     }
-    if (!ok) continue;
+    if (!ok || coders.empty()) continue;
     p.set_float("y_scale", scale);
+    int codes = v;
+    if (others) {  // a second output, the codes; v stays the floats
+      p.set_int("y_float", 1);
+      g.values.push_back({"", TensorType{DType::u8, {}}, int(i)});  // typed below
+      codes = int(g.values.size()) - 1;
+      p.outputs.push_back(codes);
+    }
     touched[i] = 1;
-    for (auto [r, slot] : readers[size_t(v)]) {
-      g.nodes[size_t(r)].set_int("block", t.shape[4].value());
+    for (int r : coders) {
+      Node& q = g.nodes[size_t(r)];
+      q.inputs[0] = codes;
+      q.set_int("block", t.shape[4].value());
       touched[size_t(r)] = 1;
     }
     ++changed;
   }
-  // Types again, in order: a producer's output becomes codes; its readers' outputs keep
-  // their types unless they write codes too.
+  // Types again, in order: a producer's output becomes codes (or gains them); its readers'
+  // outputs keep their types unless they write codes too.
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     if (!touched[i]) continue;
     const Node& n = g.nodes[i];
