@@ -463,8 +463,8 @@ Types infer_from_nchwc(const Graph& g, const Node& n) {
 // groups == C); the output [N, ceil(OC / L), OH, OW, L]. With `block` (L), x is NCHW
 // [N, C, H, W] and the conv ungrouped. An int8 weight (u8 rows [OC, 4 + C * KH * KW],
 // with `kernel`): groups 1 and a blocked x, or codes u8 [N, H, W, C] with x_scale and
-// `block`; with y_scale, the output codes u8 [N, OH, OW, OC] (the residual still blocked),
-// after the blocked float output with y_float.
+// `block`; with y_scale, the output codes u8 [N, OH, OW, OC], after the blocked float
+// output with y_float; with r_scale, the residual as codes u8 [N, OH, OW, OC].
 Types infer_conv2d_nchwc(const Graph& g, const Node& n) {
   const auto& x = in(g, n, 0);
   const auto& w = in(g, n, 1);
@@ -522,15 +522,20 @@ Types infer_conv2d_nchwc(const Graph& g, const Node& n) {
   const SymInt OH = conv_out(x.shape[size_t(hd)], kernel[0], st[0], pd[0], dl[0], false),
                OW = conv_out(x.shape[size_t(hd + 1)], kernel[1], st[1], pd[1], dl[1], false);
   t.shape = {x.shape[0], SymInt((OC + L - 1) / L), OH, OW, SymInt(L)};
+  const TensorType codes{DType::u8, {x.shape[0], OH, OW, SymInt(OC)}};
+  const bool r_codes = residual && in(g, n, n.inputs.size() - 1).dtype == DType::u8;
+  ZENITH_CHECK(r_codes == n.has("r_scale") && (!r_codes || (int8 && n.f("r_scale") > 0 && std::isfinite(n.f("r_scale")))),
+               "conv2d_nchwc: a residual as codes (u8) goes with r_scale, a positive finite scale, and an int8 weight");
   if (residual) {
     const auto& r = in(g, n, n.inputs.size() - 1);
-    bool same = r.dtype == DType::f32 && r.rank() == 5;
-    for (int d = 0; same && d < 5; ++d) same = r.shape[size_t(d)].same(t.shape[size_t(d)]);
-    ZENITH_CHECK(same, "conv2d_nchwc: the residual must be float32 with the output's blocked shape");
+    const TensorType& want = r_codes ? codes : t;
+    bool same = r.dtype == want.dtype && r.rank() == want.rank();
+    for (int d = 0; same && d < want.rank(); ++d) same = r.shape[size_t(d)].same(want.shape[size_t(d)]);
+    ZENITH_CHECK(same, "conv2d_nchwc: the residual must be float32 with the output's blocked shape, or codes [N, OH, "
+                 "OW, OC]");
   }
   ZENITH_CHECK(!n.i("y_float", 0) || n.has("y_scale"), "conv2d_nchwc: y_float needs y_scale");
   if (!n.has("y_scale")) return {t};
-  const TensorType codes{DType::u8, {x.shape[0], OH, OW, SymInt(OC)}};
   if (n.i("y_float", 0)) return {t, codes};
   return {codes};
 }
@@ -995,8 +1000,10 @@ Types infer_checking_u8(const Graph& g, const Node& n) {
   };
   // an int8 conv2d_nchwc's codes in and out (infer_conv2d_nchwc checks them)
   const bool codes = n.op == Op::conv2d_nchwc && n.inputs.size() > 1 && in(g, n, 1).dtype == DType::u8;
+  const size_t last = n.inputs.size() - 1;
   for (size_t i = 0; i < n.inputs.size(); ++i)
-    u8 = u8 || (in(g, n, i).dtype == DType::u8 && !weight(i) && !(codes && i == 0));
+    u8 = u8 || (in(g, n, i).dtype == DType::u8 && !weight(i) &&
+                !(codes && (i == 0 || (i == last && n.i("has_residual", 0)))));
   for (const auto& t : out) u8 = u8 || (t.dtype == DType::u8 && !codes);
   ZENITH_CHECK(!u8, op_info(n.op).name, ": u8 is quantized weight storage; only qmatmul, qembedding, a conv's weight and data "
                "movement take it");

@@ -330,9 +330,10 @@ TEST(QuantConv, BlockedLayoutMatchesNchw) {
 
 // Codes between int8 convs (Conv2dInt8Codes): a conv writing codes writes exactly the
 // codes of the floats it would have written (round half to even within +-127, -128 for a
-// NaN or infinity), and a conv reading codes gives exactly what it gives reading the
-// floats they were made from: NaN input included, strided 1x1s, both threads counts, both
-// blocks, every ISA, with and without a residual, every epilogue shape.
+// NaN or infinity), and a conv reading codes gives exactly what it gives reading the floats
+// they were made from (its residual as codes: within rounding of the floats they stand
+// for): NaN included, strided 1x1s, both thread counts, both blocks, every ISA, with and
+// without a residual, every epilogue shape.
 TEST(QuantConv, CodesBetweenConvsMatchFloats) {
   unsigned seed = 300;
   const Activation acts[] = {Activation::kNone, Activation::kRelu, Activation::kHardswish, Activation::kGelu};
@@ -409,6 +410,42 @@ TEST(QuantConv, CodesBetweenConvsMatchFloats) {
                       << " pixel " << p << " from " << f;
                 }
           }
+          // the residual as codes: what the floats they stand for give
+          if (rp) {
+            const float rs = 0.03f;
+            std::vector<int8_t> rq(size_t(g.N * OP * g.OC));
+            std::vector<float> rdq(size_t(g.N * g.OC * OP)), rdqb(rb.size());
+            for (int64_t n = 0; n < g.N; ++n)
+              for (int64_t oc = 0; oc < g.OC; ++oc)
+                for (int64_t p = 0; p < OP; ++p) {
+                  int8_t q = code(res[size_t((n * g.OC + oc) * OP + p)], 1.0f / rs);
+                  if ((n + oc + p) % 97 == 0) q = -128;  // marks: NaN
+                  rq[size_t((n * OP + p) * g.OC + oc)] = q;
+                  rdq[size_t((n * g.OC + oc) * OP + p)] =
+                      q == -128 ? std::numeric_limits<float>::quiet_NaN() : float(q) * rs;
+                }
+            nchw_to_nchwc(rdq.data(), g.N, g.OC, OP, L, rdqb.data());
+            std::vector<float> want_r(rb.size(), -7.0f), got_r(rb.size(), -7.0f);
+            conv2d_int8(g, isa, xb.data(), pk, xs, ep, rdqb.data(), want_r.data());
+            Conv2dInt8Codes io;
+            io.res = rq.data();
+            io.res_scale = rs;
+            std::vector<int8_t> yq(size_t(g.N * OP * g.OC), 99);
+            io.y = yq.data();
+            io.y_scale = ys;
+            conv2d_int8(g, isa, xb.data(), pk, xs, ep, nullptr, got_r.data(), io);
+            // (within rounding: the compiler may fuse the code's product into the add)
+            for (size_t i = 0; i < got_r.size(); ++i)
+              ASSERT_TRUE(std::fabs(got_r[i] - want_r[i]) <= 1e-5f * (1.0f + std::fabs(want_r[i])) ||
+                          (std::isnan(got_r[i]) && std::isnan(want_r[i])))
+                  << what << ": residual codes, at " << i << ": " << got_r[i] << " vs " << want_r[i];
+            for (int64_t n = 0; n < g.N; ++n)  // the codes are those of the floats written beside them
+              for (int64_t oc = 0; oc < g.OC; ++oc)
+                for (int64_t p = 0; p < OP; ++p)
+                  ASSERT_EQ(int(yq[size_t((n * OP + p) * g.OC + oc)]),
+                            int(code(got_r[size_t(((n * OCB + oc / L) * OP + p) * L + oc % L)], yinv)))
+                      << what << ": residual codes, codes out at n " << n << " oc " << oc << " pixel " << p;
+          }
         }
       }
     }
@@ -425,6 +462,10 @@ TEST(QuantConv, CodesBetweenConvsMatchFloats) {
   Conv2dInt8Codes out;
   out.y = yq.data();
   EXPECT_THROW(conv2d_int8(g, QIsa::kScalar, nullptr, pk, 0.1f, {}, nullptr, nullptr, out), Error);  // no y scale
+  Conv2dInt8Codes rin;
+  rin.res = yq.data();
+  std::vector<float> x(size_t(g.N * 8 * g.H * g.W)), y(size_t(g.N * 40 * g.OH * g.OW));
+  EXPECT_THROW(conv2d_int8(g, QIsa::kScalar, x.data(), pk, 0.1f, {}, nullptr, y.data(), rin), Error);  // no scale
   set_num_threads(1);
 }
 
@@ -510,57 +551,82 @@ TEST(QuantConv, LayoutPassBlocksInt8Convs) {
 }
 
 // chain_int8 passes codes between blocked int8 convs on one scale: a 1x1 into a 3x3; the
-// 3x3 into a 1x1 with a residual and a strided 1x1, both on its scale; and a graph output
-// that an int8 conv also reads, written both as floats and as codes. The graph gives the
-// same values, bit for bit, as without it.
+// 3x3 into a 1x1 with a residual, a strided 1x1 (both on its scale) and, as its residual,
+// a third 1x1; and a graph output that an int8 conv also reads, written both as floats and
+// as codes. With ZENITH_INT8_CHAIN=exact (residuals stay float) the graph gives the same
+// values, bit for bit, as without the pass; by default the residual read as codes moves
+// that conv's output by exactly the residual's rounding to its codes.
 TEST(QuantConv, ChainPassPassesCodesBetweenInt8Convs) {
   set_num_threads(2);
-  const std::string text = R"(graph(%x: f32[2, 20, 12, 12], %w0: u8[24, 24], %w1: u8[24, 220], %w2: u8[20, 28], %w3: u8[20, 28], %w4: u8[16, 24], %b: f32[24]) {
+  const std::string text = R"(graph(%x: f32[2, 20, 12, 12], %w0: u8[24, 24], %w1: u8[24, 220], %w2: u8[20, 28], %w3: u8[20, 28], %w4: u8[16, 24], %b: f32[24], %w5: u8[24, 20]) {
   %a: f32[2, 24, 12, 12] = conv2d(%x, %w0, %b) {stride=[1, 1], padding=[0, 0], dilation=[1, 1], has_bias=[1], kernel=[1, 1], x_scale=f[0.05], activation=[1]}
   %c: f32[2, 24, 12, 12] = conv2d(%a, %w1, %w1) {stride=[1, 1], padding=[1, 1], dilation=[1, 1], has_bias=[0], kernel=[3, 3], x_scale=f[0.04], activation=[1]}
-  %d: f32[2, 20, 12, 12] = conv2d(%c, %w2, %w2, %x) {stride=[1, 1], padding=[0, 0], dilation=[1, 1], has_bias=[0], kernel=[1, 1], x_scale=f[0.03], has_residual=[1], activation=[1]}
-  %e: f32[2, 20, 6, 6] = conv2d(%c, %w3, %w3) {stride=[2, 2], padding=[0, 0], dilation=[1, 1], has_bias=[0], kernel=[1, 1], x_scale=f[0.03]}
+  %d: f32[2, 20, 12, 12] = conv2d(%c, %w2, %w2, %x) {stride=[1, 1], padding=[0, 0], dilation=[1, 1], has_bias=[0], kernel=[1, 1], x_scale=f[0.3], has_residual=[1], activation=[1]}
+  %e: f32[2, 20, 6, 6] = conv2d(%c, %w3, %w3) {stride=[2, 2], padding=[0, 0], dilation=[1, 1], has_bias=[0], kernel=[1, 1], x_scale=f[0.3]}
   %f: f32[2, 16, 12, 12] = conv2d(%d, %w4, %w4) {stride=[1, 1], padding=[0, 0], dilation=[1, 1], has_bias=[0], kernel=[1, 1], x_scale=f[0.02]}
-  return (%e, %f, %d)
+  %h: f32[2, 24, 12, 12] = conv2d(%f, %w5, %b, %c) {stride=[1, 1], padding=[0, 0], dilation=[1, 1], has_bias=[1], kernel=[1, 1], x_scale=f[0.5], has_residual=[1]}
+  return (%e, %f, %d, %h, %c)
 })";
   Graph blocked = parse_graph(text);
-  EXPECT_EQ(layout_nchwc(blocked), 5);
+  EXPECT_EQ(layout_nchwc(blocked), 6);
   dead_code_elimination(blocked);
-  Graph chained = blocked;
-  EXPECT_EQ(chain_int8(chained), 3);  // %a, %c, and %d (floats and codes)
+  auto count = [](const Graph& g, int& codes_out, int& codes_in, int& both, int& res_codes) {
+    codes_out = codes_in = both = res_codes = 0;
+    for (const Node& n : g.nodes) {
+      if (n.op != Op::conv2d_nchwc) continue;
+      codes_out += g.type(n.outputs.back()).dtype == DType::u8;
+      codes_in += g.type(n.inputs[0]).dtype == DType::u8;
+      both += n.outputs.size() == 2;
+      res_codes += n.has("r_scale");
+    }
+  };
+  int codes_out, codes_in, both, res_codes;
+  Graph exact = blocked, chained = blocked;
+  setenv("ZENITH_INT8_CHAIN", "exact", 1);
+  EXPECT_EQ(chain_int8(exact), 4);  // %a; %c, %d and %f (floats and codes: %h's residual, graph outputs)
+  unsetenv("ZENITH_INT8_CHAIN");
+  verify(exact);
+  count(exact, codes_out, codes_in, both, res_codes);
+  EXPECT_EQ(codes_out, 4);
+  EXPECT_EQ(codes_in, 5);
+  EXPECT_EQ(both, 3);
+  EXPECT_EQ(res_codes, 0);
+  EXPECT_EQ(chain_int8(chained), 4);  // the same, %h reading %c's codes as its residual
   verify(chained);
-  int codes_out = 0, codes_in = 0, both = 0;
-  for (const Node& n : chained.nodes) {
-    if (n.op != Op::conv2d_nchwc) continue;
-    codes_out += chained.type(n.outputs.back()).dtype == DType::u8;
-    codes_in += chained.type(n.inputs[0]).dtype == DType::u8;
-    both += n.outputs.size() == 2;
-  }
-  EXPECT_EQ(codes_out, 3);
-  EXPECT_EQ(codes_in, 4);
-  EXPECT_EQ(both, 1);
+  count(chained, codes_out, codes_in, both, res_codes);
+  EXPECT_EQ(both, 3);  // %c still a graph output
+  EXPECT_EQ(res_codes, 1);
   const std::string printed = print_graph(chained);  // the two outputs print and parse back
   EXPECT_NE(printed.find("y_float"), std::string::npos) << printed;
   verify(parse_graph(printed));
   auto x = randn(2 * 20 * 144, 60), b = randn(24, 61);
   auto w0 = random_filters(24, 20, 62), w1 = random_filters(24, 216, 63), w2 = random_filters(20, 24, 64),
-       w3 = random_filters(20, 24, 65), w4 = random_filters(16, 20, 66);
+       w3 = random_filters(20, 24, 65), w4 = random_filters(16, 20, 66), w5 = random_filters(24, 16, 67);
   const std::vector<InTensor> in = {{x.data(), DType::f32, {2, 20, 12, 12}}, {w0.data(), DType::u8, {24, 24}},
                                     {w1.data(), DType::u8, {24, 220}},      {w2.data(), DType::u8, {20, 28}},
                                     {w3.data(), DType::u8, {20, 28}},       {w4.data(), DType::u8, {16, 24}},
-                                    {b.data(), DType::f32, {24}}};
-  Executable want_exe(std::move(blocked)), got_exe(std::move(chained));
-  want_exe.set_constant_inputs({1, 2, 3, 4, 5});
-  got_exe.set_constant_inputs({1, 2, 3, 4, 5});
-  auto want = want_exe.run(in, {}), got = got_exe.run(in, {});
-  ASSERT_EQ(got.size(), 3u);
-  for (size_t o = 0; o < 3; ++o) {
+                                    {b.data(), DType::f32, {24}},           {w5.data(), DType::u8, {24, 20}}};
+  Executable want_exe(std::move(blocked)), exact_exe(std::move(exact)), got_exe(std::move(chained));
+  for (Executable* e : {&want_exe, &exact_exe, &got_exe}) e->set_constant_inputs({1, 2, 3, 4, 5, 7});
+  auto want = want_exe.run(in, {}), same = exact_exe.run(in, {}), got = got_exe.run(in, {});
+  ASSERT_EQ(got.size(), 5u);
+  const int64_t sizes[] = {2 * 20 * 36, 2 * 16 * 144, 2 * 20 * 144, 2 * 24 * 144, 2 * 24 * 144};
+  auto at = [](const std::vector<OutTensor>& t, size_t o) { return static_cast<const float*>(t[o].data); };
+  for (size_t o = 0; o < 5; ++o) {
     ASSERT_EQ(got[o].dtype, DType::f32);
-    const int64_t n = o == 0 ? 2 * 20 * 36 : o == 1 ? 2 * 16 * 144 : 2 * 20 * 144;
-    const float* pw = static_cast<const float*>(want[o].data);
-    const float* pg = static_cast<const float*>(got[o].data);
-    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(pg[i], pw[i]) << "output " << o << " at " << i;
+    for (int64_t i = 0; i < sizes[o]; ++i) {
+      ASSERT_EQ(at(same, o)[i], at(want, o)[i]) << "exact: output " << o << " at " << i;
+      if (o != 3) ASSERT_EQ(at(got, o)[i], at(want, o)[i]) << "output " << o << " at " << i;
+    }
   }
+  // %h = conv(%f) + %c, with %c as codes on %d's and %e's scale, 0.3: clamp(round(c / 0.3)) * 0.3
+  double moved = 0;
+  for (int64_t i = 0; i < sizes[3]; ++i) {
+    const float c = at(want, 4)[i], q = std::min(127.0f, std::max(-127.0f, std::nearbyint(c / 0.3f))) * 0.3f;
+    ASSERT_NEAR(at(got, 3)[i] - at(want, 3)[i], q - c, 1e-4f * (1 + std::fabs(at(want, 3)[i]))) << i;
+    moved += std::fabs(q - c);
+  }
+  EXPECT_GT(moved, 0.0);  // the residual's codes were read
   // ZENITH_INT8_CHAIN=0: no codes
   Graph off = parse_graph(text);
   layout_nchwc(off);
@@ -614,6 +680,18 @@ TEST(QuantConv, InferenceRejectsBadInt8Convs) {
   EXPECT_THROW(codes("f32[1, 2, 6, 6, 16]", "u8[1, 4, 4, 8]", "kernel=[3, 3], y_scale=f[0]"), Error);
   EXPECT_THROW(codes("f32[1, 2, 6, 6, 16]", "u8[1, 4, 4, 8]", "y_scale=f[0.1]", "f32[8, 20, 3, 3]"), Error);  // float
   EXPECT_THROW(codes("u8[1, 2, 6, 6, 16]", "f32[1, 1, 4, 4, 16]", "kernel=[3, 3], x_scale=f[0.5]"), Error);  // u8 blocked
+  // the residual as codes [N, OH, OW, OC] with r_scale
+  auto rcodes = [](const std::string& r, const std::string& body) {
+    parse_graph("graph(%x: f32[1, 2, 6, 6, 16], %w: u8[8, 184], %b: f32[8], %r: " + r + ") {\n  %y: f32[1, 1, 4, 4, 16] "
+                "= conv2d_nchwc(%x, %w, %b, %r) {stride=[1, 1], padding=[0, 0], dilation=[1, 1], has_bias=[1], "
+                "has_residual=[1], kernel=[3, 3], " + body + "}\n  return (%y)\n}");
+  };
+  EXPECT_NO_THROW(rcodes("u8[1, 4, 4, 8]", "r_scale=f[0.1]"));
+  EXPECT_NO_THROW(rcodes("f32[1, 1, 4, 4, 16]", "x_scale=f[0.1]"));
+  EXPECT_THROW(rcodes("u8[1, 4, 4, 8]", "x_scale=f[0.1]"), Error);       // codes without r_scale
+  EXPECT_THROW(rcodes("f32[1, 1, 4, 4, 16]", "r_scale=f[0.1]"), Error);  // r_scale, a float residual
+  EXPECT_THROW(rcodes("u8[1, 4, 4, 7]", "r_scale=f[0.1]"), Error);       // not the output's channels
+  EXPECT_THROW(rcodes("u8[1, 4, 4, 8]", "r_scale=f[-1]"), Error);
   EXPECT_THROW(parse_graph(R"(graph(%x: u8[1, 6, 6, 4]) {
   %y: u8[1, 6, 6, 4] = relu(%x)
   return (%y)

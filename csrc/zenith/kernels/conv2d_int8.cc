@@ -220,18 +220,53 @@ struct BlockedEpilogue {
   Activation act = Activation::kNone;
 };
 
+// One image's tensors for the blocked write-out (null: absent): the residual as floats ri
+// (blocked like yi) or as codes rq [cols, OC] on r_scale (-128: NaN), the output floats yi
+// [OCB, cols, L] and codes yq [cols, OC] on 1 / scale = inv. The codes' pointers are at the
+// write-out's first pixel, p0; ri and yi at the image's.
+struct BlockedIo {
+  const float* ri = nullptr;
+  const int8_t* rq = nullptr;
+  float r_scale = 0.0f;
+  float* yi = nullptr;
+  int8_t* yq = nullptr;
+  float inv = 0.0f;
+};
+
+// A residual code's value: code * scale, NaN for the mark -128.
+inline float residual_of(int8_t q, float scale) {
+  return q == -128 ? std::numeric_limits<float>::quiet_NaN() : float(q) * scale;
+}
+// 8 of them.
+inline v8f residual8(const int8_t* q, float scale) {
+#if defined(__AVX2__)
+  const __m256i c = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q)));
+  const __m256 v = _mm256_mul_ps(_mm256_cvtepi32_ps(c), _mm256_set1_ps(scale));
+  const __m256 mark = _mm256_castsi256_ps(_mm256_cmpeq_epi32(c, _mm256_set1_epi32(-128)));
+  return v8f(_mm256_blendv_ps(v, _mm256_set1_ps(std::numeric_limits<float>::quiet_NaN()), mark));
+#else
+  v8f v;
+  for (int j = 0; j < 8; ++j) v[j] = residual_of(q[j], scale);
+  return v;
+#endif
+}
+
 // Rows [m, m + len) of acc (OC apart: pixels p0.. of one image, channels as columns),
-// channels [n0, n1), into that image's blocked output yi [OCB, cols, L], with the
-// epilogue and the image's residual ri (blocked like yi; null: none). Whole blocks of L channels as vectors of 8, the
+// channels [n0, n1), into that image's blocked output io.yi [OCB, cols, L], with the
+// epilogue and the image's residual (io.ri or io.rq; neither: none). Whole blocks of L channels as vectors of 8, the
 // activation in registers where simple_activation has it, else over the stored run; a
 // block cut by [n0, n1) or by OC value by value, its channels past OC written 0 by the
-// call that reaches OC. With yq (the image's codes [cols, OC] at pixel p0's), each value's
-// code on 1 / scale = inv too (quantize_run's), from the register where it can; yi null:
-// the codes alone.
+// call that reaches OC. With io.yq, each value's code too (quantize_run's), from the
+// register where it can; io.yi null: the codes alone.
 template <Activation A>
 void store_blocked(const float* acc, int64_t OC, int64_t L, int64_t cols, int64_t p0, int64_t len, int64_t n0,
-                   int64_t n1, const BlockedEpilogue& e, const float* ri, float* yi, int8_t* yq, float inv) {
+                   int64_t n1, const BlockedEpilogue& e, const BlockedIo& io) {
   const Activation rest = A == e.act ? Activation::kNone : e.act;
+  const float* ri = io.ri;
+  const int8_t* rq = io.rq;
+  float* yi = io.yi;
+  int8_t* yq = io.yq;
+  const float inv = io.inv, rs = io.r_scale;
 #if defined(__AVX2__)
   const __m256 vinv = _mm256_set1_ps(inv);
   const bool codes_in_register = yq && rest == Activation::kNone;
@@ -254,6 +289,7 @@ void store_blocked(const float* acc, int64_t OC, int64_t L, int64_t cols, int64_
         for (int64_t j = 0; j < L; j += 8) {
           v8f v = load8(acc + i * OC + b0 + j) * load8(sc + j) + load8(sh + j);
           if (res) v += load8(res + i * L + j);
+          if (rq) v += residual8(rq + i * OC + b0 + j, rs);
           v = simple_activation<A>(v);
           if (y) store8(y + i * L + j, v);
 #if defined(__AVX2__)
@@ -279,6 +315,7 @@ void store_blocked(const float* acc, int64_t OC, int64_t L, int64_t cols, int64_
       for (int64_t c = c0; c < c1; ++c) {
         float v = acc[i * OC + c] * sc[c - b0] + sh[c - b0];
         if (res) v += res[i * L + c - b0];
+        if (rq) v += residual_of(rq[i * OC + c], rs);
         yp[c - b0] = simple_activation<A>(v);
       }
       if (rest != Activation::kNone) finish_activation(rest, yp + c0 - b0, c1 - c0);
@@ -289,10 +326,8 @@ void store_blocked(const float* acc, int64_t OC, int64_t L, int64_t cols, int64_
 }
 
 void store_blocked(const float* acc, int64_t OC, int64_t L, int64_t cols, int64_t p0, int64_t len, int64_t n0,
-                   int64_t n1, const BlockedEpilogue& e, const float* ri, float* yi, int8_t* yq, float inv) {
-  auto store = [&](auto a) {
-    store_blocked<decltype(a)::value>(acc, OC, L, cols, p0, len, n0, n1, e, ri, yi, yq, inv);
-  };
+                   int64_t n1, const BlockedEpilogue& e, const BlockedIo& io) {
+  auto store = [&](auto a) { store_blocked<decltype(a)::value>(acc, OC, L, cols, p0, len, n0, n1, e, io); };
   if (!with_simple_activation(e.act, store)) store(std::integral_constant<Activation, Activation::kNone>{});
 }
 
@@ -394,7 +429,10 @@ void conv2d_int8(const Conv2dInt8Geom& g, QIsa isa, const float* x, const Packed
   ZENITH_CHECK(C > 0 && K > 0, "conv2d: an int8 conv needs input channels and a kernel, got ", C, " channels and ",
                g.KH, "x", g.KW);
   ZENITH_CHECK(!ep.col_shift, "conv2d: an int8 conv's epilogue is per output channel");
-  ZENITH_CHECK((!io.x && !io.y) || L, "conv2d: an int8 conv reads or writes codes over the blocked layout only");
+  ZENITH_CHECK((!io.x && !io.y && !io.res) || L, "conv2d: an int8 conv reads or writes codes over the blocked layout "
+               "only");
+  ZENITH_CHECK(!io.res || (!residual && io.res_scale > 0.0f && std::isfinite(io.res_scale)),
+               "conv2d: a residual as codes needs a positive finite scale, and no float residual beside it");
   ZENITH_CHECK(!io.x || x_scale, "conv2d: an int8 conv reading codes needs their scale");
   ZENITH_CHECK(!io.y || (io.y_scale > 0.0f && std::isfinite(io.y_scale)), "conv2d: the output codes' scale must be "
                "a positive finite number, got ", io.y_scale);
@@ -530,8 +568,14 @@ void conv2d_int8(const Conv2dInt8Geom& g, QIsa isa, const float* x, const Packed
       for (int64_t m = m0; m < m1;) {
         const int64_t gm = c0 + m, n = gm / cols, p0 = gm % cols, len = std::min(m1 - m, cols - p0);
         if (L) {  // floats, codes or both
-          store_blocked(acc + m * OC, OC, L, cols, p0, len, n0, n1, be, residual ? residual + n * y_image : nullptr,
-                        y ? y + n * y_image : nullptr, io.y ? io.y + (n * cols + p0) * OC : nullptr, y_inv);
+          BlockedIo b;
+          b.ri = residual ? residual + n * y_image : nullptr;
+          b.rq = io.res ? io.res + (n * cols + p0) * OC : nullptr;
+          b.r_scale = io.res_scale;
+          b.yi = y ? y + n * y_image : nullptr;
+          b.yq = io.y ? io.y + (n * cols + p0) * OC : nullptr;
+          b.inv = y_inv;
+          store_blocked(acc + m * OC, OC, L, cols, p0, len, n0, n1, be, b);
           m += len;
           continue;
         }

@@ -1547,11 +1547,12 @@ void run_conv2d_nchwc(const KernelCtx& c) {
   const GemmEpilogue ep =
       conv_channel_epilogue(c.in, 2, at.has_bias, at.bn_eps, at.activation, g.OC, bn_scale, shift);
   const float* x = c.in[0].as<float>();
-  const float* res = at.has_residual ? c.in.back().as<float>() : nullptr;
+  const float* res = at.has_residual && c.in.back().dtype == DType::f32 ? c.in.back().as<float>() : nullptr;
   switch (s.side) {
     case PackedOperand::kQ8: {
       Conv2dInt8Codes io;  // codes in and out between int8 convs (chain_int8)
       if (c.in[0].dtype == DType::u8) io.x = c.in[0].as<int8_t>(), x = nullptr;
+      if (at.r_scale) io.res = c.in.back().as<int8_t>(), io.res_scale = float(*at.r_scale);
       const TensorRef& codes = c.out.back();  // the codes, alone or after the float output (y_float)
       if (codes.dtype == DType::u8) io.y = codes.as<int8_t>(), io.y_scale = float(*at.y_scale);
       return conv2d_int8(s.int8_geom(), s.isa, x, pw, at.x_scale ? std::optional<float>(float(*at.x_scale)) : std::nullopt,

@@ -172,10 +172,13 @@ PackedOperand conv2d_int8_pack(const Conv2dInt8Geom& g, const uint8_t* w, QIsa i
 // the float input, on x_scale (then required); y: written in place of the float output,
 // on y_scale, from the same values the float output would hold, so a chain of convs gives
 // the same codes, and the same results, either way.
+// res: the residual as codes [N, OH, OW, OC] on res_scale (the float residual then null).
 struct Conv2dInt8Codes {
   const int8_t* x = nullptr;
   int8_t* y = nullptr;
   float y_scale = 0.0f;
+  const int8_t* res = nullptr;
+  float res_scale = 0.0f;
 };
 // y [N, OC, OH, OW] = ep(conv(x [N, C, H, W], w)) (+ residual [N, OC, OH, OW] before the
 // activation): ep per output channel, as conv2d's (conv_channel_epilogue). With g.L, x,

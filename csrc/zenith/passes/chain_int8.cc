@@ -6,9 +6,13 @@
 // floats (conv2d_int8.cc), so results do not change. Where anything else reads the output
 // too (a residual, a pooling, a graph output, a float conv), the conv writes both
 // (y_float: the float output, then its codes) and the others keep reading the floats.
-// In ResNet's bottlenecks: the 1x1 -> 3x3 -> 1x1 convs' two inner tensors pass as codes
-// alone; a block's output, the next block's residual, also as codes for its first conv.
-// ZENITH_INT8_CHAIN=0 turns it off (read when a graph is compiled). Runs after layout_nchwc.
+// An int8 conv reading the value as its residual takes the codes too (r_scale), as ONNX
+// Runtime's and PT2E's quantized adds take quantized inputs: its residual is then the
+// value rounded to the readers' scale (up to half a step off, and clipped where they
+// clip). In ResNet's bottlenecks every tensor between the stem and the pooling passes as
+// codes, the block's output (the next block's input and residual) included.
+// ZENITH_INT8_CHAIN=0 turns it off, =exact keeps residuals float (results then unchanged
+// bit for bit); read when a graph is compiled. Runs after layout_nchwc.
 #include <algorithm>
 #include <cstdlib>
 #include <string>
@@ -27,6 +31,7 @@ bool int8_blocked_conv(const Graph& g, const Node& n) {
 int chain_int8(Graph& g) {
   const char* env = std::getenv("ZENITH_INT8_CHAIN");
   if (env && std::string(env) == "0") return 0;
+  const bool exact = env && std::string(env) == "exact";
   g.reindex();
   // readers[v]: (node, input slot) of each read of value v
   std::vector<std::vector<std::pair<int, int>>> readers(g.values.size());
@@ -43,23 +48,28 @@ int chain_int8(Graph& g) {
     const int v = p.outputs[0];
     const TensorType t = g.type(v);  // a copy: g.values may grow below
     if (readers[size_t(v)].empty() || t.dtype != DType::f32 || t.rank() != 5) continue;
-    // The int8 convs reading v as their input (and nothing else of theirs), on one scale.
-    std::vector<int> coders;
+    // The int8 convs reading v as their input on one scale (which sets the codes' scale),
+    // and (unless exact) as their residual, each reading nothing else of v.
+    std::vector<std::pair<int, int>> coders;
     bool others = graph_output[size_t(v)] != 0, ok = true;
     double scale = 0;
     for (auto [r, slot] : readers[size_t(v)]) {
       const Node& q = g.nodes[size_t(r)];
-      const bool coder = slot == 0 && int8_blocked_conv(g, q) && q.has("x_scale") && !q.i("block", 0) &&
-                         std::count(q.inputs.begin(), q.inputs.end(), v) == 1;
-      if (!coder) {
+      const bool once = int8_blocked_conv(g, q) && std::count(q.inputs.begin(), q.inputs.end(), v) == 1;
+      const bool input = once && slot == 0 && q.has("x_scale") && !q.i("block", 0);
+      const bool residual = once && !exact && slot > 0 && size_t(slot) + 1 == q.inputs.size() &&
+                            q.i("has_residual", 0) && !q.has("r_scale");
+      if (!input && !residual) {
         others = true;
         continue;
       }
-      ok = ok && (scale == 0 || q.f("x_scale") == scale);
-      scale = q.f("x_scale");
-      coders.push_back(r);
+      if (input) {
+        ok = ok && (scale == 0 || q.f("x_scale") == scale);
+        scale = q.f("x_scale");
+      }
+      coders.push_back({r, slot});
     }
-    if (!ok || coders.empty()) continue;
+    if (!ok || scale == 0) continue;
     p.set_float("y_scale", scale);
     int codes = v;
     if (others) {  // a second output, the codes; v stays the floats
@@ -69,10 +79,13 @@ int chain_int8(Graph& g) {
       p.outputs.push_back(codes);
     }
     touched[i] = 1;
-    for (int r : coders) {
+    for (auto [r, slot] : coders) {
       Node& q = g.nodes[size_t(r)];
-      q.inputs[0] = codes;
-      q.set_int("block", t.shape[4].value());
+      q.inputs[size_t(slot)] = codes;
+      if (slot == 0)
+        q.set_int("block", t.shape[4].value());
+      else
+        q.set_float("r_scale", scale);
       touched[size_t(r)] = 1;
     }
     ++changed;

@@ -569,10 +569,12 @@ def test_eager_quantized_ops_run_on_torchs_thread_count():
     assert _C.num_threads() == 2
 
 
-def test_int8_codes_between_convs_change_no_result(monkeypatch):
+def test_int8_codes_between_convs(monkeypatch):
     """chain_int8: a torchvision ResNet-18 quantized int8-static (every conv), frozen with
-    codes between its int8 convs and with ZENITH_INT8_CHAIN=0 (float32 between them):
-    the same output bit for bit, the pass reporting its rewrites, no fallback."""
+    float32 between its int8 convs (ZENITH_INT8_CHAIN=0), with codes between them but
+    residuals kept float (=exact: the same output bit for bit), and by default (residuals
+    as codes too: within the residuals' rounding, cosine > 0.999); the pass reporting its
+    rewrites, no fallback."""
     import torchvision
 
     torch.manual_seed(0)
@@ -580,16 +582,22 @@ def test_int8_codes_between_convs_change_no_result(monkeypatch):
     x = torch.randn(1, 3, 224, 224)  # (at 64 x 64, layout_nchwc leaves ResNet-18's small maps NCHW)
     q = zenith.quantize(copy.deepcopy(m), "int8-static", calibration=[(torch.randn(1, 3, 224, 224),)],
                         int8_everywhere=True)
+    out, rep = {}, {}
     with torch.no_grad():
-        monkeypatch.setenv("ZENITH_INT8_CHAIN", "0")
-        floats = zenith.freeze(q)(x)
-        off = zenith.explain(q, x, dynamic=False)
-        monkeypatch.delenv("ZENITH_INT8_CHAIN")
-        codes = zenith.freeze(q)(x)
-        on = zenith.explain(q, x, dynamic=False)
-    assert torch.equal(codes, floats)
-    assert off.passes["chain_int8"] == 0
-    assert on.passes["chain_int8"] >= 8, on.passes  # each basic block's first conv into its second
-    assert on.fallback_ops == {}
+        for mode in ("0", "exact", None):
+            if mode:
+                monkeypatch.setenv("ZENITH_INT8_CHAIN", mode)
+            else:
+                monkeypatch.delenv("ZENITH_INT8_CHAIN", raising=False)
+            out[mode] = zenith.freeze(q)(x)
+            rep[mode] = zenith.explain(q, x, dynamic=False)
+    assert torch.equal(out["exact"], out["0"])
+    assert rep["0"].passes["chain_int8"] == 0
+    assert rep["exact"].passes["chain_int8"] >= 8, rep["exact"].passes  # each block's first conv into its second
+    assert rep[None].passes["chain_int8"] >= rep["exact"].passes["chain_int8"]
+    assert rep[None].fallback_ops == {}
+    assert not torch.equal(out[None], out["0"])  # the residuals' codes were read
+    assert F.cosine_similarity(out[None].flatten(), out["0"].flatten(), dim=0).item() > 0.999
     ref = m(x)
-    assert F.cosine_similarity(codes.flatten(), ref.flatten(), dim=0).item() > 0.95
+    for o in out.values():
+        assert F.cosine_similarity(o.flatten(), ref.flatten(), dim=0).item() > 0.95
