@@ -342,11 +342,16 @@ std::vector<int64_t> pair_attr(const Node& n, const char* key, int64_t lo) {
   return v;
 }
 
-// An int8 conv's static activation scale, when it has one: positive and finite.
+// An int8 scale the kernels can use: positive, finite as a float, and so is its inverse
+// (a scale under ~1e-38 would quantize by an infinite factor).
+bool usable_scale(double s) { return s > 0 && std::isfinite(float(s)) && std::isfinite(1.0f / float(s)); }
+
+// An int8 conv's static activation scale, when it has one.
 void check_x_scale(const Node& n) {
   if (!n.has("x_scale")) return;
   const double s = n.f("x_scale");
-  ZENITH_CHECK(s > 0 && std::isfinite(s), op_info(n.op).name, ": x_scale must be a positive finite number, got ", s);
+  ZENITH_CHECK(usable_scale(s), op_info(n.op).name, ": x_scale must be a positive finite number with a finite "
+               "inverse, got ", s);
 }
 
 SymInt conv_out(const SymInt& i, int64_t k, int64_t s, int64_t p, int64_t d, bool ceil_mode) {
@@ -480,8 +485,9 @@ Types infer_conv2d_nchwc(const Graph& g, const Node& n) {
                "conv2d_nchwc: needs a float32 blocked input [N, CB, H, W, L] (NCHW with `block`; int8 codes [N, H, "
                "W, C] with an int8 weight) and a static float32 OIHW weight or int8 rows");
   ZENITH_CHECK(!codes_in || (block && n.has("x_scale")), "conv2d_nchwc: int8 codes as input need x_scale and `block`");
-  ZENITH_CHECK(!n.has("y_scale") || (int8 && n.f("y_scale") > 0 && std::isfinite(n.f("y_scale"))),
-               "conv2d_nchwc: y_scale (int8 codes out) needs an int8 weight and a positive finite scale");
+  ZENITH_CHECK(!n.has("y_scale") || (int8 && usable_scale(n.f("y_scale"))),
+               "conv2d_nchwc: y_scale (int8 codes out) needs an int8 weight and a positive finite scale with a finite "
+               "inverse");
   std::array<int64_t, 2> kernel{0, 0};
   int64_t groups = n.i("groups", 1), C = 0;
   if (int8) {
@@ -524,8 +530,9 @@ Types infer_conv2d_nchwc(const Graph& g, const Node& n) {
   t.shape = {x.shape[0], SymInt((OC + L - 1) / L), OH, OW, SymInt(L)};
   const TensorType codes{DType::u8, {x.shape[0], OH, OW, SymInt(OC)}};
   const bool r_codes = residual && in(g, n, n.inputs.size() - 1).dtype == DType::u8;
-  ZENITH_CHECK(r_codes == n.has("r_scale") && (!r_codes || (int8 && n.f("r_scale") > 0 && std::isfinite(n.f("r_scale")))),
-               "conv2d_nchwc: a residual as codes (u8) goes with r_scale, a positive finite scale, and an int8 weight");
+  ZENITH_CHECK(r_codes == n.has("r_scale") && (!r_codes || (int8 && usable_scale(n.f("r_scale")))),
+               "conv2d_nchwc: a residual as codes (u8) goes with r_scale, a positive finite scale with a finite inverse, "
+               "and an int8 weight");
   if (residual) {
     const auto& r = in(g, n, n.inputs.size() - 1);
     const TensorType& want = r_codes ? codes : t;

@@ -350,11 +350,13 @@ TEST(QuantConv, CodesBetweenConvsMatchFloats) {
         g.L = L;
         const int64_t HW = g.H * g.W, OP = g.OH * g.OW, CB = (g.C + L - 1) / L, OCB = (g.OC + L - 1) / L;
         auto x = randn(size_t(g.N * g.C * HW), seed++, 2.0f);
-        if (c.C == 17 || c.C == 64) x[size_t(HW + 5)] = std::numeric_limits<float>::quiet_NaN();  // channel 1, pixel 5
-        if (c.C == 16) x[size_t(3)] = 1e38f;  // past 2^31 codes: clamped to 127, not wrapped
+        if (c.C == 17) x[size_t(HW + 5)] = std::numeric_limits<float>::quiet_NaN();  // channel 1, pixel 5
+        if (c.C == 64) x[size_t(HW + 3)] = std::numeric_limits<float>::quiet_NaN();  // pixel 3: read by the strided 1x1s
+        if (c.C == 16) x[size_t(2)] = 1e38f;  // pixel 2, read: past 2^31 codes, clamped to 127, not wrapped
         auto w = random_filters(g.OC, g.K(), seed++);
         auto scale = randn(size_t(g.OC), seed++), shift = randn(size_t(g.OC), seed++);
         auto res = randn(size_t(g.N * g.OC * OP), seed++);
+        if (!res.empty()) res[7 % res.size()] = std::numeric_limits<float>::infinity();  // an infinite output: code -128
         const int v = variant++;
         GemmEpilogue ep;
         ep.row_scale = v % 2 ? scale.data() : nullptr;
@@ -622,7 +624,7 @@ TEST(QuantConv, ChainPassPassesCodesBetweenInt8Convs) {
   // %h = conv(%f) + %c, with %c as codes on %d's and %e's scale, 0.3: clamp(round(c / 0.3)) * 0.3
   double moved = 0;
   for (int64_t i = 0; i < sizes[3]; ++i) {
-    const float c = at(want, 4)[i], q = std::min(127.0f, std::max(-127.0f, std::nearbyint(c / 0.3f))) * 0.3f;
+    const float c = at(want, 4)[i], q = std::min(127.0f, std::max(-127.0f, std::nearbyint(c * (1.0f / 0.3f)))) * 0.3f;
     ASSERT_NEAR(at(got, 3)[i] - at(want, 3)[i], q - c, 1e-4f * (1 + std::fabs(at(want, 3)[i]))) << i;
     moved += std::fabs(q - c);
   }
@@ -635,6 +637,29 @@ TEST(QuantConv, ChainPassPassesCodesBetweenInt8Convs) {
   EXPECT_EQ(chain_int8(off), 0);
   unsetenv("ZENITH_INT8_CHAIN");
   set_num_threads(1);
+}
+
+// chain_int8 leaves float32 what int8 convs read on different scales, and a value a conv
+// reads twice (as its input and its residual).
+TEST(QuantConv, ChainPassSkipsMixedScalesAndDoubleReads) {
+  const std::string text = R"(graph(%x: f32[2, 16, 12, 12], %w0: u8[24, 20], %w1: u8[24, 28]) {
+  %a: f32[2, 24, 12, 12] = conv2d(%x, %w0, %w0) {stride=[1, 1], padding=[0, 0], dilation=[1, 1], has_bias=[0], kernel=[1, 1], x_scale=f[0.05]}
+  %b: f32[2, 24, 12, 12] = conv2d(%a, %w1, %w1) {stride=[1, 1], padding=[0, 0], dilation=[1, 1], has_bias=[0], kernel=[1, 1], x_scale=f[0.1]}
+  %c: f32[2, 24, 12, 12] = conv2d(%a, %w1, %w1) {stride=[1, 1], padding=[0, 0], dilation=[1, 1], has_bias=[0], kernel=[1, 1], x_scale=f[0.2]}
+  %d: f32[2, 24, 12, 12] = conv2d(%b, %w1, %w1) {stride=[1, 1], padding=[0, 0], dilation=[1, 1], has_bias=[0], kernel=[1, 1], x_scale=f[0.1]}
+  %e: f32[2, 24, 12, 12] = conv2d(%d, %w1, %w1, %d) {stride=[1, 1], padding=[0, 0], dilation=[1, 1], has_bias=[0], kernel=[1, 1], x_scale=f[0.1], has_residual=[1]}
+  return (%c, %e)
+})";
+  Graph g = parse_graph(text);
+  EXPECT_EQ(layout_nchwc(g), 5);
+  dead_code_elimination(g);
+  EXPECT_EQ(chain_int8(g), 1);  // only %b into %d
+  verify(g);
+  for (const Node& n : g.nodes)
+    if (n.op == Op::conv2d_nchwc) {
+      const bool b = g.type(n.inputs[0]).dtype == DType::f32 && n.has("y_scale");
+      EXPECT_EQ(g.type(n.outputs.back()).dtype == DType::u8, b) << print_graph(g);
+    }
 }
 
 TEST(QuantConv, InferenceRejectsBadInt8Convs) {
@@ -659,6 +684,7 @@ TEST(QuantConv, InferenceRejectsBadInt8Convs) {
   EXPECT_NO_THROW(blocked("f32[1, 2, 6, 6, 16]", "kernel=[3, 3], x_scale=f[0.5]"));
   EXPECT_THROW(blocked("f32[1, 2, 6, 6, 16]", "x_scale=f[0.5]"), Error);                    // no kernel
   EXPECT_THROW(blocked("f32[1, 2, 6, 6, 16]", "kernel=[3, 3], x_scale=f[0]"), Error);       // a zero scale
+  EXPECT_THROW(blocked("f32[1, 2, 6, 6, 16]", "kernel=[3, 3], x_scale=f[1e-40]"), Error);   // 1 / scale overflows
   EXPECT_THROW(blocked("f32[1, 2, 6, 6, 16]", "kernel=[3, 3], groups=[2]"), Error);         // grouped
   EXPECT_THROW(blocked("f32[1, 20, 6, 6]", "kernel=[3, 3], block=[16]"), Error);            // an NCHW input
   EXPECT_THROW(blocked("f32[1, 1, 6, 6, 16]", "kernel=[3, 3]"), Error);                     // 20 channels, 1 block
@@ -678,6 +704,7 @@ TEST(QuantConv, InferenceRejectsBadInt8Convs) {
   EXPECT_THROW(codes("u8[1, 6, 6, 19]", "f32[1, 1, 4, 4, 16]", "kernel=[3, 3], x_scale=f[0.5], block=[16]"),
                Error);  // 19 channels, the weight's 20
   EXPECT_THROW(codes("f32[1, 2, 6, 6, 16]", "u8[1, 4, 4, 8]", "kernel=[3, 3], y_scale=f[0]"), Error);
+  EXPECT_THROW(codes("f32[1, 2, 6, 6, 16]", "u8[1, 4, 4, 8]", "kernel=[3, 3], y_scale=f[1e-40]"), Error);
   EXPECT_THROW(codes("f32[1, 2, 6, 6, 16]", "u8[1, 4, 4, 8]", "y_scale=f[0.1]", "f32[8, 20, 3, 3]"), Error);  // float
   EXPECT_THROW(codes("u8[1, 2, 6, 6, 16]", "f32[1, 1, 4, 4, 16]", "kernel=[3, 3], x_scale=f[0.5]"), Error);  // u8 blocked
   // the residual as codes [N, OH, OW, OC] with r_scale

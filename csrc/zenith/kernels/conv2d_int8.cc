@@ -15,7 +15,9 @@
 //
 // Between int8 convs (conv2d_int8 with Conv2dInt8Codes), the codes themselves pass: a conv
 // writes its output as the next conv's input codes [N, H, W, C] (1 byte a value, not 4,
-// and no quantizer pass in the next conv), and the next reads them in place.
+// and no quantizer pass in the next conv), which the next takes as it would its own codes
+// (rows read in place, window rows built from them; a strided 1x1 copies the pixels it
+// reads), or as its residual.
 //
 // Over the blocked layout (g.L: x, the residual and y [N, ceil(C / L), H, W, L], as
 // conv2d_nchwc keeps them between convs) a pixel's channels of a block lie in a row in
@@ -96,9 +98,9 @@ struct Subsample {
   int64_t src(int64_t p) const { return p / OW * sh * W + p % OW * sw; }
 };
 #if defined(__AVX2__)
-// 8 values' codes (code_of's, as vcvtps2dq rounds half to even; clamped before the
-// conversion, which would turn a product past 2^31 into INT_MIN) and the lanes holding a
-// NaN or infinity.
+// 8 values' codes (code_of's for finite values, as vcvtps2dq rounds half to even; clamped
+// before the conversion, which would turn a product past 2^31 into INT_MIN; a NaN lane
+// -127, its pixel flagged) and the lanes holding a NaN or infinity.
 inline __m128i codes8(__m256 v, __m256 vinv, int& nonfinite) {
   const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
   nonfinite = _mm256_movemask_ps(
@@ -431,18 +433,20 @@ void conv2d_int8(const Conv2dInt8Geom& g, QIsa isa, const float* x, const Packed
   ZENITH_CHECK(!ep.col_shift, "conv2d: an int8 conv's epilogue is per output channel");
   ZENITH_CHECK((!io.x && !io.y && !io.res) || L, "conv2d: an int8 conv reads or writes codes over the blocked layout "
                "only");
-  ZENITH_CHECK(!io.res || (!residual && io.res_scale > 0.0f && std::isfinite(io.res_scale)),
+  // A scale the kernels can use: positive, finite, and so is its inverse.
+  auto usable = [](float s) { return s > 0.0f && std::isfinite(s) && std::isfinite(1.0f / s); };
+  ZENITH_CHECK(!io.res || (!residual && usable(io.res_scale)),
                "conv2d: a residual as codes needs a positive finite scale, and no float residual beside it");
   ZENITH_CHECK(!io.x || x_scale, "conv2d: an int8 conv reading codes needs their scale");
-  ZENITH_CHECK(!io.y || (io.y_scale > 0.0f && std::isfinite(io.y_scale)), "conv2d: the output codes' scale must be "
-               "a positive finite number, got ", io.y_scale);
+  ZENITH_CHECK(!io.y || usable(io.y_scale), "conv2d: the output codes' scale must be a positive finite number with "
+               "a finite inverse, got ", io.y_scale);
   // Floats per image of x and of y (and the residual): blocked, whole blocks of channels.
   const int64_t x_image = (L ? (C + L - 1) / L * L : C) * HW, y_image = (L ? (OC + L - 1) / L * L : OC) * cols;
   if (M == 0 || OC == 0) return;
   ZENITH_CHECK(w.side == PackedOperand::kQ8 && w.isa == uint8_t(isa) && w.rows == OC && w.cols == K,
                "conv2d: the packed int8 filter is not this conv's, for this ISA");
-  ZENITH_CHECK(!x_scale || (*x_scale > 0.0f && std::isfinite(*x_scale)), "conv2d: the activation scale must be a "
-               "positive finite number, got ", x_scale ? *x_scale : 0.0f);
+  ZENITH_CHECK(!x_scale || usable(*x_scale), "conv2d: the activation scale must be a positive finite number with a "
+               "finite inverse, got ", x_scale ? *x_scale : 0.0f);
   const QMatmulPlan plan0 = qmatmul_plan(QFormat::int8, 1, OC, K, isa);
   // A 1x1 stride-1 conv over channels in whole 32s reads its rows in place: row m is
   // pixel m's codes. With a stride (ResNet's downsampling convs) only the pixels it reads

@@ -167,7 +167,7 @@ struct Conv2dInt8Geom {
 // conv2d_int8 reads them on `isa`: the int8 GEMM's packing of rows in (kh, kw, ic) order.
 PackedOperand conv2d_int8_pack(const Conv2dInt8Geom& g, const uint8_t* w, QIsa isa);
 // Int8 activations passed from one int8 conv to the next (blocked layout only): codes
-// [N, H, W, C] (pixel-major), each round(v / scale) within +-127 (the codes conv2d_int8
+// [N, H, W, C] (pixel-major), each round(v * (1 / scale)) within +-127 (the codes conv2d_int8
 // quantizes its float input to), and -128 marking a NaN or infinity. x: read in place of
 // the float input, on x_scale (then required); y: written in place of the float output,
 // on y_scale, from the same values the float output would hold, so a chain of convs gives

@@ -9,11 +9,12 @@
 // An int8 conv reading the value as its residual takes the codes too (r_scale), as ONNX
 // Runtime's and PT2E's quantized adds take quantized inputs: its residual is then the
 // value rounded to the readers' scale (up to half a step off, and clipped where they
-// clip). In ResNet's bottlenecks every tensor between the stem and the pooling passes as
+// clip; an infinity reads as NaN, the one mark codes have for both). In ResNet's bottlenecks every tensor between the stem and the pooling passes as
 // codes, the block's output (the next block's input and residual) included.
 // ZENITH_INT8_CHAIN=0 turns it off, =exact keeps residuals float (results then unchanged
 // bit for bit); read when a graph is compiled. Runs after layout_nchwc.
 #include <algorithm>
+#include <array>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -25,6 +26,14 @@ namespace zenith {
 namespace {
 bool int8_blocked_conv(const Graph& g, const Node& n) {
   return n.op == Op::conv2d_nchwc && n.inputs.size() > 1 && g.type(n.inputs[1]).dtype == DType::u8;
+}
+
+// An int8 conv's output and input channels (its rows [OC, 4 + C * KH * KW], `kernel`).
+int64_t out_channels(const Graph& g, const Node& n) { return g.type(n.inputs[1]).shape[0].value(); }
+int64_t in_channels(const Graph& g, const Node& n) {
+  std::array<int64_t, 2> k{0, 0};
+  if (!const_pair(n, "kernel", 0, k) || k[0] * k[1] <= 0) return -1;
+  return (g.type(n.inputs[1]).shape[1].value() - 4) / (k[0] * k[1]);
 }
 }  // namespace
 
@@ -49,16 +58,18 @@ int chain_int8(Graph& g) {
     const TensorType t = g.type(v);  // a copy: g.values may grow below
     if (readers[size_t(v)].empty() || t.dtype != DType::f32 || t.rank() != 5) continue;
     // The int8 convs reading v as their input on one scale (which sets the codes' scale),
-    // and (unless exact) as their residual, each reading nothing else of v.
+    // and (unless exact) as their residual, each reading nothing else of v, over v's
+    // channels (a blocked tensor holds up to L - 1 more: the codes hold only OC).
+    const int64_t OC = out_channels(g, p);
     std::vector<std::pair<int, int>> coders;
     bool others = graph_output[size_t(v)] != 0, ok = true;
     double scale = 0;
     for (auto [r, slot] : readers[size_t(v)]) {
       const Node& q = g.nodes[size_t(r)];
       const bool once = int8_blocked_conv(g, q) && std::count(q.inputs.begin(), q.inputs.end(), v) == 1;
-      const bool input = once && slot == 0 && q.has("x_scale") && !q.i("block", 0);
+      const bool input = once && slot == 0 && q.has("x_scale") && !q.i("block", 0) && in_channels(g, q) == OC;
       const bool residual = once && !exact && slot > 0 && size_t(slot) + 1 == q.inputs.size() &&
-                            q.i("has_residual", 0) && !q.has("r_scale");
+                            q.i("has_residual", 0) && !q.has("r_scale") && out_channels(g, q) == OC;
       if (!input && !residual) {
         others = true;
         continue;

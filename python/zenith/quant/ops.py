@@ -139,8 +139,13 @@ def conv_out_size(x_shape, w, kernel, stride, padding, dilation):
 
 
 def _check_scale(x_scale):
-    if x_scale is not None and not (x_scale > 0 and x_scale < float("inf")):
-        raise ValueError(f"zenith.qconv2d: x_scale must be a positive finite number, got {x_scale}")
+    if x_scale is None:
+        return
+    # finite as a float32, and so is its inverse: the kernels quantize by 1 / x_scale
+    f = float(torch.tensor(x_scale, dtype=torch.float32)) if x_scale > 0 and x_scale < float("inf") else 0.0
+    if not (0 < f < float("inf") and 1.0 / f < float(torch.finfo(torch.float32).max)):
+        raise ValueError(f"zenith.qconv2d: x_scale must be a positive finite number with a finite inverse, got "
+                         f"{x_scale}")
 
 
 def fake_quant_act(x, x_scale=None):

@@ -70,6 +70,8 @@ def test_qconv2d_bad_input_gives_clear_errors():
         op(x, w, b, [3, 3], [1, 1], [0, 0], [1, 1], 0.0)
     with pytest.raises(ValueError, match="x_scale must be a positive finite number"):
         op(x, w, b, [3, 3], [1, 1], [0, 0], [1, 1], float("nan"))
+    with pytest.raises(ValueError, match="with a finite inverse"):  # 1 / 1e-40 overflows a float
+        op(x, w, b, [3, 3], [1, 1], [0, 0], [1, 1], 1e-40)
     with pytest.raises(ValueError, match="stride must be 2 values >= 1"):
         op(x, w, b, [3, 3], [0, 1], [0, 0], [1, 1], None)
     with pytest.raises(ValueError, match="kernel is larger than the padded input"):
