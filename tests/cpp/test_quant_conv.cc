@@ -159,6 +159,18 @@ const Case kCases[] = {
                                                   // the buffers had held (MobileNet V2 at batch 8 corrupted the heap)
 };
 
+// Calls f(threads, c, L) at one and two threads, for every case, over blocks of 8 and 16
+// (the blocked layout's sweep); one thread again after.
+template <class F>
+void for_each_blocked_case(F&& f) {
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    for (const Case& c : kCases)
+      for (int64_t L : {8, 16}) f(threads, c, L);
+  }
+  set_num_threads(1);
+}
+
 }  // namespace
 
 TEST(QuantConv, MatchesScalarReference) {
@@ -275,57 +287,51 @@ TEST(QuantConv, BlockedLayoutMatchesNchw) {
   const Activation acts[] = {Activation::kNone,      Activation::kRelu,        Activation::kRelu6,
                              Activation::kHardswish, Activation::kHardsigmoid, Activation::kGelu};
   int variant = 0;
-  for (int threads : {1, 2}) {
-    set_num_threads(threads);
-    for (const Case& c : kCases) {
-      for (int64_t L : {8, 16}) {
-        Conv2dInt8Geom g = geom(c);
-        const int64_t HW = g.H * g.W, OP = g.OH * g.OW, CB = (g.C + L - 1) / L, OCB = (g.OC + L - 1) / L;
-        auto x = randn(size_t(g.N * g.C * HW), seed++, 2.0f);
-        if (c.C == 17) x[size_t(HW + 5)] = std::numeric_limits<float>::quiet_NaN();  // channel 1, pixel 5
-        auto w = random_filters(g.OC, g.K(), seed++);
-        auto scale = randn(size_t(g.OC), seed++), shift = randn(size_t(g.OC), seed++);
-        auto res = randn(size_t(g.N * g.OC * OP), seed++);
-        const int v = variant++;
-        GemmEpilogue ep;
-        ep.row_scale = v % 2 ? scale.data() : nullptr;
-        ep.row_shift = v % 3 ? shift.data() : nullptr;
-        ep.act = acts[v % 6];
-        const bool with_res = v % 4 < 2;
-        // x and the residual blocked, their padding channels NaN
-        std::vector<float> xb(size_t(g.N * CB * L * HW)), rb(size_t(g.N * OCB * L * OP));
-        nchw_to_nchwc(x.data(), g.N, g.C, HW, L, xb.data());
-        nchw_to_nchwc(res.data(), g.N, g.OC, OP, L, rb.data());
-        auto poison = [&](std::vector<float>& t, int64_t C, int64_t P) {
-          for (int64_t i = 0; i < int64_t(t.size()); ++i)
-            if ((i / (P * L)) % ((C + L - 1) / L) * L + i % L >= C) t[size_t(i)] = std::numeric_limits<float>::quiet_NaN();
-        };
-        poison(xb, g.C, HW);
-        std::vector<float> rb_nan = rb;
-        poison(rb_nan, g.OC, OP);  // (the residual's padding must be 0 for the output's to be: not poisoned below)
-        for (std::optional<float> s : {std::optional<float>(), std::optional<float>(0.02f)}) {
-          for (QIsa isa : isas()) {
-            const PackedOperand p = conv2d_int8_pack(g, w.data(), isa);
-            std::vector<float> want(size_t(g.N * g.OC * OP)), wantb(size_t(g.N * OCB * L * OP));
-            g.L = 0;
-            conv2d_int8(g, isa, x.data(), p, s, ep, with_res ? res.data() : nullptr, want.data());
-            nchw_to_nchwc(want.data(), g.N, g.OC, OP, L, wantb.data());
-            g.L = L;
-            std::vector<float> got(wantb.size(), -7.0f);
-            conv2d_int8(g, isa, xb.data(), p, s, ep, with_res ? rb.data() : nullptr, got.data());
-            const std::string what = std::string(qisa_name(isa)) + " L=" + std::to_string(L) + " C=" +
-                                     std::to_string(c.C) + " OC=" + std::to_string(c.OC) + " variant " +
-                                     std::to_string(v) + (s ? " static" : " dynamic") + " threads=" +
-                                     std::to_string(threads);
-            expect_close(got, wantb, what);
-            for (size_t i = 0; i < got.size(); ++i)
-              if (std::isnan(rb_nan[i])) ASSERT_EQ(got[i], 0.0f) << what << ": padding channel at " << i;
-          }
-        }
+  for_each_blocked_case([&](int threads, const Case& c, int64_t L) {
+    Conv2dInt8Geom g = geom(c);
+    const int64_t HW = g.H * g.W, OP = g.OH * g.OW, CB = (g.C + L - 1) / L, OCB = (g.OC + L - 1) / L;
+    auto x = randn(size_t(g.N * g.C * HW), seed++, 2.0f);
+    if (c.C == 17) x[size_t(HW + 5)] = std::numeric_limits<float>::quiet_NaN();  // channel 1, pixel 5
+    auto w = random_filters(g.OC, g.K(), seed++);
+    auto scale = randn(size_t(g.OC), seed++), shift = randn(size_t(g.OC), seed++);
+    auto res = randn(size_t(g.N * g.OC * OP), seed++);
+    const int v = variant++;
+    GemmEpilogue ep;
+    ep.row_scale = v % 2 ? scale.data() : nullptr;
+    ep.row_shift = v % 3 ? shift.data() : nullptr;
+    ep.act = acts[v % 6];
+    const bool with_res = v % 4 < 2;
+    // x and the residual blocked, their padding channels NaN
+    std::vector<float> xb(size_t(g.N * CB * L * HW)), rb(size_t(g.N * OCB * L * OP));
+    nchw_to_nchwc(x.data(), g.N, g.C, HW, L, xb.data());
+    nchw_to_nchwc(res.data(), g.N, g.OC, OP, L, rb.data());
+    auto poison = [&](std::vector<float>& t, int64_t C, int64_t P) {
+      for (int64_t i = 0; i < int64_t(t.size()); ++i)
+        if ((i / (P * L)) % ((C + L - 1) / L) * L + i % L >= C) t[size_t(i)] = std::numeric_limits<float>::quiet_NaN();
+    };
+    poison(xb, g.C, HW);
+    std::vector<float> rb_nan = rb;
+    poison(rb_nan, g.OC, OP);  // (the residual's padding must be 0 for the output's to be: not poisoned below)
+    for (std::optional<float> s : {std::optional<float>(), std::optional<float>(0.02f)}) {
+      for (QIsa isa : isas()) {
+        const PackedOperand p = conv2d_int8_pack(g, w.data(), isa);
+        std::vector<float> want(size_t(g.N * g.OC * OP)), wantb(size_t(g.N * OCB * L * OP));
+        g.L = 0;
+        conv2d_int8(g, isa, x.data(), p, s, ep, with_res ? res.data() : nullptr, want.data());
+        nchw_to_nchwc(want.data(), g.N, g.OC, OP, L, wantb.data());
+        g.L = L;
+        std::vector<float> got(wantb.size(), -7.0f);
+        conv2d_int8(g, isa, xb.data(), p, s, ep, with_res ? rb.data() : nullptr, got.data());
+        const std::string what = std::string(qisa_name(isa)) + " L=" + std::to_string(L) + " C=" +
+                                 std::to_string(c.C) + " OC=" + std::to_string(c.OC) + " variant " +
+                                 std::to_string(v) + (s ? " static" : " dynamic") + " threads=" +
+                                 std::to_string(threads);
+        expect_close(got, wantb, what);
+        for (size_t i = 0; i < got.size(); ++i)
+          if (std::isnan(rb_nan[i])) ASSERT_EQ(got[i], 0.0f) << what << ": padding channel at " << i;
       }
     }
-  }
-  set_num_threads(1);
+  });
 }
 
 // Codes between int8 convs (Conv2dInt8Codes): a conv writing codes writes exactly the
@@ -342,116 +348,111 @@ TEST(QuantConv, CodesBetweenConvsMatchFloats) {
     return int8_t(std::min(127.0f, std::max(-127.0f, std::nearbyint(v * inv))));
   };
   int variant = 0;
-  for (int threads : {1, 2}) {
-    set_num_threads(threads);
-    for (const Case& c : kCases) {
-      for (int64_t L : {8, 16}) {
-        Conv2dInt8Geom g = geom(c);
-        g.L = L;
-        const int64_t HW = g.H * g.W, OP = g.OH * g.OW, CB = (g.C + L - 1) / L, OCB = (g.OC + L - 1) / L;
-        auto x = randn(size_t(g.N * g.C * HW), seed++, 2.0f);
-        if (c.C == 17) x[size_t(HW + 5)] = std::numeric_limits<float>::quiet_NaN();  // channel 1, pixel 5
-        if (c.C == 64) x[size_t(HW + 3)] = std::numeric_limits<float>::quiet_NaN();  // pixel 3: read by the strided 1x1s
-        if (c.C == 16) x[size_t(2)] = 1e38f;  // pixel 2, read: past 2^31 codes, clamped to 127, not wrapped
-        auto w = random_filters(g.OC, g.K(), seed++);
-        auto scale = randn(size_t(g.OC), seed++), shift = randn(size_t(g.OC), seed++);
-        auto res = randn(size_t(g.N * g.OC * OP), seed++);
-        if (!res.empty()) res[7 % res.size()] = std::numeric_limits<float>::infinity();  // an infinite output: code -128
-        const int v = variant++;
-        GemmEpilogue ep;
-        ep.row_scale = v % 2 ? scale.data() : nullptr;
-        ep.row_shift = v % 3 ? shift.data() : nullptr;
-        ep.act = acts[v % 4];
-        const float* rp = nullptr;
-        std::vector<float> xb(size_t(g.N * CB * L * HW)), rb(size_t(g.N * OCB * L * OP));
-        nchw_to_nchwc(x.data(), g.N, g.C, HW, L, xb.data());
-        nchw_to_nchwc(res.data(), g.N, g.OC, OP, L, rb.data());
-        if (v % 4 < 2) rp = rb.data();
-        const float xs = 0.02f, ys = v % 2 ? 0.5f : 0.013f, xinv = 1.0f / xs, yinv = 1.0f / ys;
-        // x's codes [N, H, W, C]
-        std::vector<int8_t> xq(size_t(g.N * HW * g.C));
+  for_each_blocked_case([&](int threads, const Case& c, int64_t L) {
+    Conv2dInt8Geom g = geom(c);
+    g.L = L;
+    const int64_t HW = g.H * g.W, OP = g.OH * g.OW, CB = (g.C + L - 1) / L, OCB = (g.OC + L - 1) / L;
+    auto x = randn(size_t(g.N * g.C * HW), seed++, 2.0f);
+    if (c.C == 17) x[size_t(HW + 5)] = std::numeric_limits<float>::quiet_NaN();  // channel 1, pixel 5
+    if (c.C == 64) x[size_t(HW + 3)] = std::numeric_limits<float>::quiet_NaN();  // pixel 3: read by the strided 1x1s
+    if (c.C == 16) x[size_t(2)] = 1e38f;  // pixel 2, read: past 2^31 codes, clamped to 127, not wrapped
+    auto w = random_filters(g.OC, g.K(), seed++);
+    auto scale = randn(size_t(g.OC), seed++), shift = randn(size_t(g.OC), seed++);
+    auto res = randn(size_t(g.N * g.OC * OP), seed++);
+    if (!res.empty()) res[7 % res.size()] = std::numeric_limits<float>::infinity();  // an infinite output: code -128
+    const int v = variant++;
+    GemmEpilogue ep;
+    ep.row_scale = v % 2 ? scale.data() : nullptr;
+    ep.row_shift = v % 3 ? shift.data() : nullptr;
+    ep.act = acts[v % 4];
+    const float* rp = nullptr;
+    std::vector<float> xb(size_t(g.N * CB * L * HW)), rb(size_t(g.N * OCB * L * OP));
+    nchw_to_nchwc(x.data(), g.N, g.C, HW, L, xb.data());
+    nchw_to_nchwc(res.data(), g.N, g.OC, OP, L, rb.data());
+    if (v % 4 < 2) rp = rb.data();
+    const float xs = 0.02f, ys = v % 2 ? 0.5f : 0.013f, xinv = 1.0f / xs, yinv = 1.0f / ys;
+    // x's codes [N, H, W, C]
+    std::vector<int8_t> xq(size_t(g.N * HW * g.C));
+    for (int64_t n = 0; n < g.N; ++n)
+      for (int64_t ch = 0; ch < g.C; ++ch)
+        for (int64_t p = 0; p < HW; ++p)
+          xq[size_t((n * HW + p) * g.C + ch)] = code(x[size_t((n * g.C + ch) * HW + p)], xinv);
+    for (QIsa isa : isas()) {
+      const PackedOperand pk = conv2d_int8_pack(g, w.data(), isa);
+      const std::string what = std::string(qisa_name(isa)) + " L=" + std::to_string(L) + " C=" +
+                               std::to_string(c.C) + " OC=" + std::to_string(c.OC) + " variant " +
+                               std::to_string(v) + " threads=" + std::to_string(threads);
+      std::vector<float> want(rb.size(), -7.0f), got(rb.size(), -7.0f);
+      conv2d_int8(g, isa, xb.data(), pk, xs, ep, rp, want.data());
+      // codes in: the same floats out, bit for bit (NaN where the floats gave NaN)
+      Conv2dInt8Codes in;
+      in.x = xq.data();
+      conv2d_int8(g, isa, nullptr, pk, xs, ep, rp, got.data(), in);
+      for (size_t i = 0; i < got.size(); ++i)
+        ASSERT_TRUE(got[i] == want[i] || (std::isnan(got[i]) && std::isnan(want[i])))
+            << what << ": codes in, at " << i << ": " << got[i] << " vs " << want[i];
+      // codes out (from floats, and from codes; alone, and beside the floats): the floats' codes
+      for (int mode = 0; mode < 4; ++mode) {
+        const bool codes_in = mode & 1, both = mode & 2;
+        std::vector<int8_t> yq(size_t(g.N * OP * g.OC), 99);
+        std::vector<float> yf(rb.size(), -7.0f);
+        Conv2dInt8Codes io;
+        io.x = codes_in ? xq.data() : nullptr;
+        io.y = yq.data();
+        io.y_scale = ys;
+        conv2d_int8(g, isa, codes_in ? nullptr : xb.data(), pk, xs, ep, rp, both ? yf.data() : nullptr, io);
+        if (both)
+          for (size_t i = 0; i < yf.size(); ++i)
+            ASSERT_TRUE(yf[i] == want[i] || (std::isnan(yf[i]) && std::isnan(want[i])))
+                << what << ": floats beside codes, at " << i << ": " << yf[i] << " vs " << want[i];
         for (int64_t n = 0; n < g.N; ++n)
-          for (int64_t ch = 0; ch < g.C; ++ch)
-            for (int64_t p = 0; p < HW; ++p)
-              xq[size_t((n * HW + p) * g.C + ch)] = code(x[size_t((n * g.C + ch) * HW + p)], xinv);
-        for (QIsa isa : isas()) {
-          const PackedOperand pk = conv2d_int8_pack(g, w.data(), isa);
-          const std::string what = std::string(qisa_name(isa)) + " L=" + std::to_string(L) + " C=" +
-                                   std::to_string(c.C) + " OC=" + std::to_string(c.OC) + " variant " +
-                                   std::to_string(v) + " threads=" + std::to_string(threads);
-          std::vector<float> want(rb.size(), -7.0f), got(rb.size(), -7.0f);
-          conv2d_int8(g, isa, xb.data(), pk, xs, ep, rp, want.data());
-          // codes in: the same floats out, bit for bit (NaN where the floats gave NaN)
-          Conv2dInt8Codes in;
-          in.x = xq.data();
-          conv2d_int8(g, isa, nullptr, pk, xs, ep, rp, got.data(), in);
-          for (size_t i = 0; i < got.size(); ++i)
-            ASSERT_TRUE(got[i] == want[i] || (std::isnan(got[i]) && std::isnan(want[i])))
-                << what << ": codes in, at " << i << ": " << got[i] << " vs " << want[i];
-          // codes out (from floats, and from codes; alone, and beside the floats): the floats' codes
-          for (int mode = 0; mode < 4; ++mode) {
-            const bool codes_in = mode & 1, both = mode & 2;
-            std::vector<int8_t> yq(size_t(g.N * OP * g.OC), 99);
-            std::vector<float> yf(rb.size(), -7.0f);
-            Conv2dInt8Codes io;
-            io.x = codes_in ? xq.data() : nullptr;
-            io.y = yq.data();
-            io.y_scale = ys;
-            conv2d_int8(g, isa, codes_in ? nullptr : xb.data(), pk, xs, ep, rp, both ? yf.data() : nullptr, io);
-            if (both)
-              for (size_t i = 0; i < yf.size(); ++i)
-                ASSERT_TRUE(yf[i] == want[i] || (std::isnan(yf[i]) && std::isnan(want[i])))
-                    << what << ": floats beside codes, at " << i << ": " << yf[i] << " vs " << want[i];
-            for (int64_t n = 0; n < g.N; ++n)
-              for (int64_t oc = 0; oc < g.OC; ++oc)
-                for (int64_t p = 0; p < OP; ++p) {
-                  const float f = want[size_t(((n * OCB + oc / L) * OP + p) * L + oc % L)];
-                  ASSERT_EQ(int(yq[size_t((n * OP + p) * g.OC + oc)]), int(code(f, yinv)))
-                      << what << (codes_in ? ": codes in and out" : ": codes out") << (both ? " beside floats" : "")
-                      << " at n " << n << " oc " << oc
-                      << " pixel " << p << " from " << f;
-                }
-          }
-          // the residual as codes: what the floats they stand for give
-          if (rp) {
-            const float rs = 0.03f;
-            std::vector<int8_t> rq(size_t(g.N * OP * g.OC));
-            std::vector<float> rdq(size_t(g.N * g.OC * OP)), rdqb(rb.size());
-            for (int64_t n = 0; n < g.N; ++n)
-              for (int64_t oc = 0; oc < g.OC; ++oc)
-                for (int64_t p = 0; p < OP; ++p) {
-                  int8_t q = code(res[size_t((n * g.OC + oc) * OP + p)], 1.0f / rs);
-                  if ((n + oc + p) % 97 == 0) q = -128;  // marks: NaN
-                  rq[size_t((n * OP + p) * g.OC + oc)] = q;
-                  rdq[size_t((n * g.OC + oc) * OP + p)] =
-                      q == -128 ? std::numeric_limits<float>::quiet_NaN() : float(q) * rs;
-                }
-            nchw_to_nchwc(rdq.data(), g.N, g.OC, OP, L, rdqb.data());
-            std::vector<float> want_r(rb.size(), -7.0f), got_r(rb.size(), -7.0f);
-            conv2d_int8(g, isa, xb.data(), pk, xs, ep, rdqb.data(), want_r.data());
-            Conv2dInt8Codes io;
-            io.res = rq.data();
-            io.res_scale = rs;
-            std::vector<int8_t> yq(size_t(g.N * OP * g.OC), 99);
-            io.y = yq.data();
-            io.y_scale = ys;
-            conv2d_int8(g, isa, xb.data(), pk, xs, ep, nullptr, got_r.data(), io);
-            // (within rounding: the compiler may fuse the code's product into the add)
-            for (size_t i = 0; i < got_r.size(); ++i)
-              ASSERT_TRUE(std::fabs(got_r[i] - want_r[i]) <= 1e-5f * (1.0f + std::fabs(want_r[i])) ||
-                          (std::isnan(got_r[i]) && std::isnan(want_r[i])))
-                  << what << ": residual codes, at " << i << ": " << got_r[i] << " vs " << want_r[i];
-            for (int64_t n = 0; n < g.N; ++n)  // the codes are those of the floats written beside them
-              for (int64_t oc = 0; oc < g.OC; ++oc)
-                for (int64_t p = 0; p < OP; ++p)
-                  ASSERT_EQ(int(yq[size_t((n * OP + p) * g.OC + oc)]),
-                            int(code(got_r[size_t(((n * OCB + oc / L) * OP + p) * L + oc % L)], yinv)))
-                      << what << ": residual codes, codes out at n " << n << " oc " << oc << " pixel " << p;
-          }
-        }
+          for (int64_t oc = 0; oc < g.OC; ++oc)
+            for (int64_t p = 0; p < OP; ++p) {
+              const float f = want[size_t(((n * OCB + oc / L) * OP + p) * L + oc % L)];
+              ASSERT_EQ(int(yq[size_t((n * OP + p) * g.OC + oc)]), int(code(f, yinv)))
+                  << what << (codes_in ? ": codes in and out" : ": codes out") << (both ? " beside floats" : "")
+                  << " at n " << n << " oc " << oc
+                  << " pixel " << p << " from " << f;
+            }
+      }
+      // the residual as codes: what the floats they stand for give
+      if (rp) {
+        const float rs = 0.03f;
+        std::vector<int8_t> rq(size_t(g.N * OP * g.OC));
+        std::vector<float> rdq(size_t(g.N * g.OC * OP)), rdqb(rb.size());
+        for (int64_t n = 0; n < g.N; ++n)
+          for (int64_t oc = 0; oc < g.OC; ++oc)
+            for (int64_t p = 0; p < OP; ++p) {
+              int8_t q = code(res[size_t((n * g.OC + oc) * OP + p)], 1.0f / rs);
+              if ((n + oc + p) % 97 == 0) q = -128;  // marks: NaN
+              rq[size_t((n * OP + p) * g.OC + oc)] = q;
+              rdq[size_t((n * g.OC + oc) * OP + p)] =
+                  q == -128 ? std::numeric_limits<float>::quiet_NaN() : float(q) * rs;
+            }
+        nchw_to_nchwc(rdq.data(), g.N, g.OC, OP, L, rdqb.data());
+        std::vector<float> want_r(rb.size(), -7.0f), got_r(rb.size(), -7.0f);
+        conv2d_int8(g, isa, xb.data(), pk, xs, ep, rdqb.data(), want_r.data());
+        Conv2dInt8Codes io;
+        io.res = rq.data();
+        io.res_scale = rs;
+        std::vector<int8_t> yq(size_t(g.N * OP * g.OC), 99);
+        io.y = yq.data();
+        io.y_scale = ys;
+        conv2d_int8(g, isa, xb.data(), pk, xs, ep, nullptr, got_r.data(), io);
+        // (within rounding: the compiler may fuse the code's product into the add)
+        for (size_t i = 0; i < got_r.size(); ++i)
+          ASSERT_TRUE(std::fabs(got_r[i] - want_r[i]) <= 1e-5f * (1.0f + std::fabs(want_r[i])) ||
+                      (std::isnan(got_r[i]) && std::isnan(want_r[i])))
+              << what << ": residual codes, at " << i << ": " << got_r[i] << " vs " << want_r[i];
+        for (int64_t n = 0; n < g.N; ++n)  // the codes are those of the floats written beside them
+          for (int64_t oc = 0; oc < g.OC; ++oc)
+            for (int64_t p = 0; p < OP; ++p)
+              ASSERT_EQ(int(yq[size_t((n * OP + p) * g.OC + oc)]),
+                        int(code(got_r[size_t(((n * OCB + oc / L) * OP + p) * L + oc % L)], yinv)))
+                  << what << ": residual codes, codes out at n " << n << " oc " << oc << " pixel " << p;
       }
     }
-  }
+  });
   Conv2dInt8Geom g = geom(kCases[1]);
   const auto w = random_filters(g.OC, g.K(), 1);
   const PackedOperand pk = conv2d_int8_pack(g, w.data(), QIsa::kScalar);

@@ -4,8 +4,10 @@
 # default was what =exact now is, and this script had no int8-exact row); with
 # --all-int8, two more: every conv int8 (int8_everywhere=True), floats and codes between them.
 # python q_chain_ab.py <batch> [rounds] [torchvision model, default resnet50] [--all-int8]
-# Each round runs every variant once, in rotating order; figures are medians of per-round ratios.
-import os, sys, copy, time, statistics, torch, torchvision, zenith
+# Each round runs every variant once, in rotating order (zenith.bench.stats.paired_rounds; the
+# figures in results.txt came from the same loop written inline); medians of per-round ratios.
+import os, sys, copy, statistics, torch, torchvision, zenith
+from zenith.bench.stats import paired_rounds
 torch.manual_seed(0); torch.set_num_threads(2)
 args = [a for a in sys.argv[1:] if not a.startswith("--")]
 B = int(args[0]); rounds = int(args[1]) if len(args) > 1 else 20
@@ -33,11 +35,8 @@ with torch.no_grad():
     fa = models["int8-floats"](x); fe = models["int8-exact"](x); fb = models["int8-codes"](x)
     print(f"int8 floats vs exact: max diff {float((fa - fe).abs().max()):.3g}; floats vs codes: max diff "
           f"{float((fa - fb).abs().max()):.3g}, top-1 agree {float((fa.argmax(1) == fb.argmax(1)).float().mean()):.3f}")
-    names = list(models); ts = {k: [] for k in names}
-    for r in range(rounds):
-        for k in names[r % len(names):] + names[:r % len(names)]:
-            t = time.perf_counter(); models[k](x); ts[k].append(time.perf_counter() - t)
-for k in names:
-    ra = sorted(b / a for a, b in zip(ts["fp32"], ts[k]))
-    print(f"{arch} b{B} {k:<16} median {statistics.median(ts[k])*1e3:8.2f} ms  / fp32 {statistics.median(ra):.3f} "
+    ts = paired_rounds(models, rounds, x)
+for k, t in ts.items():
+    ra = sorted(b / a for a, b in zip(ts["fp32"], t))
+    print(f"{arch} b{B} {k:<16} median {statistics.median(t)*1e3:8.2f} ms  / fp32 {statistics.median(ra):.3f} "
           f"[p25 {ra[len(ra)//4]:.3f}, p75 {ra[3*len(ra)//4]:.3f}]")

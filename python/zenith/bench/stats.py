@@ -1,10 +1,12 @@
-"""Statistics for benchmark results: order statistics, a paired bootstrap CI for
-the ratio of two contestants, and the noise-aware regression check."""
+"""Statistics for benchmark results: order statistics, paired rounds (every variant once
+a round, in rotating order) and a paired bootstrap CI for the ratio of two contestants,
+and the noise-aware regression check."""
 from __future__ import annotations
 
 import math
 import random
 import statistics
+import time
 
 
 def quantile(xs, q):
@@ -21,6 +23,21 @@ def quantile(xs, q):
 def summary(xs):
     return {"median": statistics.median(xs), "p10": quantile(xs, 0.10), "p90": quantile(xs, 0.90),
             "min": min(xs), "max": max(xs), "n": len(xs)}
+
+
+def paired_rounds(fns, rounds, *args, **kwargs):
+    """Calls every fn of `fns` (name -> callable) once a round on args, round r starting
+    at the r-th name (so no variant always runs first or after the same one); returns
+    name -> seconds per round, for paired_ratio_ci."""
+    names = list(fns)
+    times = {k: [] for k in names}
+    for r in range(rounds):
+        k0 = r % len(names)
+        for k in names[k0:] + names[:k0]:
+            t = time.perf_counter()
+            fns[k](*args, **kwargs)
+            times[k].append(time.perf_counter() - t)
+    return times
 
 
 def paired_ratio_ci(base, other, n_boot=2000, alpha=0.05, seed=0):

@@ -109,3 +109,14 @@ def test_compare_exit_code(tmp_path):
     (tmp_path / "b.json").write_text(json.dumps(new))
     assert main(["compare", str(tmp_path / "a.json"), str(tmp_path / "a.json")]) == 0
     assert main(["compare", str(tmp_path / "a.json"), str(tmp_path / "b.json"), "--threshold", "5%"]) == 1
+
+
+def test_paired_rounds_rotate_the_order_and_time_every_call():
+    from zenith.bench.stats import paired_rounds
+
+    calls = []
+    fns = {k: (lambda k=k: lambda x: calls.append((k, x)))() for k in "abc"}
+    times = paired_rounds(fns, 4, 7)
+    assert [k for k, _ in calls] == list("abc" "bca" "cab" "abc")
+    assert all(x == 7 for _, x in calls)
+    assert set(times) == set("abc") and all(len(v) == 4 and min(v) >= 0 for v in times.values())
