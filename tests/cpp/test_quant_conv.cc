@@ -469,6 +469,7 @@ TEST(QuantConv, CodesBetweenConvsMatchFloats) {
   rin.res = yq.data();
   std::vector<float> x(size_t(g.N * 8 * g.H * g.W)), y(size_t(g.N * 40 * g.OH * g.OW));
   EXPECT_THROW(conv2d_int8(g, QIsa::kScalar, x.data(), pk, 0.1f, {}, nullptr, y.data(), rin), Error);  // no scale
+  EXPECT_THROW(conv2d_int8(g, QIsa::kScalar, x.data(), pk, 0.1f, {}, nullptr, nullptr), Error);  // no output
   set_num_threads(1);
 }
 

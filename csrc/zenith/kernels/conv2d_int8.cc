@@ -192,8 +192,6 @@ void finish_activation(Activation act, float* y, int64_t n) {
   per_row(act, y, n);
 }
 
-// n values t into codes at dst on 1 / scale = inv: code_of's, -128 for a
-// NaN or infinity.
 #if defined(__AVX2__)
 // 8 values' codes into dst, code_of's, and -128 where a value is NaN or infinite: v * inv +
 // (v - v) is NaN exactly there (v - v is 0 for every finite v), the clamps keep a NaN (their
@@ -206,6 +204,7 @@ inline void store_codes8(__m256 v, __m256 vinv, int8_t* dst) {
   _mm_storel_epi64(reinterpret_cast<__m128i*>(dst), _mm_packs_epi16(w, w));
 }
 #endif
+// n values t into codes at dst on 1 / scale = inv: code_of's, -128 for a NaN or infinity.
 void quantize_run(const float* t, int64_t n, float inv, int8_t* dst) {
   int64_t c = 0;
 #if defined(__AVX2__)
@@ -443,6 +442,7 @@ void conv2d_int8(const Conv2dInt8Geom& g, QIsa isa, const float* x, const Packed
   // Floats per image of x and of y (and the residual): blocked, whole blocks of channels.
   const int64_t x_image = (L ? (C + L - 1) / L * L : C) * HW, y_image = (L ? (OC + L - 1) / L * L : OC) * cols;
   if (M == 0 || OC == 0) return;
+  ZENITH_CHECK(y || io.y, "conv2d: an int8 conv needs an output, floats or codes");
   ZENITH_CHECK(w.side == PackedOperand::kQ8 && w.isa == uint8_t(isa) && w.rows == OC && w.cols == K,
                "conv2d: the packed int8 filter is not this conv's, for this ISA");
   ZENITH_CHECK(!x_scale || usable(*x_scale), "conv2d: the activation scale must be a positive finite number with a "

@@ -3,14 +3,15 @@
 // scale, writes that output as their codes (y_scale: u8 [N, OH, OW, OC], 1 byte a value
 // instead of 4) and they read the codes (x u8, `block` keeping their output's layout), so
 // they skip their quantizer pass. The codes are those the reader would have made from the
-// floats (conv2d_int8.cc), so results do not change. Where anything else reads the output
-// too (a residual, a pooling, a graph output, a float conv), the conv writes both
-// (y_float: the float output, then its codes) and the others keep reading the floats.
+// floats (conv2d_int8.cc), so its result does not change. Where anything else reads the
+// output too (a pooling, a graph output, a float conv), the conv writes both (y_float: the
+// float output, then its codes) and the others keep reading the floats.
 // An int8 conv reading the value as its residual takes the codes too (r_scale), as ONNX
 // Runtime's and PT2E's quantized adds take quantized inputs: its residual is then the
-// value rounded to the readers' scale (up to half a step off, and clipped where they
-// clip; an infinity reads as NaN, the one mark codes have for both). In ResNet's bottlenecks every tensor between the stem and the pooling passes as
-// codes, the block's output (the next block's input and residual) included.
+// value rounded to the input readers' scale (up to half a step off, clipped where they
+// clip, and an infinity read as NaN: codes have one mark for both). In ResNet's
+// bottlenecks every tensor between the stem and the pooling then passes as codes, each
+// block's output (the next block's input and residual) included.
 // ZENITH_INT8_CHAIN=0 turns it off, =exact keeps residuals float (results then unchanged
 // bit for bit); read when a graph is compiled. Runs after layout_nchwc.
 #include <algorithm>
