@@ -55,6 +55,11 @@ bool parse_dtype(const std::string& s, DType* out);
 
 inline bool is_float(DType d) { return d == DType::f32 || d == DType::f16 || d == DType::bf16; }
 
+// A scale int8 codes can be quantized by (code = round(v * (1 / scale))): positive and
+// finite, and so is its inverse (a scale under ~1e-38 would quantize by an infinite
+// factor). The int8 ops' inference and kernels check theirs with it.
+inline bool usable_scale(float s) { return s > 0.0f && s <= 3.40282347e38f && 1.0f / s <= 3.40282347e38f; }
+
 // float16 / bfloat16 <-> float32, round-to-nearest-even, NaN preserved.
 inline float bf16_to_f32(uint16_t h) {
   uint32_t u = uint32_t(h) << 16;

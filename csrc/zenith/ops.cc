@@ -342,15 +342,11 @@ std::vector<int64_t> pair_attr(const Node& n, const char* key, int64_t lo) {
   return v;
 }
 
-// An int8 scale the kernels can use: positive, finite as a float, and so is its inverse
-// (a scale under ~1e-38 would quantize by an infinite factor).
-bool usable_scale(double s) { return s > 0 && std::isfinite(float(s)) && std::isfinite(1.0f / float(s)); }
-
 // An int8 conv's static activation scale, when it has one.
 void check_x_scale(const Node& n) {
   if (!n.has("x_scale")) return;
   const double s = n.f("x_scale");
-  ZENITH_CHECK(usable_scale(s), op_info(n.op).name, ": x_scale must be a positive finite number with a finite "
+  ZENITH_CHECK(usable_scale(float(s)), op_info(n.op).name, ": x_scale must be a positive finite number with a finite "
                "inverse, got ", s);
 }
 
@@ -485,7 +481,7 @@ Types infer_conv2d_nchwc(const Graph& g, const Node& n) {
                "conv2d_nchwc: needs a float32 blocked input [N, CB, H, W, L] (NCHW with `block`; int8 codes [N, H, "
                "W, C] with an int8 weight) and a static float32 OIHW weight or int8 rows");
   ZENITH_CHECK(!codes_in || (block && n.has("x_scale")), "conv2d_nchwc: int8 codes as input need x_scale and `block`");
-  ZENITH_CHECK(!n.has("y_scale") || (int8 && usable_scale(n.f("y_scale"))),
+  ZENITH_CHECK(!n.has("y_scale") || (int8 && usable_scale(float(n.f("y_scale")))),
                "conv2d_nchwc: y_scale (int8 codes out) needs an int8 weight and a positive finite scale with a finite "
                "inverse");
   std::array<int64_t, 2> kernel{0, 0};
@@ -530,7 +526,7 @@ Types infer_conv2d_nchwc(const Graph& g, const Node& n) {
   t.shape = {x.shape[0], SymInt((OC + L - 1) / L), OH, OW, SymInt(L)};
   const TensorType codes{DType::u8, {x.shape[0], OH, OW, SymInt(OC)}};
   const bool r_codes = residual && in(g, n, n.inputs.size() - 1).dtype == DType::u8;
-  ZENITH_CHECK(r_codes == n.has("r_scale") && (!r_codes || (int8 && usable_scale(n.f("r_scale")))),
+  ZENITH_CHECK(r_codes == n.has("r_scale") && (!r_codes || (int8 && usable_scale(float(n.f("r_scale"))))),
                "conv2d_nchwc: a residual as codes (u8) goes with r_scale, a positive finite scale with a finite inverse, "
                "and an int8 weight");
   if (residual) {

@@ -432,12 +432,10 @@ void conv2d_int8(const Conv2dInt8Geom& g, QIsa isa, const float* x, const Packed
   ZENITH_CHECK(!ep.col_shift, "conv2d: an int8 conv's epilogue is per output channel");
   ZENITH_CHECK((!io.x && !io.y && !io.res) || L, "conv2d: an int8 conv reads or writes codes over the blocked layout "
                "only");
-  // A scale the kernels can use: positive, finite, and so is its inverse.
-  auto usable = [](float s) { return s > 0.0f && std::isfinite(s) && std::isfinite(1.0f / s); };
-  ZENITH_CHECK(!io.res || (!residual && usable(io.res_scale)),
+  ZENITH_CHECK(!io.res || (!residual && usable_scale(io.res_scale)),
                "conv2d: a residual as codes needs a positive finite scale, and no float residual beside it");
   ZENITH_CHECK(!io.x || x_scale, "conv2d: an int8 conv reading codes needs their scale");
-  ZENITH_CHECK(!io.y || usable(io.y_scale), "conv2d: the output codes' scale must be a positive finite number with "
+  ZENITH_CHECK(!io.y || usable_scale(io.y_scale), "conv2d: the output codes' scale must be a positive finite number with "
                "a finite inverse, got ", io.y_scale);
   // Floats per image of x and of y (and the residual): blocked, whole blocks of channels.
   const int64_t x_image = (L ? (C + L - 1) / L * L : C) * HW, y_image = (L ? (OC + L - 1) / L * L : OC) * cols;
@@ -445,7 +443,7 @@ void conv2d_int8(const Conv2dInt8Geom& g, QIsa isa, const float* x, const Packed
   ZENITH_CHECK(y || io.y, "conv2d: an int8 conv needs an output, floats or codes");
   ZENITH_CHECK(w.side == PackedOperand::kQ8 && w.isa == uint8_t(isa) && w.rows == OC && w.cols == K,
                "conv2d: the packed int8 filter is not this conv's, for this ISA");
-  ZENITH_CHECK(!x_scale || usable(*x_scale), "conv2d: the activation scale must be a positive finite number with a "
+  ZENITH_CHECK(!x_scale || usable_scale(*x_scale), "conv2d: the activation scale must be a positive finite number with a "
                "finite inverse, got ", x_scale ? *x_scale : 0.0f);
   const QMatmulPlan plan0 = qmatmul_plan(QFormat::int8, 1, OC, K, isa);
   // A 1x1 stride-1 conv over channels in whole 32s reads its rows in place: row m is
