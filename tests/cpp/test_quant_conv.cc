@@ -450,6 +450,18 @@ TEST(QuantConv, CodesBetweenConvsMatchFloats) {
               ASSERT_EQ(int(yq[size_t((n * OP + p) * g.OC + oc)]),
                         int(code(got_r[size_t(((n * OCB + oc / L) * OP + p) * L + oc % L)], yinv)))
                   << what << ": residual codes, codes out at n " << n << " oc " << oc << " pixel " << p;
+        // the codes alone (no floats beside them: written pixel by pixel), from floats and
+        // from codes in: the same codes
+        for (const bool codes_in : {false, true}) {
+          std::vector<int8_t> alone(yq.size(), 99);
+          Conv2dInt8Codes io2 = io;
+          io2.x = codes_in ? xq.data() : nullptr;
+          io2.y = alone.data();
+          conv2d_int8(g, isa, codes_in ? nullptr : xb.data(), pk, xs, ep, nullptr, nullptr, io2);
+          for (size_t i = 0; i < yq.size(); ++i)
+            ASSERT_EQ(int(alone[i]), int(yq[i])) << what << ": residual codes, codes alone"
+                                                 << (codes_in ? " from codes" : "") << ", at " << i;
+        }
       }
     }
   });

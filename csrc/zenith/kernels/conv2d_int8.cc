@@ -258,7 +258,8 @@ inline v8f residual8(const int8_t* q, float scale) {
 // activation in registers where simple_activation has it, else over the stored run; a
 // block cut by [n0, n1) or by OC value by value, its channels past OC written 0 by the
 // call that reaches OC. With io.yq, each value's code too (quantize_run's), from the
-// register where it can; io.yi null: the codes alone.
+// register where it can; io.yi null: the codes alone (with no float residual, pixel by
+// pixel over all of [n0, n1): conv2d_int8 then calls once per chunk of rows).
 template <Activation A>
 void store_blocked(const float* acc, int64_t OC, int64_t L, int64_t cols, int64_t p0, int64_t len, int64_t n0,
                    int64_t n1, const BlockedEpilogue& e, const BlockedIo& io) {
@@ -274,11 +275,47 @@ void store_blocked(const float* acc, int64_t OC, int64_t L, int64_t cols, int64_
 #else
   const bool codes_in_register = false;
 #endif
-  // Block by block over all the pixels, so each block's residual and floats are read and
-  // written in long runs; the codes, 8 bytes at a time a row of OC apart, stay in L2.
-  // (In tiles of 16 pixels, the blocks inside, the residual's runs were too short for the
-  // prefetchers: the conv took 1.4x the float-only time, against 1.2x this way.)
   alignas(32) float tbuf[16];  // yi null: one pixel's floats of a block
+  if (!yi && !ri && codes_in_register) {
+    // Codes alone, and no float residual: every stream is pixels x channels (the rows
+    // of acc, the residual codes, the output codes), so the write-out goes pixel by
+    // pixel, each read or written in one run. Block by block, a row of codes was
+    // touched once per block, 8 or 16 bytes of it at a time: ResNet-50's 64 -> 256 conv
+    // with a residual over 56 x 56 at batch 8 took 1.1x (AVX2) to 2x (AVX-512) the time,
+    // its other 1x1 convs 1.03-1.17x (AMD Zen 5, 2 threads). The same vectors and
+    // per-value tails as below, so the same codes.
+    for (int64_t i = 0; i < len; ++i) {
+      const float* a = acc + i * OC;
+      const int8_t* rr = rq ? rq + i * OC : nullptr;
+      int8_t* yy = yq + i * OC;
+      for (int64_t b0 = n0 / L * L; b0 < n1; b0 += L) {
+        const int64_t c0 = std::max(n0, b0), c1 = std::min(n1, b0 + L);
+        if (c0 == b0 && c1 == b0 + L && c1 <= OC) {
+          for (int64_t c = b0; c < c1; c += 8) {
+            v8f v = load8(a + c) * load8(e.scale.data() + c) + load8(e.shift.data() + c);
+            if (rr) v += residual8(rr + c, rs);
+            v = simple_activation<A>(v);
+#if defined(__AVX2__)
+            store_codes8(__m256(v), vinv, yy + c);
+#endif
+          }
+          continue;
+        }
+        for (int64_t c = c0; c < c1; ++c) {
+          float v = a[c] * e.scale[size_t(c)] + e.shift[size_t(c)];
+          if (rr) v += residual_of(rr[c], rs);
+          tbuf[c - c0] = simple_activation<A>(v);
+        }
+        quantize_run(tbuf, c1 - c0, inv, yy + c0);
+      }
+    }
+    return;
+  }
+  // Floats out or a float residual: block by block over all the pixels, so each block's
+  // residual and floats are read and written in long runs; the codes, 8 bytes at a time
+  // a row of OC apart, stay in L2. (In tiles of 16 pixels, the blocks inside, the
+  // residual's runs were too short for the prefetchers: the conv took 1.4x the
+  // float-only time, against 1.2x this way.)
   for (int64_t ob = n0 / L; ob * L < n1; ++ob) {
     const int64_t b0 = ob * L, c0 = std::max(n0, b0), c1 = std::min(n1, b0 + L);
     const float *sc = e.scale.data() + b0, *sh = e.shift.data() + b0;
@@ -509,6 +546,7 @@ void conv2d_int8(const Conv2dInt8Geom& g, QIsa isa, const float* x, const Packed
   const int64_t row_floats = cap * ((in_place ? 0 : kpad / 4) + nscales + (nsums + 1) / 2);
   const float nan = std::numeric_limits<float>::quiet_NaN();
   const float y_inv = io.y ? 1.0f / io.y_scale : 0.0f;
+  const bool codes_only = L && io.y && !y && !residual;
   BlockedEpilogue be;  // the blocked write-out's epilogue
   if (L) {
     nchwc_detail::channel_scale_shift(ep.row_scale, ep.row_shift, OC, y_image / cols, be.scale, be.shift);
@@ -595,7 +633,10 @@ void conv2d_int8(const Conv2dInt8Geom& g, QIsa isa, const float* x, const Packed
     // codes8: the image quantizer's codes (never the AVX2 narrow tiles' 7-bit ones)
     const QMatmulPlan plan = qmatmul_plan(QFormat::int8, cn, OC, K, isa, 0.0f, true);
     if (isa != QIsa::kScalar) {
-      q8_gemm_packed(plan, rows, w, acc, store);
+      // Codes alone go out row chunk by row chunk, all the columns at once (store_blocked's
+      // pixel-by-pixel write-out); floats block of columns by block.
+      if (codes_only) q8_gemm_packed(plan, rows, w, acc, {}, store);
+      else q8_gemm_packed(plan, rows, w, acc, store);
       return;
     }
     const uint8_t* wr = reinterpret_cast<const uint8_t*>(w.data.get());
