@@ -369,11 +369,43 @@ void store_blocked(const float* acc, int64_t OC, int64_t L, int64_t cols, int64_
   if (!with_simple_activation(e.act, store)) store(std::integral_constant<Activation, Activation::kNone>{});
 }
 
+// One row of C codes: whether any is the mark -128, whether any is negative, their sum.
+struct RowScan {
+  bool mark = false, neg = false;
+  int32_t sum = 0;
+};
+RowScan scan_row(const int8_t* row, int64_t C) {
+  RowScan r;
+  int64_t c = 0;
+#if defined(__AVX2__)
+  // the sum: sad(code ^ 0x80, 0) over each 8 bytes is their sum + 8 x 128
+  __m256i m = _mm256_set1_epi8(127), acc = _mm256_setzero_si256();
+  const __m256i flip = _mm256_set1_epi8(char(0x80));
+  for (; c + 32 <= C; c += 32) {
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + c));
+    m = _mm256_min_epi8(m, v);
+    acc = _mm256_add_epi64(acc, _mm256_sad_epu8(_mm256_xor_si256(v, flip), _mm256_setzero_si256()));
+  }
+  const __m128i h = _mm_min_epi8(_mm256_castsi256_si128(m), _mm256_extracti128_si256(m, 1));
+  r.mark = _mm_movemask_epi8(_mm_cmpeq_epi8(h, _mm_set1_epi8(-128))) != 0;
+  r.neg = _mm_movemask_epi8(h) != 0;
+  const __m128i a2 = _mm_add_epi64(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
+  r.sum = int32_t(_mm_cvtsi128_si64(_mm_add_epi64(a2, _mm_unpackhi_epi64(a2, a2))) - 128 * c);
+#endif
+  for (; c < C; ++c) {
+    r.mark |= row[c] == -128;
+    r.neg |= row[c] < 0;
+    r.sum += row[c];
+  }
+  return r;
+}
+
 // Pixels [p0, p1) of codes q [*, C] (pixel-major; conv2d_int8's input codes): bad[p] = 1
-// where pixel p holds the mark of a NaN or infinity (-128); returns whether any code is
-// negative. With sub, pixel p is read from the input's pixel sub.src(p) of src and copied
-// into q first.
-bool scan_codes(const int8_t* src, int64_t C, int64_t p0, int64_t p1, int8_t* q, uint8_t* bad, const Subsample& sub) {
+// where pixel p holds the mark of a NaN or infinity (-128), sum[p] the sum of its codes;
+// returns whether any code is negative. With sub, pixel p is read from the input's pixel
+// sub.src(p) of src and copied into q first.
+bool scan_codes(const int8_t* src, int64_t C, int64_t p0, int64_t p1, int8_t* q, uint8_t* bad, int32_t* sum,
+                const Subsample& sub) {
   bool neg = false;
   for (int64_t p = p0; p < p1; ++p) {
     const int8_t* row = src + (sub.on() ? sub.src(p) : p) * C;
@@ -381,21 +413,10 @@ bool scan_codes(const int8_t* src, int64_t C, int64_t p0, int64_t p1, int8_t* q,
       std::memcpy(q + p * C, row, size_t(C));
       row = q + p * C;
     }
-    int8_t lo = 127;
-    int64_t c = 0;
-#if defined(__AVX2__)
-    __m256i m = _mm256_set1_epi8(127);
-    for (; c + 32 <= C; c += 32) m = _mm256_min_epi8(m, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + c)));
-    const __m128i h = _mm_min_epi8(_mm256_castsi256_si128(m), _mm256_extracti128_si256(m, 1));
-    const __m128i mark = _mm_set1_epi8(-128);
-    bad[p] = uint8_t(_mm_movemask_epi8(_mm_cmpeq_epi8(h, mark)) != 0);
-    neg |= _mm_movemask_epi8(h) != 0;
-#else
-    bad[p] = 0;
-#endif
-    for (; c < C; ++c) lo = std::min(lo, row[c]);
-    bad[p] |= uint8_t(lo == -128);
-    neg |= lo < 0;
+    const RowScan r = scan_row(row, C);
+    bad[p] = uint8_t(r.mark);
+    neg |= r.neg;
+    sum[p] = r.sum;
   }
   return neg;
 }
@@ -497,10 +518,15 @@ void conv2d_int8(const Conv2dInt8Geom& g, QIsa isa, const float* x, const Packed
   // 14 x 14 map had been one tile: one thread).
   // Codes given as x (io.x) are read in place, unless strided: then the pixels read are copied.
   const bool own_codes = !io.x || strided;
+  // Each pixel's sum of codes too (the zero point's share of the VNNI tiles' uniform rows:
+  // a row's sum is its taps' pixels' sums), made in the same pass as its flag.
   thread_local AlignedBuf img_buf;
-  int8_t* qbuf = reinterpret_cast<int8_t*>(img_buf.get(size_t((N * QP * ((own_codes ? C : 0) + 1) + 3) / 4)));
+  const int64_t code_floats = (N * QP * ((own_codes ? C : 0) + 1) + 3) / 4;
+  float* ibase = img_buf.get(size_t(code_floats + N * QP));
+  int8_t* qbuf = reinterpret_cast<int8_t*>(ibase);
   const int8_t* codes = own_codes ? qbuf : io.x;
   uint8_t* bad = reinterpret_cast<uint8_t*>(qbuf + (own_codes ? N * QP * C : 0));
+  int32_t* psum = reinterpret_cast<int32_t*>(ibase + code_floats);
   std::vector<float> scale(static_cast<size_t>(N));
   for (int64_t n = 0; n < N; ++n) scale[size_t(n)] = io.x ? *x_scale : image_scale(x + n * x_image, x_image, x_scale);
   const int64_t kTile =
@@ -514,12 +540,14 @@ void conv2d_int8(const Conv2dInt8Geom& g, QIsa isa, const float* x, const Packed
       const float inv = 1.0f / scale[size_t(n)];
       if (io.x) {
         neg[size_t(t)] =
-            scan_codes(io.x + n * HW * C, C, p0, p1, strided ? qbuf + n * QP * C : nullptr, bad + n * QP, sub);
+            scan_codes(io.x + n * HW * C, C, p0, p1, strided ? qbuf + n * QP * C : nullptr, bad + n * QP, psum + n * QP,
+                       sub);
         continue;
       }
       int8_t* q = qbuf + n * QP * C;
       neg[size_t(t)] = L ? quantize_pixels_blocked(x + n * x_image, C, L, HW, p0, p1, inv, q, bad + n * QP, sub)
                          : quantize_pixels(x + n * x_image, C, HW, p0, p1, inv, q, bad + n * QP, sub);
+      for (int64_t p = p0; p < p1; ++p) psum[n * QP + p] = scan_row(q + p * C, C).sum;
     }
   });
   // An input with no negative code (after a ReLU: most convs of a CNN) lets AVX2's tiles
@@ -543,7 +571,12 @@ void conv2d_int8(const Conv2dInt8Geom& g, QIsa isa, const float* x, const Packed
   // the chunk rounded up (MobileNet V2 at batch 8 overran 341-row buffers by 3 rows).
   const int64_t tile = std::max(1, plan0.uniform_rows);
   const int64_t cap = by_rows ? (chunk + tile - 1) / tile * tile : chunk;
-  const int64_t row_floats = cap * ((in_place ? 0 : kpad / 4) + nscales + (nsums + 1) / 2);
+  const int64_t row_floats = cap * ((in_place ? 0 : kpad / 4) + nscales + (nsums + 1) / 2 + 1);
+  // The SIMD tiles sum each row over all of K on its image's one scale (q8_gemm_packed's
+  // uniform rows, up to K of 65536): they read the row's first scale and its sum of codes
+  // (QActRows::totals), no 16-sums. The scalar reference reads a scale and two 16-sums per
+  // 32 codes.
+  const bool row_totals = isa != QIsa::kScalar && kpad <= 65536;
   const float nan = std::numeric_limits<float>::quiet_NaN();
   const float y_inv = io.y ? 1.0f / io.y_scale : 0.0f;
   const bool codes_only = L && io.y && !y && !residual;
@@ -553,8 +586,8 @@ void conv2d_int8(const Conv2dInt8Geom& g, QIsa isa, const float* x, const Packed
     be.act = ep.act;
   }
   // Chunk rows [lo, hi) from pixel c0 on: window rows into q (unless read in place), their
-  // 16-sums and scales.
-  auto build = [&](int64_t c0, int64_t lo, int64_t hi, int8_t* q, float* d, int16_t* s16) {
+  // scales and sums of codes (tot; or 16-sums).
+  auto build = [&](int64_t c0, int64_t lo, int64_t hi, int8_t* q, float* d, int16_t* s16, int32_t* tot) {
     // Locals: the int8 stores below may alias anything, so fields read through a
     // reference would be reloaded on every tap.
     const int64_t H = g.H, W = g.W, KH = g.KH, KW = g.KW, OW = g.OW, sh = g.st[0], sw = g.st[1], ph = g.pd[0],
@@ -563,12 +596,15 @@ void conv2d_int8(const Conv2dInt8Geom& g, QIsa isa, const float* x, const Packed
       const int64_t m = c0 + r, n = m / cols, pix = m % cols, oh = pix / OW, ow = pix % OW;
       const int8_t* img = codes + n * QP * Cl;
       const uint8_t* flags = bad + n * QP;
+      const int32_t* sums = psum + n * QP;
       const int8_t* row = codes + m * Cl;
       bool nonfinite = flags[pix];
+      int32_t total = sums[pix];
       if (!in_place) {
         int8_t* dst = q + r * kp;
         row = dst;
         nonfinite = false;
+        total = 0;
         // Kernel columns [kw0, kw1) fall inside the image; with dilation 1 their codes
         // are one run of the image row (pixels x channels), copied at once.
         const int64_t iw0 = ow * sw - pw;
@@ -588,9 +624,17 @@ void conv2d_int8(const Conv2dInt8Geom& g, QIsa isa, const float* x, const Packed
           else
             for (int64_t kw = kw0; kw < kw1; ++kw)
               std::memcpy(dst + kw * Cl, img + (base + kw * dw) * Cl, size_t(Cl));
-          for (int64_t kw = kw0; kw < kw1; ++kw) nonfinite |= flags[base + kw * dw] != 0;
+          for (int64_t kw = kw0; kw < kw1; ++kw) {
+            nonfinite |= flags[base + kw * dw] != 0;
+            total += sums[base + kw * dw];
+          }
         }
         std::memset(dst, 0, size_t(kp - Kl));
+      }
+      if (row_totals) {
+        tot[r] = total;
+        d[r * nscales] = nonfinite ? nan : scale[size_t(n)];
+        continue;
       }
       sums16(row, ns, s16 + r * ns);
       std::fill_n(d + r * nscales, nscales, nonfinite ? nan : scale[size_t(n)]);
@@ -598,10 +642,12 @@ void conv2d_int8(const Conv2dInt8Geom& g, QIsa isa, const float* x, const Packed
   };
   // The chunk of cn rows from pixel c0, built: its GEMM into acc [cn, OC] and each block
   // of it stored (threaded over blocks of columns unless called from a thread's task).
-  auto multiply = [&](int64_t c0, int64_t cn, const int8_t* q, const float* d, const int16_t* s16, float* acc) {
+  auto multiply = [&](int64_t c0, int64_t cn, const int8_t* q, const float* d, const int16_t* s16,
+                      const int32_t* tot, float* acc) {
     // uniform: one scale per image, so the GEMM sums over all of K.
     QActRows rows{in_place ? codes + c0 * C : q, d, s16, nullptr, nullptr, kpad, nscales, nsums, K, true};
     rows.nonneg = nonneg;
+    if (row_totals) rows.totals = tot;
     // Rows [m0, m1) of the chunk, columns [n0, n1): into NCHW (or blocked), image by
     // image, with the epilogue of those channels and pixels.
     auto store = [&](int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
@@ -646,11 +692,12 @@ void conv2d_int8(const Conv2dInt8Geom& g, QIsa isa, const float* x, const Packed
       store(0, cn, lo, hi);
     });
   };
-  // A thread's buffers for one chunk: window rows (unless in place), scales, 16-sums, results.
+  // A thread's buffers for one chunk: window rows (unless in place), scales, 16-sums, sums, results.
   struct ChunkBufs {
     int8_t* q;
     float* d;
     int16_t* s16;
+    int32_t* tot;
     float* acc;
   };
   thread_local AlignedBuf row_buf, out_buf;
@@ -660,6 +707,7 @@ void conv2d_int8(const Conv2dInt8Geom& g, QIsa isa, const float* x, const Packed
     b.q = in_place ? nullptr : reinterpret_cast<int8_t*>(rbase);
     b.d = rbase + (in_place ? 0 : cap * kpad / 4);
     b.s16 = reinterpret_cast<int16_t*>(b.d + cap * nscales);
+    b.tot = reinterpret_cast<int32_t*>(b.d + cap * (nscales + (nsums + 1) / 2));
     b.acc = out_buf.get(size_t(cap * OC));
     return b;
   };
@@ -678,8 +726,8 @@ void conv2d_int8(const Conv2dInt8Geom& g, QIsa isa, const float* x, const Packed
         ZENITH_CHECK(step <= cap, "conv2d: an int8 conv's piece of ", step, " rows overruns its ", cap, "-row buffers");
         for (int64_t c0 = r0; c0 < r1; c0 += step) {
           const int64_t cn = std::min(step, r1 - c0);
-          build(c0, 0, cn, b.q, b.d, b.s16);
-          multiply(c0, cn, b.q, b.d, b.s16, b.acc);  // inside a task: q8_gemm_packed runs on this thread
+          build(c0, 0, cn, b.q, b.d, b.s16, b.tot);
+          multiply(c0, cn, b.q, b.d, b.s16, b.tot, b.acc);  // inside a task: q8_gemm_packed runs on this thread
         }
       }
       row_buf.trim(size_t(16) << 20);
@@ -689,8 +737,8 @@ void conv2d_int8(const Conv2dInt8Geom& g, QIsa isa, const float* x, const Packed
     const ChunkBufs b = bufs();
     for (int64_t c0 = 0; c0 < M; c0 += chunk) {
       const int64_t cn = std::min(chunk, M - c0);
-      parallel_for(cn, 16, [&](int64_t lo, int64_t hi) { build(c0, lo, hi, b.q, b.d, b.s16); });
-      multiply(c0, cn, b.q, b.d, b.s16, b.acc);
+      parallel_for(cn, 16, [&](int64_t lo, int64_t hi) { build(c0, lo, hi, b.q, b.d, b.s16, b.tot); });
+      multiply(c0, cn, b.q, b.d, b.s16, b.tot, b.acc);
     }
   }
   img_buf.trim(size_t(16) << 20);

@@ -394,10 +394,13 @@ void q8_gemm_packed(const QMatmulPlan& p, const QActRows& a, const PackedOperand
   const int tile_rows = uniform ? p.uniform_rows : narrow ? kMaxNarrowRows : p.tile_rows;
   // The zero point's share, made once per row here rather than in every block of
   // columns: for rows with a scale per block, in float (QActRow::zshare, taken off at the
-  // store); for uniform rows, the codes' integer sum (QActRow::total, the sums' start).
+  // store); for uniform rows, the codes' integer sum (QActRow::total, the sums' start),
+  // unless the caller gave it (QActRows::totals).
+  const bool own_totals = uniform && !a.totals;
   std::vector<float> zshare(uniform ? 0 : static_cast<size_t>(M));
-  std::vector<int32_t> total(uniform ? static_cast<size_t>(M) : 0);
-  for (int64_t m = 0; m < M; ++m) {
+  std::vector<int32_t> total(own_totals ? static_cast<size_t>(M) : 0);
+  const int32_t* totals = own_totals ? total.data() : a.totals;
+  for (int64_t m = 0; m < M && (!uniform || own_totals); ++m) {
     const QActRow r = a.row(m);
     float z = 0.0f;
     int32_t t = 0;
@@ -419,7 +422,7 @@ void q8_gemm_packed(const QMatmulPlan& p, const QActRows& a, const PackedOperand
           QActRow t[kMaxUniformRowsAvx512];
           for (int i = 0; i < r; ++i) {
             t[i] = a.row(m + i);
-            if (uniform) t[i].total = total[size_t(m + i)];
+            if (uniform) t[i].total = totals[m + i];
             else t[i].zshare = zshare[size_t(m + i)];
           }
           tiles[r - 1](codes + j * p.kpad * 32, scale + 32 * j, p.kpad, t, y + m * N + 32 * j, N, nvalid);

@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   const int64_t N = atoi(argv[1]), C = atoi(argv[2]), H = atoi(argv[3]), OC = atoi(argv[4]), KK = atoi(argv[5]);
   const bool res = atoi(argv[6]);
   const int iters = atoi(argv[7]);
+  const char* var = argc > 8 ? argv[8] : "ZENITH_EXP_PM_OFF";
   set_num_threads(2);
   const QIsa isa = qisa_default();
   const int64_t L = isa == QIsa::kAvx512 ? 16 : 8;
@@ -45,9 +46,9 @@ int main(int argc, char** argv) {
   for (size_t i = 0; i < rq.size(); ++i) rq[i] = int8_t(i * 13 % 120);
   std::vector<double> all[2];
   for (int i = 0; i < iters * 2; ++i) {
-    const int v = i % 2;  // 0 block by block, 1 pixel by pixel
-    if (v == 0) setenv("ZENITH_EXP_PM_OFF", "1", 1);
-    else unsetenv("ZENITH_EXP_PM_OFF");
+    const int v = i % 2;  // 0 off, 1 on
+    if (v == 0) setenv(var, "1", 1);
+    else unsetenv(var);
     Conv2dInt8Codes io;
     io.x = xq.data(), io.y = yq.data(), io.y_scale = 0.05f;
     if (res) io.res = rq.data(), io.res_scale = 0.02f;
@@ -60,6 +61,6 @@ int main(int argc, char** argv) {
     std::sort(all[v].begin(), all[v].end());
     ms[v] = all[v][all[v].size() / 2];
   }
-  std::printf("%s N%ld C%ld H%ld OC%ld K%ld res%d: block by block %.3f ms, pixel by pixel %.3f ms (%.2fx)\n",
-              qisa_name(isa), long(N), long(C), long(H), long(OC), long(KK), int(res), ms[0], ms[1], ms[1] / ms[0]);
+  std::printf("%s N%ld C%ld H%ld OC%ld K%ld res%d: %s set %.3f ms, unset %.3f ms (%.2fx)\n", qisa_name(isa), long(N),
+              long(C), long(H), long(OC), long(KK), int(res), var, ms[0], ms[1], ms[1] / ms[0]);
 }
