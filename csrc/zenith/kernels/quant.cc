@@ -246,33 +246,44 @@ void qmatmul(const QMatmulPlan& p, const float* x, const uint8_t* w, const float
   float* d = nullptr;
   int32_t* zs = nullptr;
   int16_t* s16 = nullptr;
+  int32_t* tot = nullptr;
   const int64_t nzs = p.zero_sums ? p.kpad / 4 : 0;
+  // Rows of one scale each (static, or dynamic per row): the GEMM sums over all of K.
+  const bool uniform = (p.x_scale > 0.0f || p.row_scale) && packed;
   if (p.act != ActKind::kF32) {
-    const size_t floats = size_t(M * p.kpad / 4 + M * p.nscales + M * nzs + (M * p.nsums + 1) / 2);
+    const size_t floats = size_t(M * p.kpad / 4 + M * p.nscales + M * nzs + (M * p.nsums + 1) / 2 + M);
     float* base = scratch.get(floats);
     q = reinterpret_cast<int8_t*>(base);
     d = base + M * p.kpad / 4;
     zs = reinterpret_cast<int32_t*>(d + M * p.nscales);
     s16 = reinterpret_cast<int16_t*>(zs + M * nzs);
+    tot = reinterpret_cast<int32_t*>(zs + M * nzs + (M * p.nsums + 1) / 2);
     const int64_t block = act_block(p.act);
     parallel_for(M, 16, [&](int64_t lo, int64_t hi) {
       for (int64_t m = lo; m < hi; ++m) {
         const float scale = p.row_scale ? p.row_scale(x + m * K, K, p.act_max) : p.x_scale;
         p.quantize(x + m * K, K, block, q + m * p.kpad, d + m * p.nscales, s16 + m * p.nsums, scale, p.act_max);
         if (p.zero_sums && !packed) p.zero_sums(q + m * p.kpad, p.kpad, p.zero, zs + m * nzs);  // the GEMM reads s16
+        if (!uniform) continue;
+        // The row's sum of codes (the VNNI tiles' zero-point share), made here on the
+        // row's thread rather than by q8_gemm_packed on one; and a block with NaN or inf
+        // has a NaN scale: the whole row is NaN in float arithmetic, so its first block
+        // says so.
+        const int16_t* sr = s16 + m * p.nsums;
+        int32_t t = 0;
+        for (int64_t j = 0; j < p.nsums; ++j) t += sr[j];
+        tot[m] = t;
+        float* dr = d + m * p.nscales;
+        for (int64_t b = 1; b < p.nscales; ++b)
+          if (std::isnan(dr[b])) dr[0] = dr[b];
       }
     });
   }
   QActRows rows{q, d, s16, p.zero_sums ? zs : nullptr, x, p.kpad, p.nscales, p.nsums, K};
-  // Rows of one scale each (static, or dynamic per row): the GEMM sums over all of K. A
-  // block with NaN or inf has a NaN scale; the whole row is NaN in float arithmetic, so
-  // its first block says so.
-  if ((p.x_scale > 0.0f || p.row_scale) && packed) {
+  if (uniform) {
     rows.uniform = true;
+    rows.totals = tot;
     rows.nonneg = p.uniform_nonneg_tiles && codes_nonnegative(q, M * p.kpad);
-    for (int64_t m = 0; m < M; ++m)
-      for (int64_t b = 1; b < p.nscales; ++b)
-        if (std::isnan(d[m * p.nscales + b])) d[m * p.nscales] = d[m * p.nscales + b];
   }
   if (packed) {  // the int8 GEMM
     q8_gemm_packed(p, rows, *packed, y, finish, finish_rows);
