@@ -288,34 +288,49 @@ int64_t quant_weight_k(const Graph& g, const Node& n, const TensorType& w) {
 }
 
 Types infer_qmatmul(const Graph& g, const Node& n) {
-  ZENITH_CHECK(n.inputs.size() == 2 || n.inputs.size() == 3, "qmatmul: takes (x, w[, bias]), got ", n.inputs.size(),
-               " inputs");
+  const int64_t P = n.i("parts", 1);
+  ZENITH_CHECK(P >= 1, "qmatmul: parts must be at least 1, got ", P);
+  ZENITH_CHECK(int64_t(n.inputs.size()) == 1 + P || int64_t(n.inputs.size()) == 1 + 2 * P, "qmatmul: takes (x, ",
+               P == 1 ? "w[, bias]" : "w_1..w_P[, bias_1..bias_P]", "), got ", n.inputs.size(), " inputs for ", P,
+               " part(s)");
   const auto& x = in(g, n, 0);
-  const auto& w = in(g, n, 1);
   ZENITH_CHECK(x.dtype == DType::f32 && x.rank() >= 1, "qmatmul: x must be f32 [..., K], got ", dtype_name(x.dtype),
                " of rank ", x.rank());
-  int64_t K = quant_weight_k(g, n, w);
-  const SymInt& xk = x.shape.back();
-  ZENITH_CHECK(!xk.is_const() || xk.value() == K, "qmatmul: x has ", xk.str(g.symbols), " values per row, the ",
-               qformat_info(QFormat(n.i("format"))).name, " weight ", K);
-  if (n.inputs.size() == 3) {
-    const auto& b = in(g, n, 2);
-    ZENITH_CHECK(b.dtype == DType::f32 && b.rank() == 1 && dims_match(b.shape[0], w.shape[0]),
-                 "qmatmul: the bias must be f32 [", w.shape[0].str(g.symbols), "]");
+  const QFormat f = QFormat(n.i("format"));
+  ZENITH_CHECK(P == 1 || f == QFormat::int8, "qmatmul: parts need int8 weights, got ", qformat_info(f).name);
+  const bool has_bias = int64_t(n.inputs.size()) == 1 + 2 * P;
+  Types out;
+  for (int64_t i = 0; i < P; ++i) {
+    const auto& w = in(g, n, int(1 + i));
+    const int64_t K = quant_weight_k(g, n, w);
+    const SymInt& xk = x.shape.back();
+    ZENITH_CHECK(!xk.is_const() || xk.value() == K, "qmatmul: x has ", xk.str(g.symbols), " values per row, the ",
+                 qformat_info(f).name, " weight ", K);
+    if (P > 1)
+      ZENITH_CHECK(w.shape[0].is_const() && w.shape[0].value() > 0 && w.shape[0].value() % 32 == 0 &&
+                       w.shape[1].value() == in(g, n, 1).shape[1].value(),
+                   "qmatmul: each part's weight needs static rows, a multiple of 32, and the first part's row bytes; "
+                   "part ", i, " has ", w.shape[0].str(g.symbols), " x ", w.shape[1].str(g.symbols));
+    if (has_bias) {
+      const auto& b = in(g, n, int(1 + P + i));
+      ZENITH_CHECK(b.dtype == DType::f32 && b.rank() == 1 && dims_match(b.shape[0], w.shape[0]),
+                   "qmatmul: the bias must be f32 [", w.shape[0].str(g.symbols), "]");
+    }
+    TensorType t;
+    t.dtype = DType::f32;
+    t.shape.assign(x.shape.begin(), x.shape.end() - 1);
+    t.shape.push_back(w.shape[0]);
+    out.push_back(t);
   }
   if (n.has("x_scale")) {
     const double s = n.f("x_scale");
-    ZENITH_CHECK(QFormat(n.i("format")) == QFormat::int8 && s > 0 && s <= 3.4e38,
+    ZENITH_CHECK(f == QFormat::int8 && s > 0 && s <= 3.4e38,
                  "qmatmul: x_scale needs int8 weights and a positive finite value, got ", s);
   }
   if (n.has("row_scale") && n.i("row_scale"))
-    ZENITH_CHECK(QFormat(n.i("format")) == QFormat::int8 && !n.has("x_scale"),
+    ZENITH_CHECK(f == QFormat::int8 && !n.has("x_scale"),
                  "qmatmul: row_scale (one activation scale per row) needs int8 weights and no x_scale");
-  TensorType t;
-  t.dtype = DType::f32;
-  t.shape.assign(x.shape.begin(), x.shape.end() - 1);
-  t.shape.push_back(w.shape[0]);
-  return {t};
+  return out;
 }
 
 Types infer_qembedding(const Graph& g, const Node& n) {

@@ -561,13 +561,13 @@ TEST(Passes, PipelineVerifiesEachPass) {
   return (%d)
 })");
   auto reports = run_default_pipeline(g, true);
-  ASSERT_EQ(reports.size(), 15u);
+  ASSERT_EQ(reports.size(), 16u);
   EXPECT_EQ(reports[0].name, "canonicalize");
   EXPECT_EQ(reports[0].changes, 1);
   EXPECT_EQ(reports[2].name, "cse");
   EXPECT_EQ(reports[2].changes, 1);
-  EXPECT_EQ(reports[13].name, "fuse_elementwise");  // relu(x) + relu(x), one node after cse
-  EXPECT_EQ(reports[13].changes, 1);
+  EXPECT_EQ(reports[14].name, "fuse_elementwise");  // relu(x) + relu(x), one node after cse
+  EXPECT_EQ(reports[14].changes, 1);
   ASSERT_EQ(g.nodes.size(), 1u);
   EXPECT_EQ(g.nodes[0].op, Op::fused);
 }

@@ -1173,3 +1173,147 @@ TEST(QuantCalibration, AbsStatsAndHistogramMatchALoop) {
   EXPECT_EQ(w1, w2);
   set_num_threads(1);
 }
+
+// Sibling qmatmuls as parts (qmatmul_parts): one int8 GEMM over the weights' rows
+// concatenated gives each part exactly what its own qmatmul gives, on every ISA, static
+// and dynamic (a scale per row where the plan takes one), with and without biases and a
+// GELU, rows around the tiles (a NaN row among them), one and two threads.
+TEST(QuantKernels, Int8GemmPartsEqualSeparateGemms) {
+  unsigned seed = 1200;
+  const std::vector<int64_t> rows = {64, 32, 96};
+  const int64_t N = 192;
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    for (QIsa isa : simd_isas())
+      for (int64_t K : {40, 100})
+        for (int64_t M : {8, 13, 37})
+          for (int v = 0; v < 4; ++v) {
+            const bool bias = v & 1, gelu = v & 2;
+            const Activation act = gelu ? Activation::kGelu : Activation::kNone;
+            const float x_scale = v == 1 ? 0.05f : 0.0f;
+            auto x = randn(size_t(M * K), seed++);
+            x[size_t(2 * K + 7)] = NAN;  // row 2
+            std::vector<std::vector<uint8_t>> w;
+            std::vector<std::vector<float>> b;
+            std::vector<uint8_t> all;
+            for (int64_t r : rows) {
+              w.push_back(random_weight(QFormat::int8, r, K, seed++));
+              b.push_back(randn(size_t(r), seed++));
+              all.insert(all.end(), w.back().begin(), w.back().end());
+            }
+            const QMatmulPlan plan = qmatmul_plan(QFormat::int8, M, N, K, isa, x_scale, false, x_scale == 0.0f);
+            const PackedOperand packed = qmatmul_pack_int8(all.data(), N, K, isa);
+            std::vector<std::vector<float>> got(rows.size());
+            std::vector<QPart> parts;
+            for (size_t i = 0; i < rows.size(); ++i) {
+              got[i].assign(size_t(M * rows[i]), -7.0f);
+              parts.push_back({bias ? b[i].data() : nullptr, got[i].data(), rows[i]});
+            }
+            qmatmul_parts(plan, x.data(), parts, packed, act);
+            for (size_t i = 0; i < rows.size(); ++i) {
+              const QMatmulPlan pi = qmatmul_plan(QFormat::int8, M, rows[i], K, isa, x_scale, false, x_scale == 0.0f);
+              const PackedOperand pk = qmatmul_pack_int8(w[i].data(), rows[i], K, isa);
+              std::vector<float> want(size_t(M * rows[i]));
+              qmatmul(pi, x.data(), w[i].data(), bias ? b[i].data() : nullptr, want.data(), &pk, act);
+              for (size_t j = 0; j < want.size(); ++j)
+                ASSERT_TRUE(got[i][j] == want[j] || (std::isnan(got[i][j]) && std::isnan(want[j])))
+                    << qisa_name(isa) << " threads " << threads << " K " << K << " M " << M << " variant " << v
+                    << " part " << i << " at " << j << ": " << got[i][j] << " vs " << want[j];
+            }
+          }
+  }
+  // parts that do not cover the plan's columns, or are not whole blocks of 32
+  const QMatmulPlan plan = qmatmul_plan(QFormat::int8, 8, 64, 40, qisa_default());
+  if (qisa_default() != QIsa::kScalar) {
+    const auto w = random_weight(QFormat::int8, 64, 40, 1);
+    const PackedOperand packed = qmatmul_pack_int8(w.data(), 64, 40, qisa_default());
+    std::vector<float> x(8 * 40), y(8 * 64);
+    EXPECT_THROW(qmatmul_parts(plan, x.data(), {{nullptr, y.data(), 32}}, packed), Error);
+    EXPECT_THROW(qmatmul_parts(plan, x.data(), {{nullptr, y.data(), 48}, {nullptr, y.data(), 16}}, packed), Error);
+  }
+  set_num_threads(1);
+}
+
+// fuse_qmatmul_siblings: Q, K and V reading one x become one qmatmul with parts (the
+// outputs keep their ids); the runtime then gives what the separate qmatmuls give, bit
+// for bit, on the int8 GEMM (24 rows, weights constant) and on the dot kernels (2 rows:
+// the parts run one by one). Siblings that differ (a fourth with another x, an
+// activation, rows not a multiple of 32) stay apart.
+TEST(QuantOps, SiblingQmatmulsShareOneGemm) {
+  set_num_threads(2);
+  const int64_t K = 100;
+  for (int64_t M : {2, 24}) {
+    const std::string m = std::to_string(M);
+    const std::string text = "graph(%x: f32[" + m + ", 100], %x2: f32[" + m + ", 100], %wq: u8[64, 104], "
+        "%wk: u8[64, 104], %wv: u8[32, 104], %w40: u8[40, 104], %bq: f32[64], %bk: f32[64], %bv: f32[32]) {\n"
+        "  %q: f32[" + m + ", 64] = qmatmul(%x, %wq, %bq) {format=int8, row_scale=[1]}\n"
+        "  %k: f32[" + m + ", 64] = qmatmul(%x, %wk, %bk) {format=int8, row_scale=[1]}\n"
+        "  %v: f32[" + m + ", 32] = qmatmul(%x, %wv, %bv) {format=int8, row_scale=[1]}\n"
+        "  %o: f32[" + m + ", 64] = qmatmul(%x2, %wq, %bq) {format=int8, row_scale=[1]}\n"
+        "  %g: f32[" + m + ", 64] = qmatmul(%x, %wk, %bk) {format=int8, row_scale=[1], activation=gelu}\n"
+        "  %u: f32[" + m + ", 40] = qmatmul(%x, %w40) {format=int8, row_scale=[1]}\n"
+        "  %s: f32[" + m + ", 64] = add(%q, %k)\n"
+        "  return (%s, %v, %o, %g, %u)\n}";
+    Graph g = parse_graph(text);
+    ASSERT_EQ(fuse_qmatmul_siblings(g), 1);
+    verify(g);
+    int fused = 0, qmatmuls = 0;
+    for (const Node& n : g.nodes) {
+      if (n.op != Op::qmatmul) continue;
+      ++qmatmuls;
+      if (n.i("parts", 1) == 3) {
+        ++fused;
+        EXPECT_EQ(n.outputs.size(), 3u);
+        EXPECT_EQ(n.inputs.size(), 7u);  // x, three weights, three biases
+      }
+    }
+    EXPECT_EQ(fused, 1);
+    EXPECT_EQ(qmatmuls, 4);  // q, k, v as one; o, g and u apart
+    std::vector<std::vector<uint8_t>> w;
+    for (int64_t r : {64, 64, 32, 40}) w.push_back(random_weight(QFormat::int8, r, K, unsigned(50 + r)));
+    auto x = randn(size_t(M * K), 61), x2 = randn(size_t(M * K), 62);
+    auto bq = randn(64, 63), bk = randn(64, 64), bv = randn(32, 65);
+    const std::vector<InTensor> in = {{x.data(), DType::f32, {M, K}},        {x2.data(), DType::f32, {M, K}},
+                                      {w[0].data(), DType::u8, {64, 104}},  {w[1].data(), DType::u8, {64, 104}},
+                                      {w[2].data(), DType::u8, {32, 104}},  {w[3].data(), DType::u8, {40, 104}},
+                                      {bq.data(), DType::f32, {64}},         {bk.data(), DType::f32, {64}},
+                                      {bv.data(), DType::f32, {32}}};
+    Executable a(g);
+    a.set_constant_inputs({2, 3, 4, 5});
+    auto ya = a.run(in, {});
+    // the separate qmatmuls, by the kernel
+    auto one = [&](const float* xx, const std::vector<uint8_t>& ww, int64_t r, const float* bias, Activation act) {
+      const QMatmulPlan p = qmatmul_plan(QFormat::int8, M, r, K, qisa_for(QFormat::int8, M, K), 0.0f, false, true);
+      std::vector<float> y(size_t(M * r));
+      if (qmatmul_reads_packed(p)) {
+        const PackedOperand pk = qmatmul_pack_int8(ww.data(), r, K, p.isa);
+        qmatmul(p, xx, ww.data(), bias, y.data(), &pk, act);
+      } else {
+        qmatmul(p, xx, ww.data(), bias, y.data(), nullptr, act);
+      }
+      return y;
+    };
+    const auto q = one(x.data(), w[0], 64, bq.data(), Activation::kNone);
+    const auto k = one(x.data(), w[1], 64, bk.data(), Activation::kNone);
+    const auto v = one(x.data(), w[2], 32, bv.data(), Activation::kNone);
+    const float* s = static_cast<const float*>(ya[0].data);
+    const float* vv = static_cast<const float*>(ya[1].data);
+    for (int64_t i = 0; i < M * 64; ++i) ASSERT_EQ(s[i], q[size_t(i)] + k[size_t(i)]) << "M=" << M << " at " << i;
+    for (int64_t i = 0; i < M * 32; ++i) ASSERT_EQ(vv[i], v[size_t(i)]) << "M=" << M << " at " << i;
+  }
+  // inference refuses malformed parts
+  auto expect_rejected = [](const std::string& body, const std::string& why) {
+    try {
+      parse_graph("graph(%x: f32[2, 64], %w: u8[32, 68], %w4: u8[4, 68], %wn: u8[32, 36], %b: f32[32]) {\n  " + body +
+                  "\n  return (%r, %t)\n}");
+      ADD_FAILURE() << body << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << body << ": " << e.what();
+    }
+  };
+  expect_rejected("%r: f32[2, 32], %t: f32[2, 32] = qmatmul(%x, %w, %w, %b) {format=int8, parts=[2]}", "part(s)");
+  expect_rejected("%r: f32[2, 32], %t: f32[2, 4] = qmatmul(%x, %w, %w4) {format=int8, parts=[2]}", "multiple of 32");
+  expect_rejected("%r: f32[2, 32], %t: f32[2, 32] = qmatmul(%x, %w, %wn) {format=int8, parts=[2]}", "values per row");
+  expect_rejected("%r: f32[2, 32], %t: f32[2, 32] = qmatmul(%x, %w, %w) {format=q8_0, parts=[2]}", "int8");
+  set_num_threads(1);
+}

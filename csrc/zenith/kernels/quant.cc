@@ -209,39 +209,13 @@ PackedOperand qmatmul_pack_int8(const uint8_t* w, int64_t N, int64_t K, QIsa isa
   return o;
 }
 
-void qmatmul(const QMatmulPlan& p, const float* x, const uint8_t* w, const float* bias, float* y,
-             const PackedOperand* packed, Activation activation) {
-  const int64_t M = p.M, N = p.N, K = p.K;
-  if (M == 0 || N == 0) return;
-  // y[m0..m1, n0..n1) += bias, then the activation's per-value part, on a block just
-  // written (in cache); its per-row part (GELU) over the thread's whole runs of each row
-  // once the blocks are done (finish_rows).
-  const Activation each = per_value(activation);
-  auto finish = [&](int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
-    if (!bias && each == Activation::kNone) return;
-    with_activation(each, [&](auto fn) {
-      for (int64_t m = m0; m < m1; ++m) {
-        float* row = y + m * N;
-        if (bias)
-          for (int64_t n = n0; n < n1; ++n) row[n] = fn(row[n] + bias[n]);
-        else
-          for (int64_t n = n0; n < n1; ++n) row[n] = fn(row[n]);
-      }
-    });
-  };
-  auto finish_rows = [&](int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
-    if (each == activation) return;
-    for (int64_t m = m0; m < m1; ++m) per_row(activation, y + m * N + n0, n1 - n0);
-  };
-  if (K == 0) {
-    std::fill_n(y, M * N, 0.0f);
-    finish(0, M, 0, N);
-    finish_rows(0, M, 0, N);
-    return;
-  }
-  // The quantized rows of x: codes, then scales, then zero sums (if the kernels read
-  // them), then 16-sums, in one per-thread buffer kept between calls (released past 4 MiB).
-  thread_local gemm_detail::AlignedBuf scratch;
+namespace {
+// The quantized rows of x: codes, then scales, then zero sums (if the kernels read
+// them), then 16-sums, then (rows of one scale read by the int8 GEMM) each row's sum of
+// codes, in one per-thread buffer kept between calls (released past 1 MiB).
+thread_local gemm_detail::AlignedBuf qmatmul_scratch;
+QActRows quantize_rows(const QMatmulPlan& p, const float* x, bool packed) {
+  gemm_detail::AlignedBuf& scratch = qmatmul_scratch;
   int8_t* q = nullptr;
   float* d = nullptr;
   int32_t* zs = nullptr;
@@ -250,6 +224,7 @@ void qmatmul(const QMatmulPlan& p, const float* x, const uint8_t* w, const float
   const int64_t nzs = p.zero_sums ? p.kpad / 4 : 0;
   // Rows of one scale each (static, or dynamic per row): the GEMM sums over all of K.
   const bool uniform = (p.x_scale > 0.0f || p.row_scale) && packed;
+  const int64_t M = p.M, K = p.K;
   if (p.act != ActKind::kF32) {
     const size_t floats = size_t(M * p.kpad / 4 + M * p.nscales + M * nzs + (M * p.nsums + 1) / 2 + M);
     float* base = scratch.get(floats);
@@ -285,6 +260,42 @@ void qmatmul(const QMatmulPlan& p, const float* x, const uint8_t* w, const float
     rows.totals = tot;
     rows.nonneg = p.uniform_nonneg_tiles && codes_nonnegative(q, M * p.kpad);
   }
+  return rows;
+}
+}  // namespace
+
+void qmatmul(const QMatmulPlan& p, const float* x, const uint8_t* w, const float* bias, float* y,
+             const PackedOperand* packed, Activation activation) {
+  const int64_t M = p.M, N = p.N, K = p.K;
+  if (M == 0 || N == 0) return;
+  // y[m0..m1, n0..n1) += bias, then the activation's per-value part, on a block just
+  // written (in cache); its per-row part (GELU) over the thread's whole runs of each row
+  // once the blocks are done (finish_rows).
+  const Activation each = per_value(activation);
+  auto finish = [&](int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
+    if (!bias && each == Activation::kNone) return;
+    with_activation(each, [&](auto fn) {
+      for (int64_t m = m0; m < m1; ++m) {
+        float* row = y + m * N;
+        if (bias)
+          for (int64_t n = n0; n < n1; ++n) row[n] = fn(row[n] + bias[n]);
+        else
+          for (int64_t n = n0; n < n1; ++n) row[n] = fn(row[n]);
+      }
+    });
+  };
+  auto finish_rows = [&](int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
+    if (each == activation) return;
+    for (int64_t m = m0; m < m1; ++m) per_row(activation, y + m * N + n0, n1 - n0);
+  };
+  if (K == 0) {
+    std::fill_n(y, M * N, 0.0f);
+    finish(0, M, 0, N);
+    finish_rows(0, M, 0, N);
+    return;
+  }
+  const QActRows rows = quantize_rows(p, x, packed != nullptr);
+  gemm_detail::AlignedBuf& scratch = qmatmul_scratch;
   if (packed) {  // the int8 GEMM
     q8_gemm_packed(p, rows, *packed, y, finish, finish_rows);
     scratch.trim(size_t(1) << 20);
@@ -320,6 +331,57 @@ void qmatmul(const QMatmulPlan& p, const float* x, const uint8_t* w, const float
     }
   });
   scratch.trim(size_t(1) << 20);
+}
+
+void qmatmul_parts(const QMatmulPlan& p, const float* x, const std::vector<QPart>& parts, const PackedOperand& packed,
+                   Activation activation) {
+  const int64_t M = p.M, N = p.N;
+  std::vector<QOutPart> out;
+  std::vector<int> part_of_block;  // per block of 32 columns
+  for (const QPart& q : parts) {
+    const int64_t col0 = out.empty() ? 0 : out.back().col0 + out.back().cols;
+    ZENITH_CHECK(q.rows > 0 && q.rows % 32 == 0 && q.y, "qmatmul: each part of a split qmatmul needs an output and a "
+                 "multiple of 32 weight rows, got ", q.rows);
+    out.push_back({q.y, col0, q.rows});
+    part_of_block.insert(part_of_block.end(), size_t(q.rows / 32), int(out.size() - 1));
+  }
+  ZENITH_CHECK(!parts.empty() && out.back().col0 + out.back().cols == N, "qmatmul: the parts' weight rows do not sum "
+               "to the plan's ", N);
+  if (M == 0) return;
+  // As qmatmul's finish and finish_rows, part by part: a block of columns lies in one
+  // part; a thread's run of columns may cross parts.
+  const Activation each = per_value(activation);
+  auto finish = [&](int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
+    const int i = part_of_block[size_t(n0 / 32)];
+    const QPart& q = parts[size_t(i)];
+    const int64_t c0 = out[size_t(i)].col0;
+    if (!q.bias && each == Activation::kNone) return;
+    with_activation(each, [&](auto fn) {
+      for (int64_t m = m0; m < m1; ++m) {
+        float* row = q.y + m * q.rows - c0;  // row[n] for the product's column n
+        if (q.bias)
+          for (int64_t n = n0; n < n1; ++n) row[n] = fn(row[n] + q.bias[n - c0]);
+        else
+          for (int64_t n = n0; n < n1; ++n) row[n] = fn(row[n]);
+      }
+    });
+  };
+  auto finish_rows = [&](int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
+    if (each == activation) return;
+    for (size_t i = 0; i < out.size(); ++i) {
+      const int64_t lo = std::max(n0, out[i].col0), hi = std::min(n1, out[i].col0 + out[i].cols);
+      for (int64_t m = m0; m < m1 && lo < hi; ++m) per_row(activation, out[i].y + m * out[i].cols + lo - out[i].col0, hi - lo);
+    }
+  };
+  if (p.K == 0) {
+    for (const QOutPart& o : out) std::fill_n(o.y, M * o.cols, 0.0f);
+    for (int64_t n = 0; n < N; n += 32) finish(0, M, n, n + 32);
+    finish_rows(0, M, 0, N);
+    return;
+  }
+  const QActRows rows = quantize_rows(p, x, true);
+  q8_gemm_packed(p, rows, packed, nullptr, finish, finish_rows, &out);
+  qmatmul_scratch.trim(size_t(1) << 20);
 }
 
 void lanes_gemm(const QMatmulPlan& p, const QActRows& a, const uint8_t* w, float* y, const QBlockFn& block,
@@ -388,13 +450,27 @@ void lanes_gemm(const QMatmulPlan& p, const QActRows& a, const uint8_t* w, float
 }
 
 void q8_gemm_packed(const QMatmulPlan& p, const QActRows& a, const PackedOperand& packed, float* y,
-                    const QBlockFn& block, const QBlockFn& rows) {
+                    const QBlockFn& block, const QBlockFn& rows, const std::vector<QOutPart>* parts) {
   const int64_t M = p.M, N = p.N;
   ZENITH_CHECK(packed.side == PackedOperand::kQ8 && packed.isa == uint8_t(p.isa) && p.tiles && packed.rows == N &&
                    packed.cols == p.K && p.act == ActKind::kQ8x32,
                "qmatmul: the packed weight is not this int8 weight's, for this ISA");
   const uint8_t* codes = reinterpret_cast<const uint8_t*>(packed.data.get());
   const int64_t nb = q8_col_blocks(N);
+  // Split, where block j of 32 columns goes: its first column's place in row 0, and the
+  // distance between rows (else y + 32 j and N).
+  std::vector<std::pair<float*, int64_t>> out;
+  if (parts) {
+    out.resize(static_cast<size_t>(nb));
+    int64_t covered = 0;
+    for (const QOutPart& o : *parts) {
+      ZENITH_CHECK(o.col0 == covered && o.col0 % 32 == 0 && o.cols > 0 && o.y,
+                   "qmatmul: output parts must cover the columns in order, from multiples of 32");
+      for (int64_t c = o.col0; c < o.col0 + o.cols; c += 32) out[size_t(c / 32)] = {o.y + (c - o.col0), o.cols};
+      covered += o.cols;
+    }
+    ZENITH_CHECK(covered == N, "qmatmul: output parts cover ", covered, " of ", N, " columns");
+  }
   const float* scale = packed.data.get() + nb * p.kpad * 32 / 4;
   // Sums over the whole K stay inside int32 (255 x 127 x K) up to K = 65536.
   const bool uniform = a.uniform && p.kpad <= 65536;
@@ -436,7 +512,8 @@ void q8_gemm_packed(const QMatmulPlan& p, const QActRows& a, const PackedOperand
             if (uniform) t[i].total = totals[m + i];
             else t[i].zshare = zshare[size_t(m + i)];
           }
-          tiles[r - 1](codes + j * p.kpad * 32, scale + 32 * j, p.kpad, t, y + m * N + 32 * j, N, nvalid);
+          const auto [yj, ld] = parts ? out[size_t(j)] : std::pair<float*, int64_t>{y + 32 * j, N};
+          tiles[r - 1](codes + j * p.kpad * 32, scale + 32 * j, p.kpad, t, yj + m * ld, ld, nvalid);
           m += r;
         }
         if (block) block(m0, m1, 32 * j, 32 * j + nvalid);
@@ -481,33 +558,82 @@ void qembedding(QFormat f, const uint8_t* w, int64_t V, int64_t row_bytes, const
 
 // ---- The ops ----
 namespace {
+// A qmatmul node's choices: the plan over all its weights' rows; with parts, each part's
+// rows and, where the int8 GEMM does not run (fewer than kQ8GemmRows rows of x), each
+// part's own plan (the parts then run one by one, as separate qmatmuls would).
+struct QMatmulState {
+  QMatmulPlan plan;
+  std::vector<int64_t> rows;
+  std::vector<QMatmulPlan> part_plans;
+};
+
 std::shared_ptr<const PackedOperand> pack_qmatmul_int8(const void* state, const void* const* src) {
-  const auto& p = *static_cast<const QMatmulPlan*>(state);
-  return std::make_shared<const PackedOperand>(qmatmul_pack_int8(static_cast<const uint8_t*>(src[0]), p.N, p.K, p.isa));
+  const auto& s = *static_cast<const QMatmulState*>(state);
+  const QMatmulPlan& p = s.plan;
+  if (s.rows.size() <= 1)
+    return std::make_shared<const PackedOperand>(qmatmul_pack_int8(static_cast<const uint8_t*>(src[0]), p.N, p.K, p.isa));
+  std::vector<uint8_t> all(size_t(p.N * p.row_bytes));  // the parts' rows, one after another
+  size_t at = 0;
+  for (size_t i = 0; i < s.rows.size(); ++i) {
+    std::memcpy(all.data() + at, src[i], size_t(s.rows[i] * p.row_bytes));
+    at += size_t(s.rows[i] * p.row_bytes);
+  }
+  return std::make_shared<const PackedOperand>(qmatmul_pack_int8(all.data(), p.N, p.K, p.isa));
 }
 }  // namespace
 
 void prepare_qmatmul(const PrepareCtx& c, PreparedOp* p) {
-  const TensorRef &x = c.in[0], &w = c.in[1];
+  const TensorRef& x = c.in[0];
   const int64_t K = x.shape.back();
   int64_t M = 1;  // batch dims flattened into rows
   for (int d = 0; d + 1 < x.rank(); ++d) M *= x.shape[size_t(d)];
   const auto& at = c.a<attrs::qmatmul>();
-  auto plan = std::make_shared<QMatmulPlan>(
-      qmatmul_plan(at.format, M, w.shape[0], K, qisa_for(at.format, M, K), at.x_scale ? float(*at.x_scale) : 0.0f,
-                   false, at.row_scale));
-  ZENITH_CHECK(plan->row_bytes == w.shape[1], "qmatmul: the weight has ", w.shape[1], " bytes per row, ",
-               qformat_info(plan->format).name, " rows of ", K, " values take ", plan->row_bytes);
-  // A constant int8 weight is offered packed for the int8 GEMM when enough rows read it.
-  if (qmatmul_reads_packed(*plan))
-    p->weight = WeightPack{{1}, {int64_t(PackedOperand::kQ8), plan->N, plan->K, int64_t(plan->isa)}, pack_qmatmul_int8};
-  p->state = std::move(plan);
+  const int64_t P = at.parts;
+  auto st = std::make_shared<QMatmulState>();
+  int64_t N = 0;
+  for (int64_t i = 0; i < P; ++i) {
+    const TensorRef& w = c.in[size_t(1 + i)];
+    st->rows.push_back(w.shape[0]);
+    N += w.shape[0];
+  }
+  const float x_scale = at.x_scale ? float(*at.x_scale) : 0.0f;
+  const QIsa isa = qisa_for(at.format, M, K);
+  st->plan = qmatmul_plan(at.format, M, N, K, isa, x_scale, false, at.row_scale);
+  ZENITH_CHECK(st->plan.row_bytes == c.in[1].shape[1], "qmatmul: the weight has ", c.in[1].shape[1], " bytes per row, ",
+               qformat_info(st->plan.format).name, " rows of ", K, " values take ", st->plan.row_bytes);
+  // A constant int8 weight is offered packed for the int8 GEMM when enough rows read it
+  // (the parts' weights packed as one).
+  if (qmatmul_reads_packed(st->plan)) {
+    std::vector<int> slots;
+    for (int64_t i = 0; i < P; ++i) slots.push_back(int(1 + i));
+    p->weight = WeightPack{slots, {int64_t(PackedOperand::kQ8), N, K, int64_t(isa)}, pack_qmatmul_int8};
+  } else if (P > 1) {
+    for (int64_t i = 0; i < P; ++i)
+      st->part_plans.push_back(qmatmul_plan(at.format, M, st->rows[size_t(i)], K, isa, x_scale, false, at.row_scale));
+  }
+  p->state = std::move(st);
 }
 
 void run_qmatmul(const KernelCtx& c) {
-  const auto& plan = c.st<QMatmulPlan>();
-  qmatmul(plan, c.in[0].as<float>(), c.in[1].as<uint8_t>(), c.in.size() > 2 ? c.in[2].as<float>() : nullptr,
-          c.out[0].as<float>(), c.packed, c.a<attrs::qmatmul>().activation);
+  const auto& st = c.st<QMatmulState>();
+  const auto& at = c.a<attrs::qmatmul>();
+  const size_t P = st.rows.size();
+  const bool has_bias = c.in.size() == 1 + 2 * P;
+  auto bias = [&](size_t i) { return has_bias ? c.in[1 + P + i].as<float>() : nullptr; };
+  if (P == 1) {
+    qmatmul(st.plan, c.in[0].as<float>(), c.in[1].as<uint8_t>(), bias(0), c.out[0].as<float>(), c.packed,
+            at.activation);
+    return;
+  }
+  if (c.packed) {  // one int8 GEMM over the parts
+    std::vector<QPart> parts(P);
+    for (size_t i = 0; i < P; ++i) parts[i] = QPart{bias(i), c.out[i].as<float>(), st.rows[i]};
+    qmatmul_parts(st.plan, c.in[0].as<float>(), parts, *c.packed, at.activation);
+    return;
+  }
+  for (size_t i = 0; i < P; ++i)
+    qmatmul(st.part_plans[i], c.in[0].as<float>(), c.in[1 + i].as<uint8_t>(), bias(i), c.out[i].as<float>(), nullptr,
+            at.activation);
 }
 
 void run_qembedding(const KernelCtx& c) {

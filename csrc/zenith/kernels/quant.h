@@ -110,6 +110,17 @@ struct PackedOperand;
 // tile is in cache.
 void qmatmul(const QMatmulPlan& p, const float* x, const uint8_t* w, const float* bias, float* y,
              const PackedOperand* packed = nullptr, Activation act = Activation::kNone);
+// Several weights sharing x, each a multiple of 32 rows (Q, K and V): the int8 GEMM over
+// their rows concatenated (packed, as one qmatmul_pack_int8 weight, for the plan's N, the
+// parts' rows summed), x quantized once, each part's columns (with its bias, if given)
+// written into its own y [M, rows of its weight].
+struct QPart {
+  const float* bias = nullptr;
+  float* y = nullptr;
+  int64_t rows = 0;
+};
+void qmatmul_parts(const QMatmulPlan& p, const float* x, const std::vector<QPart>& parts, const PackedOperand& packed,
+                   Activation act = Activation::kNone);
 // Whether qmatmul with this plan reads a weight packed by qmatmul_pack_int8: int8 weights,
 // AVX2, AVX-VNNI or AVX-512 VNNI, and enough rows of x (kQ8GemmRows) for the GEMM tiles to pay for
 // the packed copy (N x K bytes more while it is kept). Decode (one row) reads w as it is.
@@ -146,8 +157,16 @@ struct QActRows {
 // `block` as soon as it is written (still in cache), and each thread's run of columns to
 // `rows` once a chunk of rows is done (either may be empty).
 using QBlockFn = std::function<void(int64_t m0, int64_t m1, int64_t n0, int64_t n1)>;
+// One part of a split output: columns [col0, col0 + cols) of the product go to y [M,
+// cols] (col0 a multiple of 32: each block of 32 columns lies in one part).
+struct QOutPart {
+  float* y = nullptr;
+  int64_t col0 = 0, cols = 0;
+};
+// parts: the product written part by part (y unused); the callbacks still see the
+// product's columns.
 void q8_gemm_packed(const QMatmulPlan& p, const QActRows& a, const PackedOperand& packed, float* y,
-                    const QBlockFn& block, const QBlockFn& rows = {});
+                    const QBlockFn& block, const QBlockFn& rows = {}, const std::vector<QOutPart>* parts = nullptr);
 // The 4-bit lanes GEMM over rows already quantized (kQ8x32): y[m * N + n] from the weight
 // w as it is stored (QMatmulPlan::lanes), each group of lane_cols weight rows unpacked
 // once per sweep over up to ~512 KiB of rows of x; `block` and `rows` as for q8_gemm_packed.
