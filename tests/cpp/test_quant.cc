@@ -1281,6 +1281,8 @@ TEST(QuantOps, SiblingQmatmulsShareOneGemm) {
     Executable a(g);
     a.set_constant_inputs({2, 3, 4, 5});
     auto ya = a.run(in, {});
+    Executable unpacked(g);  // weights not held constant: no packed weight, the parts one by one
+    auto yu = unpacked.run(in, {});
     // the separate qmatmuls, by the kernel
     auto one = [&](const float* xx, const std::vector<uint8_t>& ww, int64_t r, const float* bias, Activation act) {
       const QMatmulPlan p = qmatmul_plan(QFormat::int8, M, r, K, qisa_for(QFormat::int8, M, K), 0.0f, false, true);
@@ -1293,6 +1295,12 @@ TEST(QuantOps, SiblingQmatmulsShareOneGemm) {
       }
       return y;
     };
+    auto one_unpacked = [&](const float* xx, const std::vector<uint8_t>& ww, int64_t r, const float* bias) {
+      const QMatmulPlan p = qmatmul_plan(QFormat::int8, M, r, K, qisa_for(QFormat::int8, M, K), 0.0f, false, true);
+      std::vector<float> y(size_t(M * r));
+      qmatmul(p, xx, ww.data(), bias, y.data(), nullptr);
+      return y;
+    };
     const auto q = one(x.data(), w[0], 64, bq.data(), Activation::kNone);
     const auto k = one(x.data(), w[1], 64, bk.data(), Activation::kNone);
     const auto v = one(x.data(), w[2], 32, bv.data(), Activation::kNone);
@@ -1300,6 +1308,13 @@ TEST(QuantOps, SiblingQmatmulsShareOneGemm) {
     const float* vv = static_cast<const float*>(ya[1].data);
     for (int64_t i = 0; i < M * 64; ++i) ASSERT_EQ(s[i], q[size_t(i)] + k[size_t(i)]) << "M=" << M << " at " << i;
     for (int64_t i = 0; i < M * 32; ++i) ASSERT_EQ(vv[i], v[size_t(i)]) << "M=" << M << " at " << i;
+    // unpacked, each part as its own qmatmul without a packed weight
+    const auto qd = one_unpacked(x.data(), w[0], 64, bq.data()), kd = one_unpacked(x.data(), w[1], 64, bk.data()),
+               vd = one_unpacked(x.data(), w[2], 32, bv.data());
+    const float* su = static_cast<const float*>(yu[0].data);
+    const float* vu = static_cast<const float*>(yu[1].data);
+    for (int64_t i = 0; i < M * 64; ++i) ASSERT_EQ(su[i], qd[size_t(i)] + kd[size_t(i)]) << "unpacked M=" << M << " at " << i;
+    for (int64_t i = 0; i < M * 32; ++i) ASSERT_EQ(vu[i], vd[size_t(i)]) << "unpacked M=" << M << " at " << i;
   }
   // inference refuses malformed parts
   auto expect_rejected = [](const std::string& body, const std::string& why) {

@@ -559,8 +559,8 @@ void qembedding(QFormat f, const uint8_t* w, int64_t V, int64_t row_bytes, const
 // ---- The ops ----
 namespace {
 // A qmatmul node's choices: the plan over all its weights' rows; with parts, each part's
-// rows and, where the int8 GEMM does not run (fewer than kQ8GemmRows rows of x), each
-// part's own plan (the parts then run one by one, as separate qmatmuls would).
+// rows and each part's own plan, for calls without a packed weight (the parts then run
+// one by one, as separate qmatmuls would).
 struct QMatmulState {
   QMatmulPlan plan;
   std::vector<int64_t> rows;
@@ -607,10 +607,12 @@ void prepare_qmatmul(const PrepareCtx& c, PreparedOp* p) {
     std::vector<int> slots;
     for (int64_t i = 0; i < P; ++i) slots.push_back(int(1 + i));
     p->weight = WeightPack{slots, {int64_t(PackedOperand::kQ8), N, K, int64_t(isa)}, pack_qmatmul_int8};
-  } else if (P > 1) {
+  }
+  // Without a packed weight (few rows, or weights the runtime does not hold constant) the
+  // parts run one by one.
+  if (P > 1)
     for (int64_t i = 0; i < P; ++i)
       st->part_plans.push_back(qmatmul_plan(at.format, M, st->rows[size_t(i)], K, isa, x_scale, false, at.row_scale));
-  }
   p->state = std::move(st);
 }
 
