@@ -767,15 +767,25 @@ TEST(QuantOps, TextFormRoundTripsWithTheFormatByName) {
   EXPECT_EQ(print_graph(parse_graph(printed)), printed);
 }
 
+namespace {
+// Parses `head` (a graph's signature), the node `body` and `tail`: inference must refuse
+// it, naming `why`.
+void expect_graph_rejected(const std::string& head, const std::string& body, const std::string& tail,
+                           const std::string& why) {
+  try {
+    parse_graph(head + " {\n  " + body + "\n  " + tail + "\n}");
+    ADD_FAILURE() << body << " was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << body << ": " << e.what();
+  }
+}
+}  // namespace
+
 TEST(QuantOps, InferenceRejectsBadWeightsAndShapes) {
   auto expect_rejected = [](const std::string& body, const std::string& why) {
-    try {
-      parse_graph("graph(%x: f32[2, 64], %w: u8[4, 68], %w2: u8[4, 34], %w3: u8[4, 67], %wf: f32[4, 68], %b: f32[4], %b5: f32[5], "
-                  "%h: f16[2, 64], %i: i64[3], %f: f32[3]) {\n  " + body + "\n  return (%r)\n}");
-      ADD_FAILURE() << body << " was accepted";
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << body << ": " << e.what();
-    }
+    expect_graph_rejected("graph(%x: f32[2, 64], %w: u8[4, 68], %w2: u8[4, 34], %w3: u8[4, 67], %wf: f32[4, 68], "
+                          "%b: f32[4], %b5: f32[5], %h: f16[2, 64], %i: i64[3], %f: f32[3])",
+                          body, "return (%r)", why);
   };
   // row bytes not a whole number of blocks; K differs from x's; bias shape; dtypes
   expect_rejected("%r: f32[2, 4] = qmatmul(%x, %w3) {format=q8_0}", "not a whole number of q8_0 blocks");
@@ -1318,13 +1328,8 @@ TEST(QuantOps, SiblingQmatmulsShareOneGemm) {
   }
   // inference refuses malformed parts
   auto expect_rejected = [](const std::string& body, const std::string& why) {
-    try {
-      parse_graph("graph(%x: f32[2, 64], %w: u8[32, 68], %w4: u8[4, 68], %wn: u8[32, 36], %b: f32[32]) {\n  " + body +
-                  "\n  return (%r, %t)\n}");
-      ADD_FAILURE() << body << " was accepted";
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << body << ": " << e.what();
-    }
+    expect_graph_rejected("graph(%x: f32[2, 64], %w: u8[32, 68], %w4: u8[4, 68], %wn: u8[32, 36], %b: f32[32])", body,
+                          "return (%r, %t)", why);
   };
   expect_rejected("%r: f32[2, 32], %t: f32[2, 32] = qmatmul(%x, %w, %w, %b) {format=int8, parts=[2]}", "part(s)");
   expect_rejected("%r: f32[2, 32], %t: f32[2, 4] = qmatmul(%x, %w, %w4) {format=int8, parts=[2]}", "multiple of 32");
