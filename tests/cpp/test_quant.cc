@@ -1291,8 +1291,13 @@ TEST(QuantOps, SiblingQmatmulsShareOneGemm) {
     Executable a(g);
     a.set_constant_inputs({2, 3, 4, 5});
     auto ya = a.run(in, {});
+    // the fused weights packed once as one (and %o's, %g's and %u's each on its own); none
+    // for 2 rows (the dot kernels)
+    const bool gemm = M >= kQ8GemmRows && qisa_default() != QIsa::kScalar;
+    EXPECT_EQ(a.packed_bytes(), gemm ? size_t((64 + 64 + 32 + 64 + 64 + 40) * K) : 0u) << "M=" << M;
     Executable unpacked(g);  // weights not held constant: no packed weight, the parts one by one
     auto yu = unpacked.run(in, {});
+    EXPECT_EQ(unpacked.packed_bytes(), 0u);
     // the separate qmatmuls, by the kernel
     auto one = [&](const float* xx, const std::vector<uint8_t>& ww, int64_t r, const float* bias, Activation act) {
       const QMatmulPlan p = qmatmul_plan(QFormat::int8, M, r, K, qisa_for(QFormat::int8, M, K), 0.0f, false, true);
@@ -1335,5 +1340,12 @@ TEST(QuantOps, SiblingQmatmulsShareOneGemm) {
   expect_rejected("%r: f32[2, 32], %t: f32[2, 4] = qmatmul(%x, %w, %w4) {format=int8, parts=[2]}", "multiple of 32");
   expect_rejected("%r: f32[2, 32], %t: f32[2, 32] = qmatmul(%x, %w, %wn) {format=int8, parts=[2]}", "values per row");
   expect_rejected("%r: f32[2, 32], %t: f32[2, 32] = qmatmul(%x, %w, %w) {format=q8_0, parts=[2]}", "int8");
+  // an activation reading one part stays apart (it would apply to every part)
+  Graph parts = parse_graph(R"(graph(%x: f32[2, 64], %w: u8[32, 68]) {
+  %q: f32[2, 32], %k: f32[2, 32] = qmatmul(%x, %w, %w) {format=int8, parts=[2]}
+  %r: f32[2, 32] = relu(%q)
+  return (%r, %k)
+})");
+  EXPECT_EQ(fuse_epilogue(parts), 0);
   set_num_threads(1);
 }

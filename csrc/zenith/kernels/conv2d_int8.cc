@@ -258,8 +258,9 @@ inline v8f residual8(const int8_t* q, float scale) {
 // activation in registers where simple_activation has it, else over the stored run; a
 // block cut by [n0, n1) or by OC value by value, its channels past OC written 0 by the
 // call that reaches OC. With io.yq, each value's code too (quantize_run's), from the
-// register where it can; io.yi null: the codes alone (with no float residual, pixel by
-// pixel over all of [n0, n1): conv2d_int8 then calls once per chunk of rows).
+// register where it can; io.yi null: the codes alone (with no float residual and the
+// activation in registers, pixel by pixel over all of [n0, n1): conv2d_int8 then calls
+// once per chunk of rows and run of columns).
 template <Activation A>
 void store_blocked(const float* acc, int64_t OC, int64_t L, int64_t cols, int64_t p0, int64_t len, int64_t n0,
                    int64_t n1, const BlockedEpilogue& e, const BlockedIo& io) {
@@ -519,7 +520,8 @@ void conv2d_int8(const Conv2dInt8Geom& g, QIsa isa, const float* x, const Packed
   // Codes given as x (io.x) are read in place, unless strided: then the pixels read are copied.
   const bool own_codes = !io.x || strided;
   // Each pixel's sum of codes too (the zero point's share of the VNNI tiles' uniform rows:
-  // a row's sum is its taps' pixels' sums), made in the same pass as its flag.
+  // a row's sum is its taps' pixels' sums): with codes in, in the scan that flags it; with
+  // floats in, over each tile's codes just after the quantizer wrote them.
   thread_local AlignedBuf img_buf;
   const int64_t code_floats = (N * QP * ((own_codes ? C : 0) + 1) + 3) / 4;
   float* ibase = img_buf.get(size_t(code_floats + N * QP));

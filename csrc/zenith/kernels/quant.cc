@@ -358,11 +358,11 @@ void qmatmul_parts(const QMatmulPlan& p, const float* x, const std::vector<QPart
     if (!q.bias && each == Activation::kNone) return;
     with_activation(each, [&](auto fn) {
       for (int64_t m = m0; m < m1; ++m) {
-        float* row = q.y + m * q.rows - c0;  // row[n] for the product's column n
+        float* row = q.y + m * q.rows;  // row[n - c0] for the product's column n
         if (q.bias)
-          for (int64_t n = n0; n < n1; ++n) row[n] = fn(row[n] + q.bias[n - c0]);
+          for (int64_t n = n0; n < n1; ++n) row[n - c0] = fn(row[n - c0] + q.bias[n - c0]);
         else
-          for (int64_t n = n0; n < n1; ++n) row[n] = fn(row[n]);
+          for (int64_t n = n0; n < n1; ++n) row[n - c0] = fn(row[n - c0]);
       }
     });
   };
@@ -572,13 +572,17 @@ std::shared_ptr<const PackedOperand> pack_qmatmul_int8(const void* state, const 
   const QMatmulPlan& p = s.plan;
   if (s.rows.size() <= 1)
     return std::make_shared<const PackedOperand>(qmatmul_pack_int8(static_cast<const uint8_t*>(src[0]), p.N, p.K, p.isa));
-  std::vector<uint8_t> all(size_t(p.N * p.row_bytes));  // the parts' rows, one after another
+  // WeightPack's contract: one PackedOperand per slot. The first holds every part's rows,
+  // one after another, packed as one weight; the others are empty.
+  std::vector<uint8_t> all(size_t(p.N * p.row_bytes));
   size_t at = 0;
   for (size_t i = 0; i < s.rows.size(); ++i) {
     std::memcpy(all.data() + at, src[i], size_t(s.rows[i] * p.row_bytes));
     at += size_t(s.rows[i] * p.row_bytes);
   }
-  return std::make_shared<const PackedOperand>(qmatmul_pack_int8(all.data(), p.N, p.K, p.isa));
+  std::shared_ptr<PackedOperand[]> ops(new PackedOperand[s.rows.size()]);
+  ops[0] = qmatmul_pack_int8(all.data(), p.N, p.K, p.isa);
+  return std::shared_ptr<const PackedOperand>(ops, ops.get());
 }
 }  // namespace
 

@@ -143,8 +143,8 @@ struct QActRows {
   int64_t kpad = 0, nscales = 0, nsums = 0, K = 0;
   bool uniform = false;  // every block of a row has the scale d[0] (the int8 GEMM then sums over all of K)
   bool nonneg = false;   // no code is below 0 (uniform rows: AVX2's int8 GEMM skips the sign trick)
-  // Uniform rows: each row's sum of codes, made by the caller (conv2d_int8, from its
-  // pixels' sums); null: q8_gemm_packed sums the 16-sums.
+  // Uniform rows: each row's sum of codes, made by the caller (qmatmul's quantizer, per
+  // row; conv2d_int8, from its pixels' sums); null: q8_gemm_packed sums the 16-sums.
   const int32_t* totals = nullptr;
   quant::QActRow row(int64_t m) const {
     return quant::QActRow{q ? q + m * kpad : nullptr, d ? d + m * nscales : nullptr, s16 ? s16 + m * nsums : nullptr,

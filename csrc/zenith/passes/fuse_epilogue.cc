@@ -50,7 +50,8 @@ int fuse_epilogue(Graph& g) {
     }
     if (!single || p < 0) continue;
     Node& mm = g.nodes[size_t(p)];
-    if (!has_trait(mm.op, kTakesActivation) || mm.i("activation", 0) != 0) continue;
+    // (one output: a qmatmul with parts applies its activation to every part)
+    if (!has_trait(mm.op, kTakesActivation) || mm.i("activation", 0) != 0 || mm.outputs.size() != 1) continue;
     mm.set_int("activation", int64_t(act));
     replace_all_uses(g, n.outputs[0], x);
     uses[size_t(x)] = uses[size_t(n.outputs[0])];
