@@ -262,32 +262,55 @@ QActRows quantize_rows(const QMatmulPlan& p, const float* x, bool packed) {
   }
   return rows;
 }
+
+// qmatmul's write-out over its outputs: the product's columns as consecutive parts, each
+// [M, rows] with its bias (one part: y [M, N]). finish: the bias, then the activation's
+// per-value part, on a block of columns just written (in cache; within one part);
+// finish_rows: its per-row part (GELU) over a thread's whole run of columns once the
+// blocks are done.
+struct Epilogue {
+  const std::vector<QPart>& parts;
+  Activation act;
+  Activation each = per_value(act);
+  // The part holding column n, and its first column.
+  size_t part_of(int64_t n, int64_t& col0) const {
+    size_t i = 0;
+    for (col0 = 0; n >= col0 + parts[i].rows; ++i) col0 += parts[i].rows;
+    return i;
+  }
+  void finish(int64_t m0, int64_t m1, int64_t n0, int64_t n1) const {
+    int64_t c0;
+    const QPart& q = parts[part_of(n0, c0)];
+    if (!q.bias && each == Activation::kNone) return;
+    with_activation(each, [&](auto fn) {
+      for (int64_t m = m0; m < m1; ++m) {
+        float* row = q.y + m * q.rows;  // row[n - c0] for the product's column n
+        if (q.bias)
+          for (int64_t n = n0; n < n1; ++n) row[n - c0] = fn(row[n - c0] + q.bias[n - c0]);
+        else
+          for (int64_t n = n0; n < n1; ++n) row[n - c0] = fn(row[n - c0]);
+      }
+    });
+  }
+  void finish_rows(int64_t m0, int64_t m1, int64_t n0, int64_t n1) const {
+    if (each == act) return;
+    for (int64_t i = 0, c0 = 0; i < int64_t(parts.size()); c0 += parts[size_t(i)].rows, ++i) {
+      const QPart& q = parts[size_t(i)];
+      const int64_t lo = std::max(n0, c0), hi = std::min(n1, c0 + q.rows);
+      for (int64_t m = m0; m < m1 && lo < hi; ++m) per_row(act, q.y + m * q.rows + lo - c0, hi - lo);
+    }
+  }
+};
 }  // namespace
 
 void qmatmul(const QMatmulPlan& p, const float* x, const uint8_t* w, const float* bias, float* y,
              const PackedOperand* packed, Activation activation) {
   const int64_t M = p.M, N = p.N, K = p.K;
   if (M == 0 || N == 0) return;
-  // y[m0..m1, n0..n1) += bias, then the activation's per-value part, on a block just
-  // written (in cache); its per-row part (GELU) over the thread's whole runs of each row
-  // once the blocks are done (finish_rows).
-  const Activation each = per_value(activation);
-  auto finish = [&](int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
-    if (!bias && each == Activation::kNone) return;
-    with_activation(each, [&](auto fn) {
-      for (int64_t m = m0; m < m1; ++m) {
-        float* row = y + m * N;
-        if (bias)
-          for (int64_t n = n0; n < n1; ++n) row[n] = fn(row[n] + bias[n]);
-        else
-          for (int64_t n = n0; n < n1; ++n) row[n] = fn(row[n]);
-      }
-    });
-  };
-  auto finish_rows = [&](int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
-    if (each == activation) return;
-    for (int64_t m = m0; m < m1; ++m) per_row(activation, y + m * N + n0, n1 - n0);
-  };
+  const std::vector<QPart> out{{bias, y, N}};
+  const Epilogue e{out, activation};
+  auto finish = [&](int64_t m0, int64_t m1, int64_t n0, int64_t n1) { e.finish(m0, m1, n0, n1); };
+  auto finish_rows = [&](int64_t m0, int64_t m1, int64_t n0, int64_t n1) { e.finish_rows(m0, m1, n0, n1); };
   if (K == 0) {
     std::fill_n(y, M * N, 0.0f);
     finish(0, M, 0, N);
@@ -337,45 +360,23 @@ void qmatmul_parts(const QMatmulPlan& p, const float* x, const std::vector<QPart
                    Activation activation) {
   const int64_t M = p.M, N = p.N;
   std::vector<QOutPart> out;
-  std::vector<int> part_of_block;  // per block of 32 columns
+  int64_t col0 = 0;
   for (const QPart& q : parts) {
-    const int64_t col0 = out.empty() ? 0 : out.back().col0 + out.back().cols;
     ZENITH_CHECK(q.rows > 0 && q.rows % 32 == 0 && q.y, "qmatmul: each part of a split qmatmul needs an output and a "
                  "multiple of 32 weight rows, got ", q.rows);
     out.push_back({q.y, col0, q.rows});
-    part_of_block.insert(part_of_block.end(), size_t(q.rows / 32), int(out.size() - 1));
+    col0 += q.rows;
   }
-  ZENITH_CHECK(!parts.empty() && out.back().col0 + out.back().cols == N, "qmatmul: the parts' weight rows do not sum "
-               "to the plan's ", N);
+  ZENITH_CHECK(!parts.empty() && col0 == N, "qmatmul: the parts' weight rows do not sum to the plan's ", N);
   if (M == 0) return;
-  // As qmatmul's finish and finish_rows, part by part: a block of columns lies in one
-  // part; a thread's run of columns may cross parts.
-  const Activation each = per_value(activation);
-  auto finish = [&](int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
-    const int i = part_of_block[size_t(n0 / 32)];
-    const QPart& q = parts[size_t(i)];
-    const int64_t c0 = out[size_t(i)].col0;
-    if (!q.bias && each == Activation::kNone) return;
-    with_activation(each, [&](auto fn) {
-      for (int64_t m = m0; m < m1; ++m) {
-        float* row = q.y + m * q.rows;  // row[n - c0] for the product's column n
-        if (q.bias)
-          for (int64_t n = n0; n < n1; ++n) row[n - c0] = fn(row[n - c0] + q.bias[n - c0]);
-        else
-          for (int64_t n = n0; n < n1; ++n) row[n - c0] = fn(row[n - c0]);
-      }
-    });
-  };
-  auto finish_rows = [&](int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
-    if (each == activation) return;
-    for (size_t i = 0; i < out.size(); ++i) {
-      const int64_t lo = std::max(n0, out[i].col0), hi = std::min(n1, out[i].col0 + out[i].cols);
-      for (int64_t m = m0; m < m1 && lo < hi; ++m) per_row(activation, out[i].y + m * out[i].cols + lo - out[i].col0, hi - lo);
-    }
-  };
+  const Epilogue e{parts, activation};  // a block of columns lies in one part; a thread's run may cross parts
+  auto finish = [&](int64_t m0, int64_t m1, int64_t n0, int64_t n1) { e.finish(m0, m1, n0, n1); };
+  auto finish_rows = [&](int64_t m0, int64_t m1, int64_t n0, int64_t n1) { e.finish_rows(m0, m1, n0, n1); };
   if (p.K == 0) {
-    for (const QOutPart& o : out) std::fill_n(o.y, M * o.cols, 0.0f);
-    for (int64_t n = 0; n < N; n += 32) finish(0, M, n, n + 32);
+    for (const QOutPart& o : out) {
+      std::fill_n(o.y, M * o.cols, 0.0f);
+      finish(0, M, o.col0, o.col0 + o.cols);
+    }
     finish_rows(0, M, 0, N);
     return;
   }
