@@ -1,5 +1,6 @@
 // AVX-512 VNNI dot kernels of the formats whose codes are one zero point away from
-// unsigned bytes: q4_0, int4_g64, int4_g128 (value d * (q - 8), q an unsigned nibble) and
+// unsigned bytes: q4_0, int4_g64, int4_g128 (value d * (q - 8), q an unsigned nibble),
+// q5_0 (d * (q - 16), q a nibble plus 16 where the block's bit for the value is set) and
 // q8_0, int8 (signed bytes c; c + 128, the sign bit flipped, is unsigned): out[r] =
 // w . a[r] for MR = 1..4 activation rows, two 32-value chunks per 512-bit register.
 // Chosen at run time where the CPU has AVX512F/BW/VL and AVX512_VNNI (quant.cc;
@@ -16,7 +17,9 @@
 // as in the AVX2 kernels. Measured on Zen 5, 2 threads, against the AVX2 kernels
 // (/tmp-style scripts in docs/benchmarks/README.md): one row of x (decode GEMV, 2048 x
 // 5632 weights) q4_0 / int4_g128 1.5-1.6x, int8 / q8_0 1.4-1.55x; 128 rows (prefill,
-// 768 x 768 .. 3072) 1.6-2.0x.
+// 768 x 768 .. 3072) 1.6-2.0x. q5_0 (Gemma 3 270M's Q4_K_M file: its Q, K, FFN gate and
+// up) with this kernel rather than AVX2's: decode 0.967x the time a token (Zen 5, paired,
+// docs/benchmarks/2026-12-02-zen5-decode).
 #include <immintrin.h>
 
 #include <algorithm>
@@ -76,7 +79,7 @@ inline void rows_fma(__m512i u, __m128 dw, int64_t b, const QActRow* a, __m512 (
 template <QFormat F, int MR, bool single>
 inline void chunk_pair(const uint8_t* w, int64_t b, const QActRow* a, __m512 (&acc)[MR]) {
   constexpr SmallBlock s = small_block_layout(F);
-  static_assert(!s.has_m && s.qh < 0 && (s.int8 ? s.chunks == 1 : s.offset == 8) &&
+  static_assert(!s.has_m && (s.int8 || s.qh >= 0 ? s.chunks == 1 : s.offset == 8) &&
                 (s.chunks == 1 || s.chunks % 2 == 0));
   const uint8_t* p0 = w + (b / s.chunks) * s.bytes;
   const uint8_t* qs0 = p0 + s.qs + (s.int8 ? 32 : 16) * (b % s.chunks);
@@ -91,6 +94,12 @@ inline void chunk_pair(const uint8_t* w, int64_t b, const QActRow* a, __m512 (&a
     u = _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(c0), c1, 1), _mm512_set1_epi8(char(0x80)));
   } else {
     u = nibbles64(qs0, single ? qs0 : qs1);
+  }
+  if constexpr (s.qh >= 0) {  // q5_0: bit i of a block's u32 is value i's 16s bit
+    uint32_t h0, h1 = 0;
+    std::memcpy(&h0, p0 + s.qh, 4);
+    if constexpr (!single) std::memcpy(&h1, p1 + s.qh, 4);
+    u = _mm512_or_si512(u, _mm512_maskz_mov_epi8(__mmask64(h0) | __mmask64(h1) << 32, _mm512_set1_epi8(16)));
   }
   if constexpr (single) u = _mm512_maskz_mov_epi64(0x0F, u);
   // [d0, d1] (f16 -> f32)
@@ -338,6 +347,7 @@ const QDotFn* avx512_dot_kernels(QFormat f) {
   switch (f) {
     case QFormat::q8_0: return kDots<QFormat::q8_0>;
     case QFormat::q4_0: return kDots<QFormat::q4_0>;
+    case QFormat::q5_0: return kDots<QFormat::q5_0>;
     case QFormat::int8: return kDots<QFormat::int8>;
     case QFormat::int4_g64: return kDots<QFormat::int4_g64>;
     case QFormat::int4_g128: return kDots<QFormat::int4_g128>;

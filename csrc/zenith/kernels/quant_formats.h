@@ -285,13 +285,13 @@ constexpr int avx2_weight_rows(QFormat f) {
   const SmallBlock s = small_block_layout(f);
   return s.valid && !s.int8 && s.qh < 0 ? 8 : 1;
 }
-// The AVX-512 VNNI kernels of `f` (quant_avx512.cc: q8_0, q4_0, int8, int4_g64,
+// The AVX-512 VNNI kernels of `f` (quant_avx512.cc: q8_0, q4_0, q5_0, int8, int4_g64,
 // int4_g128), or null. They read QActRow::zsum, made by zero_sums with zero =
 // avx512_zero_point(f): what makes the format's codes unsigned bytes.
 const QDotFn* avx512_dot_kernels(QFormat f);
 inline int avx512_zero_point(QFormat f) {
   if (!avx512_dot_kernels(f)) return 0;
-  return f == QFormat::q8_0 || f == QFormat::int8 ? 128 : 8;
+  return f == QFormat::q8_0 || f == QFormat::int8 ? 128 : f == QFormat::q5_0 ? 16 : 8;
 }
 // out[j] = -zero x (q[4j] + q[4j+1] + q[4j+2] + q[4j+3]) for j < kpad / 4 (kpad a
 // multiple of 32): the reference, and AVX-512 VNNI (quant_avx512.cc) equal to it.
