@@ -38,6 +38,7 @@ struct OutTensor {
 };
 
 struct Plan;
+struct NodePlan;
 struct Context;
 struct PackedOperand;
 struct PreparedOp;
@@ -99,8 +100,10 @@ class Executable {
   struct Kept;  // a packed constant weight, per node
   void check_inputs(const std::vector<InTensor>& inputs, const std::vector<int64_t>& syms) const;
   std::shared_ptr<const Plan> plan_for(const std::vector<InTensor>& inputs, const std::vector<int64_t>& syms) const;
-  MemoryPlan memory_plan_for(const std::vector<int64_t>& bindings,
-                             const std::vector<std::vector<int64_t>>& shapes) const;
+  MemoryPlan memory_plan_for(const std::vector<int64_t>& bindings, const Plan& plan) const;
+  // The concrete shape of value v under `plan` (a static value's from the graph).
+  const std::vector<int64_t>& shape_of(const Plan& plan, int v) const;
+  std::vector<std::vector<int64_t>> all_shapes(const Plan& plan) const;
   std::shared_ptr<const Plan> build_plan(std::vector<int64_t> key, const std::vector<int64_t>& bindings,
                                          const std::vector<InTensor>& inputs) const;
   void bind_packed(const Plan& plan, const std::vector<InTensor>& inputs, int slot, Context& ctx) const;
@@ -118,8 +121,10 @@ class Executable {
   // Memory plans of a graph with symbols, per bucket of symbol values (memory_plan_for).
   mutable std::map<std::vector<int64_t>, std::shared_ptr<const MemoryPlan>> mem_plans_;
   std::vector<bool> static_node_;  // per node: constant shapes and attributes
-  // What the first plan prepared for the static nodes (entries of other nodes empty).
-  mutable std::shared_ptr<const std::vector<PreparedOp>> static_ops_;
+  // Per value: its dims when its type has no symbols (the same under every plan), else null.
+  std::vector<std::unique_ptr<const std::vector<int64_t>>> static_dims_;
+  // The first plan's NodePlans of the static nodes (entries of other nodes empty), shared by every later plan.
+  mutable std::shared_ptr<const std::vector<std::shared_ptr<const NodePlan>>> static_plans_;
   mutable std::map<std::vector<int64_t>, std::shared_ptr<const Plan>> plans_;
   mutable std::shared_ptr<const Plan> last_plan_;
   mutable std::vector<std::unique_ptr<Context>> free_contexts_;

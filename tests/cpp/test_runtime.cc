@@ -443,6 +443,49 @@ TEST(Runtime, ConstantWeightsArePackedOnceAndFollowTheirInput) {
   }
 }
 
+TEST(Runtime, StaticNodesKeepTheirPlanAndPackAcrossSignatures) {
+  // A static addmm (constant shapes, its weight constant and packed) beside nodes whose
+  // shapes follow s0: every new signature (a decode step's) shares the static node's
+  // plan and packed weight, replans only the others, and each call's results hold when
+  // the signatures alternate, return, or get a moved weight.
+  Executable exe(parse_graph(R"(graph(%x: f32[40, 9], %w: f32[9, 11], %b: f32[11], %z: f32[s0, 11]) {
+  %y: f32[40, 11] = addmm(%b, %x, %w)
+  %s: f32[s0, 11] = add(%z, %b)
+  %c: f32[(s0+40), 11] = cat(%s, %y) {dim=[0], out_size=[(s0+40)]}
+  return (%y, %c)
+})"));
+  exe.set_constant_inputs({1});
+  auto x = iota(40 * 9, -100.0f), bias = iota(11, -5.0f), w = iota(99, -50.0f);
+  for (auto& v : x) v *= 0.01f;
+  for (auto& v : w) v *= 0.02f;
+  auto w2 = w;
+  for (auto& v : w2) v = -v;
+  auto check = [&](const std::vector<float>& wt, int64_t n) {
+    auto z = iota(size_t(n * 11), float(n));
+    auto out = exe.run({{x.data(), DType::f32, {40, 9}}, {wt.data(), DType::f32, {9, 11}}, {bias.data(), DType::f32, {11}},
+                        {z.data(), DType::f32, {n, 11}}},
+                       {});
+    ASSERT_EQ(out[1].shape, (std::vector<int64_t>{n + 40, 11}));
+    for (int64_t m = 0; m < 40; ++m)
+      for (int64_t j = 0; j < 11; ++j) {
+        double s = bias[size_t(j)];
+        for (int64_t k = 0; k < 9; ++k) s += double(x[size_t(m * 9 + k)]) * wt[size_t(k * 11 + j)];
+        ASSERT_NEAR(f(out[0])[m * 11 + j], float(s), 1e-4f) << n << " at " << m << "," << j;
+        ASSERT_EQ(f(out[1])[(n + m) * 11 + j], f(out[0])[m * 11 + j]) << n << " at " << m << "," << j;
+      }
+    for (int64_t i = 0; i < n * 11; ++i) ASSERT_EQ(f(out[1])[i], z[size_t(i)] + bias[size_t(i % 11)]) << n << " at " << i;
+  };
+  for (int64_t n : {1, 5, 1, 7, 8, 9, 5}) {
+    check(w, n);
+    EXPECT_EQ(exe.packed_bytes(), 99 * sizeof(float)) << n;
+  }
+  check(w2, 3);  // the weight moved: repacked in place of the old copy
+  EXPECT_EQ(exe.packed_bytes(), 99 * sizeof(float));
+  check(w2, 1);
+  check(w, 4);
+  EXPECT_EQ(exe.num_plans(), 7u);
+}
+
 TEST(Runtime, FusedConvBatchNormMatchesSeparateOps) {
   // Odd sizes; an ungrouped conv (GEMM path) and a depthwise one (direct loop), each
   // followed by an inference batch-norm and an activation.
