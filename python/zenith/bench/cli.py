@@ -167,7 +167,9 @@ def render_table(doc):
     for w in doc["workloads"]:
         if w["name"] == "machine":
             lines.append(f"machine: peak sgemm {w['peak_sgemm_gflops']:.1f} GFLOP/s (torch.mm), "
-                         f"memory bandwidth {w['memory_bandwidth_gbs']:.1f} GB/s; {report.openblas_text(w)}")
+                         f"memory bandwidth {w['memory_bandwidth_gbs']:.1f} GB/s (copy, read+write)"
+                         + (f", {w['read_bandwidth_gbs']:.1f} GB/s (read)" if "read_bandwidth_gbs" in w else "")
+                         + f"; {report.openblas_text(w)}")
             continue
         if w["name"] == "gemm-sweep":
             lines.append("gemm-sweep (GFLOP/s; ratio = Zenith's throughput / torch.mm's, 95% CI; "

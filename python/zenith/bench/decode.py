@@ -140,11 +140,11 @@ def tinyllama_decode(cfg):
     """TinyLlama-1.1B config (random init) greedy decode: eager and Inductor in fp32,
     Zenith once per `--quant` scheme (zenith.quantize of the same model). Each Zenith
     contestant reports the weight bytes a token reads and the share of the machine's
-    memory bandwidth (the `machine` workload's 256 MiB copy, measured here) its tokens/s
-    take: bytes per token x tokens/s / bandwidth."""
+    memory read bandwidth (the `machine` workload's sum over 256 MiB, measured here) its
+    tokens/s take: bytes per token x tokens/s / bandwidth."""
     import transformers
 
-    from zenith.bench.machine import copy_bandwidth_gbs
+    from zenith.bench.machine import read_bandwidth_gbs
 
     torch.set_num_threads(cfg.threads)
     torch.manual_seed(0)
@@ -153,7 +153,7 @@ def tinyllama_decode(cfg):
     ids = torch.randint(0, config.vocab_size, (1, 16))
     zen, variants = quant_variants(cfg, base)
     names = [x for fw in cfg.frameworks for x in (zen if fw == "zenith" else [fw])]
-    bw = copy_bandwidth_gbs(cfg.threads)
+    bw = read_bandwidth_gbs(cfg.threads)
     w = decode(cfg, "tinyllama-decode", {"model": "TinyLlama-1.1B config, random init",
                                          "dtype": "fp32 unless named (zenith:<scheme>)"},
                base, ids, extra_params={"quant": list(cfg.quant)}, contestants=names, variants=variants,
@@ -161,7 +161,7 @@ def tinyllama_decode(cfg):
     for r in w["results"].values():
         if r.get("status") == "ok" and "weight_bytes_per_token" in r:
             r["bandwidth_share"] = r["weight_bytes_per_token"] * r["decode_tokens_s"] / (bw * 1e9)
-    w["memory_bandwidth_gbs"] = bw
+    w["read_bandwidth_gbs"] = bw
     return w
 
 

@@ -113,7 +113,7 @@ def test_gemm_sweep_checks_every_contestant_and_reports_both_ratios(tmp_path):
     blas = machine.openblas_sgemm(1, sizes=(64,))
     assert blas.get("gflops", {}).get(64, 1) > 0 and ("gflops" in blas or blas["reason"])
     machine_row = {"name": "machine", "params": {}, "results": {}, "peak_sgemm_gflops": 1.0,
-                   "memory_bandwidth_gbs": 1.0, "openblas": {"library": "test", "gflops": {64: 2.0}}}
+                   "memory_bandwidth_gbs": 1.0, "read_bandwidth_gbs": 1.5, "openblas": {"library": "test", "gflops": {64: 2.0}}}
     doc = {"schema": "zenith-bench/1", "created": "2026-11-22T00:00:00", "config": {},
            "machine": {"cpu": "x", "cores": 2, "threads": 1, "torch": "t", "zenith": "z", "zenith_commit": "c"},
            "workloads": [machine_row, w]}
@@ -122,6 +122,7 @@ def test_gemm_sweep_checks_every_contestant_and_reports_both_ratios(tmp_path):
     assert "7x5    x130" in cli.render_table(doc) and "of OpenBLAS 2.0" in cli.render_table(doc)
     md = report.render_markdown(doc)
     assert "| 7x5x130 |" in md and "OpenBLAS SGEMM (test" in md and "of OpenBLAS's 2.0" in md
+    assert "1.5 GB/s (read)" in cli.render_table(doc) and "memory read bandwidth (sum over 256 MiB): 1.5 GB/s" in md
     # Every micro-kernel of the list has a row: timed and checked where the CPU runs it,
     # skipped with the ISA it needs where not.
     from zenith import _C
@@ -344,7 +345,7 @@ def test_tinyllama_decode_runs_each_quant_scheme_and_reports_bandwidth(monkeypat
     cfg = Config(frameworks=("eager", "zenith"), quant=("fp32", "int8", "gguf"), iterations=2, warmup=1,
                  threads=1, new_tokens=4)
     w = decode.tinyllama_decode(cfg)
-    assert list(w["results"]) == ["eager", "zenith", "zenith:int8"] and w["memory_bandwidth_gbs"] > 0
+    assert list(w["results"]) == ["eager", "zenith", "zenith:int8"] and w["read_bandwidth_gbs"] > 0
     r = w["results"]
     assert all(x["status"] == "ok" for x in r.values()), r
     assert r["zenith"]["agreement"]["tokens_equal"]
@@ -357,7 +358,7 @@ def test_tinyllama_decode_runs_each_quant_scheme_and_reports_bandwidth(monkeypat
     md = report.render_markdown({
         "created": "2026-11-24", "config": {}, "workloads": [w],
         "machine": {"cpu": "x", "cores": 2, "threads": 1, "torch": "t", "zenith": "z", "zenith_commit": "c"}})
-    assert "of the bandwidth" in md and "TTFT" in md
+    assert "of the bandwidth" in md and "TTFT" in md and "Memory read bandwidth measured in this workload" in md
 
 
 def test_tinyllama_memory_probes_each_scheme_in_its_own_process(monkeypatch):
