@@ -86,16 +86,20 @@ struct Context {
   std::vector<void*> base;  // per storage, this call
   // Packed weights for `bound`, per node, valid while the executable's pack generation
   // is `packed_generation` (0: never valid) and each constant weight input is still at
-  // `packed_src` (empty for nodes without packed weights), for the NodePlan `packed_for`.
+  // `packed_src` (empty for nodes without packed weights), for the NodePlan `packed_for`
+  // of `packed_plan` (held so that no NodePlan compared later can have been freed and its
+  // address reused, even when a call failed between a plan switch and its binding).
   std::vector<std::shared_ptr<const PackedOperand>> packed;
   std::vector<std::vector<const void*>> packed_src;
   std::vector<const NodePlan*> packed_for;
+  std::shared_ptr<const Plan> packed_plan;
   uint64_t packed_generation = 0;
   int packed_slot = 0;  // the weight slot they were bound for
   void release_packed() {
     packed.clear();
     packed_src.clear();
     packed_for.clear();
+    packed_plan.reset();
     packed_generation = 0;
   }
 };
@@ -477,11 +481,13 @@ std::vector<int> Executable::packable_inputs() const {
 // calls and plans while the kernel's key for it is the same. The context holds this call's references, so a
 // concurrent drop_packed() cannot free them mid-run, and reuses them without the lock
 // while nothing changed.
-void Executable::bind_packed(const Plan& plan, const std::vector<InTensor>& inputs, int slot, Context& ctx) const {
-  ZENITH_CHECK(slot >= 0 && slot < kKeptPerNode, "run: weight slot ", slot, " outside [0, ", kKeptPerNode, ")");
+void Executable::bind_packed(const std::shared_ptr<const Plan>& bound, const std::vector<InTensor>& inputs, int slot,
+                             Context& ctx) const {
+  const Plan& plan = *bound;
   const size_t nn = plan.nodes.size();
+  const uint64_t seen = pack_generation_.load(std::memory_order_acquire);
   if (ctx.packed.size() != nn || ctx.packed_generation == 0 || ctx.packed_slot != slot ||
-      ctx.packed_generation != pack_generation_.load(std::memory_order_acquire)) {
+      ctx.packed_generation != seen) {
     ctx.release_packed();
     ctx.packed.assign(nn, nullptr);
     ctx.packed_src.assign(nn, {});
@@ -507,10 +513,13 @@ void Executable::bind_packed(const Plan& plan, const std::vector<InTensor>& inpu
       stale = true;
     }
   }
+  ctx.packed_plan = bound;  // every packed_for entry is null or one of its NodePlans now
   if (!stale) return;
   ctx.packed_generation = 0;  // valid again only once every pack below has succeeded
   std::lock_guard<std::mutex> lock(pack_mu_);
   const uint64_t generation = pack_generation_.load(std::memory_order_relaxed);
+  // Weights dropped or the constant set changed since the check above: nothing held holds.
+  if (generation != seen) std::fill(ctx.packed_for.begin(), ctx.packed_for.end(), nullptr);
   for (size_t ni = 0; ni < nn; ++ni) {
     if (ctx.packed_for[ni]) continue;
     const NodePlan& np = *plan.nodes[ni];
@@ -519,7 +528,8 @@ void Executable::bind_packed(const Plan& plan, const std::vector<InTensor>& inpu
     ctx.packed_for[ni] = &np;
     const std::vector<int>& positions = np.weight_inputs;
     // Weights that are not all constant are read as they are.
-    if (!std::all_of(positions.begin(), positions.end(), [&](int pos) { return bool(constant_[size_t(pos)]); }))
+    if (positions.empty() ||
+        !std::all_of(positions.begin(), positions.end(), [&](int pos) { return bool(constant_[size_t(pos)]); }))
       continue;
     std::vector<const void*> src;
     for (int pos : positions) src.push_back(inputs[size_t(pos)].data);
@@ -578,6 +588,7 @@ std::vector<OutTensor> Executable::run(const std::vector<InTensor>& inputs, cons
 
 void Executable::run_with(Context& ctx, const std::vector<InTensor>& inputs, const std::vector<int64_t>& syms,
                           int slot, std::vector<OutTensor>& result) const {
+  ZENITH_CHECK(slot >= 0 && slot < kKeptPerNode, "run: weight slot ", slot, " outside [0, ", kKeptPerNode, ")");
   // The plan: the context's own when the signature is unchanged (no lock), else the cache's.
   std::shared_ptr<const Plan> plan =
       ctx.bound && same_signature(ctx.bound->key, inputs, syms) ? ctx.bound : plan_for(inputs, syms);
@@ -589,9 +600,9 @@ void Executable::run_with(Context& ctx, const std::vector<InTensor>& inputs, con
     ctx.arena = aligned_buffer(mem.arena_bytes);
     ctx.arena_bytes = mem.arena_bytes;
   }
-  // The plan bound before, kept alive through this call's comparisons of NodePlan
-  // addresses (refs_from here, packed_for in bind_packed): none can have been freed and
-  // its address reused by a NodePlan of the new plan.
+  // The plan bound before, kept alive through the comparisons of NodePlan addresses in
+  // refs_from below: none can have been freed and its address reused by a NodePlan of
+  // the new plan (packed_for's are held by packed_plan).
   std::shared_ptr<const Plan> old;
   if (ctx.bound != plan) {
     // This context's own copies of the refs (kernels see data pointers set per call),
@@ -635,7 +646,7 @@ void Executable::run_with(Context& ctx, const std::vector<InTensor>& inputs, con
     }
     if (!base[i]) base[i] = empty_data();
   }
-  bind_packed(*plan, inputs, slot, ctx);
+  bind_packed(plan, inputs, slot, ctx);
   for (size_t ni = 0; ni < plan->nodes.size(); ++ni) {
     const NodePlan& np = *plan->nodes[ni];
     const PreparedOp& op = np.op;

@@ -106,7 +106,8 @@ class Executable {
   std::vector<std::vector<int64_t>> all_shapes(const Plan& plan) const;
   std::shared_ptr<const Plan> build_plan(std::vector<int64_t> key, const std::vector<int64_t>& bindings,
                                          const std::vector<InTensor>& inputs) const;
-  void bind_packed(const Plan& plan, const std::vector<InTensor>& inputs, int slot, Context& ctx) const;
+  void bind_packed(const std::shared_ptr<const Plan>& plan, const std::vector<InTensor>& inputs, int slot,
+                   Context& ctx) const;
   void release_idle_packed() const;
   void run_with(Context& ctx, const std::vector<InTensor>& inputs, const std::vector<int64_t>& syms, int slot,
                 std::vector<OutTensor>& result) const;

@@ -484,6 +484,21 @@ TEST(Runtime, StaticNodesKeepTheirPlanAndPackAcrossSignatures) {
   check(w2, 1);
   check(w, 4);
   EXPECT_EQ(exe.num_plans(), 7u);
+  // A call refused for its weight slot before any plan switch, then calls that switch:
+  // nothing of the refused call stays bound.
+  auto z = iota(22);
+  EXPECT_THROW(exe.run({{x.data(), DType::f32, {40, 9}}, {w.data(), DType::f32, {9, 11}}, {bias.data(), DType::f32, {11}},
+                        {z.data(), DType::f32, {2, 11}}},
+                       {}, Executable::kKeptPerNode),
+               Error);
+  check(w, 2);
+  check(w, 6);
+  // An in-place change shows once the packed copies are dropped, whatever the signature.
+  for (auto& v : w) v *= -2.0f;
+  exe.drop_packed();
+  check(w, 5);
+  check(w, 2);
+  EXPECT_EQ(exe.packed_bytes(), 99 * sizeof(float));
 }
 
 TEST(Runtime, FusedConvBatchNormMatchesSeparateOps) {

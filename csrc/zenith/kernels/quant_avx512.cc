@@ -10,7 +10,7 @@
 // vpdpbusd multiplies unsigned bytes by signed bytes and adds each 4 products into an
 // int32 lane without saturation, so the codes go in as unsigned bytes, with no sign trick
 // and no 16-bit pair sums. The zero point's share, -zero x the sum of the activation codes
-// (zero 8 or 128), does not depend on the weight, so it is computed once per activation
+// (zero 8, 16 or 128), does not depend on the weight, so it is computed once per activation
 // row (zero_sums: -zero x the sum of each 4 codes, one int32 per lane, at most 128 x 508
 // in size) and starts each chunk pair's accumulator. The integer sum of a chunk is then
 // exactly ref_dot's (the sum of (q - zero) x a); only the order of the float sums differs,

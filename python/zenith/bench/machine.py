@@ -96,19 +96,25 @@ def ukernel_rows(cfg):
     return {"kernels": _C.gemm_ukernels(), "rows": rows}
 
 
+def _best_gbs(threads, op, bytes_moved):
+    """GB/s of op(src) on a 256 MiB float32 buffer with `threads` threads: the best of 5
+    runs after a warm-up, counting bytes_moved bytes per run."""
+    torch.set_num_threads(threads)
+    src = torch.empty(64 * 2 ** 20, dtype=torch.float32).fill_(1.0)  # 256 MiB
+    op(src)
+    best = 0.0
+    for _ in range(5):
+        t = time.perf_counter()
+        op(src)
+        best = max(best, bytes_moved(src) / (time.perf_counter() - t) / 1e9)
+    return best
+
+
 def copy_bandwidth_gbs(threads):
     """Memory bandwidth in GB/s: the best of 5 copies of 256 MiB with `threads` threads,
     counting the bytes read and written."""
-    torch.set_num_threads(threads)
-    src = torch.empty(64 * 2 ** 20, dtype=torch.float32).fill_(1.0)  # 256 MiB
-    dst = torch.empty_like(src)
-    dst.copy_(src)
-    bw = 0.0
-    for _ in range(5):
-        t = time.perf_counter()
-        dst.copy_(src)
-        bw = max(bw, 2 * src.numel() * 4 / (time.perf_counter() - t) / 1e9)  # read + write
-    return bw
+    dst = torch.empty(64 * 2 ** 20, dtype=torch.float32)
+    return _best_gbs(threads, dst.copy_, lambda src: 2 * src.numel() * 4)  # read + write
 
 
 def read_bandwidth_gbs(threads):
@@ -116,15 +122,7 @@ def read_bandwidth_gbs(threads):
     threads, counting the bytes read. The bound of a decode step, which streams its
     weights and writes next to nothing: a copy's read+write figure sits below it (its
     stores first read the lines they fill), so fp32 decode read 116% of it on Zen 5."""
-    torch.set_num_threads(threads)
-    src = torch.empty(64 * 2 ** 20, dtype=torch.float32).fill_(1.0)  # 256 MiB
-    src.sum()
-    bw = 0.0
-    for _ in range(5):
-        t = time.perf_counter()
-        src.sum()
-        bw = max(bw, src.numel() * 4 / (time.perf_counter() - t) / 1e9)
-    return bw
+    return _best_gbs(threads, torch.Tensor.sum, lambda src: src.numel() * 4)
 
 
 def machine(cfg):
@@ -138,7 +136,7 @@ def machine(cfg):
         t = time.perf_counter()
         torch.mm(A, B)
         best = max(best, 2 * n ** 3 / (time.perf_counter() - t) / 1e9)
-    return {"name": "machine", "params": {"gemm_n": n, "copy_mib": 256},
+    return {"name": "machine", "params": {"gemm_n": n, "copy_mib": 256, "read_mib": 256},
             "results": {}, "peak_sgemm_gflops": best, "memory_bandwidth_gbs": copy_bandwidth_gbs(cfg.threads),
             "read_bandwidth_gbs": read_bandwidth_gbs(cfg.threads),
             "openblas": openblas_sgemm(cfg.threads)}
