@@ -500,6 +500,7 @@ void Executable::bind_packed(const std::shared_ptr<const Plan>& bound, const std
   for (size_t ni = 0; ni < nn; ++ni) {
     const NodePlan* np = plan.nodes[ni].get();
     if (np->weight_inputs.empty()) {
+      if (ctx.packed_for[ni] == np) continue;  // bound as holding none already
       ctx.packed[ni].reset();
       ctx.packed_src[ni].clear();
       ctx.packed_for[ni] = np;

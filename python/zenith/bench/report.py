@@ -269,13 +269,13 @@ def render_markdown(doc, plots=(), note=None):
         lines += [f"## {title(w)}", "", f"Parameters: `{json.dumps(w['params'])}`", ""]
         if "model_load_s" in w:
             lines += [f"Model load: {w['model_load_s']:.1f} s.", ""]
-        if "read_bandwidth_gbs" in w:
-            lines += [f"Memory read bandwidth measured in this workload (sum over 256 MiB): "
-                      f"{w['read_bandwidth_gbs']:.1f} GB/s; a contestant's share of it is the weight bytes a "
-                      "token reads x its tokens/s / that bandwidth.", ""]
-        elif "memory_bandwidth_gbs" in w:  # runs before the read figure (a copy's read+write)
-            lines += [f"Memory bandwidth measured in this workload (256 MiB copy, read+write): "
-                      f"{w['memory_bandwidth_gbs']:.1f} GB/s; a contestant's share of it is the weight bytes a "
+        # Runs before the read figure carry only a copy's read+write bandwidth.
+        bw = next(((k, label) for k, label in (("read_bandwidth_gbs", "Memory read bandwidth measured in this "
+                                                  "workload (sum over 256 MiB)"),
+                                                 ("memory_bandwidth_gbs", "Memory bandwidth measured in this "
+                                                  "workload (256 MiB copy, read+write)")) if k in w), None)
+        if bw:
+            lines += [f"{bw[1]}: {w[bw[0]]:.1f} GB/s; a contestant's share of it is the weight bytes a "
                       "token reads x its tokens/s / that bandwidth.", ""]
         lines += [
                   "| framework | median ms | p10 / p90 ms | time vs eager (95% CI) | cold start s | agreement | notes |",
