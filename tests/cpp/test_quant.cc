@@ -223,36 +223,52 @@ TEST(QuantKernels, DefaultIsaIsTheWidestAllowed) {
   EXPECT_EQ(qisa_supported(QIsa::kAvxVnni), vnni);
 }
 
-// The AVX2 quantizer equals the reference value for value: blocks of 32 and 256, short
-// last blocks (int8 rows), zeros, tiny values, inf and NaN.
-TEST(QuantKernels, Avx2ActivationQuantizerEqualsReference) {
-  if (!qisa_supported(QIsa::kAvx2)) GTEST_SKIP() << "this CPU has no AVX2";
+// The SIMD quantizers this CPU runs (AVX2's, AVX-512's), by name.
+std::vector<std::pair<const char*, quant::QuantizeActFn>> simd_quantizers() {
+  std::vector<std::pair<const char*, quant::QuantizeActFn>> out;
+  if (qisa_supported(QIsa::kAvx2)) out.emplace_back("avx2", quant::quantize_act_row_avx2);
+  if (qisa_supported(QIsa::kAvx512)) out.emplace_back("avx512", quant::quantize_act_row_avx512);
+  return out;
+}
+
+// The SIMD quantizers equal the reference value for value: blocks of 32 and 256, short
+// last blocks (int8 rows), zeros, tiny values, inf and NaN, a given scale and none.
+TEST(QuantKernels, SimdActivationQuantizersEqualReference) {
+  if (simd_quantizers().empty()) GTEST_SKIP() << "this CPU has no AVX2";
   unsigned seed = 5;
   for (int64_t block : {32, 256})
     for (int64_t K : {32, 256, 512, 1, 33, 100, 287}) {
       if (block == 256 && K % 256) continue;
       const int64_t kpad = (K + 31) / 32 * 32, nd = (kpad + block - 1) / block;
-      for (int variant = 0; variant < 4; ++variant) {
+      for (int variant = 0; variant < 8; ++variant) {
         auto x = randn(size_t(K), seed++);
-        if (variant == 1) std::fill(x.begin(), x.begin() + std::min<int64_t>(K, 32), 0.0f);
-        if (variant == 2) x[0] = std::numeric_limits<float>::infinity(), x[size_t(K - 1)] = NAN;
-        if (variant == 3)
+        if (variant % 4 == 1) std::fill(x.begin(), x.begin() + std::min<int64_t>(K, 32), 0.0f);
+        if (variant % 4 == 2) x[0] = std::numeric_limits<float>::infinity(), x[size_t(K - 1)] = NAN;
+        if (variant % 4 == 3)
           for (auto& v : x) v *= 1e-38f;  // 127 / max overflows: zeros
-        std::vector<int8_t> q1(static_cast<size_t>(kpad), 9), q2(static_cast<size_t>(kpad), 9);
-        std::vector<float> d1(static_cast<size_t>(nd)), d2(static_cast<size_t>(nd));
-        std::vector<int16_t> s1(static_cast<size_t>(kpad / 16)), s2(static_cast<size_t>(kpad / 16));
-        quant::quantize_act_row(x.data(), K, block, q1.data(), d1.data(), s1.data());
-        quant::quantize_act_row_avx2(x.data(), K, block, q2.data(), d2.data(), s2.data());
-        ASSERT_EQ(q1, q2) << "K " << K << " block " << block << " variant " << variant;
-        ASSERT_EQ(s1, s2) << "K " << K << " block " << block << " variant " << variant;
-        for (size_t i = 0; i < d1.size(); ++i)
-          ASSERT_TRUE(d1[i] == d2[i] || (std::isnan(d1[i]) && std::isnan(d2[i]))) << K << " " << block;
+        if (variant >= 4) x[size_t(K / 2)] *= 40.0f;  // clipped on the given scale
+        const float scale = variant >= 4 ? 0.02f : 0.0f;
+        std::vector<int8_t> q1(static_cast<size_t>(kpad), 9);
+        std::vector<float> d1(static_cast<size_t>(nd));
+        std::vector<int16_t> s1(static_cast<size_t>(kpad / 16));
+        quant::quantize_act_row(x.data(), K, block, q1.data(), d1.data(), s1.data(), scale);
+        for (const auto& [name, fn] : simd_quantizers()) {
+          std::vector<int8_t> q2(static_cast<size_t>(kpad), 9);
+          std::vector<float> d2(static_cast<size_t>(nd));
+          std::vector<int16_t> s2(static_cast<size_t>(kpad / 16));
+          fn(x.data(), K, block, q2.data(), d2.data(), s2.data(), scale, 127);
+          ASSERT_EQ(q1, q2) << name << " K " << K << " block " << block << " variant " << variant;
+          ASSERT_EQ(s1, s2) << name << " K " << K << " block " << block << " variant " << variant;
+          for (size_t i = 0; i < d1.size(); ++i)
+            ASSERT_TRUE(d1[i] == d2[i] || (std::isnan(d1[i]) && std::isnan(d2[i]))) << name << " " << K << " " << block;
+        }
       }
     }
 }
 
 // A static scale (qmatmul's x_scale): every block's scale is it, codes round(x / s)
-// clamped to [-127, 127], a block with inf or NaN a NaN scale; AVX2 equal to the reference.
+// clamped to [-127, 127], a block with inf or NaN a NaN scale; AVX2 and AVX-512 equal to
+// the reference.
 TEST(QuantKernels, StaticActivationScale) {
   const float s = 0.02f;
   for (int64_t K : {32, 100, 287}) {
@@ -276,19 +292,20 @@ TEST(QuantKernels, StaticActivationScale) {
             << k;
     }
     EXPECT_EQ(q1[1], 127);
-    if (!qisa_supported(QIsa::kAvx2)) continue;
-    quant::quantize_act_row_avx2(x.data(), K, 32, q2.data(), d2.data(), s2.data(), s);
-    ASSERT_EQ(q1, q2) << K;
-    ASSERT_EQ(s1, s2) << K;
-    for (size_t i = 0; i < d1.size(); ++i) ASSERT_TRUE(d1[i] == d2[i] || (std::isnan(d1[i]) && std::isnan(d2[i])));
+    for (const auto& [name, fn] : simd_quantizers()) {
+      fn(x.data(), K, 32, q2.data(), d2.data(), s2.data(), s, 127);
+      ASSERT_EQ(q1, q2) << name << " " << K;
+      ASSERT_EQ(s1, s2) << name << " " << K;
+      for (size_t i = 0; i < d1.size(); ++i) ASSERT_TRUE(d1[i] == d2[i] || (std::isnan(d1[i]) && std::isnan(d2[i])));
+    }
   }
 }
 
 // One activation scale per row (dynamic INT8 per row): max|x| / qmax, NaN left out, 1 for
-// a row of zeros, one so small the division underflows, or one holding inf; AVX2 equal
-// to the reference bit for bit, over K below, at and past its 16-float steps.
+// a row of zeros, one so small the division underflows, or one holding inf; AVX-512
+// equal to the reference bit for bit, over K below, at and past its 32-float steps.
 TEST(QuantKernels, ActivationRowScale) {
-  for (int64_t K : {1, 7, 16, 33, 100, 768}) {
+  for (int64_t K : {1, 7, 16, 33, 40, 48, 100, 768}) {
     // plain; a NaN; an inf; zeros; the max in the tail; denormal values (max|x| / 63 is 0)
     for (int kind = 0; kind < 6; ++kind) {
       auto x = randn(size_t(K), unsigned(K * 7 + kind));
@@ -306,7 +323,7 @@ TEST(QuantKernels, ActivationRowScale) {
       if (kind == 5) ASSERT_EQ(want, 1.0f);
       const float ref = quant::act_row_scale(x.data(), K, 63);
       ASSERT_EQ(ref, want) << "K=" << K << " kind " << kind;
-      if (qisa_supported(QIsa::kAvx2)) ASSERT_EQ(quant::act_row_scale_avx2(x.data(), K, 63), ref) << K << " " << kind;
+      if (qisa_supported(QIsa::kAvx512)) ASSERT_EQ(quant::act_row_scale_avx512(x.data(), K, 63), ref) << K << " " << kind;
     }
   }
 }

@@ -144,7 +144,9 @@ QMatmulPlan qmatmul_plan(QFormat f, int64_t M, int64_t N, int64_t K, QIsa isa, f
   // quant_avx2.cc's kernels (AVX2, AVX-VNNI, and AVX-512's formats without kernels of
   // their own) take avx2_weight_rows at a time.
   if (p.dots && (isa != QIsa::kAvx512 || p.dots == avx2_dot_kernels(f))) p.n_step = avx2_weight_rows(f);
-  p.quantize = isa == QIsa::kScalar ? quantize_act_row : quantize_act_row_avx2;
+  p.quantize = isa == QIsa::kScalar   ? quantize_act_row
+               : isa == QIsa::kAvx512 ? quantize_act_row_avx512
+                                      : quantize_act_row_avx2;
   // One scale per row where it pays: AVX-512 VNNI (the uniform tiles, 1.08-1.28x the
   // per-block tiles' GFLOP/s at BERT-base's shapes) and the scalar reference. AVX2 and
   // AVX-VNNI keep a scale per 32 values: their per-block tiles are as fast as their
@@ -152,7 +154,7 @@ QMatmulPlan qmatmul_plan(QFormat f, int64_t M, int64_t N, int64_t K, QIsa isa, f
   // (all-MiniLM-L6-v2 on real text: min cosine to fp32 0.987 against 0.998 per block;
   // AVX-VNNI's 8-bit codes 0.9954 against 0.9988).
   if (row_scale && isa != QIsa::kAvx2 && isa != QIsa::kAvxVnni)
-    p.row_scale = isa == QIsa::kScalar ? act_row_scale : act_row_scale_avx2;
+    p.row_scale = isa == QIsa::kScalar ? act_row_scale : act_row_scale_avx512;
   p.kpad = (K + 31) / 32 * 32;
   p.nscales = p.kpad / act_block(p.act);
   p.nsums = p.kpad / 16;

@@ -591,25 +591,6 @@ void quantize_act_row_avx2(const float* x, int64_t K, int64_t block, int8_t* q, 
     quantize_act_row(x + full, K - full, block, q + full, d + full / block, s16 + full / 16, scale, qmax);
 }
 
-float act_row_scale_avx2(const float* x, int64_t K, int qmax) {
-  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
-  __m256 m0 = _mm256_setzero_ps(), m1 = m0;
-  int64_t k = 0;
-  // max(a, m): a NaN lane of a leaves m as it was, as the reference's comparison does.
-  for (; k + 16 <= K; k += 16) {
-    m0 = _mm256_max_ps(_mm256_and_ps(_mm256_loadu_ps(x + k), abs_mask), m0);
-    m1 = _mm256_max_ps(_mm256_and_ps(_mm256_loadu_ps(x + k + 8), abs_mask), m1);
-  }
-  alignas(32) float lanes[8];
-  _mm256_store_ps(lanes, _mm256_max_ps(m0, m1));
-  float amax = 0.0f;
-  for (float a : lanes) amax = a > amax ? a : amax;
-  for (; k < K; ++k) {
-    const float a = std::fabs(x[k]);
-    amax = a > amax ? a : amax;
-  }
-  return act_row_scale_of_max(amax, qmax);
-}
 #endif
 
 namespace {

@@ -246,6 +246,9 @@ void quantize_act_row(const float* x, int64_t K, int64_t block, int8_t* q, float
 // The same in AVX2 (quant_avx2.cc), equal to it value for value.
 void quantize_act_row_avx2(const float* x, int64_t K, int64_t block, int8_t* q, float* d, int16_t* s16,
                            float scale = 0.0f, int qmax = 127);
+// The same in AVX-512 (quant_avx512.cc; AVX512F/BW/VL), equal to it value for value.
+void quantize_act_row_avx512(const float* x, int64_t K, int64_t block, int8_t* q, float* d, int16_t* s16,
+                             float scale = 0.0f, int qmax = 127);
 using QuantizeActFn = void (*)(const float*, int64_t, int64_t, int8_t*, float*, int16_t*, float, int);
 // One activation scale for a whole row (dynamic INT8 per row, quantize_act_row's
 // `scale`): max|x| over x[0, K) / qmax, NaN ignored; 1 where that is 0 (a row of zeros,
@@ -257,8 +260,9 @@ inline float act_row_scale_of_max(float amax, int qmax) {
   const float s = amax <= FLT_MAX ? amax / float(qmax) : 0.0f;
   return s > 0.0f ? s : 1.0f;  // 0 (a row of zeros, or max|x| below ~1e-43 / qmax) or inf: 1
 }
-// The same in AVX2 (quant_avx2.cc), equal to it.
-float act_row_scale_avx2(const float* x, int64_t K, int qmax);
+// The same in AVX-512 (quant_avx512.cc), equal to it (AVX2 and AVX-VNNI keep a scale
+// per block: qmatmul_plan).
+float act_row_scale_avx512(const float* x, int64_t K, int qmax);
 using ActRowScaleFn = float (*)(const float*, int64_t, int);
 
 // The scalar dot product of one weight row (K values) with an activation row: the
