@@ -503,20 +503,23 @@ void q8_gemm_packed(const QMatmulPlan& p, const QActRows& a, const PackedOperand
     else zshare[size_t(m)] = z;
   }
   parallel_for(nb, 1, [&](int64_t lo, int64_t hi) {
+    // The chunk's rows as the tiles take them, made once per chunk rather than per tile
+    // and block of columns (3% of a MiniLM int8 call went to remaking them).
+    std::vector<QActRow> t(static_cast<size_t>(std::min(M, p.row_chunk)));
     for (int64_t m0 = 0; m0 < M; m0 += p.row_chunk) {
       const int64_t m1 = std::min(M, m0 + p.row_chunk);
+      for (int64_t m = m0; m < m1; ++m) {
+        QActRow& r = t[size_t(m - m0)];
+        r = a.row(m);
+        if (uniform) r.total = totals[m];
+        else r.zshare = zshare[size_t(m)];
+      }
       for (int64_t j = lo; j < hi; ++j) {
         const int nvalid = int(std::min<int64_t>(32, N - 32 * j));
         for (int64_t m = m0; m < m1;) {
           const int r = int(std::min<int64_t>(tile_rows, m1 - m));
-          QActRow t[kMaxUniformRowsAvx512];
-          for (int i = 0; i < r; ++i) {
-            t[i] = a.row(m + i);
-            if (uniform) t[i].total = totals[m + i];
-            else t[i].zshare = zshare[size_t(m + i)];
-          }
           const auto [yj, ld] = parts ? out[size_t(j)] : std::pair<float*, int64_t>{y + 32 * j, N};
-          tiles[r - 1](codes + j * p.kpad * 32, scale + 32 * j, p.kpad, t, yj + m * ld, ld, nvalid);
+          tiles[r - 1](codes + j * p.kpad * 32, scale + 32 * j, p.kpad, t.data() + (m - m0), yj + m * ld, ld, nvalid);
           m += r;
         }
         if (block) block(m0, m1, 32 * j, 32 * j + nvalid);
