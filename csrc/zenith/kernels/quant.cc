@@ -284,6 +284,17 @@ struct Epilogue {
     int64_t c0;
     const QPart& q = parts[part_of(n0, c0)];
     if (!q.bias && each == Activation::kNone) return;
+    if (each == Activation::kNone && n1 - n0 == 32) {
+      // A whole block's bias alone (the linear layers' common case): a loop of fixed
+      // length, which compiles to straight vector code, where the general loop's unknown
+      // length cost as much again.
+      const float* b = q.bias + (n0 - c0);
+      for (int64_t m = m0; m < m1; ++m) {
+        float* row = q.y + m * q.rows + (n0 - c0);
+        for (int i = 0; i < 32; ++i) row[i] += b[i];
+      }
+      return;
+    }
     with_activation(each, [&](auto fn) {
       for (int64_t m = m0; m < m1; ++m) {
         float* row = q.y + m * q.rows;  // row[n - c0] for the product's column n
