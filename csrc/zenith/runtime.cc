@@ -66,8 +66,8 @@ struct NodePlan {
 // One plan per input signature: concrete shapes, each node's plan, and where every value lives.
 struct Plan {
   std::vector<int64_t> key;                  // the signature (ranks, dims, symbol values)
-  // Per value id: the concrete shape of a value whose type has symbols, empty for the
-  // others (Executable::shape_of reads them from the graph's types).
+  // The concrete shapes of the values whose types have symbols, at their slots
+  // (Executable::dynamic_slot_); the others' are the graph's (Executable::shape_of).
   std::vector<std::vector<int64_t>> shapes;
   std::vector<std::shared_ptr<const NodePlan>> nodes;
   MemoryPlan mem;
@@ -136,9 +136,14 @@ Executable::Executable(Graph g, Device device, std::vector<std::string> symbol_i
     static_node_[ni] = st;
   }
   static_dims_.resize(graph_.values.size());
+  dynamic_slot_.assign(graph_.values.size(), -1);
   for (size_t v = 0; v < graph_.values.size(); ++v) {
     const TensorType& t = graph_.values[v].type;
-    if (!t.is_static()) continue;
+    if (!t.is_static()) {
+      dynamic_slot_[v] = int(dynamic_values_.size());
+      dynamic_values_.push_back(int(v));
+      continue;
+    }
     std::vector<int64_t> dims;
     for (const SymInt& d : t.shape) dims.push_back(d.value());
     static_dims_[v] = std::make_unique<const std::vector<int64_t>>(std::move(dims));
@@ -323,7 +328,7 @@ int64_t bucket_up(int64_t v) {
 // checked against its planned slot, and a size an expression makes larger than at the
 // bucket's top (not monotone in the symbols) gets an exact plan instead.
 const std::vector<int64_t>& Executable::shape_of(const Plan& plan, int v) const {
-  return static_dims_[size_t(v)] ? *static_dims_[size_t(v)] : plan.shapes[size_t(v)];
+  return static_dims_[size_t(v)] ? *static_dims_[size_t(v)] : plan.shapes[size_t(dynamic_slot_[size_t(v)])];
 }
 
 std::vector<std::vector<int64_t>> Executable::all_shapes(const Plan& plan) const {
@@ -371,7 +376,7 @@ std::shared_ptr<const Plan> Executable::build_plan(std::vector<int64_t> key, con
   auto plan = std::make_shared<Plan>();
   plan->key = std::move(key);
   const Graph& g = graph_;
-  plan->shapes.resize(g.values.size());
+  plan->shapes.resize(dynamic_values_.size());
   // Concrete shapes: a graph with every symbol replaced by its value, re-inferred. The
   // values are a scratch copy kept between plans: every input's and node output's type
   // is overwritten below, so it need not be copied afresh from the graph each time.
@@ -422,11 +427,10 @@ std::shared_ptr<const Plan> Executable::build_plan(std::vector<int64_t> key, con
     }
     for (size_t k = 0; k < n->outputs.size(); ++k) cg.values[size_t(n->outputs[k])].type = std::move(types[k]);
   }
-  for (size_t v = 0; v < g.values.size(); ++v) {
-    if (static_dims_[v]) continue;
-    const auto& dims = cg.values[v].type.shape;
-    plan->shapes[v].resize(dims.size());
-    for (size_t d = 0; d < dims.size(); ++d) plan->shapes[v][d] = dims[d].value();
+  for (size_t i = 0; i < dynamic_values_.size(); ++i) {
+    const auto& dims = cg.values[size_t(dynamic_values_[i])].type.shape;
+    plan->shapes[i].resize(dims.size());
+    for (size_t d = 0; d < dims.size(); ++d) plan->shapes[i][d] = dims[d].value();
   }
   {
     std::lock_guard<std::mutex> lock(mu_);

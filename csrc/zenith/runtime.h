@@ -124,6 +124,9 @@ class Executable {
   std::vector<bool> static_node_;  // per node: constant shapes and attributes
   // Per value: its dims when its type has no symbols (the same under every plan), else null.
   std::vector<std::unique_ptr<const std::vector<int64_t>>> static_dims_;
+  // The values whose types have symbols, and per value its index among them (else -1):
+  // where Plan::shapes holds its concrete shape.
+  std::vector<int> dynamic_values_, dynamic_slot_;
   // The first plan's NodePlans of the static nodes (entries of other nodes empty), shared by every later plan.
   mutable std::shared_ptr<const std::vector<std::shared_ptr<const NodePlan>>> static_plans_;
   mutable std::map<std::vector<int64_t>, std::shared_ptr<const Plan>> plans_;
