@@ -472,6 +472,10 @@ std::shared_ptr<const Plan> Executable::build_plan(std::vector<int64_t> key, con
   return plan;
 }
 
+namespace test_hooks {
+void (*bind_packed_before_lock)() = nullptr;
+}
+
 std::vector<int> Executable::packable_inputs() const {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<int> out;
@@ -521,6 +525,7 @@ void Executable::bind_packed(const std::shared_ptr<const Plan>& bound, const std
   ctx.packed_plan = bound;  // every packed_for entry is null or one of its NodePlans now
   if (!stale) return;
   ctx.packed_generation = 0;  // valid again only once every pack below has succeeded
+  if (test_hooks::bind_packed_before_lock) test_hooks::bind_packed_before_lock();
   std::lock_guard<std::mutex> lock(pack_mu_);
   const uint64_t generation = pack_generation_.load(std::memory_order_relaxed);
   // Weights dropped or the constant set changed since the check above: nothing held holds.

@@ -443,6 +443,61 @@ TEST(Runtime, ConstantWeightsArePackedOnceAndFollowTheirInput) {
   }
 }
 
+// A drop_packed() that lands while a call is binding its packed weights (after the
+// call's unlocked check, before its lock: the test hook puts it there every time) undoes
+// every binding the check judged still good: a weight changed in place and then dropped
+// is read anew, by that call's successors at least, never from the copy packed before.
+TEST(Runtime, DropBetweenBindingCheckAndLockRebindsEveryWeight) {
+  Executable exe(parse_graph(R"(graph(%x: f32[s0, 9], %w1: f32[9, 11], %b: f32[11], %w2: f32[11, 7], %c: f32[7]) {
+  %y: f32[s0, 11] = addmm(%b, %x, %w1)
+  %z: f32[s0, 7] = addmm(%c, %y, %w2)
+  return (%z)
+})"));
+  exe.set_constant_inputs({1, 3});
+  const int64_t rows = 40;  // enough rows that both weights are read packed
+  auto x = iota(size_t(rows * 9), -20.0f), b = iota(11, -5.0f), c = iota(7, 1.0f);
+  for (auto& v : x) v *= 0.01f;
+  auto w1 = iota(99, -50.0f), w2a = iota(77, -30.0f);
+  for (auto& v : w1) v *= 0.02f;
+  for (auto& v : w2a) v *= 0.03f;
+  auto w2b = w2a;  // the same values at another address
+  auto run = [&](const std::vector<float>& w2) {
+    return exe.run({{x.data(), DType::f32, {rows, 9}}, {w1.data(), DType::f32, {9, 11}}, {b.data(), DType::f32, {11}},
+                    {w2.data(), DType::f32, {11, 7}}, {c.data(), DType::f32, {7}}},
+                   {});
+  };
+  auto expect_current = [&](const OutTensor& out) {
+    for (int64_t m = 0; m < rows; ++m)
+      for (int64_t n = 0; n < 7; ++n) {
+        double z = c[size_t(n)];
+        for (int64_t j = 0; j < 11; ++j) {
+          double y = b[size_t(j)];
+          for (int64_t k = 0; k < 9; ++k) y += double(x[size_t(m * 9 + k)]) * w1[size_t(k * 11 + j)];
+          z += y * w2a[size_t(j * 7 + n)];
+        }
+        ASSERT_NEAR(f(out)[size_t(m * 7 + n)], float(z), 1e-3f) << m << "," << n;
+      }
+  };
+  expect_current(run(w2a)[0]);
+  EXPECT_EQ(exe.packed_bytes(), (99 + 77) * sizeof(float));
+  // w2 at a new address sends the next call to the lock; w1's binding looks good to its
+  // check. Then, in the window, w1 changes in place and the packed copies are dropped.
+  static Executable* target = nullptr;
+  static std::vector<float>* changed = nullptr;
+  target = &exe;
+  changed = &w1;
+  test_hooks::bind_packed_before_lock = [] {
+    test_hooks::bind_packed_before_lock = nullptr;  // once
+    for (auto& v : *changed) v = -v;
+    target->drop_packed();
+  };
+  run(w2b);
+  EXPECT_EQ(test_hooks::bind_packed_before_lock, nullptr) << "the hook did not run: no binding went stale";
+  test_hooks::bind_packed_before_lock = nullptr;
+  expect_current(run(w2b)[0]);
+  EXPECT_EQ(exe.packed_bytes(), (99 + 77) * sizeof(float));
+}
+
 TEST(Runtime, StaticNodesKeepTheirPlanAndPackAcrossSignatures) {
   // A static addmm (constant shapes, its weight constant and packed) beside nodes whose
   // shapes follow s0: every new signature (a decode step's) shares the static node's
