@@ -372,15 +372,12 @@ void quantize_act_row_avx512(const float* x, int64_t K, int64_t block, int8_t* q
     }
     const float m = scale > 0.0f ? top * scale : _mm512_reduce_max_ps(amax);
     const bool finite = bad == 0;
-    // as quantize_act_row: zeros (and a NaN scale for inf / NaN) where qmax / max fails
-    const float id = finite && m > 0.0f ? (scale > 0.0f ? 1.0f / scale : top / m) : 0.0f;
-    if (!(id > 0.0f && id <= FLT_MAX)) {
+    const float id = act_block_multiplier(m, finite, scale, top, d + b0 / block);
+    if (id == 0.0f) {
       std::memset(q + b0, 0, size_t(block));
       std::memset(s16 + b0 / 16, 0, size_t(block / 16) * sizeof(int16_t));
-      d[b0 / block] = finite ? 0.0f : std::numeric_limits<float>::quiet_NaN();
       continue;
     }
-    d[b0 / block] = scale > 0.0f ? scale : m / top;
     for (int64_t k = b0; k < b0 + block; k += 32)
       quantize32_avx512(x + k, _mm512_set1_ps(id), _mm512_set1_ps(top), q + k, s16 + k / 16);
   }

@@ -191,15 +191,11 @@ void quantize_act_row(const float* x, int64_t K, int64_t block, int8_t* q, float
       finite = finite && a <= FLT_MAX;  // false for inf and NaN
     }
     if (scale > 0.0f) amax = top * scale;  // static: the block's codes on the given scale
-    const float id = finite && amax > 0.0f ? (scale > 0.0f ? 1.0f / scale : top / amax) : 0.0f;
-    // A block of zeros, or one so small that qmax / max overflows (max below ~4e-37),
-    // quantizes to zeros; one holding inf or NaN to zeros with a NaN scale.
-    if (!(id > 0.0f && id <= FLT_MAX)) {
+    const float id = act_block_multiplier(amax, finite, scale, top, d + b0 / block);
+    if (id == 0.0f) {
       std::fill(q + b0, q + qend, int8_t(0));
-      d[b0 / block] = finite ? 0.0f : std::numeric_limits<float>::quiet_NaN();
       continue;
     }
-    d[b0 / block] = scale > 0.0f ? scale : amax / top;
     for (int64_t k = b0; k < qend; ++k) {
       // Round half to even; |x * id| <= qmax up to one rounding, clamped to make
       // [-qmax, qmax] certain (the SIMD kernels' 16-bit pair sums rely on it).

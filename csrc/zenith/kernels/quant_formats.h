@@ -22,6 +22,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 
 #include "zenith/attrs.h"
 #include "zenith/dtype.h"
@@ -243,6 +244,20 @@ struct QActRow {
 // max|x| / qmax (dynamic).
 void quantize_act_row(const float* x, int64_t K, int64_t block, int8_t* q, float* d, int16_t* s16,
                       float scale = 0.0f, int qmax = 127);
+// quantize_act_row's rule for one block, which its SIMD kernels share: given the block's
+// max|x| (m; top x scale where a scale is given) and whether it holds no inf or NaN,
+// writes the block's scale to *d and returns the codes' multiplier, or 0 where the block
+// quantizes to zeros: a block of zeros, one so small that qmax / max overflows (max below
+// ~4e-37), or (with *d NaN) one holding inf or NaN.
+inline float act_block_multiplier(float m, bool finite, float scale, float top, float* d) {
+  const float id = finite && m > 0.0f ? (scale > 0.0f ? 1.0f / scale : top / m) : 0.0f;
+  if (!(id > 0.0f && id <= FLT_MAX)) {
+    *d = finite ? 0.0f : std::numeric_limits<float>::quiet_NaN();
+    return 0.0f;
+  }
+  *d = scale > 0.0f ? scale : m / top;
+  return id;
+}
 // The same in AVX2 (quant_avx2.cc), equal to it value for value.
 void quantize_act_row_avx2(const float* x, int64_t K, int64_t block, int8_t* q, float* d, int16_t* s16,
                            float scale = 0.0f, int qmax = 127);
