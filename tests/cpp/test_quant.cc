@@ -223,6 +223,7 @@ TEST(QuantKernels, DefaultIsaIsTheWidestAllowed) {
   EXPECT_EQ(qisa_supported(QIsa::kAvxVnni), vnni);
 }
 
+namespace {
 // The SIMD quantizers this CPU runs (AVX2's, AVX-512's), by name.
 std::vector<std::pair<const char*, quant::QuantizeActFn>> simd_quantizers() {
   std::vector<std::pair<const char*, quant::QuantizeActFn>> out;
@@ -230,6 +231,7 @@ std::vector<std::pair<const char*, quant::QuantizeActFn>> simd_quantizers() {
   if (qisa_supported(QIsa::kAvx512)) out.emplace_back("avx512", quant::quantize_act_row_avx512);
   return out;
 }
+}  // namespace
 
 // The SIMD quantizers equal the reference value for value: blocks of 32 and 256, short
 // last blocks (int8 rows), zeros, tiny values, inf and NaN, a given scale and none.
@@ -240,14 +242,15 @@ TEST(QuantKernels, SimdActivationQuantizersEqualReference) {
     for (int64_t K : {32, 256, 512, 1, 33, 100, 287}) {
       if (block == 256 && K % 256) continue;
       const int64_t kpad = (K + 31) / 32 * 32, nd = (kpad + block - 1) / block;
-      for (int variant = 0; variant < 8; ++variant) {
+      for (int variant = 0; variant < 9; ++variant) {
         auto x = randn(size_t(K), seed++);
         if (variant % 4 == 1) std::fill(x.begin(), x.begin() + std::min<int64_t>(K, 32), 0.0f);
         if (variant % 4 == 2) x[0] = std::numeric_limits<float>::infinity(), x[size_t(K - 1)] = NAN;
         if (variant % 4 == 3)
           for (auto& v : x) v *= 1e-38f;  // 127 / max overflows: zeros
-        if (variant >= 4) x[size_t(K / 2)] *= 40.0f;  // clipped on the given scale
-        const float scale = variant >= 4 ? 0.02f : 0.0f;
+        if (variant >= 4 && variant < 8) x[size_t(K / 2)] *= 40.0f;  // clipped on the given scale
+        // 8: a NaN scale, which is no scale (the reference's scale > 0 test), as 0 is
+        const float scale = variant == 8 ? std::numeric_limits<float>::quiet_NaN() : variant >= 4 ? 0.02f : 0.0f;
         std::vector<int8_t> q1(static_cast<size_t>(kpad), 9);
         std::vector<float> d1(static_cast<size_t>(nd));
         std::vector<int16_t> s1(static_cast<size_t>(kpad / 16));
@@ -306,8 +309,10 @@ TEST(QuantKernels, StaticActivationScale) {
 // equal to the reference bit for bit, over K below, at and past its 32-float steps.
 TEST(QuantKernels, ActivationRowScale) {
   for (int64_t K : {1, 7, 16, 33, 40, 48, 100, 768}) {
-    // plain; a NaN; an inf; zeros; the max in the tail; denormal values (max|x| / 63 is 0)
-    for (int kind = 0; kind < 6; ++kind) {
+    // plain; a NaN; an inf; zeros; the max in the tail; denormal values (max|x| / 63 is 0);
+    // the max first and a NaN in its lane of the last step (no later step to undo a
+    // max that let the NaN in)
+    for (int kind = 0; kind < 7; ++kind) {
       auto x = randn(size_t(K), unsigned(K * 7 + kind));
       if (kind == 1) x[size_t(K / 2)] = NAN;  // left out: the scale is the other values'
       if (kind == 2) x[size_t(K / 2)] = -INFINITY;
@@ -315,6 +320,10 @@ TEST(QuantKernels, ActivationRowScale) {
       if (kind == 4) x[size_t(K - 1)] = -40.0f;
       if (kind == 5)
         for (float& v : x) v = v > 0 ? 1e-45f : -1e-45f;  // the smallest denormal
+      if (kind == 6) {
+        x[0] = -40.0f;
+        x[size_t(32 * ((K - 1) / 32))] = NAN;  // lane 0 of the last 32-float step (x[0] itself when K <= 32)
+      }
       float amax = 0.0f;
       for (float v : x)
         if (!std::isnan(v)) amax = std::max(amax, std::fabs(v));

@@ -486,6 +486,9 @@ TEST(Runtime, DropBetweenBindingCheckAndLockRebindsEveryWeight) {
   static std::vector<float>* changed = nullptr;
   target = &exe;
   changed = &w1;
+  struct Unhook {  // a failure below must not leave the hook pointing into this test's frame
+    ~Unhook() { test_hooks::bind_packed_before_lock = nullptr; }
+  } unhook;
   test_hooks::bind_packed_before_lock = [] {
     test_hooks::bind_packed_before_lock = nullptr;  // once
     for (auto& v : *changed) v = -v;

@@ -45,7 +45,6 @@
 #include <cfloat>
 #include <cmath>
 #include <cstring>
-#include <limits>
 #include <utility>
 
 #include "zenith/kernels/quant_formats.h"

@@ -25,7 +25,6 @@
 #include <algorithm>
 #include <cfloat>
 #include <cstring>
-#include <limits>
 
 #include "zenith/kernels/quant_formats.h"
 
@@ -367,7 +366,7 @@ void quantize_act_row_avx512(const float* x, int64_t K, int64_t block, int8_t* q
     __mmask16 bad = 0;
     for (int64_t k = b0; k < b0 + block; k += 16) {
       const __m512 a = _mm512_abs_ps(_mm512_loadu_ps(x + k));
-      if (scale <= 0.0f) amax = _mm512_max_ps(amax, a);
+      if (!(scale > 0.0f)) amax = _mm512_max_ps(amax, a);  // as the reference: a NaN scale is none
       bad |= _mm512_cmp_ps_mask(a, big, _CMP_NLE_UQ);  // inf or NaN
     }
     const float m = scale > 0.0f ? top * scale : _mm512_reduce_max_ps(amax);
