@@ -471,9 +471,18 @@ void q8_gemm_packed(const QMatmulPlan& p, const QActRows& a, const PackedOperand
                "qmatmul: the packed weight is not this int8 weight's, for this ISA");
   const uint8_t* codes = reinterpret_cast<const uint8_t*>(packed.data.get());
   const int64_t nb = q8_col_blocks(N);
+  // The per-call tables live in the calling thread's buffers, kept between calls; the
+  // tasks below reach them through these references, not as their own threads' buffers.
+  // (q8_gemm_packed runs inside a task only through conv2d_int8's, whose thread's buffers
+  // are its own.)
+  thread_local std::vector<std::pair<float*, int64_t>> out_buf;
+  thread_local std::vector<float> zshare_buf;
+  thread_local std::vector<int32_t> total_buf;
+  std::vector<std::pair<float*, int64_t>>& out = out_buf;
+  std::vector<float>& zshare = zshare_buf;
+  std::vector<int32_t>& total = total_buf;
   // Split, where block j of 32 columns goes: its first column's place in row 0, and the
   // distance between rows (else y + 32 j and N).
-  std::vector<std::pair<float*, int64_t>> out;
   if (parts) {
     out.resize(static_cast<size_t>(nb));
     int64_t covered = 0;
@@ -498,8 +507,8 @@ void q8_gemm_packed(const QMatmulPlan& p, const QActRows& a, const PackedOperand
   // store); for uniform rows, the codes' integer sum (QActRow::total, the sums' start),
   // unless the caller gave it (QActRows::totals).
   const bool own_totals = uniform && !a.totals;
-  std::vector<float> zshare(uniform ? 0 : static_cast<size_t>(M));
-  std::vector<int32_t> total(own_totals ? static_cast<size_t>(M) : 0);
+  zshare.resize(uniform ? 0 : static_cast<size_t>(M));
+  total.resize(own_totals ? static_cast<size_t>(M) : 0);
   const int32_t* totals = own_totals ? total.data() : a.totals;
   for (int64_t m = 0; m < M && (!uniform || own_totals); ++m) {
     const QActRow r = a.row(m);
@@ -516,7 +525,8 @@ void q8_gemm_packed(const QMatmulPlan& p, const QActRows& a, const PackedOperand
   parallel_for(nb, 1, [&](int64_t lo, int64_t hi) {
     // The chunk's rows as the tiles take them, made once per chunk rather than per tile
     // and block of columns (3% of a MiniLM int8 call went to remaking them).
-    std::vector<QActRow> t(static_cast<size_t>(std::min(M, p.row_chunk)));
+    thread_local std::vector<QActRow> t;
+    t.resize(static_cast<size_t>(std::min(M, p.row_chunk)));
     for (int64_t m0 = 0; m0 < M; m0 += p.row_chunk) {
       const int64_t m1 = std::min(M, m0 + p.row_chunk);
       for (int64_t m = m0; m < m1; ++m) {
