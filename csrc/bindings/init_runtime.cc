@@ -90,11 +90,12 @@ void init_runtime(nb::module_& m) {
   });
   m.def("profile_trace_enable", &profile_trace_enable);
   m.def("profile_events_dropped", &profile_events_dropped);
-  m.def("profile_events", [] {  // (op, node, graph, thread, start_us, dur_us, out_shape) tuples
+  m.def("profile_events", [] {  // (op, node, graph, thread, start_us, dur_us, out_shape, (M, N, K)) tuples
     nb::list l;
     for (const auto& e : profile_events())
       l.append(nb::make_tuple(op_info(e.op).name, e.node, e.graph, e.thread, e.start_us, e.dur_us,
-                              nb::tuple(nb::cast(e.out_shape))));
+                              nb::tuple(nb::cast(e.out_shape)),
+                              nb::make_tuple(e.gemm.m, e.gemm.n, e.gemm.k)));
     return l;
   });
   nb::class_<Executable>(m, "Executable")

@@ -3,6 +3,8 @@
 #include <atomic>
 #include <mutex>
 
+#include "zenith/kernels/kernels.h"
+
 namespace zenith {
 
 namespace {
@@ -24,6 +26,30 @@ uint64_t profile_next_serial() { return g_next_serial++; }
 void profile_enable(bool on) { g_profile = on; }
 bool profile_enabled() { return g_profile; }
 void profile_trace_enable(bool on) { g_trace = on; }
+bool profile_tracing() {
+  return g_profile.load(std::memory_order_relaxed) && g_trace.load(std::memory_order_relaxed);
+}
+
+GemmShape gemm_shape(const Node& n, const std::vector<TensorRef>& in, const std::vector<TensorRef>& out) {
+  // The reduced dimension: the A operand's last (or, transposed, second-to-last) dim.
+  auto k_of = [&](const TensorRef& a) -> int64_t {
+    const bool t = n.i("trans_a", 0) != 0 && a.rank() >= 2;
+    return a.rank() == 0 ? 0 : a.shape[size_t(a.rank() - (t ? 2 : 1))];
+  };
+  const TensorRef* a = nullptr;
+  switch (n.op) {
+    case Op::matmul: a = in.empty() ? nullptr : &in[0]; break;
+    case Op::addmm: a = in.size() < 2 ? nullptr : &in[1]; break;  // (bias, a, b)
+    case Op::qmatmul: a = in.empty() ? nullptr : &in[0]; break;   // (x, weights..., biases...)
+    default: break;
+  }
+  if (!a || out.empty() || out[0].rank() == 0 || out[0].shape.back() == 0) return {};
+  GemmShape g;
+  g.k = n.op == Op::qmatmul ? (a->rank() ? a->shape.back() : 0) : k_of(*a);
+  g.m = out[0].numel() / out[0].shape.back();
+  for (const TensorRef& o : out) g.n += o.rank() ? o.shape.back() : 0;  // qmatmul: one output per part
+  return g;
+}
 void profile_reset() {
   std::lock_guard<std::mutex> lock(g_profile_mu);
   for (auto& e : g_profile_table) e = ProfileEntry{};
@@ -47,8 +73,14 @@ std::vector<std::pair<std::string, ProfileEntry>> profile_snapshot() {
   return r;
 }
 
-KernelTimer::KernelTimer(Op op, int64_t node, uint64_t graph, const std::vector<int64_t>* out_shape)
-    : on_(g_profile.load(std::memory_order_relaxed)), op_(op), node_(node), graph_(graph), out_shape_(out_shape) {
+KernelTimer::KernelTimer(Op op, int64_t node, uint64_t graph, const std::vector<int64_t>* out_shape,
+                         GemmShape gemm)
+    : on_(g_profile.load(std::memory_order_relaxed)),
+      op_(op),
+      node_(node),
+      graph_(graph),
+      out_shape_(out_shape),
+      gemm_(gemm) {
   if (on_) t0_ = std::chrono::steady_clock::now();
 }
 
@@ -66,7 +98,7 @@ KernelTimer::~KernelTimer() {
   }
   g_events.push_back({op_, node_, graph_, thread_serial(),
                       std::chrono::duration<double, std::micro>(t0_ - g_epoch).count(), dt * 1e6,
-                      out_shape_ ? *out_shape_ : std::vector<int64_t>{}});
+                      out_shape_ ? *out_shape_ : std::vector<int64_t>{}, gemm_});
 }
 
 }  // namespace zenith

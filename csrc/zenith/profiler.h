@@ -12,6 +12,10 @@
 
 namespace zenith {
 
+struct GemmShape {
+  int64_t m = 0, n = 0, k = 0;
+};
+
 struct ProfileEntry {
   int64_t calls = 0;
   double seconds = 0;
@@ -29,6 +33,7 @@ struct ProfileEvent {
   uint64_t thread;       // which calling thread (a process-wide serial number)
   double start_us, dur_us;
   std::vector<int64_t> out_shape;  // the first output's shape
+  GemmShape gemm;                  // gemm_shape of the call (zeros: not a GEMM)
 };
 // While on (and profiling is on), every kernel call is also kept as an event, up to
 // kMaxProfileEvents; later ones are counted in profile_events_dropped().
@@ -37,6 +42,16 @@ void profile_trace_enable(bool on);
 std::vector<ProfileEvent> profile_events();
 int64_t profile_events_dropped();
 
+// Whether calls are being kept as events (profiling and tracing both on).
+bool profile_tracing();
+
+struct TensorRef;
+// The product a GEMM-family node (matmul, addmm, qmatmul) computes on these operands,
+// as M x N times K: batch dims folded into M, a qmatmul's parts into N. All zero for
+// any other op. `zenith bench` divides 2 M N K by a call's time for the per-shape
+// GFLOP/s it sets against the machine's peak.
+GemmShape gemm_shape(const Node& n, const std::vector<TensorRef>& in, const std::vector<TensorRef>& out);
+
 // A process-wide serial number (executables and calling threads are named by them).
 uint64_t profile_next_serial();
 
@@ -44,7 +59,8 @@ uint64_t profile_next_serial();
 // no-op costing one relaxed atomic load otherwise.
 class KernelTimer {
  public:
-  KernelTimer(Op op, int64_t node, uint64_t graph, const std::vector<int64_t>* out_shape);
+  KernelTimer(Op op, int64_t node, uint64_t graph, const std::vector<int64_t>* out_shape,
+              GemmShape gemm = {});
   ~KernelTimer();
   KernelTimer(const KernelTimer&) = delete;
   KernelTimer& operator=(const KernelTimer&) = delete;
@@ -55,6 +71,7 @@ class KernelTimer {
   int64_t node_;
   uint64_t graph_;
   const std::vector<int64_t>* out_shape_;
+  GemmShape gemm_;
   std::chrono::steady_clock::time_point t0_;
 };
 

@@ -666,7 +666,8 @@ void Executable::run_with(Context& ctx, const std::vector<InTensor>& inputs, con
     auto& outs = ctx.outs[ni];
     for (size_t k = 0; k < n.inputs.size(); ++k) ins[k].data = base[size_t(mem.storage_of[size_t(n.inputs[k])])];
     for (size_t k = 0; k < n.outputs.size(); ++k) outs[k].data = base[size_t(mem.storage_of[size_t(n.outputs[k])])];
-    KernelTimer timer(n.op, int64_t(ni), serial_, outs.empty() ? nullptr : &outs[0].shape);
+    KernelTimer timer(n.op, int64_t(ni), serial_, outs.empty() ? nullptr : &outs[0].shape,
+                      profile_tracing() ? gemm_shape(n, ins, outs) : GemmShape{});
     if (!np.via_f32) {
       op.run(op.ctx(n, ins, outs, ctx.packed.empty() ? nullptr : ctx.packed[ni].get()));
       continue;

@@ -24,6 +24,7 @@ class Profile:
     def __init__(self):
         self.table = {}  # op -> (calls, seconds)
         self.events = []  # (op, node, graph, thread, start_us, dur_us, out_shape), when tracing
+        self.gemm = []  # per event: a GEMM's (M, N, K) (matmul, addmm, qmatmul; batch in M), else None
         self.dropped = 0  # events past the runtime's limit
 
     def chrome_trace(self):
@@ -32,10 +33,25 @@ class Profile:
         its output shape."""
         pid = os.getpid()
         events = [{"name": op, "cat": "zenith", "ph": "X", "ts": ts, "dur": dur, "pid": pid, "tid": tid,
-                   "args": {"graph": graph, "node": node, "out_shape": list(shape)}}
-                  for op, node, graph, tid, ts, dur, shape in self.events]
+                   "args": {"graph": graph, "node": node, "out_shape": list(shape), **({"gemm_mnk": list(g)} if g else {})}}
+                  for (op, node, graph, tid, ts, dur, shape), g in zip(self.events, self.gemm)]
         return {"traceEvents": events, "displayTimeUnit": "ms",
                 "otherData": {"source": "zenith", "dropped_events": self.dropped}}
+
+    def gemm_rates(self, calls=1):
+        """The GEMMs the trace holds (matmul, addmm, qmatmul), one row per op and
+        M x N x K, largest total time first: how many ran per call (of `calls` calls
+        traced), the median time of one and its GFLOP/s (2 M N K over that median)."""
+        per = {}
+        for (op, *_, dur, _), g in zip(self.events, self.gemm):
+            if g:
+                per.setdefault((op, g), []).append(dur)
+        rows = []
+        for (op, (m, n, k)), durs in per.items():
+            med = sorted(durs)[len(durs) // 2]
+            rows.append({"op": op, "m": m, "n": n, "k": k, "per_call": len(durs) / calls, "median_us": med,
+                         "gflops": 2 * m * n * k / med / 1e3 if med > 0 else 0.0, "total_us": sum(durs) / calls})
+        return sorted(rows, key=lambda r: -r["total_us"])
 
     def write_chrome_trace(self, path):
         with open(path, "w") as f:
@@ -59,7 +75,9 @@ def _start(trace):
 
 def _collect(p):
     p.table = dict(_C.profile_snapshot())
-    p.events = list(_C.profile_events())
+    raw = _C.profile_events()
+    p.events = [e[:7] for e in raw]
+    p.gemm = [tuple(e[7]) if e[7][0] else None for e in raw]
     p.dropped = _C.profile_events_dropped()
 
 

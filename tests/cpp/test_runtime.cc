@@ -2,12 +2,16 @@
 // validation, half-precision storage, and concurrent calls.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <atomic>
+#include <map>
 #include <thread>
 
 #include "zenith/error.h"
 #include "zenith/passes/passes.h"
+#include "zenith/profiler.h"
 #include "zenith/kernels/kernels.h"
 #include "zenith/runtime.h"
 #include "zenith/threadpool.h"
@@ -292,6 +296,45 @@ TEST(Runtime, TransposedOperandsMatchPermuteCopies) {
   for (int o = 0; o < 3; ++o)
     for (int i = 0; i < sizes[o]; ++i)
       EXPECT_NEAR(f(ra[size_t(o)])[i], f(rb[size_t(o)])[i], 1e-5f * (1 + std::fabs(f(ra[size_t(o)])[i]))) << o << " " << i;
+}
+
+TEST(Runtime, TraceGivesEachGemmsShapeFromItsOperands) {
+  // The folded transposes leave matmul(trans_a) and addmm(trans_a, trans_b): each
+  // event's M x N x K, K read from the transposed side, batch folded into M; other
+  // ops have none.
+  const char* text = R"(graph(%dy: f32[37, 9], %x: f32[37, 11], %b: f32[11], %v: f32[3, 6, 9]) {
+  %t: f32[9, 37] = permute(%dy) {perm=[1, 0]}
+  %w: f32[9, 11] = matmul(%t, %x)
+  %u: f32[3, 9, 6] = permute(%v) {perm=[0, 2, 1]}
+  %z: f32[3, 9, 9] = matmul(%u, %v)
+  %xt: f32[11, 37] = permute(%x) {perm=[1, 0]}
+  %y: f32[9, 11] = addmm(%b, %t, %xt) {trans_b=[1]}
+  %r: f32[9, 11] = relu(%y)
+  return (%w, %z, %r)
+})";
+  Graph g = parse_graph(text);
+  ASSERT_EQ(canonicalize(g), 4);
+  dead_code_elimination(g);
+  Executable exe(std::move(g));
+  std::vector<float> dy(37 * 9, 0.5f), x(37 * 11, 0.25f), bias(11, 1.0f), v(3 * 6 * 9, -0.5f);
+  std::vector<InTensor> ins{{dy.data(), DType::f32, {37, 9}}, {x.data(), DType::f32, {37, 11}},
+                            {bias.data(), DType::f32, {11}}, {v.data(), DType::f32, {3, 6, 9}}};
+  profile_reset();
+  profile_trace_enable(true);
+  profile_enable(true);
+  exe.run(ins, {});
+  profile_enable(false);
+  profile_trace_enable(false);
+  using MNK = std::array<int64_t, 3>;
+  std::map<std::string, std::vector<MNK>> shapes;
+  for (const ProfileEvent& e : profile_events()) shapes[op_info(e.op).name].push_back({e.gemm.m, e.gemm.n, e.gemm.k});
+  profile_reset();
+  std::sort(shapes["matmul"].begin(), shapes["matmul"].end());
+  EXPECT_EQ(shapes["matmul"], (std::vector<MNK>{{9, 11, 37}, {27, 9, 6}}));
+  EXPECT_EQ(shapes["addmm"], (std::vector<MNK>{{9, 11, 37}}));
+  for (const auto& [op, v] : shapes)
+    if (op != "matmul" && op != "addmm")
+      for (const MNK& s : v) EXPECT_EQ(s, (MNK{0, 0, 0})) << op;
 }
 
 TEST(Runtime, FusedElementwiseMatchesSeparateOps) {

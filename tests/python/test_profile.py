@@ -1,10 +1,12 @@
 """zenith.profile and ZENITH_PROFILE / ZENITH_PROFILE_TRACE: the per-kernel table and the
 Chrome trace report what the runtime ran, no more and no less."""
+import copy
 import json
 import os
 import subprocess
 import sys
 
+import pytest
 import torch
 
 import zenith
@@ -94,3 +96,41 @@ def test_torch_profiler_trace_has_the_zenith_segments(tmp_path):
     prof.export_chrome_trace(str(path))
     traced = {e.get("name") for e in json.loads(path.read_text())["traceEvents"]}
     assert set(segs) <= traced
+
+
+def test_gemm_rates_give_each_gemms_shape_and_rate(tmp_path):
+    # fp32: one row per linear layer's M x N x K (batch dims folded into M); int8: the
+    # three sibling projections fused into one qmatmul are one GEMM, N their sum.
+    class Siblings(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.q, self.k, self.v = (torch.nn.Linear(64, n) for n in (32, 64, 32))
+
+        def forward(self, x):
+            return self.q(x).sum(-1) + self.k(x).sum(-1) + self.v(x).sum(-1)
+
+    torch.manual_seed(0)
+    m, x = Siblings().eval(), torch.randn(2, 5, 64)
+    path = tmp_path / "trace.json"
+    with torch.no_grad():
+        c = zenith.compile(m)
+        c(x)
+        with zenith.profile(trace=str(path)) as p:
+            for _ in range(2):
+                c(x)
+    rows = p.gemm_rates(calls=2)
+    assert sorted((r["op"], r["m"], r["n"], r["k"], r["per_call"]) for r in rows) == [
+        ("addmm", 10, 32, 64, 2), ("addmm", 10, 64, 64, 1)], rows
+    for r in rows:
+        assert r["gflops"] == pytest.approx(2 * r["m"] * r["n"] * r["k"] / r["median_us"] / 1e3)
+    traced = [e for e in json.loads(path.read_text())["traceEvents"] if "gemm_mnk" in e["args"]]
+    assert sorted(tuple(e["args"]["gemm_mnk"]) for e in traced) == sorted([(10, 32, 64), (10, 32, 64), (10, 64, 64)] * 2)
+    assert all(e["name"] in ("addmm", "matmul") for e in traced)
+
+    q = zenith.quantize(copy.deepcopy(m), "int8-dynamic")
+    with torch.no_grad():
+        cq = zenith.compile(q)
+        cq(x)
+        with zenith.profile(trace=os.devnull) as pq:
+            cq(x)
+    assert [(r["op"], r["m"], r["n"], r["k"]) for r in pq.gemm_rates()] == [("qmatmul", 10, 128, 64)]
