@@ -166,7 +166,7 @@ def render_table(doc):
     lines = []
     for w in doc["workloads"]:
         if w["name"] == "machine":
-            lines.append(f"machine: peak sgemm {w['peak_sgemm_gflops']:.1f} GFLOP/s (torch.mm), "
+            lines.append(f"machine: peak sgemm {report.peak_text(w)}, "
                          f"memory bandwidth {w['memory_bandwidth_gbs']:.1f} GB/s (copy, read+write)"
                          + (f", {w['read_bandwidth_gbs']:.1f} GB/s (read)" if "read_bandwidth_gbs" in w else "")
                          + f"; {report.openblas_text(w)}")
@@ -222,6 +222,9 @@ def render_table(doc):
             lines.append(f"  {fw:<13} median {lat['median'] * 1e3:8.2f} ms  p10 {lat['p10'] * 1e3:8.2f}  "
                          f"p90 {lat['p90'] * 1e3:8.2f}  cold {r['cold_start_s']:.2f}s  time vs eager {ratio}"
                          f"{extra}  | {agree_s}")
+        for fw, op, mnk, n, us, gf, sh in report.gemm_rows(w, report.machine_peak(doc)):
+            lines.append(f"    {fw} {op} {mnk} x{n:g}: {us:.1f} us, {gf:.1f} GFLOP/s"
+                         + (f" ({sh:.0%} of peak)" if sh is not None else ""))
     return "\n".join(lines)
 
 

@@ -56,6 +56,24 @@ def top1_agreement(model, quantized, make_batch, samples, batch):
     return {"samples": total, "agree": agree / total}
 
 
+GEMM_PROFILE_CALLS = 3
+
+
+def gemm_profile(fn, calls=GEMM_PROFILE_CALLS):
+    """A Zenith contestant's GEMMs from its kernel profile over `calls` calls after the
+    timed rounds: per op and M x N x K, how many a call runs, the median time of one and
+    its GFLOP/s (zenith.Profile.gemm_rates). The report sets the fp32 ones against the
+    machine's peak SGEMM."""
+    import os
+
+    import zenith
+
+    with zenith.profile(trace=os.devnull) as p:
+        for _ in range(calls):
+            fn()
+    return p.gemm_rates(calls)
+
+
 def model_workload(cfg, name, params, make_model, make_inputs, items, quantizable=False, calibration=None,
                    top1_batch=None, top1_samples=256, static_options=None):
     """Single-call inference. With --dtype bf16/fp16 every PyTorch contestant runs the
@@ -132,6 +150,9 @@ def model_workload(cfg, name, params, make_model, make_inputs, items, quantizabl
     with collect_reports() as reports:
         results.update(run_interleaved(cfg, fns, check))
     note_zenith(results, reports)
+    for fw, fn in fns.items():
+        if fw.split(":")[0] in ("zenith", "zenith-frozen") and results.get(fw, {}).get("status") == "ok":
+            results[fw]["gemms"] = gemm_profile(fn)
     for r in results.values():
         if r.get("status") == "ok":
             r["throughput_items_s"] = items / r["latency"]["median"]

@@ -139,6 +139,31 @@ def openblas_text(machine_w):
         f"{n}^3 {g:.1f} GFLOP/s" for n, g in sorted(ob["gflops"].items(), key=lambda kv: int(kv[0])))
 
 
+def machine_peak(doc):
+    """(GFLOP/s, source) of the run's peak SGEMM (its machine workload), or None. Runs
+    before the peak was the fastest of several SGEMMs carry torch.mm's alone."""
+    w = next((w for w in doc["workloads"] if w["name"] == "machine"), None)
+    return (w["peak_sgemm_gflops"], w.get("peak_sgemm_source", "torch.mm")) if w else None
+
+
+def peak_text(w):
+    sg = w.get("sgemm_gflops") or {"torch.mm": w["peak_sgemm_gflops"]}
+    return (f"{w['peak_sgemm_gflops']:.1f} GFLOP/s ({w.get('peak_sgemm_source', 'torch.mm')}; 2048^3: "
+            + ", ".join(f"{k} {v:.1f}" for k, v in sg.items()) + ")")
+
+
+def gemm_rows(w, peak):
+    """Each Zenith contestant's GEMMs from its profile (inference.gemm_profile), as
+    (contestant, op, "MxNxK", per call, median us, GFLOP/s, share of peak or None). The
+    share is only for fp32 GEMMs: a qmatmul's rate counts integer or mixed work."""
+    out = []
+    for fw, r in w["results"].items():
+        for g in r.get("gemms", []) if r.get("status") == "ok" else []:
+            share = g["gflops"] / peak[0] if peak and g["op"] != "qmatmul" else None
+            out.append((fw, g["op"], f"{g['m']}x{g['n']}x{g['k']}", g["per_call"], g["median_us"], g["gflops"], share))
+    return out
+
+
 def ukernel_table(w):
     """The micro-kernel rows of a gemm-sweep: the shapes ("MxNxK"), and per kernel in
     the list's order (name, tile, ISA, how it reads A, a cell per shape: GFLOP/s or the
@@ -207,8 +232,8 @@ def render_markdown(doc, plots=(), note=None):
         lines += [f"_{note}_", ""]
     for w in doc["workloads"]:
         if w["name"] == "machine":
-            lines += ["## machine", "", f"- peak single-precision GEMM (torch.mm, 2048^3): "
-                      f"{w['peak_sgemm_gflops']:.1f} GFLOP/s", f"- memory bandwidth (256 MiB copy, read+write): "
+            lines += ["## machine", "", f"- peak single-precision GEMM (the fastest measured): {peak_text(w)}",
+                      f"- memory bandwidth (256 MiB copy, read+write): "
                       f"{w['memory_bandwidth_gbs']:.1f} GB/s"]
             if "read_bandwidth_gbs" in w:
                 lines.append(f"- memory read bandwidth (sum over 256 MiB): {w['read_bandwidth_gbs']:.1f} GB/s")
@@ -310,6 +335,17 @@ def render_markdown(doc, plots=(), note=None):
             lines.append(f"| {fw} | {lat['median'] * 1e3:.2f} | {lat['p10'] * 1e3:.2f} / {lat['p90'] * 1e3:.2f} | "
                          f"{ratio} | {r['cold_start_s']:.2f} | {ag_s} | {'; '.join(notes)} |")
         lines += [""]
+        peak = machine_peak(doc)
+        gemms = gemm_rows(w, peak)
+        if gemms:
+            lines += ["Each Zenith contestant's GEMMs, from its kernel profile over "
+                      "a few calls after the timed rounds (GFLOP/s: 2 M N K over the median call)"
+                      + (f"; the share is of the machine's peak SGEMM, {peak[0]:.1f} GFLOP/s ({peak[1]})"
+                         if peak else "; no machine workload in this run, so no share of peak") + ":", "",
+                      "| contestant | op | M x N x K | per call | median us | GFLOP/s | of peak |",
+                      "|---|---|---|---|---|---|---|"]
+            lines += [f"| {fw} | {op} | {mnk} | {n:g} | {us:.1f} | {gf:.1f} | {'-' if sh is None else f'{sh:.0%}'} |"
+                      for fw, op, mnk, n, us, gf, sh in gemms] + [""]
         for kind in ("latency", "tokens", "loss"):
             p = f"{slug(w)}-{kind}.png"
             if p in plots:

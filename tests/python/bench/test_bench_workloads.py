@@ -296,6 +296,37 @@ def test_quantized_encoder_contestant_runs_and_is_checked_against_eager_fp32():
     assert q["status"] == "ok", q
     assert 0 < q["agreement"]["max_abs_err"] and q["agreement"]["cosine"] > 0.99
     assert w["results"]["zenith"]["agreement"]["max_abs_err"] < 1e-5
+    # Each Zenith contestant's GEMMs from its profile: one row per layer shape, the fp32
+    # ones set against the run's peak SGEMM, the int8 ones (qmatmul) not.
+    fp32 = {(g["op"], g["m"], g["n"], g["k"]): g for g in w["results"]["zenith"]["gemms"]}
+    assert set(fp32) == {("addmm", 4, 64, 64), ("addmm", 4, 8, 64)}, fp32
+    assert all(g["per_call"] == 1 and g["median_us"] > 0 and g["gflops"] > 0 for g in fp32.values())
+    assert {(g["op"], g["m"], g["n"], g["k"]) for g in q["gemms"]} == {("qmatmul", 4, 64, 64), ("qmatmul", 4, 8, 64)}
+    assert "gemms" not in w["results"]["eager"]
+    from zenith.bench import cli
+
+    doc = {"schema": "zenith-bench/1", "created": "2026-12-02T00:00:00", "config": {},
+           "machine": {"cpu": "x", "cores": 2, "threads": 1, "torch": "t", "zenith": "z", "zenith_commit": "c"},
+           "workloads": [w]}
+    md = report.render_markdown(doc)
+    g = fp32[("addmm", 4, 64, 64)]
+    assert f"| zenith | addmm | 4x64x64 | 1 | {g['median_us']:.1f} | {g['gflops']:.1f} | - |" in md
+    assert "no machine workload in this run" in md
+    peak = {"name": "machine", "params": {}, "results": {}, "sgemm_gflops": {"torch.mm": 0.5, "zenith": 2.0},
+            "peak_sgemm_gflops": 2.0, "peak_sgemm_source": "zenith", "memory_bandwidth_gbs": 1.0}
+    doc["workloads"].insert(0, peak)
+    md, table = report.render_markdown(doc), cli.render_table(doc)
+    assert f"| {g['gflops']:.1f} | {g['gflops'] / 2.0:.0%} |" in md and "peak SGEMM, 2.0 GFLOP/s (zenith)" in md
+    assert f"zenith addmm 4x64x64 x1: {g['median_us']:.1f} us, {g['gflops']:.1f} GFLOP/s ({g['gflops'] / 2.0:.0%} " in table
+    assert "zenith:int8 qmatmul 4x64x64 x1" in table and "2.0 GFLOP/s (zenith; 2048^3: torch.mm 0.5, zenith 2.0)" in table
+
+
+def test_machine_peak_is_the_fastest_sgemm_measured():
+    assert machine.peak_sgemm({"torch.mm": 190.0, "openblas": 217.0, "zenith": 410.0}) == (410.0, "zenith")
+    assert machine.peak_sgemm({"torch.mm": 190.0, "openblas": 217.0}) == (217.0, "openblas")
+    # A run from before the peak took the fastest: torch.mm's alone.
+    old = {"workloads": [{"name": "machine", "peak_sgemm_gflops": 150.0}]}
+    assert report.machine_peak(old) == (150.0, "torch.mm") and report.machine_peak({"workloads": []}) is None
 
 
 def test_unknown_quant_scheme_is_refused():
