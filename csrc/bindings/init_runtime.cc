@@ -34,6 +34,27 @@ void init_runtime(nb::module_& m) {
   m.def("num_threads", &num_threads);
   m.def("sgemm_isa", &sgemm_isa, "The SGEMM micro-kernel chosen for this CPU.");
   m.def(
+      "isa_mac_rates",
+      [](int64_t iters, int runs) {
+        std::vector<IsaRate> rates;
+        {
+          nb::gil_scoped_release release;
+          rates = isa_mac_rates(iters, runs);
+        }
+        nb::list l;
+        for (const IsaRate& r : rates) {
+          nb::dict d;
+          d["name"] = r.name;
+          d["supported"] = r.supported;
+          d["gmacs"] = r.macs_per_ns;
+          l.append(d);
+        }
+        return l;
+      },
+      nb::arg("iters") = 20000000, nb::arg("runs") = 3,
+      "Each GEMM instruction's multiply-add rate on one core (fp32 FMA, int8 dot products), GMAC/s, "
+      "as dicts: name, supported, gmacs (0 where the CPU lacks it). Runs with the GIL released.");
+  m.def(
       "gemm_ukernels",
       [] {
         nb::list l;

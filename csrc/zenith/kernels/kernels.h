@@ -260,6 +260,16 @@ void sgemm_epilogue_block(const GemmEpilogue& ep, float* c, int64_t ldc, int64_t
 // The micro-kernel sgemm runs on this machine: "avx512" or "avx2" (chosen at run
 // time; ZENITH_NO_AVX512=1 forces the AVX2 one).
 const char* sgemm_isa();
+// One instruction's multiply-add rate on the calling thread's core (isa_rates.cc): the
+// ceiling of any kernel built from it. Not supported by this CPU: rate 0.
+struct IsaRate {
+  const char* name;  // e.g. "int8 maddubs+madd (avx2)"
+  bool supported;
+  double macs_per_ns;
+};
+// fp32 FMA and the int8 dot products of every ISA, each the best of `runs` loops of
+// `iters` iterations (12 independent instructions each).
+std::vector<IsaRate> isa_mac_rates(int64_t iters, int runs);
 void ref_sgemm(int64_t M, int64_t N, int64_t K, float alpha, const float* a, int64_t a_rs, int64_t a_cs,
                const float* b, int64_t b_rs, int64_t b_cs, float* c, int64_t ldc, bool accumulate);
 

@@ -169,7 +169,8 @@ def render_table(doc):
             lines.append(f"machine: peak sgemm {report.peak_text(w)}, "
                          f"memory bandwidth {w['memory_bandwidth_gbs']:.1f} GB/s (copy, read+write)"
                          + (f", {w['read_bandwidth_gbs']:.1f} GB/s (read)" if "read_bandwidth_gbs" in w else "")
-                         + f"; {report.openblas_text(w)}")
+                         + f"; {report.openblas_text(w)}"
+                         + (f"; {report.isa_rates_text(w)}" if report.isa_rates_text(w) else ""))
             continue
         if w["name"] == "gemm-sweep":
             lines.append("gemm-sweep (GFLOP/s; ratio = Zenith's throughput / torch.mm's, 95% CI; "

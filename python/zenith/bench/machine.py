@@ -155,7 +155,9 @@ def peak_sgemm(sgemm):
 
 def machine(cfg):
     """Peak single-precision GEMM (the fastest of torch.mm, OpenBLAS and Zenith at a
-    large square) and memory bandwidth (copy, read)."""
+    large square), memory bandwidth (copy, read), and each GEMM instruction's
+    multiply-add rate on one core (`_C.isa_mac_rates`: fp32 FMA and the int8 dot
+    products; their ratio bounds what int8 can gain over fp32 on this CPU)."""
     from zenith import _C
 
     torch.set_num_threads(cfg.threads)
@@ -171,7 +173,8 @@ def machine(cfg):
     return {"name": "machine", "params": {"gemm_n": n, "copy_mib": 256, "read_mib": 256},
             "results": {}, "sgemm_gflops": sgemm, "peak_sgemm_gflops": peak, "peak_sgemm_source": source,
             "memory_bandwidth_gbs": copy_bandwidth_gbs(cfg.threads),
-            "read_bandwidth_gbs": read_bandwidth_gbs(cfg.threads), "openblas": blas}
+            "read_bandwidth_gbs": read_bandwidth_gbs(cfg.threads), "openblas": blas,
+            "isa_mac_rates": _C.isa_mac_rates()}
 
 
 _OPENBLAS_PROBE = """

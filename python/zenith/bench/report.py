@@ -146,6 +146,21 @@ def machine_peak(doc):
     return (w["peak_sgemm_gflops"], w.get("peak_sgemm_source", "torch.mm")) if w else None
 
 
+def isa_rates_text(w):
+    """The machine workload's instruction rates on one core, each int8 one also as a
+    multiple of the fp32 FMA rate of the same width ('' for runs without them)."""
+    rates = [r for r in w.get("isa_mac_rates", []) if r["supported"]]
+    if not rates:
+        return ""
+    fp32 = {width: r["gmacs"] for r in rates for width in ("avx2", "avx512") if r["name"] == f"fp32 fma ({width})"}
+    parts = []
+    for r in rates:
+        base = fp32.get("avx512" if "avx512" in r["name"] else "avx2")
+        rel = f" ({r['gmacs'] / base:.2f}x fp32's)" if r["name"].startswith("int8") and base else ""
+        parts.append(f"{r['name']} {r['gmacs']:.0f}{rel}")
+    return "multiply-add rates on one core, GMAC/s: " + ", ".join(parts)
+
+
 def peak_text(w):
     sg = w.get("sgemm_gflops") or {"torch.mm": w["peak_sgemm_gflops"]}
     return (f"{w['peak_sgemm_gflops']:.1f} GFLOP/s ({w.get('peak_sgemm_source', 'torch.mm')}; 2048^3: "
@@ -237,7 +252,7 @@ def render_markdown(doc, plots=(), note=None):
                       f"{w['memory_bandwidth_gbs']:.1f} GB/s"]
             if "read_bandwidth_gbs" in w:
                 lines.append(f"- memory read bandwidth (sum over 256 MiB): {w['read_bandwidth_gbs']:.1f} GB/s")
-            lines += [f"- {openblas_text(w)}", ""]
+            lines += [f"- {openblas_text(w)}"] + ([f"- {isa_rates_text(w)}"] if isa_rates_text(w) else []) + [""]
             continue
         if w["name"] == "gemm-sweep":
             lines += ["## gemm-sweep", "", "`zenith` packs B once (as for a weight); `zenith unpacked` takes B as "

@@ -321,6 +321,30 @@ def test_quantized_encoder_contestant_runs_and_is_checked_against_eager_fp32():
     assert "zenith:int8 qmatmul 4x64x64 x1" in table and "2.0 GFLOP/s (zenith; 2048^3: torch.mm 0.5, zenith 2.0)" in table
 
 
+def test_isa_rates_cover_every_isa_and_reach_the_report():
+    from zenith import _C
+    from zenith.bench import cli
+
+    rates = _C.isa_mac_rates(iters=20000, runs=1)
+    assert [r["name"] for r in rates] == ["fp32 fma (avx2)", "int8 maddubs+madd (avx2)", "int8 dpbusd (avx-vnni)",
+                                          "fp32 fma (avx512)", "int8 dpbusd (avx512-vnni)"]
+    assert rates[0]["supported"] and rates[1]["supported"]  # AVX2 + FMA: every machine Zenith runs on
+    assert all((r["gmacs"] > 0) == r["supported"] for r in rates), rates
+    w = {"name": "machine", "peak_sgemm_gflops": 1.0, "memory_bandwidth_gbs": 1.0, "isa_mac_rates": [
+        {"name": "fp32 fma (avx2)", "supported": True, "gmacs": 60.0},
+        {"name": "int8 maddubs+madd (avx2)", "supported": True, "gmacs": 123.0},
+        {"name": "int8 dpbusd (avx-vnni)", "supported": False, "gmacs": 0.0},
+        {"name": "fp32 fma (avx512)", "supported": True, "gmacs": 120.0},
+        {"name": "int8 dpbusd (avx512-vnni)", "supported": True, "gmacs": 480.0}]}
+    text = report.isa_rates_text(w)
+    assert "int8 maddubs+madd (avx2) 123 (2.05x fp32's)" in text and "int8 dpbusd (avx512-vnni) 480 (4.00x" in text
+    assert "avx-vnni" not in text and report.isa_rates_text({"name": "machine"}) == ""
+    doc = {"schema": "zenith-bench/1", "created": "2026-12-02T00:00:00", "config": {},
+           "machine": {"cpu": "x", "cores": 2, "threads": 1, "torch": "t", "zenith": "z", "zenith_commit": "c"},
+           "workloads": [w]}
+    assert text in cli.render_table(doc) and f"- {text}" in report.render_markdown(doc)
+
+
 def test_machine_peak_is_the_fastest_sgemm_measured():
     assert machine.peak_sgemm({"torch.mm": 190.0, "openblas": 217.0, "zenith": 410.0}) == (410.0, "zenith")
     assert machine.peak_sgemm({"torch.mm": 190.0, "openblas": 217.0}) == (217.0, "openblas")
