@@ -62,16 +62,18 @@ GEMM_PROFILE_CALLS = 3
 def gemm_profile(fn, calls=GEMM_PROFILE_CALLS):
     """A Zenith contestant's GEMMs from its kernel profile over `calls` calls after the
     timed rounds: per op and M x N x K, how many a call runs, the median time of one and
-    its GFLOP/s (zenith.Profile.gemm_rates). The report sets the fp32 ones against the
-    machine's peak SGEMM."""
+    its GFLOP/s (zenith.Profile.gemm_rates); and Zenith's own 2048^3 SGEMM measured right
+    after, so that the report's share of peak does not take a host that drifted since
+    the machine workload for a kernel above 100%."""
     import os
 
     import zenith
+    from zenith.bench.machine import sgemm_2048
 
     with zenith.profile(trace=os.devnull) as p:
         for _ in range(calls):
             fn()
-    return p.gemm_rates(calls)
+    return {"rows": p.gemm_rates(calls), "zenith_sgemm_2048_gflops": sgemm_2048(runs=3)}
 
 
 def model_workload(cfg, name, params, make_model, make_inputs, items, quantizable=False, calibration=None,

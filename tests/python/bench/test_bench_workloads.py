@@ -298,11 +298,19 @@ def test_quantized_encoder_contestant_runs_and_is_checked_against_eager_fp32():
     assert w["results"]["zenith"]["agreement"]["max_abs_err"] < 1e-5
     # Each Zenith contestant's GEMMs from its profile: one row per layer shape, the fp32
     # ones set against the run's peak SGEMM, the int8 ones (qmatmul) not.
-    fp32 = {(g["op"], g["m"], g["n"], g["k"]): g for g in w["results"]["zenith"]["gemms"]}
+    fp32 = {(g["op"], g["m"], g["n"], g["k"]): g for g in w["results"]["zenith"]["gemms"]["rows"]}
     assert set(fp32) == {("addmm", 4, 64, 64), ("addmm", 4, 8, 64)}, fp32
     assert all(g["per_call"] == 1 and g["median_us"] > 0 and g["gflops"] > 0 for g in fp32.values())
-    assert {(g["op"], g["m"], g["n"], g["k"]) for g in q["gemms"]} == {("qmatmul", 4, 64, 64), ("qmatmul", 4, 8, 64)}
+    assert {(g["op"], g["m"], g["n"], g["k"]) for g in q["gemms"]["rows"]} == {("qmatmul", 4, 64, 64),
+                                                                             ("qmatmul", 4, 8, 64)}
     assert "gemms" not in w["results"]["eager"]
+    # The share's base: the largest of the run's peak and the 2048^3 rates measured beside
+    # each profile (here the profiles' alone; the test then sets them to 1.0, below the
+    # machine row's 2.0, and the machine row's peak is the base).
+    after = [w["results"][fw]["gemms"]["zenith_sgemm_2048_gflops"] for fw in ("zenith", "zenith:int8")]
+    assert all(a > 0 for a in after) and report.gemm_peak(w, None) == max(after)
+    for fw in ("zenith", "zenith:int8"):
+        w["results"][fw]["gemms"]["zenith_sgemm_2048_gflops"] = 1.0
     from zenith.bench import cli
 
     doc = {"schema": "zenith-bench/1", "created": "2026-12-02T00:00:00", "config": {},
@@ -310,13 +318,19 @@ def test_quantized_encoder_contestant_runs_and_is_checked_against_eager_fp32():
            "workloads": [w]}
     md = report.render_markdown(doc)
     g = fp32[("addmm", 4, 64, 64)]
-    assert f"| zenith | addmm | 4x64x64 | 1 | {g['median_us']:.1f} | {g['gflops']:.1f} | - |" in md
-    assert "no machine workload in this run" in md
+    assert f"| zenith | addmm | 4x64x64 | 1 | {g['median_us']:.1f} | {g['gflops']:.1f} | {g['gflops']:.0%} |" in md
+    assert "the share is of 1.0 GFLOP/s, the largest of Zenith's 2048^3" in md
     peak = {"name": "machine", "params": {}, "results": {}, "sgemm_gflops": {"torch.mm": 0.5, "zenith": 2.0},
             "peak_sgemm_gflops": 2.0, "peak_sgemm_source": "zenith", "memory_bandwidth_gbs": 1.0}
     doc["workloads"].insert(0, peak)
     md, table = report.render_markdown(doc), cli.render_table(doc)
-    assert f"| {g['gflops']:.1f} | {g['gflops'] / 2.0:.0%} |" in md and "peak SGEMM, 2.0 GFLOP/s (zenith)" in md
+    assert f"| {g['gflops']:.1f} | {g['gflops'] / 2.0:.0%} |" in md and "the run's peak SGEMM (2.0, zenith)" in md
+    # A run whose profiles measured nothing beside them and has no machine row: no share.
+    for fw in ("zenith", "zenith:int8"):
+        del w["results"][fw]["gemms"]["zenith_sgemm_2048_gflops"]
+    doc["workloads"].pop(0)
+    md = report.render_markdown(doc)
+    assert "no peak was measured in this run" in md and f"| {g['gflops']:.1f} | - |" in md
     assert f"zenith addmm 4x64x64 x1: {g['median_us']:.1f} us, {g['gflops']:.1f} GFLOP/s ({g['gflops'] / 2.0:.0%} " in table
     assert "zenith:int8 qmatmul 4x64x64 x1" in table and "2.0 GFLOP/s (zenith; 2048^3: torch.mm 0.5, zenith 2.0)" in table
 
