@@ -366,14 +366,15 @@ def render_markdown(doc, plots=(), note=None):
         peak = machine_peak(doc)
         gemms = gemm_rows(w, peak)
         if gemms:
-            top = gemm_peak(w, peak)
+            top, beside = gemm_peak(w, peak), gemm_peak(w, None)
+            bases = ([f"the run's peak SGEMM ({peak[0]:.1f}, {peak[1]})"] if peak else []) + (
+                [f"Zenith's 2048^3 measured right after each profile (up to {beside:.1f})"] if beside else [])
             lines += ["Each Zenith contestant's GEMMs, from its kernel profile over "
                       "a few calls after the timed rounds (GFLOP/s: 2 M N K over the median call, any fused "
                       "epilogue included); "
                       + ("no peak was measured in this run, so no share of it" if top is None else
-                         f"the share is of {top:.1f} GFLOP/s, the largest of "
-                         + (f"the run's peak SGEMM ({peak[0]:.1f}, {peak[1]}) and " if peak else "")
-                         + "Zenith's 2048^3 measured right after each profile") + ":", "",
+                         f"the share is of {top:.1f} GFLOP/s, "
+                         + ("the largest of " + " and ".join(bases) if len(bases) > 1 else bases[0])) + ":", "",
                       "| contestant | op | M x N x K | per call | median us | GFLOP/s | of peak |",
                       "|---|---|---|---|---|---|---|"]
             lines += [f"| {fw} | {op} | {mnk} | {n:g} | {us:.1f} | {gf:.1f} | {'-' if sh is None else f'{sh:.0%}'} |"
