@@ -269,10 +269,9 @@ TEST(Runtime, FusedEpilogueMatchesSeparateOps) {
   EXPECT_EQ(*std::min_element(f(rb[4]), f(rb[4]) + 77), 0.0f);
 }
 
-TEST(Runtime, TransposedOperandsMatchPermuteCopies) {
-  // matmul / addmm reading A (and B) transposed through strides against the same
-  // products with the transposes as permute copies (canonicalize folds them).
-  const char* text = R"(graph(%dy: f32[37, 9], %x: f32[37, 11], %b: f32[11], %v: f32[3, 6, 9]) {
+// matmul(trans_a), a batched matmul(trans_a) and addmm(trans_a, trans_b) once
+// canonicalize folds the permute copies (4 of them).
+const char* const kTransposedOperands = R"(graph(%dy: f32[37, 9], %x: f32[37, 11], %b: f32[11], %v: f32[3, 6, 9]) {
   %t: f32[9, 37] = permute(%dy) {perm=[1, 0]}
   %w: f32[9, 11] = matmul(%t, %x)
   %u: f32[3, 9, 6] = permute(%v) {perm=[0, 2, 1]}
@@ -281,6 +280,11 @@ TEST(Runtime, TransposedOperandsMatchPermuteCopies) {
   %y: f32[9, 11] = addmm(%b, %t, %xt) {trans_b=[1]}
   return (%w, %z, %y)
 })";
+
+TEST(Runtime, TransposedOperandsMatchPermuteCopies) {
+  // matmul / addmm reading A (and B) transposed through strides against the same
+  // products with the transposes as permute copies (canonicalize folds them).
+  const char* text = kTransposedOperands;
   Graph folded = parse_graph(text);
   EXPECT_EQ(canonicalize(folded), 4);
   dead_code_elimination(folded);
@@ -299,20 +303,9 @@ TEST(Runtime, TransposedOperandsMatchPermuteCopies) {
 }
 
 TEST(Runtime, TraceGivesEachGemmsShapeFromItsOperands) {
-  // The folded transposes leave matmul(trans_a) and addmm(trans_a, trans_b): each
-  // event's M x N x K, K read from the transposed side, batch folded into M; other
-  // ops have none.
-  const char* text = R"(graph(%dy: f32[37, 9], %x: f32[37, 11], %b: f32[11], %v: f32[3, 6, 9]) {
-  %t: f32[9, 37] = permute(%dy) {perm=[1, 0]}
-  %w: f32[9, 11] = matmul(%t, %x)
-  %u: f32[3, 9, 6] = permute(%v) {perm=[0, 2, 1]}
-  %z: f32[3, 9, 9] = matmul(%u, %v)
-  %xt: f32[11, 37] = permute(%x) {perm=[1, 0]}
-  %y: f32[9, 11] = addmm(%b, %t, %xt) {trans_b=[1]}
-  %r: f32[9, 11] = relu(%y)
-  return (%w, %z, %r)
-})";
-  Graph g = parse_graph(text);
+  // kTransposedOperands' folded transposes: each GEMM event's M x N x K, K read from
+  // the transposed side, batch folded into M.
+  Graph g = parse_graph(kTransposedOperands);
   ASSERT_EQ(canonicalize(g), 4);
   dead_code_elimination(g);
   Executable exe(std::move(g));
@@ -332,9 +325,7 @@ TEST(Runtime, TraceGivesEachGemmsShapeFromItsOperands) {
   std::sort(shapes["matmul"].begin(), shapes["matmul"].end());
   EXPECT_EQ(shapes["matmul"], (std::vector<MNK>{{9, 11, 37}, {27, 9, 6}}));
   EXPECT_EQ(shapes["addmm"], (std::vector<MNK>{{9, 11, 37}}));
-  for (const auto& [op, v] : shapes)
-    if (op != "matmul" && op != "addmm")
-      for (const MNK& s : v) EXPECT_EQ(s, (MNK{0, 0, 0})) << op;
+  EXPECT_EQ(shapes.size(), 2u);  // nothing else runs here; test_profile.py has other ops carry none
 }
 
 TEST(Runtime, FusedElementwiseMatchesSeparateOps) {

@@ -34,15 +34,20 @@ def test_table_counts_every_kernel_call():
     assert "addmm" in str(p) and "total" in str(p)
 
 
-def test_chrome_trace_has_one_slice_per_kernel_call(tmp_path):
-    m, x = _model(), torch.randn(5, 16)
-    path = tmp_path / "trace.json"
+def _traced(m, x, path, calls=2):
+    """m compiled and called once, then `calls` calls traced into path: the Profile."""
     with torch.no_grad():
         c = zenith.compile(m)
         c(x)
         with zenith.profile(trace=str(path)) as p:
-            for _ in range(2):
+            for _ in range(calls):
                 c(x)
+    return p
+
+
+def test_chrome_trace_has_one_slice_per_kernel_call(tmp_path):
+    path = tmp_path / "trace.json"
+    p = _traced(_model(), torch.randn(5, 16), path)
     doc = json.loads(path.read_text())
     ev = doc["traceEvents"]
     assert len(ev) == sum(calls for calls, _ in p.table.values()) == len(p.events)
@@ -112,12 +117,7 @@ def test_gemm_rates_give_each_gemms_shape_and_rate(tmp_path):
     torch.manual_seed(0)
     m, x = Siblings().eval(), torch.randn(2, 5, 64)
     path = tmp_path / "trace.json"
-    with torch.no_grad():
-        c = zenith.compile(m)
-        c(x)
-        with zenith.profile(trace=str(path)) as p:
-            for _ in range(2):
-                c(x)
+    p = _traced(m, x, path)
     rows = p.gemm_rates(calls=2)
     assert sorted((r["op"], r["m"], r["n"], r["k"], r["per_call"]) for r in rows) == [
         ("addmm", 10, 32, 64, 2), ("addmm", 10, 64, 64, 1)], rows
@@ -127,10 +127,5 @@ def test_gemm_rates_give_each_gemms_shape_and_rate(tmp_path):
     assert sorted(tuple(e["args"]["gemm_mnk"]) for e in traced) == sorted([(10, 32, 64), (10, 32, 64), (10, 64, 64)] * 2)
     assert all(e["name"] in ("addmm", "matmul") for e in traced)
 
-    q = zenith.quantize(copy.deepcopy(m), "int8-dynamic")
-    with torch.no_grad():
-        cq = zenith.compile(q)
-        cq(x)
-        with zenith.profile(trace=os.devnull) as pq:
-            cq(x)
+    pq = _traced(zenith.quantize(copy.deepcopy(m), "int8-dynamic"), x, os.devnull, calls=1)
     assert [(r["op"], r["m"], r["n"], r["k"]) for r in pq.gemm_rates()] == [("qmatmul", 10, 128, 64)]

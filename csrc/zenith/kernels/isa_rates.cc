@@ -4,10 +4,10 @@
 // instruction's throughput and nothing else, the ceiling of any kernel made of it.
 //
 // Why: how much faster int8 can run than fp32 is set by these rates, and they differ by
-// CPU more than by kernel. Zen 5 in AVX2 mode runs maddubs + madd at ~1.6x the FMA's
-// multiply-adds; a CPU that issues both integer multiplies on one pipe and FMAs on two
-// runs them at parity, and an int8 GEMM there cannot beat fp32 by compute alone. The
-// `machine` workload reports them next to the peak SGEMM.
+// CPU more than by kernel. Zen 5 runs maddubs + madd at 2.0-2.1x the AVX2 FMA's
+// multiply-adds and VNNI at 4x; a CPU that issued both integer multiplies on one pipe and
+// FMAs on two would run them at parity, and an int8 GEMM there could not beat fp32 by
+// compute alone. The `machine` workload reports them next to the peak SGEMM.
 #include <immintrin.h>
 
 #include <chrono>
@@ -21,130 +21,72 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double ns_since(Clock::time_point t0) { return std::chrono::duration<double, std::nano>(Clock::now() - t0).count(); }
 
-// Each loop: ten independent chains in named variables, each step one asm statement
-// (from intrinsics GCC 12 merged chains alike, copied registers and spilled to the stack
-// inside the loop), each chain from its own value, the operands passed through an empty
-// asm each iteration so nothing is hoisted; the chains end in a sink.
+// One loop for every instruction: ten independent chains, each step one asm statement
+// (from intrinsics GCC 12 merged chains that started alike, copied registers and
+// spilled to the stack inside the loop), each chain from its own value, the operands
+// passed through an empty volatile asm every iteration (`keep`) so nothing is hoisted,
+// and the chains through it after the clock stops, so none is dead. macs: per step.
 constexpr int kAcc = 10;
-#define ZENITH_EACH_ACC(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9)
 
-__attribute__((target("avx2,fma"))) double fma256(int64_t iters) {
-  __m256 a = _mm256_set1_ps(1.0f), b = _mm256_set1_ps(1e-8f);
-#define DECL(j) __m256 c##j = _mm256_set1_ps(float(j));
-  ZENITH_EACH_ACC(DECL)
-#undef DECL
+template <class V, class Start, class Step, class Keep>
+__attribute__((always_inline)) inline double chains(int64_t iters, const V& a0, const V& b0, Start start, Step step,
+                                                    Keep keep, int macs) {
+  V a = a0, b = b0, c[kAcc];
+#pragma GCC unroll 10
+  for (int j = 0; j < kAcc; ++j) start(c[j], j);
   const auto t0 = Clock::now();
   for (int64_t i = 0; i < iters; ++i) {
-#define STEP(j) __asm__("vfmadd231ps %2, %1, %0" : "+x"(c##j) : "x"(a), "x"(b));
-    ZENITH_EACH_ACC(STEP)
-#undef STEP
-    __asm__ volatile("" : "+x"(a), "+x"(b));
+#pragma GCC unroll 10
+    for (int j = 0; j < kAcc; ++j) step(c[j], a, b);
+    keep(a);
+    keep(b);
   }
   const double ns = ns_since(t0);
-  __m256 s = _mm256_setzero_ps();
-#define SUM(j) s = _mm256_add_ps(s, c##j);
-  ZENITH_EACH_ACC(SUM)
-#undef SUM
-  volatile float sink = _mm256_cvtss_f32(s);
-  (void)sink;
-  return double(iters) * kAcc * 8 / ns;
+#pragma GCC unroll 10
+  for (int j = 0; j < kAcc; ++j) keep(c[j]);
+  return double(iters) * kAcc * macs / ns;
+}
+
+__attribute__((target("avx2,fma"))) double fma256(int64_t iters) {
+  return chains(
+      iters, _mm256_set1_ps(1.0f), _mm256_set1_ps(1e-8f), [](__m256& c, int j) { c = _mm256_set1_ps(float(j)); },
+      [](__m256& c, __m256 a, __m256 b) { __asm__("vfmadd231ps %2, %1, %0" : "+x"(c) : "x"(a), "x"(b)); },
+      [](__m256& v) { __asm__ volatile("" : "+x"(v)); }, 8);
 }
 
 __attribute__((target("avx2,fma"))) double maddubs256(int64_t iters) {
-  __m256i a = _mm256_set1_epi8(1), b = _mm256_set1_epi8(2);
   const __m256i ones = _mm256_set1_epi16(1);
-#define DECL(j) __m256i c##j = _mm256_set1_epi32(j);
-  ZENITH_EACH_ACC(DECL)
-#undef DECL
-  const auto t0 = Clock::now();
-  for (int64_t i = 0; i < iters; ++i) {
-    __m256i t;
-#define STEP(j)                                                                              \
-  __asm__("vpmaddubsw %[b], %[a], %[t]\n\tvpmaddwd %[one], %[t], %[t]\n\tvpaddd %[t], %[c], %[c]" \
-          : [c] "+x"(c##j), [t] "=&x"(t)                                                        \
-          : [a] "x"(a), [b] "x"(b), [one] "x"(ones));
-    ZENITH_EACH_ACC(STEP)
-#undef STEP
-    __asm__ volatile("" : "+x"(a), "+x"(b));
-  }
-  const double ns = ns_since(t0);
-  __m256i s = _mm256_setzero_si256();
-#define SUM(j) s = _mm256_add_epi32(s, c##j);
-  ZENITH_EACH_ACC(SUM)
-#undef SUM
-  volatile int sink = _mm256_extract_epi32(s, 0);
-  (void)sink;
-  return double(iters) * kAcc * 32 / ns;
+  return chains(
+      iters, _mm256_set1_epi8(1), _mm256_set1_epi8(2), [](__m256i& c, int j) { c = _mm256_set1_epi32(j); },
+      [ones](__m256i& c, __m256i a, __m256i b) {
+        __m256i t;
+        __asm__("vpmaddubsw %[b], %[a], %[t]\n\tvpmaddwd %[one], %[t], %[t]\n\tvpaddd %[t], %[c], %[c]"
+                : [c] "+x"(c), [t] "=&x"(t)
+                : [a] "x"(a), [b] "x"(b), [one] "x"(ones));
+      },
+      [](__m256i& v) { __asm__ volatile("" : "+x"(v)); }, 32);
 }
 
 __attribute__((target("avx2,fma,avxvnni"))) double avxvnni256(int64_t iters) {
-  __m256i a = _mm256_set1_epi8(1), b = _mm256_set1_epi8(2);
-#define DECL(j) __m256i c##j = _mm256_set1_epi32(j);
-  ZENITH_EACH_ACC(DECL)
-#undef DECL
-  const auto t0 = Clock::now();
-  for (int64_t i = 0; i < iters; ++i) {
-#define STEP(j) __asm__("%{vex%} vpdpbusd %2, %1, %0" : "+x"(c##j) : "x"(a), "x"(b));
-    ZENITH_EACH_ACC(STEP)
-#undef STEP
-    __asm__ volatile("" : "+x"(a), "+x"(b));
-  }
-  const double ns = ns_since(t0);
-  __m256i s = _mm256_setzero_si256();
-#define SUM(j) s = _mm256_add_epi32(s, c##j);
-  ZENITH_EACH_ACC(SUM)
-#undef SUM
-  volatile int sink = _mm256_extract_epi32(s, 0);
-  (void)sink;
-  return double(iters) * kAcc * 32 / ns;
+  return chains(
+      iters, _mm256_set1_epi8(1), _mm256_set1_epi8(2), [](__m256i& c, int j) { c = _mm256_set1_epi32(j); },
+      [](__m256i& c, __m256i a, __m256i b) { __asm__("%{vex%} vpdpbusd %2, %1, %0" : "+x"(c) : "x"(a), "x"(b)); },
+      [](__m256i& v) { __asm__ volatile("" : "+x"(v)); }, 32);
 }
 
 __attribute__((target("avx512f"))) double fma512(int64_t iters) {
-  __m512 a = _mm512_set1_ps(1.0f), b = _mm512_set1_ps(1e-8f);
-#define DECL(j) __m512 c##j = _mm512_set1_ps(float(j));
-  ZENITH_EACH_ACC(DECL)
-#undef DECL
-  const auto t0 = Clock::now();
-  for (int64_t i = 0; i < iters; ++i) {
-#define STEP(j) __asm__("vfmadd231ps %2, %1, %0" : "+v"(c##j) : "v"(a), "v"(b));
-    ZENITH_EACH_ACC(STEP)
-#undef STEP
-    __asm__ volatile("" : "+v"(a), "+v"(b));
-  }
-  const double ns = ns_since(t0);
-  __m512 s = _mm512_setzero_ps();
-#define SUM(j) s = _mm512_add_ps(s, c##j);
-  ZENITH_EACH_ACC(SUM)
-#undef SUM
-  volatile float sink = _mm512_cvtss_f32(s);
-  (void)sink;
-  return double(iters) * kAcc * 16 / ns;
+  return chains(
+      iters, _mm512_set1_ps(1.0f), _mm512_set1_ps(1e-8f), [](__m512& c, int j) __attribute__((target("avx512f"))) { c = _mm512_set1_ps(float(j)); },
+      [](__m512& c, __m512 a, __m512 b) __attribute__((target("avx512f"))) { __asm__("vfmadd231ps %2, %1, %0" : "+v"(c) : "v"(a), "v"(b)); },
+      [](__m512& v) __attribute__((target("avx512f"))) { __asm__ volatile("" : "+v"(v)); }, 16);
 }
 
 __attribute__((target("avx512f,avx512bw,avx512vnni"))) double vnni512(int64_t iters) {
-  __m512i a = _mm512_set1_epi8(1), b = _mm512_set1_epi8(2);
-#define DECL(j) __m512i c##j = _mm512_set1_epi32(j);
-  ZENITH_EACH_ACC(DECL)
-#undef DECL
-  const auto t0 = Clock::now();
-  for (int64_t i = 0; i < iters; ++i) {
-#define STEP(j) __asm__("vpdpbusd %2, %1, %0" : "+v"(c##j) : "v"(a), "v"(b));
-    ZENITH_EACH_ACC(STEP)
-#undef STEP
-    __asm__ volatile("" : "+v"(a), "+v"(b));
-  }
-  const double ns = ns_since(t0);
-  __m512i s = _mm512_setzero_si512();
-#define SUM(j) s = _mm512_add_epi32(s, c##j);
-  ZENITH_EACH_ACC(SUM)
-#undef SUM
-  alignas(64) int32_t lanes[16];
-  _mm512_store_si512(lanes, s);
-  volatile int sink = lanes[0];
-  (void)sink;
-  return double(iters) * kAcc * 64 / ns;
+  return chains(
+      iters, _mm512_set1_epi8(1), _mm512_set1_epi8(2), [](__m512i& c, int j) __attribute__((target("avx512f"))) { c = _mm512_set1_epi32(j); },
+      [](__m512i& c, __m512i a, __m512i b) __attribute__((target("avx512f"))) { __asm__("vpdpbusd %2, %1, %0" : "+v"(c) : "v"(a), "v"(b)); },
+      [](__m512i& v) __attribute__((target("avx512f"))) { __asm__ volatile("" : "+v"(v)); }, 64);
 }
-#undef ZENITH_EACH_ACC
 
 // The best of `runs` timings of iters iterations (the first run also warms the clock up).
 double best_of(double (*f)(int64_t), int64_t iters, int runs) {
