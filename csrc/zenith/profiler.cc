@@ -7,8 +7,13 @@
 
 namespace zenith {
 
+namespace profile_detail {
+std::atomic<bool> g_on{false}, g_trace{false};
+}
+
 namespace {
-std::atomic<bool> g_profile{false}, g_trace{false};
+using profile_detail::g_trace;
+std::atomic<bool>& g_profile = profile_detail::g_on;
 std::mutex g_profile_mu;
 ProfileEntry g_profile_table[kNumOps];
 std::vector<ProfileEvent> g_events;
@@ -26,9 +31,6 @@ uint64_t profile_next_serial() { return g_next_serial++; }
 void profile_enable(bool on) { g_profile = on; }
 bool profile_enabled() { return g_profile; }
 void profile_trace_enable(bool on) { g_trace = on; }
-bool profile_tracing() {
-  return g_profile.load(std::memory_order_relaxed) && g_trace.load(std::memory_order_relaxed);
-}
 
 GemmShape gemm_shape(const Node& n, const std::vector<TensorRef>& in, const std::vector<TensorRef>& out) {
   // The reduced dimension: the A operand's last (or, transposed, second-to-last) dim.

@@ -34,16 +34,19 @@ class Profile:
         pid = os.getpid()
         events = [{"name": op, "cat": "zenith", "ph": "X", "ts": ts, "dur": dur, "pid": pid, "tid": tid,
                    "args": {"graph": graph, "node": node, "out_shape": list(shape), **({"gemm_mnk": list(g)} if g else {})}}
-                  for (op, node, graph, tid, ts, dur, shape), g in zip(self.events, self.gemm)]
+                  for (op, node, graph, tid, ts, dur, shape), g in zip(self.events, self._gemm())]
         return {"traceEvents": events, "displayTimeUnit": "ms",
                 "otherData": {"source": "zenith", "dropped_events": self.dropped}}
+
+    def _gemm(self):  # per event, None where a Profile was filled without them
+        return self.gemm if len(self.gemm) == len(self.events) else [None] * len(self.events)
 
     def gemm_rates(self, calls=1):
         """The GEMMs the trace holds (matmul, addmm, qmatmul), one row per op and
         M x N x K, largest total time first: how many ran per call (of `calls` calls
         traced), the median time of one and its GFLOP/s (2 M N K over that median)."""
         per = {}
-        for (op, *_, dur, _), g in zip(self.events, self.gemm):
+        for (op, *_, dur, _), g in zip(self.events, self._gemm()):
             if g:
                 per.setdefault((op, g), []).append(dur)
         rows = []

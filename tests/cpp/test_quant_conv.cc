@@ -358,9 +358,12 @@ TEST(QuantConv, CodesBetweenConvsMatchFloats) {
     if (c.C == 16) x[size_t(2)] = 1e38f;  // pixel 2, read: past 2^31 codes, clamped to 127, not wrapped
     auto w = random_filters(g.OC, g.K(), seed++);
     auto scale = randn(size_t(g.OC), seed++), shift = randn(size_t(g.OC), seed++);
+    shift[3 % shift.size()] = std::numeric_limits<float>::infinity();  // a channel of infinite outputs (with a shift)
     auto res = randn(size_t(g.N * g.OC * OP), seed++);
     if (!res.empty()) res[7 % res.size()] = std::numeric_limits<float>::infinity();  // an infinite output: code -128
-    const int v = variant++;
+    // The same variant for both block widths (L = 8 then 16), so each width meets every
+    // activation, residual and scale choice.
+    const int v = variant++ / 2;
     GemmEpilogue ep;
     ep.row_scale = v % 2 ? scale.data() : nullptr;
     ep.row_shift = v % 3 ? shift.data() : nullptr;
@@ -415,6 +418,28 @@ TEST(QuantConv, CodesBetweenConvsMatchFloats) {
                   << " pixel " << p << " from " << f;
             }
       }
+      // codes alone with no residual at all (a bottleneck's first convs): the floats'
+      // codes, from floats and from codes in
+      {
+        std::vector<float> want0(rb.size(), -7.0f);
+        conv2d_int8(g, isa, xb.data(), pk, xs, ep, nullptr, want0.data());
+        for (const bool codes_in : {false, true}) {
+          std::vector<int8_t> alone(size_t(g.N * OP * g.OC), 99);
+          Conv2dInt8Codes io;
+          io.x = codes_in ? xq.data() : nullptr;
+          io.y = alone.data();
+          io.y_scale = ys;
+          conv2d_int8(g, isa, codes_in ? nullptr : xb.data(), pk, xs, ep, nullptr, nullptr, io);
+          for (int64_t n = 0; n < g.N; ++n)
+            for (int64_t oc = 0; oc < g.OC; ++oc)
+              for (int64_t p = 0; p < OP; ++p) {
+                const float f = want0[size_t(((n * OCB + oc / L) * OP + p) * L + oc % L)];
+                ASSERT_EQ(int(alone[size_t((n * OP + p) * g.OC + oc)]), int(code(f, yinv)))
+                    << what << ": codes alone, no residual" << (codes_in ? ", codes in" : "") << " at n " << n
+                    << " oc " << oc << " pixel " << p << " from " << f;
+              }
+        }
+      }
       // the residual as codes: what the floats they stand for give
       if (rp) {
         const float rs = 0.03f;
@@ -441,7 +466,8 @@ TEST(QuantConv, CodesBetweenConvsMatchFloats) {
         conv2d_int8(g, isa, xb.data(), pk, xs, ep, nullptr, got_r.data(), io);
         // (within rounding: the compiler may fuse the code's product into the add)
         for (size_t i = 0; i < got_r.size(); ++i)
-          ASSERT_TRUE(std::fabs(got_r[i] - want_r[i]) <= 1e-5f * (1.0f + std::fabs(want_r[i])) ||
+          ASSERT_TRUE(got_r[i] == want_r[i] ||  // infinities too
+                      std::fabs(got_r[i] - want_r[i]) <= 1e-5f * (1.0f + std::fabs(want_r[i])) ||
                       (std::isnan(got_r[i]) && std::isnan(want_r[i])))
               << what << ": residual codes, at " << i << ": " << got_r[i] << " vs " << want_r[i];
         for (int64_t n = 0; n < g.N; ++n)  // the codes are those of the floats written beside them

@@ -76,15 +76,21 @@ __attribute__((target("avx2,fma,avxvnni"))) double avxvnni256(int64_t iters) {
 
 __attribute__((target("avx512f"))) double fma512(int64_t iters) {
   return chains(
-      iters, _mm512_set1_ps(1.0f), _mm512_set1_ps(1e-8f), [](__m512& c, int j) __attribute__((target("avx512f"))) { c = _mm512_set1_ps(float(j)); },
-      [](__m512& c, __m512 a, __m512 b) __attribute__((target("avx512f"))) { __asm__("vfmadd231ps %2, %1, %0" : "+v"(c) : "v"(a), "v"(b)); },
+      iters, _mm512_set1_ps(1.0f), _mm512_set1_ps(1e-8f),
+      [](__m512& c, int j) __attribute__((target("avx512f"))) { c = _mm512_set1_ps(float(j)); },
+      [](__m512& c, __m512 a, __m512 b) __attribute__((target("avx512f"))) {
+        __asm__("vfmadd231ps %2, %1, %0" : "+v"(c) : "v"(a), "v"(b));
+      },
       [](__m512& v) __attribute__((target("avx512f"))) { __asm__ volatile("" : "+v"(v)); }, 16);
 }
 
 __attribute__((target("avx512f,avx512bw,avx512vnni"))) double vnni512(int64_t iters) {
   return chains(
-      iters, _mm512_set1_epi8(1), _mm512_set1_epi8(2), [](__m512i& c, int j) __attribute__((target("avx512f"))) { c = _mm512_set1_epi32(j); },
-      [](__m512i& c, __m512i a, __m512i b) __attribute__((target("avx512f"))) { __asm__("vpdpbusd %2, %1, %0" : "+v"(c) : "v"(a), "v"(b)); },
+      iters, _mm512_set1_epi8(1), _mm512_set1_epi8(2),
+      [](__m512i& c, int j) __attribute__((target("avx512f"))) { c = _mm512_set1_epi32(j); },
+      [](__m512i& c, __m512i a, __m512i b) __attribute__((target("avx512f"))) {
+        __asm__("vpdpbusd %2, %1, %0" : "+v"(c) : "v"(a), "v"(b));
+      },
       [](__m512i& v) __attribute__((target("avx512f"))) { __asm__ volatile("" : "+v"(v)); }, 64);
 }
 
@@ -101,6 +107,8 @@ double best_of(double (*f)(int64_t), int64_t iters, int runs) {
 }  // namespace
 
 std::vector<IsaRate> isa_mac_rates(int64_t iters, int runs) {
+  ZENITH_CHECK(iters >= 1 && runs >= 1, "isa_mac_rates: iters and runs must be at least 1, got ", iters, " and ",
+               runs);
   std::vector<IsaRate> out;
   const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   const bool avx512 = __builtin_cpu_supports("avx512f");

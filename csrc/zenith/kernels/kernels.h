@@ -268,7 +268,7 @@ struct IsaRate {
   double macs_per_ns;
 };
 // fp32 FMA and the int8 dot products of every ISA, each the best of `runs` loops of
-// `iters` iterations (12 independent instructions each).
+// `iters` iterations (10 independent instructions each); both must be at least 1.
 std::vector<IsaRate> isa_mac_rates(int64_t iters, int runs);
 void ref_sgemm(int64_t M, int64_t N, int64_t K, float alpha, const float* a, int64_t a_rs, int64_t a_cs,
                const float* b, int64_t b_rs, int64_t b_cs, float* c, int64_t ldc, bool accumulate);

@@ -133,7 +133,7 @@ def run(args):
                       "seqs": args.seqs, "batches": args.batches, "steps": args.steps, "dtype": args.dtype,
                       "quant": list(args.quant), "ppl_tokens": args.ppl_tokens,
                       "inductor_cache": "warm (user's)" if args.warm_inductor_cache else "empty at start",
-                      "command": " ".join(["zenith bench"] + sys.argv[2:])},
+                      "command": " ".join(["zenith bench"] + list(getattr(args, "argv", sys.argv[2:])))},
            "workloads": []}
     for i, name in enumerate(names):
         progress(f"({i + 1}/{len(names)}) {name}")
@@ -291,7 +291,9 @@ def main(argv=None):
     ap.add_argument("--warm-inductor-cache", action="store_true",
                     help="keep Inductor's on-disk cache (default: an empty one, so its cold start is one)")
     ap.add_argument("--json", default=None)
-    return run(ap.parse_args(argv))
+    args = ap.parse_args(argv)
+    args.argv = argv  # the command as given, for the result file (`python -m zenith.bench` has no "bench")
+    return run(args)
 
 
 if __name__ == "__main__":

@@ -164,7 +164,8 @@ def isa_rates_text(w):
 def peak_text(w):
     sg = w.get("sgemm_gflops") or {"torch.mm": w["peak_sgemm_gflops"]}
     return (f"{w['peak_sgemm_gflops']:.1f} GFLOP/s ({w.get('peak_sgemm_source', 'torch.mm')}; 2048^3: "
-            + ", ".join(f"{k} {v:.1f}" for k, v in sg.items()) + ")")
+            + ", ".join(f"{k} {v:.1f}" for k, v in sg.items())
+            + ("; torch.mm and Zenith best of 5, OpenBLAS median of 5" if "openblas" in sg else "") + ")")
 
 
 def gemm_peak(w, peak):
@@ -181,9 +182,11 @@ def gemm_peak(w, peak):
 def gemm_rows(w, peak):
     """Each Zenith contestant's GEMMs from its profile (inference.gemm_profile), as
     (contestant, op, "MxNxK", per call, median us, GFLOP/s, share of gemm_peak or None).
-    The share is only for fp32 GEMMs: a qmatmul's rate counts integer or mixed work."""
+    The share is only for fp32 GEMMs: a qmatmul's rate counts integer or mixed work, and
+    a bf16 / fp16 run's matmuls are not fp32 ones."""
     out = []
-    top = gemm_peak(w, peak)
+    # A run in bf16 / fp16 (--dtype) has no fp32 GEMMs to share against an fp32 peak.
+    top = gemm_peak(w, peak) if w.get("params", {}).get("dtype", "fp32") == "fp32" else None
     for fw, r in w["results"].items():
         gemms = r.get("gemms") if r.get("status") == "ok" else None
         for g in (gemms.get("rows", []) if isinstance(gemms, dict) else gemms or []):

@@ -211,6 +211,9 @@ def test_cli_runs_workloads_by_name_from_the_registry(tmp_path):
     (w,) = doc["workloads"]
     assert w["name"] == "small-mlp" and {fw: r["status"] for fw, r in w["results"].items()} == {
         "eager": "ok", "zenith": "ok"}
+    # the command as given, whatever the process's argv (pytest's here; `python -m zenith.bench` lacks "bench")
+    assert doc["config"]["command"] == ("zenith bench small-mlp --frameworks eager,zenith --iterations 2 --warmup 1 "
+                                        f"--threads 1 --warm-inductor-cache --json {out}")
     with pytest.raises(SystemExit, match="unknown workload.s.: nope; known: machine, gemm-sweep"):
         cli.main(["bench", "nope"])
     with pytest.raises(SystemExit, match="unknown framework.s.: tvm; known: eager"):
@@ -332,6 +335,11 @@ def test_quantized_encoder_contestant_runs_and_is_checked_against_eager_fp32():
     doc["workloads"].pop(0)
     md = report.render_markdown(doc)
     assert "no peak was measured in this run" in md and f"| {g['gflops']:.1f} | - |" in md
+    # bf16 / fp16 runs' matmuls are not fp32 GEMMs: no share of an fp32 peak
+    w["results"]["zenith"]["gemms"]["zenith_sgemm_2048_gflops"] = 1.0
+    assert report.gemm_rows(w, None)[0][6] is not None
+    w["params"]["dtype"] = "bf16"
+    assert all(row[6] is None for row in report.gemm_rows(w, (2.0, "zenith")))
     assert f"zenith addmm 4x64x64 x1: {g['median_us']:.1f} us, {g['gflops']:.1f} GFLOP/s ({g['gflops'] / 2.0:.0%} " in table
     assert "zenith:int8 qmatmul 4x64x64 x1" in table and "2.0 GFLOP/s (zenith; 2048^3: torch.mm 0.5, zenith 2.0)" in table
 
@@ -345,6 +353,9 @@ def test_isa_rates_cover_every_isa_and_reach_the_report():
                                           "fp32 fma (avx512)", "int8 dpbusd (avx512-vnni)"]
     assert rates[0]["supported"] and rates[1]["supported"]  # AVX2 + FMA: every machine Zenith runs on
     assert all((r["gmacs"] > 0) == r["supported"] for r in rates), rates
+    for bad in ({"iters": 0}, {"iters": -5}, {"runs": 0}):
+        with pytest.raises(RuntimeError, match="at least 1"):
+            _C.isa_mac_rates(**bad)
     w = {"name": "machine", "peak_sgemm_gflops": 1.0, "memory_bandwidth_gbs": 1.0, "isa_mac_rates": [
         {"name": "fp32 fma (avx2)", "supported": True, "gmacs": 60.0},
         {"name": "int8 maddubs+madd (avx2)", "supported": True, "gmacs": 123.0},
