@@ -52,6 +52,7 @@ GemmShape gemm_shape(const Node& n, const std::vector<TensorRef>& in, const std:
   for (const TensorRef& o : out) g.n += o.rank() ? o.shape.back() : 0;  // qmatmul: one output per part
   return g;
 }
+
 void profile_reset() {
   std::lock_guard<std::mutex> lock(g_profile_mu);
   for (auto& e : g_profile_table) e = ProfileEntry{};

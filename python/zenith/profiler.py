@@ -30,10 +30,11 @@ class Profile:
     def chrome_trace(self):
         """The events as a Chrome trace (JSON object format): one complete ("X") event
         per kernel call, on the thread that ran it; args name the graph, the node and
-        its output shape."""
+        its output shape, and a GEMM's M x N x K (gemm_mnk)."""
         pid = os.getpid()
         events = [{"name": op, "cat": "zenith", "ph": "X", "ts": ts, "dur": dur, "pid": pid, "tid": tid,
-                   "args": {"graph": graph, "node": node, "out_shape": list(shape), **({"gemm_mnk": list(g)} if g else {})}}
+                   "args": {"graph": graph, "node": node, "out_shape": list(shape),
+                            **({"gemm_mnk": list(g)} if g else {})}}
                   for (op, node, graph, tid, ts, dur, shape), g in zip(self.events, self._gemm())]
         return {"traceEvents": events, "displayTimeUnit": "ms",
                 "otherData": {"source": "zenith", "dropped_events": self.dropped}}

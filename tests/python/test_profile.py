@@ -124,7 +124,8 @@ def test_gemm_rates_give_each_gemms_shape_and_rate(tmp_path):
     for r in rows:
         assert r["gflops"] == pytest.approx(2 * r["m"] * r["n"] * r["k"] / r["median_us"] / 1e3)
     traced = [e for e in json.loads(path.read_text())["traceEvents"] if "gemm_mnk" in e["args"]]
-    assert sorted(tuple(e["args"]["gemm_mnk"]) for e in traced) == sorted([(10, 32, 64), (10, 32, 64), (10, 64, 64)] * 2)
+    want = [(10, 32, 64), (10, 32, 64), (10, 64, 64)] * 2
+    assert sorted(tuple(e["args"]["gemm_mnk"]) for e in traced) == sorted(want)
     assert all(e["name"] in ("addmm", "matmul") for e in traced)
     p.gemm = []  # a Profile filled without them: every event stays, none a GEMM
     assert len(p.chrome_trace()["traceEvents"]) == len(p.events) and p.gemm_rates() == []

@@ -172,7 +172,10 @@ def gemm_peak(w, peak):
     """The GFLOP/s a workload's fp32 GEMMs are shared against: the largest of the run's
     peak SGEMM (machine_peak) and the Zenith 2048^3 rates measured right after each
     contestant's profile (the host drifts: a peak measured in a slower minute put kernels
-    above 100%); None with neither."""
+    above 100%); None with neither, or for a bf16 / fp16 run (--dtype), whose matmuls are
+    not fp32 GEMMs."""
+    if w.get("params", {}).get("dtype", "fp32") != "fp32":
+        return None
     rates = [peak[0]] if peak else []
     rates += [r["gemms"]["zenith_sgemm_2048_gflops"] for r in w["results"].values()
               if isinstance(r.get("gemms"), dict) and r["gemms"].get("zenith_sgemm_2048_gflops")]
@@ -185,8 +188,7 @@ def gemm_rows(w, peak):
     The share is only for fp32 GEMMs: a qmatmul's rate counts integer or mixed work, and
     a bf16 / fp16 run's matmuls are not fp32 ones."""
     out = []
-    # A run in bf16 / fp16 (--dtype) has no fp32 GEMMs to share against an fp32 peak.
-    top = gemm_peak(w, peak) if w.get("params", {}).get("dtype", "fp32") == "fp32" else None
+    top = gemm_peak(w, peak)
     for fw, r in w["results"].items():
         gemms = r.get("gemms") if r.get("status") == "ok" else None
         for g in (gemms.get("rows", []) if isinstance(gemms, dict) else gemms or []):
@@ -375,7 +377,8 @@ def render_markdown(doc, plots=(), note=None):
             lines += ["Each Zenith contestant's GEMMs, from its kernel profile over "
                       "a few calls after the timed rounds (GFLOP/s: 2 M N K over the median call, any fused "
                       "epilogue included); "
-                      + ("no peak was measured in this run, so no share of it" if top is None else
+                      + ("no share of peak: not fp32" if w.get("params", {}).get("dtype", "fp32") != "fp32"
+                         else "no peak was measured in this run, so no share of it" if top is None else
                          f"the share is of {top:.1f} GFLOP/s, "
                          + ("the largest of " + " and ".join(bases) if len(bases) > 1 else bases[0])) + ":", "",
                       "| contestant | op | M x N x K | per call | median us | GFLOP/s | of peak |",

@@ -340,8 +340,10 @@ def test_quantized_encoder_contestant_runs_and_is_checked_against_eager_fp32():
     assert report.gemm_rows(w, None)[0][6] is not None
     w["params"]["dtype"] = "bf16"
     assert all(row[6] is None for row in report.gemm_rows(w, (2.0, "zenith")))
-    assert f"zenith addmm 4x64x64 x1: {g['median_us']:.1f} us, {g['gflops']:.1f} GFLOP/s ({g['gflops'] / 2.0:.0%} " in table
-    assert "zenith:int8 qmatmul 4x64x64 x1" in table and "2.0 GFLOP/s (zenith; 2048^3: torch.mm 0.5, zenith 2.0)" in table
+    assert "no share of peak: not fp32" in report.render_markdown(doc)
+    line = f"zenith addmm 4x64x64 x1: {g['median_us']:.1f} us, {g['gflops']:.1f} GFLOP/s ({g['gflops'] / 2.0:.0%} "
+    assert line in table and "zenith:int8 qmatmul 4x64x64 x1" in table
+    assert "2.0 GFLOP/s (zenith; 2048^3: torch.mm 0.5, zenith 2.0)" in table
 
 
 def test_isa_rates_cover_every_isa_and_reach_the_report():
