@@ -252,6 +252,20 @@ inline v8f residual8(const int8_t* q, float scale) {
 #endif
 }
 
+// The codes of one pixel's channels [c0, c1) (at most a block, 16) value by value: a
+// block cut by the write-out's range or by OC, in both codes-alone write-outs below.
+template <Activation A>
+void codes_by_value(const float* a, const int8_t* rr, float rs, const BlockedEpilogue& e, int64_t c0, int64_t c1,
+                    float inv, int8_t* yy) {
+  alignas(32) float tbuf[16];
+  for (int64_t c = c0; c < c1; ++c) {
+    float v = a[c] * e.scale[size_t(c)] + e.shift[size_t(c)];
+    if (rr) v += residual_of(rr[c], rs);
+    tbuf[c - c0] = simple_activation<A>(v);
+  }
+  quantize_run(tbuf, c1 - c0, inv, yy + c0);
+}
+
 #if defined(__x86_64__)
 // GCC 12's AVX-512 intrinsics start from an _mm512_undefined_* value, which
 // -Wmaybe-uninitialized reports (GCC bug 105593), as in quant_avx512.cc.
@@ -270,7 +284,6 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) void codes_alone_a
   static_assert(A == Activation::kNone || A == Activation::kRelu);
   const __m512 vinv = _mm512_set1_ps(io.inv), lo = _mm512_set1_ps(-127.0f), hi = _mm512_set1_ps(127.0f);
   const __m512 rs = _mm512_set1_ps(io.r_scale), nan = _mm512_set1_ps(std::numeric_limits<float>::quiet_NaN());
-  alignas(64) float tbuf[16];
   for (int64_t i = 0; i < len; ++i) {
     const float* a = acc + i * OC;
     const int8_t* rr = io.rq ? io.rq + i * OC : nullptr;
@@ -292,12 +305,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) void codes_alone_a
         _mm_storeu_si128(reinterpret_cast<__m128i*>(yy + b0), _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(r)));
         continue;
       }
-      for (int64_t c = c0; c < c1; ++c) {
-        float v = a[c] * e.scale[size_t(c)] + e.shift[size_t(c)];
-        if (rr) v += residual_of(rr[c], io.r_scale);
-        tbuf[c - c0] = simple_activation<A>(v);
-      }
-      quantize_run(tbuf, c1 - c0, io.inv, yy + c0);
+      codes_by_value<A>(a, rr, io.r_scale, e, c0, c1, io.inv, yy);
     }
   }
 }
@@ -362,12 +370,7 @@ void store_blocked(const float* acc, int64_t OC, int64_t L, int64_t cols, int64_
           }
           continue;
         }
-        for (int64_t c = c0; c < c1; ++c) {
-          float v = a[c] * e.scale[size_t(c)] + e.shift[size_t(c)];
-          if (rr) v += residual_of(rr[c], rs);
-          tbuf[c - c0] = simple_activation<A>(v);
-        }
-        quantize_run(tbuf, c1 - c0, inv, yy + c0);
+        codes_by_value<A>(a, rr, rs, e, c0, c1, inv, yy);
       }
     }
     return;

@@ -170,7 +170,7 @@ def render_table(doc):
                          f"memory bandwidth {w['memory_bandwidth_gbs']:.1f} GB/s (copy, read+write)"
                          + (f", {w['read_bandwidth_gbs']:.1f} GB/s (read)" if "read_bandwidth_gbs" in w else "")
                          + f"; {report.openblas_text(w)}"
-                         + (f"; {report.isa_rates_text(w)}" if report.isa_rates_text(w) else ""))
+                         + "".join(f"; {t}" for t in [report.isa_rates_text(w)] if t))
             continue
         if w["name"] == "gemm-sweep":
             lines.append("gemm-sweep (GFLOP/s; ratio = Zenith's throughput / torch.mm's, 95% CI; "

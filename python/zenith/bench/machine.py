@@ -106,18 +106,23 @@ def ukernel_rows(cfg):
     return {"kernels": _C.gemm_ukernels(), "rows": rows}
 
 
+def _best_rate(fn, amount, runs=5):
+    """amount / seconds of fn(), in billions: the best of `runs` calls after a warm-up."""
+    fn()
+    best = 0.0
+    for _ in range(runs):
+        t = time.perf_counter()
+        fn()
+        best = max(best, amount / (time.perf_counter() - t) / 1e9)
+    return best
+
+
 def _best_gbs(threads, op, bytes_moved):
     """GB/s of op(src) on a 256 MiB float32 buffer with `threads` threads: the best of 5
     runs after a warm-up, counting bytes_moved bytes per run."""
     torch.set_num_threads(threads)
     src = torch.empty(64 * 2 ** 20, dtype=torch.float32).fill_(1.0)  # 256 MiB
-    op(src)
-    best = 0.0
-    for _ in range(5):
-        t = time.perf_counter()
-        op(src)
-        best = max(best, bytes_moved(src) / (time.perf_counter() - t) / 1e9)
-    return best
+    return _best_rate(lambda: op(src), bytes_moved(src))
 
 
 def copy_bandwidth_gbs(threads):
@@ -135,20 +140,10 @@ def read_bandwidth_gbs(threads):
     return _best_gbs(threads, torch.Tensor.sum, lambda src: src.numel() * 4)
 
 
-def _best_gflops(fn, flops, runs=5):
-    fn()
-    best = 0.0
-    for _ in range(runs):
-        t = time.perf_counter()
-        fn()
-        best = max(best, flops / (time.perf_counter() - t) / 1e9)
-    return best
-
-
 def sgemm_2048(runs=5):
     """Zenith's own 2048^3 SGEMM (packed B), best of `runs`, GFLOP/s."""
     n = 2048
-    return _best_gflops(zenith_mm(torch.randn(n, n), torch.randn(n, n), packed=True), 2 * n ** 3, runs)
+    return _best_rate(zenith_mm(torch.randn(n, n), torch.randn(n, n), packed=True), 2 * n ** 3, runs)
 
 
 def peak_sgemm(sgemm):
@@ -170,7 +165,7 @@ def machine(cfg):
     _C.set_num_threads(cfg.threads)
     n = 2048
     A, B = torch.randn(n, n), torch.randn(n, n)
-    sgemm = {"torch.mm": _best_gflops(lambda: torch.mm(A, B), 2 * n ** 3), "zenith": sgemm_2048()}
+    sgemm = {"torch.mm": _best_rate(lambda: torch.mm(A, B), 2 * n ** 3), "zenith": sgemm_2048()}
     blas = openblas_sgemm(cfg.threads)
     if n in blas.get("gflops", {}):  # the same size (its probe's median of 5, in a process of its own)
         sgemm["openblas"] = blas["gflops"][n]

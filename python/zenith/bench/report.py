@@ -270,7 +270,8 @@ def render_markdown(doc, plots=(), note=None):
                       f"{w['memory_bandwidth_gbs']:.1f} GB/s"]
             if "read_bandwidth_gbs" in w:
                 lines.append(f"- memory read bandwidth (sum over 256 MiB): {w['read_bandwidth_gbs']:.1f} GB/s")
-            lines += [f"- {openblas_text(w)}"] + ([f"- {isa_rates_text(w)}"] if isa_rates_text(w) else []) + [""]
+            rates = isa_rates_text(w)
+            lines += [f"- {openblas_text(w)}"] + ([f"- {rates}"] if rates else []) + [""]
             continue
         if w["name"] == "gemm-sweep":
             lines += ["## gemm-sweep", "", "`zenith` packs B once (as for a weight); `zenith unpacked` takes B as "
