@@ -468,27 +468,25 @@ TEST_P(QuantFormat, SimdMatchesScalarReference) {
   set_num_threads(1);
 }
 
-// The reference against x @ dequant(w)^T in double. Quantizing x moves each value by
-// at most half its block's step d_x = max|x_block| / 127, so |y - y_exact| <=
-// sum_k |w_k| d_x(k) / 2, plus float rounding (1e-5 of sum |w x|). nf4 reads x itself.
 // int8 weights against one row of x (decode) go 4 weight rows at a time on AVX2; each
 // row's sum must be the one-row kernel's bit for bit (the same chunks, the same order):
 // every weight row alone against the same rows in one call, remainders of 1-3 rows, K
-// with and without a tail past the last 32, on one and two threads.
+// with and without a tail past the last 32, on one and two threads; 33 rows of K 2053 are
+// past the kernels' prefetch threshold (kRowPrefetchMinBytes), the others under it.
 TEST(QuantKernels, Int8DecodeRowsTogetherEqualEachAlone) {
   if (simd_isas(QFormat::int8).empty()) GTEST_SKIP() << "this CPU has no AVX2";
   unsigned seed = 7;
-  const int64_t rb = 4;  // the row's f32 scale, then its K codes
+  const int64_t header = 4;  // a row: its f32 scale, then its K codes
   for (QIsa isa : simd_isas(QFormat::int8))
     for (int threads : {1, 2}) {
       set_num_threads(threads);
       for (int64_t K : {31, 32, 64, 100, 2053})
-        for (int64_t N : {4, 5, 7, 13, 33}) {
+        for (int64_t N : {4, 5, 6, 7, 13, 33}) {
           auto w = random_weight(QFormat::int8, N, K, seed++);
           auto x = randn(size_t(K), seed++);
           auto all = run_qmatmul(QFormat::int8, isa, 1, N, K, x, w, nullptr);
           for (int64_t n = 0; n < N; ++n) {
-            std::vector<uint8_t> row(w.begin() + n * (rb + K), w.begin() + (n + 1) * (rb + K));
+            std::vector<uint8_t> row(w.begin() + n * (header + K), w.begin() + (n + 1) * (header + K));
             auto one = run_qmatmul(QFormat::int8, isa, 1, 1, K, x, row, nullptr);
             ASSERT_EQ(all[size_t(n)], one[0]) << qisa_name(isa) << " threads " << threads << " K=" << K << " N=" << N
                                               << " row " << n;
@@ -498,6 +496,9 @@ TEST(QuantKernels, Int8DecodeRowsTogetherEqualEachAlone) {
   set_num_threads(1);
 }
 
+// The reference against x @ dequant(w)^T in double. Quantizing x moves each value by
+// at most half its block's step d_x = max|x_block| / 127, so |y - y_exact| <=
+// sum_k |w_k| d_x(k) / 2, plus float rounding (1e-5 of sum |w x|). nf4 reads x itself.
 TEST_P(QuantFormat, ReferenceMatchesDequantizedMatmulWithinActivationError) {
   const QFormat f = GetParam();
   const int64_t M = 3, N = 5;

@@ -228,12 +228,12 @@ ZENITH_QDOT_INLINE void dot_int8(const uint8_t* w, int64_t K, const QActRow* a, 
 }
 
 // int8 with one row of x (decode): 4 weight rows at a time, each summed as dot_int8<1>
-// sums it (the same chunks into the same two accumulators: bit-identical), and the 4 rows
-// after the next 4 prefetched a line per two chunks. Four streams where over_rows reads
+// sums it (the same chunks into the same two accumulators: bit-identical), and (in calls
+// over kRowPrefetchMinBytes) the 4 rows after the next 4 prefetched a line per two chunks. Four streams where over_rows reads
 // one row and prefetches 1 KiB past it: TinyLlama-1.1B int8 decode (32 tokens, 2 threads,
 // AMD Zen 3, AVX2) took 0.945-0.968x the time; prefetching 4 rows ahead instead 0.963x,
 // 12 rows ahead 0.977x, none 1.070x (docs/benchmarks/2026-12-02c-zen3-avx2).
-inline void int8_rows4_chunk(const uint8_t* w, int64_t rb, int64_t b, const QActRow& a, __m256 (&acc)[4]) {
+ZENITH_QDOT_INLINE void int8_rows4_chunk(const uint8_t* w, int64_t rb, int64_t b, const QActRow& a, __m256 (&acc)[4]) {
   const __m256i xq = loadu(a.q + 32 * b);
   const __m256 d = _mm256_set1_ps(a.d[b]);
   for (int i = 0; i < 4; ++i) {
@@ -241,7 +241,8 @@ inline void int8_rows4_chunk(const uint8_t* w, int64_t rb, int64_t b, const QAct
     acc[i] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(dot4(_mm256_sign_epi8(c, c), _mm256_sign_epi8(xq, c))), acc[i]);
   }
 }
-inline void dot_int8_rows4(const uint8_t* w, int64_t rb, int64_t K, const QActRow& a, float* out) {
+template <bool kPrefetch>
+ZENITH_QDOT_INLINE void dot_int8_rows4(const uint8_t* w, int64_t rb, int64_t K, const QActRow& a, float* out) {
   __m256 acc0[4], acc1[4];
   for (int i = 0; i < 4; ++i) acc0[i] = acc1[i] = _mm256_setzero_ps();
   const int64_t nb = K / 32;
@@ -249,7 +250,8 @@ inline void dot_int8_rows4(const uint8_t* w, int64_t rb, int64_t K, const QActRo
   const uintptr_t ahead = reinterpret_cast<uintptr_t>(w) + uintptr_t(8 * rb + 4);
   int64_t b = 0;
   for (; b + 2 <= nb; b += 2) {
-    for (int i = 0; i < 4; ++i) __builtin_prefetch(reinterpret_cast<const void*>(ahead + uintptr_t(i * rb + 32 * b)), 0, 3);
+    if constexpr (kPrefetch)
+      for (int i = 0; i < 4; ++i) __builtin_prefetch(reinterpret_cast<const void*>(ahead + uintptr_t(i * rb + 32 * b)), 0, 3);
     int8_rows4_chunk(w, rb, b, a, acc0);
     int8_rows4_chunk(w, rb, b + 1, a, acc1);
   }
@@ -566,7 +568,10 @@ constexpr QDotFn kSmall[kMaxDotRows] = {small_kernel<F, 1>(), small_kernel<F, 2>
                                         small_kernel<F, 4>()};
 void int8_rows_1(const uint8_t* w, int64_t rb, int64_t rows, int64_t K, const QActRow* a, float* out, int64_t ldo) {
   int64_t n = 0;
-  for (; n + 4 <= rows; n += 4) dot_int8_rows4(w + n * rb, rb, K, a[0], out + n);
+  if (rows * rb > kRowPrefetchMinBytes)  // as over_rows: only calls streaming many weight bytes prefetch
+    for (; n + 4 <= rows; n += 4) dot_int8_rows4<true>(w + n * rb, rb, K, a[0], out + n);
+  else
+    for (; n + 4 <= rows; n += 4) dot_int8_rows4<false>(w + n * rb, rb, K, a[0], out + n);
   over_rows<1, dot_int8<1>>(w + n * rb, rb, rows - n, K, a, out + n, ldo);
 }
 constexpr QDotFn kInt8[kMaxDotRows] = {int8_rows_1, over_rows<2, dot_int8<2>>, over_rows<3, dot_int8<3>>,

@@ -159,7 +159,8 @@ extern const float kNF4[16];
 // 2-3 KiB (K = 5632) up to 13% slower (int4_g128 2048 x 5632 208 -> 236). 2048 bytes ahead
 // measured the same, 4096 and "the next row" for long rows slower.
 constexpr int64_t kRowPrefetchAhead = 1024;
-// Only calls over more than this many weight bytes prefetch: decode hands a thread's whole
+// Only calls over more than this many weight bytes prefetch (over_rows, and AVX2's int8
+// kernel for one row of x its rows 8-11 ahead instead): decode hands a thread's whole
 // share to one call, while many rows of x (prefill) pass over blocks of ~16 KiB that stay
 // in L1, where the prefetches only cost instructions (2-7% at 16-64 rows, in cache).
 constexpr int64_t kRowPrefetchMinBytes = 32 << 10;
@@ -299,7 +300,8 @@ const QDotFn* avx2_dot_kernels(QFormat f);
 const QDotFn* avxvnni_dot_kernels(QFormat f);
 // Weight rows the AVX2 kernels of `f` take at a time (8 for the 4-bit nibble formats,
 // rows8_nibbles; 1 otherwise): qmatmul hands them blocks of rows in multiples of it, so
-// that only a matrix's last rows take the one-row-at-a-time path.
+// that only a matrix's last rows take the one-row-at-a-time path. (int8 against one row
+// of x takes 4 at a time inside any block, the last 1-3 one at a time: 1 here.)
 constexpr int avx2_weight_rows(QFormat f) {
   const SmallBlock s = small_block_layout(f);
   return s.valid && !s.int8 && s.qh < 0 ? 8 : 1;

@@ -7,6 +7,8 @@ from zenith.bench.decode import gemma3_gguf_path, load_gemma3, tinyllama_config,
 from zenith.bench.stats import paired_rounds, paired_ratio_ci
 var = sys.argv[1]; rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 12; n = int(sys.argv[3]) if len(sys.argv) > 3 else 100
 name = sys.argv[4] if len(sys.argv) > 4 else "gemma"
+if name != "gemma" and not (name.startswith("tinyllama-") and len(name) > len("tinyllama-")):
+    sys.exit(f"model: gemma or tinyllama-SCHEME (a zenith.quantize scheme), not {name!r}")
 torch.set_num_threads(2)
 if name == "gemma":
     _, tok, _, _ = load_gemma3()

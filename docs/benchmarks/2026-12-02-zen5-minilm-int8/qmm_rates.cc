@@ -1,7 +1,8 @@
 // (g++ -O2 -std=c++17 -I csrc qmm_rates.cc build/cpp/libzenith_core.a -fopenmp -o qmm_rates)
 // qmatmul at all-MiniLM-L6-v2's seq-128 shapes as the ops run them (int8 weight packed, dynamic activations, a
 // scale per row on AVX-512 VNNI), 2 threads: median ms and GMAC/s per shape. ./qmm_rates iters [M] [W]
-// W > 1: W distinct packed weights called in turn (cold caches; each line then starts "wW").
+// W > 1: W distinct packed weights called in turn (out of L2, or of L3 if W x the weight's bytes exceed it; each
+// line then starts "wW").
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -34,7 +35,7 @@ int main(int argc, char** argv) {
         w[n * (4 + K) + 4 + k] = uint8_t(int8_t(std::max(-127, std::min(127, int(nd(rng) * 30)))));
     }
     const QIsa isa = qisa_default();
-    const int nw = argc > 3 ? atoi(argv[3]) : 1;
+    const int nw = std::max(1, argc > 3 ? atoi(argv[3]) : 1);
     std::vector<PackedOperand> pks;
     for (int i = 0; i < nw; ++i) pks.push_back(qmatmul_pack_int8(w.data(), N, K, isa));
     const QMatmulPlan p = qmatmul_plan(QFormat::int8, M, N, K, isa, 0.0f, false, isa == QIsa::kAvx512);
