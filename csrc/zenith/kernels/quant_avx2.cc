@@ -228,11 +228,12 @@ ZENITH_QDOT_INLINE void dot_int8(const uint8_t* w, int64_t K, const QActRow* a, 
 }
 
 // int8 with one row of x (decode): 4 weight rows at a time, each summed as dot_int8<1>
-// sums it (the same chunks into the same two accumulators: bit-identical), and (in calls
-// over kRowPrefetchMinBytes) the 4 rows after the next 4 prefetched a line per two chunks. Four streams where over_rows reads
-// one row and prefetches 1 KiB past it: TinyLlama-1.1B int8 decode (32 tokens, 2 threads,
-// AMD Zen 3, AVX2) took 0.945-0.968x the time; prefetching 4 rows ahead instead 0.963x,
-// 12 rows ahead 0.977x, none 1.070x (docs/benchmarks/2026-12-02c-zen3-avx2).
+// sums it (the same chunks into the same two accumulators: bit-identical), and in calls
+// over kRowPrefetchMinBytes the 4 rows after the next 4 prefetched, a line per two
+// chunks. Four streams where over_rows reads one row and prefetches 1 KiB past it:
+// TinyLlama-1.1B int8 decode (32 tokens, 2 threads, AMD Zen 3, AVX2) took 0.945-0.968x
+// the time; prefetching 4 rows ahead instead 0.963x, 12 rows ahead 0.977x, none 1.070x
+// (docs/benchmarks/2026-12-02c-zen3-avx2).
 ZENITH_QDOT_INLINE void int8_rows4_chunk(const uint8_t* w, int64_t rb, int64_t b, const QActRow& a, __m256 (&acc)[4]) {
   const __m256i xq = loadu(a.q + 32 * b);
   const __m256 d = _mm256_set1_ps(a.d[b]);
@@ -246,7 +247,7 @@ ZENITH_QDOT_INLINE void dot_int8_rows4(const uint8_t* w, int64_t rb, int64_t K, 
   __m256 acc0[4], acc1[4];
   for (int i = 0; i < 4; ++i) acc0[i] = acc1[i] = _mm256_setzero_ps();
   const int64_t nb = K / 32;
-  // an integer: it may lie past the weights, which a prefetch may touch but pointer arithmetic may not
+  // an integer: it may lie past the weights, which a prefetch may touch (never faults)
   const uintptr_t ahead = reinterpret_cast<uintptr_t>(w) + uintptr_t(8 * rb + 4);
   int64_t b = 0;
   for (; b + 2 <= nb; b += 2) {
