@@ -252,7 +252,8 @@ ZENITH_QDOT_INLINE void dot_int8_rows4(const uint8_t* w, int64_t rb, int64_t K, 
   int64_t b = 0;
   for (; b + 2 <= nb; b += 2) {
     if constexpr (kPrefetch)
-      for (int i = 0; i < 4; ++i) __builtin_prefetch(reinterpret_cast<const void*>(ahead + uintptr_t(i * rb + 32 * b)), 0, 3);
+      for (int i = 0; i < 4; ++i)
+        __builtin_prefetch(reinterpret_cast<const void*>(ahead + uintptr_t(i * rb + 32 * b)), 0, 3);
     int8_rows4_chunk(w, rb, b, a, acc0);
     int8_rows4_chunk(w, rb, b + 1, a, acc1);
   }
