@@ -189,16 +189,31 @@ ZENITH_QDOT_INLINE void dot_small(const uint8_t* w, int64_t K, const QActRow* a,
 }
 
 // int8: an f32 row scale, then K int8 codes; K need not be a multiple of 32 (the short
-// last chunk is scalar).
+// last chunk is scalar). One chunk's term, codes c (ux = |c|) against a row's codes xq on
+// its scale d, and a row's result from its two accumulators: shared by dot_int8 and the
+// decode kernel below, which must sum bit for bit alike.
+ZENITH_QDOT_INLINE __m256 int8_term(__m256i c, __m256i ux, __m256i xq, float d, __m256 acc) {
+  return _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(dot4(ux, _mm256_sign_epi8(xq, c))), acc);
+}
+ZENITH_QDOT_INLINE float int8_result(const uint8_t* w, int64_t K, const QActRow& a, __m256 acc0, __m256 acc1) {
+  const int64_t nb = K / 32;
+  float y = hsum(_mm256_add_ps(acc0, acc1));
+  if (nb * 32 < K) {
+    int32_t dot = 0;
+    const int8_t* c = reinterpret_cast<const int8_t*>(w + 4);  // as ref_dot reads them
+    for (int64_t k = nb * 32; k < K; ++k) dot += c[k] * a.q[k];
+    y += a.d[nb] * float(dot);
+  }
+  float scale;
+  std::memcpy(&scale, w, 4);
+  return scale * y;
+}
+
 template <int MR>
 inline void int8_chunk(const uint8_t* codes_at, int64_t b, const QActRow* a, __m256 (&acc)[MR]) {
   const __m256i codes = loadu(codes_at + 32 * b);
   const __m256i ux = _mm256_sign_epi8(codes, codes);
-  for (int r = 0; r < MR; ++r) {
-    const __m256i qx = _mm256_sign_epi8(loadu(a[r].q + 32 * b), codes);
-    const __m256i dot = dot4(ux, qx);
-    acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(a[r].d[b]), _mm256_cvtepi32_ps(dot), acc[r]);
-  }
+  for (int r = 0; r < MR; ++r) acc[r] = int8_term(codes, ux, loadu(a[r].q + 32 * b), a[r].d[b], acc[r]);
 }
 
 template <int MR>
@@ -213,18 +228,7 @@ ZENITH_QDOT_INLINE void dot_int8(const uint8_t* w, int64_t K, const QActRow* a, 
     int8_chunk<MR>(codes, b + 1, a, acc1);
   }
   if (b < nb) int8_chunk<MR>(codes, b, a, acc0);
-  float scale;
-  std::memcpy(&scale, w, 4);
-  for (int r = 0; r < MR; ++r) {
-    float y = hsum(_mm256_add_ps(acc0[r], acc1[r]));
-    if (nb * 32 < K) {
-      int32_t dot = 0;
-      const int8_t* c = reinterpret_cast<const int8_t*>(codes);  // as ref_dot reads them
-      for (int64_t k = nb * 32; k < K; ++k) dot += c[k] * a[r].q[k];
-      y += a[r].d[nb] * float(dot);
-    }
-    out[r] = scale * y;
-  }
+  for (int r = 0; r < MR; ++r) out[r] = int8_result(w, K, a[r], acc0[r], acc1[r]);
 }
 
 // int8 with one row of x (decode): 4 weight rows at a time, each summed as dot_int8<1>
@@ -236,14 +240,13 @@ ZENITH_QDOT_INLINE void dot_int8(const uint8_t* w, int64_t K, const QActRow* a, 
 // (docs/benchmarks/2026-12-02c-zen3-avx2).
 ZENITH_QDOT_INLINE void int8_rows4_chunk(const uint8_t* w, int64_t rb, int64_t b, const QActRow& a, __m256 (&acc)[4]) {
   const __m256i xq = loadu(a.q + 32 * b);
-  const __m256 d = _mm256_set1_ps(a.d[b]);
   for (int i = 0; i < 4; ++i) {
     const __m256i c = loadu(w + i * rb + 4 + 32 * b);
-    acc[i] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(dot4(_mm256_sign_epi8(c, c), _mm256_sign_epi8(xq, c))), acc[i]);
+    acc[i] = int8_term(c, _mm256_sign_epi8(c, c), xq, a.d[b], acc[i]);
   }
 }
 template <bool kPrefetch>
-ZENITH_QDOT_INLINE void dot_int8_rows4(const uint8_t* w, int64_t rb, int64_t K, const QActRow& a, float* out) {
+void dot_int8_rows4(const uint8_t* w, int64_t rb, int64_t K, const QActRow& a, float* out) {
   __m256 acc0[4], acc1[4];
   for (int i = 0; i < 4; ++i) acc0[i] = acc1[i] = _mm256_setzero_ps();
   const int64_t nb = K / 32;
@@ -258,19 +261,7 @@ ZENITH_QDOT_INLINE void dot_int8_rows4(const uint8_t* w, int64_t rb, int64_t K, 
     int8_rows4_chunk(w, rb, b + 1, a, acc1);
   }
   if (b < nb) int8_rows4_chunk(w, rb, b, a, acc0);
-  for (int i = 0; i < 4; ++i) {
-    const uint8_t* row = w + i * rb;
-    float y = hsum(_mm256_add_ps(acc0[i], acc1[i]));
-    if (nb * 32 < K) {
-      int32_t dot = 0;
-      const int8_t* c = reinterpret_cast<const int8_t*>(row + 4);
-      for (int64_t k = nb * 32; k < K; ++k) dot += c[k] * a.q[k];
-      y += a.d[nb] * float(dot);
-    }
-    float scale;
-    std::memcpy(&scale, row, 4);
-    out[i] = scale * y;
-  }
+  for (int i = 0; i < 4; ++i) out[i] = int8_result(w + i * rb, K, a, acc0[i], acc1[i]);
 }
 
 // ---- k-quants: one integer per super-block and row, then ref_dot's float formula ----
@@ -569,11 +560,10 @@ template <QFormat F>
 constexpr QDotFn kSmall[kMaxDotRows] = {small_kernel<F, 1>(), small_kernel<F, 2>(), small_kernel<F, 3>(),
                                         small_kernel<F, 4>()};
 void int8_rows_1(const uint8_t* w, int64_t rb, int64_t rows, int64_t K, const QActRow* a, float* out, int64_t ldo) {
+  // as over_rows: only calls streaming many weight bytes prefetch
+  const auto rows4 = rows * rb > kRowPrefetchMinBytes ? dot_int8_rows4<true> : dot_int8_rows4<false>;
   int64_t n = 0;
-  if (rows * rb > kRowPrefetchMinBytes)  // as over_rows: only calls streaming many weight bytes prefetch
-    for (; n + 4 <= rows; n += 4) dot_int8_rows4<true>(w + n * rb, rb, K, a[0], out + n);
-  else
-    for (; n + 4 <= rows; n += 4) dot_int8_rows4<false>(w + n * rb, rb, K, a[0], out + n);
+  for (; n + 4 <= rows; n += 4) rows4(w + n * rb, rb, K, a[0], out + n);
   over_rows<1, dot_int8<1>>(w + n * rb, rb, rows - n, K, a, out + n, ldo);
 }
 constexpr QDotFn kInt8[kMaxDotRows] = {int8_rows_1, over_rows<2, dot_int8<2>>, over_rows<3, dot_int8<3>>,
