@@ -24,8 +24,17 @@ namespace zenith {
 inline float gelu_t(float x) { return 1.0f / (1.0f + 0.5f * (std::fabs(x) * 0.70710678118654752f)); }
 inline float gelu_exponent(float x, float t) { return std::fma(-0.5f * x, x, erfc_poly(t)); }
 inline float gelu_finish(float x, float t, float exponent) {
-  // exponent <= 3e-8: vexp_nonpos applies; x = -inf gives -inf * 0 = NaN, as PyTorch does
-  const float e = t * vexp_nonpos(exponent);
+  // exp(exponent) as vexp_nonpos computes it (exponent <= 3e-8), without its selects:
+  // clamped at -88, where n = -127 and 2^n's bits (n + 127) << 23 are those of +0, so
+  // exp flushes to 0 below about -87.7 by itself (the result there is below 1e-37 in
+  // magnitude either way), and a NaN exponent (x NaN) becomes finite while t carries
+  // the NaN to the result. x = +-inf: t = 0; -inf gives -inf * 0 = NaN, as PyTorch does.
+  float n;
+  const float p = exp_reduced5(exponent > -88.0f ? exponent : -88.0f, &n);
+  const int32_t bits = (int32_t(n) + 127) << 23;
+  float scale;
+  std::memcpy(&scale, &bits, 4);
+  const float e = t * (p * scale);
   return 0.5f * x * (x < 0 ? e : 2.0f - e);
 }
 inline float gelu_exact(float x) {

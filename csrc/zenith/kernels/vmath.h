@@ -16,12 +16,16 @@
 
 namespace zenith {
 
-// exp's range reduction and polynomial for xc already clamped to the float range:
-// returns p ~ exp(r) with xc = n ln2 + r, |r| <= ln2/2, and n through *n.
-inline float exp_reduced(float xc, float* n) {
+// exp's range reduction for xc already clamped to the float range: returns r with
+// xc = n ln2 + r, |r| <= ln2/2, and n through *n; exp_reduced adds the polynomial,
+// p ~ exp(r).
+inline float exp_reduce(float xc, float* n) {
   const float log2e = 1.44269504088896341f, ln2_hi = 0.693359375f, ln2_lo = -2.12194440e-4f;
   *n = std::floor(xc * log2e + 0.5f);
-  float r = xc - *n * ln2_hi - *n * ln2_lo;
+  return xc - *n * ln2_hi - *n * ln2_lo;
+}
+inline float exp_reduced(float xc, float* n) {
+  const float r = exp_reduce(xc, n);
   float p = 1.9875691500e-4f;
   p = p * r + 1.3981999507e-3f;
   p = p * r + 8.3334519073e-3f;
@@ -29,6 +33,18 @@ inline float exp_reduced(float xc, float* n) {
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   return p * r * r + r + 1.0f;
+}
+
+// The same with a degree-5 polynomial, 1 + r + r^2 q(r) (q fitted for relative error
+// over |r| <= ln2/2: 1.05e-7 exact, 1.7e-7 in float): two FMAs fewer, for GELU, whose
+// error budget (1e-6) has room for it.
+inline float exp_reduced5(float xc, float* n) {
+  const float r = exp_reduce(xc, n);
+  float q = 8.312533609569073e-3f;
+  q = q * r + 4.189012572169304e-2f;
+  q = q * r + 1.6667114198207855e-1f;
+  q = q * r + 4.99992311000824e-1f;
+  return q * r * r + r + 1.0f;
 }
 
 inline float vexp(float x) {
