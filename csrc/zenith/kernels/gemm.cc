@@ -565,21 +565,45 @@ constexpr int64_t kPrefetchWRowsMaxK = 1024;
 // (the order alone 0.97x). Measured on Zen 5 only (1 MiB L2): the strips take G x 12 x
 // (up to 256) floats, 96 KiB at most, beside a block of X^T in half of L2.
 constexpr int64_t kStripGroup = 8;
+
+// The weight-rows driver's k block: on the AVX2 tile (6 rows of W) K in equal blocks of
+// at most 768 (rounded up to 8), where KC's 256 split MiniLM's K of 384 into 256 + 128.
+// Each k block costs every tile a pass over its strip of C (load, add, store) and six
+// new W row streams, short ones, that the prefetchers pick up late; the W panel's block
+// stays 18 KiB, within L1. Measured on Zen 3 (family 25 model 1), 2 threads, x @ W^T
+// with W cycled over 4 copies, paired rounds, GFLOP/s 256 -> 768: 128 x 384 x 384
+// 170 -> 180, 128 x 1536 x 384 177 -> 184, 128 x 384 x 1536 174 -> 180, 32 x 384 x 384
+// 164 -> 171, 128 x 768 x 768 181 -> 187, 128 x 3072 x 768 177 -> 186, 512 x 768 x 768
+// 172 -> 188, 16 x 2048 x 5632 170 -> 175; 8 x 768 x 768 110 -> 114; cap 1024 or 1536
+// within noise of 768. Models (in-process A/B, frozen, paired): all-MiniLM-L6-v2 seq 128
+// 0.961x the time, seq 32 0.975x, BERT-base seq 128 0.970x. The AVX-512 tiles (12 and 8
+// rows) keep KC: not measured on an AVX-512 CPU.
+template <int64_t MR>
+int64_t weight_rows_kc(int64_t K) {
+  if constexpr (MR > 6) return KC;
+  constexpr int64_t kMost = 768;
+  const int64_t blocks = (K + kMost - 1) / kMost;
+  return std::max<int64_t>(8, ((K + blocks - 1) / blocks + 7) / 8 * 8);
+}
 template <int64_t MR, int64_t NR, RowsMicroKernel UK, RowsMicroKernel UK_HALF>
 void sgemm_weight_rows(int64_t M, int64_t N, int64_t K, float alpha, const float* a, int64_t a_rs, int64_t a_cs,
                        const float* w, int64_t ldw, float* c, int64_t ldc, bool accumulate, const GemmEpilogue* ep) {
   thread_local AlignedBuf xbuf;
-  int64_t xpanels = (M + NR - 1) / NR, kblocks = (K + KC - 1) / KC, wpanels = (N + MR - 1) / MR;
+  const int64_t kcw = weight_rows_kc<MR>(K);
+  int64_t xpanels = (M + NR - 1) / NR, kblocks = (K + kcw - 1) / kcw, wpanels = (N + MR - 1) / MR;
   const bool prefetch_w = K <= kPrefetchWRowsMaxK;
-  float* xp = xbuf.get(size_t(xpanels * kblocks * KC * NR));
+  float* xp = xbuf.get(size_t(xpanels * kblocks * kcw * NR));
+  // X^T's panel p, k block starting at pc: as packed_b_panel lays B out, kcw for KC.
+  auto xpanel = [&](int64_t p, int64_t pc) { return xp + (p * kblocks + pc / kcw) * kcw * NR; };
   parallel_for(xpanels * kblocks, 1, [&](int64_t lo, int64_t hi) {
     for (int64_t t = lo; t < hi; ++t) {
-      int64_t p = t % xpanels, pc = (t / xpanels) * KC;
-      pack_b<NR>(std::min(KC, K - pc), std::min(NR, M - p * NR), a + p * NR * a_rs + pc * a_cs, a_cs, a_rs,
-                 xp + packed_b_panel<NR>(p, pc, kblocks));
+      int64_t p = t % xpanels, pc = (t / xpanels) * kcw;
+      pack_b<NR>(std::min(kcw, K - pc), std::min(NR, M - p * NR), a + p * NR * a_rs + pc * a_cs, a_cs, a_rs,
+                 xpanel(p, pc));
     }
   });
-  constexpr int64_t kBlockPanels = panels_in_half_l2(NR);
+  // Panels of X per block: one k block of them in half of L2, as panels_in_half_l2 counts for KC.
+  const int64_t kBlockPanels = std::max<int64_t>(1, panels_in_half_l2(NR) * KC / kcw);
   for (int64_t p0 = 0; p0 < xpanels; p0 += kBlockPanels) {
     int64_t p1 = std::min(xpanels, p0 + kBlockPanels), width = (p1 - p0) * NR;
     int64_t m0 = p0 * NR, rows = std::min(M, p1 * NR) - m0;
@@ -595,11 +619,11 @@ void sgemm_weight_rows(int64_t M, int64_t N, int64_t K, float alpha, const float
         // The tile of the block's first panel of X (p0) fetches the thread's next W panel
         // (a whole one), k block by k block, while it computes; see kPrefetchWRowsMaxK.
         const int64_t ahead = prefetch_w && q + 1 < hi && (q + 2) * MR <= N ? MR * ldw : 0;
-        for (int64_t pc = 0; pc < K; pc += KC) {
-          int64_t kc = std::min(KC, K - pc);
+        for (int64_t pc = 0; pc < K; pc += kcw) {
+          int64_t kc = std::min(kcw, K - pc);
           for (int64_t p = p0; p < p1; ++p) {
             bool half = M - p * NR <= NR / 2;  // a last panel with at most NR / 2 rows of X
-            (half ? UK_HALF : UK)(kc, wq + pc, ldw, xp + packed_b_panel<NR>(p, pc, kblocks), strip + (p - p0) * NR,
+            (half ? UK_HALF : UK)(kc, wq + pc, ldw, xpanel(p, pc), strip + (p - p0) * NR,
                                   width, mr, half ? NR / 2 : NR, pc > 0, p == p0 ? ahead : 0);
           }
         }
