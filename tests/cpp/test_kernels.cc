@@ -412,7 +412,9 @@ TEST(Kernels, SgemmEpilogueMatchesReference) {
   // columns (k tails, several k blocks, row and column tails, more rows than one
   // L2 block of A: 600; several groups of column panels per thread, the last one short,
   // at one k block, 40 x 1000 x 70, and at three, 20 x 700 x 600), its row split (few
-  // column panels), a prepacked B, K = 0, ldc > N, accumulate; 1 and 2 threads.
+  // column panels), a prepacked B, K = 0, ldc > N, accumulate; 1 and 2 threads. On the
+  // in-place strip, rows of X filling whole panels (32, 64: GELU runs over the strip at
+  // once) and not (33, 130).
   const Activation acts[] = {Activation::kNone, Activation::kRelu, Activation::kGelu, Activation::kGeluTanh,
                              Activation::kSilu, Activation::kTanh, Activation::kRelu6, Activation::kHardsigmoid,
                              Activation::kHardswish};
@@ -420,7 +422,7 @@ TEST(Kernels, SgemmEpilogueMatchesReference) {
     set_num_threads(threads);
     for (auto [M, N, K] : {std::tuple<int64_t, int64_t, int64_t>{1, 300, 77}, {3, 40, 600}, {33, 129, 300},
                            {300, 40, 64}, {7, 17, 0}, {130, 48, 513}, {600, 129, 40}, {40, 1000, 70},
-                           {20, 700, 600}})
+                           {20, 700, 600}, {32, 50, 100}, {64, 30, 900}})
       for (bool trans : {false, true})
         for (int variant = 0; variant < 4; ++variant)  // column shift; row scale and shift; all three; + residual
           for (Activation act : acts) {

@@ -529,9 +529,14 @@ void finish_strip(const GemmEpilogue* ep, float* strip, int64_t width, int64_t r
       if (ep->residual)  // C^T's row r is C's column n0 + r
         for (int64_t m = 0; m < rows; ++m) s[m] += ep->residual[(m0 + m) * ep->ld_residual + n0 + r];
       for (int64_t m = 0; m < rows; ++m) s[m] = act(s[m] + cs);
-      per_row(ep->act, s, rows);
+      if (rows != width) per_row(ep->act, s, rows);
     }
   });
+  // The per-row part (GELU) over the whole strip at once where its rows are contiguous
+  // (no padding past `rows`): gelu_exact_n runs 1.09 ns a value on 32 values, 0.78 on
+  // 128 or more (Zen 3, one thread), and MiniLM at seq 32 made 32-value calls: the model
+  // 0.984x the time (paired in-process A/B), seq 128 1.000x.
+  if (rows == width) per_row(ep->act, strip, mr * width);
 }
 
 // x @ W^T with W (an nn.Linear weight: [N, K] row-major, B = W^T) read in place,
