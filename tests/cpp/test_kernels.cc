@@ -170,26 +170,25 @@ TEST(Kernels, SgemmPackedTransposedB) {
 }
 
 TEST(Kernels, SgemmWeightInPlaceMatchesReference) {
-  // x @ W^T with W read in place (C^T = W X^T, W the broadcast operand) against the
-  // scalar reference: W's rows not a multiple of the 6-row (AVX2) or 12-row (AVX-512)
-  // panel (a last, short panel of W, which is sized exactly), X's rows not a multiple
-  // of 16 or 32 (last panels of 1, 8, 12 and 16 rows run the half-width kernel, of 17
-  // and 24 rows the full one; kernels_forced_avx2 runs this on AVX2) and more than one
-  // block of them (300, 600), k tails and several k blocks (AVX2's tile takes K in equal
-  // blocks of at most 768: 1024, 1025 and 3072 in 2, 2 (520 + 505) and 4; AVX-512's in
-  // 256), A with a row stride past K, C with ldc > N, A transposed, alpha, accumulate,
-  // the epilogue, on 1 and 2 threads. K up to 1024 prefetches the next panel of W
-  // (kPrefetchWRowsMaxK), 1025 not. With AVX-512 on
-  // an 8-way L1 (Zen 4), W's rows 1024 and 3072 floats apart crowd an L1 set and run
-  // the 8-row tile instead of the 12-row one (rows_crowd_l1). A thread's panels of W are
-  // written to C in groups of kStripGroup (8): groups cut short by the thread's end and by
-  // the short last panel (205 rows: 18 panels of 12 (AVX-512) or 35 of 6 (AVX2), split
-  // 9 + 9 or 17 + 18 between two threads).
+  // x @ W^T with W read in place (C^T = W X^T, W the broadcast operand) against the scalar
+  // reference: W's rows not a multiple of the 6-row (AVX2) or 12-row (AVX-512) panel (a
+  // last, short panel of W, which is sized exactly), X's rows not a multiple of 16 or 32
+  // (last panels of 1, 8, 12 and 16 rows run the half-width kernel, of 17 and 24 rows the
+  // full one; kernels_forced_avx2 runs this on AVX2) and more than one block of them (300,
+  // 600), k tails and several k blocks (AVX2's tile takes K in equal blocks of at most
+  // 768: 1024, 1025 and 3072 in 2, 2 (520 + 505) and 4, and K = 5 in one; AVX-512's in
+  // 256), A with a row stride past K, C with ldc > N, A transposed, alpha, accumulate, the
+  // epilogue, on 1 and 2 threads. K up to 1024 prefetches the next panel of W
+  // (kPrefetchWRowsMaxK), 1025 not. With AVX-512 on an 8-way L1 (Zen 4), W's rows 1024 and
+  // 3072 floats apart crowd an L1 set and run the 8-row tile instead of the 12-row one
+  // (rows_crowd_l1). A thread's panels of W are written to C in groups of kStripGroup (8):
+  // groups cut short by the thread's end and by the short last panel (205 rows: 18 panels
+  // of 12 (AVX-512) or 35 of 6 (AVX2), split 9 + 9 or 17 + 18 between two threads).
   for (int threads : {1, 2}) {
     set_num_threads(threads);
     for (auto [M, N, K] : {std::tuple<int64_t, int64_t, int64_t>{49, 7, 300}, {56, 769, 64}, {300, 130, 513},
                            {600, 20, 259}, {128, 768, 768}, {48, 33, 40}, {40, 100, 1024}, {40, 100, 1025},
-                           {130, 21, 3072}, {20, 205, 16}})
+                           {130, 21, 3072}, {20, 205, 16}, {37, 40, 5}})
       for (int variant = 0; variant < 3; ++variant) {  // overwrite; accumulate; A transposed (a_rs 1)
         bool acc = variant == 1, at = variant == 2;
         ASSERT_FALSE(sgemm_reads_packed(M, 1, K)) << M;  // both ISAs have the kernel
@@ -407,14 +406,15 @@ float ref_activation(float x, Activation act) {
 
 TEST(Kernels, SgemmEpilogueMatchesReference) {
   // act(sum * row_scale[m] + row_shift[m] + col_shift[n] (+ residual[m, n], its own row
-  // stride)) on every path (x @ W^T from 48 rows: the in-place strip): the skinny
+  // stride)) on every path (x @ W^T from 5 rows: the in-place strip): the skinny
   // kernels (1 and 3 rows, both layouts of B), the blocked driver with threads owning
   // columns (k tails, several k blocks, row and column tails, more rows than one
   // L2 block of A: 600; several groups of column panels per thread, the last one short,
   // at one k block, 40 x 1000 x 70, and at three, 20 x 700 x 600), its row split (few
   // column panels), a prepacked B, K = 0, ldc > N, accumulate; 1 and 2 threads. On the
   // in-place strip, rows of X filling whole panels (32, 64: GELU runs over the strip at
-  // once) and not (33, 130).
+  // once) and not (33, 300), and blocks of X after the first (200 x 40 x 600 on AVX2:
+  // 13 panels in blocks of 6, the last a half panel; 300 and 600 rows on AVX-512).
   const Activation acts[] = {Activation::kNone, Activation::kRelu, Activation::kGelu, Activation::kGeluTanh,
                              Activation::kSilu, Activation::kTanh, Activation::kRelu6, Activation::kHardsigmoid,
                              Activation::kHardswish};
@@ -422,7 +422,7 @@ TEST(Kernels, SgemmEpilogueMatchesReference) {
     set_num_threads(threads);
     for (auto [M, N, K] : {std::tuple<int64_t, int64_t, int64_t>{1, 300, 77}, {3, 40, 600}, {33, 129, 300},
                            {300, 40, 64}, {7, 17, 0}, {130, 48, 513}, {600, 129, 40}, {40, 1000, 70},
-                           {20, 700, 600}, {32, 50, 100}, {64, 30, 900}})
+                           {20, 700, 600}, {32, 50, 100}, {64, 30, 900}, {200, 40, 600}})
       for (bool trans : {false, true})
         for (int variant = 0; variant < 4; ++variant)  // column shift; row scale and shift; all three; + residual
           for (Activation act : acts) {

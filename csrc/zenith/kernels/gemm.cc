@@ -542,8 +542,9 @@ void finish_strip(const GemmEpilogue* ep, float* strip, int64_t width, int64_t r
 // x @ W^T with W (an nn.Linear weight: [N, K] row-major, B = W^T) read in place,
 // never copied: computes C^T = W X^T with W as the micro-kernel's broadcast operand,
 // MR rows of it at a time (the ISA's weight-rows tile, gemm_weight_rows_mr), and X^T
-// packed per call into NR-column panels (all k blocks, as pack_b_whole lays B out).
-// Threads split W's rows, so each streams its own part of W once per block of X. A W row panel's k blocks sum into a per-thread
+// packed per call into NR-column panels (all k blocks, laid out as pack_b_whole lays B
+// out, with weight_rows_kc's k block for KC). Threads split W's rows, so each streams
+// its own part of W once per block of X. A W row panel's k blocks sum into a per-thread
 // MR x (rows of X) strip, written to C transposed, times alpha, epilogue applied.
 // Blocks of X's rows keep one k block of X^T in half of L2. A last panel of X with at
 // most NR / 2 rows runs a half-width kernel (less padding: 33 rows compute 40, not 48).
@@ -576,13 +577,15 @@ constexpr int64_t kStripGroup = 8;
 // Each k block costs every tile a pass over its strip of C (load, add, store) and six
 // new W row streams, short ones, that the prefetchers pick up late; the W panel's block
 // stays 18 KiB, within L1. Measured on Zen 3 (family 25 model 1), 2 threads, x @ W^T
-// with W cycled over 4 copies, paired rounds, GFLOP/s 256 -> 768: 128 x 384 x 384
-// 170 -> 180, 128 x 1536 x 384 177 -> 184, 128 x 384 x 1536 174 -> 180, 32 x 384 x 384
-// 164 -> 171, 128 x 768 x 768 181 -> 187, 128 x 3072 x 768 177 -> 186, 512 x 768 x 768
-// 172 -> 188, 16 x 2048 x 5632 170 -> 175; 8 x 768 x 768 110 -> 114; cap 1024 or 1536
-// within noise of 768. Models (in-process A/B, frozen, paired): all-MiniLM-L6-v2 seq 128
-// 0.961x the time, seq 32 0.975x, BERT-base seq 128 0.970x. The AVX-512 tiles (12 and 8
-// rows) keep KC: not measured on an AVX-512 CPU.
+// with W cycled over 4 copies, paired rounds, GFLOP/s with blocks of 256 / 768:
+//   128 x 384 x 384   170 / 180     128 x 768 x 768    181 / 187
+//   128 x 1536 x 384  177 / 184     128 x 3072 x 768   177 / 186
+//   128 x 384 x 1536  174 / 180     512 x 768 x 768    172 / 188
+//   32 x 384 x 384    164 / 171     16 x 2048 x 5632   170 / 175
+// 8 x 768 x 768 within noise (110 / 114 and 111 / 109 in two runs); caps of 1024 or
+// 1536 within noise of 768. Models (in-process A/B, frozen, paired): all-MiniLM-L6-v2
+// seq 128 0.961x the time, seq 32 0.975x, BERT-base seq 128 0.970x. The AVX-512 tiles
+// (12 and 8 rows) keep KC: not measured on an AVX-512 CPU.
 template <int64_t MR>
 int64_t weight_rows_kc(int64_t K) {
   if constexpr (MR > 6) return KC;
@@ -607,8 +610,9 @@ void sgemm_weight_rows(int64_t M, int64_t N, int64_t K, float alpha, const float
                  xpanel(p, pc));
     }
   });
-  // Panels of X per block: one k block of them in half of L2, as panels_in_half_l2 counts for KC.
-  const int64_t kBlockPanels = std::max<int64_t>(1, panels_in_half_l2(NR) * KC / kcw);
+  // Panels of X per block: one k block of them in half of L2, as panels_in_half_l2 counts
+  // for KC; below KC as many as for KC (what was measured, and the strips' budget).
+  const int64_t kBlockPanels = std::max<int64_t>(1, panels_in_half_l2(NR) * KC / std::max(kcw, KC));
   for (int64_t p0 = 0; p0 < xpanels; p0 += kBlockPanels) {
     int64_t p1 = std::min(xpanels, p0 + kBlockPanels), width = (p1 - p0) * NR;
     int64_t m0 = p0 * NR, rows = std::min(M, p1 * NR) - m0;
