@@ -31,10 +31,7 @@ inline float gelu_finish(float x, float t, float exponent) {
   // the NaN to the result. x = +-inf: t = 0; -inf gives -inf * 0 = NaN, as PyTorch does.
   float n;
   const float p = exp_reduced5(exponent > -88.0f ? exponent : -88.0f, &n);
-  const int32_t bits = (int32_t(n) + 127) << 23;
-  float scale;
-  std::memcpy(&scale, &bits, 4);
-  const float e = t * (p * scale);
+  const float e = t * (p * pow2i(int32_t(n)));
   return 0.5f * x * (x < 0 ? e : 2.0f - e);
 }
 inline float gelu_exact(float x) {

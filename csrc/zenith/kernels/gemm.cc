@@ -326,10 +326,11 @@ void sgemm_skinny(int64_t M, int64_t N, int64_t K, float alpha, const float* a, 
 }
 
 // Where a B packed in advance keeps the panel of column panel P (over all of N) and the
-// k block starting at pc: panel after panel, each its k blocks in order, KC x NR apart.
+// k block starting at pc: panel after panel, each its k blocks in order, kc x NR apart
+// (blocks of KC, or the weight-rows driver's kc for its X^T).
 template <int64_t NR>
-int64_t packed_b_panel(int64_t P, int64_t pc, int64_t kblocks) {
-  return (P * kblocks + pc / KC) * KC * NR;
+int64_t packed_b_panel(int64_t P, int64_t pc, int64_t kblocks, int64_t kc = KC) {
+  return (P * kblocks + pc / kc) * kc * NR;
 }
 
 // All of A (times alpha) in MR-row panels, k block by k block: block pc starts at
@@ -346,10 +347,12 @@ void pack_a_all(int64_t M, int64_t K, float alpha, const float* a, int64_t a_rs,
   });
 }
 
-// How many panels of `width` rows (or columns) make one k block of about 256 KiB, half
-// of a Zen 3 core's L2: the block of the streamed operand that stays in L2 while the
-// other operand's panels go past.
-constexpr int64_t panels_in_half_l2(int64_t width) { return (int64_t(256) << 10) / int64_t(sizeof(float) * width * KC); }
+// How many panels of `width` rows (or columns) make one k block (kc deep) of about
+// 256 KiB, half of a Zen 3 core's L2: the block of the streamed operand that stays in
+// L2 while the other operand's panels go past.
+constexpr int64_t panels_in_half_l2(int64_t width, int64_t kc = KC) {
+  return (int64_t(256) << 10) / int64_t(sizeof(float) * width * kc);
+}
 
 // Row panels of A per block the driver sweeps for each panel of B.
 template <int64_t MR>
@@ -518,6 +521,11 @@ void finish_strip(const GemmEpilogue* ep, float* strip, int64_t width, int64_t r
   for (int64_t r = 0; r < mr && alpha != 1.0f; ++r)
     for (int64_t m = 0; m < rows; ++m) strip[r * width + m] *= alpha;
   if (!ep) return;
+  // The per-row part (GELU) over the whole strip at once where its rows are contiguous
+  // (no padding past `rows`): gelu_exact_n runs 1.09 ns a value on 32 values, 0.78 on
+  // 128 or more (Zen 3, one thread), and MiniLM at seq 32 made 32-value calls: the model
+  // 0.984x the time (paired in-process A/B), seq 128 1.000x.
+  const bool whole = rows == width;
   with_activation(per_value(ep->act), [&](auto act) {
     for (int64_t r = 0; r < mr; ++r) {
       float* s = strip + r * width;
@@ -529,14 +537,10 @@ void finish_strip(const GemmEpilogue* ep, float* strip, int64_t width, int64_t r
       if (ep->residual)  // C^T's row r is C's column n0 + r
         for (int64_t m = 0; m < rows; ++m) s[m] += ep->residual[(m0 + m) * ep->ld_residual + n0 + r];
       for (int64_t m = 0; m < rows; ++m) s[m] = act(s[m] + cs);
-      if (rows != width) per_row(ep->act, s, rows);
+      if (!whole) per_row(ep->act, s, rows);
     }
   });
-  // The per-row part (GELU) over the whole strip at once where its rows are contiguous
-  // (no padding past `rows`): gelu_exact_n runs 1.09 ns a value on 32 values, 0.78 on
-  // 128 or more (Zen 3, one thread), and MiniLM at seq 32 made 32-value calls: the model
-  // 0.984x the time (paired in-process A/B), seq 128 1.000x.
-  if (rows == width) per_row(ep->act, strip, mr * width);
+  if (whole) per_row(ep->act, strip, mr * width);
 }
 
 // x @ W^T with W (an nn.Linear weight: [N, K] row-major, B = W^T) read in place,
@@ -601,8 +605,8 @@ void sgemm_weight_rows(int64_t M, int64_t N, int64_t K, float alpha, const float
   int64_t xpanels = (M + NR - 1) / NR, kblocks = (K + kcw - 1) / kcw, wpanels = (N + MR - 1) / MR;
   const bool prefetch_w = K <= kPrefetchWRowsMaxK;
   float* xp = xbuf.get(size_t(xpanels * kblocks * kcw * NR));
-  // X^T's panel p, k block starting at pc: as packed_b_panel lays B out, kcw for KC.
-  auto xpanel = [&](int64_t p, int64_t pc) { return xp + (p * kblocks + pc / kcw) * kcw * NR; };
+  // X^T's panel p, k block starting at pc: laid out as a packed B, in blocks of kcw.
+  auto xpanel = [&](int64_t p, int64_t pc) { return xp + packed_b_panel<NR>(p, pc, kblocks, kcw); };
   parallel_for(xpanels * kblocks, 1, [&](int64_t lo, int64_t hi) {
     for (int64_t t = lo; t < hi; ++t) {
       int64_t p = t % xpanels, pc = (t / xpanels) * kcw;
@@ -610,9 +614,9 @@ void sgemm_weight_rows(int64_t M, int64_t N, int64_t K, float alpha, const float
                  xpanel(p, pc));
     }
   });
-  // Panels of X per block: one k block of them in half of L2, as panels_in_half_l2 counts
-  // for KC; below KC as many as for KC (what was measured, and the strips' budget).
-  const int64_t kBlockPanels = std::max<int64_t>(1, panels_in_half_l2(NR) * KC / std::max(kcw, KC));
+  // Panels of X per block: one k block of them in half of L2; below KC as many as for KC
+  // (what was measured, and the strips' budget).
+  const int64_t kBlockPanels = std::max<int64_t>(1, panels_in_half_l2(NR, std::max(kcw, KC)));
   for (int64_t p0 = 0; p0 < xpanels; p0 += kBlockPanels) {
     int64_t p1 = std::min(xpanels, p0 + kBlockPanels), width = (p1 - p0) * NR;
     int64_t m0 = p0 * NR, rows = std::min(M, p1 * NR) - m0;

@@ -47,6 +47,14 @@ inline float exp_reduced5(float xc, float* n) {
   return q * r * r + r + 1.0f;
 }
 
+// 2^n for -126 <= n <= 127, from its bits ((n + 127) << 23); n = -127 gives +0.
+inline float pow2i(int32_t n) {
+  const int32_t bits = (n + 127) << 23;
+  float s;
+  std::memcpy(&s, &bits, 4);
+  return s;
+}
+
 inline float vexp(float x) {
   // Clamped so that NaN becomes a finite xc as well (max then min; NaN's result is replaced
   // below): converting a NaN n to int is undefined, and gave a negative value to shift.
@@ -56,11 +64,7 @@ inline float vexp(float x) {
   float p = exp_reduced(xc, &n);
   // 2^n as two factors so that n = +-127/128 at the ends of the range stays representable.
   int32_t n1 = int32_t(n) / 2, n2 = int32_t(n) - n1;
-  int32_t e1 = (n1 + 127) << 23, e2 = (n2 + 127) << 23;
-  float s1, s2;
-  std::memcpy(&s1, &e1, 4);
-  std::memcpy(&s2, &e2, 4);
-  float y = p * s1 * s2;
+  float y = p * pow2i(n1) * pow2i(n2);
   y = x < -87.3365478515625f ? 0.0f : y;             // underflow (and -inf) -> 0
   y = x > 88.72283905206835f ? INFINITY : y;           // overflow (and +inf) -> inf
   return x != x ? x : y;                              // NaN stays NaN
@@ -75,10 +79,7 @@ inline float vexp_nonpos(float x) {
   const float lo = -87.3365478515625f;
   float n;
   float p = exp_reduced(x > lo ? x : lo, &n);  // NaN -> lo, so n stays finite (as in vexp)
-  int32_t e = (int32_t(n) + 127) << 23;
-  float s;
-  std::memcpy(&s, &e, 4);
-  float y = x < lo ? 0.0f : p * s;
+  float y = x < lo ? 0.0f : p * pow2i(int32_t(n));
   return x != x ? x : y;
 }
 
