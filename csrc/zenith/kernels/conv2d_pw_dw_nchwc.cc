@@ -131,7 +131,8 @@ void conv2d_pw_dw_nchwc(const NchwcConvGeom& g, int64_t C, int64_t P, const Nchw
               const int nblk = int(std::min<int64_t>(kNB, EB - ob));
               for (int64_t r = a; r < b; ++r)
                 te({xn + (r - ph) * W * L, H * W * L, C, w1 + grp * ge_floats, s1.data() + ob * L, t1.data() + ob * L,
-                    nullptr, ex.act, win + ob * block_floats + ((r - lo_p) * pitch + pw) * L, block_floats, W, nblk});
+                    nullptr, ex.act, win + ob * block_floats + ((r - lo_p) * pitch + pw) * L, block_floats, W, nblk,
+                    Prefetch{}});
             }
             // The columns outside the image: zero.
             for (int64_t eb = 0; eb < EB; ++eb)
@@ -164,7 +165,8 @@ void conv2d_pw_dw_nchwc(const NchwcConvGeom& g, int64_t C, int64_t P, const Nchw
           const int64_t ob = grp * kNB;
           const int nblk = int(std::min<int64_t>(kNB, OB - ob));
           tp({dwo, band * OW * L, E, w3 + grp * gp_floats, s3.data() + ob * L, t3.data() + ob * L,
-              res ? res + at + ob * OP * L : nullptr, pj.act, out + at + ob * OP * L, OP * L, pixels, nblk});
+              res ? res + at + ob * OP * L : nullptr, pj.act, out + at + ob * OP * L, OP * L, pixels, nblk,
+              Prefetch{}});
         }
       }
     }
