@@ -7,6 +7,7 @@
 #include "zenith/error.h"
 #include "zenith/kernels/kernels.h"
 #include "zenith/planner.h"
+#include "zenith/runtime_test_hooks.h"
 #ifdef __SANITIZE_ADDRESS__
 #include <sanitizer/asan_interface.h>
 #endif

@@ -37,13 +37,6 @@ struct OutTensor {
   std::vector<int64_t> shape;
 };
 
-// Tests only: called (when set) by a call that found a packed-weight binding out of
-// date, after its unlocked check and before it takes the packing lock, so that a test
-// can make a drop_packed() or set_constant_inputs() land in that window every time.
-namespace test_hooks {
-extern void (*bind_packed_before_lock)();
-}
-
 struct Plan;
 struct NodePlan;
 struct Context;

@@ -14,6 +14,7 @@
 #include "zenith/profiler.h"
 #include "zenith/kernels/kernels.h"
 #include "zenith/runtime.h"
+#include "zenith/runtime_test_hooks.h"
 #include "zenith/threadpool.h"
 
 using namespace zenith;
