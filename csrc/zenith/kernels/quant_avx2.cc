@@ -761,8 +761,10 @@ void q8_gemm_tile_u8(const uint8_t* wb, const float* ws, int64_t kpad, const QAc
       // computes many quads' products first and spills them); GCC's loop of 2 quads a
       // step instead spent a register move per sum and a peeled first quad per block.
       // Bit-identical (integer sums). Zen 3, paired rounds: in L1, one thread, 0.91-0.95x
-      // the time over K 384-1536 in most runs, 1.01-1.03x in the host's quiet minutes;
-      // int8-dynamic models (frozen, 2 threads) all-MiniLM-L6-v2 s128 0.926x, BERT-base 0.908x.
+      // the time over K 384-1536 in most runs, 1.01-1.03x in one quiet minute; int8-dynamic
+      // models (frozen, 2 threads) in the host's busy minutes all-MiniLM-L6-v2 s128
+      // 0.926-0.931x, BERT-base 0.908x, in its calm ones 0.99x (fewer instructions to
+      // issue matter most when a busy sibling thread shares the core's front end).
       auto quad = [&](int q, bool first) {
         const __m256i w0 = loadu(wq + 128 * q), w1 = loadu(wq + 128 * q + 32);
         int32_t v;
