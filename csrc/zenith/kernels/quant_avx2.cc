@@ -763,8 +763,8 @@ void q8_gemm_tile_u8(const uint8_t* wb, const float* ws, int64_t kpad, const QAc
       // Bit-identical (integer sums). Zen 3, paired rounds: in L1, one thread, 0.91-0.95x
       // the time over K 384-1536 in most runs, 1.01-1.03x in one quiet minute; int8-dynamic
       // models (frozen, 2 threads) in the host's busy minutes all-MiniLM-L6-v2 s128
-      // 0.926-0.931x, BERT-base 0.908x, in its calm ones 0.99x (fewer instructions to
-      // issue matter most when a busy sibling thread shares the core's front end).
+      // 0.926-0.931x, BERT-base 0.908x, in its calm ones 0.99x (a guess, not measured:
+      // fewer instructions to issue matter most when another VM's thread shares the core).
       auto quad = [&](int q, bool first) {
         const __m256i w0 = loadu(wq + 128 * q), w1 = loadu(wq + 128 * q + 32);
         int32_t v;
