@@ -701,25 +701,40 @@ void q8_gemm_tile(const uint8_t* wb, const float* ws, int64_t kpad, const QActRo
 template <int MR, bool NONNEG>
 void q8_gemm_tile_uniform(const uint8_t* wb, const float* ws, int64_t kpad, const QActRow* a, float* y, int64_t ldy,
                           int nvalid) {
+  static_assert(MR >= 1 && MR <= 8);
+  const auto start = [&](int r) { return _mm256_set1_epi32(r < MR && kVnni ? -128 * a[r].total : 0); };
   for (int g = 0; 8 * g < nvalid; ++g) {
-    __m256i s[MR];
-    for (int r = 0; r < MR; ++r) s[r] = _mm256_set1_epi32(kVnni ? -128 * a[r].total : 0);
+    // The sums named, not an array, and pinned in registers once a quad (the empty asm):
+    // GCC kept an array of 8 partly on the stack (two stores and several moves a quad).
+    // Bit-identical; ResNet-50 int8-static (Zen 3, paired rounds) b1 0.980x and 0.986x
+    // the time, b8 0.987x and 0.939x.
+    __m256i s0 = start(0), s1 = start(1), s2 = start(2), s3 = start(3), s4 = start(4), s5 = start(5),
+            s6 = start(6), s7 = start(7);
     const uint8_t* wq = wb + 32 * g;
     for (int64_t q = 0; q < kpad / 4; ++q) {
       const __m256i c = kVnni ? loadu(wq + 128 * q) : signed_codes(wq + 128 * q);
       const __m256i uc = kVnni || NONNEG ? c : _mm256_sign_epi8(c, c);
-#pragma GCC unroll 8  // whole, so the accumulators stay in registers
-      for (int r = 0; r < MR; ++r) {
+      const auto row = [&](__m256i& acc, int r) {
         int32_t v;
         std::memcpy(&v, a[r].q + 4 * q, 4);
         const __m256i av = _mm256_set1_epi32(v);
-        if constexpr (kVnni) s[r] = dot_acc(s[r], c, av);
-        else if constexpr (NONNEG) s[r] = dot_acc(s[r], av, c);
-        else s[r] = dot_acc(s[r], uc, _mm256_sign_epi8(av, c));
-      }
+        if constexpr (kVnni) acc = dot_acc(acc, c, av);
+        else if constexpr (NONNEG) acc = dot_acc(acc, av, c);
+        else acc = dot_acc(acc, uc, _mm256_sign_epi8(av, c));
+      };
+      row(s0, 0);
+      if constexpr (MR > 1) row(s1, 1);
+      if constexpr (MR > 2) row(s2, 2);
+      if constexpr (MR > 3) row(s3, 3);
+      if constexpr (MR > 4) row(s4, 4);
+      if constexpr (MR > 5) row(s5, 5);
+      if constexpr (MR > 6) row(s6, 6);
+      if constexpr (MR > 7) row(s7, 7);
+      __asm__("" : "+x"(s0), "+x"(s1), "+x"(s2), "+x"(s3), "+x"(s4), "+x"(s5), "+x"(s6), "+x"(s7));
     }
     const int n = std::min(8, nvalid - 8 * g);
     const __m256 sc = _mm256_loadu_ps(ws + 8 * g);
+    const __m256i s[8] = {s0, s1, s2, s3, s4, s5, s6, s7};
     for (int r = 0; r < MR; ++r) {
       const __m256 v = _mm256_mul_ps(_mm256_cvtepi32_ps(s[r]), _mm256_set1_ps(a[r].d[0]));
       store_first(y + r * ldy + 8 * g, _mm256_mul_ps(v, sc), n);
