@@ -707,7 +707,9 @@ void q8_gemm_tile_uniform(const uint8_t* wb, const float* ws, int64_t kpad, cons
     // The sums named, not an array, and pinned in registers once a quad (the empty asm):
     // GCC kept an array of 8 partly on the stack (two stores and several moves a quad).
     // Bit-identical; ResNet-50 int8-static (Zen 3, paired rounds) b1 0.980x and 0.986x
-    // the time, b8 0.987x and 0.939x.
+    // the time, b8 0.987x and 0.939x. Sums past MR stay at their start (registers held
+    // for nothing at small MR). The AVX-VNNI build (sums start at -128 x the row's
+    // codes) shares this code: compiled and read, not run (no AVX-VNNI here).
     __m256i s0 = start(0), s1 = start(1), s2 = start(2), s3 = start(3), s4 = start(4), s5 = start(5),
             s6 = start(6), s7 = start(7);
     const uint8_t* wq = wb + 32 * g;
@@ -755,7 +757,8 @@ void q8_gemm_tile_uniform(const uint8_t* wb, const float* ws, int64_t kpad, cons
 // every accumulator named (arrays of them spilled): each broadcast of 4 activation
 // codes serves two weight vectors. On Zen 4 (one thread, 128 x 3072 x 768 and 128 x 768
 // x 768) this shape ran 0.62-0.67x the time of 4 rows by 8 columns; 3 rows, 32
-// columns or the quad loop unrolled whole were slower.
+// columns or the quad loop unrolled whole without the register pins below (it spilled)
+// were slower.
 // The narrower codes cost less accuracy than 7-bit weights would: on all-MiniLM-L6-v2
 // (real text) 1 - mean cosine to fp32 went 6.4e-4 -> 1.0e-3 with 7-bit activations per
 // 32 values, 3.3e-3 with the weights halved to 7 bits.
@@ -774,12 +777,15 @@ void q8_gemm_tile_u8(const uint8_t* wb, const float* ws, int64_t kpad, const QAc
       // The block's 8 quads in straight-line code, the first one starting the sums. The
       // empty asm between quads pins the sums in registers in quad order (without it GCC
       // computes many quads' products first and spills them); GCC's loop of 2 quads a
-      // step instead spent a register move per sum and a peeled first quad per block.
-      // Bit-identical (integer sums). Zen 3, paired rounds: in L1, one thread, 0.91-0.95x
-      // the time over K 384-1536 in most runs, 1.01-1.03x in one quiet minute; int8-dynamic
-      // models (frozen, 2 threads) in the host's busy minutes all-MiniLM-L6-v2 s128
-      // 0.926-0.931x, BERT-base 0.908x, in its calm ones 0.99x (a guess, not measured:
-      // fewer instructions to issue matter most when another VM's thread shares the core).
+      // step instead spent 4 register moves a step, and zeroed the sums to add into
+      // (about 190 instructions a block of the 2-row tile, now about 167). Bit-identical
+      // (integer sums). Zen 3, paired rounds: in L1, one thread, 0.91-0.98x the time over
+      // K 384-1536, 1.01-1.03x in one quiet minute; int8-dynamic models (frozen, 2
+      // threads): in the host's busy minutes all-MiniLM-L6-v2 s128 0.926-0.931x, BERT-base
+      // 0.908x; in its calm ones 0.99x. Why busy minutes gain more is a guess, not
+      // measured: fewer instructions to issue matter most when another VM's thread shares
+      // the core. The AVX-VNNI build shares this code (dot4 = vpdpbusd onto zero):
+      // compiled and read, not run (no AVX-VNNI here).
       auto quad = [&](int q, bool first) {
         const __m256i w0 = loadu(wq + 128 * q), w1 = loadu(wq + 128 * q + 32);
         int32_t v;
