@@ -115,6 +115,8 @@ struct PackedOperand {
   // kWinograd4: conv3x3_winograd_nchwc's filters for F(4x4, 3x3), 36 matrices.
   enum Side : uint8_t { kA, kB, kWinograd, kQ8, kNchwc, kNchwcDepthwise, kNchwcNchwIn, kWinograd4 } side = kB;
   uint8_t isa = 0;
+  // kQ8: the largest |code| of the weight (<= 63: 7-bit codes, which AVX2's w7 tiles take)
+  uint8_t q8_max = 127;
   std::shared_ptr<float> data;
   const float* src = nullptr;
   int64_t rows = 0, cols = 0, rs = 0, cs = 0;  // A: M x K; B: K x N

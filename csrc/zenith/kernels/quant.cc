@@ -112,6 +112,7 @@ QMatmulPlan qmatmul_plan(QFormat f, int64_t M, int64_t N, int64_t K, QIsa isa, f
     p.narrow_tiles = q8_gemm_tiles_u8_avx2();
     p.narrow_max = 63;
     p.uniform_nonneg_tiles = q8_gemm_tiles_uniform_nonneg_avx2();
+    p.uniform_w7_tiles = q8_gemm_tiles_uniform_w7_avx2();
   } else if (f == QFormat::int8 && isa == QIsa::kAvxVnni) {
     // The narrow tiles take every row that is not uniform (any code within +-127); tiles
     // names them too, for qmatmul_reads_packed.
@@ -208,6 +209,11 @@ PackedOperand qmatmul_pack_int8(const uint8_t* w, int64_t N, int64_t K, QIsa isa
       }
     }
   });
+  // The largest |code|: 7-bit weights (zenith.quantize's conv filters on AVX2) take the w7 tiles.
+  int most = 0;
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t k = 0; k < K; ++k) most = std::max(most, std::abs(int(int8_t(w[n * rb + 4 + k]))));
+  o.q8_max = uint8_t(most);
   return o;
 }
 
@@ -498,9 +504,12 @@ void q8_gemm_packed(const QMatmulPlan& p, const QActRows& a, const PackedOperand
   // Sums over the whole K stay inside int32 (255 x 127 x K) up to K = 65536.
   const bool uniform = a.uniform && p.kpad <= 65536;
   const bool narrow = !uniform && p.act_max <= p.narrow_max && p.narrow_tiles;
-  const QGemmTileFn* tiles = uniform ? (a.nonneg && p.uniform_nonneg_tiles ? p.uniform_nonneg_tiles : p.uniform_tiles)
-                             : narrow ? p.narrow_tiles
-                                      : p.tiles;
+  const bool nonneg = uniform && a.nonneg && p.uniform_nonneg_tiles;
+  const QGemmTileFn* tiles = nonneg  ? (packed.q8_max <= 63 && p.uniform_w7_tiles ? p.uniform_w7_tiles
+                                                                                 : p.uniform_nonneg_tiles)
+                             : uniform ? p.uniform_tiles
+                             : narrow  ? p.narrow_tiles
+                                       : p.tiles;
   const int tile_rows = uniform ? p.uniform_rows : narrow ? kMaxNarrowRows : p.tile_rows;
   // The zero point's share, made once per row here rather than in every block of
   // columns: for rows with a scale per block, in float (QActRow::zshare, taken off at the

@@ -61,6 +61,8 @@ struct QMatmulPlan {
   const quant::QGemmTileFn* narrow_tiles = nullptr;   // for activation codes within +-narrow_max, 1..2 rows
   int narrow_max = 0;  // 63 on AVX2 (maddubs' pair sums), 127 on AVX-VNNI
   const quant::QGemmTileFn* uniform_nonneg_tiles = nullptr;  // AVX2: uniform rows with no negative code
+  // AVX2: the same against a weight of 7-bit codes (PackedOperand::q8_max <= 63)
+  const quant::QGemmTileFn* uniform_w7_tiles = nullptr;
   quant::QuantizeActFn quantize = nullptr;  // the activation quantizer of the same ISA
   // The largest activation code in the rows: 63 for AVX2 int8 plans of 8 or more rows on
   // dynamic activations (no x_scale) that quantize their own rows, which the int8 GEMM's

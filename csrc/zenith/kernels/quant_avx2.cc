@@ -87,6 +87,18 @@ inline __m256i dot4(__m256i u, __m256i s) {
 #endif
 }
 
+// An empty asm that makes GCC hold the int8 GEMM tiles' int32 sums in registers at
+// this point. The tiles call it once a quad, so the sums are updated in quad order: left
+// alone, GCC computed many quads' products first and spilled them, or kept an array of
+// sums partly on the stack.
+inline void keep_in_registers(__m256i& a, __m256i& b, __m256i& c, __m256i& d) {
+  __asm__("" : "+x"(a), "+x"(b), "+x"(c), "+x"(d));
+}
+inline void keep_in_registers(__m256i& a, __m256i& b, __m256i& c, __m256i& d, __m256i& e, __m256i& f, __m256i& g,
+                              __m256i& h) {
+  __asm__("" : "+x"(a), "+x"(b), "+x"(c), "+x"(d), "+x"(e), "+x"(f), "+x"(g), "+x"(h));
+}
+
 inline float f16(const uint8_t* p) {
   uint16_t h;
   std::memcpy(&h, p, 2);
@@ -704,8 +716,9 @@ void q8_gemm_tile_uniform(const uint8_t* wb, const float* ws, int64_t kpad, cons
   static_assert(MR >= 1 && MR <= 8);
   const auto start = [&](int r) { return _mm256_set1_epi32(r < MR && kVnni ? -128 * a[r].total : 0); };
   for (int g = 0; 8 * g < nvalid; ++g) {
-    // The sums named, not an array, and pinned in registers once a quad (the empty asm):
-    // GCC kept an array of 8 partly on the stack (two stores and several moves a quad).
+    // The sums named, not an array, and pinned in registers once a quad
+    // (keep_in_registers): GCC kept an array of 8 partly on the stack (two stores and
+    // several moves a quad).
     // Bit-identical; ResNet-50 int8-static (Zen 3, paired rounds) b1 0.980x and 0.986x
     // the time, b8 0.987x and 0.939x. Sums past MR stay at their start (registers held
     // for nothing at small MR). The AVX-VNNI build (sums start at -128 x the row's
@@ -732,7 +745,52 @@ void q8_gemm_tile_uniform(const uint8_t* wb, const float* ws, int64_t kpad, cons
       if constexpr (MR > 5) row(s5, 5);
       if constexpr (MR > 6) row(s6, 6);
       if constexpr (MR > 7) row(s7, 7);
-      __asm__("" : "+x"(s0), "+x"(s1), "+x"(s2), "+x"(s3), "+x"(s4), "+x"(s5), "+x"(s6), "+x"(s7));
+      keep_in_registers(s0, s1, s2, s3, s4, s5, s6, s7);
+    }
+    const int n = std::min(8, nvalid - 8 * g);
+    const __m256 sc = _mm256_loadu_ps(ws + 8 * g);
+    const __m256i s[8] = {s0, s1, s2, s3, s4, s5, s6, s7};
+    for (int r = 0; r < MR; ++r) {
+      const __m256 v = _mm256_mul_ps(_mm256_cvtepi32_ps(s[r]), _mm256_set1_ps(a[r].d[0]));
+      store_first(y + r * ldy + 8 * g, _mm256_mul_ps(v, sc), n);
+    }
+  }
+}
+
+// The uniform NONNEG tile for 7-bit weights (AVX2 only): every weight code within +-63
+// (PackedOperand::q8_max; zenith.quantize makes conv filters so on CPUs without VNNI, as
+// ONNX Runtime's reduce_range does) against activation codes in [0, 127]. A maddubs
+// pair is then at most 2 x 127 x 63 = 16002, so two quads' pairs add in int16 (at most
+// 32004) before one madd widens them: 3 instructions of the two multiply pipes per row
+// and 64 multiply-adds where the NONNEG tile spends 4. One thread in L1, 8 rows, K 576,
+// 1152 and 2304 (Zen 3): 0.84-0.85x the NONNEG tile's time, bit-identical on the same codes.
+template <int MR>
+void q8_gemm_tile_uniform_w7(const uint8_t* wb, const float* ws, int64_t kpad, const QActRow* a, float* y,
+                             int64_t ldy, int nvalid) {
+  static_assert(MR >= 1 && MR <= 8);
+  const __m256i ones = _mm256_set1_epi16(1);
+  for (int g = 0; 8 * g < nvalid; ++g) {
+    __m256i s0 = _mm256_setzero_si256(), s1 = s0, s2 = s0, s3 = s0, s4 = s0, s5 = s0, s6 = s0, s7 = s0;
+    const uint8_t* wq = wb + 32 * g;
+    for (int64_t q = 0; q < kpad / 4; q += 2) {  // kpad / 4 is a multiple of 8
+      const __m256i c0 = signed_codes(wq + 128 * q), c1 = signed_codes(wq + 128 * q + 128);
+      const auto row = [&](__m256i& acc, int r) {
+        int32_t v0, v1;
+        std::memcpy(&v0, a[r].q + 4 * q, 4);
+        std::memcpy(&v1, a[r].q + 4 * q + 4, 4);
+        const __m256i pairs = _mm256_add_epi16(_mm256_maddubs_epi16(_mm256_set1_epi32(v0), c0),
+                                               _mm256_maddubs_epi16(_mm256_set1_epi32(v1), c1));
+        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, ones));
+      };
+      row(s0, 0);
+      if constexpr (MR > 1) row(s1, 1);
+      if constexpr (MR > 2) row(s2, 2);
+      if constexpr (MR > 3) row(s3, 3);
+      if constexpr (MR > 4) row(s4, 4);
+      if constexpr (MR > 5) row(s5, 5);
+      if constexpr (MR > 6) row(s6, 6);
+      if constexpr (MR > 7) row(s7, 7);
+      keep_in_registers(s0, s1, s2, s3, s4, s5, s6, s7);
     }
     const int n = std::min(8, nvalid - 8 * g);
     const __m256 sc = _mm256_loadu_ps(ws + 8 * g);
@@ -774,9 +832,9 @@ void q8_gemm_tile_u8(const uint8_t* wb, const float* ws, int64_t kpad, const QAc
       __m256i s00 = _mm256_setzero_si256(), s01 = s00, s10 = s00, s11 = s00;
       const uint8_t* wq = wb + b * 8 * 128 + 32 * g;
       const int8_t *q0 = r0.q + 32 * b, *q1 = r1.q + 32 * b;
-      // The block's 8 quads in straight-line code, the first one starting the sums. The
-      // empty asm between quads pins the sums in registers in quad order (without it GCC
-      // computes many quads' products first and spills them); GCC's loop of 2 quads a
+      // The block's 8 quads in straight-line code, the first one starting the sums,
+      // pinned in registers between quads (keep_in_registers; without it GCC computes
+      // many quads' products first and spills them). GCC's loop of 2 quads a
       // step instead spent 4 register moves a step, and zeroed the sums to add into
       // (about 190 instructions a block of the 2-row tile, now about 167). Bit-identical
       // (integer sums). Zen 3, paired rounds: in L1, one thread, 0.91-0.98x the time over
@@ -803,7 +861,7 @@ void q8_gemm_tile_u8(const uint8_t* wb, const float* ws, int64_t kpad, const QAc
       quad(0, true);
 #pragma GCC unroll 8
       for (int q = 1; q < 8; ++q) {
-        __asm__("" : "+x"(s00), "+x"(s01), "+x"(s10), "+x"(s11));
+        keep_in_registers(s00, s01, s10, s11);
         quad(q, false);
       }
       const float d0 = r0.d[b];
@@ -830,6 +888,10 @@ void q8_gemm_tile_u8(const uint8_t* wb, const float* ws, int64_t kpad, const QAc
 template <bool NONNEG, size_t... R>
 constexpr std::array<QGemmTileFn, sizeof...(R)> uniform_tiles(std::index_sequence<R...>) {
   return {q8_gemm_tile_uniform<int(R) + 1, NONNEG>...};
+}
+template <size_t... R>
+constexpr std::array<QGemmTileFn, sizeof...(R)> uniform_w7_tiles(std::index_sequence<R...>) {
+  return {q8_gemm_tile_uniform_w7<int(R) + 1>...};
 }
 constexpr QGemmTileFn kU8Tiles[kMaxNarrowRows] = {q8_gemm_tile_u8<1>, q8_gemm_tile_u8<2>};
 
@@ -925,6 +987,11 @@ const QGemmTileFn* q8_gemm_tiles_uniform_avx2() {
 
 const QGemmTileFn* q8_gemm_tiles_uniform_nonneg_avx2() {
   static constexpr auto kTiles = uniform_tiles<true>(std::make_index_sequence<kMaxUniformRows>());
+  return kTiles.data();
+}
+
+const QGemmTileFn* q8_gemm_tiles_uniform_w7_avx2() {
+  static constexpr auto kTiles = uniform_w7_tiles(std::make_index_sequence<kMaxUniformRows>());
   return kTiles.data();
 }
 

@@ -412,5 +412,8 @@ void lanes_tile_avxvnni(const QLaneRows& a, const uint8_t* codes, const float* s
 // AVX2 uniform tiles for rows whose codes are all in [0, 127] (QActRows::nonneg): the
 // activation codes are maddubs' unsigned operand, no sign trick.
 const QGemmTileFn* q8_gemm_tiles_uniform_nonneg_avx2();
+// The same for weights of 7-bit codes (PackedOperand::q8_max <= 63): two quads' maddubs
+// pairs summed in int16 before each madd.
+const QGemmTileFn* q8_gemm_tiles_uniform_w7_avx2();
 
 }  // namespace zenith::quant

@@ -271,11 +271,12 @@ def _q_q8_0(x):
     return torch.cat([_f16_bytes(d), q], dim=-1).reshape(x.shape[0], -1)
 
 
-def _q_int8(x):
-    """Per output channel, symmetric: scale = max|row| / 127 (f32), q = round(x / scale)."""
+def _q_int8(x, qmax=127):
+    """Per output channel, symmetric: scale = max|row| / qmax (f32), q = round(x / scale);
+    qmax 127, or 63 for 7-bit codes (zenith.quantize's conv filters on AVX2)."""
     x = _as_2d(x)
-    scale = x.abs().amax(dim=1, keepdim=True) / 127
-    q = torch.round(x * _inverse(scale)).clamp(-127, 127).to(torch.int8).view(torch.uint8)
+    scale = x.abs().amax(dim=1, keepdim=True) / qmax
+    q = torch.round(x * _inverse(scale)).clamp(-qmax, qmax).to(torch.int8).view(torch.uint8)
     return torch.cat([scale.contiguous().view(torch.uint8), q], dim=1)
 
 
@@ -334,12 +335,17 @@ def check_weight(w, fmt, k=None):
 _QUANTIZE_VALUES = 1 << 22  # weight values quantize_weight quantizes at a time
 
 
-def quantize_weight(w, fmt) -> torch.Tensor:
-    """A float weight [N, K] as the bytes of `fmt` (uint8 [N, row_bytes])."""
+def quantize_weight(w, fmt, int8_max=127) -> torch.Tensor:
+    """A float weight [N, K] as the bytes of `fmt` (uint8 [N, row_bytes]). int8_max: for
+    "int8", the largest code (63: 7-bit codes, the same format at half the levels)."""
     f = get_format(fmt)
     if f.quantize is None:
         raise ValueError(f"{f.name} is read from GGUF files only; Zenith quantizes to "
                          + ", ".join(n for n, g in FORMATS.items() if g.quantize))
+    if int8_max != 127 and (f.name != "int8" or isinstance(int8_max, bool) or not isinstance(int8_max, int)
+                            or not 1 <= int8_max <= 127):
+        raise ValueError(f"quantize_weight: int8_max is the largest int8 code, an int in [1, 127], for the int8 "
+                         f"format only; got {int8_max!r} for {f.name}")
     row_bytes = f.row_bytes(w.shape[1])  # the error for a K that is not a whole number of blocks
     # A slice of rows at a time (rows are independent in every format): the float
     # temporaries of quantizing stay ~16 MiB each rather than several copies of the
@@ -347,7 +353,7 @@ def quantize_weight(w, fmt) -> torch.Tensor:
     out = torch.empty(w.shape[0], row_bytes, dtype=torch.uint8, device=w.device)
     step = max(1, _QUANTIZE_VALUES // max(1, w.shape[1]))
     for n in range(0, w.shape[0], step):
-        out[n:n + step] = f.quantize(w[n:n + step])
+        out[n:n + step] = f.quantize(w[n:n + step]) if int8_max == 127 else _q_int8(w[n:n + step], int8_max)
     return out
 
 

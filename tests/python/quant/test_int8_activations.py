@@ -30,18 +30,24 @@ CONVS = [
 ]
 
 
-def conv_operands(N, C, H, W, OC, k, seed=0):
+def conv_operands(N, C, H, W, OC, k, seed=0, int8_max=127):
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(N, C, H, W, generator=g)
-    w = quantize_weight(torch.randn(OC, C * k[0] * k[1], generator=g), "int8")
+    w = quantize_weight(torch.randn(OC, C * k[0] * k[1], generator=g), "int8", int8_max)
     return x, w, torch.randn(OC, generator=g)
 
 
+# 7-bit filters against an input after a ReLU: AVX2's w7 tiles (two steps' products summed
+# in 16 bits) where the input has no negative code.
 @pytest.mark.parametrize("shape", CONVS, ids=lambda s: "x".join(map(str, s[:5])) + f"-k{s[5][0]}{s[5][1]}")
 @pytest.mark.parametrize("x_scale", [None, 0.02], ids=["dynamic", "static"])
-def test_qconv2d_matches_reference(shape, x_scale):
+@pytest.mark.parametrize("weights", ["int8", "int7-relu"])
+def test_qconv2d_matches_reference(shape, x_scale, weights):
     N, C, H, W, OC, k, st, pd, dl = shape
-    x, w, b = conv_operands(N, C, H, W, OC, k)
+    x, w, b = conv_operands(N, C, H, W, OC, k, int8_max=127 if weights == "int8" else 63)
+    if weights == "int7-relu":
+        x = x.relu()
+        assert w[:, 4:].view(torch.int8).abs().max() == 63
     want = reference_conv2d(x, w, b, k, st, pd, dl, x_scale)
     for isa in ISAS:
         got = _C.qconv2d(x, w, b, list(k), list(st), list(pd), list(dl), x_scale, isa)
@@ -466,6 +472,38 @@ def test_error_budget_keeps_the_sensitive_layers():
     assert min(errs[n] for n in kept) >= max(errs[n] for n in quantized)
     with torch.no_grad():
         assert max(cal.relative_error(m(b), q(b)) for b in x) <= budget
+
+
+def test_conv_weight_bits():
+    # 7-bit filters (codes within +-63, as ONNX Runtime's reduce_range) by default where the
+    # int8 kernels are AVX2's, 8-bit elsewhere; the model stays as close to fp32.
+    m = small_cnn()
+    x = batches(1, seed=9)[0]
+    with torch.no_grad():
+        ref = m(x)
+    widest = {}
+    for bits in (7, 8, None):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the grouped conv that stays float
+            q = zenith.quantize(copy.deepcopy(m), "int8-static", calibration=batches(4), conv_weight_bits=bits)
+        convs = [mod for mod in q.modules() if isinstance(mod, QConv2d)]
+        assert len(convs) == 3
+        widest[bits] = max(int(c.weight[:, 4:].view(torch.int8).abs().max()) for c in convs)
+        cos = F.cosine_similarity(compiled_vs_eager(q, x).flatten(), ref.flatten(), dim=0).item()
+        assert cos > 0.99, (bits, cos)
+    assert widest[7] == 63 and widest[8] == 127
+    assert widest[None] == (63 if _C.qmatmul_isa() == "avx2" else 127)
+    for bad in (6, 16, "7", 7.0):
+        with pytest.raises(ValueError, match="conv_weight_bits is 7 or 8"):
+            zenith.quantize(copy.deepcopy(m), "int8-dynamic", conv_weight_bits=bad)
+    w = torch.randn(4, 64)
+    for bad in (0, 128, True, 63.0):
+        with pytest.raises(ValueError, match="int8_max is the largest int8 code"):
+            quantize_weight(w, "int8", bad)
+    with pytest.raises(ValueError, match="for the int8 format only"):
+        quantize_weight(w, "q8_0", 63)
+    q7 = quantize_weight(w, "int8", 63)
+    torch.testing.assert_close(dequantize(q7, "int8"), w, rtol=0, atol=float(w.abs().max()) / 63 / 2 * 1.0001)
 
 
 def test_static_options_are_checked():
