@@ -925,19 +925,32 @@ std::vector<uint8_t> extreme_unit_rows(int64_t N, int64_t K, uint8_t mark) {
   return w;
 }
 
+// extreme_unit_rows as 7-bit codes: 127 -> 63, -128 -> -63 (every |code| <= 63).
+std::vector<uint8_t> seven_bit(std::vector<uint8_t> w, int64_t N, int64_t K) {
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t k = 0; k < K; ++k) {
+      uint8_t& c = w[size_t(n * (4 + K) + 4 + k)];
+      if (c == 0x7F || c == 0x80) c = c == 0x7F ? 0x3F : 0xC1;
+    }
+  return w;
+}
+
 // The narrow int8 GEMM tiles (unsigned weight codes times the activation codes) at their
 // worst case: weight codes 127, -128, -1, 0 (255, 0, 127, 128 unsigned) against
 // activation codes +-top in every sign pattern. AVX2 (one maddubs, 7-bit codes): top 63,
 // where 2 x 255 x 63 = 32130 must not saturate; AVX-VNNI (vpdpbusd, 8-bit codes): top 127.
+// And 7-bit weights, codes 63, -63, -1, 0: AVX2's w7 tiles read them as c + 64 (127, 1,
+// 63, 64) and add two quads' pairs in int16, 2 x (2 x 127 x 63) = 32004 at worst.
 // x is +-top itself, so every code is +-top on the scale 1 and the sums are exact: each
 // output equals the integer dot product.
 TEST(QuantKernels, Int8GemmNarrowTilesDoNotSaturate) {
   for (QIsa isa : {QIsa::kAvx2, QIsa::kAvxVnni})
-  for (int64_t K : {32, 256, 100}) {
+  for (int64_t K : {32, 256, 100})
+  for (bool w7 : {false, true}) {
     if (!qisa_supported(isa)) continue;
     const float top = isa == QIsa::kAvx2 ? 63.0f : 127.0f;
     const int64_t N = 40, M = 9, rb = 4 + K;  // tiles of 2 rows, then 1
-    const std::vector<uint8_t> w = extreme_unit_rows(N, K, 0x7F);
+    const std::vector<uint8_t> w = w7 ? seven_bit(extreme_unit_rows(N, K, 0x3F), N, K) : extreme_unit_rows(N, K, 0x7F);
     std::vector<float> x(size_t(M * K));
     for (int64_t m = 0; m < M; ++m)
       for (int64_t k = 0; k < K; ++k) {
@@ -946,6 +959,7 @@ TEST(QuantKernels, Int8GemmNarrowTilesDoNotSaturate) {
         x[size_t(m * K + k)] = pos[m] ? top : -top;
       }
     const PackedOperand packed = qmatmul_pack_int8(w.data(), N, K, isa);
+    ASSERT_EQ(int(packed.q8_max), w7 ? 63 : 128);
     const QMatmulPlan plan = qmatmul_plan(QFormat::int8, M, N, K, isa);
     ASSERT_EQ(plan.act_max, int(top));
     std::vector<float> y(size_t(M * N), std::numeric_limits<float>::quiet_NaN());
@@ -955,7 +969,7 @@ TEST(QuantKernels, Int8GemmNarrowTilesDoNotSaturate) {
         int64_t exact = 0;
         for (int64_t k = 0; k < K; ++k) exact += int64_t(int8_t(w[size_t(n * rb + 4 + k)])) * int64_t(x[size_t(m * K + k)]);
         ASSERT_EQ(y[size_t(m * N + n)], float(exact))
-            << qisa_name(isa) << " K=" << K << " row " << m << " column " << n;
+            << qisa_name(isa) << (w7 ? " 7-bit weights" : "") << " K=" << K << " row " << m << " column " << n;
       }
   }
 }
@@ -1021,12 +1035,7 @@ TEST(QuantKernels, Int8GemmSevenBitWeightsDoNotSaturate) {
     for (int64_t K : {32, 100, 1000})
       for (uint8_t mark : {uint8_t(0x3F), uint8_t(0x40)}) {  // 63: 7-bit throughout; 64: not
         const int64_t N = 40, M = 13, rb = 4 + K;  // tiles of 8 and 5 rows
-        std::vector<uint8_t> w = extreme_unit_rows(N, K, 0x01);
-        for (int64_t n = 0; n < N; ++n)
-          for (int64_t k = 0; k < K; ++k) {
-            uint8_t& c = w[size_t(n * rb + 4 + k)];
-            if (c == 0x7F || c == 0x80) c = c == 0x7F ? 0x3F : 0xC1;  // 127 -> 63, -128 -> -63
-          }
+        std::vector<uint8_t> w = seven_bit(extreme_unit_rows(N, K, 0x01), N, K);
         w[size_t(5 * rb + 4 + K - 1)] = mark;
         std::vector<float> x(size_t(M * K));
         for (int64_t m = 0; m < M; ++m)

@@ -113,6 +113,7 @@ QMatmulPlan qmatmul_plan(QFormat f, int64_t M, int64_t N, int64_t K, QIsa isa, f
     p.narrow_max = 63;
     p.uniform_nonneg_tiles = q8_gemm_tiles_uniform_nonneg_avx2();
     p.uniform_w7_tiles = q8_gemm_tiles_uniform_w7_avx2();
+    p.narrow_w7_tiles = q8_gemm_tiles_u8_w7_avx2();
   } else if (f == QFormat::int8 && isa == QIsa::kAvxVnni) {
     // The narrow tiles take every row that is not uniform (any code within +-127); tiles
     // names them too, for qmatmul_reads_packed.
@@ -504,11 +505,12 @@ void q8_gemm_packed(const QMatmulPlan& p, const QActRows& a, const PackedOperand
   // Sums over the whole K stay inside int32 (255 x 127 x K) up to K = 65536.
   const bool uniform = a.uniform && p.kpad <= 65536;
   const bool narrow = !uniform && p.act_max <= p.narrow_max && p.narrow_tiles;
+  // AVX2 on a weight of 7-bit codes (|code| <= 63): the w7 tiles, two quads' pairs summed in int16.
+  const bool w7 = packed.q8_max <= 63;
   const bool nonneg = uniform && a.nonneg && p.uniform_nonneg_tiles;
-  const QGemmTileFn* tiles = nonneg  ? (packed.q8_max <= 63 && p.uniform_w7_tiles ? p.uniform_w7_tiles
-                                                                                 : p.uniform_nonneg_tiles)
+  const QGemmTileFn* tiles = nonneg    ? (w7 && p.uniform_w7_tiles ? p.uniform_w7_tiles : p.uniform_nonneg_tiles)
                              : uniform ? p.uniform_tiles
-                             : narrow  ? p.narrow_tiles
+                             : narrow  ? (w7 && p.narrow_w7_tiles ? p.narrow_w7_tiles : p.narrow_tiles)
                                        : p.tiles;
   const int tile_rows = uniform ? p.uniform_rows : narrow ? kMaxNarrowRows : p.tile_rows;
   // The zero point's share, made once per row here rather than in every block of

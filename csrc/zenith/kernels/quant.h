@@ -60,6 +60,8 @@ struct QMatmulPlan {
   int uniform_rows = 0;  // kMaxUniformRows, or kMaxUniformRowsAvx512 on AVX-512
   const quant::QGemmTileFn* narrow_tiles = nullptr;   // for activation codes within +-narrow_max, 1..2 rows
   int narrow_max = 0;  // 63 on AVX2 (maddubs' pair sums), 127 on AVX-VNNI
+  // AVX2: the narrow tiles against a weight of 7-bit codes (PackedOperand::q8_max <= 63)
+  const quant::QGemmTileFn* narrow_w7_tiles = nullptr;
   const quant::QGemmTileFn* uniform_nonneg_tiles = nullptr;  // AVX2: uniform rows with no negative code
   // AVX2: the same against a weight of 7-bit codes (PackedOperand::q8_max <= 63)
   const quant::QGemmTileFn* uniform_w7_tiles = nullptr;

@@ -415,5 +415,8 @@ const QGemmTileFn* q8_gemm_tiles_uniform_nonneg_avx2();
 // The same for weights of 7-bit codes (PackedOperand::q8_max <= 63): two quads' maddubs
 // pairs summed in int16 before each madd.
 const QGemmTileFn* q8_gemm_tiles_uniform_w7_avx2();
+// AVX2's narrow tiles (q8_gemm_tile_u8) for weights of 7-bit codes: the same, two quads'
+// pairs summed in int16 before each madd.
+const QGemmTileFn* q8_gemm_tiles_u8_w7_avx2();
 
 }  // namespace zenith::quant

@@ -13,6 +13,17 @@ import zenith
 from zenith.bench.runner import say, skipped
 
 
+# --quant schemes that are another scheme with zenith.quantize options: name -> (scheme, options).
+# int8-dynamic-w7: 7-bit linear weights (AVX2's int8 GEMM sums two steps in 16 bits; more error).
+SCHEME_OPTIONS = {"int8-dynamic-w7": ("int8-dynamic", {"linear_weight_bits": 7})}
+
+
+def quantize(model, scheme, **options):
+    """zenith.quantize(model, ...) for a --quant scheme name (SCHEME_OPTIONS)."""
+    scheme, extra = SCHEME_OPTIONS.get(scheme, (scheme, {}))
+    return zenith.quantize(model, scheme, **extra, **options)
+
+
 ALL_FRAMEWORKS = ("eager", "inductor", "zenith", "zenith-frozen", "onnxruntime", "openvino", "llamacpp")
 PEER_PACKAGES = {"onnxruntime": "onnxruntime", "openvino": "openvino", "llamacpp": "llama_cpp"}
 PEER_PIP = {"onnxruntime": "onnxruntime onnx onnxscript", "openvino": "openvino", "llamacpp": "llama-cpp-python"}
@@ -82,5 +93,5 @@ def quant_variants(cfg, base, gguf=None, calibration=None, static_options=None):
             variants[fw] = lambda: zenith.quantize(copy.deepcopy(base), "int8-static", calibration=calibration,
                                                    **options).eval()
         else:
-            variants[fw] = lambda scheme=scheme: zenith.quantize(copy.deepcopy(base), scheme).eval()
+            variants[fw] = lambda scheme=scheme: quantize(copy.deepcopy(base), scheme).eval()
     return names, variants

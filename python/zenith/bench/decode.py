@@ -169,6 +169,7 @@ _TINYLLAMA_MEMORY_PROBE = """
 import json, sys, time
 import torch, transformers
 import zenith
+from zenith.bench.contestants import quantize
 fw, scheme, threads, n = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 c = transformers.LlamaConfig.from_dict(json.loads(sys.argv[5]))
 torch.set_num_threads(threads)
@@ -194,7 +195,7 @@ def build():
                 p.normal_(0, 0.02) if pname == "weight" and isinstance(m, (torch.nn.Linear, torch.nn.Embedding)) else p.fill_(1.0)
         if scheme != "fp32" and isinstance(m, (torch.nn.Linear, torch.nn.Embedding)):
             parent, _, attr = name.rpartition(".")
-            setattr(model.get_submodule(parent), attr, zenith.quantize(m, scheme, include_embeddings=True))
+            setattr(model.get_submodule(parent), attr, quantize(m, scheme, include_embeddings=True))
     model.model.rotary_emb = type(model.model.rotary_emb)(config=c)  # its buffers were made on meta
     assert not any(t.is_meta for t in list(model.parameters()) + list(model.buffers()))
     return model

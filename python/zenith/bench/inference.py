@@ -22,7 +22,7 @@ def contestants(cfg, quantizable, calibration=None):
     """The run's contestant names. On a workload whose layers `zenith.quantize` takes
     (linear layers; convolutions for the int8-* schemes), Zenith runs once per `--quant`
     scheme ('zenith:int8', ...), and ONNX Runtime runs its quantized model of the same
-    kind: with int8 or int8-dynamic among them `quantize_dynamic`
+    kind: with int8, int8-dynamic or int8-dynamic-w7 among them `quantize_dynamic`
     ('onnxruntime:int8-dynamic': int8 weights and activations quantized at run time, as
     Zenith's int8 kernels do), with int8-static `quantize_static` on the same
     calibration batches ('onnxruntime:int8-static')."""
@@ -33,7 +33,7 @@ def contestants(cfg, quantizable, calibration=None):
             names += [n for n in quant_variants(cfg, None, calibration=calibration)[0] if n != "zenith:gguf"]
         elif fw == "onnxruntime" and quant:
             names.append("onnxruntime")
-            if "int8" in cfg.quant or "int8-dynamic" in cfg.quant:
+            if {"int8", "int8-dynamic", "int8-dynamic-w7"} & set(cfg.quant):
                 names.append("onnxruntime:int8-dynamic")
             if "int8-static" in cfg.quant and calibration is not None:
                 names.append("onnxruntime:int8-static")

@@ -85,11 +85,12 @@ class QLinear(nn.Module):
         self.register_buffer("x_smooth", x_smooth)
 
     @classmethod
-    def from_float(cls, module, format, x_scale=None, smooth=None, row_scale=False):
+    def from_float(cls, module, format, x_scale=None, smooth=None, row_scale=False, int8_max=127):
         """From an nn.Linear or a transformers Conv1D (its [in, out] weight transposed).
         smooth: the per-input-channel divisor s of SmoothQuant (static INT8): the weight is
         quantized as w * s and x is multiplied by 1 / s before it is quantized. row_scale:
-        dynamic INT8 with one activation scale per row."""
+        dynamic INT8 with one activation scale per row. int8_max: the largest int8 code (63:
+        7-bit codes, which AVX2's int8 GEMM multiplies faster; quant_avx2.cc)."""
         if isinstance(module, nn.Linear):
             w = module.weight
         elif is_conv1d(module):
@@ -100,7 +101,7 @@ class QLinear(nn.Module):
         if smooth is not None:
             w = w.float() * smooth.to(w.device, torch.float32)
         try:
-            q = in_large_pages(quantize_weight(w, format))
+            q = in_large_pages(quantize_weight(w, format, int8_max))
         except ValueError as e:
             raise Unquantizable(str(e)) from None
         return cls(q, format, module.bias, x_scale, None if smooth is None else 1.0 / smooth.float(), row_scale)

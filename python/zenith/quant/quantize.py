@@ -305,7 +305,7 @@ def _within_budget(model, order, pairs, places, batches, max_error):
 
 def quantize(model, scheme, *, group_size=None, symmetric=True, include_embeddings=False, exclude=(),
              calibration=None, method="percentile", percentile=99.99, max_error=None, error_batches=8, smooth=None,
-             int8_everywhere=False, conv_weight_bits=None):
+             int8_everywhere=False, conv_weight_bits=None, linear_weight_bits=8):
     """Quantizes `model` in place and returns it.
 
     Weight-only schemes (nn.Linear and transformers' Conv1D layers): "int8" (per output
@@ -331,7 +331,11 @@ def quantize(model, scheme, *, group_size=None, symmetric=True, include_embeddin
     conv_weight_bits: 8, or 7 for conv filters of codes within +-63 (as ONNX Runtime's
     reduce_range): on CPUs without VNNI the int8 conv then sums two steps' products in
     16 bits before widening them (0.84-0.86x the multiply's time, AMD Zen 3). None (the
-    default): 7 where this CPU's int8 kernels are AVX2's, else 8. Linear layers keep 8.
+    default): 7 where this CPU's int8 kernels are AVX2's, else 8.
+    linear_weight_bits: 8, or 7 for linear layers' int8 weights ("int8", "int8-dynamic",
+    "int8-static"): AVX2's int8 GEMM on dynamic activations then sums two steps' products in
+    16 bits too, at about 2.8x the error (all-MiniLM-L6-v2, real text: 1 - mean cosine to
+    fp32 2.8e-3 against 1.0e-3, min cosine 0.9953 against 0.9984, fake-quantized).
     smooth: SmoothQuant's alpha in [0, 1] for the linear layers (int8-static): activation
     channels much larger than the rest (transformers have a few) are divided down, their
     weight columns multiplied up by the same s = max|x|^alpha / max|w|^(1 - alpha), so one
@@ -357,6 +361,10 @@ def quantize(model, scheme, *, group_size=None, symmetric=True, include_embeddin
     if conv_weight_bits is not None and (type(conv_weight_bits) is not int or conv_weight_bits not in (7, 8)):
         raise ValueError(f"zenith.quantize: conv_weight_bits is 7 or 8 (None: 7 on AVX2 without VNNI), got "
                          f"{conv_weight_bits!r}")
+    if type(linear_weight_bits) is not int or linear_weight_bits not in (7, 8):
+        raise ValueError(f"zenith.quantize: linear_weight_bits is 7 or 8, got {linear_weight_bits!r}")
+    if linear_weight_bits == 7 and fmt != "int8":
+        raise ValueError(f"zenith.quantize: linear_weight_bits=7 is for int8 weights, not {fmt}")
     if conv_weight_bits is None:
         conv_weight_bits = 7 if _C.qmatmul_isa() == "avx2" else 8
     conv_weight_max = 63 if conv_weight_bits == 7 else 127
@@ -421,7 +429,8 @@ def quantize(model, scheme, *, group_size=None, symmetric=True, include_embeddin
                 new[id(m)] = QLinear(q.weight, fmt, m.bias, x_scale, row_scale=per_row)
             continue
         try:
-            new[id(m)] = QLinear.from_float(m, fmt, x_scale, smoothing.get(name), row_scale=per_row)
+            new[id(m)] = QLinear.from_float(m, fmt, x_scale, smoothing.get(name), row_scale=per_row,
+                                            int8_max=63 if linear_weight_bits == 7 else 127)
         except Unquantizable as e:
             kept[name] = str(e)
     for m in list(layers.values()) + [m for _, m in embeddings]:  # a replacement keeps its module's mode

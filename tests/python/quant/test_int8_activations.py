@@ -506,6 +506,30 @@ def test_conv_weight_bits():
     torch.testing.assert_close(dequantize(q7, "int8"), w, rtol=0, atol=float(w.abs().max()) / 63 / 2 * 1.0001)
 
 
+@pytest.mark.parametrize("scheme", ["int8", "int8-dynamic"])
+def test_linear_weight_bits(scheme):
+    # linear_weight_bits=7: int8 weights of codes within +-63 (AVX2's int8 GEMM on dynamic
+    # activations, 8+ rows, then takes its w7 tiles); compiled against eager, and near fp32.
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(96, 160), torch.nn.GELU(), torch.nn.Linear(160, 64)).eval()
+    x = torch.randn(37, 96)
+    with torch.no_grad():
+        ref = m(x)
+    for bits, top in ((7, 63), (8, 127)):
+        q = zenith.quantize(copy.deepcopy(m), scheme, linear_weight_bits=bits)
+        lins = [mod for mod in q.modules() if isinstance(mod, QLinear)]
+        assert len(lins) == 2
+        assert max(int(lin.weight[:, 4:].view(torch.int8).abs().max()) for lin in lins) == top
+        got = compiled_vs_eager(q, x)
+        cos = F.cosine_similarity(got.flatten(), ref.flatten(), dim=0).item()
+        assert cos > 0.995, (bits, cos)
+    for bad in (6, 16, None, 7.0):
+        with pytest.raises(ValueError, match="linear_weight_bits is 7 or 8"):
+            zenith.quantize(copy.deepcopy(m), scheme, linear_weight_bits=bad)
+    with pytest.raises(ValueError, match="linear_weight_bits=7 is for int8 weights, not q4_0"):
+        zenith.quantize(copy.deepcopy(m), "int4", linear_weight_bits=7)
+
+
 def test_static_options_are_checked():
     m = small_cnn()
     with pytest.raises(ValueError, match="needs calibration="):
