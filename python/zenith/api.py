@@ -108,7 +108,8 @@ class Report:
             for q in self.quantized:
                 acts = q.activations + (f" x_scale {q.x_scale:.4g}" if q.x_scale is not None else "") + (
                     " smoothed" if q.smoothed else "") + (f" error {q.error:.2e}" if q.error is not None else "")
-                lines.append(f"    {q.name}: {q.kind}, {q.format}, activations {acts}, "
+                fmt = q.format + (" (7-bit codes)" if q.weight_bits == 7 else "")
+                lines.append(f"    {q.name}: {q.kind}, {fmt}, activations {acts}, "
                              f"{(q.fp32_bytes - q.bytes) / mib:.3f} MiB saved")
         else:
             lines.append(f"    (each layer: report.quantized, {len(self.quantized)} entries)")

@@ -960,6 +960,20 @@ TEST(QuantKernels, Int8GemmNarrowTilesDoNotSaturate) {
       }
     const PackedOperand packed = qmatmul_pack_int8(w.data(), N, K, isa);
     ASSERT_EQ(int(packed.q8_max), w7 ? 63 : 128);
+    if (isa == QIsa::kAvx2 && !w7) {  // the w7 tiles are what runs on q8_max <= 63: told so, 8-bit codes wrap
+      PackedOperand lie = packed;
+      lie.q8_max = 63;
+      std::vector<float> y(size_t(M * N));
+      qmatmul(qmatmul_plan(QFormat::int8, M, N, K, isa), x.data(), w.data(), nullptr, y.data(), &lie);
+      int64_t wrong = 0;
+      for (int64_t m = 0; m < M; ++m)
+        for (int64_t n = 0; n < N; ++n) {
+          int64_t exact = 0;
+          for (int64_t k = 0; k < K; ++k) exact += int64_t(int8_t(w[size_t(n * rb + 4 + k)])) * int64_t(x[size_t(m * K + k)]);
+          wrong += y[size_t(m * N + n)] != float(exact);
+        }
+      EXPECT_GT(wrong, 0) << "K=" << K << ": 8-bit codes told 7-bit did not wrap: no w7 tile ran";
+    }
     const QMatmulPlan plan = qmatmul_plan(QFormat::int8, M, N, K, isa);
     ASSERT_EQ(plan.act_max, int(top));
     std::vector<float> y(size_t(M * N), std::numeric_limits<float>::quiet_NaN());
@@ -1028,46 +1042,65 @@ TEST(QuantKernels, Int8GemmNonNegativeStaticRowsAreExact) {
 // Weights of 7-bit codes (every |code| <= 63, PackedOperand::q8_max) against rows with no
 // negative code: AVX2's w7 tiles add two quads' maddubs pairs in int16, at worst
 // 2 x (2 x 127 x 63) = 32004 with codes 63 / -63 against runs of 127. On the scale 1 each
-// output equals the integer dot product, rows marked non-negative (the w7 tiles) and not.
-// A weight with one code of 64 is packed as not 7-bit (the NONNEG tile, still exact).
+// output equals the integer dot product, through qmatmul and through q8_gemm_packed with
+// the rows marked non-negative (the w7 tiles, every row count 1..8) and not. And the w7
+// tiles are what ran: 8-bit codes (127, -128) packed with q8_max forced to 63 wrap.
 TEST(QuantKernels, Int8GemmSevenBitWeightsDoNotSaturate) {
   for (QIsa isa : simd_isas()) {
+    const QMatmulPlan any = qmatmul_plan(QFormat::int8, 8, 32, 64, isa, 1.0f);
+    EXPECT_EQ(any.uniform_w7_tiles != nullptr, isa == QIsa::kAvx2) << qisa_name(isa);  // AVX2's alone
+    EXPECT_EQ(any.narrow_w7_tiles != nullptr, isa == QIsa::kAvx2) << qisa_name(isa);
     for (int64_t K : {32, 100, 1000})
-      for (uint8_t mark : {uint8_t(0x3F), uint8_t(0x40)}) {  // 63: 7-bit throughout; 64: not
-        const int64_t N = 40, M = 13, rb = 4 + K;  // tiles of 8 and 5 rows
-        std::vector<uint8_t> w = seven_bit(extreme_unit_rows(N, K, 0x01), N, K);
-        w[size_t(5 * rb + 4 + K - 1)] = mark;
-        std::vector<float> x(size_t(M * K));
-        for (int64_t m = 0; m < M; ++m)
+      for (bool lie : {false, true}) {
+        const int64_t N = 40, MM = 13, rb = 4 + K;
+        const std::vector<uint8_t> w =
+            lie ? extreme_unit_rows(N, K, 0x01) : seven_bit(extreme_unit_rows(N, K, 0x01), N, K);
+        std::vector<float> x(size_t(MM * K));
+        for (int64_t m = 0; m < MM; ++m)
           for (int64_t k = 0; k < K; ++k) x[size_t(m * K + k)] = float((m + k) % 7 == 0 ? 0 : 127 - (m % 2) * (k % 3));
-        const PackedOperand packed = qmatmul_pack_int8(w.data(), N, K, isa);
-        ASSERT_EQ(int(packed.q8_max), mark == 0x3F ? 63 : 64);
-        const QMatmulPlan plan = qmatmul_plan(QFormat::int8, M, N, K, isa, 1.0f);
-        auto check = [&](const std::vector<float>& y, const char* how) {
+        PackedOperand packed = qmatmul_pack_int8(w.data(), N, K, isa);
+        ASSERT_EQ(int(packed.q8_max), lie ? 128 : 63);
+        if (lie) {
+          if (isa != QIsa::kAvx2) continue;  // (only AVX2 has w7 tiles)
+          packed.q8_max = 63;
+        }
+        for (int64_t M : {MM, int64_t(1), int64_t(2), int64_t(3), int64_t(4), int64_t(6), int64_t(7)}) {
+          const QMatmulPlan plan = qmatmul_plan(QFormat::int8, M, N, K, isa, 1.0f);
+          int64_t wrong = 0;
+          auto check = [&](const std::vector<float>& y, const char* how) {
+            for (int64_t m = 0; m < M; ++m)
+              for (int64_t n = 0; n < N; ++n) {
+                int64_t exact = 0;
+                for (int64_t k = 0; k < K; ++k)
+                  exact += int64_t(int8_t(w[size_t(n * rb + 4 + k)])) * int64_t(x[size_t(m * K + k)]);
+                if (lie) {
+                  wrong += y[size_t(m * N + n)] != float(exact);
+                  continue;
+                }
+                ASSERT_EQ(y[size_t(m * N + n)], float(exact))
+                    << qisa_name(isa) << " " << how << " K=" << K << " M=" << M << " row " << m << " column " << n;
+              }
+          };
+          std::vector<float> y(size_t(M * N), std::numeric_limits<float>::quiet_NaN());
+          if (M == MM && !lie) {
+            qmatmul(plan, x.data(), w.data(), nullptr, y.data(), &packed);
+            check(y, "qmatmul");
+          }
+          std::vector<int8_t> q(size_t(M * plan.kpad));
+          std::vector<float> d(size_t(M * plan.nscales));
+          std::vector<int16_t> s16(size_t(M * plan.nsums));
           for (int64_t m = 0; m < M; ++m)
-            for (int64_t n = 0; n < N; ++n) {
-              int64_t exact = 0;
-              for (int64_t k = 0; k < K; ++k)
-                exact += int64_t(int8_t(w[size_t(n * rb + 4 + k)])) * int64_t(x[size_t(m * K + k)]);
-              ASSERT_EQ(y[size_t(m * N + n)], float(exact)) << qisa_name(isa) << " " << how << " K=" << K << " mark "
-                                                            << int(mark) << " row " << m << " column " << n;
-            }
-        };
-        std::vector<float> y(size_t(M * N), std::numeric_limits<float>::quiet_NaN());
-        qmatmul(plan, x.data(), w.data(), nullptr, y.data(), &packed);
-        check(y, "qmatmul");
-        std::vector<int8_t> q(size_t(M * plan.kpad));
-        std::vector<float> d(size_t(M * plan.nscales));
-        std::vector<int16_t> s16(size_t(M * plan.nsums));
-        for (int64_t m = 0; m < M; ++m)
-          quant::quantize_act_row(x.data() + m * K, K, 32, q.data() + m * plan.kpad, d.data() + m * plan.nscales,
-                                  s16.data() + m * plan.nsums, 1.0f);
-        for (bool nonneg : {true, false}) {
-          QActRows rows{q.data(), d.data(), s16.data(), nullptr, nullptr, plan.kpad, plan.nscales, plan.nsums, K, true};
-          rows.nonneg = nonneg;
-          std::fill(y.begin(), y.end(), std::numeric_limits<float>::quiet_NaN());
-          q8_gemm_packed(plan, rows, packed, y.data(), {});
-          check(y, nonneg ? "rows marked non-negative" : "rows not marked");
+            quant::quantize_act_row(x.data() + m * K, K, 32, q.data() + m * plan.kpad, d.data() + m * plan.nscales,
+                                    s16.data() + m * plan.nsums, 1.0f);
+          for (bool nonneg : {true, false}) {
+            if (lie && !nonneg) continue;
+            QActRows rows{q.data(), d.data(), s16.data(), nullptr, nullptr, plan.kpad, plan.nscales, plan.nsums, K, true};
+            rows.nonneg = nonneg;
+            std::fill(y.begin(), y.end(), std::numeric_limits<float>::quiet_NaN());
+            q8_gemm_packed(plan, rows, packed, y.data(), {});
+            check(y, nonneg ? "rows marked non-negative" : "rows not marked");
+          }
+          if (lie) EXPECT_GT(wrong, 0) << "K=" << K << " M=" << M << ": 8-bit codes told 7-bit did not wrap: no w7 tile ran";
         }
       }
   }

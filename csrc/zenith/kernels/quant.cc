@@ -199,22 +199,26 @@ PackedOperand qmatmul_pack_int8(const uint8_t* w, int64_t N, int64_t K, QIsa isa
   ZENITH_CHECK(o.data, "qmatmul: out of memory packing an int8 weight of ", N, " x ", K);
   float* scale = o.data.get() + code_bytes / 4;
   uint8_t* codes = reinterpret_cast<uint8_t*>(o.data.get());
+  // Each block's largest |code| too (PackedOperand::q8_max: 7-bit weights, zenith.quantize's
+  // conv_weight_bits / linear_weight_bits = 7, take AVX2's w7 tiles).
+  std::vector<uint8_t> most(static_cast<size_t>(nb), 0);
   parallel_for(nb, 1, [&](int64_t lo, int64_t hi) {
     for (int64_t j = lo; j < hi; ++j) {
       uint8_t* blk = codes + j * kpad * 32;
+      int m = 0;
       for (int64_t c = 0; c < 32; ++c) {
         const int64_t n = 32 * j + c;
         scale[n] = n < N ? f32_at(w + n * rb) : 0.0f;
-        for (int64_t k = 0; k < kpad; ++k)
-          blk[(k / 4) * 128 + c * 4 + k % 4] = n < N && k < K ? uint8_t(w[n * rb + 4 + k] ^ flip) : flip;
+        for (int64_t k = 0; k < kpad; ++k) {
+          const bool in = n < N && k < K;
+          if (in) m = std::max(m, std::abs(int(int8_t(w[n * rb + 4 + k]))));
+          blk[(k / 4) * 128 + c * 4 + k % 4] = in ? uint8_t(w[n * rb + 4 + k] ^ flip) : flip;
+        }
       }
+      most[size_t(j)] = uint8_t(m);
     }
   });
-  // The largest |code|: 7-bit weights (zenith.quantize's conv filters on AVX2) take the w7 tiles.
-  int most = 0;
-  for (int64_t n = 0; n < N; ++n)
-    for (int64_t k = 0; k < K; ++k) most = std::max(most, std::abs(int(int8_t(w[n * rb + 4 + k]))));
-  o.q8_max = uint8_t(most);
+  o.q8_max = nb ? *std::max_element(most.begin(), most.end()) : 0;
   return o;
 }
 

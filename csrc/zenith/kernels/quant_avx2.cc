@@ -671,8 +671,8 @@ inline __m256i signed_codes(const uint8_t* p) { return _mm256_xor_si256(loadu(p)
 // activation scale into float accumulators. 4 instructions per row and 32 multiply-adds,
 // where the dot kernels spend 5 and reduce each output's 8 lanes at the end. For rows of
 // 8-bit codes that are not uniform: fewer than 8 rows (kQ8GemmRows) handed a packed
-// weight, and static or conv rows past the uniform tiles' K; 7-bit codes go to
-// q8_gemm_tile_u8.
+// weight, and static or conv rows past the uniform tiles' K; 7-bit activation codes go to
+// q8_gemm_tile_u8 (q8_gemm_tile_u8_w7 with 7-bit weights).
 template <int MR>
 void q8_gemm_tile(const uint8_t* wb, const float* ws, int64_t kpad, const QActRow* a, float* y, int64_t ldy,
                   int nvalid) {
@@ -758,12 +758,12 @@ void q8_gemm_tile_uniform(const uint8_t* wb, const float* ws, int64_t kpad, cons
 }
 
 // The uniform NONNEG tile for 7-bit weights (AVX2 only): every weight code within +-63
-// (PackedOperand::q8_max; zenith.quantize makes conv filters so on CPUs without VNNI, as
-// ONNX Runtime's reduce_range does) against activation codes in [0, 127]. A maddubs
+// (PackedOperand::q8_max; zenith.quantize makes conv filters so on AVX2, as ONNX
+// Runtime's opt-in reduce_range does) against activation codes in [0, 127]. A maddubs
 // pair is then at most 2 x 127 x 63 = 16002, so two quads' pairs add in int16 (at most
 // 32004) before one madd widens them: 3 instructions of the two multiply pipes per row
 // and 64 multiply-adds where the NONNEG tile spends 4. One thread in L1, 8 rows, K 576,
-// 1152 and 2304 (Zen 3): 0.84-0.85x the NONNEG tile's time, bit-identical on the same codes.
+// 1152 and 2304 (Zen 3): 0.84-0.86x the NONNEG tile's time, bit-identical on the same codes.
 template <int MR>
 void q8_gemm_tile_uniform_w7(const uint8_t* wb, const float* ws, int64_t kpad, const QActRow* a, float* y,
                              int64_t ldy, int nvalid) {

@@ -114,6 +114,10 @@ def model_workload(cfg, name, params, make_model, make_inputs, items, quantizabl
     if any(n.startswith("zenith:") for n in names):
         variants = quant_variants(cfg, model, calibration=calibration, static_options=static_options)[1]
         params = dict(params, quant=list(cfg.quant))
+        if {"int8-dynamic", "int8-static"} & set(cfg.quant):  # what zenith.quantize's default chose here
+            from zenith.quant.quantize import default_conv_weight_bits
+
+            params["int8_conv_weight_bits"] = default_conv_weight_bits()
         if calibration is not None:
             params["calibration"] = {"batches": len(calibration), "method": static_label(static_options)}
     for fw in names:

@@ -273,7 +273,7 @@ def _q_q8_0(x):
 
 def _q_int8(x, qmax=127):
     """Per output channel, symmetric: scale = max|row| / qmax (f32), q = round(x / scale);
-    qmax 127, or 63 for 7-bit codes (zenith.quantize's conv filters on AVX2)."""
+    qmax 127, or 63 for 7-bit codes (zenith.quantize's conv_weight_bits / linear_weight_bits)."""
     x = _as_2d(x)
     scale = x.abs().amax(dim=1, keepdim=True) / qmax
     q = torch.round(x * _inverse(scale)).clamp(-qmax, qmax).to(torch.int8).view(torch.uint8)

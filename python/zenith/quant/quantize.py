@@ -61,6 +61,8 @@ class QuantLayer:
     x_scale: Optional[float] = None  # static: the activations' scale
     error: Optional[float] = None  # static: |y_q - y| / |y| of this layer alone on calibration batches
     smoothed: bool = False  # static: x scaled per channel before it is quantized (quantize's smooth=)
+    # int8: 7 when every code is within +-63 (zenith.quantize's conv_weight_bits / linear_weight_bits), else 8
+    weight_bits: Optional[int] = None
 
 
 @dataclass
@@ -76,6 +78,8 @@ class QuantSummary:
 def summary(model) -> QuantSummary:
     """The quantized layers of a model (from zenith.quantize or zenith.load_gguf) and the
     layers zenith.quantize kept in floating point, with the reasons."""
+    import torch
+
     s = QuantSummary(kept=dict(getattr(model, "_zenith_quant_kept", {})))
     errors = getattr(model, "_zenith_quant_errors", {})
     seen = set()
@@ -90,9 +94,12 @@ def summary(model) -> QuantSummary:
             per_row = getattr(m, "row_scale", False) and row_scales
             acts = ("static" if x_scale is not None else "none" if kind == "embedding"
                     else "float" if m.format == "nf4" else "dynamic per row" if per_row else "dynamic")
+            bits = None
+            if m.format == "int8" and m.weight.numel():
+                bits = 7 if int(m.weight[:, 4:].view(torch.int8).abs().max()) <= 63 else 8
             s.layers.append(QuantLayer(name, kind, m.format, 0 if shared else m.nbytes,
                                        0 if shared else fp32_bytes(m.weight, m.format), acts, x_scale,
-                                       errors.get(name), getattr(m, "x_smooth", None) is not None))
+                                       errors.get(name), getattr(m, "x_smooth", None) is not None, bits))
     return s
 
 
@@ -177,6 +184,12 @@ def _calibrate(model, layers, calibration, method, percentile, error_batches, sm
     log.info("zenith.quantize: calibrated %d layers on %d batches (%s%s)", len(scales), n, method,
              f", {len(smoothing)} smoothed with alpha {smooth:g}" if smooth is not None else "")
     return scales, kept_batches, smoothing
+
+
+def default_conv_weight_bits():
+    """zenith.quantize's conv_weight_bits when None: 7 where this CPU's int8 kernels are
+    AVX2's (its w7 conv tiles; quant_avx2.cc), else 8."""
+    return 7 if _C.qmatmul_isa() == "avx2" else 8
 
 
 def _int8_conv_slower(conv, isa=None):
@@ -328,14 +341,17 @@ def quantize(model, scheme, *, group_size=None, symmetric=True, include_embeddin
     point, listed in .kept (no warning): stems on <= 4 input channels, 1x1 convs beside a
     depthwise conv (fp32 fuses the pair), and on CPUs without VNNI 3x3 stride-1 convs
     over 64+ channels (fp32 runs them by Winograd); int8_everywhere=True quantizes them too.
-    conv_weight_bits: 8, or 7 for conv filters of codes within +-63 (as ONNX Runtime's
-    reduce_range): on CPUs without VNNI the int8 conv then sums two steps' products in
-    16 bits before widening them (0.84-0.86x the multiply's time, AMD Zen 3). None (the
-    default): 7 where this CPU's int8 kernels are AVX2's, else 8.
+    conv_weight_bits (int8-dynamic, int8-static): 8, or 7 for conv filters of codes within
+    +-63 (as ONNX Runtime's opt-in reduce_range): on AVX2 the int8 conv then sums two
+    steps' products in 16 bits before widening them, where its input has no negative code
+    (after a ReLU; 0.84-0.86x the multiply's time, AMD Zen 3). None (the default): 7 where
+    this CPU's int8 kernels are AVX2's, else 8. The choice is the quantizing machine's: a
+    model saved and run elsewhere keeps it (summary(model).layers[i].weight_bits).
     linear_weight_bits: 8, or 7 for linear layers' int8 weights ("int8", "int8-dynamic",
-    "int8-static"): AVX2's int8 GEMM on dynamic activations then sums two steps' products in
+    "int8-static"; embeddings and a tied LM head keep 8): AVX2's int8 GEMM on dynamic
+    activations (or static ones with no negative code) then sums two steps' products in
     16 bits too, at about 2.8x the error (all-MiniLM-L6-v2, real text: 1 - mean cosine to
-    fp32 2.8e-3 against 1.0e-3, min cosine 0.9953 against 0.9984, fake-quantized).
+    fp32 2.8e-3 against 1.0e-3, min cosine 0.9955 against 0.9983).
     smooth: SmoothQuant's alpha in [0, 1] for the linear layers (int8-static): activation
     channels much larger than the rest (transformers have a few) are divided down, their
     weight columns multiplied up by the same s = max|x|^alpha / max|w|^(1 - alpha), so one
@@ -365,8 +381,11 @@ def quantize(model, scheme, *, group_size=None, symmetric=True, include_embeddin
         raise ValueError(f"zenith.quantize: linear_weight_bits is 7 or 8, got {linear_weight_bits!r}")
     if linear_weight_bits == 7 and fmt != "int8":
         raise ValueError(f"zenith.quantize: linear_weight_bits=7 is for int8 weights, not {fmt}")
+    if conv_weight_bits is not None and not with_convs:
+        raise ValueError(f"zenith.quantize: conv_weight_bits is for the schemes that quantize convs "
+                         f"(int8-dynamic, int8-static), not {scheme!r}")
     if conv_weight_bits is None:
-        conv_weight_bits = 7 if _C.qmatmul_isa() == "avx2" else 8
+        conv_weight_bits = default_conv_weight_bits()
     conv_weight_max = 63 if conv_weight_bits == 7 else 127
     if isinstance(exclude, str):
         exclude = (exclude,)

@@ -267,6 +267,20 @@ def test_encoder_quant_contestants_include_onnxruntime_dynamic_int8():
     assert inference.contestants(cfg, quantizable=False) == list(cfg.frameworks)
 
 
+def test_scheme_with_options_is_its_own_contestant():
+    # int8-dynamic-w7: int8-dynamic with linear_weight_bits=7, beside ONNX Runtime's dynamic int8
+    from zenith.quant import QLinear
+
+    cfg = Config(frameworks=("zenith", "onnxruntime"), quant=("fp32", "int8-dynamic-w7"))
+    assert inference.contestants(cfg, quantizable=True) == [
+        "zenith", "zenith:int8-dynamic-w7", "onnxruntime", "onnxruntime:int8-dynamic"]
+    torch.manual_seed(0)
+    names, variants = contestants.quant_variants(cfg, torch.nn.Sequential(torch.nn.Linear(64, 32)))
+    assert names == ["zenith", "zenith:int8-dynamic-w7"]
+    q = variants["zenith:int8-dynamic-w7"]()
+    assert int(q[0].weight[:, 4:].view(torch.int8).abs().max()) == 63 and isinstance(q[0], QLinear)
+
+
 def test_static_contestant_takes_the_workloads_calibration_options():
     from zenith.quant import summary
 

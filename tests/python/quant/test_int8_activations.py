@@ -491,11 +491,17 @@ def test_conv_weight_bits():
         widest[bits] = max(int(c.weight[:, 4:].view(torch.int8).abs().max()) for c in convs)
         cos = F.cosine_similarity(compiled_vs_eager(q, x).flatten(), ref.flatten(), dim=0).item()
         assert cos > 0.99, (bits, cos)
+        # the summary and zenith.explain say which
+        assert {layer.weight_bits for layer in summary(q).layers if layer.kind == "conv2d"} == \
+            {7 if widest[bits] == 63 else 8}
+        assert ("int8 (7-bit codes)" in str(zenith.explain(q, x))) == (widest[bits] == 63)
     assert widest[7] == 63 and widest[8] == 127
-    assert widest[None] == (63 if _C.qmatmul_isa() == "avx2" else 127)
+    assert widest[None] == (63 if _C.qmatmul_isa() == "avx2" else 127)  # (default_conv_weight_bits)
     for bad in (6, 16, "7", 7.0):
         with pytest.raises(ValueError, match="conv_weight_bits is 7 or 8"):
             zenith.quantize(copy.deepcopy(m), "int8-dynamic", conv_weight_bits=bad)
+    with pytest.raises(ValueError, match="conv_weight_bits is for the schemes that quantize convs"):
+        zenith.quantize(copy.deepcopy(m), "int8", conv_weight_bits=7)
     w = torch.randn(4, 64)
     for bad in (0, 128, True, 63.0):
         with pytest.raises(ValueError, match="int8_max is the largest int8 code"):
