@@ -672,7 +672,7 @@ inline __m256i signed_codes(const uint8_t* p) { return _mm256_xor_si256(loadu(p)
 // where the dot kernels spend 5 and reduce each output's 8 lanes at the end. For rows of
 // 8-bit codes that are not uniform: fewer than 8 rows (kQ8GemmRows) handed a packed
 // weight, and static or conv rows past the uniform tiles' K; 7-bit activation codes go to
-// q8_gemm_tile_u8 (q8_gemm_tile_u8_w7 with 7-bit weights).
+// q8_gemm_tile_u8.
 template <int MR>
 void q8_gemm_tile(const uint8_t* wb, const float* ws, int64_t kpad, const QActRow* a, float* y, int64_t ldy,
                   int nvalid) {
@@ -710,10 +710,19 @@ void q8_gemm_tile(const uint8_t* wb, const float* ws, int64_t kpad, const QActRo
 // AVX-VNNI (kVnni): the weight codes go in as packed, c + 128, against the activation
 // codes (vpdpbusd has no pair sums to saturate), and -128 x the row's codes, the zero
 // point's share, starts each sum, as in the AVX-512 tile; NONNEG changes nothing there.
-template <int MR, bool NONNEG>
+// W7 (AVX2 only, with NONNEG): every weight code within +-63 (PackedOperand::q8_max;
+// zenith.quantize makes conv filters so on AVX2, as ONNX Runtime's opt-in reduce_range
+// does). A maddubs pair is then at most 2 x 127 x 63 = 16002, so two quads' pairs add in
+// int16 (at most 32004) before one madd widens them: 3 instructions of the two multiply
+// pipes per row and 64 multiply-adds where NONNEG alone spends 4. One thread in L1, 8
+// rows, K 576, 1152 and 2304 (Zen 3): 0.84-0.86x the NONNEG tile's time, bit-identical
+// on the same codes.
+template <int MR, bool NONNEG, bool W7 = false>
 void q8_gemm_tile_uniform(const uint8_t* wb, const float* ws, int64_t kpad, const QActRow* a, float* y, int64_t ldy,
                           int nvalid) {
   static_assert(MR >= 1 && MR <= 8);
+  static_assert(!W7 || (NONNEG && !kVnni));
+  [[maybe_unused]] const __m256i ones = _mm256_set1_epi16(1);
   const auto start = [&](int r) { return _mm256_set1_epi32(r < MR && kVnni ? -128 * a[r].total : 0); };
   for (int g = 0; 8 * g < nvalid; ++g) {
     // The sums named, not an array, and pinned in registers once a quad
@@ -726,61 +735,23 @@ void q8_gemm_tile_uniform(const uint8_t* wb, const float* ws, int64_t kpad, cons
     __m256i s0 = start(0), s1 = start(1), s2 = start(2), s3 = start(3), s4 = start(4), s5 = start(5),
             s6 = start(6), s7 = start(7);
     const uint8_t* wq = wb + 32 * g;
-    for (int64_t q = 0; q < kpad / 4; ++q) {
+    for (int64_t q = 0; q < kpad / 4; q += W7 ? 2 : 1) {  // W7: quads q, q + 1 (kpad / 4: 8s)
       const __m256i c = kVnni ? loadu(wq + 128 * q) : signed_codes(wq + 128 * q);
       const __m256i uc = kVnni || NONNEG ? c : _mm256_sign_epi8(c, c);
+      [[maybe_unused]] const __m256i c1 = W7 ? signed_codes(wq + 128 * q + 128) : c;
       const auto row = [&](__m256i& acc, int r) {
         int32_t v;
         std::memcpy(&v, a[r].q + 4 * q, 4);
         const __m256i av = _mm256_set1_epi32(v);
-        if constexpr (kVnni) acc = dot_acc(acc, c, av);
+        if constexpr (W7) {
+          int32_t v1;
+          std::memcpy(&v1, a[r].q + 4 * q + 4, 4);
+          const __m256i pairs =
+              _mm256_add_epi16(_mm256_maddubs_epi16(av, c), _mm256_maddubs_epi16(_mm256_set1_epi32(v1), c1));
+          acc = _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, ones));
+        } else if constexpr (kVnni) acc = dot_acc(acc, c, av);
         else if constexpr (NONNEG) acc = dot_acc(acc, av, c);
         else acc = dot_acc(acc, uc, _mm256_sign_epi8(av, c));
-      };
-      row(s0, 0);
-      if constexpr (MR > 1) row(s1, 1);
-      if constexpr (MR > 2) row(s2, 2);
-      if constexpr (MR > 3) row(s3, 3);
-      if constexpr (MR > 4) row(s4, 4);
-      if constexpr (MR > 5) row(s5, 5);
-      if constexpr (MR > 6) row(s6, 6);
-      if constexpr (MR > 7) row(s7, 7);
-      keep_in_registers(s0, s1, s2, s3, s4, s5, s6, s7);
-    }
-    const int n = std::min(8, nvalid - 8 * g);
-    const __m256 sc = _mm256_loadu_ps(ws + 8 * g);
-    const __m256i s[8] = {s0, s1, s2, s3, s4, s5, s6, s7};
-    for (int r = 0; r < MR; ++r) {
-      const __m256 v = _mm256_mul_ps(_mm256_cvtepi32_ps(s[r]), _mm256_set1_ps(a[r].d[0]));
-      store_first(y + r * ldy + 8 * g, _mm256_mul_ps(v, sc), n);
-    }
-  }
-}
-
-// The uniform NONNEG tile for 7-bit weights (AVX2 only): every weight code within +-63
-// (PackedOperand::q8_max; zenith.quantize makes conv filters so on AVX2, as ONNX
-// Runtime's opt-in reduce_range does) against activation codes in [0, 127]. A maddubs
-// pair is then at most 2 x 127 x 63 = 16002, so two quads' pairs add in int16 (at most
-// 32004) before one madd widens them: 3 instructions of the two multiply pipes per row
-// and 64 multiply-adds where the NONNEG tile spends 4. One thread in L1, 8 rows, K 576,
-// 1152 and 2304 (Zen 3): 0.84-0.86x the NONNEG tile's time, bit-identical on the same codes.
-template <int MR>
-void q8_gemm_tile_uniform_w7(const uint8_t* wb, const float* ws, int64_t kpad, const QActRow* a, float* y,
-                             int64_t ldy, int nvalid) {
-  static_assert(MR >= 1 && MR <= 8);
-  const __m256i ones = _mm256_set1_epi16(1);
-  for (int g = 0; 8 * g < nvalid; ++g) {
-    __m256i s0 = _mm256_setzero_si256(), s1 = s0, s2 = s0, s3 = s0, s4 = s0, s5 = s0, s6 = s0, s7 = s0;
-    const uint8_t* wq = wb + 32 * g;
-    for (int64_t q = 0; q < kpad / 4; q += 2) {  // kpad / 4 is a multiple of 8
-      const __m256i c0 = signed_codes(wq + 128 * q), c1 = signed_codes(wq + 128 * q + 128);
-      const auto row = [&](__m256i& acc, int r) {
-        int32_t v0, v1;
-        std::memcpy(&v0, a[r].q + 4 * q, 4);
-        std::memcpy(&v1, a[r].q + 4 * q + 4, 4);
-        const __m256i pairs = _mm256_add_epi16(_mm256_maddubs_epi16(_mm256_set1_epi32(v0), c0),
-                                               _mm256_maddubs_epi16(_mm256_set1_epi32(v1), c1));
-        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, ones));
       };
       row(s0, 0);
       if constexpr (MR > 1) row(s1, 1);
@@ -820,12 +791,23 @@ void q8_gemm_tile_uniform_w7(const uint8_t* wb, const float* ws, int64_t kpad, c
 // The narrower codes cost less accuracy than 7-bit weights would: on all-MiniLM-L6-v2
 // (real text) 1 - mean cosine to fp32 went 6.4e-4 -> 1.0e-3 with 7-bit activations per
 // 32 values, 3.3e-3 with the weights halved to 7 bits.
-template <int MR>
+// W7 (AVX2 only): every weight code within +-63 (PackedOperand::q8_max; zenith.quantize's
+// linear_weight_bits=7). The packed codes, c + 128, less 64 are c + 64 in [1, 127], so a
+// maddubs pair against activation codes within +-63 is at most 2 x 127 x 63 = 16002 and
+// two quads' pairs add in int16 before one madd: 3 instructions of the two multiply
+// pipes per row, column vector and 64 multiply-adds where the 8-bit weights spend 4. The
+// zero point's share is then 64 x zshare. Zen 3, paired: in L1, one thread, 2 rows, K
+// 384-1536: 0.81-0.89x the time on the same codes; int8-dynamic all-MiniLM-L6-v2 s128
+// 0.896x [0.871, 0.909], BERT-base 0.878x [0.865, 0.897] (the same 7-bit model either
+// way; equal up to float rounding).
+template <int MR, bool W7 = false>
 void q8_gemm_tile_u8(const uint8_t* wb, const float* ws, int64_t kpad, const QActRow* a, float* y, int64_t ldy,
                      int nvalid) {
   static_assert(MR == 1 || MR == 2);
+  static_assert(!W7 || !kVnni);
   const QActRow& r0 = a[0];
   const QActRow& r1 = a[MR - 1];
+  [[maybe_unused]] const __m256i off = _mm256_set1_epi8(64), ones = _mm256_set1_epi16(1);
   for (int g = 0; 8 * g < nvalid; g += 2) {  // columns [8g, 8g + 16): bytes [32g, 32g + 64) of each quad
     __m256 f00 = _mm256_setzero_ps(), f01 = f00, f10 = f00, f11 = f00;
     for (int64_t b = 0; b < kpad / 32; ++b) {
@@ -858,56 +840,8 @@ void q8_gemm_tile_u8(const uint8_t* wb, const float* ws, int64_t kpad, const QAc
           s11 = first ? dot4(w1, av) : dot_acc(s11, w1, av);
         }
       };
-      quad(0, true);
-#pragma GCC unroll 8
-      for (int q = 1; q < 8; ++q) {
-        keep_in_registers(s00, s01, s10, s11);
-        quad(q, false);
-      }
-      const float d0 = r0.d[b];
-      f00 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s00), _mm256_set1_ps(d0), f00);
-      f01 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s01), _mm256_set1_ps(d0), f01);
-      if constexpr (MR == 2) {
-        const float d1 = r1.d[b];
-        f10 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s10), _mm256_set1_ps(d1), f10);
-        f11 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s11), _mm256_set1_ps(d1), f11);
-      }
-    }
-    const int n0 = std::min(8, nvalid - 8 * g), n1 = std::min(8, nvalid - 8 * g - 8);
-    const __m256 sc0 = _mm256_loadu_ps(ws + 8 * g), sc1 = _mm256_loadu_ps(ws + 8 * g + 8);
-    const __m256 zz0 = _mm256_set1_ps(128.0f * r0.zshare), zz1 = _mm256_set1_ps(128.0f * r1.zshare);
-    store_first(y + 8 * g, _mm256_mul_ps(_mm256_sub_ps(f00, zz0), sc0), n0);
-    if (n1 > 0) store_first(y + 8 * g + 8, _mm256_mul_ps(_mm256_sub_ps(f01, zz0), sc1), n1);
-    if constexpr (MR == 2) {
-      store_first(y + ldy + 8 * g, _mm256_mul_ps(_mm256_sub_ps(f10, zz1), sc0), n0);
-      if (n1 > 0) store_first(y + ldy + 8 * g + 8, _mm256_mul_ps(_mm256_sub_ps(f11, zz1), sc1), n1);
-    }
-  }
-}
-
-// The u8 tile for 7-bit weights (AVX2 only): every weight code within +-63
-// (PackedOperand::q8_max; zenith.quantize's linear_weight_bits=7). The packed codes,
-// c + 128, less 64 are c + 64 in [1, 127], so a maddubs pair against activation codes
-// within +-63 is at most 2 x 127 x 63 = 16002 and two quads' pairs add in int16 before
-// one madd: 3 instructions of the two multiply pipes per row, column vector and 64
-// multiply-adds where q8_gemm_tile_u8 spends 4. The zero point's share is 64 x zshare.
-// Zen 3, paired: in L1, one thread, 2 rows, K 384-1536: 0.81-0.89x the u8 tile's time on
-// the same codes; int8-dynamic all-MiniLM-L6-v2 s128 0.896x [0.871, 0.909], BERT-base
-// 0.878x [0.865, 0.897] (the same 7-bit model either way; equal up to float rounding).
-template <int MR>
-void q8_gemm_tile_u8_w7(const uint8_t* wb, const float* ws, int64_t kpad, const QActRow* a, float* y, int64_t ldy,
-                        int nvalid) {
-  static_assert(MR == 1 || MR == 2);
-  const QActRow& r0 = a[0];
-  const QActRow& r1 = a[MR - 1];
-  const __m256i off = _mm256_set1_epi8(64), ones = _mm256_set1_epi16(1);
-  for (int g = 0; 8 * g < nvalid; g += 2) {  // columns [8g, 8g + 16): bytes [32g, 32g + 64) of each quad
-    __m256 f00 = _mm256_setzero_ps(), f01 = f00, f10 = f00, f11 = f00;
-    for (int64_t b = 0; b < kpad / 32; ++b) {
-      __m256i s00 = _mm256_setzero_si256(), s01 = s00, s10 = s00, s11 = s00;
-      const uint8_t* wq = wb + b * 8 * 128 + 32 * g;
-      const int8_t *q0 = r0.q + 32 * b, *q1 = r1.q + 32 * b;
-      auto quads = [&](int q) {  // quads q and q + 1
+      // W7: quads q and q + 1 at a time, each pair summed in int16.
+      [[maybe_unused]] auto quads = [&](int q) {
         const __m256i w0 = _mm256_sub_epi8(loadu(wq + 128 * q), off),
                       w1 = _mm256_sub_epi8(loadu(wq + 128 * q + 32), off),
                       v0 = _mm256_sub_epi8(loadu(wq + 128 * q + 128), off),
@@ -925,10 +859,19 @@ void q8_gemm_tile_u8_w7(const uint8_t* wb, const float* ws, int64_t kpad, const 
         row(q0, s00, s01);
         if constexpr (MR == 2) row(q1, s10, s11);
       };
+      if constexpr (W7) {
 #pragma GCC unroll 4
-      for (int q = 0; q < 8; q += 2) {
-        keep_in_registers(s00, s01, s10, s11);
-        quads(q);
+        for (int q = 0; q < 8; q += 2) {
+          keep_in_registers(s00, s01, s10, s11);
+          quads(q);
+        }
+      } else {
+        quad(0, true);
+#pragma GCC unroll 8
+        for (int q = 1; q < 8; ++q) {
+          keep_in_registers(s00, s01, s10, s11);
+          quad(q, false);
+        }
       }
       const float d0 = r0.d[b];
       f00 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s00), _mm256_set1_ps(d0), f00);
@@ -941,7 +884,8 @@ void q8_gemm_tile_u8_w7(const uint8_t* wb, const float* ws, int64_t kpad, const 
     }
     const int n0 = std::min(8, nvalid - 8 * g), n1 = std::min(8, nvalid - 8 * g - 8);
     const __m256 sc0 = _mm256_loadu_ps(ws + 8 * g), sc1 = _mm256_loadu_ps(ws + 8 * g + 8);
-    const __m256 zz0 = _mm256_set1_ps(64.0f * r0.zshare), zz1 = _mm256_set1_ps(64.0f * r1.zshare);
+    constexpr float zero = W7 ? 64.0f : 128.0f;  // the packed codes' offset as the tile reads them
+    const __m256 zz0 = _mm256_set1_ps(zero * r0.zshare), zz1 = _mm256_set1_ps(zero * r1.zshare);
     store_first(y + 8 * g, _mm256_mul_ps(_mm256_sub_ps(f00, zz0), sc0), n0);
     if (n1 > 0) store_first(y + 8 * g + 8, _mm256_mul_ps(_mm256_sub_ps(f01, zz0), sc1), n1);
     if constexpr (MR == 2) {
@@ -951,13 +895,9 @@ void q8_gemm_tile_u8_w7(const uint8_t* wb, const float* ws, int64_t kpad, const 
   }
 }
 
-template <bool NONNEG, size_t... R>
+template <bool NONNEG, bool W7, size_t... R>
 constexpr std::array<QGemmTileFn, sizeof...(R)> uniform_tiles(std::index_sequence<R...>) {
-  return {q8_gemm_tile_uniform<int(R) + 1, NONNEG>...};
-}
-template <size_t... R>
-constexpr std::array<QGemmTileFn, sizeof...(R)> uniform_w7_tiles(std::index_sequence<R...>) {
-  return {q8_gemm_tile_uniform_w7<int(R) + 1>...};
+  return {q8_gemm_tile_uniform<int(R) + 1, NONNEG, W7>...};
 }
 constexpr QGemmTileFn kU8Tiles[kMaxNarrowRows] = {q8_gemm_tile_u8<1>, q8_gemm_tile_u8<2>};
 
@@ -1028,7 +968,7 @@ const QDotFn* dot_kernels(QFormat f) {
 const QGemmTileFn* q8_gemm_tiles_avxvnni() { return kU8Tiles; }
 
 const QGemmTileFn* q8_gemm_tiles_uniform_avxvnni() {
-  static constexpr auto kTiles = uniform_tiles<false>(std::make_index_sequence<kMaxUniformRows>());
+  static constexpr auto kTiles = uniform_tiles<false, false>(std::make_index_sequence<kMaxUniformRows>());
   return kTiles.data();
 }
 
@@ -1042,7 +982,7 @@ void lanes_tile_avxvnni(const QLaneRows& a, const uint8_t* codes, const float* s
 const QGemmTileFn* q8_gemm_tiles_u8_avx2() { return kU8Tiles; }
 
 const QGemmTileFn* q8_gemm_tiles_u8_w7_avx2() {
-  static constexpr QGemmTileFn kTiles[kMaxNarrowRows] = {q8_gemm_tile_u8_w7<1>, q8_gemm_tile_u8_w7<2>};
+  static constexpr QGemmTileFn kTiles[kMaxNarrowRows] = {q8_gemm_tile_u8<1, true>, q8_gemm_tile_u8<2, true>};
   return kTiles;
 }
 
@@ -1052,17 +992,17 @@ const QGemmTileFn* q8_gemm_tiles_avx2() {
 }
 
 const QGemmTileFn* q8_gemm_tiles_uniform_avx2() {
-  static constexpr auto kTiles = uniform_tiles<false>(std::make_index_sequence<kMaxUniformRows>());
+  static constexpr auto kTiles = uniform_tiles<false, false>(std::make_index_sequence<kMaxUniformRows>());
   return kTiles.data();
 }
 
 const QGemmTileFn* q8_gemm_tiles_uniform_nonneg_avx2() {
-  static constexpr auto kTiles = uniform_tiles<true>(std::make_index_sequence<kMaxUniformRows>());
+  static constexpr auto kTiles = uniform_tiles<true, false>(std::make_index_sequence<kMaxUniformRows>());
   return kTiles.data();
 }
 
 const QGemmTileFn* q8_gemm_tiles_uniform_w7_avx2() {
-  static constexpr auto kTiles = uniform_w7_tiles(std::make_index_sequence<kMaxUniformRows>());
+  static constexpr auto kTiles = uniform_tiles<true, true>(std::make_index_sequence<kMaxUniformRows>());
   return kTiles.data();
 }
 
