@@ -988,6 +988,24 @@ TEST(QuantKernels, Int8GemmNarrowTilesDoNotSaturate) {
   }
 }
 
+// The first plan.M rows of x [*, plan.K] quantized by hand on the scale 1, then the packed
+// int8 GEMM over them as uniform rows, marked non-negative or not (which tiles run).
+std::vector<float> gemm_unit_rows(const QMatmulPlan& plan, const std::vector<float>& x, const PackedOperand& packed,
+                                  bool nonneg) {
+  const int64_t M = plan.M, K = plan.K;
+  std::vector<int8_t> q(size_t(M * plan.kpad));
+  std::vector<float> d(size_t(M * plan.nscales));
+  std::vector<int16_t> s16(size_t(M * plan.nsums));
+  for (int64_t m = 0; m < M; ++m)
+    quant::quantize_act_row(x.data() + m * K, K, 32, q.data() + m * plan.kpad, d.data() + m * plan.nscales,
+                            s16.data() + m * plan.nsums, 1.0f);
+  QActRows rows{q.data(), d.data(), s16.data(), nullptr, nullptr, plan.kpad, plan.nscales, plan.nsums, K, true};
+  rows.nonneg = nonneg;
+  std::vector<float> y(size_t(M * plan.N), std::numeric_limits<float>::quiet_NaN());
+  q8_gemm_packed(plan, rows, packed, y.data(), {});
+  return y;
+}
+
 // Static rows with no negative code (an input after ReLU): AVX2's uniform tiles take the
 // codes as maddubs' unsigned operand, weight codes 127 / -128 against runs of activation
 // codes 127 making pairs of +-32512 at most. On the scale 1 the sums are exact: each
@@ -1022,19 +1040,8 @@ TEST(QuantKernels, Int8GemmNonNegativeStaticRowsAreExact) {
         check(y, "qmatmul");
         if (one_negative) continue;
         // The rows quantized by hand, then the GEMM told they are (or are not) non-negative.
-        std::vector<int8_t> q(size_t(M * plan.kpad));
-        std::vector<float> d(size_t(M * plan.nscales));
-        std::vector<int16_t> s16(size_t(M * plan.nsums));
-        for (int64_t m = 0; m < M; ++m)
-          quant::quantize_act_row(x.data() + m * K, K, 32, q.data() + m * plan.kpad, d.data() + m * plan.nscales,
-                                  s16.data() + m * plan.nsums, 1.0f);
-        for (bool nonneg : {true, false}) {
-          QActRows rows{q.data(), d.data(), s16.data(), nullptr, nullptr, plan.kpad, plan.nscales, plan.nsums, K, true};
-          rows.nonneg = nonneg;
-          std::fill(y.begin(), y.end(), std::numeric_limits<float>::quiet_NaN());
-          q8_gemm_packed(plan, rows, packed, y.data(), {});
-          check(y, nonneg ? "rows marked non-negative" : "rows not marked");
-        }
+        for (bool nonneg : {true, false})
+          check(gemm_unit_rows(plan, x, packed, nonneg), nonneg ? "rows marked non-negative" : "rows not marked");
       }
   }
 }
@@ -1086,20 +1093,9 @@ TEST(QuantKernels, Int8GemmSevenBitWeightsDoNotSaturate) {
             qmatmul(plan, x.data(), w.data(), nullptr, y.data(), &packed);
             check(y, "qmatmul");
           }
-          std::vector<int8_t> q(size_t(M * plan.kpad));
-          std::vector<float> d(size_t(M * plan.nscales));
-          std::vector<int16_t> s16(size_t(M * plan.nsums));
-          for (int64_t m = 0; m < M; ++m)
-            quant::quantize_act_row(x.data() + m * K, K, 32, q.data() + m * plan.kpad, d.data() + m * plan.nscales,
-                                    s16.data() + m * plan.nsums, 1.0f);
-          for (bool nonneg : {true, false}) {
-            if (lie && !nonneg) continue;
-            QActRows rows{q.data(), d.data(), s16.data(), nullptr, nullptr, plan.kpad, plan.nscales, plan.nsums, K, true};
-            rows.nonneg = nonneg;
-            std::fill(y.begin(), y.end(), std::numeric_limits<float>::quiet_NaN());
-            q8_gemm_packed(plan, rows, packed, y.data(), {});
-            check(y, nonneg ? "rows marked non-negative" : "rows not marked");
-          }
+          for (bool nonneg : {true, false})
+            if (nonneg || !lie)
+              check(gemm_unit_rows(plan, x, packed, nonneg), nonneg ? "rows marked non-negative" : "rows not marked");
           if (lie) EXPECT_GT(wrong, 0) << "K=" << K << " M=" << M << ": 8-bit codes told 7-bit did not wrap: no w7 tile ran";
         }
       }
