@@ -925,6 +925,14 @@ std::vector<uint8_t> extreme_unit_rows(int64_t N, int64_t K, uint8_t mark) {
   return w;
 }
 
+// The exact integer dot product of int8 weight row n (rows [N, 4 + K]) and row m of x
+// [*, K], whose values are integers: what the int8 GEMM gives on the scale 1.
+int64_t unit_dot(const std::vector<uint8_t>& w, const std::vector<float>& x, int64_t K, int64_t n, int64_t m) {
+  int64_t exact = 0;
+  for (int64_t k = 0; k < K; ++k) exact += int64_t(int8_t(w[size_t(n * (4 + K) + 4 + k)])) * int64_t(x[size_t(m * K + k)]);
+  return exact;
+}
+
 // extreme_unit_rows as 7-bit codes: 127 -> 63, -128 -> -63 (every |code| <= 63).
 std::vector<uint8_t> seven_bit(std::vector<uint8_t> w, int64_t N, int64_t K) {
   for (int64_t n = 0; n < N; ++n)
@@ -949,7 +957,7 @@ TEST(QuantKernels, Int8GemmNarrowTilesDoNotSaturate) {
   for (bool w7 : {false, true}) {
     if (!qisa_supported(isa)) continue;
     const float top = isa == QIsa::kAvx2 ? 63.0f : 127.0f;
-    const int64_t N = 40, M = 9, rb = 4 + K;  // tiles of 2 rows, then 1
+    const int64_t N = 40, M = 9;  // tiles of 2 rows, then 1
     const std::vector<uint8_t> w = w7 ? seven_bit(extreme_unit_rows(N, K, 0x3F), N, K) : extreme_unit_rows(N, K, 0x7F);
     std::vector<float> x(size_t(M * K));
     for (int64_t m = 0; m < M; ++m)
@@ -968,8 +976,7 @@ TEST(QuantKernels, Int8GemmNarrowTilesDoNotSaturate) {
       int64_t wrong = 0;
       for (int64_t m = 0; m < M; ++m)
         for (int64_t n = 0; n < N; ++n) {
-          int64_t exact = 0;
-          for (int64_t k = 0; k < K; ++k) exact += int64_t(int8_t(w[size_t(n * rb + 4 + k)])) * int64_t(x[size_t(m * K + k)]);
+          const int64_t exact = unit_dot(w, x, K, n, m);
           wrong += y[size_t(m * N + n)] != float(exact);
         }
       EXPECT_GT(wrong, 0) << "K=" << K << ": 8-bit codes told 7-bit did not wrap: no w7 tile ran";
@@ -980,8 +987,7 @@ TEST(QuantKernels, Int8GemmNarrowTilesDoNotSaturate) {
     qmatmul(plan, x.data(), w.data(), nullptr, y.data(), &packed);
     for (int64_t m = 0; m < M; ++m)
       for (int64_t n = 0; n < N; ++n) {
-        int64_t exact = 0;
-        for (int64_t k = 0; k < K; ++k) exact += int64_t(int8_t(w[size_t(n * rb + 4 + k)])) * int64_t(x[size_t(m * K + k)]);
+        const int64_t exact = unit_dot(w, x, K, n, m);
         ASSERT_EQ(y[size_t(m * N + n)], float(exact))
             << qisa_name(isa) << (w7 ? " 7-bit weights" : "") << " K=" << K << " row " << m << " column " << n;
       }
@@ -1016,7 +1022,7 @@ TEST(QuantKernels, Int8GemmNonNegativeStaticRowsAreExact) {
   for (QIsa isa : simd_isas()) {
     for (int64_t K : {32, 100, 1000})
       for (bool one_negative : {false, true}) {
-        const int64_t N = 40, M = 13, rb = 4 + K;  // tiles of 8 and 5 rows
+        const int64_t N = 40, M = 13;  // tiles of 8 and 5 rows
         const std::vector<uint8_t> w = extreme_unit_rows(N, K, 0x01);
         std::vector<float> x(size_t(M * K));
         for (int64_t m = 0; m < M; ++m)
@@ -1027,9 +1033,7 @@ TEST(QuantKernels, Int8GemmNonNegativeStaticRowsAreExact) {
         auto check = [&](const std::vector<float>& y, const char* how) {
           for (int64_t m = 0; m < M; ++m)
             for (int64_t n = 0; n < N; ++n) {
-              int64_t exact = 0;
-              for (int64_t k = 0; k < K; ++k)
-                exact += int64_t(int8_t(w[size_t(n * rb + 4 + k)])) * int64_t(x[size_t(m * K + k)]);
+              const int64_t exact = unit_dot(w, x, K, n, m);
               ASSERT_EQ(y[size_t(m * N + n)], float(exact)) << qisa_name(isa) << " " << how << " K=" << K
                                                             << (one_negative ? " one negative" : "") << " row " << m
                                                             << " column " << n;
@@ -1059,7 +1063,7 @@ TEST(QuantKernels, Int8GemmSevenBitWeightsDoNotSaturate) {
     EXPECT_EQ(any.narrow_w7_tiles != nullptr, isa == QIsa::kAvx2) << qisa_name(isa);
     for (int64_t K : {32, 100, 1000})
       for (bool lie : {false, true}) {
-        const int64_t N = 40, MM = 13, rb = 4 + K;
+        const int64_t N = 40, MM = 13;
         const std::vector<uint8_t> w =
             lie ? extreme_unit_rows(N, K, 0x01) : seven_bit(extreme_unit_rows(N, K, 0x01), N, K);
         std::vector<float> x(size_t(MM * K));
@@ -1077,9 +1081,7 @@ TEST(QuantKernels, Int8GemmSevenBitWeightsDoNotSaturate) {
           auto check = [&](const std::vector<float>& y, const char* how) {
             for (int64_t m = 0; m < M; ++m)
               for (int64_t n = 0; n < N; ++n) {
-                int64_t exact = 0;
-                for (int64_t k = 0; k < K; ++k)
-                  exact += int64_t(int8_t(w[size_t(n * rb + 4 + k)])) * int64_t(x[size_t(m * K + k)]);
+                const int64_t exact = unit_dot(w, x, K, n, m);
                 if (lie) {
                   wrong += y[size_t(m * N + n)] != float(exact);
                   continue;

@@ -18,6 +18,11 @@ from zenith.bench.runner import say, skipped
 SCHEME_OPTIONS = {"int8-dynamic-w7": ("int8-dynamic", {"linear_weight_bits": 7})}
 
 
+def base_scheme(name):
+    """The zenith.quantize scheme a --quant name runs (SCHEME_OPTIONS)."""
+    return SCHEME_OPTIONS.get(name, (name, {}))[0]
+
+
 def quantize(model, scheme, **options):
     """zenith.quantize(model, ...) for a --quant scheme name (SCHEME_OPTIONS)."""
     scheme, extra = SCHEME_OPTIONS.get(scheme, (scheme, {}))

@@ -11,7 +11,7 @@ import torch
 
 from zenith.backend import collect_reports
 from zenith.bench import peers
-from zenith.bench.contestants import compiled, peer_status, quant_variants, static_label
+from zenith.bench.contestants import base_scheme, compiled, peer_status, quant_variants, static_label
 from zenith.bench.runner import agreement, flat, note_zenith, run_interleaved, run_probe, say, skipped
 
 
@@ -33,7 +33,7 @@ def contestants(cfg, quantizable, calibration=None):
             names += [n for n in quant_variants(cfg, None, calibration=calibration)[0] if n != "zenith:gguf"]
         elif fw == "onnxruntime" and quant:
             names.append("onnxruntime")
-            if {"int8", "int8-dynamic", "int8-dynamic-w7"} & set(cfg.quant):
+            if any(base_scheme(q) in ("int8", "int8-dynamic") for q in cfg.quant):
                 names.append("onnxruntime:int8-dynamic")
             if "int8-static" in cfg.quant and calibration is not None:
                 names.append("onnxruntime:int8-static")

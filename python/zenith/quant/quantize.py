@@ -186,6 +186,11 @@ def _calibrate(model, layers, calibration, method, percentile, error_batches, sm
     return scales, kept_batches, smoothing
 
 
+def _int8_max(bits):
+    """The largest int8 code of `bits`-bit weights (7 or 8)."""
+    return (1 << (bits - 1)) - 1
+
+
 def default_conv_weight_bits():
     """zenith.quantize's conv_weight_bits when None: 7 where this CPU's int8 kernels are
     AVX2's (its w7 conv tiles; quant_avx2.cc), else 8."""
@@ -386,7 +391,7 @@ def quantize(model, scheme, *, group_size=None, symmetric=True, include_embeddin
                          f"(int8-dynamic, int8-static), not {scheme!r}")
     if conv_weight_bits is None:
         conv_weight_bits = default_conv_weight_bits()
-    conv_weight_max = 63 if conv_weight_bits == 7 else 127
+    conv_weight_max = _int8_max(conv_weight_bits)
     if isinstance(exclude, str):
         exclude = (exclude,)
     kept = {}
@@ -449,7 +454,7 @@ def quantize(model, scheme, *, group_size=None, symmetric=True, include_embeddin
             continue
         try:
             new[id(m)] = QLinear.from_float(m, fmt, x_scale, smoothing.get(name), row_scale=per_row,
-                                            int8_max=63 if linear_weight_bits == 7 else 127)
+                                            int8_max=_int8_max(linear_weight_bits))
         except Unquantizable as e:
             kept[name] = str(e)
     for m in list(layers.values()) + [m for _, m in embeddings]:  # a replacement keeps its module's mode
