@@ -157,6 +157,8 @@ const Case kCases[] = {
     {2, 8, 26, 26, 384, 1, 1, 1, 1, 0, 0, 1, 1},  // at 2 threads, shares of 676 rows in 2 pieces of 338, rounded up
                                                   // to whole tiles (344 of 8, 348 of 12) past the 341-row chunk
                                                   // the buffers had held (MobileNet V2 at batch 8 corrupted the heap)
+    {1, 16, 5, 7, 100, 1, 1, 1, 1, 0, 0, 1, 1},  // 100 channels: the codes' 32-byte stores from a start past a
+                                                 // multiple of 32 (the scalar reference's split at 2 threads, 50)
 };
 
 // Calls f(threads, c, L) at one and two threads, for every case, over blocks of 8 and 16

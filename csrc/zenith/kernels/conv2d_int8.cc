@@ -207,8 +207,8 @@ inline void store_codes8(__m256 v, __m256 vinv, int8_t* dst) {
   const __m128i w = _mm_packs_epi32(_mm256_castsi256_si128(c), _mm256_extracti128_si256(c, 1));
   _mm_storel_epi64(reinterpret_cast<__m128i*>(dst), _mm_packs_epi16(w, w));
 }
-// 32 values' codes into dst in one store: the packs of four vectors interleave their
-// 128-bit lanes, which one permute puts back in order.
+// 32 values' codes into dst in one store: the packs work within 128-bit lanes, leaving each
+// vector's low and high 4 codes 16 bytes apart; one dword permute restores the order.
 inline void store_codes32(const __m256 (&v)[4], __m256 vinv, int8_t* dst) {
   const __m256i w = _mm256_packs_epi16(_mm256_packs_epi32(code_lanes(v[0], vinv), code_lanes(v[1], vinv)),
                                        _mm256_packs_epi32(code_lanes(v[2], vinv), code_lanes(v[3], vinv)));
@@ -284,7 +284,7 @@ void codes_by_value(const float* a, const int8_t* rr, float rs, const BlockedEpi
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 // The codes-alone write-out below (no floats out, no float residual) on AVX-512, a
-// block of 16 channels a vector, for ReLU or no activation (A): store_codes8's and
+// block of 16 channels a vector, for ReLU or no activation (A): code_lanes' and
 // residual8's arithmetic on twice the lanes, and vpmovsdb's saturation where store_codes8
 // packs (INT_MIN, a NaN's conversion, to -128 both ways), so the same codes. The
 // channels' scale and shift by one FMA, as the compiler contracts store_blocked's. A block
@@ -379,8 +379,8 @@ void store_blocked(const float* acc, int64_t OC, int64_t L, int64_t cols, int64_
           };
 #if defined(__AVX2__)
           // Four whole blocks of 8 (two of 16) from here: their codes in one 32-byte store
-          // rather than four 8-byte ones. ResNet-50 int8-static (AMD Zen 3, paired, the
-          // same codes): b1 0.985x and 0.986x the time, b8 0.959x and 0.980x.
+          // rather than four 8-byte ones. ResNet-50 int8-static (AMD Zen 3, two paired
+          // runs, the same codes): b1 0.986x and 0.985x the time, b8 0.959x and 0.980x.
           if (b0 + 32 <= std::min(n1, OC)) {
             const __m256 v[4] = {__m256(value8(b0)), __m256(value8(b0 + 8)), __m256(value8(b0 + 16)),
                                  __m256(value8(b0 + 24))};
