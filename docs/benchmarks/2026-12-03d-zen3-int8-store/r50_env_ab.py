@@ -1,5 +1,7 @@
 # ResNet-50 int8-static (random init, calibrated on 4 batches of noise), frozen, variants by temporary env switches
 # (each set = that part the old way); paired rounds; fp32 for the ratio. python r50_env_ab.py rounds NAME=VAR1,VAR2 ...
+# The 32-byte code stores were measured as `r50_env_ab.py 12 old=ZENITH_EXP_CODES8 new=` does (a ZENITH_EXP_CODES8
+# switch, set = 8-byte stores, in store_blocked; ab_outputs.txt's runs used an earlier two-variant copy of this script).
 import os, sys, copy, statistics, torch, torchvision, zenith
 from zenith.bench.stats import paired_rounds, paired_ratio_ci
 torch.manual_seed(0); torch.set_num_threads(2)
