@@ -19,7 +19,7 @@ JOBS ?= 2
 
 BENCH_DIR := docs/benchmarks/$(shell date -u +%Y-%m-%d)
 
-.PHONY: setup demo test test-cpp test-python test-sanitize test-sanitize-cpp test-sanitize-python sanitizer-runtimes bench fuzz system-deps clean
+.PHONY: setup demo test test-cpp test-python test-sanitize test-sanitize-cpp test-sanitize-python sanitizer-runtimes bench fuzz system-deps clean install-profiling
 
 setup: system-deps $(VENV)/.zenith-installed
 
@@ -40,6 +40,13 @@ $(VENV)/.deps-installed: Makefile
 $(VENV)/.zenith-installed: $(VENV)/.deps-installed $(SOURCES)
 	$(PIP) install -q --disable-pip-version-check --no-build-isolation --no-deps .
 	touch $@
+
+# The same extension with its symbols kept (nanobind's and scikit-build-core's strips off), for
+# `perf record` / `perf report` to name Zenith's kernels; the code is the same as setup's.
+# `make -B .venv/.zenith-installed` puts the stripped build back.
+install-profiling: $(VENV)/.deps-installed
+	$(PIP) install -q --disable-pip-version-check --no-build-isolation --no-deps \
+	  -C install.strip=false -C cmake.define.ZENITH_NOSTRIP=ON .
 
 demo: setup
 	HF_HUB_OFFLINE=1 $(PY) -m zenith.demo
