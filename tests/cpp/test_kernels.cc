@@ -702,14 +702,28 @@ namespace {
 // (B, L, H, E) for layout 1; mask_shape empty for none. Rows the reference makes NaN
 // (every key masked) must be NaN in both.
 // fill: the mask's values: 0 random (a quarter false or -inf); 1 masking nothing (all
-// true; +0 and -0); 2 the same but for its last entry (false; 0.5).
+// true; +0 and -0); 2 the same but for its last entry (false; 0.5). specials: V holds a
+// NaN at the last key, +inf a third of the way and -inf at key 1, in columns 0, 1 and 2
+// of every kv head (the output's infinities must then be equal).
 void check_sdpa(int64_t B, int64_t H, int64_t Hk, int64_t L, int64_t S, int64_t E, int64_t Ev, bool causal,
-                int layout, std::vector<int64_t> mask_shape, bool bool_mask, unsigned seed, int fill = 0) {
+                int layout, std::vector<int64_t> mask_shape, bool bool_mask, unsigned seed, int fill = 0,
+                bool specials = false) {
   auto dims = [&](int64_t heads, int64_t rows, int64_t width) {
     return layout == 1 ? std::vector<int64_t>{B, rows, heads, width} : std::vector<int64_t>{B, heads, rows, width};
   };
   auto q = randn(size_t(B * H * L * E), seed), k = randn(size_t(B * Hk * S * E), seed + 1),
        v = randn(size_t(B * Hk * S * Ev), seed + 2);
+  if (specials) {
+    auto v_at = [&](int64_t b, int64_t h, int64_t j, int64_t c) -> float& {
+      return v[size_t(layout == 1 ? ((b * S + j) * Hk + h) * Ev + c : ((b * Hk + h) * S + j) * Ev + c)];
+    };
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t h = 0; h < Hk; ++h) {
+        v_at(b, h, S - 1, 0) = NAN;
+        v_at(b, h, S / 3, 1 % Ev) = INFINITY;
+        v_at(b, h, std::min<int64_t>(1, S - 1), 2 % Ev) = -INFINITY;
+      }
+  }
   std::vector<TensorRef> in = {{q.data(), DType::f32, dims(H, L, E)},
                                {k.data(), DType::f32, dims(Hk, S, E)},
                                {v.data(), DType::f32, dims(Hk, S, Ev)}};
@@ -749,6 +763,10 @@ void check_sdpa(int64_t B, int64_t H, int64_t Hk, int64_t L, int64_t S, int64_t 
       ASSERT_TRUE(std::isnan(got[i])) << "at " << i;
       continue;
     }
+    if (std::isinf(want[i])) {
+      ASSERT_EQ(got[i], want[i]) << "at " << i;
+      continue;
+    }
     ASSERT_NEAR(got[i], want[i], 2e-5f + 2e-5f * std::fabs(want[i]))
         << "B" << B << " H" << H << "/" << Hk << " L" << L << " S" << S << " E" << E << "/" << Ev << " causal "
         << causal << " layout " << layout << " mask rank " << mask_shape.size() << " at " << i;
@@ -784,6 +802,26 @@ TEST(Kernels, SdpaMasksMatchReference) {
         check_sdpa(2, 3, 3, L, S, 16, 24, false, 1, {2, 3, L, S}, bool_mask, seed++);
         check_sdpa(1, 2, 1, L, S, 8, 8, true, 0, {L, S}, bool_mask, seed++);
       }
+}
+
+TEST(Kernels, SdpaNonFiniteValuesMatchReference) {
+  // NaN and infinities in V, among them keys a causal query does not see: each masked key
+  // weighs 0, and 0 x NaN or inf is NaN, by the definition (ref_sdpa) and in PyTorch's
+  // CPU kernel. The tiled path skips a causal block's later keys and had left them out
+  // (-inf where both say NaN; found by the fuzzer). Rows and tiled paths, one and two
+  // key tiles, both layouts, with and without a mask, at 1 and 2 threads.
+  unsigned seed = 501;
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    for (int64_t L : {3, 17, 40, 200})
+      for (bool causal : {false, true}) {
+        check_sdpa(1, 2, 1, L, L, 8, 8, causal, int(seed % 2), {}, false, seed, 0, true);
+        ++seed;
+        check_sdpa(2, 2, 2, L, L, 16, 24, causal, int(seed % 2), {L, L}, true, seed, 0, true);
+        ++seed;
+      }
+  }
+  set_num_threads(2);
 }
 
 TEST(Kernels, SdpaMasksThatMaskNothingMatchReference) {

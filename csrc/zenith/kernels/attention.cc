@@ -10,7 +10,10 @@
 // tile is exponentiated in place, and the same tile is the A operand of P @ V (row r of
 // k at tile[k * NR + r]). When a later key block raises a row's max, that row's running
 // output is rescaled. Scores exist only as one KB x NR tile (16 KiB, in L1); the L x S
-// score matrix is never formed, and a causal block stops at its last query's key.
+// score matrix is never formed, and a causal block stops at its last query's key. The
+// keys it skips still count where V holds a NaN or infinity: softmax(...) @ V takes
+// 0 x v for a masked key, NaN for such a v, as PyTorch's CPU kernel and the definition
+// give (V's columns are scanned for their last such key while V is packed).
 //
 // Fewer query rows (decode) take the rows path: whole score rows through sgemm, which
 // streams K and V in place instead of packing them for one query.
@@ -178,9 +181,11 @@ struct TiledGeometry {
 // One block of up to NR queries (t indexes (b, h, block)) against all its keys.
 // always_inline: the AVX-512 entry below compiles this body with AVX-512 enabled, so
 // the softmax loops over the NR lanes become 16-wide.
+// bad (causal only, else null): per V column of each kv head, the last key whose value
+// is NaN or infinite, -1 for none.
 template <int64_t MR, int64_t NR, MicroKernel QK, MicroKernel PV>
-__attribute__((always_inline)) inline void attend_block(const Attn& a, const float* packed, int64_t t,
-                                                        BlockScratch& s) {
+__attribute__((always_inline)) inline void attend_block(const Attn& a, const float* packed, const int64_t* bad,
+                                                        int64_t t, BlockScratch& s) {
   using Geo = TiledGeometry<MR, NR>;
   constexpr int64_t KB = Geo::KB;
   const Geo g(a);
@@ -270,9 +275,15 @@ __attribute__((always_inline)) inline void attend_block(const Attn& a, const flo
     float inv = 1.0f / l[r];
     for (int64_t c = 0; c < a.Ev; ++c) orow[c] = acc[r * g.evp + c] * inv;
   }
+  if (bad) {  // keys from s_end on were skipped: each has weight 0, and 0 x NaN or inf is NaN
+    const int64_t* last = bad + (b * a.Hk + hk) * a.Ev;
+    for (int64_t c = 0; c < a.Ev; ++c)
+      if (last[c] >= s_end)
+        for (int64_t r = 0; r < nq; ++r) ob[r * a.o_rs + c] = NAN;
+  }
 }
 
-using BlockFn = void (*)(const Attn&, const float*, int64_t, BlockScratch&);
+using BlockFn = void (*)(const Attn&, const float*, const int64_t*, int64_t, BlockScratch&);
 
 template <int64_t MR, int64_t NR>
 void attention_tiled(const Attn& a, BlockFn block) {
@@ -282,6 +293,7 @@ void attention_tiled(const Attn& a, BlockFn block) {
   thread_local AlignedBuf kv_buf;
   int64_t per_head = g.k_size + g.v_size;
   float* packed = kv_buf.get(size_t(a.B * a.Hk * per_head));
+  std::vector<int64_t> bad(a.causal ? size_t(a.B * a.Hk * a.Ev) : 0);  // attend_block's
   parallel_for(a.B * a.Hk, 1, [&](int64_t lo, int64_t hi) {
     for (int64_t bh = lo; bh < hi; ++bh) {
       int64_t b = bh / a.Hk, hk = bh % a.Hk;
@@ -293,24 +305,32 @@ void attention_tiled(const Attn& a, BlockFn block) {
       const float* vh = a.v_head(b, hk);
       for (int64_t p = 0; p < g.evp / NR; ++p)  // V as B: every key x NR columns
         pack_b<NR>(a.S, std::min(NR, a.Ev - p * NR), vh + p * NR, a.v_rs, 1, vp + p * a.S * NR);
+      if (a.causal) {
+        int64_t* last = bad.data() + bh * a.Ev;
+        std::fill_n(last, a.Ev, int64_t(-1));
+        for (int64_t j = 0; j < a.S; ++j)
+          for (int64_t c = 0; c < a.Ev; ++c)
+            if (!std::isfinite(vh[j * a.v_rs + c])) last[c] = j;
+      }
     }
   });
   int64_t blocks = a.B * a.H * ((a.L + NR - 1) / NR);
   parallel_for(blocks, 1, [&](int64_t lo, int64_t hi) {
     thread_local BlockScratch scratch;
-    for (int64_t t = lo; t < hi; ++t) block(a, packed, t, scratch);
+    for (int64_t t = lo; t < hi; ++t) block(a, packed, a.causal ? bad.data() : nullptr, t, scratch);
   });
   kv_buf.trim(size_t(16) << 20);
 }
 
-void block_avx2(const Attn& a, const float* packed, int64_t t, BlockScratch& s) {
-  attend_block<6, 16, f32_gemm_6x16__avx2, f32_gemm_6x16__avx2_ka16>(a, packed, t, s);
+void block_avx2(const Attn& a, const float* packed, const int64_t* bad, int64_t t, BlockScratch& s) {
+  attend_block<6, 16, f32_gemm_6x16__avx2, f32_gemm_6x16__avx2_ka16>(a, packed, bad, t, s);
 }
 
 #if defined(__x86_64__)
-__attribute__((target("avx512f,prefer-vector-width=512"))) void block_avx512(const Attn& a, const float* packed, int64_t t,
-                                                     BlockScratch& s) {
-  attend_block<8, 32, f32_gemm_8x32__avx512, f32_gemm_8x32__avx512_ka32>(a, packed, t, s);
+__attribute__((target("avx512f,prefer-vector-width=512"))) void block_avx512(const Attn& a, const float* packed,
+                                                                              const int64_t* bad, int64_t t,
+                                                                              BlockScratch& s) {
+  attend_block<8, 32, f32_gemm_8x32__avx512, f32_gemm_8x32__avx512_ka32>(a, packed, bad, t, s);
 }
 #endif
 
