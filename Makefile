@@ -4,6 +4,7 @@
 #   make test   C++ unit tests (GoogleTest via ctest) and Python tests (pytest)
 #   make test-sanitize  ctest, the op tests and a fuzzing budget under ASan + UBSan
 #   make bench  the standard benchmark suite into docs/benchmarks/<date>/
+#   make install-profiling  the same extension with its symbols kept, for perf
 SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -42,11 +43,13 @@ $(VENV)/.zenith-installed: $(VENV)/.deps-installed $(SOURCES)
 	touch $@
 
 # The same extension with its symbols kept (nanobind's and scikit-build-core's strips off), for
-# `perf record` / `perf report` to name Zenith's kernels; the code is the same as setup's.
-# `make -B .venv/.zenith-installed` puts the stripped build back.
+# `perf record` / `perf report` to name Zenith's kernels; the code is the same as setup's. Built
+# in its own directory (the option stays out of setup's CMake cache); `make setup` puts the
+# stripped build back (the stamp is removed here).
 install-profiling: $(VENV)/.deps-installed
 	$(PIP) install -q --disable-pip-version-check --no-build-isolation --no-deps \
-	  -C install.strip=false -C cmake.define.ZENITH_NOSTRIP=ON .
+	  -C build-dir=build/profiling -C install.strip=false -C cmake.define.ZENITH_NOSTRIP=ON .
+	rm -f $(VENV)/.zenith-installed
 
 demo: setup
 	HF_HUB_OFFLINE=1 $(PY) -m zenith.demo

@@ -703,8 +703,9 @@ namespace {
 // (every key masked) must be NaN in both.
 // fill: the mask's values: 0 random (a quarter false or -inf); 1 masking nothing (all
 // true; +0 and -0); 2 the same but for its last entry (false; 0.5). specials: V holds a
-// NaN at the last key, +inf a third of the way and -inf at key 1, in columns 0, 1 and 2
-// of every kv head (the output's infinities must then be equal).
+// NaN at the last key, +inf a third of the way and -inf at key 1, in columns that differ
+// between kv heads (b, hk): 0, 1 and 2 moved by b + 2 hk (so a head read for another
+// fails); the output's infinities must then be equal.
 void check_sdpa(int64_t B, int64_t H, int64_t Hk, int64_t L, int64_t S, int64_t E, int64_t Ev, bool causal,
                 int layout, std::vector<int64_t> mask_shape, bool bool_mask, unsigned seed, int fill = 0,
                 bool specials = false) {
@@ -719,9 +720,10 @@ void check_sdpa(int64_t B, int64_t H, int64_t Hk, int64_t L, int64_t S, int64_t 
     };
     for (int64_t b = 0; b < B; ++b)
       for (int64_t h = 0; h < Hk; ++h) {
-        v_at(b, h, S - 1, 0) = NAN;
-        v_at(b, h, S / 3, 1 % Ev) = INFINITY;
-        v_at(b, h, std::min<int64_t>(1, S - 1), 2 % Ev) = -INFINITY;
+        const int64_t c = b + 2 * h;
+        v_at(b, h, S - 1, c % Ev) = NAN;
+        v_at(b, h, S / 3, (c + 1) % Ev) = INFINITY;
+        v_at(b, h, std::min<int64_t>(1, S - 1), (c + 2) % Ev) = -INFINITY;
       }
   }
   std::vector<TensorRef> in = {{q.data(), DType::f32, dims(H, L, E)},
@@ -807,19 +809,20 @@ TEST(Kernels, SdpaMasksMatchReference) {
 TEST(Kernels, SdpaNonFiniteValuesMatchReference) {
   // NaN and infinities in V, among them keys a causal query does not see: each masked key
   // weighs 0, and 0 x NaN or inf is NaN, by the definition (ref_sdpa) and in PyTorch's
-  // CPU kernel. The tiled path skips a causal block's later keys and had left them out
+  // CPU kernel up to 512 keys. The tiled path skips a causal block's later keys and had left them out
   // (-inf where both say NaN; found by the fuzzer). Rows and tiled paths, one and two
-  // key tiles, both layouts, with and without a mask, at 1 and 2 threads.
+  // key tiles, fewer queries than keys, both layouts with two kv heads and two images
+  // (head strides), grouped-query heads, with and without a mask, at 1 and 2 threads.
   unsigned seed = 501;
   for (int threads : {1, 2}) {
     set_num_threads(threads);
-    for (int64_t L : {3, 17, 40, 200})
-      for (bool causal : {false, true}) {
-        check_sdpa(1, 2, 1, L, L, 8, 8, causal, int(seed % 2), {}, false, seed, 0, true);
-        ++seed;
-        check_sdpa(2, 2, 2, L, L, 16, 24, causal, int(seed % 2), {L, L}, true, seed, 0, true);
-        ++seed;
-      }
+    for (auto [L, S] : {std::pair<int64_t, int64_t>{3, 3}, {17, 17}, {17, 40}, {40, 40}, {200, 200}})
+      for (bool causal : {false, true})
+        for (int layout : {0, 1}) {
+          check_sdpa(1, 2, 1, L, S, 8, 8, causal, layout, {}, false, seed++, 0, true);
+          check_sdpa(2, 2, 2, L, S, 16, 24, causal, layout, {}, false, seed++, 0, true);
+          check_sdpa(2, 4, 2, L, S, 16, 16, causal, layout, {L, S}, true, seed++, 0, true);
+        }
   }
   set_num_threads(2);
 }

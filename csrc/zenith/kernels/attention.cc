@@ -12,8 +12,9 @@
 // output is rescaled. Scores exist only as one KB x NR tile (16 KiB, in L1); the L x S
 // score matrix is never formed, and a causal block stops at its last query's key. The
 // keys it skips still count where V holds a NaN or infinity: softmax(...) @ V takes
-// 0 x v for a masked key, NaN for such a v, as PyTorch's CPU kernel and the definition
-// give (V's columns are scanned for their last such key while V is packed).
+// 0 x v for a masked key, NaN for such a v, as the definition gives (and PyTorch's CPU
+// kernel up to 512 keys; past that it skips whole 512-key blocks). V's columns are
+// scanned for their last such key while V is packed.
 //
 // Fewer query rows (decode) take the rows path: whole score rows through sgemm, which
 // streams K and V in place instead of packing them for one query.
@@ -293,7 +294,7 @@ void attention_tiled(const Attn& a, BlockFn block) {
   thread_local AlignedBuf kv_buf;
   int64_t per_head = g.k_size + g.v_size;
   float* packed = kv_buf.get(size_t(a.B * a.Hk * per_head));
-  std::vector<int64_t> bad(a.causal ? size_t(a.B * a.Hk * a.Ev) : 0);  // attend_block's
+  std::vector<int64_t> bad(a.causal ? size_t(a.B * a.Hk * a.Ev) : 0);  // attend_block's (a few KiB)
   parallel_for(a.B * a.Hk, 1, [&](int64_t lo, int64_t hi) {
     for (int64_t bh = lo; bh < hi; ++bh) {
       int64_t b = bh / a.Hk, hk = bh % a.Hk;
