@@ -73,7 +73,8 @@ test-python: setup
 # (b) the _C extension built with them in its own build dir, staged with python/zenith into
 #     $(ASAN_PKG) (first on PYTHONPATH; tests/sanitize/sanitized_c.py refuses to run unless
 #     that is the zenith._C imported), then tests/python/ops and, if present, the fuzzer
-#     (tests/python/fuzz) with a budget of SANITIZE_FUZZ_GRAPHS graphs.
+#     (tests/python/fuzz) with a budget of SANITIZE_FUZZ_GRAPHS graphs and SANITIZE_QFUZZ_NETS
+#     quantized nets.
 # The stock python is not instrumented, so libasan must be the first library loaded
 # (LD_PRELOAD). libstdc++ is preloaded after it: python does not link libstdc++, so at ASan's
 # start-up its __cxa_throw interceptor finds no real __cxa_throw, and the first C++ exception
@@ -91,6 +92,7 @@ ASAN_BUILD := build/asan
 ASAN_PY_BUILD := build/asan-py
 ASAN_PKG := $(ASAN_PY_BUILD)/pkg
 SANITIZE_FUZZ_GRAPHS ?= 1000
+SANITIZE_QFUZZ_NETS ?= 20
 SANITIZE_LOG := $(CURDIR)/$(ASAN_PY_BUILD)/log/sanitizer
 SANITIZE_CMAKE := -DZENITH_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo
 UBSAN_ENV := UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
@@ -117,7 +119,7 @@ test-sanitize-python: setup sanitizer-runtimes
 	  LD_PRELOAD="$$(g++ -print-file-name=libasan.so) $$(g++ -print-file-name=libstdc++.so)" \
 	  ASAN_OPTIONS=halt_on_error=1:detect_leaks=0:log_path=$(SANITIZE_LOG) \
 	  PYTHONPATH=$(CURDIR)/$(ASAN_PKG):$(CURDIR)/tests/sanitize ZENITH_SANITIZED_PKG=$(CURDIR)/$(ASAN_PKG) \
-	  ZENITH_FUZZ_GRAPHS=$(SANITIZE_FUZZ_GRAPHS) HF_HUB_OFFLINE=1 && \
+	  ZENITH_FUZZ_GRAPHS=$(SANITIZE_FUZZ_GRAPHS) ZENITH_QFUZZ_NETS=$(SANITIZE_QFUZZ_NETS) HF_HUB_OFFLINE=1 && \
 	  $(UBSAN_ENV) ../../$(PY) -m pytest -q -p no:cacheprovider --capture=sys -p sanitized_c ops; rc=$$?; \
 	  if [ -d fuzz ]; then UBSAN_OPTIONS=print_stacktrace=0:halt_on_error=1 ../../$(PY) -m pytest -q \
 	    -p no:cacheprovider --capture=sys -p sanitized_c fuzz || rc=1; fi; \
@@ -125,15 +127,18 @@ test-sanitize-python: setup sanitizer-runtimes
 	    echo "=== sanitizer report $$f (first 80 lines)"; head -n 80 "$$f"; done; exit $$rc
 
 # An open-ended differential fuzzing session (tests/python/fuzz): rounds of FUZZ_GRAPHS random
-# programs with fresh seeds and Hypothesis' example database (.hypothesis/), until a round
-# fails or FUZZ_ROUNDS rounds have passed (0: until interrupted).
+# programs and FUZZ_QNETS random quantized nets (about a second each), with fresh seeds and
+# Hypothesis' example databases (.hypothesis/), until a round fails or FUZZ_ROUNDS rounds have
+# passed (0: until interrupted).
 FUZZ_GRAPHS ?= 2000
+FUZZ_QNETS ?= 300
 FUZZ_ROUNDS ?= 0
 fuzz: setup
 	@round=0; while [ $(FUZZ_ROUNDS) -eq 0 ] || [ $$round -lt $(FUZZ_ROUNDS) ]; do \
 	  round=$$((round + 1)); echo "fuzz round $$round"; \
 	  ( cd tests/python/fuzz && ZENITH_FUZZ_OPEN=1 ZENITH_FUZZ_GRAPHS=$(FUZZ_GRAPHS) ZENITH_FUZZ_DB=$(CURDIR)/.hypothesis/zenith-fuzz \
-	    HF_HUB_OFFLINE=1 ../../../$(PY) -m pytest -q -s -p no:cacheprovider test_fuzz.py ) || exit 1; \
+	    ZENITH_QFUZZ_NETS=$(FUZZ_QNETS) ZENITH_QFUZZ_DB=$(CURDIR)/.hypothesis/zenith-qfuzz \
+	    HF_HUB_OFFLINE=1 ../../../$(PY) -m pytest -q -s -p no:cacheprovider test_fuzz.py test_qfuzz.py ) || exit 1; \
 	done
 
 # Peers for `make bench` (not needed by demo or test). llama-cpp-python builds llama.cpp from

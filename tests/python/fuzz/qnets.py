@@ -1,0 +1,268 @@
+"""Random quantized CNNs for differential fuzzing of Zenith's INT8 path.
+
+A net is a chain of blocks (conv2d with random channels, kernel, stride, padding and
+dilation; batch-norm, a residual add, an activation; now and then a grouped conv, which
+stays float, or a max-pool) and a head (none, or the feature map as tokens through two
+linear layers). `draw_qnet` draws one from a Hypothesis `data` object, so failures
+replay and shrink to a `QNet(...)` literal; `run_qcase` quantizes it (int8-dynamic or
+int8-static with a calibration method, every conv or the default rule, 7- or 8-bit
+weights), runs it eagerly (Zenith's quantized ops layer by layer) and frozen (the
+compiled graph: batch-norm folded, the blocked layout, codes between convs, fused
+epilogues), and judges:
+
+- frozen with float32 between int8 convs (ZENITH_INT8_CHAIN=0) against eager: within
+  one matmul's quantization step (quant_util.assert_same_model_close's bound; a last-bit
+  difference upstream may move an activation across a rounding boundary), NaN where
+  eager has NaN and nowhere else;
+- codes between convs with float residuals (ZENITH_INT8_CHAIN=exact): bit for bit the
+  float32 chain's output (the codes are the ones the next conv would have made);
+- codes everywhere (the default): within the same bound of the float32 chain, the same
+  NaNs;
+- 1 and 3 threads: bit for bit the same (integer sums, and every split of the work
+  into rows or column blocks must give each output from the same operations).
+
+The same random-init weights with batch-norm statistics drawn away from identity, so
+folding them is not a no-op.
+"""
+from __future__ import annotations
+
+import collections
+import copy
+import os
+import warnings
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn as nn
+
+import zenith
+from zenith.quant import summary
+
+QCOUNTS = collections.Counter()  # what the fuzzed nets reached (printed by the test)
+
+ACTS = {"relu": nn.ReLU, "relu6": nn.ReLU6, "none": nn.Identity, "gelu": nn.GELU, "silu": nn.SiLU}
+
+
+@dataclass
+class QBlock:
+    kind: str  # "conv" | "pool"
+    oc: int = 0
+    k: tuple = (1, 1)
+    stride: int = 1
+    pad: tuple = (0, 0)
+    dil: int = 1
+    groups: int = 1
+    bn: bool = False
+    res: bool = False
+    act: str = "none"
+
+
+@dataclass
+class QNet:
+    shape: tuple  # N, C, H, W
+    blocks: list
+    head: str  # "none" | "tokens"
+    scheme: str  # "int8-dynamic" | "int8-static"
+    method: str  # calibration method (int8-static)
+    everywhere: bool  # int8_everywhere
+    conv_bits: int | None
+    linear_bits: int
+    special: str  # "" | "nan" | "inf": one input element replaced
+    seed: int
+    notes: dict = field(default_factory=dict, repr=False)
+
+
+def _out(n, k, s, p, d):
+    return (n + 2 * p - d * (k - 1) - 1) // s + 1
+
+
+def draw_qnet(data):
+    from hypothesis import strategies as st
+
+    def pick(xs):
+        return data.draw(st.sampled_from(xs))
+
+    def num(lo, hi):
+        return data.draw(st.integers(lo, hi))
+
+    n, c, h, w = pick([1, 1, 2, 3]), num(1, 40), num(3, 30), num(3, 30)
+    shape = (n, c, h, w)
+    blocks = []
+    for _ in range(num(1, 5)):
+        if blocks and h >= 4 and w >= 4 and num(0, 9) == 0:
+            blocks.append(QBlock("pool", k=(2, 2), stride=2))
+            h, w = h // 2, w // 2
+            continue
+        kh = pick([1, 1, 3, 3, 5, 7])
+        kw = kh if num(0, 6) else pick([1, 3])
+        res = num(0, 2) == 0
+        dil = 1 if res and kh != kw else pick([1, 1, 1, 2])
+        stride = 1 if res else pick([1, 1, 2])
+        if res or num(0, 3):
+            pad = (dil * (kh - 1) // 2, dil * (kw - 1) // 2)
+        else:
+            pad = (num(0, kh // 2), num(0, kw // 2))
+        groups = 1
+        if res:
+            oc = c
+        else:
+            oc = pick([num(1, 72), 8 * num(1, 9), 16 * num(1, 5)])
+            if c % 2 == 0 and oc % 2 == 0 and num(0, 9) == 0:
+                groups = 2
+        oh, ow = _out(h, kh, stride, pad[0], dil), _out(w, kw, stride, pad[1], dil)
+        if oh < 1 or ow < 1 or (res and (oh, ow) != (h, w)):
+            continue
+        blocks.append(QBlock("conv", oc, (kh, kw), stride, pad, dil, groups, bool(num(0, 4) < 3), res,
+                             pick(["relu", "relu", "relu", "none", "relu6", "gelu", "silu"])))
+        c, h, w = oc, oh, ow
+    if not any(b.kind == "conv" for b in blocks):
+        blocks.append(QBlock("conv", pick([1, 8, 13]), (1, 1), act="relu"))
+    return QNet(shape, blocks, pick(["none", "none", "tokens"]), pick(["int8-dynamic", "int8-static"]),
+                pick(["percentile", "minmax", "entropy"]), num(0, 3) > 0, pick([None, 7, 8]), pick([7, 8]),
+                pick(["", "", "", "nan", "inf"]), num(0, 2**30))
+
+
+class _Block(nn.Module):
+    def __init__(self, c, b: QBlock):
+        super().__init__()
+        self.conv = nn.Conv2d(c, b.oc, b.k, b.stride, b.pad, b.dil, b.groups, bias=not b.bn)
+        self.bn = nn.BatchNorm2d(b.oc) if b.bn else None
+        self.act = ACTS[b.act]()
+        self.res = b.res
+
+    def forward(self, x):
+        y = self.conv(x)
+        if self.bn is not None:
+            y = self.bn(y)
+        if self.res:
+            y = y + x
+        return self.act(y)
+
+
+class _Net(nn.Module):
+    def __init__(self, net: QNet):
+        super().__init__()
+        layers, c = [], net.shape[1]
+        for b in net.blocks:
+            if b.kind == "pool":
+                layers.append(nn.MaxPool2d(2))
+                continue
+            layers.append(_Block(c, b))
+            c = b.oc
+        self.body = nn.Sequential(*layers)
+        self.head = nn.Sequential(nn.Linear(c, 24), nn.GELU(), nn.Linear(24, 13)) if net.head == "tokens" else None
+
+    def forward(self, x):
+        y = self.body(x)
+        if self.head is not None:
+            y = self.head(y.flatten(2).transpose(1, 2))
+        return y
+
+
+def build(net: QNet):
+    torch.manual_seed(net.seed)
+    m = _Net(net).eval()
+    with torch.no_grad():
+        for mod in m.modules():
+            if isinstance(mod, nn.BatchNorm2d):
+                mod.running_mean.uniform_(-0.5, 0.5)
+                mod.running_var.uniform_(0.5, 2.0)
+                mod.weight.uniform_(0.5, 1.5)
+                mod.bias.uniform_(-0.3, 0.3)
+    return m
+
+
+def _frozen(q, x, chain=None, threads=None):
+    old_env, old_threads = os.environ.get("ZENITH_INT8_CHAIN"), torch.get_num_threads()
+    if chain is None:
+        os.environ.pop("ZENITH_INT8_CHAIN", None)
+    else:
+        os.environ["ZENITH_INT8_CHAIN"] = chain
+    try:
+        if threads:
+            torch.set_num_threads(threads)
+        f = zenith.freeze(q)
+        y = f(x)
+        return y, f.reports
+    finally:
+        torch.set_num_threads(old_threads)
+        if old_env is None:
+            os.environ.pop("ZENITH_INT8_CHAIN", None)
+        else:
+            os.environ["ZENITH_INT8_CHAIN"] = old_env
+
+
+def same_bits(a, b):
+    """Bit for bit equal, NaN where the other has NaN (payloads may differ)."""
+    if a.shape != b.shape or not torch.equal(a.isnan(), b.isnan()):
+        return False
+    return torch.equal(a.masked_fill(a.isnan(), 0.0).view(torch.int32), b.masked_fill(b.isnan(), 0.0).view(torch.int32))
+
+
+def reference_model(q):
+    """q with each int8 conv computed by torch (quant.ops.reference_conv2d: fake-quantized
+    activations against the de-quantized filters, in float32), the judge of the kernel
+    both eager and frozen run. (An infinite input has no reference: the kernel makes each
+    window that reads it NaN, the fake quantizer clamps it to 127 steps.)"""
+    from zenith.quant.modules import QConv2d
+    from zenith.quant.ops import reference_conv2d
+
+    r = copy.deepcopy(q)
+    for mod in r.modules():
+        if isinstance(mod, QConv2d):
+            mod.forward = lambda x, c=mod: reference_conv2d(x, c.weight, c.bias, c.kernel_size, c.stride, c.padding,
+                                                            c.dilation, c.x_scale)
+    return r
+
+
+def run_qcase(net: QNet):
+    """Raises AssertionError with what differs."""
+    from quant_util import KERNEL_TOL, has_7bit_layers, normalized_error
+
+    m = build(net)
+    g = torch.Generator().manual_seed(net.seed + 1)
+    x = torch.randn(*net.shape, generator=g)
+    kw = dict(int8_everywhere=net.everywhere, conv_weight_bits=net.conv_bits, linear_weight_bits=net.linear_bits)
+    if net.scheme == "int8-static":
+        kw.update(calibration=[torch.randn(*net.shape, generator=g) for _ in range(2)], method=net.method)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        q = zenith.quantize(copy.deepcopy(m), net.scheme, **kw)
+    if net.special:
+        at = int(torch.randint(0, x.numel(), (1,), generator=g))
+        x.view(-1)[at] = float("nan") if net.special == "nan" else float("inf")
+    s = summary(q)
+    QCOUNTS["nets"] += 1
+    QCOUNTS["int8_layers"] += len(s.layers)
+    QCOUNTS["float_layers_kept"] += len(s.kept)
+    with torch.no_grad():
+        want = q(x)
+        ref = reference_model(q)(x) if net.special != "inf" else None
+        f32, reports = _frozen(q, x, chain="0")
+        exact, _ = _frozen(q, x, chain="exact")
+        codes, reports_codes = _frozen(q, x)
+        one, _ = _frozen(q, x, threads=1)
+        three, _ = _frozen(q, x, threads=3)
+    for r in reports + reports_codes:
+        assert not r.fallback_ops, f"fell back to PyTorch: {r.fallback_ops}"
+    for r in reports_codes:
+        for k in ("layout_nchwc", "chain_int8", "fuse_conv_residual", "fuse_conv_bn"):
+            QCOUNTS[k] += r.passes.get(k, 0)
+    QCOUNTS["with_" + (net.special or "finite") + "_input"] += 1
+    tol = 2.5 * KERNEL_TOL if has_7bit_layers(q) else KERNEL_TOL
+
+    def close(got, ref, what):
+        for kind, f in (("NaN", torch.isnan), ("+inf", torch.isposinf), ("-inf", torch.isneginf)):
+            assert torch.equal(f(got), f(ref)), f"{what}: {kind} at {int(f(got).sum())} places, {int(f(ref).sum())} in the reference"
+        ok = torch.isfinite(ref)
+        if ok.any():
+            err = normalized_error(got[ok], ref[ok])
+            assert err <= tol, f"{what}: normalized error {err:.3g} > {tol}"
+
+    if ref is not None:
+        close(want, ref, "eager (Zenith's qconv2d) vs torch's reference conv")
+    close(f32, want, "frozen (float32 between int8 convs) vs eager")
+    assert same_bits(exact, f32), "codes between convs (float residuals) differ from float32 between them"
+    close(codes, f32, "codes between convs vs float32 between them")
+    assert same_bits(one, codes), "1 thread differs from the default thread count"
+    assert same_bits(three, codes), "3 threads differ from the default thread count"
