@@ -92,7 +92,7 @@ ASAN_BUILD := build/asan
 ASAN_PY_BUILD := build/asan-py
 ASAN_PKG := $(ASAN_PY_BUILD)/pkg
 SANITIZE_FUZZ_GRAPHS ?= 1000
-SANITIZE_QFUZZ_NETS ?= 20
+SANITIZE_QFUZZ_NETS ?= 10
 SANITIZE_LOG := $(CURDIR)/$(ASAN_PY_BUILD)/log/sanitizer
 SANITIZE_CMAKE := -DZENITH_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo
 UBSAN_ENV := UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
@@ -127,7 +127,7 @@ test-sanitize-python: setup sanitizer-runtimes
 	    echo "=== sanitizer report $$f (first 80 lines)"; head -n 80 "$$f"; done; exit $$rc
 
 # An open-ended differential fuzzing session (tests/python/fuzz): rounds of FUZZ_GRAPHS random
-# programs and FUZZ_QNETS random quantized nets (about a second each), with fresh seeds and
+# programs and FUZZ_QNETS random quantized CNNs and MLPs (about a second each), with fresh seeds and
 # Hypothesis' example databases (.hypothesis/), until a round fails or FUZZ_ROUNDS rounds have
 # passed (0: until interrupted).
 FUZZ_GRAPHS ?= 2000

@@ -106,7 +106,9 @@ def draw_qnet(data):
         if res:
             oc = c
         else:
-            oc = pick([num(1, 72), 8 * num(1, 9), 16 * num(1, 5)])
+            # now and then wide: a 3x3 filter over 200+ channels passes 512 KiB, where the
+            # conv stops splitting rows across threads and splits each chunk's columns
+            oc = pick([num(1, 72), 8 * num(1, 9), 16 * num(1, 5)]) if num(0, 11) else num(200, 300)
             if c % 2 == 0 and oc % 2 == 0 and num(0, 9) == 0:
                 groups = 2
         oh, ow = _out(h, kh, stride, pad[0], dil), _out(w, kw, stride, pad[1], dil)
@@ -266,3 +268,122 @@ def run_qcase(net: QNet):
     close(codes, f32, "codes between convs vs float32 between them")
     assert same_bits(one, codes), "1 thread differs from the default thread count"
     assert same_bits(three, codes), "3 threads differ from the default thread count"
+
+
+# ---- random quantized MLPs: the linear kernels (decode rows and prefill GEMMs, every weight format)
+
+
+@dataclass
+class QMlp:
+    rows: tuple  # (B, T): B * T rows into every layer (1-8: the decode kernels)
+    widths: list  # in, then each layer's out
+    siblings: int  # a layer index whose input also feeds two more linears (concatenated): -1 none
+    acts: list  # per layer
+    bias: bool
+    scheme: str  # "int8" | "int4" | "nf4" | "int8-dynamic" | "int8-static"
+    group: int  # int4's group size
+    symmetric: bool
+    linear_bits: int
+    special: str  # "" | "nan"
+    seed: int
+
+
+def draw_qmlp(data):
+    from hypothesis import strategies as st
+
+    def pick(xs):
+        return data.draw(st.sampled_from(xs))
+
+    def num(lo, hi):
+        return data.draw(st.integers(lo, hi))
+
+    rows = (pick([1, 1, 2]), pick([1, 1, 2, 3, 5, 8, 9, 16, 33, 70]))
+    layers = num(1, 4)
+    # K a multiple of 32 mostly (the formats' blocks), now and then not (the layer stays float)
+    widths = [32 * num(1, 12) if num(0, 5) else num(1, 200) for _ in range(layers + 1)]
+    return QMlp(rows, widths, pick([-1, -1, 0, layers - 1]), [pick(["none", "relu", "gelu", "silu"]) for _ in range(layers)],
+                pick([True, False]), pick(["int8", "int4", "nf4", "int8-dynamic", "int8-static"]), pick([32, 64, 128]),
+                pick([True, False]), pick([7, 8]), pick(["", "", "", "nan"]), num(0, 2**30))
+
+
+class _Mlp(nn.Module):
+    def __init__(self, net: QMlp):
+        super().__init__()
+        w = net.widths
+        self.layers = nn.ModuleList(nn.Linear(w[i], w[i + 1], bias=net.bias) for i in range(len(w) - 1))
+        self.acts = nn.ModuleList(ACTS[a]() for a in net.acts)
+        s = net.siblings
+        self.extra = nn.ModuleList(nn.Linear(w[s], w[s + 1], bias=net.bias) for _ in range(2)) if s >= 0 else None
+        self.siblings = s
+
+    def forward(self, x):
+        for i, (lin, act) in enumerate(zip(self.layers, self.acts)):
+            y = lin(x)
+            if i == self.siblings:  # three linears reading one input: fuse_qmatmul_siblings' pattern
+                y = y + self.extra[0](x) * self.extra[1](x)
+            x = act(y)
+        return x
+
+
+def run_qmlp(net: QMlp):
+    from quant_util import ACT_7BIT, KERNEL_TOL, normalized_error
+    from zenith.quant.modules import QLinear
+    from zenith.quant.ops import fake_quant_act, reference_linear
+
+    torch.manual_seed(net.seed)
+    m = _Mlp(net).eval()
+    g = torch.Generator().manual_seed(net.seed + 1)
+    shape = (*net.rows, net.widths[0])
+    x = torch.randn(*shape, generator=g)
+    kw = dict(linear_weight_bits=net.linear_bits) if net.scheme in ("int8", "int8-dynamic", "int8-static") else {}
+    if net.scheme == "int4":
+        kw.update(group_size=net.group, symmetric=net.symmetric)
+    if net.scheme == "int8-static":
+        kw.update(calibration=[torch.randn(*shape, generator=g) for _ in range(2)])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        q = zenith.quantize(copy.deepcopy(m), net.scheme, **kw)
+    if net.special:
+        x.view(-1)[int(torch.randint(0, x.numel(), (1,), generator=g))] = float("nan")
+    s = summary(q)
+    QCOUNTS["mlps"] += 1
+    QCOUNTS["linear_layers"] += len(s.layers)
+    QCOUNTS["mlp_rows_" + ("1-8" if net.rows[0] * net.rows[1] <= 8 else "9+")] += 1
+    # each quantized layer in eager against torch on its own input: the de-quantized weight,
+    # and the activations as the kernel sees them where that is exact (static int8)
+    seen = []
+    hooks = [mod.register_forward_hook(lambda mod, a, y: seen.append((mod, a[0], y)))
+             for mod in q.modules() if isinstance(mod, QLinear)]
+    try:
+        with torch.no_grad():
+            want = q(x)
+    finally:
+        for h in hooks:
+            h.remove()
+    for mod, xin, y in seen:
+        xr = fake_quant_act(xin, mod.x_scale) if mod.x_scale is not None else xin
+        ref = reference_linear(xr, mod.weight, mod.bias, mod.format).reshape(y.shape)
+        tol = (2.5 if ACT_7BIT and mod.format == "int8" and mod.x_scale is None else 1.0) * KERNEL_TOL
+        assert torch.equal(y.isnan(), ref.isnan()), (
+            f"{mod.format} layer (x_scale {mod.x_scale}): NaN at {int(y.isnan().sum())} places, "
+            f"{int(ref.isnan().sum())} in torch's reference")
+        ok = ~ref.isnan()
+        if ok.any():
+            err = normalized_error(y[ok], ref[ok])
+            assert err <= tol, f"{mod.format} layer (x_scale {mod.x_scale}) vs torch's reference: {err:.3g} > {tol}"
+    with torch.no_grad():
+        frozen, reports = _frozen(q, x)
+        one, _ = _frozen(q, x, threads=1)
+        three, _ = _frozen(q, x, threads=3)
+    for r in reports:
+        assert not r.fallback_ops, f"fell back to PyTorch: {r.fallback_ops}"
+        QCOUNTS["fuse_qmatmul_siblings"] += r.passes.get("fuse_qmatmul_siblings", 0)
+    assert torch.equal(frozen.isnan(), want.isnan()), "frozen: NaNs at other places than eager's"
+    ok = ~want.isnan()
+    if ok.any():
+        # as assert_same_model_close, per layer's worth of steps
+        tol = 2.5 * KERNEL_TOL if ACT_7BIT and net.scheme != "nf4" else KERNEL_TOL
+        err = normalized_error(frozen[ok], want[ok])
+        assert err <= tol, f"frozen vs eager: normalized error {err:.3g} > {tol}"
+    assert same_bits(one, frozen), "1 thread differs from the default thread count"
+    assert same_bits(three, frozen), "3 threads differ from the default thread count"

@@ -1,12 +1,15 @@
-"""Differential fuzzing of the INT8 path: random quantized CNNs (qnets.py), frozen by Zenith
-against the same quantized model run eagerly, against itself with float32 between its
-int8 convs, and at other thread counts.
+"""Differential fuzzing of the quantized paths (qnets.py): random int8 CNNs, frozen by
+Zenith against the same quantized model run eagerly, eager against torch's reference conv,
+codes between convs against float32 between them, and other thread counts; random MLPs
+in every weight format (int8, int4 by group, nf4, int8-dynamic, int8-static), each
+layer against torch on the de-quantized weight, frozen against eager, other thread counts.
 
-CI runs ZENITH_QFUZZ_NETS nets (default 40) from a fixed seed; `make fuzz` sets
-ZENITH_FUZZ_OPEN=1: a random seed, Hypothesis' example database, and its own budget. A
-failure shrinks to a `QNet(...)` literal: paste it into test_fuzz_regressions.py once
-fixed. Prints what the nets reached, and for a budget of 40 or more fails if the blocked
-layout, codes between convs or the NaN and infinity inputs were never reached.
+CI runs ZENITH_QFUZZ_NETS examples of each (default 40) from a fixed seed; `make fuzz`
+sets ZENITH_FUZZ_OPEN=1: a random seed, Hypothesis' example database, and its own
+budget. A failure shrinks to a `QNet(...)` / `QMlp(...)` literal: paste it into
+test_fuzz_regressions.py once fixed. Prints what the examples reached, and for a budget
+of 40 or more fails if a path it is meant to reach (the blocked layout, codes between
+convs, NaN and infinite inputs, decode rows, fused sibling matmuls) was never reached.
 """
 import os
 import random
@@ -31,33 +34,52 @@ OPEN_ENDED = os.environ.get("ZENITH_FUZZ_OPEN") == "1"
 REACHED = ["layout_nchwc", "chain_int8", "with_nan_input", "with_inf_input"]
 
 
-def test_qfuzz_int8_frozen_matches_eager():
+def _session(draw, run, db_name):
+    """Runs Hypothesis over draw/run for NETS examples; a failure names its repro."""
     seed = random.randrange(2**31) if OPEN_ENDED else 1
     phases = [Phase.explicit, Phase.generate, Phase.shrink]
     database = None
     if OPEN_ENDED:
         phases.insert(1, Phase.reuse)
         database = hypothesis.database.DirectoryBasedExampleDatabase(
-            os.environ.get("ZENITH_QFUZZ_DB", ".hypothesis/zenith-qfuzz"))
+            os.path.join(os.environ.get("ZENITH_QFUZZ_DB", ".hypothesis/zenith-qfuzz"), db_name))
 
     @hypothesis.seed(seed)
     @settings(max_examples=NETS, deadline=None, database=database, phases=phases,
               suppress_health_check=list(HealthCheck), derandomize=False, print_blob=True)
     @given(st.data())
     def case(data):
-        net = qnets.draw_qnet(data)
+        net = draw(data)
         try:
-            qnets.run_qcase(net)
+            run(net)
         except AssertionError as e:
             raise AssertionError(f"{e}\n\nrepro:\n{net!r}") from e
 
     qnets.QCOUNTS.clear()
     t0 = time.perf_counter()
     case()
+    return seed, time.perf_counter() - t0
+
+
+def _print(what, seed, secs, keys):
     c = qnets.QCOUNTS
-    print(f"\nqfuzz: {c['nets']} quantized nets checked in {time.perf_counter() - t0:.0f} s (seed {seed})")
-    for k in ["int8_layers", "float_layers_kept", "layout_nchwc", "chain_int8", "fuse_conv_residual", "fuse_conv_bn",
-              "with_finite_input", "with_nan_input", "with_inf_input"]:
+    print(f"\nqfuzz: {c[what]} {what} checked in {secs:.0f} s (seed {seed})")
+    for k in keys:
         print(f"  {k:24s} {c[k]}")
+
+
+def test_qfuzz_int8_cnn_frozen_matches_eager():
+    seed, secs = _session(qnets.draw_qnet, qnets.run_qcase, "cnn")
+    _print("nets", seed, secs, ["int8_layers", "float_layers_kept", "layout_nchwc", "chain_int8", "fuse_conv_residual",
+                                "fuse_conv_bn", "with_finite_input", "with_nan_input", "with_inf_input"])
+    c = qnets.QCOUNTS
     if NETS >= 40:
         assert all(c[k] > 0 for k in REACHED), {k: c[k] for k in REACHED}
+
+
+def test_qfuzz_linear_layers_match_reference():
+    seed, secs = _session(qnets.draw_qmlp, qnets.run_qmlp, "mlp")
+    _print("mlps", seed, secs, ["linear_layers", "mlp_rows_1-8", "mlp_rows_9+", "fuse_qmatmul_siblings"])
+    c = qnets.QCOUNTS
+    if NETS >= 40:
+        assert all(c[k] > 0 for k in ["mlp_rows_1-8", "mlp_rows_9+", "fuse_qmatmul_siblings"]), dict(c)
