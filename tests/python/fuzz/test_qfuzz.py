@@ -6,8 +6,8 @@ layer against torch on the de-quantized weight, frozen against eager, other thre
 
 CI runs ZENITH_QFUZZ_NETS examples of each (default 40) from a fixed seed; `make fuzz`
 sets ZENITH_FUZZ_OPEN=1: a random seed, Hypothesis' example database, and its own
-budget. A failure shrinks to a `QNet(...)` / `QMlp(...)` literal: paste it into
-test_fuzz_regressions.py once fixed. Prints what the examples reached, and for a budget
+budget. A failure shrinks to a `QNet(...)` / `QMlp(...)` literal: once fixed, keep it as a test
+that calls qnets.run_qcase / run_qmlp on it. Prints what the examples reached, and for a budget
 of 40 or more fails if a path it is meant to reach (the blocked layout, codes between
 convs, NaN and infinite inputs, decode rows, fused sibling matmuls) was never reached.
 """
@@ -52,8 +52,8 @@ def _session(draw, run, db_name):
         net = draw(data)
         try:
             run(net)
-        except AssertionError as e:
-            raise AssertionError(f"{e}\n\nrepro:\n{net!r}") from e
+        except Exception as e:  # a kernel's or the compiler's error too
+            raise AssertionError(f"{type(e).__name__}: {e}\n\nrepro:\n{net!r}") from e
 
     qnets.QCOUNTS.clear()
     t0 = time.perf_counter()
@@ -71,7 +71,7 @@ def _print(what, seed, secs, keys):
 def test_qfuzz_int8_cnn_frozen_matches_eager():
     seed, secs = _session(qnets.draw_qnet, qnets.run_qcase, "cnn")
     _print("nets", seed, secs, ["int8_layers", "float_layers_kept", "layout_nchwc", "chain_int8", "fuse_conv_residual",
-                                "fuse_conv_bn", "with_finite_input", "with_nan_input", "with_inf_input"])
+                                "fuse_conv_bn", "residual_codes_read", "with_finite_input", "with_nan_input", "with_inf_input"])
     c = qnets.QCOUNTS
     if NETS >= 40:
         assert all(c[k] > 0 for k in REACHED), {k: c[k] for k in REACHED}
@@ -79,7 +79,23 @@ def test_qfuzz_int8_cnn_frozen_matches_eager():
 
 def test_qfuzz_linear_layers_match_reference():
     seed, secs = _session(qnets.draw_qmlp, qnets.run_qmlp, "mlp")
-    _print("mlps", seed, secs, ["linear_layers", "mlp_rows_1-8", "mlp_rows_9+", "fuse_qmatmul_siblings"])
+    keys = ["mlp_rows_1-7", "mlp_rows_8-63", "mlp_rows_64+", "fuse_qmatmul_siblings", "mlp_with_nan_input"]
+    _print("mlps", seed, secs, ["linear_layers"] + keys)
     c = qnets.QCOUNTS
     if NETS >= 40:
-        assert all(c[k] > 0 for k in ["mlp_rows_1-8", "mlp_rows_9+", "fuse_qmatmul_siblings"]), dict(c)
+        assert all(c[k] > 0 for k in keys), dict(c)
+
+
+@pytest.mark.parametrize("special", ["", "nan", "inf"])
+@pytest.mark.parametrize("method", ["minmax", "entropy"])
+def test_qfuzz_residual_codes(method, special):
+    """The case random draws reach rarely: a skip over two int8 convs in int8-static, its
+    value read by one as input and by the next as residual, so codes stand in for it."""
+    net = qnets.QNet((2, 16, 12, 12), [
+        qnets.QBlock("conv", 32, (1, 1), bn=True, act="relu"),
+        qnets.QBlock("conv", 32, (3, 3), pad=(1, 1), bn=True, act="relu"),
+        qnets.QBlock("conv", 32, (3, 3), pad=(1, 1), bn=True, res=2, act="relu"),
+        qnets.QBlock("conv", 8, (1, 1), act="none")], "none", "int8-static", method, True, None, 8, special, 3)
+    qnets.QCOUNTS.clear()
+    qnets.run_qcase(net)
+    assert qnets.QCOUNTS["residual_codes_read"] == 1, dict(qnets.QCOUNTS)
