@@ -75,8 +75,9 @@ def _rss_mib():
 
 def run_interleaved(cfg, fns, check):
     """fns: framework -> zero-arg callable (first call compiles). Cold start is the
-    first call alone; then warm-up; then `iterations` rounds, order rotating each
-    round. check(framework, output) -> agreement dict."""
+    first call alone; then warm-up; then `iterations` rounds in the orders of
+    stats.round_orders (each contestant after each other one equally often).
+    check(framework, output) -> agreement dict."""
     results, alive, outputs = {}, {}, {}
     for fw, fn in fns.items():
         try:
@@ -100,10 +101,9 @@ def run_interleaved(cfg, fns, check):
         for fn in alive.values():
             fn()
     names = list(alive)
-    for i in range(cfg.iterations):
+    for i, order in enumerate(stats.round_orders(names, cfg.iterations)):
         if cfg.bar:
             cfg.bar(i, cfg.iterations, ", ".join(names))
-        order = names[i % len(names):] + names[: i % len(names)] if names else []
         for fw in order:
             t = time.perf_counter()
             alive[fw]()

@@ -1,6 +1,6 @@
-"""Statistics for benchmark results: order statistics, paired rounds (every variant once
-a round, in rotating order) and a paired bootstrap CI for the ratio of two contestants,
-and the noise-aware regression check."""
+"""Statistics for benchmark results: order statistics, the order of interleaved rounds
+(round_orders), paired rounds (every variant once a round) and a paired bootstrap CI
+for the ratio of two contestants, and the noise-aware regression check."""
 from __future__ import annotations
 
 import math
@@ -25,15 +25,37 @@ def summary(xs):
             "min": min(xs), "max": max(xs), "n": len(xs)}
 
 
+def round_orders(names, rounds):
+    """The order of each of `rounds` interleaved rounds over `names`: the rows of a
+    Williams design in turn, so each name runs first in a round, and directly after
+    each other name, equally often (once per n rows for n even, twice per 2n rows for
+    n odd). Rotating one order would keep each name's predecessor fixed for n > 2, and
+    a predecessor matters: a runtime whose threads still spin or wake slows the next
+    call (MobileNet V2 batch 1 on Zen 5: zenith.freeze 2.20 ms after Zenith, 2.52
+    after OpenVINO, 2026-12-04)."""
+    names = list(names)
+    n = len(names)
+    if n == 0:
+        return [[] for _ in range(rounds)]
+    base, lo, hi = [0], 1, n - 1  # 0, 1, n-1, 2, n-2, ...: successive differences all distinct mod n
+    while len(base) < n:
+        base.append(lo)
+        lo += 1
+        if len(base) < n:
+            base.append(hi)
+            hi -= 1
+    rows = [[(b + r) % n for b in base] for r in range(n)]
+    if n % 2:
+        rows += [row[::-1] for row in rows]
+    return [[names[i] for i in rows[r % len(rows)]] for r in range(rounds)]
+
+
 def paired_rounds(fns, rounds, *args, **kwargs):
-    """Calls every fn of `fns` (name -> callable) once a round on args, round r starting
-    at the r-th name (so no variant always runs first or after the same one); returns
-    name -> seconds per round, for paired_ratio_ci."""
-    names = list(fns)
-    times = {k: [] for k in names}
-    for r in range(rounds):
-        k0 = r % len(names)
-        for k in names[k0:] + names[:k0]:
+    """Calls every fn of `fns` (name -> callable) once a round on args, in the orders of
+    round_orders; returns name -> seconds per round, for paired_ratio_ci."""
+    times = {k: [] for k in fns}
+    for order in round_orders(fns, rounds):
+        for k in order:
             t = time.perf_counter()
             fns[k](*args, **kwargs)
             times[k].append(time.perf_counter() - t)

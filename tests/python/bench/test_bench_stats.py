@@ -111,12 +111,33 @@ def test_compare_exit_code(tmp_path):
     assert main(["compare", str(tmp_path / "a.json"), str(tmp_path / "b.json"), "--threshold", "5%"]) == 1
 
 
-def test_paired_rounds_rotate_the_order_and_time_every_call():
-    from zenith.bench.stats import paired_rounds
+def test_paired_rounds_follow_round_orders_and_time_every_call():
+    from zenith.bench.stats import paired_rounds, round_orders
 
     calls = []
     fns = {k: (lambda k=k: lambda x: calls.append((k, x)))() for k in "abc"}
     times = paired_rounds(fns, 4, 7)
-    assert [k for k, _ in calls] == list("abc" "bca" "cab" "abc")
+    assert [k for k, _ in calls] == [k for order in round_orders("abc", 4) for k in order]
     assert all(x == 7 for _, x in calls)
     assert set(times) == set("abc") and all(len(v) == 4 and min(v) >= 0 for v in times.values())
+
+
+@pytest.mark.parametrize("n", range(1, 8))
+def test_round_orders_balance_first_place_and_predecessors(n):
+    """Over a whole design (n rows, 2n for n odd) every name runs first equally often and
+    directly after every other name equally often; rotation fails this for n > 2."""
+    from collections import Counter
+
+    from zenith.bench.stats import round_orders
+
+    names = [f"c{i}" for i in range(n)]
+    rows = n if n % 2 == 0 else 2 * n
+    orders = round_orders(names, 3 * rows)
+    assert orders[:rows] == orders[rows:2 * rows]
+    orders = orders[:rows]
+    assert all(sorted(o) == sorted(names) for o in orders)
+    assert set(Counter(o[0] for o in orders).values()) == {rows // n}
+    pairs = Counter((a, b) for o in orders for a, b in zip(o, o[1:]))
+    if n > 1:
+        assert len(pairs) == n * (n - 1) and set(pairs.values()) == {rows // n}
+    assert round_orders([], 2) == [[], []]
