@@ -76,7 +76,8 @@ def _rss_mib():
 def run_interleaved(cfg, fns, check):
     """fns: framework -> zero-arg callable (first call compiles). Cold start is the
     first call alone; then warm-up; then `iterations` rounds in the orders of
-    stats.round_orders (each contestant after each other one equally often).
+    stats.round_orders (within a round, each contestant after each other one
+    equally often over a whole design).
     check(framework, output) -> agreement dict."""
     results, alive, outputs = {}, {}, {}
     for fw, fn in fns.items():

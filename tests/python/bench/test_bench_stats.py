@@ -4,6 +4,7 @@ import json
 import random
 
 import pytest
+import torch
 
 from zenith.bench import schema, stats
 from zenith.bench.cli import render_table
@@ -141,3 +142,17 @@ def test_round_orders_balance_first_place_and_predecessors(n):
     if n > 1:
         assert len(pairs) == n * (n - 1) and set(pairs.values()) == {rows // n}
     assert round_orders([], 2) == [[], []]
+    calls = [k for o in round_orders(names, 3 * rows) for k in o]
+    if n > 2:  # across rounds too: a name never runs right after itself
+        assert all(a != b for a, b in zip(calls, calls[1:]))
+
+
+def test_run_interleaved_times_in_round_orders():
+    from zenith.bench import runner
+    from zenith.bench.runner import Config
+
+    calls = []
+    fns = {k: (lambda k=k: lambda: calls.append(k) or torch.ones(2))() for k in ("eager", "a", "b", "c")}
+    res = runner.run_interleaved(Config(iterations=6, warmup=0), fns, lambda fw, out: {})
+    assert calls[4:] == [k for o in stats.round_orders(list(fns), 6) for k in o]
+    assert all(len(res[k]["samples_s"]) == 6 for k in fns)
