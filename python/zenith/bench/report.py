@@ -252,7 +252,9 @@ def render_markdown(doc, plots=(), note=None):
              + (f"ISA held by the environment: {', '.join(f'{k}={v}' for k, v in m['isa_env'].items())}. "
                 if m.get("isa_env") else "") +
              f"Peak RSS of the run: {doc.get('peak_rss_mib', 0):.0f} MiB.", "",
-             "Method: contestants run interleaved in one process (each round's order a row of a Williams design, so within a round each contestant runs directly after each other one equally often over a whole design) after warm-up; "
+             "Method: contestants run interleaved in one process (each round's order a row of a Williams design, "
+             "so within a round each contestant runs directly after each other one equally often over a whole "
+             "design) after warm-up; "
              "latency is the median with p10/p90; the ratio to eager is the median of per-round ratios with a "
              "95% bootstrap interval, and a ratio whose interval contains 1.0 is reported as no difference. "
              "Every contestant's output is compared with eager's in the same run. Cold start is the first call "

@@ -30,20 +30,15 @@ def round_orders(names, rounds):
     Williams design in turn, so within a round each name runs first, and directly
     after each other name, equally often over a whole design (n rows for n even, 2n for
     n odd), and no name runs twice in a row across rounds (n > 2). Rotating one order
-    would keep each name's predecessor fixed for n > 2, and a predecessor matters: a runtime whose threads still spin or wake slows the next
-    call (MobileNet V2 batch 1 on Zen 5: zenith.freeze 2.20 ms after Zenith, 2.52
-    after OpenVINO, 2026-12-04)."""
+    would keep each name's predecessor fixed for n > 2, and a predecessor matters: a
+    runtime whose threads still spin or wake slows the next call (MobileNet V2 batch 1
+    on Zen 5: zenith.freeze 2.20 ms after Zenith, 2.52 after OpenVINO, 2026-12-04)."""
     names = list(names)
     n = len(names)
     if n == 0:
         return [[] for _ in range(rounds)]
-    base, lo, hi = [0], 1, n - 1  # 0, 1, n-1, 2, n-2, ...: successive differences all distinct mod n
-    while len(base) < n:
-        base.append(lo)
-        lo += 1
-        if len(base) < n:
-            base.append(hi)
-            hi -= 1
+    # 0, 1, n-1, 2, n-2, ...: the steps between neighbours are all different mod n
+    base = [(j + 1) // 2 if j % 2 else -(j // 2) % n for j in range(n)]
     rows = [[(b + r) % n for b in base] for r in range(n)]
     if n % 2:  # the reversed rows, in an order that never puts a name after itself across rounds
         rows += [rows[r][::-1] for r in [0, *range(n - 1, 0, -1)]]
