@@ -665,8 +665,14 @@ void conv2d_nchwc(const NchwcConvGeom& g, const float* x, const PackedOperand& w
   // 0.92-0.99x the tile's time, batch 1 0.97-1.03x; the model 0.976x (AVX-512) and
   // 0.982x (AVX2) at batch 8, 1.00x at batch 1 (calls interleaved in one process). Where
   // the filters outweigh the image, its one run's patches must fit a few MiB.
+  // With 16-channel blocks (AVX-512 at full width) a pixel's block is a whole line, the
+  // tile's broadcasts waste none of it, and the copy costs more than it saves: the tile
+  // runs ResNet-50's stride-2 3x3 convs at 433-479 GFLOP/s where the patches made
+  // 362-417 (batch 8; AMD Zen 5, family 26 model 2, 2 threads, `zenith.profile`), the
+  // model 0.98x the time at batch 1 and 8 (calls interleaved in one process; the
+  // patches kept for a strided 1x1 conv's pixels, which the tile ran no faster).
   const int64_t patch_bytes = g.KH * g.KW * CI * int64_t(sizeof(float));  // one output pixel's
-  const bool patches = !g.nchw_in && (g.KH > 1 || g.KW > 1) && (g.st[0] > 1 || g.st[1] > 1) &&
+  const bool patches = L == 8 && !g.nchw_in && (g.KH > 1 || g.KW > 1) && (g.st[0] > 1 || g.st[1] > 1) &&
                        (!large_filters || patch_bytes * OP <= kMaxPatchBytes);
   const int64_t tile_bytes = tile.ro * (patches ? patch_bytes : g.st[0] * g.st[1] * CI * int64_t(sizeof(float)));
   const int64_t max_run = large_filters ? tiles : std::clamp<int64_t>(run_bytes() / tile_bytes, 1, tiles);
