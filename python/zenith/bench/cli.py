@@ -220,6 +220,8 @@ def render_table(doc):
                 extra += f" ({r['weight_bytes_per_token'] / 1e6:.0f} MB a token, {r['bandwidth_share']:.0%} of bandwidth)"
             if "loss_curve" in r:
                 extra += f"  final loss {r['loss_curve'][-1]:.4f}"
+            if r.get("busy_after_s"):
+                extra += f"  busy after {r['busy_after_s'] * 1e3:.1f} ms"
             lines.append(f"  {fw:<13} median {lat['median'] * 1e3:8.2f} ms  p10 {lat['p10'] * 1e3:8.2f}  "
                          f"p90 {lat['p90'] * 1e3:8.2f}  cold {r['cold_start_s']:.2f}s  time vs eager {ratio}"
                          f"{extra}  | {agree_s}")

@@ -254,7 +254,9 @@ def render_markdown(doc, plots=(), note=None):
              f"Peak RSS of the run: {doc.get('peak_rss_mib', 0):.0f} MiB.", "",
              "Method: contestants run interleaved in one process (each round's order a row of a Williams design, "
              "so within a round each contestant runs directly after each other one equally often over a whole "
-             "design) after warm-up; "
+             "design) after warm-up, each timed call once the threads of the call before have gone quiet "
+             "('threads busy N ms after a call': how long a contestant's own threads kept a core busy after "
+             "its call returned, in steps of 2 ms); "
              "latency is the median with p10/p90; the ratio to eager is the median of per-round ratios with a "
              "95% bootstrap interval, and a ratio whose interval contains 1.0 is reported as no difference. "
              "Every contestant's output is compared with eager's in the same run. Cold start is the first call "
@@ -366,6 +368,8 @@ def render_markdown(doc, plots=(), note=None):
                 notes.append(f"planned arena {r['planned_arena_bytes'] / 2**20:.1f} MiB")
             if r.get("rss_added_mib"):
                 notes.append(f"RSS +{r['rss_added_mib']:.0f} MiB at cold start")
+            if r.get("busy_after_s"):
+                notes.append(f"threads busy {r['busy_after_s'] * 1e3:.1f} ms after a call")
             if "nodes_native" in r:
                 notes.append(f"{r['nodes_native']} nodes native, {r['nodes_fallback']} fallback")
             lines.append(f"| {fw} | {lat['median'] * 1e3:.2f} | {lat['p10'] * 1e3:.2f} / {lat['p90'] * 1e3:.2f} | "

@@ -4,6 +4,7 @@ result records (ok, skipped with a reason, failed)."""
 from __future__ import annotations
 
 import os
+import statistics
 import time
 from dataclasses import dataclass, field
 
@@ -77,7 +78,9 @@ def run_interleaved(cfg, fns, check):
     """fns: framework -> zero-arg callable (first call compiles). Cold start is the
     first call alone; then warm-up; then `iterations` rounds in the orders of
     stats.round_orders (within a round, each contestant after each other one
-    equally often over a whole design).
+    equally often over a whole design), each timed call once the threads of the one
+    before have gone quiet (stats.settle; how long that took after each contestant's
+    calls is its `busy_after_s`).
     check(framework, output) -> agreement dict."""
     results, alive, outputs = {}, {}, {}
     for fw, fn in fns.items():
@@ -102,13 +105,20 @@ def run_interleaved(cfg, fns, check):
         for fn in alive.values():
             fn()
     names = list(alive)
+    busy, last = {fw: [] for fw in names}, None
     for i, order in enumerate(stats.round_orders(names, cfg.iterations)):
         if cfg.bar:
             cfg.bar(i, cfg.iterations, ", ".join(names))
         for fw in order:
+            waited = stats.settle()
+            if last:
+                busy[last].append(waited)
             t = time.perf_counter()
             alive[fw]()
             results[fw]["samples_s"].append(time.perf_counter() - t)
+            last = fw
+    if last:
+        busy[last].append(stats.settle())
     if cfg.bar and names:
         cfg.bar(cfg.iterations, cfg.iterations, ", ".join(names))
     for fw in names:
@@ -118,6 +128,7 @@ def run_interleaved(cfg, fns, check):
         if setting:
             r["settings"] = setting.format(t=cfg.threads)
         r["latency"] = stats.summary(r["samples_s"])
+        r["busy_after_s"] = statistics.median(busy[fw]) if busy[fw] else 0.0
         r["compile_s_estimate"] = max(0.0, r["cold_start_s"] - r["latency"]["median"])
     if "eager" in alive:
         base = results["eager"]["samples_s"]

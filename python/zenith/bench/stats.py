@@ -1,6 +1,7 @@
 """Statistics for benchmark results: order statistics, the order of interleaved rounds
-(round_orders), paired rounds (every variant once a round) and a paired bootstrap CI
-for the ratio of two contestants, and the noise-aware regression check."""
+(round_orders), the quiet each timed call starts in (settle), paired rounds (every
+variant once a round) and a paired bootstrap CI for the ratio of two contestants, and
+the noise-aware regression check."""
 from __future__ import annotations
 
 import math
@@ -45,12 +46,30 @@ def round_orders(names, rounds):
     return [[names[i] for i in rows[r % len(rows)]] for r in range(rounds)]
 
 
+def settle(step=0.002, busy=0.1, limit=0.5, clock=time.process_time, sleep=time.sleep):
+    """Waits until no other thread of this process runs: until its CPU time grows by at
+    most `busy` of the wall time over a `step` of sleep, or `limit` seconds pass; returns
+    the seconds waited. A runtime's pool keeps spinning after its call returns (Zenith's
+    libgomp workers about 4 ms on Zen 5), taking the cores from whatever runs next:
+    ONNX Runtime and OpenVINO ran ResNet-50 batch 1 10-20% slower right after Zenith
+    than after each other (2026-12-04), so every timed call waits for the quiet first."""
+    start = time.perf_counter()
+    while True:
+        c0, t0 = clock(), time.perf_counter()
+        sleep(step)
+        c1, t1 = clock(), time.perf_counter()
+        if c1 - c0 <= busy * (t1 - t0) or t1 - start >= limit:
+            return t1 - start
+
+
 def paired_rounds(fns, rounds, *args, **kwargs):
     """Calls every fn of `fns` (name -> callable) once a round on args, in the orders of
-    round_orders; returns name -> seconds per round, for paired_ratio_ci."""
+    round_orders, each call after settle(); returns name -> seconds per round, for
+    paired_ratio_ci."""
     times = {k: [] for k in fns}
     for order in round_orders(fns, rounds):
         for k in order:
+            settle()
             t = time.perf_counter()
             fns[k](*args, **kwargs)
             times[k].append(time.perf_counter() - t)

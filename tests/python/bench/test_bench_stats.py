@@ -2,6 +2,7 @@
 import copy
 import json
 import random
+import time
 
 import pytest
 import torch
@@ -156,3 +157,37 @@ def test_run_interleaved_times_in_round_orders():
     res = runner.run_interleaved(Config(iterations=6, warmup=0), fns, lambda fw, out: {})
     assert calls[4:] == [k for o in stats.round_orders(list(fns), 6) for k in o]
     assert all(len(res[k]["samples_s"]) == 6 for k in fns)
+
+
+def test_settle_waits_until_the_process_cpu_time_stops_growing():
+    # a fake CPU clock: busy (a whole step of CPU per step of sleep) for the first 3 sleeps, then idle
+    slept = []
+    cpu = [0.0]
+
+    def sleep(s):
+        slept.append(s)
+        if len(slept) <= 3:
+            cpu[0] += s
+
+    stats.settle(step=0.001, clock=lambda: cpu[0], sleep=sleep)
+    assert len(slept) == 4
+
+    def never_quiet(s):  # a pool that spins for ever: settle gives up at its limit
+        cpu[0] += 1.0
+        time.sleep(s)
+
+    assert 0.01 <= stats.settle(step=0.001, limit=0.01, clock=lambda: cpu[0], sleep=never_quiet) < 0.5
+
+
+def test_every_timed_call_starts_after_settle(monkeypatch):
+    from zenith.bench import runner
+    from zenith.bench.runner import Config
+
+    events = []
+    monkeypatch.setattr(stats, "settle", lambda: events.append("settle") or 0.004)
+    fns = {k: (lambda k=k: lambda: events.append(k) or torch.ones(2))() for k in ("eager", "a", "b")}
+    res = runner.run_interleaved(Config(iterations=4, warmup=0), fns, lambda fw, out: {})
+    timed = events[3:]  # after the three cold calls
+    assert timed[-1] == "settle"  # the last call's quiet is measured too
+    assert all(timed[i] == "settle" and timed[i + 1] in fns for i in range(0, len(timed) - 1, 2))
+    assert all(res[k]["busy_after_s"] == 0.004 for k in fns)
