@@ -256,7 +256,7 @@ def render_markdown(doc, plots=(), note=None):
              "so within a round each contestant runs directly after each other one equally often over a whole "
              "design) after warm-up, each timed call once the threads of the call before have gone quiet "
              "('threads busy N ms after a call': how long a contestant's own threads kept a core busy after "
-             "its call returned, in steps of 2 ms); "
+             "its call returned); "
              "latency is the median with p10/p90; the ratio to eager is the median of per-round ratios with a "
              "95% bootstrap interval, and a ratio whose interval contains 1.0 is reported as no difference. "
              "Every contestant's output is compared with eager's in the same run. Cold start is the first call "

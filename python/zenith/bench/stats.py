@@ -5,8 +5,10 @@ the noise-aware regression check."""
 from __future__ import annotations
 
 import math
+import os
 import random
 import statistics
+import threading
 import time
 
 
@@ -46,20 +48,48 @@ def round_orders(names, rounds):
     return [[names[i] for i in rows[r % len(rows)]] for r in range(rounds)]
 
 
-def settle(step=0.002, busy=0.1, limit=0.5, clock=time.process_time, sleep=time.sleep):
-    """Waits until no other thread of this process runs: until its CPU time grows by at
-    most `busy` of the wall time over a `step` of sleep, or `limit` seconds pass; returns
-    the seconds waited. A runtime's pool keeps spinning after its call returns (Zenith's
-    libgomp workers about 4 ms on Zen 5), taking the cores from whatever runs next:
-    ONNX Runtime and OpenVINO ran ResNet-50 batch 1 10-20% slower right after Zenith
-    than after each other (2026-12-04), so every timed call waits for the quiet first."""
+def running_threads():
+    """How many of this process's threads other than the calling one are running or
+    runnable now (state R in /proc/self/task/*/stat); None where there is no /proc."""
+    me = threading.get_native_id()
+    try:
+        tids = os.listdir("/proc/self/task")
+    except OSError:
+        return None
+    n = 0
+    for tid in tids:
+        if int(tid) == me:
+            continue
+        try:
+            with open(f"/proc/self/task/{tid}/stat") as f:
+                st = f.read()
+        except OSError:  # the thread ended meanwhile
+            continue
+        n += st[st.rindex(")") + 2] == "R"
+    return n
+
+
+def settle(step=0.0002, quiet_polls=3, limit=0.5, running=running_threads, sleep=time.sleep):
+    """Waits until no other thread of this process runs (`quiet_polls` polls in a row,
+    `step` apart, find none running), or `limit` seconds pass; returns the seconds
+    waited. A runtime's pool keeps spinning after its call returns (Zenith's libgomp
+    workers 2-4 ms on Zen 5), taking the cores from whatever runs next: ONNX Runtime and
+    OpenVINO ran ResNet-50 batch 1 10-20% slower right after Zenith than after each
+    other (2026-12-04), so every timed call waits for the quiet first. Thread states,
+    not CPU time: the kernel adds a thread running on another core to the process's
+    CPU time only at that core's next tick (4 ms at HZ 250), so a spinning pool could
+    look idle over a short wait."""
     start = time.perf_counter()
-    while True:
-        c0, t0 = clock(), time.perf_counter()
-        sleep(step)
-        c1, t1 = clock(), time.perf_counter()
-        if c1 - c0 <= busy * (t1 - t0) or t1 - start >= limit:
-            return t1 - start
+    quiet = 0
+    while quiet < quiet_polls and time.perf_counter() - start < limit:
+        n = running()
+        if n is None:  # no /proc: a fixed wait longer than the pools measured spin
+            sleep(0.01)
+            break
+        quiet = quiet + 1 if n == 0 else 0
+        if quiet < quiet_polls:
+            sleep(step)
+    return time.perf_counter() - start
 
 
 def paired_rounds(fns, rounds, *args, **kwargs):

@@ -159,24 +159,35 @@ def test_run_interleaved_times_in_round_orders():
     assert all(len(res[k]["samples_s"]) == 6 for k in fns)
 
 
-def test_settle_waits_until_the_process_cpu_time_stops_growing():
-    # a fake CPU clock: busy (a whole step of CPU per step of sleep) for the first 3 sleeps, then idle
-    slept = []
-    cpu = [0.0]
+def test_settle_waits_for_quiet_polls_in_a_row():
+    polls = iter([2, 1, 0, 1, 0, 0, 0, 5])  # running threads at each poll
+    seen = []
+    stats.settle(quiet_polls=3, running=lambda: seen.append(1) or next(polls), sleep=lambda s: None)
+    assert len(seen) == 7  # quiet only from the 5th poll on: 0, 0, 0 ends it
+    # a pool that never goes quiet: settle gives up at its limit
+    assert 0.01 <= stats.settle(limit=0.01, running=lambda: 1, sleep=time.sleep) < 0.5
 
-    def sleep(s):
-        slept.append(s)
-        if len(slept) <= 3:
-            cpu[0] += s
 
-    stats.settle(step=0.001, clock=lambda: cpu[0], sleep=sleep)
-    assert len(slept) == 4
+def test_settle_sees_a_real_thread_spinning_outside_the_gil():
+    import hashlib
+    import threading
 
-    def never_quiet(s):  # a pool that spins for ever: settle gives up at its limit
-        cpu[0] += 1.0
-        time.sleep(s)
+    if stats.running_threads() is None:
+        pytest.skip("no /proc")
+    stop = threading.Event()
+    data = b"x" * (1 << 20)
 
-    assert 0.01 <= stats.settle(step=0.001, limit=0.01, clock=lambda: cpu[0], sleep=never_quiet) < 0.5
+    def spin():  # hashing a MiB releases the GIL: this thread runs in C, as a runtime's pool does
+        while not stop.is_set():
+            hashlib.sha256(data).digest()
+
+    th = threading.Thread(target=spin)
+    th.start()
+    threading.Timer(0.05, stop.set).start()
+    waited = stats.settle()
+    th.join()
+    assert waited >= 0.04
+    assert stats.settle() < 0.04  # and once it stopped, no wait beyond the quiet polls
 
 
 def test_every_timed_call_starts_after_settle(monkeypatch):
