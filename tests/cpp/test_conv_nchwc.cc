@@ -124,7 +124,8 @@ TEST(Kernels, NchwcConvMatchesPlainConvOverOddShapesAndEpilogues) {
       {2, 64, 100, 100, 20, 1, 1, 2, 0, 1}, {1, 20, 30, 41, 24, 1, 1, 2, 0, 1, 3, 0, 0},
       {1, 40, 7, 7, 64, 1, 1, 2, 0, 1},     {1, 5, 9, 9, 12, 1, 1, 2, 0, 1},
       {1, 16, 9, 1, 12, 1, 1, 2, 0, 1, 1, 0, 0}, {1, 16, 9, 9, 12, 1, 1, 2, 1, 1},
-      // strided convs wider than 1x1 (the run kernel over their runs' patches): several
+      // strided convs wider than 1x1 (8-channel blocks: the run kernel over their runs'
+      // patches; 16: the generic tile in place): several
       // runs of an image, filters larger than the image (one run; groups split between
       // threads within an image at 3 threads, prefetched), a dilation with padding wider
       // than the taps' reach (border pixels whose every tap is padding), a stride in one
@@ -180,8 +181,8 @@ TEST(Kernels, NchwcConvMatchesPlainConvOverOddShapesAndEpilogues) {
 
 // A strided 3x3 conv whose filters outweigh its image (one run per image) and whose run's
 // patches would pass conv2d_nchwc's bound for copying them (4 MiB: 256 output pixels of
-// 512 channels x 9 taps) runs the generic strided tile instead: against eager's answer
-// and the blocked reference.
+// 512 channels x 9 taps) runs the generic strided tile instead (with 16-channel blocks
+// every strided 3x3 conv does): against eager's answer and the blocked reference.
 TEST(Kernels, NchwcStridedConvOverLargePatchesRunsTheTile) {
   const ThreadsReset reset;
   set_num_threads(2);

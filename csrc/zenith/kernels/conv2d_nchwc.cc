@@ -7,7 +7,8 @@
 // in the flattened output map, so a tile may span output rows) by NB blocks of output
 // channels, summing over every tap and input channel in registers: each step loads NB
 // blocks of the packed filters and broadcasts one input value per pixel (a 1x1 conv
-// without padding, a strided conv's copied patches and Winograd's products: the 1x1 run
+// without padding, a strided conv's copied patches (8-channel blocks) and Winograd's
+// products: the 1x1 run
 // kernel, pw_run, the same steps over a run of pixels per call, without the tile's
 // per-pixel offsets). The tile's
 // outputs of one block are RO x L contiguous floats, and each pixel's L input channels

@@ -133,6 +133,7 @@ def run(args):
                       "seqs": args.seqs, "batches": args.batches, "steps": args.steps, "dtype": args.dtype,
                       "quant": list(args.quant), "ppl_tokens": args.ppl_tokens,
                       "inductor_cache": "warm (user's)" if args.warm_inductor_cache else "empty at start",
+                      "settle": True,  # each timed call after the quiet (stats.settle); absent in older files
                       "command": " ".join(["zenith bench"] + list(getattr(args, "argv", sys.argv[2:])))},
            "workloads": []}
     for i, name in enumerate(names):

@@ -51,7 +51,7 @@ def gemm_sweep(cfg):
         fns = {"torch.mm": lambda: torch.mm(A, B), "zenith": zenith_mm(A, B, packed=True),
                "zenith unpacked": zenith_mm(A, B, packed=False)}
         iters = max(5, min(cfg.iterations, int(2e10 / (2 * m * n * k))))
-        sub = Config(iterations=iters, warmup=2, threads=cfg.threads)
+        sub = Config(iterations=iters, warmup=2, threads=cfg.threads, settle=False)  # one libgomp pool for all
         res = run_interleaved(sub, fns, lambda fw, out: agreement(ref, out))
         flops = 2 * m * n * k
         for r in res.values():
@@ -95,7 +95,8 @@ def ukernel_rows(cfg):
             case, C = _C.GemmUkernelCase(u["name"], A, B), torch.empty(m, n)
             fns[u["name"]] = lambda case=case, C=C: (case.run(C), C)[1]
         iters = max(5, min(cfg.iterations, int(2e10 / (2 * m * n * k))))
-        res = run_interleaved(Config(iterations=iters, warmup=2, threads=1), fns, lambda fw, out: agreement(ref, out))
+        res = run_interleaved(Config(iterations=iters, warmup=2, threads=1, settle=False), fns,
+                              lambda fw, out: agreement(ref, out))
         for r in res.values():
             if r["status"] == "ok":
                 r["gflops"] = 2 * m * n * k / r["latency"]["median"] / 1e9

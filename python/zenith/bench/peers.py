@@ -139,7 +139,8 @@ def onnxruntime_fn(model, inputs, threads, quantize=None, calibration=None, perc
             # ORT's pool spins after each run by default, as Zenith's and OpenVINO's do; the
             # runner waits for every contestant's threads to go quiet before timing the next
             # (stats.settle), so the default stands: with it off, ResNet-50 batch 1 took 1.04x
-            # the time alone (Zen 5, 2026-12-04).
+            # the time (spinning / off 0.960 [0.954, 0.965], paired, every call after the
+            # quiet; Zen 5, 2026-12-04).
             sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
         feed = {i.name: x.detach().numpy() for i, x in zip(sess.get_inputs(), inputs)}  # once, not per call
         return lambda: torch.from_numpy(sess.run(None, feed)[0])

@@ -27,6 +27,10 @@ class Config:
     quant: tuple = ("fp32",)  # Zenith's contestants: 'zenith' (fp32) and 'zenith:<scheme>' for the others
     ppl_tokens: int = 2048  # tokens of text the perplexity workloads score
     empty_inductor_cache: bool = True  # each fresh-process probe gets an empty Inductor cache of its own
+    # every timed call waits until the threads of the call before have stopped (stats.settle); off only
+    # where all contestants share torch's libgomp pool (the machine workload's GEMMs), whose spinning
+    # serves the next call instead of competing with it
+    settle: bool = True
     progress: object = None  # callable(str) for progress lines
     bar: object = None  # callable(done, total, label) for the progress bar
     extra: dict = field(default_factory=dict)
@@ -78,13 +82,16 @@ def run_interleaved(cfg, fns, check):
     """fns: framework -> zero-arg callable (first call compiles). Cold start is the
     first call alone; then warm-up; then `iterations` rounds in the orders of
     stats.round_orders (within a round, each contestant after each other one
-    equally often over a whole design), each timed call once the threads of the one
-    before have gone quiet (stats.settle; how long that took after each contestant's
-    calls is its `busy_after_s`).
+    equally often over a whole design), each call (cold ones too) once the threads of
+    the one before have gone quiet (stats.settle, unless cfg.settle is off): how long a
+    contestant's threads ran on after its calls is its `busy_after_s` (median), and
+    `never_quiet` counts its calls after which they had not stopped within the limit.
     check(framework, output) -> agreement dict."""
     results, alive, outputs = {}, {}, {}
     for fw, fn in fns.items():
         try:
+            if cfg.settle:
+                stats.settle()
             rss = _rss_mib()
             t = time.perf_counter()
             out = fn()
@@ -106,19 +113,23 @@ def run_interleaved(cfg, fns, check):
             fn()
     names = list(alive)
     busy, last = {fw: [] for fw in names}, None
+
+    def quiet():  # waits for the quiet, charging the wait to the contestant that ran last
+        if cfg.settle:
+            waited = stats.settle()
+            if last:
+                busy[last].append(waited)
+
     for i, order in enumerate(stats.round_orders(names, cfg.iterations)):
         if cfg.bar:
             cfg.bar(i, cfg.iterations, ", ".join(names))
         for fw in order:
-            waited = stats.settle()
-            if last:
-                busy[last].append(waited)
+            quiet()
             t = time.perf_counter()
             alive[fw]()
             results[fw]["samples_s"].append(time.perf_counter() - t)
             last = fw
-    if last:
-        busy[last].append(stats.settle())
+    quiet()
     if cfg.bar and names:
         cfg.bar(cfg.iterations, cfg.iterations, ", ".join(names))
     for fw in names:
@@ -128,7 +139,12 @@ def run_interleaved(cfg, fns, check):
         if setting:
             r["settings"] = setting.format(t=cfg.threads)
         r["latency"] = stats.summary(r["samples_s"])
-        r["busy_after_s"] = statistics.median(busy[fw]) if busy[fw] else 0.0
+        if busy[fw]:
+            r["busy_after_s"] = statistics.median(busy[fw])
+            r["never_quiet"] = sum(w >= stats.SETTLE_LIMIT for w in busy[fw])
+            if r["never_quiet"]:
+                say(cfg, f"warning: {fw}'s threads were still running {stats.SETTLE_LIMIT:g} s after "
+                         f"{r['never_quiet']} of its {len(busy[fw])} calls; the next calls ran beside them")
         r["compile_s_estimate"] = max(0.0, r["cold_start_s"] - r["latency"]["median"])
     if "eager" in alive:
         base = results["eager"]["samples_s"]

@@ -61,35 +61,52 @@ def running_threads():
         if int(tid) == me:
             continue
         try:
-            with open(f"/proc/self/task/{tid}/stat") as f:
+            with open(f"/proc/self/task/{tid}/stat", "rb") as f:  # bytes: a thread's name need not be UTF-8
                 st = f.read()
         except OSError:  # the thread ended meanwhile
             continue
-        n += st[st.rindex(")") + 2] == "R"
+        at = st.rindex(b")") + 2  # the state follows the name, which may hold spaces and parentheses
+        n += st[at:at + 1] == b"R"
     return n
 
 
-def settle(step=0.0002, quiet_polls=3, limit=0.5, running=running_threads, sleep=time.sleep):
-    """Waits until no other thread of this process runs (`quiet_polls` polls in a row,
-    `step` apart, find none running), or `limit` seconds pass; returns the seconds
-    waited. A runtime's pool keeps spinning after its call returns (Zenith's libgomp
-    workers 2-4 ms on Zen 5), taking the cores from whatever runs next: ONNX Runtime and
-    OpenVINO ran ResNet-50 batch 1 10-20% slower right after Zenith than after each
-    other (2026-12-04), so every timed call waits for the quiet first. Thread states,
-    not CPU time: the kernel adds a thread running on another core to the process's
-    CPU time only at that core's next tick (4 ms at HZ 250), so a spinning pool could
-    look idle over a short wait."""
+# Without /proc, a fixed wait: longer than any pool measured spinning after its call
+# (ONNX Runtime's default 35-45 ms, libgomp's ~9 ms, OpenVINO's ~2 ms; Zen 5, 2026-12-04).
+NO_PROC_WAIT = 0.06
+SETTLE_LIMIT = 0.5
+
+
+def settle(step=0.0002, quiet_polls=3, limit=SETTLE_LIMIT, running=running_threads, sleep=time.sleep):
+    """Waits until no other thread of this process runs: `quiet_polls` polls in a row,
+    `step` apart, find none in state R. Returns the seconds from the call to the first
+    of those quiet polls (how long the threads kept running), or the seconds waited when
+    `limit` passed first (a value >= limit: the threads never went quiet).
+    A runtime's pool keeps spinning after its call returns (Zenith's libgomp workers
+    about 9 ms on Zen 5, ONNX Runtime's 35 ms at its default), taking the cores from
+    whatever runs next: ONNX Runtime and OpenVINO ran ResNet-50 batch 1 22-28% slower
+    right after Zenith than after themselves (2026-12-04), so every timed call waits for
+    the quiet first. Thread states, not CPU time: the kernel adds a thread running on
+    another core to the process's CPU time only at that core's next tick (4 ms at HZ
+    250), so a spinning pool could look idle over a short wait."""
     start = time.perf_counter()
-    quiet = 0
-    while quiet < quiet_polls and time.perf_counter() - start < limit:
+    quiet, quiet_since = 0, start
+    while True:
+        now = time.perf_counter()
+        if now - start >= limit:
+            return now - start
         n = running()
-        if n is None:  # no /proc: a fixed wait longer than the pools measured spin
-            sleep(0.01)
-            break
-        quiet = quiet + 1 if n == 0 else 0
-        if quiet < quiet_polls:
-            sleep(step)
-    return time.perf_counter() - start
+        if n is None:
+            sleep(NO_PROC_WAIT)
+            return NO_PROC_WAIT
+        if n:
+            quiet = 0
+        else:
+            if quiet == 0:
+                quiet_since = now
+            quiet += 1
+            if quiet >= quiet_polls:
+                return quiet_since - start
+        sleep(step)
 
 
 def paired_rounds(fns, rounds, *args, **kwargs):

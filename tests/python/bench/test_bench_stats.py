@@ -1,4 +1,4 @@
-"""The benchmark suite's statistics and result schema (no timing here)."""
+"""The benchmark suite's statistics and result schema, and the wait before each timed call (settle)."""
 import copy
 import json
 import random
@@ -159,13 +159,57 @@ def test_run_interleaved_times_in_round_orders():
     assert all(len(res[k]["samples_s"]) == 6 for k in fns)
 
 
-def test_settle_waits_for_quiet_polls_in_a_row():
+def test_settle_waits_for_quiet_polls_in_a_row_and_reports_when_the_quiet_began():
     polls = iter([2, 1, 0, 1, 0, 0, 0, 5])  # running threads at each poll
-    seen = []
-    stats.settle(quiet_polls=3, running=lambda: seen.append(1) or next(polls), sleep=lambda s: None)
+    seen, clock = [], [0.0]
+    real = time.perf_counter
+    time_at = []
+
+    def sleep(s):  # a fake clock: each poll 1 ms apart
+        clock[0] += 0.001
+
+    def running():
+        seen.append(1)
+        time_at.append(clock[0])
+        return next(polls)
+
+    orig = stats.time.perf_counter
+    stats.time.perf_counter = lambda: clock[0]
+    try:
+        busy = stats.settle(quiet_polls=3, running=running, sleep=sleep)
+    finally:
+        stats.time.perf_counter = orig
     assert len(seen) == 7  # quiet only from the 5th poll on: 0, 0, 0 ends it
-    # a pool that never goes quiet: settle gives up at its limit
+    assert busy == pytest.approx(time_at[4])  # the threads ran until the 5th poll (4 ms), not until the 7th
+    assert real is time.perf_counter
+    # a pool that never goes quiet: settle gives up at its limit, and says so by a value >= limit
     assert 0.01 <= stats.settle(limit=0.01, running=lambda: 1, sleep=time.sleep) < 0.5
+    # no /proc: a fixed wait, longer than any pool measured
+    slept = []
+    assert stats.settle(running=lambda: None, sleep=slept.append) == stats.NO_PROC_WAIT == slept[0]
+
+
+def test_running_threads_reads_names_that_are_not_utf8():
+    import ctypes
+    import threading
+
+    if stats.running_threads() is None:
+        pytest.skip("no /proc")
+    named, done = threading.Event(), threading.Event()
+
+    def worker():  # a 15-byte name that cuts a UTF-8 character in two (prctl PR_SET_NAME)
+        ctypes.CDLL(None).prctl(15, ctypes.c_char_p("ab)c d(€€€€€".encode()[:15]), 0, 0, 0)
+        named.set()
+        done.wait()
+
+    th = threading.Thread(target=worker)
+    th.start()
+    named.wait()
+    try:
+        assert stats.running_threads() == 0
+    finally:
+        done.set()
+        th.join()
 
 
 def test_settle_sees_a_real_thread_spinning_outside_the_gil():
@@ -175,30 +219,55 @@ def test_settle_sees_a_real_thread_spinning_outside_the_gil():
     if stats.running_threads() is None:
         pytest.skip("no /proc")
     stop = threading.Event()
-    data = b"x" * (1 << 20)
+    data = b"x" * (8 << 20)
 
-    def spin():  # hashing a MiB releases the GIL: this thread runs in C, as a runtime's pool does
+    def spin():  # hashing 8 MiB releases the GIL: this thread runs in C, as a runtime's pool does
         while not stop.is_set():
             hashlib.sha256(data).digest()
 
     th = threading.Thread(target=spin)
     th.start()
     threading.Timer(0.05, stop.set).start()
-    waited = stats.settle()
+    stats.settle()
+    assert stop.is_set()  # settle returned only once the spinning thread had been told to stop
     th.join()
-    assert waited >= 0.04
-    assert stats.settle() < 0.04  # and once it stopped, no wait beyond the quiet polls
+    assert stats.settle() < 0.1  # and once it stopped, no wait beyond the quiet polls
 
 
-def test_every_timed_call_starts_after_settle(monkeypatch):
+def test_every_timed_call_starts_after_settle_outside_its_time(monkeypatch):
     from zenith.bench import runner
     from zenith.bench.runner import Config
 
     events = []
-    monkeypatch.setattr(stats, "settle", lambda: events.append("settle") or 0.004)
+    base = {"eager": 0.001, "a": 0.01, "b": 0.1}
+
+    def fake_settle():  # takes 20 ms; returns a wait naming the contestant that ran last and its call count
+        time.sleep(0.02)
+        called = [e for e in events if e != "settle"]
+        events.append("settle")
+        if not called:
+            return 0.0
+        n = called.count(called[-1])  # 1 after its cold call, 2-5 after its timed ones
+        return 0.6 if (called[-1], n) == ("eager", 5) else base[called[-1]] * n
+
+    monkeypatch.setattr(stats, "settle", fake_settle)
     fns = {k: (lambda k=k: lambda: events.append(k) or torch.ones(2))() for k in ("eager", "a", "b")}
     res = runner.run_interleaved(Config(iterations=4, warmup=0), fns, lambda fw, out: {})
-    timed = events[3:]  # after the three cold calls
-    assert timed[-1] == "settle"  # the last call's quiet is measured too
-    assert all(timed[i] == "settle" and timed[i + 1] in fns for i in range(0, len(timed) - 1, 2))
-    assert all(res[k]["busy_after_s"] == 0.004 for k in fns)
+    calls = [e for e in events if e != "settle"]
+    assert all(events[events.index(k) - 1] == "settle" for k in fns)  # the cold calls too
+    timed = events[events.index("settle", 6):]  # the timed rounds: settle, call, settle, call, ..., settle
+    assert timed[-1] == "settle" and all(timed[i] == "settle" and timed[i + 1] in fns
+                                         for i in range(0, len(timed) - 1, 2))
+    assert len(calls) == 3 + 4 * 3
+    assert all(max(res[k]["samples_s"]) < 0.02 for k in fns)  # the wait is not in the time
+    # each wait is charged to the contestant that ran before it, and the median is reported
+    assert res["a"]["busy_after_s"] == pytest.approx(0.035) and res["b"]["busy_after_s"] == pytest.approx(0.35)
+    assert res["eager"]["never_quiet"] == 1 and res["a"]["never_quiet"] == 0
+
+
+def test_paired_rounds_settle_before_every_call(monkeypatch):
+    events = []
+    monkeypatch.setattr(stats, "settle", lambda: events.append("settle") or 0.0)
+    fns = {k: (lambda k=k: lambda: events.append(k))() for k in "ab"}
+    stats.paired_rounds(fns, 3)
+    assert events == [x for k in [k for o in stats.round_orders("ab", 3) for k in o] for x in ("settle", k)]
