@@ -342,7 +342,7 @@ def test_quantized_encoder_contestant_runs_and_is_checked_against_eager_fp32():
     doc["workloads"].insert(0, peak)
     md, table = report.render_markdown(doc), cli.render_table(doc)
     assert f"| {g['gflops']:.1f} | {g['gflops'] / 2.0:.0%} |" in md
-    assert "the largest of the run's peak SGEMM (2.0, zenith) and Zenith's 2048^3 measured right after" in md
+    assert "the largest of the run's peak (2.0: zenith) and Zenith's 2048^3 measured right after" in md
     # A run whose profiles measured nothing beside them and has no machine row: no share.
     for fw in ("zenith", "zenith:int8"):
         del w["results"][fw]["gemms"]["zenith_sgemm_2048_gflops"]
@@ -393,6 +393,23 @@ def test_machine_peak_is_the_fastest_sgemm_measured():
     # A run from before the peak took the fastest: torch.mm's alone.
     old = {"workloads": [{"name": "machine", "peak_sgemm_gflops": 150.0}]}
     assert report.machine_peak(old) == (150.0, "torch.mm") and report.machine_peak({"workloads": []}) is None
+
+
+def test_machine_peak_is_at_least_the_fma_ceiling():
+    rates = [{"name": "fp32 fma (avx2)", "supported": True, "gmacs": 60.0},
+             {"name": "fp32 fma (avx512)", "supported": True, "gmacs": 121.0},
+             {"name": "int8 dpbusd (avx512-vnni)", "supported": True, "gmacs": 480.0}]
+    w = {"name": "machine", "peak_sgemm_gflops": 257.0, "peak_sgemm_source": "zenith", "isa_mac_rates": rates}
+    doc = {"machine": {"threads": 2}, "workloads": [w]}
+    peak, source = report.machine_peak(doc)
+    assert peak == 484.0 and "121 GMAC/s" in source and "2 threads" in source  # the int8 rate is not fp32's
+    rates[1]["supported"] = False  # no AVX-512: AVX2's 2 x 60 x 2 = 240 is below the SGEMM's 257
+    assert report.machine_peak(doc) == (257.0, "zenith")
+    # a model's GEMM is then shared against the ceiling, not the slower SGEMM
+    rates[1]["supported"] = True
+    gw = {"params": {"dtype": "fp32"}, "results": {"zenith": {"status": "ok", "gemms": [
+        {"op": "addmm", "m": 128, "n": 768, "k": 768, "per_call": 48, "median_us": 350.0, "gflops": 430.0}]}}}
+    assert report.gemm_rows(gw, report.machine_peak(doc))[0][-1] == pytest.approx(430.0 / 484.0)
 
 
 def test_unknown_quant_scheme_is_refused():
