@@ -159,7 +159,7 @@ def test_run_interleaved_times_in_round_orders():
     assert all(len(res[k]["samples_s"]) == 6 for k in fns)
 
 
-def test_settle_waits_for_quiet_polls_in_a_row_and_reports_when_the_quiet_began():
+def test_settle_waits_for_quiet_polls_in_a_row_and_reports_when_the_quiet_began(monkeypatch):
     polls = iter([2, 1, 0, 1, 0, 0, 0, 5])  # running threads at each poll
     seen, clock = [], [0.0]
     real = time.perf_counter
@@ -173,12 +173,9 @@ def test_settle_waits_for_quiet_polls_in_a_row_and_reports_when_the_quiet_began(
         time_at.append(clock[0])
         return next(polls)
 
-    orig = stats.time.perf_counter
-    stats.time.perf_counter = lambda: clock[0]
-    try:
+    with monkeypatch.context() as mp:
+        mp.setattr(stats.time, "perf_counter", lambda: clock[0])
         busy = stats.settle(quiet_polls=3, running=running, sleep=sleep)
-    finally:
-        stats.time.perf_counter = orig
     assert len(seen) == 7  # quiet only from the 5th poll on: 0, 0, 0 ends it
     assert busy == pytest.approx(time_at[4])  # the threads ran until the 5th poll (4 ms), not until the 7th
     assert real is time.perf_counter
