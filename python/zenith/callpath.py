@@ -119,7 +119,8 @@ class _Writer:
         return self._consts[key]
 
 
-def build_call(placeholders, steps, attrs, out_spec, sym_bind, static_positions, weights, serial, stats):
+def build_call(placeholders, steps, attrs, out_spec, sym_bind, static_positions, weights, serial, stats,
+               pinned=None):
     """Generates the call of a compiled graph. Returns (function, source).
 
     placeholders: the graph's placeholder nodes (call arguments, in order); steps:
@@ -127,10 +128,19 @@ def build_call(placeholders, steps, attrs, out_spec, sym_bind, static_positions,
     out_spec: the output node's argument; sym_bind: (placeholder index, dim or None,
     symbol) per symbol an input carries; static_positions: inputs that are parameters
     or buffers; weights: a WeightWatch or None; serial: the graph's number (profiler
-    event names); stats: the process-wide counters."""
+    event names); stats: the process-wide counters; pinned: None, or the tensor of every
+    static position (a frozen model's bound weights): the call then takes only the
+    other inputs, in order, and reads the pinned tensors as globals of its own (no list
+    of every weight built, unpacked and checked by id per call)."""
     w = _Writer()
     static_positions = set(static_positions)
     names = {p: f"p{i}" for i, p in enumerate(placeholders)}
+    if pinned is not None:
+        if set(pinned) != static_positions:
+            raise RuntimeError("zenith: a pinned call needs a tensor for every static input and only those")
+        for i, t in pinned.items():
+            names[placeholders[i]] = w.bind("s", t)
+    taken = [p for i, p in enumerate(placeholders) if pinned is None or i not in pinned]  # from args
     for n, value in attrs.items():
         names[n] = w.bind("a", value)
 
@@ -168,9 +178,9 @@ def build_call(placeholders, steps, attrs, out_spec, sym_bind, static_positions,
             last_read[n] = j
     dead_after = {}
     for n, j in last_read.items():
-        if n not in outputs and (n.op == "placeholder" or n.op == "call_function"):
+        if n not in outputs and ((n.op == "placeholder" and n in taken) or n.op == "call_function"):
             dead_after.setdefault(j, []).append(n)
-    unused = [p for p in placeholders if p not in last_read and p not in outputs]
+    unused = [p for p in taken if p not in last_read and p not in outputs]
 
     segments = [x for kind, x in steps if kind == "zenith"]
     fallbacks = len(steps) - len(segments)
@@ -184,17 +194,21 @@ def build_call(placeholders, steps, attrs, out_spec, sym_bind, static_positions,
         w.line("_set_threads(_get_threads())  # one thread budget shared with PyTorch")
     if fallbacks:
         w.line(f"_stats['fallback_node_runs'] += {fallbacks}")
-    if weights is not None:
+    if weights is not None and pinned is not None:
+        w.ns["_check"] = weights.pinned([pinned[i] for i in weights.positions])
+        w.line("_slot = _check()  # the weight slot of the pinned weights (kept packed copies)")
+    elif weights is not None:
         w.line("_slot = _weights.check(args)  # the weight slot of these weights (kept packed copies)")
-    if placeholders:
-        w.line(", ".join(names[p] for p in placeholders) + ", = args")
+    if taken:
+        w.line(", ".join(names[p] for p in taken) + ", = args")
     w.line("if args.__class__ is list: args.clear()  # boxed convention: the inputs are ours to release")
     symbol = {}  # symbol name -> local holding its value
     needed = {s for seg in segments for s in seg.symbols}
     for i, d, name in sym_bind:
         if name in needed and name not in symbol:
             symbol[name] = f"y{len(symbol)}"
-            w.line(f"{symbol[name]} = " + (f"int(p{i})" if d is None else f"p{i}.shape[{d}]"))
+            p = names[placeholders[i]]
+            w.line(f"{symbol[name]} = " + (f"int({p})" if d is None else f"{p}.shape[{d}]"))
     if unused:
         w.line("del " + ", ".join(names[p] for p in unused))
 
@@ -225,7 +239,7 @@ def build_call(placeholders, steps, attrs, out_spec, sym_bind, static_positions,
     w.line(f"return {emit(out_spec)}")
 
     source = "\n".join(w.lines) + "\n"
-    filename = f"<zenith graph {serial} call>"
+    filename = f"<zenith graph {serial} call{' (pinned)' if pinned is not None else ''}>"
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)  # tracebacks show it
     exec(compile(source, filename, "exec"), w.ns)
     return w.ns["call"], source

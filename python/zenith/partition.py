@@ -260,12 +260,28 @@ class CompiledGraph:
 
         STATS["graphs_compiled"] += 1
         self.serial = STATS["graphs_compiled"]  # names this graph's segments in profiler traces
-        attrs = {n: getattr(gm, n.target) for n in nodes if n.op == "get_attr"}
-        self._call, self.call_source = build_call(
-            placeholders=self.placeholders, steps=self.steps, attrs=attrs, out_spec=out_node.args[0],
-            sym_bind=_symbol_bindings(self.placeholders), static_positions=self.static_positions,
-            weights=self.weights, serial=self.serial, stats=STATS)
+        self._attrs = {n: getattr(gm, n.target) for n in nodes if n.op == "get_attr"}
+        self._out_spec = out_node.args[0]
+        self._call, self.call_source = self._build_call()
         self._fill_report(nodes, part, time.perf_counter() - t0)
+
+    def _build_call(self, pinned=None):
+        return build_call(
+            placeholders=self.placeholders, steps=self.steps, attrs=self._attrs, out_spec=self._out_spec,
+            sym_bind=_symbol_bindings(self.placeholders), static_positions=self.static_positions,
+            weights=self.weights, serial=self.serial, stats=STATS, pinned=pinned)
+
+    def pin(self, tensors):
+        """The call for a caller that passes the same static inputs every time (a frozen
+        model): `tensors` are those, in static position order; the function returned
+        takes the other inputs only, as a list, and returns what __call__ does. Reading
+        the weights as its own globals saves building, unpacking and checking by id a list of every
+        weight per call (MobileNet V2: 263)."""
+        tensors = list(tensors)
+        if len(tensors) != len(self.static_positions):
+            raise RuntimeError(f"zenith: {len(tensors)} tensors to pin for {len(self.static_positions)} "
+                               "static inputs")
+        return self._build_call(dict(zip(self.static_positions, tensors)))[0]
 
     def _fill_report(self, nodes, part, seconds):
         r = self.report

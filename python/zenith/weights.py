@@ -38,6 +38,7 @@ never held.
 """
 from __future__ import annotations
 
+import functools
 import operator
 import weakref
 
@@ -101,7 +102,17 @@ class WeightWatch:
         """Before a call: drops packed copies of weights that changed since the last check;
         returns the weight slot of this call's weights."""
         ws = [args[i] for i in self.positions]
-        ids = tuple(map(id, ws))
+        return self._check(ws, tuple(map(id, ws)))
+
+    def pinned(self, ws):
+        """check() for calls that always pass these weights (in positions' order; a frozen
+        model's): a function of no arguments, with the list and its ids made once."""
+        ws = list(ws)
+        if len(ws) != len(self.positions):
+            raise RuntimeError(f"zenith: {len(ws)} pinned weights for {len(self.positions)} static inputs")
+        return functools.partial(self._check, ws, tuple(map(id, ws)))
+
+    def _check(self, ws, ids):
         known = self._sets.get(ids)  # [slot, versions, watched indices, their recorded versions]
         if known is not None and not self._held():
             return known[0]

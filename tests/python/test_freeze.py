@@ -313,3 +313,63 @@ def test_a_model_export_cannot_capture_is_a_clear_error():
     f = zenith.freeze(DataDependent().eval())
     with pytest.raises(RuntimeError, match="torch.export could not capture the model.*graph breaks"):
         f(torch.randn(2, 3))
+
+
+class WeightThroughPyTorch(nn.Module):
+    """A weight read by an op Zenith has no kernel for (special.i0, run in PyTorch) and
+    by a native one: the frozen call reads its bound weights as its own globals."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(5, 3)
+        self.w = nn.Parameter(torch.randn(3))
+
+    def forward(self, x):
+        return self.lin(x) * torch.special.i0(self.w) + self.w
+
+
+def test_bound_weights_reach_fallback_ops_and_in_place_changes_are_seen():
+    m = WeightThroughPyTorch().eval()
+    x = torch.randn(4, 5)
+    with collect_reports() as reports:
+        f = zenith.freeze(m)
+        close(f(x), m(x).detach())
+    (r,) = reports
+    assert any("i0" in k for k in r.fallback_ops), r.fallback_ops
+    with torch.no_grad():
+        m.w.mul_(-2.0)  # read by the fallback op and by the native multiply
+        m.lin.weight.add_(0.5)
+    close(f(x), m(x).detach())
+
+
+def test_positional_and_keyword_calls_are_signatures_of_their_own():
+    class Two(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(4, 4)
+
+        def forward(self, x, y):
+            return self.lin(x) - y
+
+    m = Two().eval()
+    f = zenith.freeze(m)
+    x, y = torch.randn(2, 4), torch.randn(2, 4)
+    with torch.no_grad():
+        close(f(x, y), m(x, y))  # tensors by position: keyed without pytree
+        close(f(x, y=y), m(x, y=y))  # a keyword: the general key
+        close(f(y, x), m(y, x))  # same signature by position: no new capture
+        p = nn.Parameter(x.clone(), requires_grad=False)  # a Tensor subclass goes the general way
+        close(f(p, y), m(p, y))
+    assert len(f._graphs) == 3
+    x3 = torch.randn(3, 4)
+    with pytest.raises(RuntimeError, match="requires grad"):
+        f(x3.requires_grad_(), y)  # checked on the positional path too
+
+
+def test_pinned_call_wants_every_static_input():
+    m = cnn()
+    f = zenith.freeze(m)
+    f(torch.randn(1, 3, 8, 8))
+    (frozen,) = f._graphs.values()
+    with pytest.raises(RuntimeError, match="tensors to pin"):
+        frozen.graph.pin(frozen.bound[:-1])
