@@ -638,8 +638,7 @@ Types infer_conv2d_pw_dw(const Graph& g, const Node& n) {
   return {t};
 }
 
-Types infer_pool(const Graph& g, const Node& n) {
-  const auto& x = in(g, n, 0);
+Types infer_pool_of(const Graph& g, const Node& n, const TensorType& x) {  // pooling x (NCHW or CHW)
   ZENITH_CHECK(x.rank() == 4 || x.rank() == 3, op_info(n.op).name, ": needs (N)CHW input");
   ZENITH_CHECK(is_float(x.dtype), op_info(n.op).name, ": needs a floating input");
   auto k = pair_attr(n, "kernel", 1), st = pair_attr(n, "stride", 1), pd = pair_attr(n, "padding", 0);
@@ -652,6 +651,20 @@ Types infer_pool(const Graph& g, const Node& n) {
   int r = x.rank();
   t.shape[size_t(r - 2)] = conv_out(x.shape[size_t(r - 2)], k[0], st[0], pd[0], dl[0], ceil_mode);
   t.shape[size_t(r - 1)] = conv_out(x.shape[size_t(r - 1)], k[1], st[1], pd[1], dl[1], ceil_mode);
+  return {t};
+}
+Types infer_pool(const Graph& g, const Node& n) { return infer_pool_of(g, n, in(g, n, 0)); }
+
+// max_pool2d_nchwc: float32 [N, CB, H, W, L] -> [N, CB, OH, OW, L], OH and OW as max_pool2d's.
+Types infer_max_pool2d_nchwc(const Graph& g, const Node& n) {
+  const auto& x = in(g, n, 0);
+  ZENITH_CHECK(x.rank() == 5 && x.dtype == DType::f32 && x.shape[4].is_const() &&
+                   (x.shape[4].value() == 8 || x.shape[4].value() == 16),
+               "max_pool2d_nchwc: needs a float32 blocked tensor [N, CB, H, W, 8 or 16]");
+  TensorType nchw = x;  // the pooled dims are 2 and 3 of both layouts: max_pool2d's rule on [N, CB, H, W]
+  nchw.shape.pop_back();
+  TensorType t = infer_pool_of(g, n, nchw)[0];
+  t.shape.push_back(x.shape[4]);
   return {t};
 }
 
@@ -985,6 +998,7 @@ Types infer_arange(const Graph&, const Node& n) {
 #define INFER_qmatmul infer_qmatmul
 #define INFER_qembedding infer_qembedding
 #define INFER_max_pool2d infer_pool
+#define INFER_max_pool2d_nchwc infer_max_pool2d_nchwc
 #define INFER_avg_pool2d infer_pool
 #define INFER_adaptive_avg_pool2d infer_adaptive_pool
 #define INFER_reshape infer_reshape

@@ -450,6 +450,55 @@ TEST(Passes, LayoutNchwcRunsWinogradConvsBlocked) {
   }
 }
 
+// A max pooling between a stem and blocked convs (ResNet's) runs blocked: the stem writes
+// the blocked layout, max_pool2d_nchwc pools it, the convs read it; nothing converts in,
+// and the pooled map returned converts out. A dilated pool (a window could lie wholly
+// in the padding) stays NCHW, and its stem with it. Both compute what they did.
+TEST(Passes, LayoutNchwcRunsPoolsBetweenStemAndChain) {
+  for (int dil : {1, 2}) {
+    const std::string d = std::to_string(dil), ph = dil == 1 ? "5" : "4";
+    const std::string text = R"(graph(%x: f32[2, 3, 17, 17], %w0: f32[20, 3, 3, 3], %w1: f32[24, 20, 1, 1], %w2: f32[24, 24, 3, 3], %b: f32[24]) {
+  %s: f32[2, 20, 9, 9] = conv2d(%x, %w0, %w0) {stride=[2, 2], padding=[1, 1], dilation=[1, 1], groups=[1], has_bias=[0], activation=[1]}
+  %p: f32[2, 20, )" + ph + ", " + ph + R"(] = max_pool2d(%s) {kernel=[3, 3], stride=[2, 2], padding=[1, 1], dilation=[)" + d + ", " + d + R"(], ceil_mode=[0]}
+  %c: f32[2, 24, )" + ph + ", " + ph + R"(] = conv2d(%p, %w1, %b) {stride=[1, 1], padding=[0, 0], dilation=[1, 1], groups=[1], has_bias=[1], activation=[1]}
+  %e: f32[2, 24, )" + ph + ", " + ph + R"(] = conv2d(%c, %w2, %b) {stride=[1, 1], padding=[1, 1], dilation=[1, 1], groups=[1], has_bias=[1]}
+  return (%e, %p)
+})";
+    Graph plain = parse_graph(text), g = parse_graph(text);
+    layout_nchwc(g);
+    dead_code_elimination(g);
+    verify(g);
+    std::map<Op, int> ops;
+    for (const Node& n : g.nodes) ++ops[n.op];
+    if (dil == 1) {
+      EXPECT_EQ(ops[Op::max_pool2d_nchwc], 1);
+      EXPECT_EQ(ops[Op::max_pool2d], 0);
+      EXPECT_EQ(ops[Op::conv2d_nchwc], 3);  // the stem among them, over the NCHW image
+      EXPECT_EQ(ops[Op::to_nchwc], 0);
+      EXPECT_EQ(ops[Op::from_nchwc], 2);  // %e and the pooled %p, both returned
+    } else {
+      EXPECT_EQ(ops[Op::max_pool2d_nchwc], 0);
+      EXPECT_EQ(ops[Op::max_pool2d], 1);
+      EXPECT_EQ(ops[Op::conv2d], 1);  // the stem: its only reader stays NCHW
+      EXPECT_EQ(ops[Op::to_nchwc], 1);
+    }
+    const int64_t P = dil == 1 ? 5 : 4;
+    std::vector<std::vector<float>> data = {randn(2 * 3 * 289, 1), randn(20 * 27, 2), randn(24 * 20, 3),
+                                            randn(24 * 24 * 9, 4), randn(24, 5)};
+    const std::vector<std::vector<int64_t>> shapes = {{2, 3, 17, 17}, {20, 3, 3, 3}, {24, 20, 1, 1}, {24, 24, 3, 3}, {24}};
+    std::vector<InTensor> ins;
+    for (size_t i = 0; i < data.size(); ++i) ins.push_back({data[i].data(), DType::f32, shapes[i]});
+    Executable a(std::move(plain)), b(std::move(g));
+    auto want = a.run(ins, {}), got = b.run(ins, {});
+    ASSERT_EQ(got.size(), 2u);
+    for (size_t o = 0; o < 2; ++o)
+      for (int64_t i = 0; i < 2 * (o == 0 ? 24 : 20) * P * P; ++i) {
+        const float w = static_cast<const float*>(want[o].data)[i], v = static_cast<const float*>(got[o].data)[i];
+        ASSERT_NEAR(v, w, 1e-3f * (1 + std::fabs(w))) << "dilation " << dil << " output " << o << " at " << i;
+      }
+  }
+}
+
 // A conv with no blocked neighbour (a training graph's conv -> batch_norm -> relu)
 // stays conv2d: blocking it would only add the conversions.
 TEST(Passes, LayoutNchwcLeavesLoneConvs) {

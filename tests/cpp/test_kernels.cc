@@ -1180,6 +1180,80 @@ TEST(Kernels, Conv2dDirectMatchesReference) {
                Error);
 }
 
+TEST(Kernels, MaxPool2dNchwcMatchesReferences) {
+  // The blocked max pooling (max_pool2d_nchwc) against its scalar reference and, unblocked,
+  // against max_pool2d's: blocks of 8 and 16 over 11 channels (the last block's channels
+  // past 11 zero in and out), 2 images, odd sizes, kernels 1..3 by 1..3, strides 1 and 2,
+  // padding, dilation 2, ceil mode (a last window hanging past the input), NaN taps, 1
+  // and 2 threads.
+  unsigned seed = 11;
+  const int64_t N = 2, C = 11;
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    for (int64_t L : {8, 16})
+      for (auto [H, W] : {std::pair<int64_t, int64_t>{1, 1}, {7, 9}, {12, 5}, {16, 33}, {4, 75}})
+        for (int64_t kh = 1; kh <= 3; ++kh)
+          for (int64_t kw = 1; kw <= 3; ++kw)
+            for (int64_t s : {1, 2})
+              for (int64_t d : {1, 2})
+                for (bool ceil : {false, true}) {
+                  const int64_t ph = kh / 2, pw = kw / 2, CB = (C + L - 1) / L;
+                  auto out_dim = [&](int64_t n, int64_t k, int64_t p) {
+                    int64_t o = (n + 2 * p - d * (k - 1) - 1 + (ceil ? s - 1 : 0)) / s + 1;
+                    if (ceil && (o - 1) * s >= n + p) --o;
+                    return o;
+                  };
+                  const int64_t OH = out_dim(H, kh, ph), OW = out_dim(W, kw, pw);
+                  if (OH <= 0 || OW <= 0 || H + 2 * ph < d * (kh - 1) + 1 || W + 2 * pw < d * (kw - 1) + 1) continue;
+                  // (what the layout pass asks of a pool it blocks: a window wholly in the
+                  // padding would turn the zero channels past C into -inf)
+                  const bool every_window_has_a_tap = d == 1 && ph <= kh - 1 && pw <= kw - 1;
+                  auto x = randn(size_t(N * C * H * W), seed++);
+                  if (seed % 3 == 0) x[size_t(seed % x.size())] = NAN;
+                  std::vector<float> xb(size_t(N * CB * H * W * L));
+                  nchw_to_nchwc(x.data(), N, C, H * W, L, xb.data());
+                  Node n;
+                  n.op = Op::max_pool2d_nchwc;
+                  n.set_ints("kernel", {SymInt(kh), SymInt(kw)});
+                  n.set_ints("stride", {SymInt(s), SymInt(s)});
+                  n.set_ints("padding", {SymInt(ph), SymInt(pw)});
+                  n.set_ints("dilation", {SymInt(d), SymInt(d)});
+                  n.set_int("ceil_mode", ceil);
+                  std::vector<float> got(size_t(N * CB * OH * OW * L), 7.0f), want(got.size(), -7.0f);
+                  std::vector<TensorRef> in = {{xb.data(), DType::f32, {N, CB, H, W, L}}};
+                  std::vector<TensorRef> out = {{got.data(), DType::f32, {N, CB, OH, OW, L}}};
+                  run_node(n, in, out);
+                  out[0].data = want.data();
+                  ref_max_pool2d_nchwc(prepare_node(n, in, out).ctx(n, in, out));
+                  // max_pool2d's reference on the NCHW image, then blocked for comparison
+                  Node q = n;
+                  q.op = Op::max_pool2d;
+                  std::vector<float> plain(size_t(N * C * OH * OW)), plain_b(got.size());
+                  std::vector<TensorRef> qin = {{x.data(), DType::f32, {N, C, H, W}}};
+                  std::vector<TensorRef> qout = {{plain.data(), DType::f32, {N, C, OH, OW}}};
+                  ref_max_pool2d(prepare_node(q, qin, qout).ctx(q, qin, qout));
+                  nchw_to_nchwc(plain.data(), N, C, OH * OW, L, plain_b.data());
+                  for (size_t i = 0; i < got.size(); ++i) {
+                    const bool pad = int64_t(i) % L + (int64_t(i) / (L * OH * OW)) % CB * L >= C;
+                    if (pad) {  // zero in, zero out wherever every window holds a tap of the image
+                      ASSERT_EQ(got[i], want[i]) << "a padding channel, at " << i;
+                      if (every_window_has_a_tap) ASSERT_EQ(got[i], 0.0f) << "a padding channel, at " << i;
+                      continue;
+                    }
+                    for (float w : {want[i], plain_b[i]}) {
+                      if (std::isnan(w)) {
+                        ASSERT_TRUE(std::isnan(got[i])) << i;
+                        continue;
+                      }
+                      ASSERT_EQ(got[i], w) << "L" << L << " " << H << "x" << W << " k" << kh << "x" << kw << " s" << s
+                                           << " d" << d << " ceil " << ceil << " at " << i;
+                    }
+                  }
+                }
+  }
+  set_num_threads(2);
+}
+
 TEST(Kernels, MaxPool2dMatchesReference) {
   // Row maxima first, then windows along them, against each window's taps in turn: odd
   // sizes (rows of 75 and 112: the vectorized 3-wide stride-2 windows and their tail), kernels 1..4 by 1..3, strides 1..3, padding, dilation 2, ceil mode (a last

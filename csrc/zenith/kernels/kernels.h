@@ -321,6 +321,8 @@ void conv2d_direct(const DepthwiseGeom& g, int64_t C, int64_t OC, const float* x
 void ref_sdpa(const KernelCtx& c);
 // Scalar reference of run_max_pool2d (movement.cc): each window's taps in turn.
 void ref_max_pool2d(const KernelCtx& c);
+// Scalar reference of run_max_pool2d_nchwc (movement.cc): each value's window in turn.
+void ref_max_pool2d_nchwc(const KernelCtx& c);
 
 // Inference batch-norm of one channel as y = x * scale + shift: one definition for
 // batch_norm and for the epilogue conv2d runs when a norm is fused into it.

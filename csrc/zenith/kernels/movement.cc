@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "zenith/error.h"
+#include "zenith/kernels/gemm_internal.h"
 #include "zenith/kernels/kernels.h"
 #include "zenith/threadpool.h"
 
@@ -461,6 +462,92 @@ void run_max_pool2d(const KernelCtx& c) {
         for (ow = end; ow < g.OW; ++ow) edge(ow);
       }
     }
+  });
+}
+
+// ---- max_pool2d over the blocked layout [N, CB, H, W, L] ----
+namespace {
+struct BlockedPool {
+  int64_t planes, H, W, OH, OW, L;  // planes: N * CB
+};
+BlockedPool blocked_pool(const KernelCtx& c) {
+  const TensorRef &x = c.in[0], &o = c.out[0];
+  return {x.shape[0] * x.shape[1], x.shape[2], x.shape[3], o.shape[2], o.shape[3], x.shape[4]};
+}
+MaxPoolParams max_pool_nchwc_params(const KernelCtx& c) {
+  const auto& a = c.a<attrs::max_pool2d_nchwc>();
+  return {a.kernel, a.stride, a.padding, a.dilation};
+}
+// The kernel columns (kw0 <= kw < kw1) of output column ow that lie inside the input.
+void pool_cols(const MaxPoolParams& q, int64_t ow, int64_t W, int64_t* kw0, int64_t* kw1) {
+  *kw0 = 0;
+  *kw1 = q.k[1];
+  while (*kw0 < *kw1 && ow * q.st[1] - q.pd[1] + *kw0 * q.dl[1] < 0) ++*kw0;
+  while (*kw1 > *kw0 && ow * q.st[1] - q.pd[1] + (*kw1 - 1) * q.dl[1] >= W) --*kw1;
+}
+// Output rows [r0, r1) of (plane, row) items: each output pixel's L channels as NV
+// vectors of 8 held in registers, the window's taps inside the input in max_pool2d's
+// order, a NaN kept once seen (nan_max lane by lane: compare, or, blend).
+template <int NV>
+void max_pool_nchwc_rows(const BlockedPool& b, const MaxPoolParams& q, const float* x, float* out, int64_t r0,
+                         int64_t r1) {
+  using gemm_detail::v8f;
+  constexpr int64_t L = 8 * NV;
+  for (int64_t r = r0; r < r1; ++r) {
+    const int64_t p = r / b.OH, oh = r % b.OH;
+    int64_t kh0, kh1;
+    pool_rows(q, oh, b.H, &kh0, &kh1);
+    const float* xp = x + p * b.H * b.W * L;
+    float* orow = out + (p * b.OH + oh) * b.OW * L;
+    for (int64_t ow = 0; ow < b.OW; ++ow) {
+      int64_t kw0, kw1;
+      pool_cols(q, ow, b.W, &kw0, &kw1);
+      v8f m[NV];
+      for (int j = 0; j < NV; ++j) m[j] = v8f{} - INFINITY;
+      for (int64_t kh = kh0; kh < kh1; ++kh) {
+        const float* xr = xp + ((oh * q.st[0] - q.pd[0] + kh * q.dl[0]) * b.W + ow * q.st[1] - q.pd[1]) * L;
+        for (int64_t kw = kw0; kw < kw1; ++kw)
+          for (int j = 0; j < NV; ++j) {
+            const v8f v = gemm_detail::load8(xr + kw * q.dl[1] * L + 8 * j);
+            m[j] = ((v > m[j]) | (v != v)) ? v : m[j];
+          }
+      }
+      for (int j = 0; j < NV; ++j) gemm_detail::store8(orow + ow * L + 8 * j, m[j]);
+    }
+  }
+}
+}  // namespace
+
+// Scalar reference: every output channel of every pixel the max over the window's taps
+// inside the input, one value at a time.
+void ref_max_pool2d_nchwc(const KernelCtx& c) {
+  const BlockedPool b = blocked_pool(c);
+  const MaxPoolParams q = max_pool_nchwc_params(c);
+  const float* x = c.in[0].as<float>();
+  float* o = c.out[0].as<float>();
+  for (int64_t p = 0; p < b.planes; ++p)
+    for (int64_t oh = 0; oh < b.OH; ++oh)
+      for (int64_t ow = 0; ow < b.OW; ++ow)
+        for (int64_t l = 0; l < b.L; ++l) {
+          float m = -INFINITY;
+          for (int64_t kh = 0; kh < q.k[0]; ++kh)
+            for (int64_t kw = 0; kw < q.k[1]; ++kw) {
+              const int64_t ih = oh * q.st[0] - q.pd[0] + kh * q.dl[0], iw = ow * q.st[1] - q.pd[1] + kw * q.dl[1];
+              if (ih >= 0 && ih < b.H && iw >= 0 && iw < b.W) m = nan_max(m, x[((p * b.H + ih) * b.W + iw) * b.L + l]);
+            }
+          o[((p * b.OH + oh) * b.OW + ow) * b.L + l] = m;
+        }
+}
+
+void run_max_pool2d_nchwc(const KernelCtx& c) {
+  const BlockedPool b = blocked_pool(c);
+  const MaxPoolParams q = max_pool_nchwc_params(c);
+  const float* x = c.in[0].as<float>();
+  float* o = c.out[0].as<float>();
+  ZENITH_CHECK(b.L == 8 || b.L == 16, "max_pool2d_nchwc: block ", b.L, " is not 8 or 16");
+  parallel_for(b.planes * b.OH, 1, [&](int64_t lo, int64_t hi) {
+    if (b.L == 16) max_pool_nchwc_rows<2>(b, q, x, o, lo, hi);
+    else max_pool_nchwc_rows<1>(b, q, x, o, lo, hi);
   });
 }
 

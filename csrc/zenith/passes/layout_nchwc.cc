@@ -25,6 +25,9 @@
 // its pixel-major codes), so fp32 and int8 convs share a chain. Measured on an AMD EPYC
 // Zen 5 (family 26 model 2), ResNet-50 int8-static: see docs/benchmarks (2026-12-01,
 // twenty-sixth session).
+// A max pooling between them (ResNet's after its stem) runs blocked as well
+// (max_pool2d_nchwc); measured on an AMD EPYC Zen 5 (family 26 model 2): see docs/benchmarks
+// (2026-12-04, forty-first session).
 // Leaves alone: other stems (conv2d's direct path, and int8 stems), maps under 16 pixels, convs next to a conv that stays NCHW (a depthwise conv
 // with an NCHW neighbour, such as MobileNet V3's squeeze-excitation), Winograd's 3x3 convs
 // on channel counts that are not whole blocks, grouped convs other than depthwise, and
@@ -167,26 +170,55 @@ int layout_nchwc(Graph& g) {
       if (next_to_nchw) cand[i] = 0, again = true;
     }
   }
+  // A max pooling that can run blocked (max_pool2d_nchwc): static, float32, and every
+  // window holding a tap of the image (undilated, padding under the kernel), since one
+  // wholly in the padding would write -inf into the zero channels past C and the next
+  // conv would multiply them by its zero filter rows (NaN). It passes a chain through:
+  // a conv reading it chains with the conv it pools.
+  auto pool_ok = [&](int i) {
+    const Node& n = g.nodes[size_t(i)];
+    if (n.op != Op::max_pool2d) return false;
+    const TensorType& x = g.type(n.inputs[0]);
+    std::array<int64_t, 2> k, pd, dl;
+    return x.rank() == 4 && x.dtype == DType::f32 && x.is_static() && const_pair(n, "kernel", 1, k) &&
+           const_pair(n, "padding", 0, pd) && const_pair(n, "dilation", 1, dl) && dl[0] == 1 && dl[1] == 1 &&
+           pd[0] <= k[0] - 1 && pd[1] <= k[1] - 1;
+  };
+  auto through_pool = [&](int p) {  // the producer of a blockable pool's input, else p
+    return p >= 0 && pool_ok(p) ? g.values[size_t(g.nodes[size_t(p)].inputs[0])].producer : p;
+  };
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     if (!cand[i]) continue;
     const Node& n = g.nodes[i];
     std::vector<int> reads = {n.inputs[0]};
     if (n.i("has_residual", 0)) reads.push_back(n.inputs.back());
     for (int v : reads) {
-      const int p = g.values[size_t(v)].producer;
+      const int p = through_pool(g.values[size_t(v)].producer);
       if (p >= 0 && cand[size_t(p)]) chained[i] = chained[size_t(p)] = 1;
     }
   }
   // A stem (few channels in, groups 1) that a chained conv reads becomes a conv2d_nchwc
   // over its NCHW input (`block`), writing the blocked output itself: no to_nchwc of its
   // output, and no image padded to a block of channels.
+  auto stem_ok = [&](size_t i) {
+    const Node& n = g.nodes[i];
+    return !cand[i] && stem(int(i)) && n.i("groups", 1) == 1 && !n.i("has_residual", 0) && !int8_conv(g, n) &&
+           static_conv(g, n, mode);
+  };
+  // Such a pool between a chained conv or such a stem and a chained conv (ResNet's stem ->
+  // max_pool2d -> layer 1) runs blocked: no NCHW pooling, and no to_nchwc after it.
+  std::vector<char> pool_in(g.nodes.size(), 0);
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    if (!pool_ok(int(i))) continue;
+    const int p = g.values[size_t(g.nodes[i].inputs[0])].producer;
+    if (p < 0 || !(chained[size_t(p)] || stem_ok(size_t(p)))) continue;
+    for (int r : readers[size_t(g.nodes[i].outputs[0])]) pool_in[i] = pool_in[i] || chained[size_t(r)];
+  }
   std::vector<char> stem_in(g.nodes.size(), 0);
   for (size_t i = 0; i < g.nodes.size(); ++i) {
-    const Node& n = g.nodes[i];
-    if (cand[i] || !stem(int(i)) || n.i("groups", 1) != 1 || n.i("has_residual", 0) || int8_conv(g, n) ||
-        !static_conv(g, n, mode))
-      continue;
-    for (int r : readers[size_t(n.outputs[0])]) stem_in[i] = stem_in[i] || chained[size_t(r)];
+    if (!stem_ok(i)) continue;
+    for (int r : readers[size_t(g.nodes[i].outputs[0])])
+      stem_in[i] = stem_in[i] || chained[size_t(r)] || pool_in[size_t(r)];
   }
   bool any = false;
   for (char c : chained) any = any || c;
@@ -212,8 +244,18 @@ int layout_nchwc(Graph& g) {
       auto it = rename.find(v);
       if (it != rename.end()) v = it->second;
     }
-    if (!chained[i] && !stem_in[i]) {
+    if (!chained[i] && !stem_in[i] && !pool_in[i]) {
       g.nodes.push_back(std::move(n));
+      continue;
+    }
+    if (pool_in[i]) {
+      const int ob = g.add_node(Op::max_pool2d_nchwc, {to_blocked(n.inputs[0])}, n.attrs)[0];
+      Node back;
+      back.set_int("channels", g.type(n.outputs[0]).shape[1].value());
+      const int nchw = g.add_node(Op::from_nchwc, {ob}, back.attrs)[0];
+      rename[n.outputs[0]] = nchw;
+      blocked_of[nchw] = ob;
+      ++changed;
       continue;
     }
     std::vector<int> inputs = n.inputs;

@@ -109,8 +109,9 @@ def test_resnet50():
 
 def test_resnet18_blocked_layout(monkeypatch, tmp_path):
     """The blocked channel layout, on by default for a static batch (1 here): the convs
-    run as conv2d_nchwc (Winograd over the blocked layout for the 3x3 / 1 ones), and
-    the result matches eager."""
+    run as conv2d_nchwc (Winograd over the blocked layout for the 3x3 / 1 ones), the stem
+    writing the blocked layout and the max pooling after it blocked too (nothing converts
+    in), and the result matches eager."""
     monkeypatch.delenv("ZENITH_NCHWC", raising=False)
     torch._dynamo.reset()
     m = calibrate_batch_norm(torchvision.models.resnet18(), (2, 3, 112, 112))
@@ -118,7 +119,8 @@ def test_resnet18_blocked_layout(monkeypatch, tmp_path):
     with zenith.profile(trace=str(tmp_path / "trace.json")) as p:  # a trace keeps each call's op
         compile_and_compare(m, x, tol=dict(rtol=1e-4, atol=1e-4))
     ops = {e[0] for e in p.events}
-    assert {"conv2d_nchwc", "to_nchwc", "from_nchwc"} <= ops, ops
+    assert {"conv2d_nchwc", "max_pool2d_nchwc", "from_nchwc"} <= ops, ops
+    assert not ops & {"to_nchwc", "max_pool2d", "conv2d"}, ops
     torch._dynamo.reset()
 
 

@@ -634,6 +634,31 @@ def test_blocked_layout_depthwise():
         assert "conv2d" not in cg.report.zenith_ops, cg.report.zenith_ops  # every conv blocked
 
 
+def test_blocked_layout_max_pool():
+    """A max pooling between a stem and blocked convs (ResNet's stem -> max_pool2d -> layer 1)
+    runs blocked (max_pool2d_nchwc; on by default for a static batch), the stem writing the
+    blocked layout and nothing converting in, against eager: channels not whole blocks,
+    3x3 / 2 with padding, 2x2 / 2 in ceil mode (a last window past the edge), odd maps,
+    batches 1 and 3, the pooled map also returned (converted out)."""
+    COVERED.add("max_pool2d_nchwc")
+    tol = dict(rtol=1e-4, atol=1e-4)
+
+    def f(x, w0, w1, b1, w2):
+        y = torch.relu(F.conv2d(x, w0, stride=2, padding=1))
+        p = F.max_pool2d(y, 3, 2, 1)
+        z = F.max_pool2d(torch.relu(F.conv2d(p, w1, b1)), 2, 2, ceil_mode=True)
+        return F.conv2d(torch.relu(F.conv2d(z, w2, padding=1)), w2, padding=1), p
+
+    for n, h, w in ((1, 45, 39), (3, 36, 36)):
+        def wt(*shape):  # fan-in scaled, so values stay near 1 through the chain
+            return make(shape, f32) / (shape[1] * shape[2] * shape[3]) ** 0.5
+
+        inputs = [make((n, 3, h, w), f32), wt(20, 3, 3, 3), wt(24, 20, 1, 1), make((24,), f32), wt(24, 24, 3, 3)]
+        cg = check(f, inputs, covers=["conv2d_nchwc", "max_pool2d_nchwc", "from_nchwc"], passes=True, tol=tol)
+        ops = cg.report.zenith_ops
+        assert "max_pool2d" not in ops and "to_nchwc" not in ops and "conv2d" not in ops, ops
+
+
 def test_expand_depthwise_fused(monkeypatch):
     """MobileNet V2's expand -> depthwise pair, conv1x1 (+ bn + activation) then a
     depthwise conv (+ bn + activation), left NCHW (ZENITH_NCHWC=0: the blocked layout
@@ -961,6 +986,10 @@ def test_inference_rejects_malformed_nodes():
         ("max_pool2d", [("f32", [1, 2, 5, 5])], {"kernel": [3, 3, 3], "stride": [1, 1], "padding": [0, 0]}),
         ("max_pool2d", [("f32", [1, 2, 5, 5])], {"kernel": [3, 3], "stride": [1, 1], "padding": [2, 2]}),
         ("max_pool2d", [("i64", [1, 2, 5, 5])], {"kernel": [3, 3], "stride": [1, 1], "padding": [0, 0]}),
+        # the blocked pool: an NCHW input, a block other than 8 or 16, padding past half the window
+        ("max_pool2d_nchwc", [("f32", [1, 2, 5, 5])], {"kernel": [3, 3], "stride": [1, 1], "padding": [0, 0]}),
+        ("max_pool2d_nchwc", [("f32", [1, 2, 5, 5, 4])], {"kernel": [3, 3], "stride": [1, 1], "padding": [0, 0]}),
+        ("max_pool2d_nchwc", [("f32", [1, 2, 5, 5, 8])], {"kernel": [3, 3], "stride": [1, 1], "padding": [2, 2]}),
         ("avg_pool2d", [("f32", [1, 2, 5, 5])], {"kernel": [2, 2], "stride": [-1, 1], "padding": [0, 0]}),
         ("layer_norm", [("f32", [3, 8]), ("f32", [4]), ("f32", [8])], {"normalized_ndim": 1, "eps": 1e-5}),
         ("batch_norm", [("f32", [2, 3, 4]), ("f32", [3]), ("f32", [3]), ("f32", [2]), ("f32", [3])], {"eps": 1e-5}),
