@@ -49,6 +49,8 @@ from zenith.partition import CompiledGraph
 
 MAX_SIGNATURES = 8
 
+_PYTREE_NODES = pytree.SUPPORTED_NODES  # types pytree flattens (a registered Tensor subclass among them)
+
 _BOUND_KINDS = (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR)
 
 
@@ -158,11 +160,13 @@ class FrozenModel:
             return [f.graph.report for f in self._graphs.values()]
 
     def __call__(self, *args, **kwargs):
-        # The common call, plain tensors by position, is keyed without pytree: the key of
-        # the general path hashes and compares a TreeSpec in Python, which with the
-        # caches cold from the kernels cost 0.13 ms of MobileNet V2's 2.5 ms call (batch
-        # 1, Zen 5). The two kinds of key never meet: a position count is not a TreeSpec.
-        if not kwargs and all(type(a) is torch.Tensor for a in args):
+        # The common call, tensors by position, is keyed without pytree: the key of the
+        # general path hashes and compares a TreeSpec in Python, which with the caches
+        # cold from the kernels cost 0.13 ms of MobileNet V2's 2.5 ms call (batch 1, Zen
+        # 5). Tensors pytree takes as leaves (subclasses too, unless registered as nodes)
+        # key as they did: by position count and leaf keys, one signature whatever their
+        # class. The two kinds of key never meet: a position count is not a TreeSpec.
+        if not kwargs and all(isinstance(a, torch.Tensor) and type(a) not in _PYTREE_NODES for a in args):
             leaves = args
             key = (len(args), tuple(map(_leaf_key, args)))
         else:

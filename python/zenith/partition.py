@@ -263,6 +263,7 @@ class CompiledGraph:
         self._attrs = {n: getattr(gm, n.target) for n in nodes if n.op == "get_attr"}
         self._out_spec = out_node.args[0]
         self._call, self.call_source = self._build_call()
+        self.pinned_source = None  # the pinned call's code, once pin() made one
         self._fill_report(nodes, part, time.perf_counter() - t0)
 
     def _build_call(self, pinned=None):
@@ -281,7 +282,8 @@ class CompiledGraph:
         if len(tensors) != len(self.static_positions):
             raise RuntimeError(f"zenith: {len(tensors)} tensors to pin for {len(self.static_positions)} "
                                "static inputs")
-        return self._build_call(dict(zip(self.static_positions, tensors)))[0]
+        fn, self.pinned_source = self._build_call(dict(zip(self.static_positions, tensors)))
+        return fn
 
     def _fill_report(self, nodes, part, seconds):
         r = self.report

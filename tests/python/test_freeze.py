@@ -358,12 +358,34 @@ def test_positional_and_keyword_calls_are_signatures_of_their_own():
         close(f(x, y), m(x, y))  # tensors by position: keyed without pytree
         close(f(x, y=y), m(x, y=y))  # a keyword: the general key
         close(f(y, x), m(y, x))  # same signature by position: no new capture
-        p = nn.Parameter(x.clone(), requires_grad=False)  # a Tensor subclass goes the general way
+        p = nn.Parameter(x.clone(), requires_grad=False)  # a Tensor subclass: a leaf, the same signature
         close(f(p, y), m(p, y))
-    assert len(f._graphs) == 3
+    assert len(f._graphs) == 2
     x3 = torch.randn(3, 4)
     with pytest.raises(RuntimeError, match="requires grad"):
         f(x3.requires_grad_(), y)  # checked on the positional path too
+
+
+def test_frozen_calls_run_the_pinned_call(monkeypatch):
+    """A frozen model's calls go through the graph's pinned call (its weights as globals,
+    checked by WeightWatch.pinned), never the general one that takes every weight as an
+    argument and checks them by id (WeightWatch.check)."""
+    from zenith.weights import WeightWatch
+
+    m = cnn()
+    f = zenith.freeze(m)
+    x = torch.randn(1, 3, 8, 8)
+    close(f(x), m(x).detach())
+
+    def general(self, args):
+        raise AssertionError("the general call ran")
+
+    monkeypatch.setattr(WeightWatch, "check", general)
+    with torch.no_grad():
+        m.stem[0].weight.mul_(0.5)  # still seen through the pinned check
+    close(f(x), m(x).detach())
+    (frozen,) = f._graphs.values()
+    assert "(pinned)" in frozen._call.__code__.co_filename and "_check()" in frozen.graph.pinned_source
 
 
 def test_pinned_call_wants_every_static_input():

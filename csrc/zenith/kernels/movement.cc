@@ -504,11 +504,12 @@ void max_pool_nchwc_rows(const BlockedPool& b, const MaxPoolParams& q, const flo
       pool_cols(q, ow, b.W, &kw0, &kw1);
       v8f m[NV];
       for (int j = 0; j < NV; ++j) m[j] = v8f{} - INFINITY;
+      const int64_t iw0 = ow * q.st[1] - q.pd[1] + kw0 * q.dl[1];  // the first tap inside the row
       for (int64_t kh = kh0; kh < kh1; ++kh) {
-        const float* xr = xp + ((oh * q.st[0] - q.pd[0] + kh * q.dl[0]) * b.W + ow * q.st[1] - q.pd[1]) * L;
+        const float* xr = xp + ((oh * q.st[0] - q.pd[0] + kh * q.dl[0]) * b.W + iw0) * L;
         for (int64_t kw = kw0; kw < kw1; ++kw)
           for (int j = 0; j < NV; ++j) {
-            const v8f v = gemm_detail::load8(xr + kw * q.dl[1] * L + 8 * j);
+            const v8f v = gemm_detail::load8(xr + (kw - kw0) * q.dl[1] * L + 8 * j);
             m[j] = ((v > m[j]) | (v != v)) ? v : m[j];
           }
       }

@@ -3,8 +3,8 @@
 // conv2d_nchwc reading and writing [N, ceil(C / L), H, W, L] (L = nchwc_block()), so a
 // chain of such convs passes blocked tensors from one to the next (its input and
 // residual read through to_nchwc only where their producer is not one of them), and
-// from_nchwc converts back only where an NCHW reader remains (a pooling, a graph
-// output); dce drops the conversions nobody reads.
+// from_nchwc converts back only where an NCHW reader remains (an average pooling, a
+// graph output); dce drops the conversions nobody reads.
 // Where: convs whose batch is static (ZENITH_NCHWC=1 also a symbolic batch,
 // ZENITH_NCHWC=0 none; read when a graph is compiled). Measured on an Intel Xeon (family
 // 6 model 167), 2 threads, ResNet-50 end to end, 3 interleaved processes each, after
