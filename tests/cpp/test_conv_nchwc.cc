@@ -297,6 +297,33 @@ TEST(Runtime, NchwcOpsMatchConv2d) {
   }
 }
 
+namespace {
+// Runs a graph before and after a pass on the same random float32 inputs of these shapes
+// (seeds 1, 2, ...) and holds every output of the second to the first's, outputs as many.
+void expect_same_outputs(Graph before, Graph after, const std::vector<std::vector<int64_t>>& shapes,
+                         size_t outputs) {
+  std::vector<std::vector<float>> data;
+  std::vector<InTensor> ins;
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    size_t n = 1;
+    for (int64_t d : shapes[i]) n *= size_t(d);
+    data.push_back(randn(n, unsigned(i + 1)));
+  }
+  for (size_t i = 0; i < shapes.size(); ++i) ins.push_back({data[i].data(), DType::f32, shapes[i]});
+  Executable a(std::move(before)), b(std::move(after));
+  auto want = a.run(ins, {}), got = b.run(ins, {});
+  ASSERT_EQ(got.size(), outputs);
+  for (size_t o = 0; o < outputs; ++o) {
+    int64_t n = 1;
+    for (int64_t d : want[o].shape) n *= d;
+    for (int64_t i = 0; i < n; ++i) {
+      const float w = static_cast<const float*>(want[o].data)[i], v = static_cast<const float*>(got[o].data)[i];
+      ASSERT_NEAR(v, w, 1e-3f * (1 + std::fabs(w))) << "output " << o << " at " << i;
+    }
+  }
+}
+}  // namespace
+
 // layout_nchwc (static batches; ZENITH_NCHWC=0 off): a chain of convs passes
 // blocked tensors (one to_nchwc, for x; the residual is a blocked conv's output; one
 // from_nchwc out), and the graph computes what it did.
@@ -321,20 +348,8 @@ TEST(Passes, LayoutNchwcChainsBlockedConvs) {
   EXPECT_EQ(ops[Op::conv2d_nchwc], 3);
   EXPECT_EQ(ops[Op::from_nchwc], 1);  // %d, read by relu and returned
   EXPECT_EQ(ops[Op::conv2d], 0);
-  std::vector<std::vector<float>> data = {randn(2 * 16 * 81, 1), randn(24 * 16 * 9, 2), randn(32 * 24, 3),
-                                          randn(32 * 32 * 9, 4), randn(32 * 9, 5), randn(32, 6)};
-  const std::vector<std::vector<int64_t>> shapes = {{2, 16, 9, 9}, {24, 16, 3, 3}, {32, 24, 1, 1},
-                                                    {32, 32, 3, 3}, {32, 1, 3, 3}, {32}};
-  std::vector<InTensor> ins;
-  for (size_t i = 0; i < data.size(); ++i) ins.push_back({data[i].data(), DType::f32, shapes[i]});
-  Executable a(std::move(plain)), b(std::move(g));
-  auto want = a.run(ins, {}), got = b.run(ins, {});
-  ASSERT_EQ(got.size(), 2u);
-  for (size_t o = 0; o < 2; ++o)
-    for (int i = 0; i < 2 * 32 * 25; ++i) {
-      const float w = static_cast<const float*>(want[o].data)[i], v = static_cast<const float*>(got[o].data)[i];
-      ASSERT_NEAR(v, w, 1e-3f * (1 + std::fabs(w))) << "output " << o << " at " << i;
-    }
+  expect_same_outputs(std::move(plain), std::move(g),
+                      {{2, 16, 9, 9}, {24, 16, 3, 3}, {32, 24, 1, 1}, {32, 32, 3, 3}, {32, 1, 3, 3}, {32}}, 2);
 }
 
 // conv3x3_winograd_nchwc against conv3x3_winograd on the same images in NCHW (for F(2x2)
@@ -482,20 +497,9 @@ TEST(Passes, LayoutNchwcRunsPoolsBetweenStemAndChain) {
       EXPECT_EQ(ops[Op::conv2d], 1);  // the stem: its only reader stays NCHW
       EXPECT_EQ(ops[Op::to_nchwc], 1);
     }
-    const int64_t P = dil == 1 ? 5 : 4;
-    std::vector<std::vector<float>> data = {randn(2 * 3 * 289, 1), randn(20 * 27, 2), randn(24 * 20, 3),
-                                            randn(24 * 24 * 9, 4), randn(24, 5)};
-    const std::vector<std::vector<int64_t>> shapes = {{2, 3, 17, 17}, {20, 3, 3, 3}, {24, 20, 1, 1}, {24, 24, 3, 3}, {24}};
-    std::vector<InTensor> ins;
-    for (size_t i = 0; i < data.size(); ++i) ins.push_back({data[i].data(), DType::f32, shapes[i]});
-    Executable a(std::move(plain)), b(std::move(g));
-    auto want = a.run(ins, {}), got = b.run(ins, {});
-    ASSERT_EQ(got.size(), 2u);
-    for (size_t o = 0; o < 2; ++o)
-      for (int64_t i = 0; i < 2 * (o == 0 ? 24 : 20) * P * P; ++i) {
-        const float w = static_cast<const float*>(want[o].data)[i], v = static_cast<const float*>(got[o].data)[i];
-        ASSERT_NEAR(v, w, 1e-3f * (1 + std::fabs(w))) << "dilation " << dil << " output " << o << " at " << i;
-      }
+    SCOPED_TRACE("dilation " + d);
+    expect_same_outputs(std::move(plain), std::move(g), {{2, 3, 17, 17}, {20, 3, 3, 3}, {24, 20, 1, 1}, {24, 24, 3, 3}, {24}},
+                        2);
   }
 }
 

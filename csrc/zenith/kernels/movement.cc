@@ -365,16 +365,20 @@ PoolGeom geom(const TensorRef& x, const TensorRef& o) {
 struct MaxPoolParams {
   std::array<int64_t, 2> k, st, pd, dl;
 };
+// max_pool2d's attributes, or max_pool2d_nchwc's (the same ones).
+template <class A = attrs::max_pool2d>
 MaxPoolParams max_pool_params(const KernelCtx& c) {
-  const auto& a = c.a<attrs::max_pool2d>();
+  const auto& a = c.a<A>();
   return {a.kernel, a.stride, a.padding, a.dilation};
 }
-// The kernel rows (kh0 <= kh < kh1) of output row oh that lie inside the input.
-void pool_rows(const MaxPoolParams& q, int64_t oh, int64_t H, int64_t* kh0, int64_t* kh1) {
-  *kh0 = 0;
-  *kh1 = q.k[0];
-  while (*kh0 < *kh1 && oh * q.st[0] - q.pd[0] + *kh0 * q.dl[0] < 0) ++*kh0;
-  while (*kh1 > *kh0 && oh * q.st[0] - q.pd[0] + (*kh1 - 1) * q.dl[0] >= H) --*kh1;
+// The window's taps (t0 <= t < t1) along dim D (0 rows, 1 columns) of output index o that
+// lie inside the input's n.
+template <size_t D>
+void pool_taps(const MaxPoolParams& q, int64_t o, int64_t n, int64_t* t0, int64_t* t1) {
+  *t0 = 0;
+  *t1 = q.k[D];
+  while (*t0 < *t1 && o * q.st[D] - q.pd[D] + *t0 * q.dl[D] < 0) ++*t0;
+  while (*t1 > *t0 && o * q.st[D] - q.pd[D] + (*t1 - 1) * q.dl[D] >= n) --*t1;
 }
 // max that keeps a NaN once it has seen one (PyTorch's max pooling propagates NaN)
 inline float nan_max(float m, float v) { return (v > m || v != v) ? v : m; }
@@ -408,7 +412,7 @@ void ref_max_pool2d(const KernelCtx& c) {
     float* oi = c.out[0].as<float>() + p * g.OH * g.OW;
     for (int64_t oh = 0; oh < g.OH; ++oh) {
       int64_t kh0, kh1;
-      pool_rows(q, oh, g.H, &kh0, &kh1);
+      pool_taps<0>(q, oh, g.H, &kh0, &kh1);
       for (int64_t ow = 0; ow < g.OW; ++ow) {
         float m = -INFINITY;
         for (int64_t kh = kh0; kh < kh1; ++kh)
@@ -437,7 +441,7 @@ void run_max_pool2d(const KernelCtx& c) {
       float* oi = c.out[0].as<float>() + p * g.OH * g.OW;
       for (int64_t oh = 0; oh < g.OH; ++oh) {
         int64_t kh0, kh1;
-        pool_rows(q, oh, g.H, &kh0, &kh1);
+        pool_taps<0>(q, oh, g.H, &kh0, &kh1);
         std::fill_n(t, g.W, -INFINITY);
         for (int64_t kh = kh0; kh < kh1; ++kh) {
           const float* row = xi + (oh * q.st[0] - q.pd[0] + kh * q.dl[0]) * g.W;
@@ -474,17 +478,6 @@ BlockedPool blocked_pool(const KernelCtx& c) {
   const TensorRef &x = c.in[0], &o = c.out[0];
   return {x.shape[0] * x.shape[1], x.shape[2], x.shape[3], o.shape[2], o.shape[3], x.shape[4]};
 }
-MaxPoolParams max_pool_nchwc_params(const KernelCtx& c) {
-  const auto& a = c.a<attrs::max_pool2d_nchwc>();
-  return {a.kernel, a.stride, a.padding, a.dilation};
-}
-// The kernel columns (kw0 <= kw < kw1) of output column ow that lie inside the input.
-void pool_cols(const MaxPoolParams& q, int64_t ow, int64_t W, int64_t* kw0, int64_t* kw1) {
-  *kw0 = 0;
-  *kw1 = q.k[1];
-  while (*kw0 < *kw1 && ow * q.st[1] - q.pd[1] + *kw0 * q.dl[1] < 0) ++*kw0;
-  while (*kw1 > *kw0 && ow * q.st[1] - q.pd[1] + (*kw1 - 1) * q.dl[1] >= W) --*kw1;
-}
 // Output rows [r0, r1) of (plane, row) items: each output pixel's L channels as NV
 // vectors of 8 held in registers, the window's taps inside the input in max_pool2d's
 // order, a NaN kept once seen (nan_max lane by lane: compare, or, blend).
@@ -496,12 +489,12 @@ void max_pool_nchwc_rows(const BlockedPool& b, const MaxPoolParams& q, const flo
   for (int64_t r = r0; r < r1; ++r) {
     const int64_t p = r / b.OH, oh = r % b.OH;
     int64_t kh0, kh1;
-    pool_rows(q, oh, b.H, &kh0, &kh1);
+    pool_taps<0>(q, oh, b.H, &kh0, &kh1);
     const float* xp = x + p * b.H * b.W * L;
     float* orow = out + (p * b.OH + oh) * b.OW * L;
     for (int64_t ow = 0; ow < b.OW; ++ow) {
       int64_t kw0, kw1;
-      pool_cols(q, ow, b.W, &kw0, &kw1);
+      pool_taps<1>(q, ow, b.W, &kw0, &kw1);
       v8f m[NV];
       for (int j = 0; j < NV; ++j) m[j] = v8f{} - INFINITY;
       const int64_t iw0 = ow * q.st[1] - q.pd[1] + kw0 * q.dl[1];  // the first tap inside the row
@@ -523,7 +516,7 @@ void max_pool_nchwc_rows(const BlockedPool& b, const MaxPoolParams& q, const flo
 // inside the input, one value at a time.
 void ref_max_pool2d_nchwc(const KernelCtx& c) {
   const BlockedPool b = blocked_pool(c);
-  const MaxPoolParams q = max_pool_nchwc_params(c);
+  const MaxPoolParams q = max_pool_params<attrs::max_pool2d_nchwc>(c);
   const float* x = c.in[0].as<float>();
   float* o = c.out[0].as<float>();
   for (int64_t p = 0; p < b.planes; ++p)
@@ -542,7 +535,7 @@ void ref_max_pool2d_nchwc(const KernelCtx& c) {
 
 void run_max_pool2d_nchwc(const KernelCtx& c) {
   const BlockedPool b = blocked_pool(c);
-  const MaxPoolParams q = max_pool_nchwc_params(c);
+  const MaxPoolParams q = max_pool_params<attrs::max_pool2d_nchwc>(c);
   const float* x = c.in[0].as<float>();
   float* o = c.out[0].as<float>();
   ZENITH_CHECK(b.L == 8 || b.L == 16, "max_pool2d_nchwc: block ", b.L, " is not 8 or 16");

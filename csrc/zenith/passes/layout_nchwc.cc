@@ -171,18 +171,18 @@ int layout_nchwc(Graph& g) {
     }
   }
   // A max pooling that can run blocked (max_pool2d_nchwc): static, float32, and every
-  // window holding a tap of the image (undilated, padding under the kernel), since one
-  // wholly in the padding would write -inf into the zero channels past C and the next
-  // conv would multiply them by its zero filter rows (NaN). It passes a chain through:
-  // a conv reading it chains with the conv it pools.
+  // window holding a tap of the image, since one wholly in the padding would write -inf
+  // into the zero channels past C and the next conv would multiply them by its zero
+  // filter rows (NaN). Undilated suffices: max_pool2d's own rule (infer_pool) keeps the
+  // padding within half the window, and ceil mode's last window starts inside the input.
+  // It passes a chain through: a conv reading it chains with the conv it pools.
   auto pool_ok = [&](int i) {
     const Node& n = g.nodes[size_t(i)];
     if (n.op != Op::max_pool2d) return false;
     const TensorType& x = g.type(n.inputs[0]);
-    std::array<int64_t, 2> k, pd, dl;
-    return x.rank() == 4 && x.dtype == DType::f32 && x.is_static() && const_pair(n, "kernel", 1, k) &&
-           const_pair(n, "padding", 0, pd) && const_pair(n, "dilation", 1, dl) && dl[0] == 1 && dl[1] == 1 &&
-           pd[0] <= k[0] - 1 && pd[1] <= k[1] - 1;
+    std::array<int64_t, 2> dl;
+    return x.rank() == 4 && x.dtype == DType::f32 && x.is_static() && const_pair(n, "dilation", 1, dl) &&
+           dl[0] == 1 && dl[1] == 1;
   };
   auto through_pool = [&](int p) {  // the producer of a blockable pool's input, else p
     return p >= 0 && pool_ok(p) ? g.values[size_t(g.nodes[size_t(p)].inputs[0])].producer : p;
@@ -248,16 +248,6 @@ int layout_nchwc(Graph& g) {
       g.nodes.push_back(std::move(n));
       continue;
     }
-    if (pool_in[i]) {
-      const int ob = g.add_node(Op::max_pool2d_nchwc, {to_blocked(n.inputs[0])}, n.attrs)[0];
-      Node back;
-      back.set_int("channels", g.type(n.outputs[0]).shape[1].value());
-      const int nchw = g.add_node(Op::from_nchwc, {ob}, back.attrs)[0];
-      rename[n.outputs[0]] = nchw;
-      blocked_of[nchw] = ob;
-      ++changed;
-      continue;
-    }
     std::vector<int> inputs = n.inputs;
     if (stem_in[i]) {
       n.set_int("block", L);
@@ -265,7 +255,7 @@ int layout_nchwc(Graph& g) {
       inputs[0] = to_blocked(inputs[0]);
       if (n.i("has_residual", 0)) inputs.back() = to_blocked(inputs.back());
     }
-    const int ob = g.add_node(Op::conv2d_nchwc, inputs, n.attrs)[0];
+    const int ob = g.add_node(pool_in[i] ? Op::max_pool2d_nchwc : Op::conv2d_nchwc, inputs, n.attrs)[0];
     Node back;
     back.set_int("channels", g.type(n.outputs[0]).shape[1].value());
     const int nchw = g.add_node(Op::from_nchwc, {ob}, back.attrs)[0];
