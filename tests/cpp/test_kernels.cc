@@ -1180,6 +1180,27 @@ TEST(Kernels, Conv2dDirectMatchesReference) {
                Error);
 }
 
+namespace {
+// A max pooling's output size along one dim: PyTorch's rule, where ceil mode drops a last
+// window that would start in the padding past the input.
+int64_t max_pool_out(int64_t n, int64_t k, int64_t p, int64_t s, int64_t d, bool ceil) {
+  int64_t o = (n + 2 * p - d * (k - 1) - 1 + (ceil ? s - 1 : 0)) / s + 1;
+  if (ceil && (o - 1) * s >= n + p) --o;
+  return o;
+}
+// A max pooling node (max_pool2d or max_pool2d_nchwc): kernel kh x kw, stride s, padding
+// ph x pw, dilation d.
+Node max_pool_node(Op op, int64_t kh, int64_t kw, int64_t s, int64_t ph, int64_t pw, int64_t d) {
+  Node n;
+  n.op = op;
+  n.set_ints("kernel", {SymInt(kh), SymInt(kw)});
+  n.set_ints("stride", {SymInt(s), SymInt(s)});
+  n.set_ints("padding", {SymInt(ph), SymInt(pw)});
+  n.set_ints("dilation", {SymInt(d), SymInt(d)});
+  return n;
+}
+}  // namespace
+
 TEST(Kernels, MaxPool2dNchwcMatchesReferences) {
   // The blocked max pooling (max_pool2d_nchwc) against its scalar reference and, unblocked,
   // against max_pool2d's: blocks of 8 and 16 over 11 channels (the last block's channels
@@ -1198,12 +1219,7 @@ TEST(Kernels, MaxPool2dNchwcMatchesReferences) {
               for (int64_t d : {1, 2})
                 for (bool ceil : {false, true}) {
                   const int64_t ph = kh / 2, pw = kw / 2, CB = (C + L - 1) / L;
-                  auto out_dim = [&](int64_t n, int64_t k, int64_t p) {
-                    int64_t o = (n + 2 * p - d * (k - 1) - 1 + (ceil ? s - 1 : 0)) / s + 1;
-                    if (ceil && (o - 1) * s >= n + p) --o;
-                    return o;
-                  };
-                  const int64_t OH = out_dim(H, kh, ph), OW = out_dim(W, kw, pw);
+                  const int64_t OH = max_pool_out(H, kh, ph, s, d, ceil), OW = max_pool_out(W, kw, pw, s, d, ceil);
                   if (OH <= 0 || OW <= 0 || H + 2 * ph < d * (kh - 1) + 1 || W + 2 * pw < d * (kw - 1) + 1) continue;
                   // (what the layout pass asks of a pool it blocks: a window wholly in the
                   // padding would turn the zero channels past C into -inf)
@@ -1212,12 +1228,7 @@ TEST(Kernels, MaxPool2dNchwcMatchesReferences) {
                   if (seed % 3 == 0) x[size_t(seed % x.size())] = NAN;
                   std::vector<float> xb(size_t(N * CB * H * W * L));
                   nchw_to_nchwc(x.data(), N, C, H * W, L, xb.data());
-                  Node n;
-                  n.op = Op::max_pool2d_nchwc;
-                  n.set_ints("kernel", {SymInt(kh), SymInt(kw)});
-                  n.set_ints("stride", {SymInt(s), SymInt(s)});
-                  n.set_ints("padding", {SymInt(ph), SymInt(pw)});
-                  n.set_ints("dilation", {SymInt(d), SymInt(d)});
+                  Node n = max_pool_node(Op::max_pool2d_nchwc, kh, kw, s, ph, pw, d);
                   n.set_int("ceil_mode", ceil);
                   std::vector<float> got(size_t(N * CB * OH * OW * L), 7.0f), want(got.size(), -7.0f);
                   std::vector<TensorRef> in = {{xb.data(), DType::f32, {N, CB, H, W, L}}};
@@ -1268,21 +1279,11 @@ TEST(Kernels, MaxPool2dMatchesReference) {
             for (int64_t d : {1, 2})
               for (bool ceil : {false, true}) {
                 int64_t ph = kh / 2, pw = kw / 2;
-                auto out_dim = [&](int64_t n, int64_t k, int64_t p) {
-                  int64_t o = (n + 2 * p - d * (k - 1) - 1 + (ceil ? s - 1 : 0)) / s + 1;
-                  if (ceil && (o - 1) * s >= n + p) --o;
-                  return o;
-                };
-                int64_t OH = out_dim(H, kh, ph), OW = out_dim(W, kw, pw);
+                int64_t OH = max_pool_out(H, kh, ph, s, d, ceil), OW = max_pool_out(W, kw, pw, s, d, ceil);
                 if (OH <= 0 || OW <= 0 || H + 2 * ph < d * (kh - 1) + 1 || W + 2 * pw < d * (kw - 1) + 1) continue;
                 auto x = randn(size_t(3 * H * W), seed++);
                 if (seed % 3 == 0) x[size_t(seed % x.size())] = NAN;
-                Node n;
-                n.op = Op::max_pool2d;
-                n.set_ints("kernel", {SymInt(kh), SymInt(kw)});
-                n.set_ints("stride", {SymInt(s), SymInt(s)});
-                n.set_ints("padding", {SymInt(ph), SymInt(pw)});
-                n.set_ints("dilation", {SymInt(d), SymInt(d)});
+                Node n = max_pool_node(Op::max_pool2d, kh, kw, s, ph, pw, d);
                 std::vector<float> got(size_t(3 * OH * OW), 7.0f), want(got.size(), -7.0f);
                 std::vector<TensorRef> in = {{x.data(), DType::f32, {1, 3, H, W}}};
                 std::vector<TensorRef> out = {{got.data(), DType::f32, {1, 3, OH, OW}}};
