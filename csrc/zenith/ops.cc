@@ -266,7 +266,8 @@ Types infer_addmm(const Graph& g, const Node& n) {
   TensorType t;
   t.dtype = a.dtype;
   t.shape = {a.shape[ta ? 1 : 0], b.shape[tb ? 0 : 1]};
-  broadcast_shapes(in(g, n, 0).shape, t.shape, "addmm");
+  broadcast_shapes(in(g, n, 0).shape, t.shape, "addmm");  // the bias broadcasts to [M, N] either way
+  if (n.i("trans_c", 0)) std::swap(t.shape[0], t.shape[1]);
   return {t};
 }
 

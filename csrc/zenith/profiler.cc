@@ -50,6 +50,7 @@ GemmShape gemm_shape(const Node& n, const std::vector<TensorRef>& in, const std:
   g.k = n.op == Op::qmatmul ? (a->rank() ? a->shape.back() : 0) : k_of(*a);
   g.m = out[0].numel() / out[0].shape.back();
   for (const TensorRef& o : out) g.n += o.rank() ? o.shape.back() : 0;  // qmatmul: one output per part
+  if (n.op == Op::addmm && n.i("trans_c", 0)) std::swap(g.m, g.n);  // the output is [N, M]
   return g;
 }
 

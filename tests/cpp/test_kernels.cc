@@ -505,6 +505,60 @@ TEST(Kernels, SgemmEpilogueKeepsSignedZeroAndNaNAlongTheRow) {
     }
 }
 
+TEST(Kernels, SgemmTransposedOutputIsSgemmTransposed) {
+  // sgemm_ct writes C^T (ct[n * ldct + m]) with the values sgemm writes to C, bit for bit,
+  // epilogue included, and matches the scalar reference. Where the weight-rows driver
+  // runs (x @ W^T, more than the skinny kernels' rows) its strips are computed where they
+  // go: X's rows whole panels (32, 64, 128) or not (5, 17, 33, 77: a last panel of 1-16
+  // rows through the half-width kernel, of 17-31 through the full one, storing only its
+  // columns), several blocks of X's rows (600), W's rows not a multiple of the panel (7,
+  // 13, 205), k tails and several k blocks, K 3072 (the 8-row tile where W's rows crowd
+  // an L1 set), A transposed (the hand-off's second GEMM reads C^T so), ldct > M (the
+  // padding untouched). Elsewhere C is made, then transposed: few rows (1, 4), B
+  // packed, B not W^T, K = 0. 1 and 2 threads.
+  const Activation acts[] = {Activation::kNone, Activation::kGelu, Activation::kRelu};
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    for (auto [M, N, K] : {std::tuple<int64_t, int64_t, int64_t>{5, 13, 64}, {17, 40, 300}, {33, 7, 513},
+                           {32, 205, 16}, {64, 24, 1025}, {77, 96, 384}, {128, 36, 3072}, {600, 30, 259},
+                           {1, 40, 70}, {4, 17, 33}, {40, 13, 0}})
+      for (int variant = 0; variant < 4; ++variant) {  // W^T in place; A transposed; B packed; B row-major
+        const bool at = variant == 1, packed_b = variant == 2, b_rows = variant == 3;
+        const int64_t lda = at ? M + 3 : K + 3, ldct = M + 3;
+        const int64_t a_rs = at ? 1 : lda, a_cs = at ? lda : 1;
+        const int64_t b_rs = b_rows ? N : 1, b_cs = b_rows ? 1 : K;
+        auto a = randn(size_t(std::max<int64_t>(at ? K : M, 1) * lda), unsigned(M + K));
+        auto b = randn(size_t(N * K), unsigned(N));
+        auto shift = randn(size_t(N), 9);
+        PackedOperand pk;
+        if (packed_b && K > 0) pk = sgemm_pack_b(K, N, b.data(), b_rs, b_cs);
+        const PackedOperand* pkp = packed_b && K > 0 ? &pk : nullptr;
+        for (Activation act : acts) {
+          GemmEpilogue ep;
+          ep.col_shift = shift.data();
+          ep.act = act;
+          std::vector<float> c(size_t(M * N)), r(size_t(M * N)), ct = randn(size_t(N * ldct), 5);
+          const auto ct0 = ct;
+          sgemm(M, N, K, 0.5f, a.data(), a_rs, a_cs, b.data(), b_rs, b_cs, c.data(), N, false, pkp, &ep);
+          sgemm_ct(M, N, K, 0.5f, a.data(), a_rs, a_cs, b.data(), b_rs, b_cs, ct.data(), ldct, pkp, &ep);
+          ref_sgemm(M, N, K, 0.5f, a.data(), a_rs, a_cs, b.data(), b_rs, b_cs, r.data(), N, false);
+          for (int64_t n = 0; n < N; ++n) {
+            for (int64_t m = 0; m < M; ++m) {
+              const float got = ct[size_t(n * ldct + m)];
+              ASSERT_EQ(std::memcmp(&got, &c[size_t(m * N + n)], sizeof got), 0)
+                  << M << "x" << N << "x" << K << " variant " << variant << " act " << int(act) << " at " << m
+                  << "," << n << ": " << got << " vs " << c[size_t(m * N + n)] << " threads " << threads;
+              ASSERT_NEAR(got, ref_activation(r[size_t(m * N + n)] + shift[size_t(n)], act),
+                          1e-4f * std::sqrt(float(K + 1)) * 4);
+            }
+            for (int64_t m = M; m < ldct; ++m) ASSERT_EQ(ct[size_t(n * ldct + m)], ct0[size_t(n * ldct + m)]);
+          }
+        }
+      }
+  }
+  set_num_threads(1);
+}
+
 TEST(Kernels, SgemmPrepackedAMatchesReference) {
   // A packed once (a convolution's weight): row tails inside a panel, k tails, several
   // k blocks, both driver branches (many column panels; few column panels, many rows).

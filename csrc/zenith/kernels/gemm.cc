@@ -552,6 +552,9 @@ void finish_strip(const GemmEpilogue* ep, float* strip, int64_t width, int64_t r
 // MR x (rows of X) strip, written to C transposed, times alpha, epilogue applied.
 // Blocks of X's rows keep one k block of X^T in half of L2. A last panel of X with at
 // most NR / 2 rows runs a half-width kernel (less padding: 33 rows compute 40, not 48).
+// c_trans: C is stored transposed (c[n * ldc + m], not accumulating), so the strips are
+// C's rows: each tile computes where its values go, the epilogue runs there, and no
+// transpose follows (a last panel of X narrower than NR stores only its columns).
 // Up to this K the weight-rows driver prefetches W's next row panel in software
 // (prefetch_rows_ahead): each row starts a short stream (3 KiB at K 768) that the
 // hardware prefetchers pick up late, while longer rows they stream well. Measured on
@@ -599,7 +602,8 @@ int64_t weight_rows_kc(int64_t K) {
 }
 template <int64_t MR, int64_t NR, RowsMicroKernel UK, RowsMicroKernel UK_HALF>
 void sgemm_weight_rows(int64_t M, int64_t N, int64_t K, float alpha, const float* a, int64_t a_rs, int64_t a_cs,
-                       const float* w, int64_t ldw, float* c, int64_t ldc, bool accumulate, const GemmEpilogue* ep) {
+                       const float* w, int64_t ldw, float* c, int64_t ldc, bool accumulate, const GemmEpilogue* ep,
+                       bool c_trans) {
   thread_local AlignedBuf xbuf;
   const int64_t kcw = weight_rows_kc<MR>(K);
   int64_t xpanels = (M + NR - 1) / NR, kblocks = (K + kcw - 1) / kcw, wpanels = (N + MR - 1) / MR;
@@ -623,15 +627,28 @@ void sgemm_weight_rows(int64_t M, int64_t N, int64_t K, float alpha, const float
     parallel_for(wpanels, 1, [&](int64_t lo, int64_t hi) {
       thread_local AlignedBuf strip_buf;
       const int64_t G = accumulate ? 1 : kStripGroup;  // (accumulating calls add C's old values strip by strip)
-      float* strips = strip_buf.get(size_t(G * MR * width));
+      float* strips = c_trans ? nullptr : strip_buf.get(size_t(G * MR * width));
       for (int64_t q = lo; q < hi; ++q) {
         int64_t mr = std::min(MR, N - q * MR);
-        const int64_t q0 = lo + (q - lo) / G * G;  // the group's first panel
-        float* strip = strips + (q - q0) * MR * width;
         const float* wq = w + q * MR * ldw;
         // The tile of the block's first panel of X (p0) fetches the thread's next W panel
         // (a whole one), k block by k block, while it computes; see kPrefetchWRowsMaxK.
         const int64_t ahead = prefetch_w && q + 1 < hi && (q + 2) * MR <= N ? MR * ldw : 0;
+        if (c_trans) {  // the strip is C's rows q * MR.. from column m0
+          float* cq = c + q * MR * ldc + m0;
+          for (int64_t pc = 0; pc < K; pc += kcw) {
+            int64_t kc = std::min(kcw, K - pc);
+            for (int64_t p = p0; p < p1; ++p) {
+              const int64_t cols = std::min(NR, M - p * NR);
+              (cols <= NR / 2 ? UK_HALF : UK)(kc, wq + pc, ldw, xpanel(p, pc), cq + (p - p0) * NR, ldc, mr, cols,
+                                              pc > 0, p == p0 ? ahead : 0);
+            }
+          }
+          finish_strip(ep, cq, ldc, rows, mr, alpha, m0, q * MR);
+          continue;
+        }
+        const int64_t q0 = lo + (q - lo) / G * G;  // the group's first panel
+        float* strip = strips + (q - q0) * MR * width;
         for (int64_t pc = 0; pc < K; pc += kcw) {
           int64_t kc = std::min(kcw, K - pc);
           for (int64_t p = p0; p < p1; ++p) {
@@ -693,7 +710,7 @@ using Driver = void (*)(int64_t, int64_t, int64_t, float, const float*, int64_t,
                         const GemmEpilogue*);
 using Packer = std::shared_ptr<float> (*)(int64_t, int64_t, const float*, int64_t, int64_t);
 using WeightRowsDriver = void (*)(int64_t, int64_t, int64_t, float, const float*, int64_t, int64_t, const float*,
-                                  int64_t, float*, int64_t, bool, const GemmEpilogue*);
+                                  int64_t, float*, int64_t, bool, const GemmEpilogue*, bool);
 
 // The GEMM this machine runs: the driver and the packers share its panel sizes.
 // weight_rows (x @ W^T reading W in place) is there where its kernel is.
@@ -866,7 +883,8 @@ void sgemm(int64_t M, int64_t N, int64_t K, float alpha, const float* a, int64_t
   if (!packed && weight_in_place(M, b_rs, b_cs)) {
     const Isa& is = isa();
     const bool shorter = is.weight_rows_short && rows_crowd_l1(is.weight_rows_mr, b_cs);
-    (shorter ? is.weight_rows_short : is.weight_rows)(M, N, K, alpha, a, a_rs, a_cs, b, b_cs, c, ldc, accumulate, ep);
+    (shorter ? is.weight_rows_short : is.weight_rows)(M, N, K, alpha, a, a_rs, a_cs, b, b_cs, c, ldc, accumulate, ep,
+                                                       false);
     return;
   }
   const float *pa = nullptr, *pb = nullptr;
@@ -880,6 +898,26 @@ void sgemm(int64_t M, int64_t N, int64_t K, float alpha, const float* a, int64_t
     (is_a ? pa : pb) = packed->data.get();
   }
   isa().driver(M, N, K, alpha, a, a_rs, a_cs, b, b_rs, b_cs, c, ldc, accumulate, pa, pb, nullptr, ep);
+}
+
+bool sgemm_writes_transposed(int64_t M, int64_t b_rs, int64_t b_cs) { return weight_in_place(M, b_rs, b_cs); }
+
+void sgemm_ct(int64_t M, int64_t N, int64_t K, float alpha, const float* a, int64_t a_rs, int64_t a_cs, const float* b,
+              int64_t b_rs, int64_t b_cs, float* ct, int64_t ldct, const PackedOperand* packed, const GemmEpilogue* ep) {
+  if (M == 0 || N == 0) return;
+  if (ep && ep->empty()) ep = nullptr;
+  if (K > 0 && !packed && weight_in_place(M, b_rs, b_cs)) {
+    const Isa& is = isa();
+    const bool shorter = is.weight_rows_short && rows_crowd_l1(is.weight_rows_mr, b_cs);
+    (shorter ? is.weight_rows_short : is.weight_rows)(M, N, K, alpha, a, a_rs, a_cs, b, b_cs, ct, ldct, false, ep,
+                                                       true);
+    return;
+  }
+  thread_local AlignedBuf cbuf;  // C as sgemm writes it, then transposed
+  float* cm = cbuf.get(size_t(M * N));
+  sgemm(M, N, K, alpha, a, a_rs, a_cs, b, b_rs, b_cs, cm, N, false, packed, ep);
+  parallel_for(N, 64, [&](int64_t lo, int64_t hi) { transpose_block(cm + lo, N, ct + lo * ldct, ldct, M, hi - lo); });
+  cbuf.trim(size_t(16) << 20);
 }
 
 void sgemm_b_source(int64_t M, int64_t N, int64_t K, const float* a, int64_t a_rs, int64_t a_cs, const GemmBSource& b,
@@ -936,7 +974,9 @@ void prepare_matmul(const PrepareCtx& c, PreparedOp* p) {
 
 void prepare_addmm(const PrepareCtx& c, PreparedOp* p) {
   const auto& at = c.a<attrs::addmm>();
-  prepare_gemm(c, p, 2, at.trans_a, at.trans_b, c.out[0].shape[0], c.out[0].shape[1], c.in[1].shape[at.trans_a ? 0 : 1]);
+  const auto& o = c.out[0].shape;  // [M, N], or [N, M] with trans_c
+  prepare_gemm(c, p, 2, at.trans_a, at.trans_b, o[at.trans_c ? 1 : 0], o[at.trans_c ? 0 : 1],
+               c.in[1].shape[at.trans_a ? 0 : 1]);
 }
 
 // ---- matmul: a[..., M, K] @ b[..., K, N] with broadcast batch dims ----
@@ -985,7 +1025,6 @@ void run_addmm(const KernelCtx& c) {
   const auto& gs = c.st<GemmState>();
   const int64_t M = gs.M, N = gs.N, K = gs.K;
   float alpha = float(at.alpha), beta = float(at.beta);
-  float* po = o.as<float>();
   const float* pb = bias.as<float>();
   int64_t br = bias.rank() == 2 ? bias.shape[0] : 1;
   int64_t bc = bias.rank() >= 1 ? bias.shape[size_t(bias.rank() - 1)] : 1;
@@ -995,6 +1034,16 @@ void run_addmm(const KernelCtx& c) {
   // added to each tile once its sum is complete. Any other bias (per row and column, a
   // scalar, beta != 1) is broadcast into the output first, the product added on top.
   bool col_bias = beta == 1.0f && br == 1 && bc == N;
+  const GemmStrides& st = gs.st;
+  if (at.trans_c && col_bias) {  // the output [N, M]: sgemm writes it so
+    ep.col_shift = pb;
+    sgemm_ct(M, N, K, alpha, a.as<float>(), st.a_rs, st.a_cs, b.as<float>(), st.b_rs, st.b_cs, o.as<float>(), M,
+             c.packed, &ep);
+    return;
+  }
+  // C itself, or with trans_c (and any other bias) C made whole first, then transposed.
+  thread_local AlignedBuf cbuf;
+  float* po = at.trans_c ? cbuf.get(size_t(M * N)) : o.as<float>();
   if (col_bias) {
     ep.col_shift = pb;
   } else {
@@ -1012,9 +1061,13 @@ void run_addmm(const KernelCtx& c) {
       }
     });
   }
-  const GemmStrides& st = gs.st;
   sgemm(M, N, K, alpha, a.as<float>(), st.a_rs, st.a_cs, b.as<float>(), st.b_rs, st.b_cs, po, N, !col_bias,
         c.packed, &ep);
+  if (at.trans_c) {
+    float* ot = o.as<float>();
+    parallel_for(N, 64, [&](int64_t lo, int64_t hi) { transpose_block(po + lo, N, ot + lo * M, M, M, hi - lo); });
+    cbuf.trim(size_t(16) << 20);
+  }
 }
 
 }  // namespace zenith

@@ -159,6 +159,15 @@ struct GemmEpilogue {
 void sgemm(int64_t M, int64_t N, int64_t K, float alpha, const float* a, int64_t a_rs, int64_t a_cs, const float* b,
            int64_t b_rs, int64_t b_cs, float* c, int64_t ldc, bool accumulate, const PackedOperand* packed = nullptr,
            const GemmEpilogue* ep = nullptr);
+// C written transposed, ct[n * ldct + m] = C[m, n] as sgemm computes it (not
+// accumulating). Where sgemm reads B in place as W's rows (sgemm_writes_transposed: x @
+// W^T, more rows than the skinny kernels take), its strips are C^T's rows and are
+// computed where they go, with no transposes (addmm's trans_c); elsewhere C is computed,
+// then transposed.
+bool sgemm_writes_transposed(int64_t M, int64_t b_rs, int64_t b_cs);
+void sgemm_ct(int64_t M, int64_t N, int64_t K, float alpha, const float* a, int64_t a_rs, int64_t a_cs, const float* b,
+              int64_t b_rs, int64_t b_cs, float* ct, int64_t ldct, const PackedOperand* packed = nullptr,
+              const GemmEpilogue* ep = nullptr);
 // B produced panel by panel instead of read from memory (an implicit GEMM: a
 // convolution's im2col columns written straight into the packed panels, never as a
 // whole matrix). pack(self, k0, kc, n0, nr, nr_max, dst) writes rows [k0, k0 + kc) and
