@@ -175,9 +175,9 @@ TEST(Kernels, SgemmWeightInPlaceMatchesReference) {
   // last, short panel of W, which is sized exactly), X's rows not a multiple of 16 or 32
   // (last panels of 1, 8, 12 and 16 rows run the half-width kernel, of 17 and 24 rows the
   // full one; kernels_forced_avx2 runs this on AVX2) and more than one block of them (300,
-  // 600), k tails and several k blocks (AVX2's tile takes K in equal blocks of at most
-  // 768: 1024, 1025 and 3072 in 2, 2 (520 + 505) and 4, and K = 5 in one; AVX-512's in
-  // 256), A with a row stride past K, C with ldc > N, A transposed, alpha, accumulate, the
+  // 600), k tails and several k blocks (both ISAs' tiles take K in equal blocks of at
+  // most 768: 1024, 1025 and 3072 in 2, 2 (520 + 505) and 4, and K = 5 in one), A with a
+  // row stride past K, C with ldc > N, A transposed, alpha, accumulate, the
   // epilogue, on 1 and 2 threads. K up to 1024 prefetches the next panel of W
   // (kPrefetchWRowsMaxK), 1025 not. With AVX-512 on an 8-way L1 (Zen 4), W's rows 1024 and
   // 3072 floats apart crowd an L1 set and run the 8-row tile instead of the 12-row one

@@ -592,14 +592,31 @@ constexpr int64_t kStripGroup = 8;
 // 8 x 768 x 768 within noise (110 / 114 and 111 / 109 in two runs); caps of 1024 or
 // 1536 within noise of 768. Models (in-process A/B, frozen, paired): all-MiniLM-L6-v2
 // seq 128 0.961x the time, seq 32 0.975x, BERT-base seq 128 0.970x. The AVX-512 tiles
-// (12 and 8 rows) keep KC: not measured on an AVX-512 CPU.
+// (12 and 8 rows) take the same blocks (a 12-row panel's block is 36 KiB): measured on
+// Zen 5 (family 26 model 2), 2 threads, kernel time against KC's blocks, 128 x 384 x 384
+// 0.91x, 128 x 1536 x 384 0.96x, 128 x 768 x 768 0.95x, 128 x 3072 x 768 0.97x,
+// 128 x 768 x 3072 0.99x (blocks of 512 there 0.95x, of 1024-3072 within noise of 768);
+// BERT-base seq 128 0.979x and all-MiniLM-L6-v2 seq 128 0.965x the time (in-process A/B),
+// seq 32 1.00x. Their blocks of X keep KC's size (weight_rows_x_panels).
 template <int64_t MR>
 int64_t weight_rows_kc(int64_t K) {
-  if constexpr (MR > 6) return KC;
   constexpr int64_t kMost = 768;
   const int64_t blocks = (K + kMost - 1) / kMost;
   return std::max<int64_t>(8, ((K + blocks - 1) / blocks + 7) / 8 * 8);
 }
+// Panels of X per block of its rows, which every W panel's tiles sweep in turn: on AVX2
+// (NR 16) one k block of them in half of L2, below KC as many as for KC (what was
+// measured, and the strips' budget); the AVX-512 tiles (NR 32) as many as one KC block in
+// half of L2 at any k block (8 panels, 256 rows): with 768-deep blocks that rule would
+// give 2 panels, and 128 rows of X in two blocks read W twice: on Zen 5, 2 threads,
+// kernel time 1.044x at 128 x 768 x 3072, 1.009x at 128 x 768 x 768 and 300 x 3072 x
+// 768, 0.99-1.0x at 128 x 1536 x 384 and 512 x 768 x 768. (AVX2's tile on the same CPU:
+// either rule within 1%.)
+template <int64_t MR, int64_t NR>
+int64_t weight_rows_x_panels(int64_t kcw) {
+  return std::max<int64_t>(1, panels_in_half_l2(NR, MR > 6 ? KC : std::max(kcw, KC)));
+}
+
 template <int64_t MR, int64_t NR, RowsMicroKernel UK, RowsMicroKernel UK_HALF>
 void sgemm_weight_rows(int64_t M, int64_t N, int64_t K, float alpha, const float* a, int64_t a_rs, int64_t a_cs,
                        const float* w, int64_t ldw, float* c, int64_t ldc, bool accumulate, const GemmEpilogue* ep,
@@ -618,9 +635,7 @@ void sgemm_weight_rows(int64_t M, int64_t N, int64_t K, float alpha, const float
                  xpanel(p, pc));
     }
   });
-  // Panels of X per block: one k block of them in half of L2; below KC as many as for KC
-  // (what was measured, and the strips' budget).
-  const int64_t kBlockPanels = std::max<int64_t>(1, panels_in_half_l2(NR, std::max(kcw, KC)));
+  const int64_t kBlockPanels = weight_rows_x_panels<MR, NR>(kcw);
   for (int64_t p0 = 0; p0 < xpanels; p0 += kBlockPanels) {
     int64_t p1 = std::min(xpanels, p0 + kBlockPanels), width = (p1 - p0) * NR;
     int64_t m0 = p0 * NR, rows = std::min(M, p1 * NR) - m0;
