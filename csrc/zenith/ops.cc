@@ -271,6 +271,34 @@ Types infer_addmm(const Graph& g, const Node& n) {
   return {t};
 }
 
+Types infer_addmm_parts(const Graph& g, const Node& n) {
+  const int64_t P = n.i("parts");
+  ZENITH_CHECK(P >= 1, "addmm_parts: parts must be at least 1, got ", P);
+  ZENITH_CHECK(int64_t(n.inputs.size()) == 1 + P || int64_t(n.inputs.size()) == 1 + 2 * P,
+               "addmm_parts: takes (x, w_1..w_P[, bias_1..bias_P]), got ", n.inputs.size(), " inputs for ", P,
+               " part(s)");
+  const auto& x = in(g, n, 0);
+  ZENITH_CHECK(x.dtype == DType::f32 && x.rank() == 2, "addmm_parts: x must be f32 [M, K], got ", dtype_name(x.dtype),
+               " of rank ", x.rank());
+  const bool has_bias = int64_t(n.inputs.size()) == 1 + 2 * P;
+  Types out;
+  for (int64_t i = 0; i < P; ++i) {
+    const auto& w = in(g, n, int(1 + i));
+    ZENITH_CHECK(w.dtype == DType::f32 && w.rank() == 2 && dims_match(w.shape[1], x.shape[1]),
+                 "addmm_parts: weight ", i, " must be f32 [N, ", x.shape[1].str(g.symbols), "]");
+    if (has_bias) {
+      const auto& b = in(g, n, int(1 + P + i));
+      ZENITH_CHECK(b.dtype == DType::f32 && b.rank() == 1 && dims_match(b.shape[0], w.shape[0]),
+                   "addmm_parts: bias ", i, " must be f32 [", w.shape[0].str(g.symbols), "]");
+    }
+    TensorType t;
+    t.dtype = DType::f32;
+    t.shape = {x.shape[0], w.shape[0]};
+    out.push_back(t);
+  }
+  return out;
+}
+
 // A quantized weight: u8 [rows, row_bytes] with static row bytes that are a whole
 // number of `format` blocks. Returns K, the values per row.
 int64_t quant_weight_k(const Graph& g, const Node& n, const TensorType& w) {
@@ -990,6 +1018,7 @@ Types infer_arange(const Graph&, const Node& n) {
 #define INFER_batch_norm infer_batch_norm
 #define INFER_matmul infer_matmul
 #define INFER_addmm infer_addmm
+#define INFER_addmm_parts infer_addmm_parts
 #define INFER_conv2d infer_conv2d
 #define INFER_conv2d_pw_dw infer_conv2d_pw_dw
 #define INFER_to_nchwc infer_to_nchwc

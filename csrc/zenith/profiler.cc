@@ -42,6 +42,7 @@ GemmShape gemm_shape(const Node& n, const std::vector<TensorRef>& in, const std:
   switch (n.op) {
     case Op::matmul: a = in.empty() ? nullptr : &in[0]; break;
     case Op::addmm: a = in.size() < 2 ? nullptr : &in[1]; break;  // (bias, a, b)
+    case Op::addmm_parts: a = in.empty() ? nullptr : &in[0]; break;  // (x, weights..., biases...)
     case Op::qmatmul: a = in.empty() ? nullptr : &in[0]; break;   // (x, weights..., biases...)
     default: break;
   }

@@ -559,6 +559,47 @@ TEST(Kernels, SgemmTransposedOutputIsSgemmTransposed) {
   set_num_threads(1);
 }
 
+TEST(Kernels, SgemmPartsIsSgemmPerPart) {
+  // sgemm_parts gives each part what sgemm gives it alone (x @ W_i^T + bias_i), bit for
+  // bit: parts whose rows end inside a panel and inside a group of strips, an empty part,
+  // parts without a bias, more than 16 parts (run 16 at a time), few rows of x (part by
+  // part), K = 0; 1 and 2 threads.
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    for (auto [M, K, P] : {std::tuple<int64_t, int64_t, int64_t>{33, 70, 3}, {64, 300, 5}, {3, 40, 3}, {20, 0, 2},
+                           {40, 16, 19}})
+      for (bool bias : {true, false}) {
+        std::vector<std::vector<float>> w, b, c, r;
+        std::vector<GemmPart> parts;
+        auto x = randn(size_t(M * K), unsigned(M + K));
+        for (int64_t i = 0; i < P; ++i) {
+          const int64_t n = i == 1 ? 0 : 5 + 11 * i;
+          w.push_back(randn(size_t(n * K), unsigned(i + 1)));
+          b.push_back(randn(size_t(n), unsigned(i + 50)));
+          c.push_back(std::vector<float>(size_t(M * n), 7.0f));
+          r.push_back(c.back());
+        }
+        for (int64_t i = 0; i < P; ++i) {
+          parts.push_back({w[size_t(i)].data(), int64_t(w[size_t(i)].size()) / std::max<int64_t>(K, 1),
+                           c[size_t(i)].data(), bias ? b[size_t(i)].data() : nullptr});
+          if (K == 0) parts.back().n = i == 1 ? 0 : 5 + 11 * i;
+        }
+        sgemm_parts(M, K, x.data(), K, parts.data(), P);
+        for (int64_t i = 0; i < P; ++i) {
+          const int64_t n = parts[size_t(i)].n;
+          GemmEpilogue ep;
+          ep.col_shift = bias ? b[size_t(i)].data() : nullptr;
+          sgemm(M, n, K, 1.0f, x.data(), K, 1, w[size_t(i)].data(), 1, K, r[size_t(i)].data(), n, false, nullptr, &ep);
+          for (int64_t j = 0; j < M * n; ++j)
+            ASSERT_EQ(std::memcmp(&c[size_t(i)][size_t(j)], &r[size_t(i)][size_t(j)], sizeof(float)), 0)
+                << M << "x" << K << " part " << i << " of " << P << " bias " << bias << " at " << j << ": "
+                << c[size_t(i)][size_t(j)] << " vs " << r[size_t(i)][size_t(j)] << " threads " << threads;
+        }
+      }
+  }
+  set_num_threads(1);
+}
+
 TEST(Kernels, SgemmPrepackedAMatchesReference) {
   // A packed once (a convolution's weight): row tails inside a panel, k tails, several
   // k blocks, both driver branches (many column panels; few column panels, many rows).

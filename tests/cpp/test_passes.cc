@@ -561,13 +561,13 @@ TEST(Passes, PipelineVerifiesEachPass) {
   return (%d)
 })");
   auto reports = run_default_pipeline(g, true);
-  ASSERT_EQ(reports.size(), 17u);
+  ASSERT_EQ(reports.size(), 18u);
   EXPECT_EQ(reports[0].name, "canonicalize");
   EXPECT_EQ(reports[0].changes, 1);
   EXPECT_EQ(reports[2].name, "cse");
   EXPECT_EQ(reports[2].changes, 1);
-  EXPECT_EQ(reports[15].name, "fuse_elementwise");  // relu(x) + relu(x), one node after cse
-  EXPECT_EQ(reports[15].changes, 1);
+  EXPECT_EQ(reports[16].name, "fuse_elementwise");  // relu(x) + relu(x), one node after cse
+  EXPECT_EQ(reports[16].changes, 1);
   ASSERT_EQ(g.nodes.size(), 1u);
   EXPECT_EQ(g.nodes[0].op, Op::fused);
 }
@@ -659,4 +659,33 @@ TEST(Passes, GemmHandoffTransposed) {
   EXPECT_EQ(out.find("%r:"), std::string::npos) << out;
   EXPECT_EQ(out.find("trans_c", out.find("trans_c") + 1), std::string::npos) << out;  // once
   EXPECT_EQ(out.find("trans_a"), out.rfind("trans_a")) << out;
+}
+
+TEST(Passes, FuseAddmmSiblings) {
+  // %q, %k and %v read %x as x @ W^T: one addmm_parts, outputs keeping their ids. Apart:
+  // %g (an activation), %o (another x), %s (a weight computed in the graph), %t (alpha 2),
+  // and %u, %u2 (4 rows: the skinny kernels, which stream W part by part anyway).
+  Graph g = parse_graph(R"(graph(%x: f32[40, 16], %x2: f32[40, 16], %x4: f32[4, 16], %wq: f32[24, 16], %wk: f32[13, 16], %wv: f32[40, 16], %bq: f32[24], %bk: f32[13], %bv: f32[40]) {
+  %q: f32[40, 24] = addmm(%bq, %x, %wq) {trans_b=[1]}
+  %k: f32[40, 13] = addmm(%bk, %x, %wk) {trans_b=[1]}
+  %g: f32[40, 24] = addmm(%bq, %x, %wq) {trans_b=[1], activation=gelu}
+  %v: f32[40, 40] = addmm(%bv, %x, %wv) {trans_b=[1]}
+  %o: f32[40, 24] = addmm(%bq, %x2, %wq) {trans_b=[1]}
+  %w: f32[24, 16] = relu(%wq)
+  %s: f32[40, 24] = addmm(%bq, %x, %w) {trans_b=[1]}
+  %t: f32[40, 24] = addmm(%bq, %x, %wq) {trans_b=[1], alpha=f[2]}
+  %u: f32[4, 24] = addmm(%bq, %x4, %wq) {trans_b=[1]}
+  %u2: f32[4, 13] = addmm(%bk, %x4, %wk) {trans_b=[1]}
+  return (%q, %k, %g, %v, %o, %s, %t, %u, %u2)
+})");
+  EXPECT_EQ(fuse_addmm_siblings(g), 1);
+  verify(g);
+  const std::string out = print_graph(g);
+  EXPECT_NE(out.find("%q: f32[40, 24], %k: f32[40, 13], %v: f32[40, 40] = addmm_parts(%x, %wq, %wk, %wv, %bq, %bk, "
+                     "%bv) {parts=[3]}"),
+            std::string::npos)
+      << out;
+  int addmms = 0;
+  for (const Node& n : g.nodes) addmms += n.op == Op::addmm;
+  EXPECT_EQ(addmms, 6) << out;  // g, o, s, t, u, u2
 }

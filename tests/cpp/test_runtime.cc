@@ -790,3 +790,49 @@ TEST(Runtime, GemmHandoffTransposedMatchesRowMajor) {
   }
   set_num_threads(1);
 }
+
+TEST(Runtime, AddmmSiblingsMatchSeparateAddmms) {
+  // Q, K and V as one addmm_parts (fuse_addmm_siblings) give what the three addmms give,
+  // bit for bit: parts of 24, 13 and 100 rows (the weight-rows tile's panels of 12 / 6
+  // rows end inside a group of strips and mid-panel), rows of x in whole panels and not,
+  // and 2 rows (part by part through the skinny kernels); 1 and 2 threads. Without
+  // biases too (an addmm_parts written directly), against matmuls.
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    for (int64_t M : {2, 5, 33, 64}) {
+      const std::string m = std::to_string(M);
+      const std::string text = "graph(%x: f32[" + m + ", 40], %wq: f32[24, 40], %wk: f32[13, 40], "
+          "%wv: f32[100, 40], %bq: f32[24], %bk: f32[13], %bv: f32[100]) {\n"
+          "  %q: f32[" + m + ", 24] = addmm(%bq, %x, %wq) {trans_b=[1]}\n"
+          "  %k: f32[" + m + ", 13] = addmm(%bk, %x, %wk) {trans_b=[1]}\n"
+          "  %v: f32[" + m + ", 100] = addmm(%bv, %x, %wv) {trans_b=[1]}\n"
+          "  %a: f32[" + m + ", 24] = matmul(%x, %wq) {trans_b=[1]}\n"
+          "  %b: f32[" + m + ", 100] = matmul(%x, %wv) {trans_b=[1]}\n"
+          "  return (%q, %k, %v, %a, %b)\n}";
+      Graph fused = parse_graph(text);
+      EXPECT_EQ(fuse_addmm_siblings(fused), M > 4 ? 1 : 0);
+      // the bias-free pair as addmm_parts, in place of the matmuls
+      std::string nobias = text;
+      nobias.replace(nobias.find("  %a:"), nobias.find("  return") - nobias.find("  %a:"),
+                     "  %a: f32[" + m + ", 24], %b: f32[" + m + ", 100] = addmm_parts(%x, %wq, %wv) {parts=[2]}\n");
+      Executable a(parse_graph(text)), b(std::move(fused)), c(parse_graph(nobias));
+      auto x = iota(size_t(M * 40), -20.0f), wq = iota(960, -400.0f), wk = iota(520, -200.0f);
+      auto wv = iota(4000, -2000.0f), bq = iota(24, -10.0f), bk = iota(13, -6.0f), bv = iota(100, -50.0f);
+      for (auto* v : {&x, &wq, &wk, &wv}) for (auto& t : *v) t = std::sin(0.37f * t);
+      std::vector<InTensor> ins{{x.data(), DType::f32, {M, 40}},  {wq.data(), DType::f32, {24, 40}},
+                                {wk.data(), DType::f32, {13, 40}}, {wv.data(), DType::f32, {100, 40}},
+                                {bq.data(), DType::f32, {24}},     {bk.data(), DType::f32, {13}},
+                                {bv.data(), DType::f32, {100}}};
+      auto ra = a.run(ins, {}), rb = b.run(ins, {}), rc = c.run(ins, {});
+      const int64_t cols[] = {24, 13, 100, 24, 100};
+      for (int k = 0; k < 5; ++k)
+        for (int64_t i = 0; i < M * cols[k]; ++i) {
+          ASSERT_EQ(std::memcmp(f(ra[size_t(k)]) + i, f(rb[size_t(k)]) + i, sizeof(float)), 0)
+              << "M=" << M << " output " << k << " at " << i;
+          ASSERT_EQ(std::memcmp(f(ra[size_t(k)]) + i, f(rc[size_t(k)]) + i, sizeof(float)), 0)
+              << "M=" << M << " output " << k << " at " << i << " (no bias)";
+        }
+    }
+  }
+  set_num_threads(1);
+}

@@ -55,7 +55,7 @@ def test_compile_explain_stats():
     assert set(r.passes) == {"canonicalize", "constant_folding", "cse", "fuse_conv_bn", "fuse_attention_layout",
                              "fuse_conv_residual", "fuse_epilogue", "fuse_conv_pw_dw", "fuse_residual_norm",
                              "fuse_elementwise", "layout_nchwc", "chain_int8", "fuse_qmatmul_siblings",
-                             "gemm_handoff_transposed", "dce"}
+                             "fuse_addmm_siblings", "gemm_handoff_transposed", "dce"}
     assert r.compile_seconds > 0
     text = str(r)
     assert "run natively" in text and "fallbacks to PyTorch: none" in text

@@ -104,15 +104,17 @@ def test_torch_profiler_trace_has_the_zenith_segments(tmp_path):
 
 
 def test_gemm_rates_give_each_gemms_shape_and_rate(tmp_path):
-    # fp32: one row per linear layer's M x N x K (batch dims folded into M); int8: the
-    # three sibling projections fused into one qmatmul are one GEMM, N their sum.
+    # One row per GEMM's M x N x K (batch dims folded into M), calls of one shape counted
+    # together: the three sibling projections, fused into one addmm_parts (fp32) or one
+    # qmatmul (int8), are one GEMM, N their sum; the two 32 x 32 layers after them one row.
     class Siblings(torch.nn.Module):
         def __init__(self):
             super().__init__()
             self.q, self.k, self.v = (torch.nn.Linear(64, n) for n in (32, 64, 32))
+            self.o, self.o2 = torch.nn.Linear(32, 32), torch.nn.Linear(32, 32)
 
         def forward(self, x):
-            return self.q(x).sum(-1) + self.k(x).sum(-1) + self.v(x).sum(-1)
+            return self.o(self.q(x)).sum(-1) + self.k(x).sum(-1) + self.o2(self.v(x)).sum(-1)
 
     torch.manual_seed(0)
     m, x = Siblings().eval(), torch.randn(2, 5, 64)
@@ -120,15 +122,16 @@ def test_gemm_rates_give_each_gemms_shape_and_rate(tmp_path):
     p = _traced(m, x, path)
     rows = p.gemm_rates(calls=2)
     assert sorted((r["op"], r["m"], r["n"], r["k"], r["per_call"]) for r in rows) == [
-        ("addmm", 10, 32, 64, 2), ("addmm", 10, 64, 64, 1)], rows
+        ("addmm", 10, 32, 32, 2), ("addmm_parts", 10, 128, 64, 1)], rows
     for r in rows:
         assert r["gflops"] == pytest.approx(2 * r["m"] * r["n"] * r["k"] / r["median_us"] / 1e3)
     traced = [e for e in json.loads(path.read_text())["traceEvents"] if "gemm_mnk" in e["args"]]
-    want = [(10, 32, 64), (10, 32, 64), (10, 64, 64)] * 2
+    want = [(10, 128, 64), (10, 32, 32), (10, 32, 32)] * 2
     assert sorted(tuple(e["args"]["gemm_mnk"]) for e in traced) == sorted(want)
-    assert all(e["name"] in ("addmm", "matmul") for e in traced)
+    assert all(e["name"] in ("addmm", "addmm_parts") for e in traced)
     p.gemm = []  # a Profile filled without them: every event stays, none a GEMM
     assert len(p.chrome_trace()["traceEvents"]) == len(p.events) and p.gemm_rates() == []
 
     pq = _traced(zenith.quantize(copy.deepcopy(m), "int8-dynamic"), x, os.devnull, calls=1)
-    assert [(r["op"], r["m"], r["n"], r["k"]) for r in pq.gemm_rates()] == [("qmatmul", 10, 128, 64)]
+    assert sorted((r["op"], r["m"], r["n"], r["k"]) for r in pq.gemm_rates()) == [
+        ("qmatmul", 10, 32, 32), ("qmatmul", 10, 128, 64)]

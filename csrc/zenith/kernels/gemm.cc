@@ -8,6 +8,7 @@
 #include <cstring>
 #include <memory>
 #include <type_traits>
+#include <vector>
 
 #include <unistd.h>
 
@@ -617,13 +618,29 @@ int64_t weight_rows_x_panels(int64_t kcw) {
   return std::max<int64_t>(1, panels_in_half_l2(NR, MR > 6 ? KC : std::max(kcw, KC)));
 }
 
+// One weight of a weight-rows GEMM: W's n rows (ldw apart, the call's), the C its
+// columns go to (ldc; with c_trans C^T, rows ldc apart) and their epilogue.
+struct WeightRowsPart {
+  const float* w;
+  int64_t n;
+  float* c;
+  int64_t ldc;
+  const GemmEpilogue* ep;
+};
+
 template <int64_t MR, int64_t NR, RowsMicroKernel UK, RowsMicroKernel UK_HALF>
-void sgemm_weight_rows(int64_t M, int64_t N, int64_t K, float alpha, const float* a, int64_t a_rs, int64_t a_cs,
-                       const float* w, int64_t ldw, float* c, int64_t ldc, bool accumulate, const GemmEpilogue* ep,
-                       bool c_trans) {
+void sgemm_weight_rows(int64_t M, int64_t K, float alpha, const float* a, int64_t a_rs, int64_t a_cs, int64_t ldw,
+                       const WeightRowsPart* parts, int64_t nparts, bool accumulate, bool c_trans) {
   thread_local AlignedBuf xbuf;
   const int64_t kcw = weight_rows_kc<MR>(K);
-  int64_t xpanels = (M + NR - 1) / NR, kblocks = (K + kcw - 1) / kcw, wpanels = (N + MR - 1) / MR;
+  int64_t xpanels = (M + NR - 1) / NR, kblocks = (K + kcw - 1) / kcw;
+  // The W panels of all parts in turn: part i's are [first[i], first[i + 1]).
+  constexpr int64_t kMaxParts = 16;
+  ZENITH_CHECK(nparts >= 1 && nparts <= kMaxParts, "sgemm: ", nparts, " weights in one weight-rows GEMM (1 to ",
+               kMaxParts, ")");
+  int64_t first[kMaxParts + 1] = {0};
+  for (int64_t i = 0; i < nparts; ++i) first[i + 1] = first[i] + (parts[i].n + MR - 1) / MR;
+  const int64_t wpanels = first[nparts];
   const bool prefetch_w = K <= kPrefetchWRowsMaxK;
   float* xp = xbuf.get(size_t(xpanels * kblocks * kcw * NR));
   // X^T's panel p, k block starting at pc: laid out as a packed B, in blocks of kcw.
@@ -643,26 +660,29 @@ void sgemm_weight_rows(int64_t M, int64_t N, int64_t K, float alpha, const float
       thread_local AlignedBuf strip_buf;
       const int64_t G = accumulate ? 1 : kStripGroup;  // (accumulating calls add C's old values strip by strip)
       float* strips = c_trans ? nullptr : strip_buf.get(size_t(G * MR * width));
+      int64_t part = 0, q0 = lo;  // q's part; the first panel of q's group of strips (one part's)
       for (int64_t q = lo; q < hi; ++q) {
-        int64_t mr = std::min(MR, N - q * MR);
-        const float* wq = w + q * MR * ldw;
+        while (q >= first[part + 1]) ++part;
+        const WeightRowsPart& pt = parts[part];
+        const int64_t n0 = (q - first[part]) * MR, mr = std::min(MR, pt.n - n0);  // W's rows, C's columns
+        const float* wq = pt.w + n0 * ldw;
         // The tile of the block's first panel of X (p0) fetches the thread's next W panel
-        // (a whole one), k block by k block, while it computes; see kPrefetchWRowsMaxK.
-        const int64_t ahead = prefetch_w && q + 1 < hi && (q + 2) * MR <= N ? MR * ldw : 0;
-        if (c_trans) {  // the strip is C's rows q * MR.. from column m0
-          float* cq = c + q * MR * ldc + m0;
+        // (a whole one, of this part), k block by k block, while it computes; see
+        // kPrefetchWRowsMaxK.
+        const int64_t ahead = prefetch_w && q + 1 < hi && n0 + 2 * MR <= pt.n ? MR * ldw : 0;
+        if (c_trans) {  // the strip is C's rows n0.. from column m0
+          float* cq = pt.c + n0 * pt.ldc + m0;
           for (int64_t pc = 0; pc < K; pc += kcw) {
             int64_t kc = std::min(kcw, K - pc);
             for (int64_t p = p0; p < p1; ++p) {
               const int64_t cols = std::min(NR, M - p * NR);
-              (cols <= NR / 2 ? UK_HALF : UK)(kc, wq + pc, ldw, xpanel(p, pc), cq + (p - p0) * NR, ldc, mr, cols,
+              (cols <= NR / 2 ? UK_HALF : UK)(kc, wq + pc, ldw, xpanel(p, pc), cq + (p - p0) * NR, pt.ldc, mr, cols,
                                               pc > 0, p == p0 ? ahead : 0);
             }
           }
-          finish_strip(ep, cq, ldc, rows, mr, alpha, m0, q * MR);
+          finish_strip(pt.ep, cq, pt.ldc, rows, mr, alpha, m0, n0);
           continue;
         }
-        const int64_t q0 = lo + (q - lo) / G * G;  // the group's first panel
         float* strip = strips + (q - q0) * MR * width;
         for (int64_t pc = 0; pc < K; pc += kcw) {
           int64_t kc = std::min(kcw, K - pc);
@@ -675,16 +695,20 @@ void sgemm_weight_rows(int64_t M, int64_t N, int64_t K, float alpha, const float
         // Finished on the strip, then written transposed. Accumulating calls add C's
         // old values first, so their epilogue runs on C (rows of MR values, scalar:
         // GELU there cost 6.8 ms on 512 x 1536 x 384 against 2.7 ms on the strip).
-        float* cq = c + m0 * ldc + q * MR;
-        finish_strip(accumulate ? nullptr : ep, strip, width, rows, mr, alpha, m0, q * MR);
+        float* cq = pt.c + m0 * pt.ldc + n0;
+        finish_strip(accumulate ? nullptr : pt.ep, strip, width, rows, mr, alpha, m0, n0);
         if (!accumulate) {
-          if (q + 1 == hi || q + 1 - q0 == G)
-            transpose_block(strips, width, c + m0 * ldc + q0 * MR, ldc, (q - q0) * MR + mr, rows, true);
+          if (q + 1 == hi || q + 1 - q0 == G || q + 1 == first[part + 1]) {
+            const int64_t g0 = (q0 - first[part]) * MR;  // the group's first column of C
+            transpose_block(strips, width, pt.c + m0 * pt.ldc + g0, pt.ldc, n0 - g0 + mr, rows, true);
+            q0 = q + 1;
+          }
           continue;
         }
         for (int64_t m = 0; m < rows; ++m)
-          for (int64_t r = 0; r < mr; ++r) cq[m * ldc + r] += strip[r * width + m];
-        if (ep) apply_epilogue(*ep, cq, ldc, m0, q * MR, rows, mr);
+          for (int64_t r = 0; r < mr; ++r) cq[m * pt.ldc + r] += strip[r * width + m];
+        if (pt.ep) apply_epilogue(*pt.ep, cq, pt.ldc, m0, n0, rows, mr);
+        q0 = q + 1;
       }
       strip_buf.trim(size_t(1) << 20);
     });
@@ -724,8 +748,8 @@ using Driver = void (*)(int64_t, int64_t, int64_t, float, const float*, int64_t,
                         int64_t, float*, int64_t, bool, const float*, const float*, const GemmBSource*,
                         const GemmEpilogue*);
 using Packer = std::shared_ptr<float> (*)(int64_t, int64_t, const float*, int64_t, int64_t);
-using WeightRowsDriver = void (*)(int64_t, int64_t, int64_t, float, const float*, int64_t, int64_t, const float*,
-                                  int64_t, float*, int64_t, bool, const GemmEpilogue*, bool);
+using WeightRowsDriver = void (*)(int64_t, int64_t, float, const float*, int64_t, int64_t, int64_t,
+                                  const WeightRowsPart*, int64_t, bool, bool);
 
 // The GEMM this machine runs: the driver and the packers share its panel sizes.
 // weight_rows (x @ W^T reading W in place) is there where its kernel is.
@@ -821,6 +845,13 @@ bool rows_crowd_l1(int64_t rows, int64_t ld) {
   return false;
 }
 
+// The weight-rows driver for W's rows ldw floats apart: the weight-rows tile, or the
+// main one where the tile's rows crowd an L1 set.
+WeightRowsDriver weight_rows_driver(int64_t ldw) {
+  const Isa& is = isa();
+  return is.weight_rows_short && rows_crowd_l1(is.weight_rows_mr, ldw) ? is.weight_rows_short : is.weight_rows;
+}
+
 PackedOperand make_packed(PackedOperand::Side side, int64_t rows, int64_t cols, const float* src, int64_t rs,
                           int64_t cs) {
   PackedOperand p;
@@ -896,10 +927,8 @@ void sgemm(int64_t M, int64_t N, int64_t K, float alpha, const float* a, int64_t
     return;
   }
   if (!packed && weight_in_place(M, b_rs, b_cs)) {
-    const Isa& is = isa();
-    const bool shorter = is.weight_rows_short && rows_crowd_l1(is.weight_rows_mr, b_cs);
-    (shorter ? is.weight_rows_short : is.weight_rows)(M, N, K, alpha, a, a_rs, a_cs, b, b_cs, c, ldc, accumulate, ep,
-                                                       false);
+    const WeightRowsPart part{b, N, c, ldc, ep};
+    weight_rows_driver(b_cs)(M, K, alpha, a, a_rs, a_cs, b_cs, &part, 1, accumulate, false);
     return;
   }
   const float *pa = nullptr, *pb = nullptr;
@@ -922,10 +951,8 @@ void sgemm_ct(int64_t M, int64_t N, int64_t K, float alpha, const float* a, int6
   if (M == 0 || N == 0) return;
   if (ep && ep->empty()) ep = nullptr;
   if (K > 0 && !packed && weight_in_place(M, b_rs, b_cs)) {
-    const Isa& is = isa();
-    const bool shorter = is.weight_rows_short && rows_crowd_l1(is.weight_rows_mr, b_cs);
-    (shorter ? is.weight_rows_short : is.weight_rows)(M, N, K, alpha, a, a_rs, a_cs, b, b_cs, ct, ldct, false, ep,
-                                                       true);
+    const WeightRowsPart part{b, N, ct, ldct, ep};
+    weight_rows_driver(b_cs)(M, K, alpha, a, a_rs, a_cs, b_cs, &part, 1, false, true);
     return;
   }
   thread_local AlignedBuf cbuf;  // C as sgemm writes it, then transposed
@@ -933,6 +960,26 @@ void sgemm_ct(int64_t M, int64_t N, int64_t K, float alpha, const float* a, int6
   sgemm(M, N, K, alpha, a, a_rs, a_cs, b, b_rs, b_cs, cm, N, false, packed, ep);
   parallel_for(N, 64, [&](int64_t lo, int64_t hi) { transpose_block(cm + lo, N, ct + lo * ldct, ldct, M, hi - lo); });
   cbuf.trim(size_t(16) << 20);
+}
+
+void sgemm_parts(int64_t M, int64_t K, const float* x, int64_t ldx, const GemmPart* parts, int64_t nparts) {
+  if (M == 0 || nparts == 0) return;
+  std::vector<GemmEpilogue> eps(static_cast<size_t>(nparts));
+  for (int64_t i = 0; i < nparts; ++i) eps[size_t(i)].col_shift = parts[i].bias;
+  if (K > 0 && weight_in_place(M, 1, K)) {
+    std::vector<WeightRowsPart> wp;
+    for (int64_t i = 0; i < nparts; ++i)
+      if (parts[i].n > 0)  // (no bias: no epilogue pass)
+        wp.push_back({parts[i].w, parts[i].n, parts[i].c, parts[i].n, parts[i].bias ? &eps[size_t(i)] : nullptr});
+    // (at most 16 weights a call: more go in turns)
+    for (size_t i0 = 0; i0 < wp.size(); i0 += 16)
+      weight_rows_driver(K)(M, K, 1.0f, x, ldx, 1, K, wp.data() + i0, int64_t(std::min<size_t>(16, wp.size() - i0)),
+                            false, false);
+    return;
+  }
+  for (int64_t i = 0; i < nparts; ++i)  // few rows (or K = 0): part by part
+    sgemm(M, parts[i].n, K, 1.0f, x, ldx, 1, parts[i].w, 1, K, parts[i].c, parts[i].n, false, nullptr,
+          &eps[size_t(i)]);
 }
 
 void sgemm_b_source(int64_t M, int64_t N, int64_t K, const float* a, int64_t a_rs, int64_t a_cs, const GemmBSource& b,
@@ -1030,6 +1077,18 @@ void run_matmul(const KernelCtx& c) {
       idx[size_t(d)] = 0;
     }
   }
+}
+
+// ---- addmm_parts: x @ w_i^T (+ bias_i), one GEMM ----
+void run_addmm_parts(const KernelCtx& c) {
+  const int64_t P = c.a<attrs::addmm_parts>().parts;
+  const TensorRef& x = c.in[0];
+  const bool bias = int64_t(c.in.size()) == 1 + 2 * P;
+  std::vector<GemmPart> parts;
+  for (int64_t i = 0; i < P; ++i)
+    parts.push_back({c.in[size_t(1 + i)].as<float>(), c.in[size_t(1 + i)].shape[0], c.out[size_t(i)].as<float>(),
+                     bias ? c.in[size_t(1 + P + i)].as<float>() : nullptr});
+  sgemm_parts(x.shape[0], x.shape[1], x.as<float>(), x.shape[1], parts.data(), P);
 }
 
 // ---- addmm: beta * bias + alpha * (a @ b) ----

@@ -168,6 +168,17 @@ bool sgemm_writes_transposed(int64_t M, int64_t b_rs, int64_t b_cs);
 void sgemm_ct(int64_t M, int64_t N, int64_t K, float alpha, const float* a, int64_t a_rs, int64_t a_cs, const float* b,
               int64_t b_rs, int64_t b_cs, float* ct, int64_t ldct, const PackedOperand* packed = nullptr,
               const GemmEpilogue* ep = nullptr);
+// C_i = x @ W_i^T + bias_i for weights sharing x (a transformer's Q, K and V; addmm_parts):
+// W_i [n, K] row-major, read in place, C_i [M, n], bias_i [n] or null. Where sgemm reads
+// W in place as rows, one GEMM over all the weights' rows: x^T is packed once, one split
+// of the work across threads, one wait; elsewhere (few rows) weight by weight.
+struct GemmPart {
+  const float* w;
+  int64_t n;
+  float* c;
+  const float* bias;
+};
+void sgemm_parts(int64_t M, int64_t K, const float* x, int64_t ldx, const GemmPart* parts, int64_t nparts);
 // B produced panel by panel instead of read from memory (an implicit GEMM: a
 // convolution's im2col columns written straight into the packed panels, never as a
 // whole matrix). pack(self, k0, kc, n0, nr, nr_max, dst) writes rows [k0, k0 + kc) and

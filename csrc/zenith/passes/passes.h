@@ -23,6 +23,7 @@ int fuse_conv_pw_dw(Graph& g);
 int layout_nchwc(Graph& g);
 int chain_int8(Graph& g);
 int fuse_qmatmul_siblings(Graph& g);
+int fuse_addmm_siblings(Graph& g);
 int gemm_handoff_transposed(Graph& g);
 
 struct PassReport {

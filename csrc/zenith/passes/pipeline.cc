@@ -4,7 +4,7 @@
 // projections' layout, residual adds into the convolutions that feed them,
 // activations into GEMM and convolution epilogues (before chains
 // form, so an activation a GEMM can absorb stays its epilogue), sibling int8 qmatmuls
-// (Q, K, V) into one, a feed-forward pair's hidden activations handed over transposed, chains of convs into the
+// (Q, K, V) into one, sibling float addmms too, a feed-forward pair's hidden activations handed over transposed, chains of convs into the
 // blocked channel layout (MobileNet blocks included, their depthwise convs blocked), int8
 // codes from int8 convs to the int8 convs that read them, then
 // the expand 1x1 convs (blocked or NCHW) into the depthwise convs that read them, residual adds
@@ -30,6 +30,7 @@ const PassEntry kPipeline[] = {
     {"fuse_conv_residual", fuse_conv_residual},  // after the norm joins the conv, before its relu does
     {"fuse_epilogue", fuse_epilogue},
     {"fuse_qmatmul_siblings", fuse_qmatmul_siblings},  // with their epilogues: only equal ones share a GEMM
+    {"fuse_addmm_siblings", fuse_addmm_siblings},  // float Q, K, V: projections with an activation stay apart
     {"gemm_handoff_transposed", gemm_handoff_transposed},  // the GEMM carries its GELU; its reshapes die below
     {"layout_nchwc", layout_nchwc},  // the convs carry their epilogues and residuals
     {"dce", dead_code_elimination},  // the conversions nobody reads: fuse_conv_pw_dw and chain_int8 count readers

@@ -1008,6 +1008,32 @@ def test_inference_rejects_malformed_nodes():
             raise AssertionError(f"{op} {inputs} {attrs} was accepted")
 
 
+def test_sibling_linears_and_the_transposed_hand_off():
+    """With the passes: three linears reading one x (Q, K, V) become one addmm_parts
+    (fuse_addmm_siblings), and a linear -> GELU -> linear pair hands its hidden values
+    over transposed (gemm_handoff_transposed: trans_c, then trans_a); both against eager.
+    At 9 rows both run; at 3 (the skinny kernels) neither does."""
+    COVERED.add("addmm_parts")
+    tol = dict(rtol=1e-4, atol=1e-4)
+
+    def qkv(x, wq, bq, wk, bk, wv, bv):
+        return F.linear(x, wq, bq), F.linear(x, wk, bk), F.linear(x, wv, bv)
+
+    def ffn(x, w1, b1, w2, b2):
+        return F.linear(F.gelu(F.linear(x, w1, b1)), w2, b2)
+
+    for rows, fused in [(9, True), (3, False)]:
+        x = torch.randn(rows, 16)
+        cg = check(qkv, [x, torch.randn(24, 16), torch.randn(24), torch.randn(13, 16), torch.randn(13),
+                         torch.randn(40, 16), torch.randn(40)], covers=["addmm_parts"] if fused else [], tol=tol,
+                   passes=True)
+        assert ("addmm_parts" in cg.report.zenith_ops) == fused
+        cg = check(ffn, [x, torch.randn(50, 16), torch.randn(50), torch.randn(7, 50), torch.randn(7)], tol=tol,
+                   passes=True)
+        text = "".join(e.graph_text for e in cg.report.executables)
+        assert ("trans_c=[1]" in text and "trans_a=[1]" in text) == fused, text
+
+
 def test_quantized_ops_in_a_graph():
     """qmatmul and qembedding (u8 weights, the format printed by name) run in a compiled
     graph as their eager bindings do; the kernels and formats themselves are tested in

@@ -1,0 +1,74 @@
+// Sibling linears: float32 addmms that read one x as x @ W^T (a transformer's Q, K and V
+// projections) become one addmm_parts, whose kernel (sgemm_parts) runs one weight-rows
+// GEMM over all their weights' rows, read in place: x^T packed once, the work split
+// across threads once, one wait instead of one per projection. Each output keeps its
+// value id, so the readers do not change; the values are the same, bit for bit.
+// Measured on AMD Zen 5 (family 26 model 2), 2 threads, kernel time of one 3N-row GEMM
+// against three N-row ones: 128 x 3 x 384 x 384 0.83x, 32 rows 0.73x, 128 x 3 x 768 x
+// 768 0.93x.
+// Fused: addmm with trans_b only (x @ W^T), alpha and beta 1, no activation, a weight
+// that is a graph input (defined before the fused node, which sits where the first
+// sibling was) of static shape, a bias of one value per output column or none (all
+// siblings alike), static rows of x that sgemm reads W in place for (more than the
+// skinny kernels take). Runs after fuse_epilogue: a projection that carries an
+// activation stays apart. ZENITH_ADDMM_SIBLINGS=0 turns it off (for A/B measurement).
+#include <cstdlib>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "zenith/kernels/kernels.h"
+#include "zenith/passes/passes.h"
+
+namespace zenith {
+
+namespace {
+bool fusable(const Graph& g, const Node& n) {
+  if (n.op != Op::addmm || n.outputs.size() != 1 || n.i("trans_a", 0) || !n.i("trans_b", 0) || n.i("trans_c", 0) ||
+      n.i("activation", 0) || n.f("alpha", 1.0) != 1.0 || n.f("beta", 1.0) != 1.0)
+    return false;
+  const TensorType &bias = g.type(n.inputs[0]), &x = g.type(n.inputs[1]), &w = g.type(n.inputs[2]);
+  if (x.dtype != DType::f32 || !x.is_static() || !w.is_static() || g.values[size_t(n.inputs[2])].producer >= 0 ||
+      g.values[size_t(n.inputs[0])].producer >= 0)
+    return false;
+  const int64_t N = w.shape[0].value(), K = w.shape[1].value();
+  return bias.rank() == 1 && bias.shape[0].is_const() && bias.shape[0].value() == N &&
+         sgemm_writes_transposed(x.shape[0].value(), 1, K);
+}
+}  // namespace
+
+int fuse_addmm_siblings(Graph& g) {
+  if (const char* off = std::getenv("ZENITH_ADDMM_SIBLINGS"); off && std::string(off) == "0") return 0;
+  g.reindex();
+  std::map<int, std::vector<size_t>> groups;  // by x, in node order
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    if (fusable(g, g.nodes[i])) groups[g.nodes[i].inputs[1]].push_back(i);
+  std::vector<bool> dead(g.nodes.size(), false);
+  int fused = 0;
+  for (const auto& [x, members] : groups) {
+    if (members.size() < 2) continue;
+    std::vector<int> weights, biases, outputs;
+    for (size_t i : members) {
+      const Node& n = g.nodes[i];
+      weights.push_back(n.inputs[2]);
+      biases.push_back(n.inputs[0]);
+      outputs.push_back(n.outputs[0]);
+      if (i != members[0]) dead[i] = true;
+    }
+    Node& first = g.nodes[members[0]];
+    std::vector<int> inputs{x};
+    inputs.insert(inputs.end(), weights.begin(), weights.end());
+    inputs.insert(inputs.end(), biases.begin(), biases.end());
+    first.op = Op::addmm_parts;
+    first.inputs = std::move(inputs);
+    first.outputs = std::move(outputs);
+    first.attrs.clear();
+    first.set_int("parts", int64_t(members.size()));
+    ++fused;
+  }
+  if (fused) erase_nodes(g, dead);
+  return fused;
+}
+
+}  // namespace zenith
