@@ -946,6 +946,13 @@ void sgemm(int64_t M, int64_t N, int64_t K, float alpha, const float* a, int64_t
 
 bool sgemm_writes_transposed(int64_t M, int64_t b_rs, int64_t b_cs) { return weight_in_place(M, b_rs, b_cs); }
 
+namespace {
+// ct[n * ldct + m] = cm[m * N + n]: a C made whole, transposed into place, threads by columns.
+void transpose_out(const float* cm, int64_t M, int64_t N, float* ct, int64_t ldct) {
+  parallel_for(N, 64, [&](int64_t lo, int64_t hi) { transpose_block(cm + lo, N, ct + lo * ldct, ldct, M, hi - lo); });
+}
+}  // namespace
+
 void sgemm_ct(int64_t M, int64_t N, int64_t K, float alpha, const float* a, int64_t a_rs, int64_t a_cs, const float* b,
               int64_t b_rs, int64_t b_cs, float* ct, int64_t ldct, const PackedOperand* packed, const GemmEpilogue* ep) {
   if (M == 0 || N == 0) return;
@@ -958,7 +965,7 @@ void sgemm_ct(int64_t M, int64_t N, int64_t K, float alpha, const float* a, int6
   thread_local AlignedBuf cbuf;  // C as sgemm writes it, then transposed
   float* cm = cbuf.get(size_t(M * N));
   sgemm(M, N, K, alpha, a, a_rs, a_cs, b, b_rs, b_cs, cm, N, false, packed, ep);
-  parallel_for(N, 64, [&](int64_t lo, int64_t hi) { transpose_block(cm + lo, N, ct + lo * ldct, ldct, M, hi - lo); });
+  transpose_out(cm, M, N, ct, ldct);
   cbuf.trim(size_t(16) << 20);
 }
 
@@ -1138,8 +1145,7 @@ void run_addmm(const KernelCtx& c) {
   sgemm(M, N, K, alpha, a.as<float>(), st.a_rs, st.a_cs, b.as<float>(), st.b_rs, st.b_cs, po, N, !col_bias,
         c.packed, &ep);
   if (at.trans_c) {
-    float* ot = o.as<float>();
-    parallel_for(N, 64, [&](int64_t lo, int64_t hi) { transpose_block(po + lo, N, ot + lo * M, M, M, hi - lo); });
+    transpose_out(po, M, N, o.as<float>(), M);
     cbuf.trim(size_t(16) << 20);
   }
 }
