@@ -46,11 +46,18 @@ GemmShape gemm_shape(const Node& n, const std::vector<TensorRef>& in, const std:
     case Op::qmatmul: a = in.empty() ? nullptr : &in[0]; break;   // (x, weights..., biases...)
     default: break;
   }
-  if (!a || out.empty() || out[0].rank() == 0 || out[0].shape.back() == 0) return {};
+  if (!a || out.empty() || out[0].rank() == 0) return {};
   GemmShape g;
   g.k = n.op == Op::qmatmul ? (a->rank() ? a->shape.back() : 0) : k_of(*a);
-  g.m = out[0].numel() / out[0].shape.back();
-  for (const TensorRef& o : out) g.n += o.rank() ? o.shape.back() : 0;  // qmatmul: one output per part
+  for (const TensorRef& o : out) g.n += o.rank() ? o.shape.back() : 0;  // qmatmul, addmm_parts: one output per part
+  if (g.n == 0) return {};
+  // M: the rows of every output (batch dims folded in); a part's output with no columns
+  // says nothing, so the first with some.
+  for (const TensorRef& o : out)
+    if (o.rank() && o.shape.back() > 0) {
+      g.m = o.numel() / o.shape.back();
+      break;
+    }
   if (n.op == Op::addmm && n.i("trans_c", 0)) std::swap(g.m, g.n);  // the output is [N, M]
   return g;
 }

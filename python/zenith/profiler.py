@@ -24,7 +24,7 @@ class Profile:
     def __init__(self):
         self.table = {}  # op -> (calls, seconds)
         self.events = []  # (op, node, graph, thread, start_us, dur_us, out_shape), when tracing
-        self.gemm = []  # per event: a GEMM's (M, N, K) (matmul, addmm, qmatmul; batch in M), else None
+        self.gemm = []  # per event: a GEMM's (M, N, K) (matmul, addmm, addmm_parts, qmatmul; batch in M), else None
         self.dropped = 0  # events past the runtime's limit
 
     def chrome_trace(self):
@@ -43,7 +43,7 @@ class Profile:
         return self.gemm if len(self.gemm) == len(self.events) else [None] * len(self.events)
 
     def gemm_rates(self, calls=1):
-        """The GEMMs the trace holds (matmul, addmm, qmatmul), one row per op and
+        """The GEMMs the trace holds (matmul, addmm, addmm_parts, qmatmul), one row per op and
         M x N x K, largest total time first: how many ran per call (of `calls` calls
         traced), the median time of one and its GFLOP/s (2 M N K over that median)."""
         per = {}

@@ -514,7 +514,8 @@ TEST(Kernels, SgemmTransposedOutputIsSgemmTransposed) {
   // columns), several blocks of X's rows (600), W's rows not a multiple of the panel (7,
   // 13, 205), k tails and several k blocks, K 3072 (the 8-row tile where W's rows crowd
   // an L1 set), A transposed (the hand-off's second GEMM reads C^T so), ldct > M (the
-  // padding untouched). Elsewhere C is made, then transposed: few rows (1, 4), B
+  // padding untouched) and ldct = M (with GELU: its pass over the whole strip at once
+  // where X's rows fill it). Elsewhere C is made, then transposed: few rows (1, 4), B
   // packed, B not W^T, K = 0. 1 and 2 threads.
   const Activation acts[] = {Activation::kNone, Activation::kGelu, Activation::kRelu};
   for (int threads : {1, 2}) {
@@ -524,7 +525,7 @@ TEST(Kernels, SgemmTransposedOutputIsSgemmTransposed) {
                            {1, 40, 70}, {4, 17, 33}, {40, 13, 0}})
       for (int variant = 0; variant < 4; ++variant) {  // W^T in place; A transposed; B packed; B row-major
         const bool at = variant == 1, packed_b = variant == 2, b_rows = variant == 3;
-        const int64_t lda = at ? M + 3 : K + 3, ldct = M + 3;
+        const int64_t lda = at ? M + 3 : K + 3;
         const int64_t a_rs = at ? 1 : lda, a_cs = at ? lda : 1;
         const int64_t b_rs = b_rows ? N : 1, b_cs = b_rows ? 1 : K;
         auto a = randn(size_t(std::max<int64_t>(at ? K : M, 1) * lda), unsigned(M + K));
@@ -534,6 +535,7 @@ TEST(Kernels, SgemmTransposedOutputIsSgemmTransposed) {
         if (packed_b && K > 0) pk = sgemm_pack_b(K, N, b.data(), b_rs, b_cs);
         const PackedOperand* pkp = packed_b && K > 0 ? &pk : nullptr;
         for (Activation act : acts) {
+          const int64_t ldct = act == Activation::kGelu ? M : M + 3;
           GemmEpilogue ep;
           ep.col_shift = shift.data();
           ep.act = act;
@@ -561,8 +563,8 @@ TEST(Kernels, SgemmTransposedOutputIsSgemmTransposed) {
 
 TEST(Kernels, SgemmPartsIsSgemmPerPart) {
   // sgemm_parts gives each part what sgemm gives it alone (x @ W_i^T + bias_i), bit for
-  // bit: parts whose rows end inside a panel and inside a group of strips, an empty part,
-  // parts without a bias, more than 16 parts (run 16 at a time), few rows of x (part by
+  // bit: parts whose rows end inside a panel and inside a group of strips, an empty part
+  // (left out of the GEMM), parts without a bias, more than 16 parts (run 16 at a time), few rows of x (part by
   // part), K = 0; 1 and 2 threads.
   for (int threads : {1, 2}) {
     set_num_threads(threads);

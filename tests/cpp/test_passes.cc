@@ -664,8 +664,9 @@ TEST(Passes, GemmHandoffTransposed) {
 TEST(Passes, FuseAddmmSiblings) {
   // %q, %k and %v read %x as x @ W^T: one addmm_parts, outputs keeping their ids. Apart:
   // %g (an activation), %o (another x), %s (a weight computed in the graph), %t (alpha 2),
-  // and %u, %u2 (4 rows: the skinny kernels, which stream W part by part anyway).
-  Graph g = parse_graph(R"(graph(%x: f32[40, 16], %x2: f32[40, 16], %x4: f32[4, 16], %wq: f32[24, 16], %wk: f32[13, 16], %wv: f32[40, 16], %bq: f32[24], %bk: f32[13], %bv: f32[40]) {
+  // %e (a bias computed in the graph), %f (a bias per row and column), and %u, %u2 (4
+  // rows: the skinny kernels, which stream W part by part anyway).
+  Graph g = parse_graph(R"(graph(%x: f32[40, 16], %x2: f32[40, 16], %x4: f32[4, 16], %wq: f32[24, 16], %wk: f32[13, 16], %wv: f32[40, 16], %bq: f32[24], %bk: f32[13], %bv: f32[40], %bf: f32[40, 24]) {
   %q: f32[40, 24] = addmm(%bq, %x, %wq) {trans_b=[1]}
   %k: f32[40, 13] = addmm(%bk, %x, %wk) {trans_b=[1]}
   %g: f32[40, 24] = addmm(%bq, %x, %wq) {trans_b=[1], activation=gelu}
@@ -676,7 +677,10 @@ TEST(Passes, FuseAddmmSiblings) {
   %t: f32[40, 24] = addmm(%bq, %x, %wq) {trans_b=[1], alpha=f[2]}
   %u: f32[4, 24] = addmm(%bq, %x4, %wq) {trans_b=[1]}
   %u2: f32[4, 13] = addmm(%bk, %x4, %wk) {trans_b=[1]}
-  return (%q, %k, %g, %v, %o, %s, %t, %u, %u2)
+  %be: f32[24] = relu(%bq)
+  %e: f32[40, 24] = addmm(%be, %x, %wq) {trans_b=[1]}
+  %f: f32[40, 24] = addmm(%bf, %x, %wq) {trans_b=[1]}
+  return (%q, %k, %g, %v, %o, %s, %t, %u, %u2, %e, %f)
 })");
   EXPECT_EQ(fuse_addmm_siblings(g), 1);
   verify(g);
@@ -687,5 +691,5 @@ TEST(Passes, FuseAddmmSiblings) {
       << out;
   int addmms = 0;
   for (const Node& n : g.nodes) addmms += n.op == Op::addmm;
-  EXPECT_EQ(addmms, 6) << out;  // g, o, s, t, u, u2
+  EXPECT_EQ(addmms, 8) << out;  // g, o, s, t, u, u2, e, f
 }

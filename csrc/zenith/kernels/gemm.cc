@@ -551,8 +551,10 @@ void finish_strip(const GemmEpilogue* ep, float* strip, int64_t width, int64_t r
 // out, with weight_rows_kc's k block for KC). Threads split W's rows, so each streams
 // its own part of W once per block of X. A W row panel's k blocks sum into a per-thread
 // MR x (rows of X) strip, written to C transposed, times alpha, epilogue applied.
-// Blocks of X's rows keep one k block of X^T in half of L2. A last panel of X with at
-// most NR / 2 rows runs a half-width kernel (less padding: 33 rows compute 40, not 48).
+// X's rows go in blocks (weight_rows_x_panels) that every W panel sweeps in turn. A last
+// panel of X with at most NR / 2 rows runs a half-width kernel (less padding: 33 rows
+// compute 40, not 48). Several weights reading one X (parts: sgemm_parts) run as one
+// such GEMM, their panels in turn, each part's strips to its own C.
 // c_trans: C is stored transposed (c[n * ldc + m], not accumulating), so the strips are
 // C's rows: each tile computes where its values go, the epilogue runs there, and no
 // transpose follows (a last panel of X narrower than NR stores only its columns).
@@ -577,7 +579,7 @@ constexpr int64_t kPrefetchWRowsMaxK = 1024;
 // x 768 0.94x, 32 x 3072 x 768 0.96x; outputs 384-1536 wide 0.99-1.01x, 32 x 768 x 768
 // 1.02x; BERT-base seq 128 0.94x and all-MiniLM-L6-v2 0.94x with both against neither
 // (the order alone 0.97x). Measured on Zen 5 only (1 MiB L2): the strips take G x 12 x
-// (up to 256) floats, 96 KiB at most, beside a block of X^T in half of L2.
+// (up to 256) floats, 96 KiB at most, beside a block of X^T in L2.
 constexpr int64_t kStripGroup = 8;
 
 // The weight-rows driver's k block: on the AVX2 tile (6 rows of W) K in equal blocks of
@@ -618,6 +620,9 @@ int64_t weight_rows_x_panels(int64_t kcw) {
   return std::max<int64_t>(1, panels_in_half_l2(NR, MR > 6 ? KC : std::max(kcw, KC)));
 }
 
+// The most weights one call of the weight-rows driver takes (sgemm_parts runs more in turns).
+constexpr int64_t kWeightRowsMaxParts = 16;
+
 // One weight of a weight-rows GEMM: W's n rows (ldw apart, the call's), the C its
 // columns go to (ldc; with c_trans C^T, rows ldc apart) and their epilogue.
 struct WeightRowsPart {
@@ -631,14 +636,14 @@ struct WeightRowsPart {
 template <int64_t MR, int64_t NR, RowsMicroKernel UK, RowsMicroKernel UK_HALF>
 void sgemm_weight_rows(int64_t M, int64_t K, float alpha, const float* a, int64_t a_rs, int64_t a_cs, int64_t ldw,
                        const WeightRowsPart* parts, int64_t nparts, bool accumulate, bool c_trans) {
+  ZENITH_CHECK(nparts >= 1 && nparts <= kWeightRowsMaxParts && K > 0 && !(c_trans && accumulate),
+               "sgemm: the weight-rows driver takes 1 to ", kWeightRowsMaxParts, " weights, K > 0 and no "
+               "accumulation into a transposed C; got ", nparts, ", K ", K);
   thread_local AlignedBuf xbuf;
   const int64_t kcw = weight_rows_kc<MR>(K);
   int64_t xpanels = (M + NR - 1) / NR, kblocks = (K + kcw - 1) / kcw;
   // The W panels of all parts in turn: part i's are [first[i], first[i + 1]).
-  constexpr int64_t kMaxParts = 16;
-  ZENITH_CHECK(nparts >= 1 && nparts <= kMaxParts, "sgemm: ", nparts, " weights in one weight-rows GEMM (1 to ",
-               kMaxParts, ")");
-  int64_t first[kMaxParts + 1] = {0};
+  int64_t first[kWeightRowsMaxParts + 1] = {0};
   for (int64_t i = 0; i < nparts; ++i) first[i + 1] = first[i] + (parts[i].n + MR - 1) / MR;
   const int64_t wpanels = first[nparts];
   const bool prefetch_w = K <= kPrefetchWRowsMaxK;
@@ -944,7 +949,7 @@ void sgemm(int64_t M, int64_t N, int64_t K, float alpha, const float* a, int64_t
   isa().driver(M, N, K, alpha, a, a_rs, a_cs, b, b_rs, b_cs, c, ldc, accumulate, pa, pb, nullptr, ep);
 }
 
-bool sgemm_writes_transposed(int64_t M, int64_t b_rs, int64_t b_cs) { return weight_in_place(M, b_rs, b_cs); }
+bool sgemm_reads_weight_in_place(int64_t M, int64_t b_rs, int64_t b_cs) { return weight_in_place(M, b_rs, b_cs); }
 
 namespace {
 // ct[n * ldct + m] = cm[m * N + n]: a C made whole, transposed into place, threads by columns.
@@ -978,9 +983,9 @@ void sgemm_parts(int64_t M, int64_t K, const float* x, int64_t ldx, const GemmPa
     for (int64_t i = 0; i < nparts; ++i)
       if (parts[i].n > 0)  // (no bias: no epilogue pass)
         wp.push_back({parts[i].w, parts[i].n, parts[i].c, parts[i].n, parts[i].bias ? &eps[size_t(i)] : nullptr});
-    // (at most 16 weights a call: more go in turns)
-    for (size_t i0 = 0; i0 < wp.size(); i0 += 16)
-      weight_rows_driver(K)(M, K, 1.0f, x, ldx, 1, K, wp.data() + i0, int64_t(std::min<size_t>(16, wp.size() - i0)),
+    const size_t most = size_t(kWeightRowsMaxParts);  // more weights go in turns
+    for (size_t i0 = 0; i0 < wp.size(); i0 += most)
+      weight_rows_driver(K)(M, K, 1.0f, x, ldx, 1, K, wp.data() + i0, int64_t(std::min(most, wp.size() - i0)),
                             false, false);
     return;
   }

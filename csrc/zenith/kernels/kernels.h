@@ -159,12 +159,14 @@ struct GemmEpilogue {
 void sgemm(int64_t M, int64_t N, int64_t K, float alpha, const float* a, int64_t a_rs, int64_t a_cs, const float* b,
            int64_t b_rs, int64_t b_cs, float* c, int64_t ldc, bool accumulate, const PackedOperand* packed = nullptr,
            const GemmEpilogue* ep = nullptr);
+// Whether sgemm reads B = W^T in place as W's rows (x @ W^T with more rows than the
+// skinny kernels take: the weight-rows driver), where sgemm_ct writes C^T with no
+// transposes and sgemm_parts runs several weights as one GEMM.
+bool sgemm_reads_weight_in_place(int64_t M, int64_t b_rs, int64_t b_cs);
 // C written transposed, ct[n * ldct + m] = C[m, n] as sgemm computes it (not
-// accumulating). Where sgemm reads B in place as W's rows (sgemm_writes_transposed: x @
-// W^T, more rows than the skinny kernels take), its strips are C^T's rows and are
+// accumulating). Where sgemm reads W in place, its strips are C^T's rows and are
 // computed where they go, with no transposes (addmm's trans_c); elsewhere C is computed,
 // then transposed.
-bool sgemm_writes_transposed(int64_t M, int64_t b_rs, int64_t b_cs);
 void sgemm_ct(int64_t M, int64_t N, int64_t K, float alpha, const float* a, int64_t a_rs, int64_t a_cs, const float* b,
               int64_t b_rs, int64_t b_cs, float* ct, int64_t ldct, const PackedOperand* packed = nullptr,
               const GemmEpilogue* ep = nullptr);

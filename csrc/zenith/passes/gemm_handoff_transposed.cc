@@ -1,17 +1,18 @@
 // A transformer's feed-forward pair, x @ W1^T (with its GELU) -> h -> h @ W2^T, hands h
 // over transposed: the first addmm writes h^T ([N, M], `trans_c`) and the second reads
-// it as its A transposed (`trans_a`). Both run sgemm's weight-rows driver, which
-// computes C^T = W X^T: the first one's strips are already h^T's rows, where writing h
-// row-major transposes every strip, and the second one packs X^T = h^T, which becomes a
-// copy of NR contiguous values per k where it was a transpose. The values are the same,
-// bit for bit. Measured on AMD Zen 5 (family 26 model 2), 2 threads, per node (BERT-base
+// it as its A transposed (`trans_a`). The first runs sgemm's weight-rows driver, which
+// computes C^T = W X^T: its strips are already h^T's rows, where writing h row-major
+// transposes every strip. The second, where it runs that driver too (a transformer's
+// down projection), packs X^T = h^T, which becomes a copy of NR contiguous values per k
+// where it was a transpose; any other addmm reads a transposed A as well. The values are
+// the same, bit for bit. Measured on AMD Zen 5 (family 26 model 2), 2 threads, per node (BERT-base
 // seq 128): up projection 1362 -> 1340 us, down 1389 -> 1373; MiniLM's 360 -> 349 and
 // 347 -> 343. Whole models, frozen, in-process A/B (off / on, calls alternating): BERT-base
 // 0.996x and 0.983x the time, all-MiniLM-L6-v2 seq 128 0.989x, seq 32 0.989x; on the AVX2
 // tile (ZENITH_NO_AVX512) MiniLM 0.993x.
 //
-// Rewritten: an f32 addmm P (a @ b^T with b a graph input, the bias one value per column
-// at beta 1, alpha 1, static rows that sgemm_writes_transposed takes) whose result,
+// Rewritten: an addmm P that linear_reading_weight_in_place accepts (x @ W^T, f32, W a
+// graph input, a bias per column, static rows sgemm reads W in place for) whose result,
 // through reshapes back to its own shape, is read by nothing but the A operand of one
 // addmm C that is not transposed already. P's result is not a graph output, and
 // neither is any of the reshapes (their readers then go away with them: dce).
@@ -20,25 +21,10 @@
 #include <cstdlib>
 #include <string>
 
-#include "zenith/kernels/kernels.h"
 #include "zenith/passes/passes.h"
 
 namespace zenith {
 
-namespace {
-// P's side: sgemm will write its result transposed where it is computed.
-bool writes_transposed(const Graph& g, const Node& n) {
-  if (n.op != Op::addmm || n.outputs.size() != 1 || n.i("trans_a", 0) || !n.i("trans_b", 0) || n.i("trans_c", 0) ||
-      n.f("alpha", 1.0) != 1.0 || n.f("beta", 1.0) != 1.0)
-    return false;
-  const TensorType &bias = g.type(n.inputs[0]), &a = g.type(n.inputs[1]), &w = g.type(n.inputs[2]);
-  if (a.dtype != DType::f32 || !a.is_static() || !w.is_static() || g.values[size_t(n.inputs[2])].producer >= 0)
-    return false;
-  const int64_t M = a.shape[0].value(), N = w.shape[0].value(), K = w.shape[1].value();
-  const bool col_bias = bias.rank() == 1 && bias.shape[0].is_const() && bias.shape[0].value() == N;
-  return col_bias && sgemm_writes_transposed(M, 1, K);
-}
-}  // namespace
 
 int gemm_handoff_transposed(Graph& g) {
   if (const char* off = std::getenv("ZENITH_GEMM_HANDOFF"); off && std::string(off) == "0") return 0;
@@ -51,7 +37,7 @@ int gemm_handoff_transposed(Graph& g) {
   int rewritten = 0;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     Node& p = g.nodes[i];
-    if (!writes_transposed(g, p)) continue;
+    if (!linear_reading_weight_in_place(g, p)) continue;  // so sgemm writes its C^T as it computes it
     const int h = p.outputs[0];
     // Follow h through reshapes that alone read it (uses counts graph outputs too).
     int v = h;

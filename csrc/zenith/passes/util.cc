@@ -2,6 +2,7 @@
 #include <queue>
 
 #include "zenith/error.h"
+#include "zenith/kernels/kernels.h"
 #include "zenith/passes/passes.h"
 
 namespace zenith {
@@ -77,6 +78,18 @@ bool restore_topological_order(Graph& g) {
   g.nodes = std::move(sorted);
   g.reindex();
   return true;
+}
+
+bool linear_reading_weight_in_place(const Graph& g, const Node& n) {
+  if (n.op != Op::addmm || n.outputs.size() != 1 || n.i("trans_a", 0) || !n.i("trans_b", 0) || n.i("trans_c", 0) ||
+      n.f("alpha", 1.0) != 1.0 || n.f("beta", 1.0) != 1.0)
+    return false;
+  const TensorType &bias = g.type(n.inputs[0]), &x = g.type(n.inputs[1]), &w = g.type(n.inputs[2]);
+  if (x.dtype != DType::f32 || !x.is_static() || !w.is_static() || g.values[size_t(n.inputs[2])].producer >= 0)
+    return false;
+  const int64_t N = w.shape[0].value(), K = w.shape[1].value();
+  return bias.rank() == 1 && bias.shape[0].is_const() && bias.shape[0].value() == N &&
+         sgemm_reads_weight_in_place(x.shape[0].value(), 1, K);
 }
 
 }  // namespace zenith
