@@ -675,33 +675,25 @@ void sgemm_weight_rows(int64_t M, int64_t K, float alpha, const float* a, int64_
         // (a whole one, of this part), k block by k block, while it computes; see
         // kPrefetchWRowsMaxK.
         const int64_t ahead = prefetch_w && q + 1 < hi && n0 + 2 * MR <= pt.n ? MR * ldw : 0;
-        if (c_trans) {  // the strip is C's rows n0.. from column m0
-          float* cq = pt.c + n0 * pt.ldc + m0;
-          for (int64_t pc = 0; pc < K; pc += kcw) {
-            int64_t kc = std::min(kcw, K - pc);
-            for (int64_t p = p0; p < p1; ++p) {
-              const int64_t cols = std::min(NR, M - p * NR);
-              (cols <= NR / 2 ? UK_HALF : UK)(kc, wq + pc, ldw, xpanel(p, pc), cq + (p - p0) * NR, pt.ldc, mr, cols,
-                                              pc > 0, p == p0 ? ahead : 0);
-            }
-          }
-          finish_strip(pt.ep, cq, pt.ldc, rows, mr, alpha, m0, n0);
-          continue;
-        }
-        float* strip = strips + (q - q0) * MR * width;
+        // The strip: a row of `ld` per W row; with c_trans C's rows n0.. from column m0.
+        float* strip = c_trans ? pt.c + n0 * pt.ldc + m0 : strips + (q - q0) * MR * width;
+        const int64_t ld = c_trans ? pt.ldc : width;
         for (int64_t pc = 0; pc < K; pc += kcw) {
           int64_t kc = std::min(kcw, K - pc);
           for (int64_t p = p0; p < p1; ++p) {
-            bool half = M - p * NR <= NR / 2;  // a last panel with at most NR / 2 rows of X
-            (half ? UK_HALF : UK)(kc, wq + pc, ldw, xpanel(p, pc), strip + (p - p0) * NR,
-                                  width, mr, half ? NR / 2 : NR, pc > 0, p == p0 ? ahead : 0);
+            const int64_t cols = std::min(NR, M - p * NR);
+            const bool half = cols <= NR / 2;  // a last panel with at most NR / 2 rows of X
+            // (into the strip buffer the whole tile, padding too; into C^T only its columns)
+            (half ? UK_HALF : UK)(kc, wq + pc, ldw, xpanel(p, pc), strip + (p - p0) * NR, ld, mr,
+                                  c_trans ? cols : half ? NR / 2 : NR, pc > 0, p == p0 ? ahead : 0);
           }
         }
-        // Finished on the strip, then written transposed. Accumulating calls add C's
-        // old values first, so their epilogue runs on C (rows of MR values, scalar:
-        // GELU there cost 6.8 ms on 512 x 1536 x 384 against 2.7 ms on the strip).
+        // Finished on the strip, then (but for C^T) written transposed. Accumulating calls
+        // add C's old values first, so their epilogue runs on C (rows of MR values,
+        // scalar: GELU there cost 6.8 ms on 512 x 1536 x 384 against 2.7 ms on the strip).
+        finish_strip(accumulate ? nullptr : pt.ep, strip, ld, rows, mr, alpha, m0, n0);
+        if (c_trans) continue;
         float* cq = pt.c + m0 * pt.ldc + n0;
-        finish_strip(accumulate ? nullptr : pt.ep, strip, width, rows, mr, alpha, m0, n0);
         if (!accumulate) {
           if (q + 1 == hi || q + 1 - q0 == G || q + 1 == first[part + 1]) {
             const int64_t g0 = (q0 - first[part]) * MR;  // the group's first column of C
@@ -975,23 +967,28 @@ void sgemm_ct(int64_t M, int64_t N, int64_t K, float alpha, const float* a, int6
 }
 
 void sgemm_parts(int64_t M, int64_t K, const float* x, int64_t ldx, const GemmPart* parts, int64_t nparts) {
-  if (M == 0 || nparts == 0) return;
-  std::vector<GemmEpilogue> eps(static_cast<size_t>(nparts));
-  for (int64_t i = 0; i < nparts; ++i) eps[size_t(i)].col_shift = parts[i].bias;
-  if (K > 0 && weight_in_place(M, 1, K)) {
-    std::vector<WeightRowsPart> wp;
-    for (int64_t i = 0; i < nparts; ++i)
-      if (parts[i].n > 0)  // (no bias: no epilogue pass)
-        wp.push_back({parts[i].w, parts[i].n, parts[i].c, parts[i].n, parts[i].bias ? &eps[size_t(i)] : nullptr});
-    const size_t most = size_t(kWeightRowsMaxParts);  // more weights go in turns
-    for (size_t i0 = 0; i0 < wp.size(); i0 += most)
-      weight_rows_driver(K)(M, K, 1.0f, x, ldx, 1, K, wp.data() + i0, int64_t(std::min(most, wp.size() - i0)),
-                            false, false);
+  if (M == 0) return;
+  if (!(K > 0 && weight_in_place(M, 1, K))) {  // few rows (or K = 0): part by part
+    for (int64_t i = 0; i < nparts; ++i) {
+      GemmEpilogue ep;
+      ep.col_shift = parts[i].bias;
+      sgemm(M, parts[i].n, K, 1.0f, x, ldx, 1, parts[i].w, 1, K, parts[i].c, parts[i].n, false, nullptr, &ep);
+    }
     return;
   }
-  for (int64_t i = 0; i < nparts; ++i)  // few rows (or K = 0): part by part
-    sgemm(M, parts[i].n, K, 1.0f, x, ldx, 1, parts[i].w, 1, K, parts[i].c, parts[i].n, false, nullptr,
-          &eps[size_t(i)]);
+  // One driver call a kWeightRowsMaxParts weights (more go in turns); empty parts left out.
+  GemmEpilogue eps[kWeightRowsMaxParts];
+  WeightRowsPart wp[kWeightRowsMaxParts];
+  for (int64_t i0 = 0; i0 < nparts; i0 += kWeightRowsMaxParts) {
+    int64_t used = 0;
+    for (int64_t i = i0; i < std::min(nparts, i0 + kWeightRowsMaxParts); ++i) {
+      if (parts[i].n == 0) continue;
+      eps[used].col_shift = parts[i].bias;  // (no bias: no epilogue pass)
+      wp[used] = {parts[i].w, parts[i].n, parts[i].c, parts[i].n, parts[i].bias ? &eps[used] : nullptr};
+      ++used;
+    }
+    if (used) weight_rows_driver(K)(M, K, 1.0f, x, ldx, 1, K, wp, used, false, false);
+  }
 }
 
 void sgemm_b_source(int64_t M, int64_t N, int64_t K, const float* a, int64_t a_rs, int64_t a_cs, const GemmBSource& b,
@@ -1096,11 +1093,18 @@ void run_addmm_parts(const KernelCtx& c) {
   const int64_t P = c.a<attrs::addmm_parts>().parts;
   const TensorRef& x = c.in[0];
   const bool bias = int64_t(c.in.size()) == 1 + 2 * P;
-  std::vector<GemmPart> parts;
-  for (int64_t i = 0; i < P; ++i)
-    parts.push_back({c.in[size_t(1 + i)].as<float>(), c.in[size_t(1 + i)].shape[0], c.out[size_t(i)].as<float>(),
-                     bias ? c.in[size_t(1 + P + i)].as<float>() : nullptr});
-  sgemm_parts(x.shape[0], x.shape[1], x.as<float>(), x.shape[1], parts.data(), P);
+  // Each part as sgemm_parts takes it, on the stack (a call per 16 parts; the pass makes 2-3).
+  constexpr int64_t kChunk = 16;
+  GemmPart parts[kChunk];
+  for (int64_t i0 = 0; i0 < P; i0 += kChunk) {
+    const int64_t n = std::min(kChunk, P - i0);
+    for (int64_t j = 0; j < n; ++j) {
+      const size_t i = size_t(i0 + j);
+      parts[j] = {c.in[1 + i].as<float>(), c.in[1 + i].shape[0], c.out[i].as<float>(),
+                  bias ? c.in[1 + size_t(P) + i].as<float>() : nullptr};
+    }
+    sgemm_parts(x.shape[0], x.shape[1], x.as<float>(), x.shape[1], parts, n);
+  }
 }
 
 // ---- addmm: beta * bias + alpha * (a @ b) ----

@@ -15,7 +15,6 @@
 #include <cstdlib>
 #include <map>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "zenith/passes/passes.h"
@@ -38,23 +37,10 @@ int fuse_addmm_siblings(Graph& g) {
   int fused = 0;
   for (const auto& [x, members] : groups) {
     if (members.size() < 2) continue;
-    std::vector<int> weights, biases, outputs;
-    for (size_t i : members) {
-      const Node& n = g.nodes[i];
-      weights.push_back(n.inputs[2]);
-      biases.push_back(n.inputs[0]);
-      outputs.push_back(n.outputs[0]);
-      if (i != members[0]) dead[i] = true;
-    }
     Node& first = g.nodes[members[0]];
-    std::vector<int> inputs{x};
-    inputs.insert(inputs.end(), weights.begin(), weights.end());
-    inputs.insert(inputs.end(), biases.begin(), biases.end());
+    first.attrs.clear();  // addmm's; addmm_parts has only parts
     first.op = Op::addmm_parts;
-    first.inputs = std::move(inputs);
-    first.outputs = std::move(outputs);
-    first.attrs.clear();
-    first.set_int("parts", int64_t(members.size()));
+    merge_siblings(g, members, x, 2, 0, dead);  // addmm is (bias, x, w)
     ++fused;
   }
   if (fused) erase_nodes(g, dead);

@@ -48,21 +48,7 @@ int fuse_qmatmul_siblings(Graph& g) {
   for (const auto& [key, members] : groups) {
     if (members.size() < 2) continue;
     const bool bias = std::get<5>(key) == 3;
-    Node& first = g.nodes[members[0]];
-    std::vector<int> weights, biases, outputs;
-    for (size_t i : members) {
-      const Node& n = g.nodes[i];
-      weights.push_back(n.inputs[1]);
-      if (bias) biases.push_back(n.inputs[2]);
-      outputs.push_back(n.outputs[0]);
-      if (i != members[0]) dead[i] = true;
-    }
-    std::vector<int> inputs{first.inputs[0]};
-    inputs.insert(inputs.end(), weights.begin(), weights.end());
-    inputs.insert(inputs.end(), biases.begin(), biases.end());
-    first.inputs = std::move(inputs);
-    first.outputs = std::move(outputs);
-    first.set_int("parts", int64_t(members.size()));
+    merge_siblings(g, members, std::get<0>(key), 1, bias ? 2 : -1, dead);  // (x, w[, bias])
     ++fused;
   }
   if (fused) erase_nodes(g, dead);

@@ -25,7 +25,6 @@
 
 namespace zenith {
 
-
 int gemm_handoff_transposed(Graph& g) {
   if (const char* off = std::getenv("ZENITH_GEMM_HANDOFF"); off && std::string(off) == "0") return 0;
   g.reindex();

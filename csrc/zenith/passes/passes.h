@@ -53,6 +53,12 @@ bool restore_topological_order(Graph& g);
 // reads W in place (sgemm_reads_weight_in_place): what fuse_addmm_siblings and
 // gemm_handoff_transposed rewrite. Any activation.
 bool linear_reading_weight_in_place(const Graph& g, const Node& n);
+// Sibling GEMM nodes reading one x (members, in node order; each one output) become the
+// first of them with parts: inputs (x, the members' weights[, their biases]), taken from
+// each member's input slots w_slot and b_slot (-1: none), the members' outputs (ids kept),
+// attribute parts; the others are flagged in dead. The caller sets the op and the rest.
+Node& merge_siblings(Graph& g, const std::vector<size_t>& members, int x, int w_slot, int b_slot,
+                     std::vector<bool>& dead);
 // Drops the nodes whose flag is set and refreshes producer indices.
 void erase_nodes(Graph& g, const std::vector<bool>& dead);
 

@@ -4,9 +4,9 @@
 // projections' layout, residual adds into the convolutions that feed them,
 // activations into GEMM and convolution epilogues (before chains
 // form, so an activation a GEMM can absorb stays its epilogue), sibling int8 qmatmuls
-// (Q, K, V) into one, sibling float addmms too, a feed-forward pair's hidden activations handed over transposed, chains of convs into the
-// blocked channel layout (MobileNet blocks included, their depthwise convs blocked), int8
-// codes from int8 convs to the int8 convs that read them, then
+// (Q, K, V) into one, sibling float addmms too, a feed-forward pair's hidden
+// activations handed over transposed, chains of convs into the blocked channel layout
+// (MobileNet blocks included, their depthwise convs blocked), int8 codes from int8 convs to the int8 convs that read them, then
 // the expand 1x1 convs (blocked or NCHW) into the depthwise convs that read them, residual adds
 // into the layer norms that read them, remaining elementwise chains into single-pass
 // kernels; a last dce drops what they absorbed.

@@ -92,4 +92,22 @@ bool linear_reading_weight_in_place(const Graph& g, const Node& n) {
          sgemm_reads_weight_in_place(x.shape[0].value(), 1, K);
 }
 
+Node& merge_siblings(Graph& g, const std::vector<size_t>& members, int x, int w_slot, int b_slot,
+                     std::vector<bool>& dead) {
+  std::vector<int> inputs{x}, biases, outputs;
+  for (size_t i : members) {
+    const Node& n = g.nodes[i];
+    inputs.push_back(n.inputs[size_t(w_slot)]);
+    if (b_slot >= 0) biases.push_back(n.inputs[size_t(b_slot)]);
+    outputs.push_back(n.outputs[0]);
+    if (i != members[0]) dead[i] = true;
+  }
+  inputs.insert(inputs.end(), biases.begin(), biases.end());
+  Node& first = g.nodes[members[0]];
+  first.inputs = std::move(inputs);
+  first.outputs = std::move(outputs);
+  first.set_int("parts", int64_t(members.size()));
+  return first;
+}
+
 }  // namespace zenith
