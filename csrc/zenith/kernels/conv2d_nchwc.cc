@@ -1496,10 +1496,21 @@ struct NchwcState {
 // channels on 56 x 56, 128 on 28 x 28, 256 on 14 x 14, 512 on 7 x 7) 0.70x, 0.70x,
 // 0.90x and 0.95x F(2x2)'s time; the whole model, interleaved in one process, batch 1
 // 0.97x (p10), batch 8 0.99x with 7 x 7 maps left to F(2x2) and 0.97x with them.
+// But in a model whose weights do not stay in L3 (ResNet-50's 100 MB), every call reads
+// the transformed filters from memory, and alone a conv had them warm: at most 8 MiB of
+// F(4x4) filters per image (36 x C x OC floats / N), else F(2x2), which reads 16/36 of
+// them. ResNet-50 on Zen 5 (family 26 model 2, 2 threads, 2026-12-05, frozen copies
+// interleaved in one process, `prep_ab.py`): batch 1 (14 x 14 maps now F(2x2)) 0.982x
+// and 0.990x the time, batch 4 (7 x 7 maps F(2x2)) 0.985x; batch 8 unchanged (7 x 7
+// maps at 4.5 MiB an image; F(2x2) there measured 1.008x).
 // ZENITH_NO_WINOGRAD4=1 keeps F(2x2) everywhere (its rounding is closer to the direct conv's).
+constexpr int64_t kWinograd4FilterBytesPerImage = int64_t(8) << 20;
+
 bool winograd4_pays(const NchwcConvGeom& g) {
   static const bool off = std::getenv("ZENITH_NO_WINOGRAD4") != nullptr;
-  return !off && (std::min(g.H, g.W) >= 14 || (std::min(g.H, g.W) >= 7 && g.N >= 4));
+  const int64_t per_image = 36 * g.C * g.OC * int64_t(sizeof(float)) / std::max<int64_t>(g.N, 1);
+  return !off && per_image <= kWinograd4FilterBytesPerImage &&
+         (std::min(g.H, g.W) >= 14 || (std::min(g.H, g.W) >= 7 && g.N >= 4));
 }
 
 std::shared_ptr<const PackedOperand> pack_nchwc(const void* state, const void* const* src) {
