@@ -144,6 +144,17 @@ Prefetch group_prefetch(const float* group, int64_t floats, int lines) {
   return group ? Prefetch{group, group + floats, lines} : Prefetch{};
 }
 
+// The tiles a run of `pixels` output pixels spreads its prefetch over: its full tiles of
+// ro pixels, so the lines are asked for in step with the products. Spread over every
+// tile, the last one (a few pixels, a quarter of a full tile's time or less) issued its
+// share in a burst at the end: 7 x 7 maps at batch 1 are 4 tiles and 1 pixel of direct
+// conv, and 16 Winograd tiles are 12 and 4. 3x3 512 -> 512 on 7 x 7, Winograd F(2x2),
+// weights past L3: 0.80x the time [0.79, 0.85] (`chain_ab.py`, ten convs, calls
+// interleaved in one process), 14 x 14 to 56 x 56 maps 1.00x; ResNet-50 batch 1 0.990x
+// [0.984, 0.999], batch 8 0.999x, MobileNet V2 1.00x (`switch_ab.py`; Zen 5, family 26
+// model 2, 2 threads, 2026-12-05).
+int64_t prefetch_full_tiles(int64_t pixels, int64_t ro) { return std::max<int64_t>(1, pixels / ro); }
+
 // One step k of a channel block, shared by the tiles: NV filter vectors of the packed
 // group (kNB * L floats a step) by one input value per pixel, xr[r][k].
 template <int VL, int L, int RO, int NV, class V>
@@ -678,13 +689,14 @@ void conv2d_nchwc(const NchwcConvGeom& g, const float* x, const PackedOperand& w
   const int64_t tile_bytes = tile.ro * (patches ? patch_bytes : g.st[0] * g.st[1] * CI * int64_t(sizeof(float)));
   const int64_t max_run = large_filters ? tiles : std::clamp<int64_t>(run_bytes() / tile_bytes, 1, tiles);
   const int64_t runs = large_filters ? 1 : balanced_parts(g.N, (tiles + max_run - 1) / max_run, tiles);
-  const int64_t run = (tiles + runs - 1) / runs;  // the longest run
   // Large filters stream from memory group by group: each item prefetches the thread's
   // next group into L2, a slice per tile (a few lines per channel block step), while
   // its own later tiles read theirs from L2. ResNet-50, `zenith.profile`, 3 processes:
   // the 1x1 convs on 14 x 14 and 7 x 7 maps at batch 1 0.79-0.93x the time, end to end
   // on AVX2 0.89-0.92x; batch 8 0.88-0.98x per class.
-  const int64_t steps = g.KH * g.KW * (CI / in_block(g)), lines_tile = (group_floats / 16 + run - 1) / run;
+  // (Large filters make the image one run; the slices go to its full tiles.)
+  const int64_t full = prefetch_full_tiles(OP, tile.ro);
+  const int64_t steps = g.KH * g.KW * (CI / in_block(g)), lines_tile = (group_floats / 16 + full - 1) / full;
   const int pf_lines = int((lines_tile + steps - 1) / steps);
   const int64_t pf_tile = int64_t(pf_lines) * steps * 16;  // floats prefetched per tile
   // A 1x1 conv without padding runs the 1x1 run kernel (pw_run) over each (image, run,
@@ -1145,7 +1157,7 @@ void conv3x3_winograd_nchwc(const NchwcConvGeom& g, const float* x, const Packed
     // Each item prefetches the next one's filters into L2, a slice per tile, while its
     // own stream in (ResNet-50 batch 1, `zenith.profile`: 3x3 convs on 14 x 14 and 7 x 7
     // maps 0.81-0.82x the time, 28 x 28 0.87x).
-    const int64_t ntiles = (p.S + run.ro - 1) / run.ro, lines_tile = (group_floats / 16 + ntiles - 1) / ntiles;
+    const int64_t full = prefetch_full_tiles(p.S, run.ro), lines_tile = (group_floats / 16 + full - 1) / full;
     const int pf_lines = int((lines_tile + CB - 1) / CB);
     for (int64_t it = lo; it < hi; ++it) {
       const int64_t xi = it / groups, grp = it % groups, ob = grp * kNB;
