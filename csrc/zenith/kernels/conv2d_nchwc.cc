@@ -144,16 +144,20 @@ Prefetch group_prefetch(const float* group, int64_t floats, int lines) {
   return group ? Prefetch{group, group + floats, lines} : Prefetch{};
 }
 
-// The tiles a run of `pixels` output pixels spreads its prefetch over: its full tiles of
-// ro pixels, so the lines are asked for in step with the products. Spread over every
-// tile, the last one (a few pixels, a quarter of a full tile's time or less) issued its
-// share in a burst at the end: 7 x 7 maps at batch 1 are 4 tiles and 1 pixel of direct
-// conv, and 16 Winograd tiles are 12 and 4. 3x3 512 -> 512 on 7 x 7, Winograd F(2x2),
+// The tiles a run of `pixels` output pixels spreads its prefetch over: those of full
+// width (ro pixels, and a last one of more than ro - tail_ro: Tile's rule), so the
+// lines are asked for in step with the products. Spread over every tile, a last tail
+// tile (a quarter of a full tile's time or less) issued its share in a burst at the
+// end: on AVX-512, 7 x 7 maps at batch 1 are 4 tiles of direct conv and a 1-pixel tail,
+// 16 Winograd tiles 12 and a 4-pixel tail. 3x3 512 -> 512 on 7 x 7, Winograd F(2x2),
 // weights past L3: 0.80x the time [0.79, 0.85] (`chain_ab.py`, ten convs, calls
 // interleaved in one process), 14 x 14 to 56 x 56 maps 1.00x; ResNet-50 batch 1 0.990x
 // [0.984, 0.999], batch 8 0.999x, MobileNet V2 1.00x (`switch_ab.py`; Zen 5, family 26
-// model 2, 2 threads, 2026-12-05).
-int64_t prefetch_full_tiles(int64_t pixels, int64_t ro) { return std::max<int64_t>(1, pixels / ro); }
+// model 2, 2 threads, 2026-12-05); the AVX2 path (this CPU held to it), whose 16
+// Winograd tiles are 3 of full width, ResNet-50 batch 1 1.000x.
+int64_t prefetch_full_tiles(int64_t pixels, int64_t ro, int64_t tail_ro) {
+  return std::max<int64_t>(1, pixels / ro + (pixels % ro > ro - tail_ro ? 1 : 0));
+}
 
 // One step k of a channel block, shared by the tiles: NV filter vectors of the packed
 // group (kNB * L floats a step) by one input value per pixel, xr[r][k].
@@ -429,11 +433,11 @@ template <int ACT>
 PwRunFns pick_pw_run_act(int64_t L) {
   if (L == 16) {
 #if defined(__x86_64__)
-    if (gemm_detail::kernels_use_avx512()) return {{run_l16_avx512<1, ACT>, run_l16_avx512<2, ACT>}, kRoL16Avx512};
+    if (gemm_detail::kernels_use_avx512()) return {{run_l16_avx512<1, ACT>, run_l16_avx512<2, ACT>}, kRoL16Avx512, kTailL16Avx512};
 #endif
-    return {{run_l16_avx2<1, ACT>, run_l16_avx2<2, ACT>}, kRoL16Avx2};
+    return {{run_l16_avx2<1, ACT>, run_l16_avx2<2, ACT>}, kRoL16Avx2, kRoL16Avx2};
   }
-  return {{run_l8_avx2<1, ACT>, run_l8_avx2<2, ACT>}, kRoL8};
+  return {{run_l8_avx2<1, ACT>, run_l8_avx2<2, ACT>}, kRoL8, kTailL8};
 }
 }  // namespace
 // The same ISA, block and tile width as pick_tile's.
@@ -695,7 +699,7 @@ void conv2d_nchwc(const NchwcConvGeom& g, const float* x, const PackedOperand& w
   // the 1x1 convs on 14 x 14 and 7 x 7 maps at batch 1 0.79-0.93x the time, end to end
   // on AVX2 0.89-0.92x; batch 8 0.88-0.98x per class.
   // (Large filters make the image one run; the slices go to its full tiles.)
-  const int64_t full = prefetch_full_tiles(OP, tile.ro);
+  const int64_t full = prefetch_full_tiles(OP, tile.ro, tile.tail_ro);
   const int64_t steps = g.KH * g.KW * (CI / in_block(g)), lines_tile = (group_floats / 16 + full - 1) / full;
   const int pf_lines = int((lines_tile + steps - 1) / steps);
   const int64_t pf_tile = int64_t(pf_lines) * steps * 16;  // floats prefetched per tile
@@ -1157,7 +1161,7 @@ void conv3x3_winograd_nchwc(const NchwcConvGeom& g, const float* x, const Packed
     // Each item prefetches the next one's filters into L2, a slice per tile, while its
     // own stream in (ResNet-50 batch 1, `zenith.profile`: 3x3 convs on 14 x 14 and 7 x 7
     // maps 0.81-0.82x the time, 28 x 28 0.87x).
-    const int64_t full = prefetch_full_tiles(p.S, run.ro), lines_tile = (group_floats / 16 + full - 1) / full;
+    const int64_t full = prefetch_full_tiles(p.S, run.ro, run.tail_ro), lines_tile = (group_floats / 16 + full - 1) / full;
     const int pf_lines = int((lines_tile + CB - 1) / CB);
     for (int64_t it = lo; it < hi; ++it) {
       const int64_t xi = it / groups, grp = it % groups, ob = grp * kNB;

@@ -67,6 +67,7 @@ struct PwRun {
 struct PwRunFns {
   void (*fn[2])(const PwRun&);  // [nblk > 1]
   int64_t ro;                   // its tile's pixels (Prefetch::lines are per block step of each)
+  int64_t tail_ro;              // its tail tiles' (a run's last mr <= ro - tail_ro pixels), as Tile's
   void operator()(const PwRun& a) const { fn[a.nblk > 1](a); }
 };
 // The run kernel for this ISA, block and activation.
