@@ -1505,28 +1505,27 @@ struct NchwcState {
   }
 };
 
-// Whether a Winograd conv runs F(4x4, 3x3) rather than F(2x2, 3x3): on maps of 14 x 14
-// and up, and on 7 x 7 maps from batch 4, where its filters (36 matrices, 2.25x F(2x2)'s
-// bytes: 37 MiB for 512 channels) are read once for several images.
-// ResNet-50 on Zen 4 (family 25 model 17, 2 threads, 2026-11-28): one conv alone (64
-// channels on 56 x 56, 128 on 28 x 28, 256 on 14 x 14, 512 on 7 x 7) 0.70x, 0.70x,
-// 0.90x and 0.95x F(2x2)'s time; the whole model, interleaved in one process, batch 1
-// 0.97x (p10), batch 8 0.99x with 7 x 7 maps left to F(2x2) and 0.97x with them.
-// But in a model whose weights do not stay in L3 (ResNet-50's 100 MB), every call reads
-// the transformed filters from memory, and alone a conv had them warm: at most 8 MiB of
-// F(4x4) filters per image (36 x C x OC floats / N), else F(2x2), which reads 16/36 of
-// them. ResNet-50 on Zen 5 (family 26 model 2, 2 threads, 2026-12-05, frozen copies
-// interleaved in one process, `prep_ab.py`): batch 1 (14 x 14 maps now F(2x2)) 0.982x
-// and 0.990x the time, batch 4 (7 x 7 maps F(2x2)) 0.985x; batch 8 unchanged (7 x 7
-// maps at 4.5 MiB an image; F(2x2) there measured 1.008x).
+// Whether a Winograd conv runs F(4x4, 3x3) rather than F(2x2, 3x3): where the products
+// it saves outweigh the filters it reads on top. Per (input, output) channel pair F(2x2)
+// multiplies 16 values per 2x2 tile and F(4x4) 36 per 4x4 tile, and F(4x4)'s filters are
+// 20 floats more (36 matrices against 16). In a model whose weights do not stay in L3
+// (ResNet-50's 100 MB) every call reads them from memory, where one float (4 bytes at
+// ~30 GB/s) costs about the time of 40 products a vector lane (2 threads, ~4.5 GHz, ~80%
+// of the FMA rate): F(4x4) when 16 T2 - 36 T4 >= 40 L (T2, T4 the calls' tiles of each,
+// L the block's lanes: 16 on AVX-512, 8 on AVX2, whose products cost twice as much).
+// ResNet-50's convs: 14 x 14 maps F(4x4) from batch 4 on AVX-512, from batch 2 on AVX2;
+// 7 x 7 maps from batch 6 and batch 3; 28 x 28 and 56 x 56 maps at every batch.
+// Zen 5 (family 26 model 2, 2 threads, 2026-12-05), frozen copies interleaved in one
+// process (`prep_ab.py`), against F(4x4) on maps of 14 x 14 and up and on 7 x 7 from
+// batch 4: AVX-512 batch 1 0.982x and 0.990x the time, batch 4 0.985x, batch 8 1.00x
+// (F(2x2) on its 7 x 7 maps 1.008x); the AVX2 path (this CPU held to it) batch 1 1.005x
+// and 0.997x, batch 4 with F(2x2) on 7 x 7 maps 1.011x. Alone, with its filters warm,
+// F(4x4) took 0.70-0.95x F(2x2)'s time on all four maps (Zen 4, 2026-11-28).
 // ZENITH_NO_WINOGRAD4=1 keeps F(2x2) everywhere (its rounding is closer to the direct conv's).
-constexpr int64_t kWinograd4FilterBytesPerImage = int64_t(8) << 20;
-
 bool winograd4_pays(const NchwcConvGeom& g) {
   static const bool off = std::getenv("ZENITH_NO_WINOGRAD4") != nullptr;
-  const int64_t per_image = 36 * g.C * g.OC * int64_t(sizeof(float)) / std::max<int64_t>(g.N, 1);
-  return !off && per_image <= kWinograd4FilterBytesPerImage &&
-         (std::min(g.H, g.W) >= 14 || (std::min(g.H, g.W) >= 7 && g.N >= 4));
+  const auto tiles = [&](int64_t m) { return g.N * ((g.H + m - 1) / m) * ((g.W + m - 1) / m); };
+  return !off && 16 * tiles(2) - 36 * tiles(4) >= 40 * g.L;
 }
 
 std::shared_ptr<const PackedOperand> pack_nchwc(const void* state, const void* const* src) {
