@@ -1509,10 +1509,11 @@ struct NchwcState {
 // it saves outweigh the filters it reads on top. Per (input, output) channel pair F(2x2)
 // multiplies 16 values per 2x2 tile and F(4x4) 36 per 4x4 tile, and F(4x4)'s filters are
 // 20 floats more (36 matrices against 16). In a model whose weights do not stay in L3
-// (ResNet-50's 100 MB) every call reads them from memory, where one float (4 bytes at
-// ~30 GB/s) costs about the time of 40 products a vector lane (2 threads, ~4.5 GHz, ~80%
-// of the FMA rate): F(4x4) when 16 T2 - 36 T4 >= 40 L (T2, T4 the calls' tiles of each,
-// L the block's lanes: 16 on AVX-512, 8 on AVX2, whose products cost twice as much).
+// (ResNet-50's 100 MB) every call reads them from memory, where those 20 floats (80
+// bytes at ~30 GB/s, 2.7 ns) take as long as about 40 products in each vector lane (2
+// threads, ~4.5 GHz, ~80% of the FMA rate): F(4x4) when 16 T2 - 36 T4 >= 40 L (T2, T4 the
+// calls' tiles of each, L the block's lanes: 16 on AVX-512, 8 on AVX2, whose products
+// cost twice as much).
 // ResNet-50's convs: 14 x 14 maps F(4x4) from batch 4 on AVX-512, from batch 2 on AVX2;
 // 7 x 7 maps from batch 6 and batch 3; 28 x 28 and 56 x 56 maps at every batch.
 // Zen 5 (family 26 model 2, 2 threads, 2026-12-05), frozen copies interleaved in one
