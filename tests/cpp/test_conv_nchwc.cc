@@ -465,6 +465,43 @@ TEST(Passes, LayoutNchwcRunsWinogradConvsBlocked) {
   }
 }
 
+// Which Winograd variant a blocked 3x3 conv prepares (the packed filters' kind, the
+// first number of its weight key): F(4x4) only where the products it saves, 16 T2 - 36 T4
+// per channel pair, reach 40 x the block's lanes (winograd4_pays). ResNet-50's maps:
+// 14 x 14 from batch 4 with 16-channel blocks and from batch 2 with 8; 7 x 7 from batch 6
+// and 3; 28 x 28 at batch 1.
+TEST(ConvNchwc, WinogradVariantFollowsTheFilterCostModel) {
+  const auto prepared_side = [](int64_t N, int64_t C, int64_t HW, int64_t L) {
+    const std::string cb = std::to_string(C / L), l = std::to_string(L), n = std::to_string(N),
+                      c = std::to_string(C), hw = std::to_string(HW);
+    Graph g = parse_graph("graph(%x: f32[" + n + ", " + cb + ", " + hw + ", " + hw + ", " + l + "], %w: f32[" + c +
+                          ", " + c + ", 3, 3]) {\n  %y: f32[" + n + ", " + cb + ", " + hw + ", " + hw + ", " + l +
+                          "] = conv2d_nchwc(%x, %w, %w) {stride=[1, 1], padding=[1, 1], dilation=[1, 1], has_bias=[0]}\n"
+                          "  return (%y)\n})");
+    const Node& node = g.nodes.back();
+    EXPECT_EQ(node.op, Op::conv2d_nchwc);
+    std::vector<TensorRef> in = {{nullptr, DType::f32, {N, C / L, HW, HW, L}},
+                                 {nullptr, DType::f32, {C, C, 3, 3}},
+                                 {nullptr, DType::f32, {C, C, 3, 3}}};  // (the bias slot, unused)
+    std::vector<TensorRef> out = {{nullptr, DType::f32, {N, C / L, HW, HW, L}}};
+    const PreparedOp p = prepare_node(node, in, out);
+    return p.weight.key.empty() ? int64_t(-1) : p.weight.key[0];
+  };
+  const int64_t f2 = PackedOperand::kWinograd, f4 = PackedOperand::kWinograd4;
+  EXPECT_EQ(prepared_side(1, 256, 14, 16), f2);
+  EXPECT_EQ(prepared_side(2, 256, 14, 16), f2);
+  EXPECT_EQ(prepared_side(4, 256, 14, 16), f4);
+  EXPECT_EQ(prepared_side(1, 256, 14, 8), f2);
+  EXPECT_EQ(prepared_side(2, 256, 14, 8), f4);
+  EXPECT_EQ(prepared_side(5, 512, 7, 16), f2);
+  EXPECT_EQ(prepared_side(6, 512, 7, 16), f4);
+  EXPECT_EQ(prepared_side(2, 512, 7, 8), f2);
+  EXPECT_EQ(prepared_side(3, 512, 7, 8), f4);
+  EXPECT_EQ(prepared_side(1, 128, 28, 16), f4);
+  EXPECT_EQ(prepared_side(1, 128, 28, 8), f4);
+  EXPECT_EQ(prepared_side(1, 64, 56, 16), f4);
+}
+
 // A max pooling between a stem and blocked convs (ResNet's) runs blocked: the stem writes
 // the blocked layout, max_pool2d_nchwc pools it, the convs read it; nothing converts in,
 // and the pooled map returned converts out. A dilated pool (a window could lie wholly

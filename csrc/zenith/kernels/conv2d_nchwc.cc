@@ -147,11 +147,12 @@ Prefetch group_prefetch(const float* group, int64_t floats, int lines) {
 // The tiles a run of `pixels` output pixels spreads its prefetch over: those of full
 // width (ro pixels, and a last one of more than ro - tail_ro: Tile's rule), so the
 // lines are asked for in step with the products. Spread over every tile, a last tail
-// tile (a quarter of a full tile's time or less) issued its share in a burst at the
-// end: on AVX-512, 7 x 7 maps at batch 1 are 4 tiles of direct conv and a 1-pixel tail,
-// 16 Winograd tiles 12 and a 4-pixel tail. 3x3 512 -> 512 on 7 x 7, Winograd F(2x2),
-// weights past L3: 0.80x the time [0.79, 0.85] (`chain_ab.py`, ten convs, calls
-// interleaved in one process), 14 x 14 to 56 x 56 maps 1.00x; ResNet-50 batch 1 0.990x
+// tile (tail_ro rows: a third of a full tile's time on AVX-512, half on AVX2's 8-channel
+// blocks) issued its share in a burst at the end: on AVX-512, 7 x 7 maps at batch 1 are
+// 4 tiles of direct conv and a 1-pixel tail, 16 Winograd tiles 12 and a 4-pixel tail.
+// 3x3 512 -> 512 on 7 x 7, Winograd F(2x2), weights past L3: 0.80x the time [0.79,
+// 0.85] (`chain_ab.py`, ten convs, calls interleaved in one process), 14 x 14 to
+// 56 x 56 maps 1.00x; ResNet-50 batch 1 0.990x
 // [0.984, 0.999], batch 8 0.999x, MobileNet V2 1.00x (`switch_ab.py`; Zen 5, family 26
 // model 2, 2 threads, 2026-12-05); the AVX2 path (this CPU held to it), whose 16
 // Winograd tiles are 3 of full width, ResNet-50 batch 1 1.000x.
@@ -433,7 +434,8 @@ template <int ACT>
 PwRunFns pick_pw_run_act(int64_t L) {
   if (L == 16) {
 #if defined(__x86_64__)
-    if (gemm_detail::kernels_use_avx512()) return {{run_l16_avx512<1, ACT>, run_l16_avx512<2, ACT>}, kRoL16Avx512, kTailL16Avx512};
+    if (gemm_detail::kernels_use_avx512())
+      return {{run_l16_avx512<1, ACT>, run_l16_avx512<2, ACT>}, kRoL16Avx512, kTailL16Avx512};
 #endif
     return {{run_l16_avx2<1, ACT>, run_l16_avx2<2, ACT>}, kRoL16Avx2, kRoL16Avx2};
   }
@@ -694,7 +696,7 @@ void conv2d_nchwc(const NchwcConvGeom& g, const float* x, const PackedOperand& w
   const int64_t max_run = large_filters ? tiles : std::clamp<int64_t>(run_bytes() / tile_bytes, 1, tiles);
   const int64_t runs = large_filters ? 1 : balanced_parts(g.N, (tiles + max_run - 1) / max_run, tiles);
   // Large filters stream from memory group by group: each item prefetches the thread's
-  // next group into L2, a slice per tile (a few lines per channel block step), while
+  // next group into L2, a slice per full-width tile (a few lines per channel block step), while
   // its own later tiles read theirs from L2. ResNet-50, `zenith.profile`, 3 processes:
   // the 1x1 convs on 14 x 14 and 7 x 7 maps at batch 1 0.79-0.93x the time, end to end
   // on AVX2 0.89-0.92x; batch 8 0.88-0.98x per class.
@@ -1158,10 +1160,11 @@ void conv3x3_winograd_nchwc(const NchwcConvGeom& g, const float* x, const Packed
     }
   };
   auto stage_gemm = [&](const Pass& p, const float* V, float* M, int64_t lo, int64_t hi) {  // items (xi, group)
-    // Each item prefetches the next one's filters into L2, a slice per tile, while its
+    // Each item prefetches the next one's filters into L2, a slice per full-width tile, while its
     // own stream in (ResNet-50 batch 1, `zenith.profile`: 3x3 convs on 14 x 14 and 7 x 7
     // maps 0.81-0.82x the time, 28 x 28 0.87x).
-    const int64_t full = prefetch_full_tiles(p.S, run.ro, run.tail_ro), lines_tile = (group_floats / 16 + full - 1) / full;
+    const int64_t full = prefetch_full_tiles(p.S, run.ro, run.tail_ro);
+    const int64_t lines_tile = (group_floats / 16 + full - 1) / full;
     const int pf_lines = int((lines_tile + CB - 1) / CB);
     for (int64_t it = lo; it < hi; ++it) {
       const int64_t xi = it / groups, grp = it % groups, ob = grp * kNB;
@@ -1511,9 +1514,12 @@ struct NchwcState {
 // 20 floats more (36 matrices against 16). In a model whose weights do not stay in L3
 // (ResNet-50's 100 MB) every call reads them from memory, where those 20 floats (80
 // bytes at ~30 GB/s, 2.7 ns) take as long as about 40 products in each vector lane (2
-// threads, ~4.5 GHz, ~80% of the FMA rate): F(4x4) when 16 T2 - 36 T4 >= 40 L (T2, T4 the
-// calls' tiles of each, L the block's lanes: 16 on AVX-512, 8 on AVX2, whose products
-// cost twice as much).
+// cores, 2 FMA pipes each, ~4.5 GHz, ~80% of the FMA rate: Zen 5's figures): F(4x4) when
+// 16 T2 - 36 T4 >= 40 L (T2, T4 the calls' tiles of each, L the block's lanes: 16 on
+// AVX-512, 8 on AVX2, whose products cost twice as much). Filters that stay in cache
+// (a model within L3) would favour F(4x4) more, and the whole-image passes read the
+// filters once per pass of images, not per call; neither is modelled (ResNet-50's
+// F(4x4) convs take 7 or more images a pass).
 // ResNet-50's convs: 14 x 14 maps F(4x4) from batch 4 on AVX-512, from batch 2 on AVX2;
 // 7 x 7 maps from batch 6 and batch 3; 28 x 28 and 56 x 56 maps at every batch.
 // Zen 5 (family 26 model 2, 2 threads, 2026-12-05), frozen copies interleaved in one

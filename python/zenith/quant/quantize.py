@@ -204,7 +204,8 @@ def _int8_conv_slower(conv, isa=None):
       took 1.55x fp32's time in int8, Intel Xeon family 6 model 167, AVX-512 VNNI, 2 threads).
     - Without VNNI (AVX2's maddubs), a 3x3 stride-1 conv over 64+ channels in and out,
       which fp32 runs by Winograd (on maps of 7 x 7 and up, which the rule does not see:
-      F(4x4), 4x fewer multiplies, from 14 x 14; F(2x2) below): ResNet-50's alone at
+      F(4x4), 4x fewer multiplies, or F(2x2), by a cost model of batch, map and ISA:
+      conv2d_nchwc.cc's winograd4_pays): ResNet-50's alone at
       batch 1 and 8, blocked, took 1.05-1.80x fp32's time in int8; the model with them
       fp32 0.915x fp32's time against 0.997x at batch 8, 0.82x against 0.90x at batch 1
       (AMD Zen 5 held to AVX2, 2026-12-01). With VNNI int8 wins overall (0.60x against
