@@ -487,19 +487,16 @@ TEST(ConvNchwc, WinogradVariantFollowsTheFilterCostModel) {
     const PreparedOp p = prepare_node(node, in, out);
     return p.weight.key.empty() ? int64_t(-1) : p.weight.key[0];
   };
-  const int64_t f2 = PackedOperand::kWinograd, f4 = PackedOperand::kWinograd4;
-  EXPECT_EQ(prepared_side(1, 256, 14, 16), f2);
-  EXPECT_EQ(prepared_side(2, 256, 14, 16), f2);
-  EXPECT_EQ(prepared_side(4, 256, 14, 16), f4);
-  EXPECT_EQ(prepared_side(1, 256, 14, 8), f2);
-  EXPECT_EQ(prepared_side(2, 256, 14, 8), f4);
-  EXPECT_EQ(prepared_side(5, 512, 7, 16), f2);
-  EXPECT_EQ(prepared_side(6, 512, 7, 16), f4);
-  EXPECT_EQ(prepared_side(2, 512, 7, 8), f2);
-  EXPECT_EQ(prepared_side(3, 512, 7, 8), f4);
-  EXPECT_EQ(prepared_side(1, 128, 28, 16), f4);
-  EXPECT_EQ(prepared_side(1, 128, 28, 8), f4);
-  EXPECT_EQ(prepared_side(1, 64, 56, 16), f4);
+  struct Case {
+    int64_t N, C, HW, L;
+    bool f4;  // F(4x4) expected
+  };
+  for (const Case& k : std::vector<Case>{{1, 256, 14, 16, false}, {2, 256, 14, 16, false}, {4, 256, 14, 16, true},
+                                         {1, 256, 14, 8, false},  {2, 256, 14, 8, true},   {5, 512, 7, 16, false},
+                                         {6, 512, 7, 16, true},   {2, 512, 7, 8, false},   {3, 512, 7, 8, true},
+                                         {1, 128, 28, 16, true},  {1, 128, 28, 8, true},   {1, 64, 56, 16, true}})
+    EXPECT_EQ(prepared_side(k.N, k.C, k.HW, k.L), k.f4 ? PackedOperand::kWinograd4 : PackedOperand::kWinograd)
+        << "batch " << k.N << ", " << k.C << " channels on " << k.HW << " x " << k.HW << ", blocks of " << k.L;
 }
 
 // A max pooling between a stem and blocked convs (ResNet's) runs blocked: the stem writes
