@@ -4,7 +4,8 @@
 
 namespace zenith {
 
-MemoryPlan plan_memory(const Graph& g, const std::vector<std::vector<int64_t>>& shapes) {
+MemoryPlan plan_memory(const Graph& g, const std::vector<std::vector<int64_t>>& shapes,
+                       const std::vector<BatchSlice>& slices) {
   MemoryPlan plan;
   plan.storage_of.assign(g.values.size(), -1);
   auto bytes_of = [&](int v) {
@@ -59,6 +60,22 @@ MemoryPlan plan_memory(const Graph& g, const std::vector<std::vector<int64_t>>& 
       s.index = plan.num_output_buffers++;
     }
     plan.output_storage.push_back(si);
+  }
+  std::vector<bool> batched;
+  for (const BatchSlice& r : slices) {
+    for (Storage& s : st) {
+      if (s.kind != Storage::kArena && s.kind != Storage::kOutput) continue;
+      const bool made_here = s.first >= r.first && s.first <= r.last;
+      // (A slice's nodes are per image but for constants and fills, which it skips over.)
+      if (made_here && s.last <= r.last && s.kind == Storage::kArena &&
+          per_image_node(g.nodes[size_t(s.first)], &batched)) {
+        s.per_pass = true;  // every output of a per-image node holds the batch in dim 0
+        s.bytes = s.bytes / size_t(r.batch) * size_t(r.slice);
+      } else if (made_here || (s.first < r.first && s.last >= r.first)) {
+        s.first = std::min(s.first, r.first);
+        s.last = std::max(s.last, r.last);
+      }
+    }
   }
   // First-fit offsets for arena storages, largest first, against lifetime overlaps.
   // live[ni] lists the storages placed so far that are live at node ni, so a storage

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "zenith/batch_slices.h"
 #include "zenith/ir.h"
 
 namespace zenith {
@@ -36,6 +37,9 @@ struct Storage {
   int first = -1;  // kArena/kOutput: the node that writes it; kInput/kConst: -1
   int last = -1;   // the last node that reads it, directly or through an alias of it;
                    // == first if nothing reads it; kInput/kConst: -1 if nothing reads it
+  // Made and read only inside a batch slice: `bytes` hold one pass's images (batch
+  // slice / batch of the value's), which every pass reuses.
+  bool per_pass = false;
 };
 
 struct MemoryPlan {
@@ -61,7 +65,11 @@ struct MemoryPlan {
 
 // Plans `g` for the concrete shapes `shapes` (per value id). Outputs that are graph
 // inputs or constants (possibly through a reshape) keep those storages; the runtime
-// copies them out.
-MemoryPlan plan_memory(const Graph& g, const std::vector<std::vector<int64_t>>& shapes);
+// copies them out. `slices` (batch_slices.h; disjoint, in node order) run pass by
+// pass: a storage written in a slice and read only there is per_pass; any other
+// arena storage a slice writes or reads lives across the whole slice (a pass writes
+// and reads its own images of it while the others' wait).
+MemoryPlan plan_memory(const Graph& g, const std::vector<std::vector<int64_t>>& shapes,
+                       const std::vector<BatchSlice>& slices = {});
 
 }  // namespace zenith

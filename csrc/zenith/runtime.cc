@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "zenith/batch_slices.h"
 #include "zenith/error.h"
 #include "zenith/kernels/kernels.h"
 #include "zenith/planner.h"
@@ -62,6 +63,9 @@ struct NodePlan {
   // empty when it has none or one of them is not a graph input.
   std::vector<int> weight_inputs;
   bool via_f32 = false;  // half-precision values computed through float32
+  // In a batch slice (Plan::slices): the bytes each operand's data moves a pass (0 for
+  // weights and for per-pass storages), and ins/outs hold one pass's images.
+  std::vector<size_t> in_step, out_step;
 };
 
 // One plan per input signature: concrete shapes, each node's plan, and where every value lives.
@@ -71,6 +75,7 @@ struct Plan {
   // (Executable::dynamic_slot_); the others' are the graph's (Executable::shape_of).
   std::vector<std::vector<int64_t>> shapes;
   std::vector<std::shared_ptr<const NodePlan>> nodes;
+  std::vector<BatchSlice> slices;  // runs of nodes executed a few images at a time
   MemoryPlan mem;
 };
 
@@ -340,7 +345,7 @@ std::vector<std::vector<int64_t>> Executable::all_shapes(const Plan& plan) const
 
 MemoryPlan Executable::memory_plan_for(const std::vector<int64_t>& bind, const Plan& plan) const {
   const Graph& g = graph_;
-  if (bind.empty()) return plan_memory(g, all_shapes(plan));
+  if (bind.empty()) return plan_memory(g, all_shapes(plan), plan.slices);
   std::vector<int64_t> bucket(bind.size());
   for (size_t i = 0; i < bind.size(); ++i) bucket[i] = bucket_up(bind[i]);
   std::shared_ptr<const MemoryPlan> top;
@@ -437,17 +442,37 @@ std::shared_ptr<const Plan> Executable::build_plan(std::vector<int64_t> key, con
     std::lock_guard<std::mutex> lock(mu_);
     scratch_values_ = std::move(cg.values);
   }
+  // Batch slices for a graph without symbols (one signature: its static nodes' plans,
+  // shared by every later plan, are sliced alike).
+  if (bind.empty()) plan->slices = find_batch_slices(g, all_shapes(*plan), batch_slice_cache());
   plan->mem = memory_plan_for(bind, *plan);
   // Each new NodePlan's kernel prepares for these shapes: typed attributes, its
   // algorithm, and which weight input (if any) it reads packed when that input is constant.
   std::vector<int> input_pos(g.values.size(), -1);
   for (size_t i = 0; i < g.inputs.size(); ++i) input_pos[size_t(g.inputs[i])] = int(i);
+  std::vector<const BatchSlice*> slice_of(g.nodes.size(), nullptr);
+  for (const BatchSlice& r : plan->slices)
+    for (int ni = r.first; ni <= r.last; ++ni) slice_of[size_t(ni)] = &r;
+  std::vector<bool> batched;
   for (size_t ni = 0; ni < g.nodes.size(); ++ni) {
     NodePlan* np = fresh[ni].get();
     if (!np) continue;
     const Node& n = *np->node;
     for (int v : n.inputs) np->ins.push_back({nullptr, g.type(v).dtype, shape_of(*plan, v)});
     for (int v : n.outputs) np->outs.push_back({nullptr, g.type(v).dtype, shape_of(*plan, v)});
+    if (const BatchSlice* r = slice_of[ni]; r && per_image_node(n, &batched)) {
+      // One pass's images: dim 0 S; a full-batch value's data moves S images a pass.
+      auto pass = [&](TensorRef& t, int v) {
+        const size_t step = size_t(t.numel()) / size_t(r->batch) * size_t(r->slice) * dtype_size(t.dtype);
+        t.shape[0] = r->slice;
+        return plan->mem.storages[size_t(plan->mem.storage_of[size_t(v)])].per_pass ? size_t(0) : step;
+      };
+      np->in_step.assign(n.inputs.size(), 0);
+      for (size_t k = 0; k < n.inputs.size(); ++k)
+        if (batched[k]) np->in_step[k] = pass(np->ins[k], n.inputs[k]);
+      np->out_step.assign(n.outputs.size(), 0);
+      for (size_t k = 0; k < n.outputs.size(); ++k) np->out_step[k] = pass(np->outs[k], n.outputs[k]);
+    }
     try {
       np->op = prepare_node(n, np->ins, np->outs);
     } catch (const Error& e) {
@@ -658,20 +683,26 @@ void Executable::run_with(Context& ctx, const std::vector<InTensor>& inputs, con
     if (!base[i]) base[i] = empty_data();
   }
   bind_packed(plan, inputs, slot, ctx);
-  for (size_t ni = 0; ni < plan->nodes.size(); ++ni) {
+  // Node ni on pass `pass` of its batch slice (0 outside one).
+  auto run_node = [&](size_t ni, int64_t pass) {
     const NodePlan& np = *plan->nodes[ni];
     const PreparedOp& op = np.op;
-    if (!op.run) continue;
+    if (!op.run) return;
     const Node& n = *np.node;
     auto& ins = ctx.ins[ni];
     auto& outs = ctx.outs[ni];
     for (size_t k = 0; k < n.inputs.size(); ++k) ins[k].data = base[size_t(mem.storage_of[size_t(n.inputs[k])])];
     for (size_t k = 0; k < n.outputs.size(); ++k) outs[k].data = base[size_t(mem.storage_of[size_t(n.outputs[k])])];
+    if (pass > 0) {
+      for (size_t k = 0; k < np.in_step.size(); ++k) ins[k].data = static_cast<char*>(ins[k].data) + pass * np.in_step[k];
+      for (size_t k = 0; k < np.out_step.size(); ++k)
+        outs[k].data = static_cast<char*>(outs[k].data) + pass * np.out_step[k];
+    }
     KernelTimer timer(n.op, int64_t(ni), serial_, outs.empty() ? nullptr : &outs[0].shape,
                       profile_tracing() ? gemm_shape(n, ins, outs) : GemmShape{});
     if (!np.via_f32) {
       op.run(op.ctx(n, ins, outs, ctx.packed.empty() ? nullptr : ctx.packed[ni].get()));
-      continue;
+      return;
     }
     // float16/bfloat16 storage: compute in float32 and round once on the way out.
     std::vector<TensorRef> fin = ins, fout = outs;
@@ -692,7 +723,14 @@ void Executable::run_with(Context& ctx, const std::vector<InTensor>& inputs, con
     op.run(op.ctx(n, fin, fout));
     for (size_t k = 0; k < outs.size(); ++k)
       if (is_half(outs[k].dtype)) cast_buffer(fout[k].data, DType::f32, outs[k].data, outs[k].dtype, outs[k].numel());
+  };
+  size_t ni = 0;
+  for (const BatchSlice& r : plan->slices) {
+    for (; ni < size_t(r.first); ++ni) run_node(ni, 0);
+    for (int64_t pass = 0; pass < r.batch / r.slice; ++pass)
+      for (ni = size_t(r.first); ni <= size_t(r.last); ++ni) run_node(ni, pass);
   }
+  for (; ni < plan->nodes.size(); ++ni) run_node(ni, 0);
   // Weights dropped during this call: let go of them now.
   if (ctx.packed_generation != pack_generation_.load(std::memory_order_acquire)) ctx.release_packed();
   result.reserve(g.outputs.size());

@@ -161,3 +161,34 @@ def test_vit_b_16():
     m = torchvision.models.vit_b_16()
     torch.nn.init.normal_(m.heads.head.weight, std=0.02)  # torchvision zero-initialises the head
     compile_and_compare(m, torch.randn(1, 3, 224, 224), tol=dict(rtol=1e-4, atol=2e-5))
+
+
+@pytest.mark.parametrize("scheme", ["fp32", "int8-static", "int8-dynamic"])
+def test_resnet18_batch_slices(monkeypatch, tmp_path, scheme):
+    """Batch slices (the runtime running the first stages a few images a pass where a
+    batch's tensors outgrow the cache), forced on a small model by a small cache size:
+    the stem runs on fewer images than the batch, and the output equals eager's (fp32)
+    or the same quantized model's run unsliced, bit for bit (int8: each image's codes
+    and scales are its own either way)."""
+    m = calibrate_batch_norm(torchvision.models.resnet18(), (2, 3, 64, 64))
+    x = torch.randn(6, 3, 64, 64)
+    if scheme == "int8-static":
+        zenith.quantize(m, scheme, calibration=[torch.randn(2, 3, 64, 64) for _ in range(2)])
+    elif scheme == "int8-dynamic":
+        zenith.quantize(m, scheme)
+    with torch.no_grad():
+        monkeypatch.setenv("ZENITH_BATCH_SLICE_CACHE", "0")
+        whole = zenith.freeze(m)(x)
+        # 512 KiB: the stem's output (6 x 64 x 32 x 32 floats, 1.5 MiB) is over half of it.
+        monkeypatch.setenv("ZENITH_BATCH_SLICE_CACHE", str(512 << 10))
+        frozen = zenith.freeze(m)
+        with zenith.profile(trace=str(tmp_path / "trace.json")) as p:
+            got = frozen(x)
+    stem = [e for e in p.events if e[1] == 0]  # node 0, the stem conv: once a pass
+    assert len(stem) > 1 and all(e[6][0] * len(stem) == 6 for e in stem), stem
+    if scheme == "fp32":
+        torch.testing.assert_close(got, m(x), rtol=1e-4, atol=1e-4)
+        torch.testing.assert_close(got, whole, rtol=1e-5, atol=1e-5)
+    else:
+        assert torch.equal(got, whole)
+    torch._dynamo.reset()

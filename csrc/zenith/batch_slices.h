@@ -1,0 +1,52 @@
+// Batch slices: a run of nodes that computes every image of a batch on its own (convs,
+// pools, layout conversions) is executed a few images at a time, each pass running the
+// whole run, instead of node by node over the whole batch.
+//
+// Why: at batch 8 the first stages of a CNN make tensors of 13-26 MB (ResNet-50's stem
+// output, its layer 1's 256-channel maps), so a node's operands outgrow the last-level
+// cache and each node reads its input from memory and writes its output there, while
+// its filters are small. One image at a time keeps a pass's tensors (3-7 MB) in cache
+// and reads the filters once a pass. Zen 5 (L3 32 MiB), 2 threads, ResNet-50 b8
+// frozen, in-process A/Bs against no slicing: stem to layer 2's first block (nodes
+// 0-15) one image a pass 0.943-0.976 of the time; two images a pass 0.954-1.015 (the
+// host's L3 is shared); slicing on through layer 2, whose operands fit in L3, undoes
+// the gain (1.000), and through layer 3 costs 4.7%
+// (docs/benchmarks/2026-12-05b-zen5-batch-slices/).
+//
+// Which nodes: a run of consecutive per-image nodes on one batch, from the first to the
+// last with a batched operand (an input or output over the whole batch) larger than
+// half the cache (such a tensor is out of cache by the time it is read); images a
+// pass: the most (below the batch) whose operands of any of those nodes take at most a
+// quarter of the cache. ResNet-50 b8 on a 32 MiB L3: nodes 0-15 (their 26 MB tensors;
+// layer 2's are 13 MB), one image a pass (up to 7.2 MB of operands an image).
+//
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "zenith/ir.h"
+
+namespace zenith {
+
+struct BatchSlice {
+  int first = 0, last = 0;  // the run's nodes, both ends inclusive
+  int64_t batch = 0;        // N: dim 0 of every batched operand of the run
+  int64_t slice = 0;        // S: images a pass; divides N, less than N
+};
+
+// Whether node n computes each image of dim 0 from that image alone, and then which of
+// its inputs carry the batch in dim 0 (the others are weights, read whole every pass).
+bool per_image_node(const Node& n, std::vector<bool>* batched_inputs);
+
+// The runs of a graph with these concrete shapes (per value id) worth slicing, for a
+// last-level cache of `cache` bytes (the rule above); none when cache is 0.
+// batch_slices.cc.
+std::vector<BatchSlice> find_batch_slices(const Graph& g, const std::vector<std::vector<int64_t>>& shapes,
+                                          size_t cache);
+
+// The cache size the runtime passes: the last-level cache's as sysfs reports it (32 MiB
+// if unknown); ZENITH_BATCH_SLICE_CACHE overrides it (0 turns slicing off).
+size_t batch_slice_cache();
+
+}  // namespace zenith
