@@ -1,0 +1,31 @@
+# In-process A/B of batch-slice settings: one frozen copy of a torchvision model per setting
+# (environment variables set during that copy's first call, when its plan is built), calls
+# alternated in shuffled rounds (abrounds.py). Settings: "off" (ZENITH_BATCH_SLICE_CACHE=0),
+# "rule" (the default), a number (ZENITH_BATCH_SLICE_CACHE: the cache bytes the rule
+# assumes), or "S:LAST[:BYTES]" (ZAB_S / ZAB_LAST: images a pass and last node, and
+# ZENITH_BATCH_SLICE_BYTES the budget: overrides of the session's first rule, in
+# slice_overrides.diff; the committed runtime ignores them).
+# python slice_ab.py model batch setting,setting,... [rounds]; ratios are time / the first's.
+import copy, os, sys, torch, torchvision, zenith
+from abrounds import report, rounds
+torch.manual_seed(0); torch.set_num_threads(2)
+name, b, vals = sys.argv[1], int(sys.argv[2]), sys.argv[3].split(",")
+n = int(sys.argv[4]) if len(sys.argv) > 4 else 20
+m = getattr(torchvision.models, name.replace("-", "_"))().eval()
+x = torch.randn(b, 3, 224, 224)
+KEYS = ("ZENITH_BATCH_SLICE_CACHE", "ZENITH_BATCH_SLICE_BYTES", "ZAB_S", "ZAB_LAST")
+fs = {}
+with torch.no_grad():
+    ref = m(x)
+    for v in vals:
+        for k in KEYS: os.environ.pop(k, None)
+        if v == "off": os.environ["ZENITH_BATCH_SLICE_CACHE"] = "0"
+        elif v.isdigit(): os.environ["ZENITH_BATCH_SLICE_CACHE"] = v
+        elif v != "rule":
+            s, last, *budget = v.split(":"); os.environ["ZAB_S"] = s; os.environ["ZAB_LAST"] = last
+            if budget: os.environ["ZENITH_BATCH_SLICE_BYTES"] = budget[0]
+        fs[v] = zenith.freeze(copy.deepcopy(m))
+        print(f"{v}: max abs diff vs eager {(fs[v](x) - ref).abs().max().item():.3g}", flush=True)
+    for k in KEYS: os.environ.pop(k, None)
+    res = rounds(vals, n, lambda v: fs[v](x))
+report(f"{name} b{b}", "setting", vals, res)
