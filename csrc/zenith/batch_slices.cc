@@ -45,9 +45,8 @@ std::vector<BatchSlice> find_batch_slices(const Graph& g, const std::vector<std:
   std::vector<int> producer(g.values.size(), -1);
   for (size_t ni = 0; ni < g.nodes.size(); ++ni)
     for (int v : g.nodes[ni].outputs) producer[size_t(v)] = int(ni);
-  // The run being built: its first node, its batch, its first and last node with a
-  // batched operand over half the cache, and the most bytes of batched operands one
-  // image of those has.
+  // The run being built: its first node, its batch, its first and last node worth
+  // slicing (below), and the most bytes of batched operands one image of those has.
   int start = -1, big_first = -1, big_last = -1;
   int64_t batch = 0;
   size_t image_work = 0;
@@ -93,7 +92,13 @@ std::vector<BatchSlice> find_batch_slices(const Graph& g, const std::vector<std:
       start = int(ni);
       batch = nb;
     }
-    if (largest > cache / 2) {  // a value that does not stay in cache until it is read
+    // Worth a pass per image: a batched operand over a quarter of the cache (it leaves
+    // the cache before its reader is done with it), and filters small enough that
+    // reading them once an image adds at most a quarter of the operands' traffic.
+    size_t weights = 0;
+    for (size_t k = 0; k < n.inputs.size(); ++k)
+      if (!batched[k]) weights += bytes_of(g, shapes, n.inputs[k]);
+    if (largest > cache / 4 && weights * size_t(nb - 1) <= work / 4) {
       if (big_first < 0) big_first = int(ni);
       big_last = int(ni);
       image_work = std::max(image_work, work / size_t(nb));

@@ -3,22 +3,24 @@
 // whole run, instead of node by node over the whole batch.
 //
 // Why: at batch 8 the first stages of a CNN make tensors of 13-26 MB (ResNet-50's stem
-// output, its layer 1's 256-channel maps), so a node's operands outgrow the last-level
-// cache and each node reads its input from memory and writes its output there, while
-// its filters are small. One image at a time keeps a pass's tensors (3-7 MB) in cache
-// and reads the filters once a pass. Zen 5 (L3 32 MiB), 2 threads, ResNet-50 b8
-// frozen, in-process A/Bs against no slicing: stem to layer 2's first block (nodes
-// 0-15) one image a pass 0.943-0.976 of the time; two images a pass 0.954-1.015 (the
-// host's L3 is shared); slicing on through layer 2, whose operands fit in L3, undoes
-// the gain (1.000), and through layer 3 costs 4.7%
-// (docs/benchmarks/2026-12-05b-zen5-batch-slices/).
+// output, its layer 1's 256-channel maps, MobileNet V2's stem output), so a node's
+// operands outgrow the last-level cache and each node reads its input from memory and
+// writes its output there, while its filters are small. One or two images at a time
+// keep a pass's tensors (3-7 MB) in cache and read the filters once a pass. Zen 5 (L3
+// 32 MiB), 2 threads, frozen, in-process A/Bs against no slicing (2026-12-05b-zen5-
+// batch-slices in docs/benchmarks): ResNet-50 b8 0.949-0.989 of the time (its stem to
+// layer 2 one image a pass; slicing on through layer 3's first block, whose filters are
+// 2 MB, undid the gain, and through layer 3 cost 4.7%), ResNet-18 b8 0.912-0.926,
+// MobileNet V2 b8 0.979 (stem and first block, two images a pass).
 //
 // Which nodes: a run of consecutive per-image nodes on one batch, from the first to the
-// last with a batched operand (an input or output over the whole batch) larger than
-// half the cache (such a tensor is out of cache by the time it is read); images a
-// pass: the most (below the batch) whose operands of any of those nodes take at most a
-// quarter of the cache. ResNet-50 b8 on a 32 MiB L3: nodes 0-15 (their 26 MB tensors;
-// layer 2's are 13 MB), one image a pass (up to 7.2 MB of operands an image).
+// last worth it: one with a batched operand (an input or output over the whole batch)
+// over a quarter of the cache, whose filters read once an image add at most a quarter
+// of its operands' bytes. Images a pass: the most (below the batch) whose operands of
+// any of those nodes take at most a quarter of the cache. ResNet-50 b8 on a 32 MiB L3:
+// nodes 0-24 (up to layer 3, whose first conv reads 13 MB with 0.5 MB of filters and
+// whose 3x3 convs have 2.4 MB), one image a pass (up to 7.2 MB an image); MobileNet V2
+// b8: nodes 0-1, two images.
 //
 #pragma once
 #include <cstddef>

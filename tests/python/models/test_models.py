@@ -179,7 +179,7 @@ def test_resnet18_batch_slices(monkeypatch, tmp_path, scheme):
     with torch.no_grad():
         monkeypatch.setenv("ZENITH_BATCH_SLICE_CACHE", "0")
         whole = zenith.freeze(m)(x)
-        # 512 KiB: the stem's output (6 x 64 x 32 x 32 floats, 1.5 MiB) is over half of it.
+        # 512 KiB: the stem's output (6 x 64 x 32 x 32 floats, 1.5 MiB) is over a quarter of it.
         monkeypatch.setenv("ZENITH_BATCH_SLICE_CACHE", str(512 << 10))
         frozen = zenith.freeze(m)
         with zenith.profile(trace=str(tmp_path / "trace.json")) as p:
