@@ -442,9 +442,23 @@ std::shared_ptr<const Plan> Executable::build_plan(std::vector<int64_t> key, con
     std::lock_guard<std::mutex> lock(mu_);
     scratch_values_ = std::move(cg.values);
   }
-  // Batch slices for a graph without symbols (one signature: its static nodes' plans,
-  // shared by every later plan, are sliced alike).
-  if (bind.empty()) plan->slices = find_batch_slices(g, all_shapes(*plan), batch_slice_cache());
+  // Batch slices for a graph without symbols, found once (the static NodePlans, shared by
+  // every later plan, are prepared for them; the cache size is read then).
+  if (bind.empty()) {
+    std::shared_ptr<const std::vector<BatchSlice>> sl;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      sl = slices_;
+    }
+    if (!sl) {
+      auto found = std::make_shared<const std::vector<BatchSlice>>(
+          find_batch_slices(g, all_shapes(*plan), batch_slice_cache()));
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!slices_) slices_ = std::move(found);
+      sl = slices_;
+    }
+    plan->slices = *sl;
+  }
   plan->mem = memory_plan_for(bind, *plan);
   // Each new NodePlan's kernel prepares for these shapes: typed attributes, its
   // algorithm, and which weight input (if any) it reads packed when that input is constant.

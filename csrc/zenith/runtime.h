@@ -39,6 +39,7 @@ struct OutTensor {
 
 struct Plan;
 struct NodePlan;
+struct BatchSlice;
 struct Context;
 struct PackedOperand;
 struct PreparedOp;
@@ -116,7 +117,7 @@ class Executable {
   Device device_;
   uint64_t serial_;  // names this executable in profile events
   std::vector<int> symbol_inputs_;  // symbol index per integer input
-  mutable std::mutex mu_;            // guards plans_, last_plan_, free_contexts_, scratch_values_
+  mutable std::mutex mu_;            // guards plans_, last_plan_, free_contexts_, scratch_values_, slices_
   // build_plan's working copy of the graph's values, kept for the next new signature.
   mutable std::vector<Value> scratch_values_;
   // Memory plans of a graph with symbols, per bucket of symbol values (memory_plan_for).
@@ -129,6 +130,9 @@ class Executable {
   std::vector<int> dynamic_values_, dynamic_slot_;
   // The first plan's NodePlans of the static nodes (entries of other nodes empty), shared by every later plan.
   mutable std::shared_ptr<const std::vector<std::shared_ptr<const NodePlan>>> static_plans_;
+  // A graph without symbols: its batch slices (batch_slices.h), found by the first plan
+  // and kept, so that every plan slices as the static NodePlans it shares were prepared.
+  mutable std::shared_ptr<const std::vector<BatchSlice>> slices_;
   mutable std::map<std::vector<int64_t>, std::shared_ptr<const Plan>> plans_;
   mutable std::shared_ptr<const Plan> last_plan_;
   mutable std::vector<std::unique_ptr<Context>> free_contexts_;

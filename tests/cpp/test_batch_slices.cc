@@ -7,14 +7,19 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <random>
+#include <set>
 #include <string>
+#include <thread>
 
 #include "zenith/batch_slices.h"
 #include "zenith/error.h"
 #include "zenith/ir.h"
+#include "zenith/passes/passes.h"
 #include "zenith/planner.h"
 #include "zenith/runtime.h"
+#include "zenith/threadpool.h"
 
 using namespace zenith;
 
@@ -202,6 +207,128 @@ std::vector<float> randn(size_t n, unsigned seed) {
   return v;
 }
 
+
+// Inputs for a graph: float inputs random (input 0, the images, with image 1 scaled by
+// `big_image` when it is not 0), u8 inputs int8 filter rows (an f32 scale, then codes).
+struct Inputs {
+  std::vector<std::vector<float>> f;
+  std::vector<std::vector<uint8_t>> u;
+  std::vector<InTensor> in;
+  Inputs(const Graph& g, unsigned seed, float big_image = 0) {
+    f.reserve(g.inputs.size());
+    u.reserve(g.inputs.size());
+    std::mt19937 rng(seed);
+    for (size_t i = 0; i < g.inputs.size(); ++i) {
+      const auto& t = g.type(g.inputs[i]);
+      std::vector<int64_t> dims;
+      for (const auto& d : t.shape) dims.push_back(d.value());
+      if (t.dtype == DType::u8) {
+        std::uniform_real_distribution<float> mag(1e-3f, 5e-2f);
+        const int64_t K = dims[1] - 4;
+        u.emplace_back(size_t(dims[0] * dims[1]));
+        for (int64_t r = 0; r < dims[0]; ++r) {
+          const float sc = mag(rng);
+          std::memcpy(&u.back()[size_t(r * dims[1])], &sc, 4);
+          for (int64_t k = 0; k < K; ++k) u.back()[size_t(r * dims[1] + 4 + k)] = uint8_t(int8_t(int(rng() % 255) - 127));
+        }
+        in.push_back({u.back().data(), DType::u8, dims});
+      } else {
+        f.push_back(randn(size_t(t.static_numel()), seed + unsigned(i)));
+        if (i == 0 && big_image != 0)
+          for (size_t k = f.back().size() / size_t(dims[0]); k < 2 * f.back().size() / size_t(dims[0]); ++k)
+            f.back()[k] *= big_image;
+        in.push_back({f.back().data(), DType::f32, dims});
+      }
+    }
+  }
+};
+
+void expect_same(const Graph& g, const std::vector<OutTensor>& a, const std::vector<OutTensor>& b, float tol,
+                 const std::string& what) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t o = 0; o < a.size(); ++o) {
+    const size_t n = size_t(g.type(g.outputs[o]).static_numel());
+    if (a[o].dtype != DType::f32) {
+      ASSERT_EQ(std::memcmp(a[o].data, b[o].data, n * dtype_size(a[o].dtype)), 0) << what << " output " << o;
+      continue;
+    }
+    const float* pa = static_cast<const float*>(a[o].data);
+    const float* pb = static_cast<const float*>(b[o].data);
+    for (size_t i = 0; i < n; ++i) {
+      if (tol == 0) ASSERT_EQ(pa[i], pb[i]) << what << " output " << o << " at " << i;
+      else ASSERT_NEAR(pa[i], pb[i], tol * (1 + std::fabs(pb[i]))) << what << " output " << o << " at " << i;
+    }
+  }
+}
+
+// The graph sliced at every cache size that slices it differently (64 B to 64 MiB)
+// against it unsliced: filters read in place or packed (every input but the first
+// constant), 1 and 2 threads, each executable called twice and then from two threads
+// at once. tol 0: bit for bit.
+void expect_slices_change_nothing(const Graph& g, float tol, float big_image = 0) {
+  const auto shapes = static_shapes(g);
+  std::vector<int> weights;
+  for (size_t i = 1; i < g.inputs.size(); ++i) weights.push_back(int(i));
+  const Inputs in(g, 17, big_image);
+  std::set<std::string> seen;
+  int tried = 0;
+  for (size_t cache = 64; cache <= (size_t(64) << 20); cache *= 2) {
+    const auto s = find_batch_slices(g, shapes, cache);
+    std::string key;
+    for (const BatchSlice& r : s) key += std::to_string(r.first) + "-" + std::to_string(r.last) + "/" + std::to_string(r.slice) + " ";
+    if (s.empty() || !seen.insert(key).second) continue;
+    ++tried;
+    for (int threads : {1, 2}) {
+      set_num_threads(threads);
+      for (bool packed : {false, true}) {
+        const std::string what = "cache " + std::to_string(cache) + " (" + key + "), threads " +
+                                 std::to_string(threads) + (packed ? ", packed" : "");
+        std::vector<OutTensor> whole;
+        {
+          SliceCache off(0);
+          Executable x(g);
+          if (packed) x.set_constant_inputs(weights);
+          whole = x.run(in.in, {});
+        }
+        SliceCache on(cache);
+        Executable x(g);
+        if (packed) x.set_constant_inputs(weights);
+        for (int rep = 0; rep < 2; ++rep) expect_same(g, x.run(in.in, {}), whole, tol, what);
+        std::vector<OutTensor> r1, r2;
+        std::thread t1([&] { r1 = x.run(in.in, {}); });
+        std::thread t2([&] { r2 = x.run(in.in, {}); });
+        t1.join();
+        t2.join();
+        expect_same(g, r1, whole, tol, what + ", concurrent");
+        expect_same(g, r2, whole, tol, what + ", concurrent");
+        if (::testing::Test::HasFailure()) {
+          set_num_threads(1);
+          return;
+        }
+      }
+    }
+  }
+  set_num_threads(1);
+  EXPECT_GT(tried, 0) << "no cache size slices the graph";
+}
+
+std::string rebatch(std::string text, int64_t from, int64_t to) {
+  const std::string a = "f32[" + std::to_string(from) + ", ", b = "f32[" + std::to_string(to) + ", ";
+  for (size_t p = text.find(a); p != std::string::npos; p = text.find(a, p + b.size())) text.replace(p, a.size(), b);
+  return text;
+}
+
+// Int8 convs (u8 filter rows; x_scale static), one reading x as its residual.
+const char* kInt8Chain = R"(graph(%x: f32[2, 20, 12, 12], %w0: u8[24, 24], %w1: u8[24, 220], %w2: u8[20, 28], %w3: u8[20, 28], %w4: u8[16, 24], %b: f32[24], %w5: u8[24, 20]) {
+  %a: f32[2, 24, 12, 12] = conv2d(%x, %w0, %b) {stride=[1, 1], padding=[0, 0], dilation=[1, 1], has_bias=[1], kernel=[1, 1], x_scale=f[0.05], activation=[1]}
+  %c: f32[2, 24, 12, 12] = conv2d(%a, %w1, %w1) {stride=[1, 1], padding=[1, 1], dilation=[1, 1], has_bias=[0], kernel=[3, 3], x_scale=f[0.04], activation=[1]}
+  %d: f32[2, 20, 12, 12] = conv2d(%c, %w2, %w2, %x) {stride=[1, 1], padding=[0, 0], dilation=[1, 1], has_bias=[0], kernel=[1, 1], x_scale=f[0.3], has_residual=[1], activation=[1]}
+  %e: f32[2, 20, 6, 6] = conv2d(%c, %w3, %w3) {stride=[2, 2], padding=[0, 0], dilation=[1, 1], has_bias=[0], kernel=[1, 1], x_scale=f[0.3]}
+  %f: f32[2, 16, 12, 12] = conv2d(%d, %w4, %w4) {stride=[1, 1], padding=[0, 0], dilation=[1, 1], has_bias=[0], kernel=[1, 1], x_scale=f[0.02]}
+  %h: f32[2, 24, 12, 12] = conv2d(%f, %w5, %b, %c) {stride=[1, 1], padding=[0, 0], dilation=[1, 1], has_bias=[1], kernel=[1, 1], x_scale=f[0.5], has_residual=[1]}
+  return (%e, %f, %d, %h, %c)
+})";
+
 }  // namespace
 
 // The rule: the run's nodes with an operand over a quarter of the cache and filters
@@ -235,6 +362,29 @@ TEST(BatchSlices, RuleTakesTheNodesWhoseTensorsOutgrowTheCache) {
     EXPECT_EQ(s[0].slice, 1);
     EXPECT_TRUE(find_batch_slices(g, shapes, size_t(6) << 20).empty());  // 1.5 MiB is a quarter: not over
     EXPECT_TRUE(find_batch_slices(g, shapes, 0).empty());
+  }
+}
+
+// A conv without a bias repeats its filters in the bias slot (the importer's form): they
+// count once. Two 1x1 convs on 28 x 28 at batch 8 (128 -> 512 -> 64 channels), 32 MiB:
+// the first's 256 KiB of filters read 7 more times take 1.75 MiB against an eighth of
+// its 15.3 MiB of operands (1.9), the second's 128 KiB 0.88 against 1.72: both worth it
+// once, neither twice.
+TEST(BatchSlices, RuleCountsEachFilterOnce) {
+  for (bool placeholder : {false, true}) {
+    Graph g;
+    int x = g.add_input("x", f32({8, 128, 28, 28}));
+    int w0 = g.add_input("w0", f32({512, 128, 1, 1})), w1 = g.add_input("w1", f32({64, 512, 1, 1}));
+    int b0 = g.add_input("b0", f32({512})), b1 = g.add_input("b1", f32({64}));
+    auto attrs = conv_attrs(1, 1, false);
+    attrs["has_bias"].ints = {SymInt(placeholder ? 0 : 1)};
+    int a = g.add_node(Op::conv2d, {x, w0, placeholder ? w0 : b0}, attrs)[0];
+    g.outputs = {g.add_node(Op::conv2d, {a, w1, placeholder ? w1 : b1}, attrs)[0]};
+    verify(g);
+    auto s = find_batch_slices(g, static_shapes(g), size_t(32) << 20);
+    ASSERT_EQ(s.size(), 1u) << placeholder;
+    EXPECT_EQ(s[0].first, 0) << placeholder;
+    EXPECT_EQ(s[0].last, 1) << placeholder;
   }
 }
 
@@ -316,7 +466,8 @@ TEST(BatchSlices, RuntimeMatchesUnslicedAndEachPassAlone) {
   int checked = 0;
   int compared = 0;
   for (int gi = 0; gi < 120; ++gi) {
-    // 13 to 16 images: no filter's first dim (at most 16) is N but at 16, skipped below.
+    // 13 to 15 images: no filter's first dim (at most 12) or blocked channel count (16)
+    // is N, so the text substitution below changes only the images' shapes.
     const int64_t N = 13 + int64_t(rng() % 3);
     Graph g = random_image_graph(rng, N);
     verify(g);
@@ -378,4 +529,97 @@ TEST(BatchSlices, RuntimeMatchesUnslicedAndEachPassAlone) {
   }
   EXPECT_GT(compared, 50);  // 108 at this seed
   EXPECT_GT(checked, 10);   // 21
+}
+
+// Int8 convs over the blocked layout passing codes between them (u8 in and out, an
+// output as floats and codes, a residual as codes): bit for bit, at 4, 8 and 12 images.
+TEST(BatchSlices, Int8CodesChainsMatchUnsliced) {
+  for (int64_t n : {4, 8, 12}) {
+    Graph g = parse_graph(rebatch(kInt8Chain, 2, n));
+    layout_nchwc(g);
+    dead_code_elimination(g);
+    ASSERT_EQ(chain_int8(g), 4);
+    verify(g);
+    SCOPED_TRACE(n);
+    expect_slices_change_nothing(g, 0);
+  }
+}
+
+// Dynamic int8 (a scale per image, no x_scale), one image 1000x the others, NCHW and
+// blocked: bit for bit, so each image's scale is its own in a pass as in the batch.
+TEST(BatchSlices, DynamicInt8ScalesStayPerImage) {
+  for (int64_t n : {4, 8}) {
+    std::string t = rebatch(kInt8Chain, 2, n);
+    for (const char* s : {", x_scale=f[0.05]", ", x_scale=f[0.04]", ", x_scale=f[0.3]", ", x_scale=f[0.02]",
+                          ", x_scale=f[0.5]"})
+      for (size_t p = t.find(s); p != std::string::npos; p = t.find(s)) t.erase(p, std::strlen(s));
+    for (bool blocked : {false, true}) {
+      Graph g = parse_graph(t);
+      if (blocked) {
+        layout_nchwc(g);
+        dead_code_elimination(g);
+      }
+      verify(g);
+      SCOPED_TRACE(std::to_string(n) + (blocked ? " blocked" : ""));
+      expect_slices_change_nothing(g, 0, 1000.0f);
+    }
+  }
+}
+
+// conv2d_pw_dw (blocked and NCHW, with a projection and a residual) and avg_pool2d.
+TEST(BatchSlices, FusedBlocksAndAveragePoolsMatchUnsliced) {
+  const std::string blocked = R"(graph(%x: f32[4, 2, 28, 28, 8], %w: f32[20, 16, 1, 1], %k: f32[20, 1, 3, 3], %b: f32[20], %u: f32[16, 20, 1, 1], %c: f32[16]) {
+  %p: f32[4, 2, 28, 28, 8] = conv2d_pw_dw(%x, %w, %w, %k, %b, %u, %c, %x) {activation=[7], dilation=[1, 1], has_bias=[1], has_residual=[1], padding=[1, 1], pj_has_bias=[1], project=[1], pw_activation=[7], pw_has_bias=[0], stride=[1, 1]}
+  %q: f32[4, 2, 28, 28, 8] = conv2d_pw_dw(%p, %w, %w, %k, %b, %u, %c, %p) {activation=[7], dilation=[1, 1], has_bias=[1], has_residual=[1], padding=[1, 1], pj_has_bias=[1], project=[1], pw_activation=[7], pw_has_bias=[0], stride=[1, 1]}
+  %y: f32[4, 16, 28, 28] = from_nchwc(%q) {channels=[16]}
+  %z: f32[4, 16, 14, 14] = avg_pool2d(%y) {kernel=[3, 3], stride=[2, 2], padding=[1, 1], ceil_mode=[0], count_include_pad=[0]}
+  return (%z)
+})";
+  const std::string nchw = R"(graph(%x: f32[4, 16, 28, 28], %w: f32[20, 16, 1, 1], %k: f32[20, 1, 3, 3], %b: f32[20], %u: f32[16, 20, 1, 1], %c: f32[16]) {
+  %p: f32[4, 16, 28, 28] = conv2d_pw_dw(%x, %w, %w, %k, %b, %u, %c, %x) {activation=[7], dilation=[1, 1], has_bias=[1], has_residual=[1], padding=[1, 1], pj_has_bias=[1], project=[1], pw_activation=[7], pw_has_bias=[0], stride=[1, 1]}
+  %z: f32[4, 16, 14, 14] = avg_pool2d(%p) {kernel=[2, 2], stride=[2, 2], padding=[0, 0], ceil_mode=[0], count_include_pad=[1]}
+  %q: f32[4, 16, 14, 14] = conv2d_pw_dw(%z, %w, %w, %k, %b, %u, %c, %z) {activation=[7], dilation=[1, 1], has_bias=[1], has_residual=[1], padding=[1, 1], pj_has_bias=[1], project=[1], pw_activation=[7], pw_has_bias=[0], stride=[1, 1]}
+  return (%q, %p)
+})";
+  for (const std::string* t : {&blocked, &nchw})
+    for (int64_t n : {4, 8}) {
+      Graph g = parse_graph(rebatch(*t, 4, n));
+      verify(g);
+      SCOPED_TRACE(std::to_string(n) + (t == &blocked ? " blocked" : " nchw"));
+      expect_slices_change_nothing(g, 1e-5f);
+    }
+}
+
+// A reshape of a value the run makes, returned (its storage outlives the run), a fill
+// read inside the run as a batched residual, a graph output in the middle.
+TEST(BatchSlices, AliasesAndFillsAroundARun) {
+  Graph g = parse_graph(R"(graph(%x: f32[4, 8, 16, 16], %w: f32[8, 8, 3, 3], %b: f32[8]) {
+  %a: f32[4, 8, 16, 16] = conv2d(%x, %w, %b) {stride=[1, 1], padding=[1, 1], dilation=[1, 1], has_bias=[1], activation=[1]}
+  %f: f32[4, 8, 16, 16] = full() {shape=[4, 8, 16, 16], value=f[0.25], dtype=[0]}
+  %c: f32[4, 8, 16, 16] = conv2d(%a, %w, %b, %f) {stride=[1, 1], padding=[1, 1], dilation=[1, 1], has_bias=[1], has_residual=[1], activation=[1]}
+  %d: f32[4, 8, 8, 8] = max_pool2d(%c) {kernel=[2, 2], stride=[2, 2], padding=[0, 0]}
+  %r: f32[4, 2048] = reshape(%a) {shape=[4, 2048]}
+  %e: f32[4, 8, 8, 8] = conv2d(%d, %w, %b) {stride=[1, 1], padding=[1, 1], dilation=[1, 1], has_bias=[1], activation=[1]}
+  return (%e, %r, %c)
+})");
+  verify(g);
+  expect_slices_change_nothing(g, 1e-5f);
+}
+
+// A conv whose filters a per-image node of the run made, itself worth slicing by its
+// 64 x 64 images: the run ends before it (sliced with it, a pass would read the filters
+// of one pass's images).
+TEST(BatchSlices, RunEndsBeforeAFilterItMade) {
+  Graph g = parse_graph(R"(graph(%x: f32[4, 3, 8, 8], %w: f32[4, 3, 1, 1], %b: f32[4], %z: f32[4, 3, 64, 64]) {
+  %a: f32[4, 4, 8, 8] = conv2d(%x, %w, %b) {stride=[1, 1], padding=[0, 0], dilation=[1, 1], has_bias=[1]}
+  %ab: f32[4, 1, 8, 8, 8] = to_nchwc(%a) {block=[8]}
+  %wt: f32[4, 3, 8, 8] = from_nchwc(%ab) {channels=[3]}
+  %y: f32[4, 4, 57, 57] = conv2d(%z, %wt, %b) {stride=[1, 1], padding=[0, 0], dilation=[1, 1], has_bias=[1]}
+  return (%y)
+})");
+  verify(g);
+  auto s = find_batch_slices(g, static_shapes(g), 64);
+  ASSERT_EQ(s.size(), 1u);
+  EXPECT_EQ(s[0].last, 2);
+  expect_slices_change_nothing(g, 1e-5f);
 }
