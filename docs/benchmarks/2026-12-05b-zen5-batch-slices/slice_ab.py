@@ -1,6 +1,6 @@
 # In-process A/B of batch-slice settings: one frozen copy of a torchvision model per setting
 # (environment variables set during that copy's first call, when its plan is built), calls
-# alternated in shuffled rounds (abrounds.py). Settings: "off" (ZENITH_BATCH_SLICE_CACHE=0),
+# alternated in shuffled rounds (../2026-12-05-zen5-cnn/abrounds.py). Settings: "off" (ZENITH_BATCH_SLICE_CACHE=0),
 # "rule" (the default), a number (ZENITH_BATCH_SLICE_CACHE: the cache bytes the rule
 # assumes), "v3" (ZAB_RULE), or "S:LAST[:BYTES]" (ZAB_S / ZAB_LAST: images a pass and last
 # node, and ZENITH_BATCH_SLICE_BYTES the budget): temporary switches of the session's
@@ -9,7 +9,8 @@
 # first's; scheme: a zenith.quantize scheme applied first (int8-static: calibrated on 4
 # random batches of 2).
 import copy, os, sys, torch, torchvision, zenith
-from abrounds import report, rounds
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "2026-12-05-zen5-cnn"))
+from abrounds import report, rounds  # the rounds the forty-fourth session's A/B scripts share
 torch.manual_seed(0); torch.set_num_threads(2)
 name, b, vals = sys.argv[1], int(sys.argv[2]), sys.argv[3].split(",")
 n = int(sys.argv[4]) if len(sys.argv) > 4 else 20
