@@ -20,17 +20,11 @@
 #include "zenith/planner.h"
 #include "zenith/runtime.h"
 #include "zenith/threadpool.h"
+#include "test_util.h"
 
 using namespace zenith;
 
 namespace {
-
-std::vector<std::vector<int64_t>> static_shapes(const Graph& g) {
-  std::vector<std::vector<int64_t>> shapes(g.values.size());
-  for (size_t v = 0; v < g.values.size(); ++v)
-    for (const auto& d : g.values[v].type.shape) shapes[v].push_back(d.value());
-  return shapes;
-}
 
 size_t bytes_of(const Graph& g, int v) {
   return size_t(g.type(v).static_numel()) * dtype_size(g.type(v).dtype);
@@ -199,14 +193,6 @@ void simulate_passes(const Graph& g, const MemoryPlan& plan, const std::vector<B
   for (int v : g.outputs) access(v, 0, g.type(v).shape[0].value(), false, "the end");
 }
 
-std::vector<float> randn(size_t n, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0.0f, 1.0f);
-  std::vector<float> v(n);
-  for (auto& e : v) e = d(rng);
-  return v;
-}
-
 
 // Inputs for a graph: float inputs random (input 0, the images, with image 1 scaled by
 // `big_image` when it is not 0), u8 inputs int8 filter rows (an f32 scale, then codes).
@@ -323,16 +309,6 @@ std::string rebatch(std::string text, int64_t from, int64_t to) {
   return text;
 }
 
-// Int8 convs (u8 filter rows; x_scale static), one reading x as its residual.
-const char* kInt8Chain = R"(graph(%x: f32[2, 20, 12, 12], %w0: u8[24, 24], %w1: u8[24, 220], %w2: u8[20, 28], %w3: u8[20, 28], %w4: u8[16, 24], %b: f32[24], %w5: u8[24, 20]) {
-  %a: f32[2, 24, 12, 12] = conv2d(%x, %w0, %b) {stride=[1, 1], padding=[0, 0], dilation=[1, 1], has_bias=[1], kernel=[1, 1], x_scale=f[0.05], activation=[1]}
-  %c: f32[2, 24, 12, 12] = conv2d(%a, %w1, %w1) {stride=[1, 1], padding=[1, 1], dilation=[1, 1], has_bias=[0], kernel=[3, 3], x_scale=f[0.04], activation=[1]}
-  %d: f32[2, 20, 12, 12] = conv2d(%c, %w2, %w2, %x) {stride=[1, 1], padding=[0, 0], dilation=[1, 1], has_bias=[0], kernel=[1, 1], x_scale=f[0.3], has_residual=[1], activation=[1]}
-  %e: f32[2, 20, 6, 6] = conv2d(%c, %w3, %w3) {stride=[2, 2], padding=[0, 0], dilation=[1, 1], has_bias=[0], kernel=[1, 1], x_scale=f[0.3]}
-  %f: f32[2, 16, 12, 12] = conv2d(%d, %w4, %w4) {stride=[1, 1], padding=[0, 0], dilation=[1, 1], has_bias=[0], kernel=[1, 1], x_scale=f[0.02]}
-  %h: f32[2, 24, 12, 12] = conv2d(%f, %w5, %b, %c) {stride=[1, 1], padding=[0, 0], dilation=[1, 1], has_bias=[1], kernel=[1, 1], x_scale=f[0.5], has_residual=[1]}
-  return (%e, %f, %d, %h, %c)
-})";
 
 }  // namespace
 
@@ -540,7 +516,7 @@ TEST(BatchSlices, RuntimeMatchesUnslicedAndEachPassAlone) {
 // output as floats and codes, a residual as codes): bit for bit, at 4, 8 and 12 images.
 TEST(BatchSlices, Int8CodesChainsMatchUnsliced) {
   for (int64_t n : {4, 8, 12}) {
-    Graph g = parse_graph(rebatch(kInt8Chain, 2, n));
+    Graph g = parse_graph(rebatch(kInt8ChainGraph, 2, n));
     layout_nchwc(g);
     dead_code_elimination(g);
     ASSERT_EQ(chain_int8(g), 4);
@@ -554,7 +530,7 @@ TEST(BatchSlices, Int8CodesChainsMatchUnsliced) {
 // blocked: bit for bit, so each image's scale is its own in a pass as in the batch.
 TEST(BatchSlices, DynamicInt8ScalesStayPerImage) {
   for (int64_t n : {4, 8}) {
-    std::string t = rebatch(kInt8Chain, 2, n);
+    std::string t = rebatch(kInt8ChainGraph, 2, n);
     for (const char* s : {", x_scale=f[0.05]", ", x_scale=f[0.04]", ", x_scale=f[0.3]", ", x_scale=f[0.02]",
                           ", x_scale=f[0.5]"})
       for (size_t p = t.find(s); p != std::string::npos; p = t.find(s)) t.erase(p, std::strlen(s));

@@ -11,18 +11,11 @@
 #include "zenith/error.h"
 #include "zenith/ir.h"
 #include "zenith/planner.h"
+#include "test_util.h"
 
 using namespace zenith;
 
 namespace {
-
-// Concrete shapes per value id of a graph with static shapes, as the runtime passes them.
-std::vector<std::vector<int64_t>> static_shapes(const Graph& g) {
-  std::vector<std::vector<int64_t>> shapes(g.values.size());
-  for (size_t v = 0; v < g.values.size(); ++v)
-    for (const auto& d : g.values[v].type.shape) shapes[v].push_back(d.value());
-  return shapes;
-}
 
 struct Planned {
   Graph g;

@@ -22,6 +22,7 @@
 #include "zenith/passes/passes.h"
 #include "zenith/runtime.h"
 #include "zenith/threadpool.h"
+#include "test_util.h"
 
 using namespace zenith;
 
@@ -53,14 +54,6 @@ std::vector<uint8_t> random_filters(int64_t OC, int64_t K, unsigned seed) {
       w[size_t(oc * (4 + K) + 4 + k)] = uint8_t(int8_t(k % 7 == 0 ? (rng() & 1 ? 127 : -127) : int(rng() % 255) - 127));
   }
   return w;
-}
-
-std::vector<float> randn(size_t n, unsigned seed, float scale = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d;
-  std::vector<float> v(n);
-  for (auto& x : v) x = scale * d(rng);
-  return v;
 }
 
 // The reference: each image's codes round(x / s) in [-127, 127] (s given, or max|finite
@@ -602,15 +595,7 @@ TEST(QuantConv, LayoutPassBlocksInt8Convs) {
 // that conv's output by exactly the residual's rounding to its codes.
 TEST(QuantConv, ChainPassPassesCodesBetweenInt8Convs) {
   set_num_threads(2);
-  const std::string text = R"(graph(%x: f32[2, 20, 12, 12], %w0: u8[24, 24], %w1: u8[24, 220], %w2: u8[20, 28], %w3: u8[20, 28], %w4: u8[16, 24], %b: f32[24], %w5: u8[24, 20]) {
-  %a: f32[2, 24, 12, 12] = conv2d(%x, %w0, %b) {stride=[1, 1], padding=[0, 0], dilation=[1, 1], has_bias=[1], kernel=[1, 1], x_scale=f[0.05], activation=[1]}
-  %c: f32[2, 24, 12, 12] = conv2d(%a, %w1, %w1) {stride=[1, 1], padding=[1, 1], dilation=[1, 1], has_bias=[0], kernel=[3, 3], x_scale=f[0.04], activation=[1]}
-  %d: f32[2, 20, 12, 12] = conv2d(%c, %w2, %w2, %x) {stride=[1, 1], padding=[0, 0], dilation=[1, 1], has_bias=[0], kernel=[1, 1], x_scale=f[0.3], has_residual=[1], activation=[1]}
-  %e: f32[2, 20, 6, 6] = conv2d(%c, %w3, %w3) {stride=[2, 2], padding=[0, 0], dilation=[1, 1], has_bias=[0], kernel=[1, 1], x_scale=f[0.3]}
-  %f: f32[2, 16, 12, 12] = conv2d(%d, %w4, %w4) {stride=[1, 1], padding=[0, 0], dilation=[1, 1], has_bias=[0], kernel=[1, 1], x_scale=f[0.02]}
-  %h: f32[2, 24, 12, 12] = conv2d(%f, %w5, %b, %c) {stride=[1, 1], padding=[0, 0], dilation=[1, 1], has_bias=[1], kernel=[1, 1], x_scale=f[0.5], has_residual=[1]}
-  return (%e, %f, %d, %h, %c)
-})";
+  const std::string text = kInt8ChainGraph;
   Graph blocked = parse_graph(text);
   EXPECT_EQ(layout_nchwc(blocked), 6);
   dead_code_elimination(blocked);
