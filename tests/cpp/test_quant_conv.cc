@@ -152,6 +152,10 @@ const Case kCases[] = {
                                                   // the buffers had held (MobileNet V2 at batch 8 corrupted the heap)
     {1, 16, 5, 7, 100, 1, 1, 1, 1, 0, 0, 1, 1},  // 100 channels: the codes' 32-byte stores from a start past a
                                                  // multiple of 32 (the scalar reference's split at 2 threads, 50)
+    // Tap rows of at most 32 codes, copied 32 bytes at a time (short_runs):
+    {2, 4, 9, 10, 12, 3, 5, 1, 2, 2, 2, 2, 1},   // row dilation, column stride, runs cut by the padding
+    {1, 1, 8, 40, 8, 1, 31, 1, 1, 0, 15, 1, 1},  // a run of 31 codes in a row of 32: the last copies exact
+    {1, 3, 1, 1, 4, 3, 3, 1, 1, 1, 1, 1, 1},     // a one-pixel image: the copy reads past its 3 codes
 };
 
 // Calls f(threads, c, L) at one and two threads, for every case, over blocks of 8 and 16

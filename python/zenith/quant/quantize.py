@@ -202,6 +202,10 @@ def _int8_conv_slower(conv, isa=None):
     isa: the int8 kernels' instruction set (None: this CPU's, _C.qmatmul_isa()).
     - A stem on <= 4 input channels: fp32 runs it as a direct conv (ResNet-50's 7x7 stem
       took 1.55x fp32's time in int8, Intel Xeon family 6 model 167, AVX-512 VNNI, 2 threads).
+      Since its window rows are copied 32 bytes a tap row the int8 stem alone is the faster
+      (AMD Zen 4, per node: about 1.05 against 1.46 ms at batch 1), but it writes NCHW, so
+      an NCHW max pool and a layout conversion follow it: ResNet-50 int8-static with the stem
+      in int8 took 0.984-1.011x the time at batch 1 and 1.005x at batch 8 (in-process A/Bs).
     - Without VNNI (AVX2's maddubs), a 3x3 stride-1 conv over 64+ channels in and out,
       which fp32 runs by Winograd (on maps of 7 x 7 and up, which the rule does not see:
       F(4x4), 4x fewer multiplies, or F(2x2), by a cost model of batch, map and ISA:
