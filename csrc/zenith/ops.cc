@@ -507,8 +507,8 @@ Types infer_from_nchwc(const Graph& g, const Node& n) {
 // w OIHW over CB * L or fewer channels (groups 1, or depthwise: [C, 1, KH, KW] with
 // groups == C); the output [N, ceil(OC / L), OH, OW, L]. With `block` (L), x is NCHW
 // [N, C, H, W] and the conv ungrouped. An int8 weight (u8 rows [OC, 4 + C * KH * KW],
-// with `kernel`): groups 1 and a blocked x, or codes u8 [N, H, W, C] with x_scale and
-// `block`; with y_scale, the output codes u8 [N, OH, OW, OC], after the blocked float
+// with `kernel`): groups 1 and a blocked x, an NCHW one with `block` (a stem), or codes
+// u8 [N, H, W, C] with x_scale and `block`; with y_scale, the output codes u8 [N, OH, OW, OC], after the blocked float
 // output with y_float; with r_scale, the residual as codes u8 [N, OH, OW, OC].
 Types infer_conv2d_nchwc(const Graph& g, const Node& n) {
   const auto& x = in(g, n, 0);
@@ -535,10 +535,9 @@ Types infer_conv2d_nchwc(const Graph& g, const Node& n) {
       const auto k = pair_attr(n, "kernel", 1);
       kernel = {k[0], k[1]};
     }
-    ZENITH_CHECK(groups == 1 && (!block || codes_in) && kernel[0] > 0 && kernel[1] > 0 && w.shape[1].value() > 4 &&
+    ZENITH_CHECK(groups == 1 && kernel[0] > 0 && kernel[1] > 0 && w.shape[1].value() > 4 &&
                      (w.shape[1].value() - 4) % (kernel[0] * kernel[1]) == 0,
-                 "conv2d_nchwc: an int8 weight needs one group, a blocked input and `kernel`, its rows 4 + C * KH * "
-                 "KW bytes (C >= 1)");
+                 "conv2d_nchwc: an int8 weight needs one group and `kernel`, its rows 4 + C * KH * KW bytes (C >= 1)");
     C = (w.shape[1].value() - 4) / (kernel[0] * kernel[1]);
     check_x_scale(n);
   } else {

@@ -328,6 +328,14 @@ TEST(QuantConv, BlockedLayoutMatchesNchw) {
         expect_close(got, wantb, what);
         for (size_t i = 0; i < got.size(); ++i)
           if (std::isnan(rb_nan[i])) ASSERT_EQ(got[i], 0.0f) << what << ": padding channel at " << i;
+        // x NCHW, the residual and y blocked (a stem writing the blocked layout)
+        g.x_nchw = true;
+        std::vector<float> got_n(wantb.size(), -7.0f);
+        conv2d_int8(g, isa, x.data(), p, s, ep, with_res ? rb.data() : nullptr, got_n.data());
+        g.x_nchw = false;
+        expect_close(got_n, wantb, what + " x NCHW");
+        for (size_t i = 0; i < got_n.size(); ++i)
+          if (std::isnan(rb_nan[i])) ASSERT_EQ(got_n[i], 0.0f) << what << " x NCHW: padding channel at " << i;
       }
     }
   });
@@ -552,7 +560,7 @@ TEST(QuantConv, RuntimeFusesEpiloguesIntoTheInt8Conv) {
 }
 
 // layout_nchwc takes int8 convs into the blocked chain beside float32 ones (an int8 stem
-// over 3 channels stays NCHW, as float32 stems that do not write blocked output do), and
+// over 3 channels reads its NCHW image and writes the blocked output, as float32 stems do), and
 // the blocked graph gives the NCHW graph's values: 20 channels (a partial block), a
 // dynamic and a static scale, a residual from the float32 conv, a conv without a bias
 // (whose bias slot repeats the u8 weight, as batch-norm-folded convs have it).
@@ -566,15 +574,17 @@ TEST(QuantConv, LayoutPassBlocksInt8Convs) {
   return (%e)
 })";
   Graph plain = parse_graph(text), g = parse_graph(text);
-  EXPECT_EQ(layout_nchwc(g), 3);
+  EXPECT_EQ(layout_nchwc(g), 4);
   dead_code_elimination(g);
   verify(g);
   std::map<Op, int> ops;
   for (const Node& n : g.nodes) ++ops[n.op];
-  EXPECT_EQ(ops[Op::conv2d], 1);  // the int8 stem
-  EXPECT_EQ(ops[Op::conv2d_nchwc], 3);
-  EXPECT_EQ(ops[Op::to_nchwc], 1);
+  EXPECT_EQ(ops[Op::conv2d], 0);
+  EXPECT_EQ(ops[Op::conv2d_nchwc], 4);  // the int8 stem with `block`
+  EXPECT_EQ(ops[Op::to_nchwc], 0);
   EXPECT_EQ(ops[Op::from_nchwc], 1);
+  for (const Node& n : g.nodes)
+    if (n.op == Op::conv2d_nchwc && n.inputs[0] == 0) EXPECT_EQ(n.i("block", 0), nchwc_block());
   auto x = randn(2 * 3 * 144, 40), b0 = randn(20, 41), w1 = randn(24 * 20 * 9, 42, 0.1f), b = randn(24, 43);
   auto w0 = random_filters(20, 27, 44), w2 = random_filters(24, 216, 45), w3 = random_filters(24, 24, 46);
   const std::vector<InTensor> in = {{x.data(), DType::f32, {2, 3, 12, 12}}, {w0.data(), DType::u8, {20, 31}},
@@ -717,7 +727,9 @@ TEST(QuantConv, InferenceRejectsBadInt8Convs) {
   EXPECT_THROW(blocked("f32[1, 2, 6, 6, 16]", "kernel=[3, 3], x_scale=f[0]"), Error);       // a zero scale
   EXPECT_THROW(blocked("f32[1, 2, 6, 6, 16]", "kernel=[3, 3], x_scale=f[1e-40]"), Error);   // 1 / scale overflows
   EXPECT_THROW(blocked("f32[1, 2, 6, 6, 16]", "kernel=[3, 3], groups=[2]"), Error);         // grouped
-  EXPECT_THROW(blocked("f32[1, 20, 6, 6]", "kernel=[3, 3], block=[16]"), Error);            // an NCHW input
+  EXPECT_NO_THROW(blocked("f32[1, 20, 6, 6]", "kernel=[3, 3], block=[16]"));               // an NCHW input (a stem)
+  EXPECT_THROW(blocked("f32[1, 20, 6, 6]", "kernel=[3, 3]"), Error);                        // NCHW without `block`
+  EXPECT_THROW(blocked("f32[1, 19, 6, 6]", "kernel=[3, 3], block=[16]"), Error);            // 19 channels, rows of 20
   EXPECT_THROW(blocked("f32[1, 1, 6, 6, 16]", "kernel=[3, 3]"), Error);                     // 20 channels, 1 block
   EXPECT_THROW(blocked("f32[1, 2, 6, 6, 16]", "kernel=[3, 3]", "u8[8, 183]"), Error);       // rows not 4 + C * 9
   EXPECT_THROW(blocked("f32[1, 2, 6, 6, 16]", "kernel=[1, 1]", "u8[8, 4]"), Error);         // no channels

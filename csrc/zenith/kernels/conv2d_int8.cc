@@ -588,7 +588,9 @@ void conv2d_int8(const Conv2dInt8Geom& g, QIsa isa, const float* x, const Packed
   ZENITH_CHECK(!io.y || usable_scale(io.y_scale), "conv2d: the output codes' scale must be a positive finite number with "
                "a finite inverse, got ", io.y_scale);
   // Floats per image of x and of y (and the residual): blocked, whole blocks of channels.
-  const int64_t x_image = (L ? (C + L - 1) / L * L : C) * HW, y_image = (L ? (OC + L - 1) / L * L : OC) * cols;
+  const int64_t XL = g.x_nchw ? 0 : L;  // x's layout
+  ZENITH_CHECK(!g.x_nchw || (L && !io.x), "conv2d: an int8 conv over an NCHW x with a blocked y reads floats");
+  const int64_t x_image = (XL ? (C + L - 1) / L * L : C) * HW, y_image = (L ? (OC + L - 1) / L * L : OC) * cols;
   if (M == 0 || OC == 0) return;
   ZENITH_CHECK(y || io.y, "conv2d: an int8 conv needs an output, floats or codes");
   ZENITH_CHECK(w.side == PackedOperand::kQ8 && w.isa == uint8_t(isa) && w.rows == OC && w.cols == K,
@@ -647,7 +649,7 @@ void conv2d_int8(const Conv2dInt8Geom& g, QIsa isa, const float* x, const Packed
         continue;
       }
       int8_t* q = qbuf + n * QP * C;
-      neg[size_t(t)] = L ? quantize_pixels_blocked(x + n * x_image, C, L, HW, p0, p1, inv, q, bad + n * QP, sub)
+      neg[size_t(t)] = XL ? quantize_pixels_blocked(x + n * x_image, C, L, HW, p0, p1, inv, q, bad + n * QP, sub)
                          : quantize_pixels(x + n * x_image, C, HW, p0, p1, inv, q, bad + n * QP, sub);
       if (!short_runs)
         for (int64_t p = p0; p < p1; ++p) psum[n * QP + p] = scan_row(q + p * C, C).sum;

@@ -1504,7 +1504,7 @@ struct NchwcState {
   PackedOperand::Side side = PackedOperand::kNchwc;
   QIsa isa = QIsa::kScalar;
   Conv2dInt8Geom int8_geom() const {
-    return Conv2dInt8Geom{g.N, g.C, g.H, g.W, g.OC, g.KH, g.KW, g.OH, g.OW, g.st, g.pd, g.dl, g.L};
+    return Conv2dInt8Geom{g.N, g.C, g.H, g.W, g.OC, g.KH, g.KW, g.OH, g.OW, g.st, g.pd, g.dl, g.L, g.nchw_in};
   }
 };
 

@@ -187,6 +187,8 @@ struct Conv2dInt8Geom {
   // The layout of x, the residual and y: 0 NCHW; 8 or 16 the blocked NCHWc layout
   // [N, ceil(C / L), H, W, L] (conv2d_nchwc's; the channels past C are zero).
   int64_t L = 0;
+  // x NCHW though L is not 0 (a stem over its image writing the blocked layout).
+  bool x_nchw = false;
   int64_t K() const { return C * KH * KW; }
 };
 // The filters w (int8 rows [OC, 4 + C * KH * KW], torch's (ic, kh, kw) order) as

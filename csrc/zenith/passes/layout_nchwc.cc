@@ -17,9 +17,11 @@
 // process; docs/benchmarks, 2026-11-28); its larger maps' blocks, blocked too rather than
 // fused NCHW (conv2d_pw_dw), 0.96x at batch 1, batch 8 within noise.
 // A stem (few input channels) that feeds a chain, a depthwise conv included, reads its
-// NCHW image and writes the blocked output itself (conv2d_nchwc with `block`). Measured
+// NCHW image and writes the blocked output itself (conv2d_nchwc with `block`), an int8
+// one too (conv2d_int8 quantizing the NCHW image, writing the blocked layout). Measured
 // on an AMD EPYC Zen 4 (family 25 model 17), MobileNet V2: see docs/benchmarks
-// (2026-11-28, eighteenth session).
+// (2026-11-28, eighteenth session); the int8 stem, ResNet-50: docs/benchmarks
+// (2026-12-05, forty-sixth session).
 // Convs with an int8 weight (zenith.quantize's) join the chains as conv2d_nchwc over the
 // same blocked tensors (conv2d_int8 with a channel block: no transposes into and out of
 // its pixel-major codes), so fp32 and int8 convs share a chain. Measured on an AMD EPYC
@@ -28,7 +30,7 @@
 // A max pooling between them (ResNet's after its stem) runs blocked as well
 // (max_pool2d_nchwc); measured on an AMD EPYC Zen 5 (family 26 model 2): see docs/benchmarks
 // (2026-12-04, forty-first session).
-// Leaves alone: other stems (conv2d's direct path, and int8 stems), maps under 16 pixels, convs next to a conv that stays NCHW (a depthwise conv
+// Leaves alone: other stems (conv2d's direct path), maps under 16 pixels, convs next to a conv that stays NCHW (a depthwise conv
 // with an NCHW neighbour, such as MobileNet V3's squeeze-excitation), Winograd's 3x3 convs
 // on channel counts that are not whole blocks, grouped convs other than depthwise, and
 // maps of symbolic size. Runs after the epilogue fusions, so the convs carry
@@ -202,8 +204,7 @@ int layout_nchwc(Graph& g) {
   // output, and no image padded to a block of channels.
   auto stem_ok = [&](size_t i) {
     const Node& n = g.nodes[i];
-    return !cand[i] && stem(int(i)) && n.i("groups", 1) == 1 && !n.i("has_residual", 0) && !int8_conv(g, n) &&
-           static_conv(g, n, mode);
+    return !cand[i] && stem(int(i)) && n.i("groups", 1) == 1 && !n.i("has_residual", 0) && static_conv(g, n, mode);
   };
   // Such a pool between a chained conv or such a stem and a chained conv (ResNet's stem ->
   // max_pool2d -> layer 1) runs blocked: no NCHW pooling, and no to_nchwc after it.

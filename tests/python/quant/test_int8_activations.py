@@ -295,7 +295,7 @@ def test_entropy_clips_outliers_more_than_minmax():
 def small_cnn():
     torch.manual_seed(0)
     return torch.nn.Sequential(
-        # 8 input channels: quantized (a stem on <= 4 stays fp32, where int8 is slower)
+        # 8 input channels: quantized (a stem on <= 4 stays fp32 without VNNI, where int8 is slower)
         torch.nn.Conv2d(8, 16, 3, stride=2, padding=1), torch.nn.BatchNorm2d(16), torch.nn.ReLU(),
         torch.nn.Conv2d(16, 32, 3, padding=1), torch.nn.BatchNorm2d(32), torch.nn.ReLU(),
         torch.nn.Conv2d(32, 32, 3, padding=1, groups=4), torch.nn.ReLU(),  # grouped: stays float
@@ -341,7 +341,13 @@ def test_int8_slower_rule():
     from zenith.quant.quantize import _int8_conv_slower
 
     pw, stem, k3 = torch.nn.Conv2d(16, 32, 1), torch.nn.Conv2d(3, 16, 3), torch.nn.Conv2d(16, 16, 3, padding=1)
-    assert "stem" in _int8_conv_slower(stem)
+    # a stem on <= 4 channels stays fp32 without VNNI only
+    for isa in ("avx2", "scalar"):
+        assert "stem" in _int8_conv_slower(stem, isa)
+    for isa in ("avx512vnni", "avxvnni"):
+        assert _int8_conv_slower(stem, isa) is None
+        assert _int8_conv_slower(torch.nn.Conv2d(4, 16, 7, stride=2, padding=3), isa) is None
+    assert _int8_conv_slower(torch.nn.Conv2d(5, 16, 3), "avx2") is None  # 5 channels: not a stem
     assert _int8_conv_slower(pw) is None  # (1x1 convs over 56 x 56 maps too, since the blocked int8 conv)
     assert _int8_conv_slower(k3) is None
     assert _int8_conv_slower(torch.nn.Conv2d(8, 8, 3, groups=8)) is None  # grouped: QConv2d says why
@@ -358,9 +364,9 @@ def test_int8_slower_rule():
 
 
 def test_quantize_keeps_convs_where_int8_is_slower():
-    # a stem on 3 channels stays fp32, listed in .kept with the reason and no warning; the
-    # 1x1 convs (over 56 x 56 too) and the 3x3 convs are quantized; int8_everywhere=True
-    # quantizes them all
+    # without VNNI a stem on 3 channels stays fp32, listed in .kept with the reason and no
+    # warning (with VNNI it is quantized, and runs blocked: layout_nchwc); the 1x1 convs
+    # (over 56 x 56 too) and the 3x3 convs are quantized; int8_everywhere=True quantizes them all
     torch.manual_seed(0)
     m = torch.nn.Sequential(
         torch.nn.Conv2d(3, 16, 3, padding=1), torch.nn.ReLU(), torch.nn.Conv2d(16, 32, 1), torch.nn.ReLU(),
@@ -371,11 +377,17 @@ def test_quantize_keeps_convs_where_int8_is_slower():
         q = zenith.quantize(copy.deepcopy(m), "int8-static", calibration=data)
         d = zenith.quantize(copy.deepcopy(m), "int8-dynamic")
     s = summary(q)
-    assert sorted(layer.name for layer in s.layers) == ["2", "4", "6"], s.layers
-    assert set(s.kept) == {"0"}
-    assert "stem on <= 4 input channels" in s.kept["0"]
-    assert isinstance(q[0], torch.nn.Conv2d) and isinstance(q[2], QConv2d) and isinstance(q[4], QConv2d)
-    assert sorted(layer.name for layer in summary(d).layers) == ["2", "4", "6"]
+    if _C.qmatmul_isa() in ("avx2", "scalar"):
+        assert sorted(layer.name for layer in s.layers) == ["2", "4", "6"], s.layers
+        assert set(s.kept) == {"0"}
+        assert "stem on <= 4 input channels" in s.kept["0"]
+        assert isinstance(q[0], torch.nn.Conv2d) and isinstance(q[2], QConv2d) and isinstance(q[4], QConv2d)
+        assert sorted(layer.name for layer in summary(d).layers) == ["2", "4", "6"]
+    else:
+        assert sorted(layer.name for layer in s.layers) == ["0", "2", "4", "6"], s.layers
+        assert set(s.kept) == set()
+        assert all(isinstance(q[i], QConv2d) for i in (0, 2, 4, 6))
+        assert sorted(layer.name for layer in summary(d).layers) == ["0", "2", "4", "6"]
     every = zenith.quantize(copy.deepcopy(m), "int8-static", calibration=data, int8_everywhere=True)
     assert sorted(layer.name for layer in summary(every).layers) == ["0", "2", "4", "6"]
     # 1x1 convs with padding given as a string stay float (int8 convs take explicit zero
