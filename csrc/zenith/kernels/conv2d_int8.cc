@@ -25,7 +25,8 @@
 // codes at a time, and the write-out copies a pixel's L results with the epilogue in the
 // same pass: neither transposes. (Over NCHW, ResNet-50's 1x1 convs at batch 8 spent
 // 17-60% of their time in the quantizer's transposes and 50% in the write-out's, the
-// int8 GEMM 9-11%; AMD Zen 5, 2 threads.)
+// int8 GEMM 9-11%; AMD Zen 5, 2 threads.) A stem reads its NCHW image and writes the
+// blocked layout (g.x_nchw), so the blocked max pool after it reads its output as it is.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
