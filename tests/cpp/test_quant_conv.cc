@@ -155,7 +155,8 @@ const Case kCases[] = {
     // Tap rows of at most 32 codes, copied 32 bytes at a time (short_runs):
     {2, 4, 9, 10, 12, 3, 5, 1, 2, 2, 2, 2, 1},   // row dilation, column stride, runs cut by the padding
     {1, 1, 8, 40, 8, 1, 31, 1, 1, 0, 15, 1, 1},  // a run of 31 codes in a row of 32: the last copies exact
-    {1, 3, 1, 1, 4, 3, 3, 1, 1, 1, 1, 1, 1},     // a one-pixel image: the copy reads past its 3 codes
+    {1, 3, 1, 1, 4, 3, 3, 1, 1, 1, 1, 1, 1},     // a one-pixel image in padding: its one run copied exactly
+    {1, 3, 1, 1, 4, 1, 1, 1, 1, 0, 0, 1, 1},     // a one-pixel image, 1x1: the copy reads 29 bytes past its codes
 };
 
 // Calls f(threads, c, L) at one and two threads, for every case, over blocks of 8 and 16
@@ -220,6 +221,30 @@ TEST(QuantConv, NonFiniteInputsGiveNaNWhereTheyAreRead) {
     int nans = 0;
     for (float v : want) nans += std::isnan(v);
     ASSERT_EQ(nans, g.OC * (9 + 4));  // a 3x3 window around each, the corner one clipped
+    for (QIsa isa : isas()) {
+      const PackedOperand p = conv2d_int8_pack(g, w.data(), isa);
+      std::vector<float> y(want.size());
+      conv2d_int8(g, isa, x.data(), p, s, GemmEpilogue{}, nullptr, y.data());
+      expect_close(y, want, std::string(qisa_name(isa)) + (s ? " static" : " dynamic"));
+    }
+  }
+}
+
+// A NaN in one image of two: the other image's outputs stay finite (a conv whose window
+// rows are summed as built looks up the NaN flags only in images holding one), a stem's
+// 7x7 windows over 3 channels.
+TEST(QuantConv, NonFiniteInOneImageLeavesTheOther) {
+  const Case c{2, 3, 12, 12, 8, 7, 7, 2, 2, 3, 3, 1, 1};
+  const Conv2dInt8Geom g = geom(c);
+  auto x = randn(size_t(g.N * g.C * g.H * g.W), 17);
+  x[size_t(3 * 144 + 2 * 144 + 5 * 12 + 6)] = std::numeric_limits<float>::quiet_NaN();  // image 1, channel 2, (5, 6)
+  auto w = random_filters(g.OC, g.K(), 18);
+  for (std::optional<float> s : {std::optional<float>(), std::optional<float>(0.03f)}) {
+    const auto want = reference(g, x, w, s, nullptr);
+    int nans = 0, nans0 = 0;
+    for (size_t i = 0; i < want.size(); ++i) nans += std::isnan(want[i]), nans0 += i < want.size() / 2 && std::isnan(want[i]);
+    ASSERT_EQ(nans0, 0);
+    ASSERT_GT(nans, 0);
     for (QIsa isa : isas()) {
       const PackedOperand p = conv2d_int8_pack(g, w.data(), isa);
       std::vector<float> y(want.size());
@@ -401,16 +426,20 @@ TEST(QuantConv, CodesBetweenConvsMatchFloats) {
       for (size_t i = 0; i < got.size(); ++i)
         ASSERT_TRUE(got[i] == want[i] || (std::isnan(got[i]) && std::isnan(want[i])))
             << what << ": codes in, at " << i << ": " << got[i] << " vs " << want[i];
-      // codes out (from floats, and from codes; alone, and beside the floats): the floats' codes
-      for (int mode = 0; mode < 4; ++mode) {
-        const bool codes_in = mode & 1, both = mode & 2;
+      // codes out (from floats, and from codes; alone, and beside the floats; and from an
+      // NCHW x, as a stem writes them): the floats' codes
+      for (int mode = 0; mode < 6; ++mode) {
+        const bool x_nchw = mode >= 4, codes_in = !x_nchw && (mode & 1), both = x_nchw ? mode & 1 : mode & 2;
         std::vector<int8_t> yq(size_t(g.N * OP * g.OC), 99);
         std::vector<float> yf(rb.size(), -7.0f);
         Conv2dInt8Codes io;
         io.x = codes_in ? xq.data() : nullptr;
         io.y = yq.data();
         io.y_scale = ys;
-        conv2d_int8(g, isa, codes_in ? nullptr : xb.data(), pk, xs, ep, rp, both ? yf.data() : nullptr, io);
+        Conv2dInt8Geom gm = g;
+        gm.x_nchw = x_nchw;
+        conv2d_int8(gm, isa, codes_in ? nullptr : x_nchw ? x.data() : xb.data(), pk, xs, ep, rp,
+                    both ? yf.data() : nullptr, io);
         if (both)
           for (size_t i = 0; i < yf.size(); ++i)
             ASSERT_TRUE(yf[i] == want[i] || (std::isnan(yf[i]) && std::isnan(want[i])))

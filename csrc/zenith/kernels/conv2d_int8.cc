@@ -623,7 +623,8 @@ void conv2d_int8(const Conv2dInt8Geom& g, QIsa isa, const float* x, const Packed
   const bool own_codes = !io.x || strided;
   // Each pixel's sum of codes too (the zero point's share of the VNNI tiles' uniform rows:
   // a row's sum is its taps' pixels' sums): with codes in, in the scan that flags it; with
-  // floats in, over each tile's codes just after the quantizer wrote them.
+  // floats in, over each tile's codes just after the quantizer wrote them (not for
+  // short_runs' convs, whose rows are summed as built).
   thread_local AlignedBuf img_buf;
   const int64_t code_floats = (N * QP * ((own_codes ? C : 0) + 1) + 3) / 4;
   // (+ 8 floats: a short window run is copied as 32 bytes, reading up to 31 past the codes)
@@ -708,13 +709,14 @@ void conv2d_int8(const Conv2dInt8Geom& g, QIsa isa, const float* x, const Packed
       const uint8_t* flags = bad + n * QP;
       const int32_t* sums = psum + n * QP;
       const int8_t* row = codes + m * Cl;
-      bool nonfinite = flags[pix];
-      int32_t total = sums[pix];
-      if (!in_place) {
+      bool nonfinite = false;
+      int32_t total = 0;
+      if (in_place) {  // (flags and sums are the input's pixels': a padded conv has more outputs)
+        nonfinite = flags[pix];
+        total = sums[pix];
+      } else {
         int8_t* dst = q + r * kp;
         row = dst;
-        nonfinite = false;
-        total = 0;
         // Kernel columns [kw0, kw1) fall inside the image; with dilation 1 their codes
         // are one run of the image row (pixels x channels), copied at once.
         const int64_t iw0 = ow * sw - pw;

@@ -200,16 +200,17 @@ def default_conv_weight_bits():
 def _int8_conv_slower(conv, isa=None):
     """Why Zenith's int8 kernels would run this conv slower than its fp32 ones, or None.
     isa: the int8 kernels' instruction set (None: this CPU's, _C.qmatmul_isa()).
-    - A stem on <= 4 input channels, without VNNI or with fewer than 4096 products per
-      output pixel (in channels x kernel x out channels): fp32 runs it as a direct conv,
-      and int8 pays per pixel for the quantizer, the window rows and the write-out. With
-      VNNI (its window rows copied 32 bytes a tap row, its output written blocked for the
-      blocked max pool, 2026-12-05) ResNet-50 int8-static with its 7x7 stem (9408 products
-      a pixel) in int8 takes 0.970x the time at batch 1 (twice) and 0.973x at batch 8;
-      MobileNet V2's 3x3 stem (864) 1.092x at batch 1; on AVX2's maddubs ResNet-50 1.008x
-      (AMD Zen 4 family 25 model 17, the AVX2 one held to it; 2 threads, in-process A/Bs).
-      (Before those, ResNet-50's int8 stem took 1.55x fp32's time, Intel Xeon family 6 model
-      167, AVX-512 VNNI.)
+    - A stem on <= 4 input channels, unless the int8 kernels are AVX-512 VNNI's and it has
+      4096+ products per output pixel (in channels x kernel x out channels): fp32 runs it as
+      a direct conv, and int8 pays per pixel for the quantizer, the window rows and the
+      write-out. On AVX-512 VNNI (its window rows copied 32 bytes a tap row, its output
+      written blocked for the blocked max pool, 2026-12-05) ResNet-50 int8-static with its
+      7x7 stem (9408 products a pixel) in int8 takes 0.970x the time at batch 1 (twice) and
+      0.973x at batch 8; MobileNet V2's 3x3 stem (864) 1.092x at batch 1; on AVX2's maddubs
+      ResNet-50 1.008x (AMD Zen 4 family 25 model 17, the AVX2 one held to it; 2 threads,
+      in-process A/Bs); AVX-VNNI's (256-bit) is not measured. Where the stem is not blocked
+      (a symbolic batch, no blocked conv after it) it writes NCHW: 0.98-1.01x. (Before
+      those, ResNet-50's int8 stem took 1.55x fp32's time, Intel Xeon family 6 model 167.)
     - Without VNNI (AVX2's maddubs), a 3x3 stride-1 conv over 64+ channels in and out,
       which fp32 runs by Winograd (on maps of 7 x 7 and up, which the rule does not see:
       F(4x4), 4x fewer multiplies, or F(2x2), by a cost model of batch, map and ISA:
@@ -228,9 +229,9 @@ def _int8_conv_slower(conv, isa=None):
         isa = _C.qmatmul_isa()
     if conv.in_channels <= 4:
         products = conv.in_channels * conv.kernel_size[0] * conv.kernel_size[1] * conv.out_channels
-        if isa in ("avx2", "scalar"):
-            return ("int8 would be slower: a stem on <= 4 input channels (fp32 runs it as a direct conv; this CPU "
-                    "has no VNNI)")
+        if isa != "avx512vnni":
+            return ("int8 would be slower: a stem on <= 4 input channels (fp32 runs it as a direct conv; this CPU's "
+                    "int8 kernels are not AVX-512 VNNI's)")
         if products < 4096:
             return (f"int8 would be slower: a stem on <= 4 input channels with {products} products per output pixel "
                     "(under 4096; fp32 runs it as a direct conv)")
@@ -358,10 +359,10 @@ def quantize(model, scheme, *, group_size=None, symmetric=True, include_embeddin
     output, |y_q - y| / |y| on those batches: layers are quantized most tolerant first
     and the rest, the sensitive ones, stay in floating point (reported in .kept).
     Convs where Zenith's int8 kernels measure slower than its fp32 ones stay in floating
-    point, listed in .kept (no warning): stems on <= 4 input channels (with VNNI only those
-    under 4096 products per output pixel), 1x1 convs beside a depthwise conv (fp32 fuses the
-    pair), and on CPUs without VNNI 3x3 stride-1 convs over 64+ channels (fp32 runs them by
-    Winograd); int8_everywhere=True quantizes them too.
+    point, listed in .kept (no warning): stems on <= 4 input channels (with AVX-512 VNNI only
+    those under 4096 products per output pixel), 1x1 convs beside a depthwise conv (fp32
+    fuses the pair), and on CPUs without VNNI 3x3 stride-1 convs over 64+ channels (fp32
+    runs them by Winograd); int8_everywhere=True quantizes them too.
     conv_weight_bits (int8-dynamic, int8-static): 8, or 7 for conv filters of codes within
     +-63 (as ONNX Runtime's opt-in reduce_range): on AVX2 the int8 conv then sums two
     steps' products in 16 bits before widening them, where its input has no negative code

@@ -341,16 +341,15 @@ def test_int8_slower_rule():
     from zenith.quant.quantize import _int8_conv_slower
 
     pw, stem, k3 = torch.nn.Conv2d(16, 32, 1), torch.nn.Conv2d(3, 16, 3), torch.nn.Conv2d(16, 16, 3, padding=1)
-    # a stem on <= 4 channels stays fp32, except with VNNI one of 4096+ products a pixel
+    # a stem on <= 4 channels stays fp32, except on AVX-512 VNNI one of 4096+ products a pixel
     resnet_stem = torch.nn.Conv2d(3, 64, 7, stride=2, padding=3)  # 9408
-    for isa in ("avx2", "scalar"):
-        assert "no VNNI" in _int8_conv_slower(stem, isa)
-        assert "no VNNI" in _int8_conv_slower(resnet_stem, isa)
-    for isa in ("avx512vnni", "avxvnni"):
-        assert "432 products" in _int8_conv_slower(stem, isa)
-        assert "4032 products" in _int8_conv_slower(torch.nn.Conv2d(4, 112, 3), isa)
-        assert _int8_conv_slower(torch.nn.Conv2d(4, 128, 3), isa) is None  # 4608
-        assert _int8_conv_slower(resnet_stem, isa) is None
+    for isa in ("avx2", "scalar", "avxvnni"):
+        assert "not AVX-512 VNNI" in _int8_conv_slower(stem, isa)
+        assert "not AVX-512 VNNI" in _int8_conv_slower(resnet_stem, isa)
+    assert "432 products" in _int8_conv_slower(stem, "avx512vnni")
+    assert "4032 products" in _int8_conv_slower(torch.nn.Conv2d(4, 112, 3), "avx512vnni")
+    assert _int8_conv_slower(torch.nn.Conv2d(4, 128, 3), "avx512vnni") is None  # 4608
+    assert _int8_conv_slower(resnet_stem, "avx512vnni") is None
     assert _int8_conv_slower(torch.nn.Conv2d(5, 16, 3), "avx2") is None  # 5 channels: not a stem
     assert _int8_conv_slower(pw) is None  # (1x1 convs over 56 x 56 maps too, since the blocked int8 conv)
     assert _int8_conv_slower(k3) is None
@@ -406,26 +405,30 @@ def test_quantize_keeps_convs_where_int8_is_slower():
 
 
 def test_large_stem_quantized_with_vnni_runs_blocked():
-    # a ResNet stem (3 -> 64, 7x7 / 2: 9408 products a pixel) is quantized where VNNI exists
+    # a ResNet stem (3 -> 64, 7x7 / 2: 9408 products a pixel) is quantized on AVX-512 VNNI
     # and kept fp32 elsewhere; quantized, it reads the NCHW image and writes the blocked
-    # layout the max pool and the convs after it read (conv2d_nchwc with `block`), against
-    # eager within int8's error, a NaN in the image reaching only the outputs it should
-    # (with VNNI, where every conv is int8)
+    # layout the max pool and the convs after it read (conv2d_nchwc with `block`: the
+    # compiled graph converts nothing to the blocked layout), against eager within int8's
+    # error, a NaN in the image reaching only the outputs it should (there, where every
+    # conv is int8)
     torch.manual_seed(0)
     m = torch.nn.Sequential(
         torch.nn.Conv2d(3, 64, 7, stride=2, padding=3, bias=False), torch.nn.BatchNorm2d(64), torch.nn.ReLU(),
         torch.nn.MaxPool2d(3, 2, 1), torch.nn.Conv2d(64, 64, 1), torch.nn.ReLU(),
         torch.nn.Conv2d(64, 64, 3, padding=1), torch.nn.ReLU()).eval()
     q = zenith.quantize(copy.deepcopy(m), "int8-static", calibration=batches(2, shape=(2, 3, 64, 64)))
-    vnni = _C.qmatmul_isa() not in ("avx2", "scalar")
+    vnni = _C.qmatmul_isa() == "avx512vnni"
     assert isinstance(q[0], QConv2d) == vnni
     assert ("0" in summary(q).kept) != vnni
     x = batches(1, seed=4, shape=(2, 3, 64, 64))[0]
     with torch.no_grad():
         ref = m(x)
-    got = compiled_vs_eager(q, x)
-    cos = F.cosine_similarity(got.flatten(), ref.flatten(), dim=0).item()
+    want = compiled_vs_eager(q, x)  # (eager's, once the compiled output matched it)
+    cos = F.cosine_similarity(want.flatten(), ref.flatten(), dim=0).item()
     assert cos > 0.99, cos
+    ops = zenith.explain(q, x).zenith_ops
+    assert ops.get("conv2d_nchwc") == 3 and "conv2d" not in ops and "to_nchwc" not in ops, ops
+    assert "max_pool2d_nchwc" in ops, ops
     if not vnni:  # (the float32 3x3 conv then runs by Winograd, whose tiles spread a NaN past its windows)
         return
     x[1, 2, 10, 10] = float("nan")  # image 1: a NaN, read by a few stem windows
