@@ -508,8 +508,9 @@ Types infer_from_nchwc(const Graph& g, const Node& n) {
 // groups == C); the output [N, ceil(OC / L), OH, OW, L]. With `block` (L), x is NCHW
 // [N, C, H, W] and the conv ungrouped. An int8 weight (u8 rows [OC, 4 + C * KH * KW],
 // with `kernel`): groups 1 and a blocked x, an NCHW one with `block` (a stem), or codes
-// u8 [N, H, W, C] with x_scale and `block`; with y_scale, the output codes u8 [N, OH, OW, OC], after the blocked float
-// output with y_float; with r_scale, the residual as codes u8 [N, OH, OW, OC].
+// u8 [N, H, W, C] with x_scale and `block`; with y_scale, the output codes u8
+// [N, OH, OW, OC], after the blocked float output with y_float; with r_scale, the
+// residual as codes u8 [N, OH, OW, OC].
 Types infer_conv2d_nchwc(const Graph& g, const Node& n) {
   const auto& x = in(g, n, 0);
   const auto& w = in(g, n, 1);
