@@ -297,6 +297,97 @@ TEST(Runtime, NchwcOpsMatchConv2d) {
   }
 }
 
+// A NaN or an infinity in a Winograd conv's input reaches the outputs whose windows read
+// it, as in the direct conv and eager, and an infinity stays one: the ops run such images
+// by the direct conv (Winograd's transforms would spread it over its tile, inf - inf
+// NaN). Both layouts (conv2d's Winograd per image, conv2d_nchwc's for F(4x4) with blocks of 8 and
+// F(2x2) with blocks of 16 at this size), images clean and not in runs of one and two,
+// against the double reference; the clean images within Winograd's rounding.
+TEST(Runtime, WinogradConvsKeepNanAndInfinityToTheirWindows) {
+  ThreadsReset reset;
+  set_num_threads(2);
+  constexpr int64_t N = 5, C = 64, HW = 8, P = HW * HW;
+  std::vector<float> x = randn(size_t(N * C * P), 21), w = randn(size_t(C * C * 9), 22, 0.05f),
+                     b = randn(size_t(C), 23), r = randn(size_t(N * C * P), 24);
+  const auto at = [&](int64_t n, int64_t c, int64_t h, int64_t ww) { return size_t(((n * C + c) * HW + h) * HW + ww); };
+  x[at(1, 3, 2, 5)] = NAN;                                              // image 1: a NaN
+  x[at(2, 7, 0, 0)] = INFINITY, x[at(2, 9, 6, 1)] = -INFINITY;          // image 2: both infinities, apart
+  x[at(4, 0, 7, 7)] = INFINITY, x[at(4, 0, 7, 6)] = INFINITY;           // image 4: two together
+  const std::vector<uint8_t> bad = {0, 1, 1, 0, 1};
+  EXPECT_EQ(nonfinite_images(x.data(), N, C * P), bad);
+  NchwcConvGeom g;
+  g.N = N, g.C = g.OC = C, g.H = g.W = g.OH = g.OW = HW, g.KH = g.KW = 3, g.pd = {1, 1};
+  const std::vector<float> ones(size_t(C), 1.0f);
+  const auto want = plain_conv(g, x, w, ones, b, r.data(), Activation::kRelu);
+  const std::string sh = "[5, 64, 8, 8]", epi = "has_bias=[1], has_residual=[1], activation=[1]";
+  std::vector<std::string> texts = {"graph(%x: f32" + sh + ", %w: f32[64, 64, 3, 3], %b: f32[64], %r: f32" + sh +
+                                    ") {\n  %c: f32" + sh + " = conv2d(%x, %w, %b, %r) {stride=[1, 1], "
+                                    "padding=[1, 1], dilation=[1, 1], groups=[1], " + epi + "}\n  return (%c)\n})"};
+  for (int64_t L : {8, 16}) {
+    const std::string bs = "[5, " + std::to_string(C / L) + ", 8, 8, " + std::to_string(L) + "]";
+    texts.push_back("graph(%x: f32" + sh + ", %w: f32[64, 64, 3, 3], %b: f32[64], %r: f32" + sh + ") {\n"
+                    "  %xb: f32" + bs + " = to_nchwc(%x) {block=[" + std::to_string(L) + "]}\n"
+                    "  %rb: f32" + bs + " = to_nchwc(%r) {block=[" + std::to_string(L) + "]}\n"
+                    "  %cb: f32" + bs + " = conv2d_nchwc(%xb, %w, %b, %rb) {stride=[1, 1], padding=[1, 1], "
+                    "dilation=[1, 1], " + epi + "}\n"
+                    "  %c: f32" + sh + " = from_nchwc(%cb) {channels=[64]}\n  return (%c)\n})");
+  }
+  std::vector<InTensor> ins = {{x.data(), DType::f32, {N, C, HW, HW}}, {w.data(), DType::f32, {C, C, 3, 3}},
+                               {b.data(), DType::f32, {C}}, {r.data(), DType::f32, {N, C, HW, HW}}};
+  for (const std::string& text : texts) {
+    Executable exe(parse_graph(text));
+    auto got = exe.run(ins, {});
+    const float* pg = static_cast<const float*>(got[0].data);
+    int64_t nonfinite = 0;
+    for (size_t i = 0; i < want.size(); ++i) {
+      const std::string where = text.substr(text.find(") {") + 4, 40) + " output " + std::to_string(i);
+      if (std::isnan(want[i])) {
+        ASSERT_TRUE(std::isnan(pg[i])) << where << " is " << pg[i];
+        ++nonfinite;
+      } else if (std::isinf(want[i])) {
+        ASSERT_EQ(pg[i], want[i]) << where;
+        ++nonfinite;
+      } else {
+        ASSERT_NEAR(pg[i], want[i], 1e-4f * (1 + std::fabs(want[i]))) << where;
+      }
+    }
+    EXPECT_GT(nonfinite, 3 * C) << "the non-finite inputs reach outputs";
+  }
+  EXPECT_EQ(ref_nonfinite_images(x.data(), N, C * P), bad);
+}
+
+// nonfinite_images against ref_nonfinite_images: images shorter than a vector, with tails,
+// across the scan's 16384-value pieces; NaN, both infinities, and finite extremes
+// (largest, smallest normal and subnormal, -0) that must not count.
+TEST(Kernels, NonfiniteImagesMatchesTheReference) {
+  ThreadsReset reset;
+  std::mt19937 rng(7);
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    for (int64_t image : {int64_t(1), int64_t(7), int64_t(8), int64_t(13), int64_t(16384), int64_t(16389),
+                          int64_t(40000)})
+      for (int64_t N : {int64_t(1), int64_t(3)}) {
+        std::vector<float> x = randn(size_t(N * image), unsigned(image + N));
+        const float finite[] = {3.4028235e38f, -3.4028235e38f, 1.17549435e-38f, 1.4e-45f, -0.0f};
+        for (float f : finite) x[rng() % x.size()] = f;
+        EXPECT_EQ(nonfinite_images(x.data(), N, image), std::vector<uint8_t>(size_t(N), 0)) << image;
+        const float special[] = {NAN, INFINITY, -INFINITY};
+        for (int trial = 0; trial < 12; ++trial) {
+          std::vector<float> y = x;
+          const int64_t n = int64_t(rng() % uint64_t(N));
+          // the last value, a piece's first or last, or anywhere
+          const int64_t cands[] = {image - 1, std::min<int64_t>(16384, image - 1), std::min<int64_t>(16383, image - 1),
+                                   int64_t(rng() % uint64_t(image))};
+          y[size_t(n * image + cands[trial % 4])] = special[trial % 3];
+          const auto got = nonfinite_images(y.data(), N, image);
+          EXPECT_EQ(got, ref_nonfinite_images(y.data(), N, image)) << image << " trial " << trial;
+          EXPECT_EQ(got[size_t(n)], 1) << image << " trial " << trial;
+        }
+      }
+  }
+  EXPECT_TRUE(nonfinite_images(nullptr, 0, 10).empty());
+}
+
 namespace {
 // Runs a graph before and after a pass on the same random float32 inputs of these shapes
 // (seeds 1, 2, ...) and holds every output of the second to the first's, outputs as many.

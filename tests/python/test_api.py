@@ -170,6 +170,28 @@ def test_nan_inf_propagate():
     torch.testing.assert_close(zenith.compile(f[0])(y), f[0](y), equal_nan=True)
 
 
+def test_nan_inf_stay_in_their_windows_through_winograd_convs():
+    """3x3 convs on 64 channels run by Winograd (blocked in a chain, NCHW alone); a NaN or
+    an infinity must reach the outputs eager's direct conv gives it, no more, and an
+    infinity must not turn into NaN (Winograd's transforms would spread both over a tile)."""
+    torch.manual_seed(0)
+    chain = torch.nn.Sequential(torch.nn.Conv2d(64, 64, 3, padding=1), torch.nn.BatchNorm2d(64), torch.nn.ReLU(),
+                                torch.nn.Conv2d(64, 64, 3, padding=1)).eval()
+    lone = torch.nn.Conv2d(64, 64, 3, padding=1).eval()
+    for m, ops in ((chain, "conv2d_nchwc"), (lone, "conv2d")):
+        assert ops in zenith.explain(m, torch.randn(3, 64, 16, 16)).zenith_ops
+        f = zenith.freeze(m)
+        for val in ("nan", "inf", "-inf"):
+            x = torch.randn(3, 64, 16, 16)
+            x[0, 5, 3, 9] = float(val)
+            x[2, 60, 15, 0] = float(val)  # image 1 stays clean
+            with torch.no_grad():
+                want, got = m(x), f(x)
+            torch.testing.assert_close(got, want, equal_nan=True, rtol=1e-4, atol=1e-4)
+            assert torch.equal(got.isnan(), want.isnan()) and torch.equal(got.isinf(), want.isinf())
+            assert (~want.isfinite()).sum() > 0 and want[1].isfinite().all()
+
+
 def test_empty_tensors():
     m = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2)).eval()
     c = zenith.compile(m)

@@ -382,14 +382,22 @@ void run_conv2d(const KernelCtx& c) {
     out_buf.trim(size_t(16) << 20);
     return;
   }
+  // Images holding a NaN or an infinity skip Winograd for the GEMM on the raw filters
+  // (see nonfinite_images).
+  const std::vector<uint8_t> nonfinite =
+      algo == ConvState::kWinograd ? nonfinite_images(px, N, C * H * W) : std::vector<uint8_t>();
   for (int64_t n = 0; n < N; ++n)
     for (int64_t g = 0; g < G; ++g) {
       const float* xg = px + (n * C + g * ICg) * H * W;
       float* og = po + (n * OC + g * OCg) * cols;
       GemmEpilogue eg = group_epilogue(n, g);
+      const PackedOperand* packed = c.packed;
       if (algo == ConvState::kWinograd) {
-        conv3x3_winograd(xg, C, H, W, pw, OC, og, eg, c.packed);
-        continue;
+        if (!nonfinite[size_t(n)]) {
+          conv3x3_winograd(xg, C, H, W, pw, OC, og, eg, c.packed);
+          continue;
+        }
+        packed = nullptr;  // c.packed holds the transformed filters
       }
       if (algo == ConvState::kPixelRows) {
         // Pixels as rows: C^T [cols x OC] = columns^T W^T, then written transposed into
@@ -401,7 +409,7 @@ void run_conv2d(const KernelCtx& c) {
           B = col;
         }
         float* ct = out_buf.get(size_t(cols * OC));
-        sgemm(cols, OC, rows, 1.0f, B, 1, cols, pw, 1, rows, ct, OC, false, c.packed, nullptr);
+        sgemm(cols, OC, rows, 1.0f, B, 1, cols, pw, 1, rows, ct, OC, false, packed, nullptr);
         parallel_for(OC, 16, [&](int64_t lo, int64_t hi) {
           transpose_block(ct + lo, OC, og + lo * cols, cols, cols, hi - lo);
           if (!eg.empty()) sgemm_epilogue_block(eg, og + lo * cols, cols, lo, 0, hi - lo, cols);
@@ -415,12 +423,12 @@ void run_conv2d(const KernelCtx& c) {
           im2col(n, g, col, cols);
           B = col;
         }
-        sgemm(OCg, cols, rows, 1.0f, pw + g * OCg * rows, rows, 1, B, cols, 1, og, cols, false, c.packed, &eg);
+        sgemm(OCg, cols, rows, 1.0f, pw + g * OCg * rows, rows, 1, B, cols, 1, og, cols, false, packed, &eg);
         continue;
       }
       ConvColumns cc{xg, H, W, KH, KW, OW, st[0], st[1], pd[0], pd[1], dl[0], dl[1]};
       sgemm_b_source(OCg, cols, rows, pw + g * OCg * rows, rows, 1, GemmBSource{ConvColumns::pack, &cc}, og, cols,
-                     c.packed, &eg);
+                     packed, &eg);
     }
 }
 

@@ -200,6 +200,14 @@ void sgemm_b_source(int64_t M, int64_t N, int64_t K, const float* a, int64_t a_r
 void conv3x3_winograd(const float* x, int64_t C, int64_t H, int64_t W, const float* w, int64_t OC, float* out,
                       const GemmEpilogue& ep, const PackedOperand* filters = nullptr);
 PackedOperand conv3x3_winograd_pack(int64_t OC, int64_t C, const float* w);
+// Which of N images of `image` floats each (x + n * image) hold a NaN or an infinity:
+// flags[n] = 1 for those (both threads scan). Winograd's transforms add and subtract a
+// patch's inputs, so one such input reaches every output of its tile (and inf - inf is
+// NaN) where the direct conv confines it to the windows that read it: conv2d and
+// conv2d_nchwc run those images by the direct conv. ref_nonfinite_images is the
+// reference (std::isfinite).
+std::vector<uint8_t> nonfinite_images(const float* x, int64_t N, int64_t image);
+std::vector<uint8_t> ref_nonfinite_images(const float* x, int64_t N, int64_t image);
 // Whether conv2d runs a convolution with these parameters through conv3x3_winograd: 3x3,
 // stride 1, padding 1, no dilation or groups, maps of 49 pixels (7 x 7) and 64 channels (in and
 // out) up; below that the transforms cost more than the multiplies they save.
