@@ -790,6 +790,7 @@ TEST(VMath, MatchesLibmWithinBounds) {
   EXPECT_TRUE(std::isnan(vexp(NAN)) && std::isnan(verf(NAN)) && std::isnan(vtanh(NAN)));
   EXPECT_EQ(verf(INFINITY), 1.0f);
   EXPECT_TRUE(std::signbit(verf(-0.0f)));
+  EXPECT_TRUE(std::signbit(vtanh(-0.0f)) && vtanh(-0.0f) == 0.0f && !std::signbit(vtanh(0.0f)));
   EXPECT_EQ(vtanh(-INFINITY), -1.0f);
   EXPECT_EQ(vsigmoid(-INFINITY), 0.0f);
 }

@@ -125,7 +125,7 @@ inline float vtanh(float x) {
   float z2 = z * z;  // odd Taylor series for |x| < 0.05: x - x^3/3 + 2x^5/15
   float small = z * (1.0f + z2 * (-0.333333333f + z2 * 0.133333333f));
   float r = z < 0.05f ? small : big;
-  r = x < 0 ? -r : r;
+  r = std::copysign(r, x);  // tanh(-0) is -0, as erf's
   return x != x ? x : r;
 }
 
