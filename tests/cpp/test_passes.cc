@@ -1,9 +1,13 @@
 // Each pass: IR in -> expected IR out, with the verifier run after the pass.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <vector>
+
 #include "zenith/error.h"
 #include "zenith/ir.h"
 #include "zenith/passes/passes.h"
+#include "zenith/runtime.h"
 
 using namespace zenith;
 
@@ -197,6 +201,39 @@ TEST(Passes, CanonicalizeComposesPermutes) {
   %m: f32[2, 3, 5] = matmul(%y, %w) {trans_b=[1]}
   return (%x, %d, %m)
 })"));
+}
+
+// x + 0 is not x for a float x of -0 (-0 + 0 is +0): only x + (-0) and x - (+0) go;
+// x + (+0), x - (-0) stay, and an integer x + 0 goes.
+TEST(Passes, CanonicalizeKeepsTheSignOfZero) {
+  std::string keeps = R"(graph(%x: f32[2, 3]) {
+  %z: f32[] = constant() {dtype=[0], shape=[]} data=00000000
+  %n: f32[] = constant() {dtype=[0], shape=[]} data=00000080
+  %a: f32[2, 3] = add(%x, %z)
+  %b: f32[2, 3] = add(%z, %x)
+  %c: f32[2, 3] = sub(%x, %n)
+  return (%a, %b, %c)
+})";
+  EXPECT_EQ(run(canonicalize, keeps, 0), canon(keeps));
+  Graph g = parse_graph(R"(graph(%x: f32[2, 3], %i: i64[4]) {
+  %z: f32[] = constant() {dtype=[0], shape=[]} data=00000000
+  %n: f32[] = constant() {dtype=[0], shape=[]} data=00000080
+  %k: i64[] = constant() {dtype=[3], shape=[]} data=0000000000000000
+  %a: f32[2, 3] = add(%x, %n)
+  %b: f32[2, 3] = sub(%a, %z)
+  %j: i64[4] = add(%i, %k)
+  return (%b, %j)
+})");
+  EXPECT_EQ(canonicalize(g), 3);
+  dead_code_elimination(g);
+  EXPECT_EQ(print_graph(g), canon(R"(graph(%x: f32[2, 3], %i: i64[4]) {
+  return (%x, %i)
+})"));
+  // Through the runtime: -0 + 0 is +0.
+  Executable exe(parse_graph(keeps));
+  std::vector<float> x = {-0.0f, 1.0f, -0.0f, 2.0f, -0.0f, 3.0f};
+  auto out = exe.run({{x.data(), DType::f32, {2, 3}}}, {});
+  for (int o = 0; o < 2; ++o) EXPECT_FALSE(std::signbit(static_cast<const float*>(out[size_t(o)].data)[0])) << o;
 }
 
 TEST(Passes, CanonicalizeKeepsRealWork) {

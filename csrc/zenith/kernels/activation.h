@@ -59,11 +59,11 @@ inline V clamp_f(V x, V lo, V hi) {
   V y = x < lo ? lo : x;
   return y > hi ? hi : y;
 }
-// NaN stays NaN; -0 becomes +0.
+// NaN stays NaN; -0 stays -0, as PyTorch's relu keeps it (its clamp_min(x, 0)).
 template <class V>
 inline V relu_f(V x) {
   const V zero = splat<V>(0.0f);
-  return x <= zero ? zero : x;
+  return x < zero ? zero : x;
 }
 template <class V>
 inline V relu6_f(V x) { return clamp_f(x, splat<V>(0.0f), splat<V>(6.0f)); }  // keeps -0

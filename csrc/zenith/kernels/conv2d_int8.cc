@@ -311,8 +311,8 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) void codes_alone_a
           const __mmask16 mark = _mm512_cmpeq_epi32_mask(c, _mm512_set1_epi32(-128));
           v = _mm512_add_ps(v, _mm512_mask_blend_ps(mark, _mm512_mul_ps(_mm512_cvtepi32_ps(c), rs), nan));
         }
-        if constexpr (A == Activation::kRelu)  // relu_f: x <= 0 gives +0, NaN stays NaN
-          v = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_LE_OQ), v, _mm512_setzero_ps());
+        if constexpr (A == Activation::kRelu)  // relu_f: x < 0 gives +0, NaN and -0 stay
+          v = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_LT_OQ), v, _mm512_setzero_ps());
         const __m512 t = _mm512_add_ps(_mm512_mul_ps(v, vinv), _mm512_sub_ps(v, v));
         const __m512 r = _mm512_min_ps(hi, _mm512_max_ps(lo, t));
         _mm_storeu_si128(reinterpret_cast<__m128i*>(yy + b0), _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(r)));

@@ -86,10 +86,10 @@ void activate_run(Activation act, float* o, int64_t n) {
 
 namespace {
 // act(y) in registers for ACT 1 and 2, as relu_f and relu6_f compute it: NaN stays NaN,
-// ReLU makes -0 +0 (as the NCHW kernels do), ReLU6 keeps it.
+// -0 stays -0.
 template <int ACT, class V>
 ZENITH_UK_INLINE void register_activation(V& y) {
-  if constexpr (ACT == 1) y = y <= V{} ? V{} : y;
+  if constexpr (ACT == 1) y = y < V{} ? V{} : y;
   if constexpr (ACT == 2) {
     const V six = V{} + 6.0f;
     y = y < V{} ? V{} : y;

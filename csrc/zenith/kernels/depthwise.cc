@@ -165,7 +165,7 @@ ZENITH_UK_INLINE void copy_row(const DepthwiseGeom& g, const PhasedPlane& pp, co
 // of a GEMM-shaped output whose columns are the plane's pixels. A per-channel scale
 // and shift with no activation, ReLU or ReLU6 (MobileNets' batch-norm and ReLU6) are
 // applied in registers before the store (kRegs), the activation as clamp_f's two
-// selects (NaN stays NaN), then + 0 for ReLU (relu_f's +0 where the sum is -0); any
+// selects (NaN stays NaN, -0 stays -0, as relu_f and relu6_f); any
 // other epilogue runs over each block's rows once they are written (in L1). As a pass
 // of its own the epilogue had cost a third as much as a 3 x 3 convolution with AVX-512.
 struct Post {
@@ -173,7 +173,6 @@ struct Post {
   int64_t ep_row = 0;
   bool in_regs = false;
   float scale = 1.0f, shift = 0.0f, lo = -INFINITY, hi = INFINITY;
-  bool plus_zero = false;  // ReLU: -0 becomes +0
 
   Post(const GemmEpilogue* e, int64_t row) : ep(e), ep_row(row) {
     if (!e || e->residual || e->col_shift ||
@@ -184,7 +183,6 @@ struct Post {
     scale = e->row_scale ? e->row_scale[row] : 1.0f;
     shift = e->row_shift ? e->row_shift[row] : 0.0f;
     if (e->act != Activation::kNone) lo = 0.0f;
-    plus_zero = e->act == Activation::kRelu;
     if (e->act == Activation::kRelu6) hi = 6.0f;
   }
 
@@ -197,7 +195,6 @@ struct Post {
       v = v * scale + shift;
       v = v < vlo ? vlo : v;
       v = v > vhi ? vhi : v;
-      if (plus_zero) v = v + zero;
     }
     if (j + L <= OW) {
       F32Vec<L>::store(o + j, v);
@@ -378,12 +375,11 @@ struct ChannelBuffers {
 
 // The epilogues applied to a pixel's vector before it is stored (the group's channels
 // are its lanes): Post's per-channel scale, shift and clamp bounds in lanes, applied as
-// Post::store does (clamp_f's selects, + 0 for ReLU's -0).
+// Post::store does (clamp_f's selects).
 template <int L>
 struct ChannelPost {
   using V = typename F32Vec<L>::V;
   V scale, shift, lo, hi;
-  bool plus_zero = false;
 };
 template <int L>
 ZENITH_UK_INLINE void channel_post(const ChannelPost<L>& cp, typename F32Vec<L>::V& v) {
@@ -391,7 +387,6 @@ ZENITH_UK_INLINE void channel_post(const ChannelPost<L>& cp, typename F32Vec<L>:
   v = v * cp.scale + cp.shift;
   v = v < cp.lo ? cp.lo : v;
   v = v > cp.hi ? cp.hi : v;
-  if (cp.plus_zero) v = v + V{};
 }
 
 template <int L>
@@ -449,7 +444,6 @@ ZENITH_UK_INLINE void channels_blocked(const DepthwiseGeom& g, const float* x, i
     Vec::load(cp.shift, sf);
     Vec::load(cp.lo, lo);
     Vec::load(cp.hi, hi);
-    cp.plus_zero = first.plus_zero;
   }
   // Each output pixel sums its taps in the reference's order, eight pixels of a row at
   // a time (independent FMA chains).

@@ -3,12 +3,14 @@
 //   copy(x) -> x; reshape/expand/cast/permute that leave x unchanged -> x;
 //   permute(permute(x)) -> one permute (often the identity, so x);
 //   reshape(reshape(x)) -> reshape(x); full-range slice -> x; cat of one input -> x;
-//   x + 0, x - 0, x * 1, x / 1 with a scalar constant -> x (same dtype and shape only);
+//   x + 0, x - 0, x * 1, x / 1 with a scalar constant -> x (same dtype and shape only;
+//   in floats only x + (-0) and x - (+0): -0 + 0 is +0, so x + 0 is not x at x = -0);
 //   matmul/addmm(permute(a), permute(b)) where a permute swaps the last two dims ->
 //   trans_a / trans_b on the operand itself, so a transpose (of a weight, or of the
 //   activations and gradients a backward graph multiplies) is read through strides
 //   instead of being copied every call.
 // Leaves alone: anything whose identity depends on symbolic values it cannot prove equal.
+#include <cmath>
 #include <cstring>
 
 #include "zenith/passes/passes.h"
@@ -16,14 +18,18 @@
 namespace zenith {
 
 namespace {
-// True if v is a one-element constant equal to `x`.
+// True if v is a one-element constant equal to `x` (a float zero of x's sign).
 bool is_scalar_const(const Graph& g, int v, double x) {
   int p = g.values[size_t(v)].producer;
   if (p < 0) return false;
   const Node& n = g.nodes[size_t(p)];
   if (n.op != Op::constant || !g.type(v).is_static() || g.type(v).static_numel() != 1) return false;
   switch (g.type(v).dtype) {
-    case DType::f32: { float f; std::memcpy(&f, n.constant->data, 4); return f == float(x); }
+    case DType::f32: {
+      float f;
+      std::memcpy(&f, n.constant->data, 4);
+      return f == float(x) && std::signbit(f) == std::signbit(x);
+    }
     case DType::i64: { int64_t f; std::memcpy(&f, n.constant->data, 8); return double(f) == x; }
     case DType::i32: { int32_t f; std::memcpy(&f, n.constant->data, 4); return double(f) == x; }
     default: return false;
@@ -84,7 +90,8 @@ int canonicalize(Graph& g) {
       case Op::sub:
       case Op::mul:
       case Op::div: {
-        double unit = (n.op == Op::mul || n.op == Op::div) ? 1.0 : 0.0;
+        // x + (-0) and x - (+0) are x for every float x; x + (+0) is not (at -0).
+        double unit = (n.op == Op::mul || n.op == Op::div) ? 1.0 : n.op == Op::add ? -0.0 : 0.0;
         if (n.op == Op::div && n.i("rounding", 0) != 0) break;
         for (int k = 0; k < 2; ++k) {
           if (k == 0 && (n.op == Op::sub || n.op == Op::div)) continue;  // only x - 0, x / 1
