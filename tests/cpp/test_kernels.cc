@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <random>
 #include <set>
@@ -19,6 +20,7 @@
 #include "zenith/kernels/gemm_ukernels.h"
 #include "zenith/kernels/kernels.h"
 #include "zenith/kernels/vmath.h"
+#include "zenith/runtime.h"
 #include "zenith/threadpool.h"
 
 using namespace zenith;
@@ -1399,4 +1401,35 @@ TEST(Kernels, MaxPool2dMatchesReference) {
               }
   }
   set_num_threads(2);
+}
+
+// Integer division by -1 of the lowest value overflows, and x86's idiv traps on it
+// (SIGFPE would end the caller's process): floor and trunc division give the lowest
+// value back (two's complement wrapping, PyTorch's floor division's answer; its trunc
+// division traps) and remainder 0; division by zero is a clear error. i64 and i32.
+TEST(Kernels, IntegerDivisionByMinusOneAndZero) {
+  const auto check = [](auto lowest, const char* dt) {
+    using T = decltype(lowest);
+    const std::string ty = std::string(dt) + "[5]";
+    std::vector<T> a = {lowest, 7, -7, 5, T(lowest + 1)}, b = {-1, -1, 2, -2, -1};
+    const std::vector<T> floor = {lowest, -7, -4, -3, T(-(lowest + 1))}, trunc = {lowest, -7, -3, -2, T(-(lowest + 1))},
+                         rem = {0, 0, 1, -1, 0};
+    const DType d = sizeof(T) == 8 ? DType::i64 : DType::i32;
+    for (const char* op : {"div_floor", "div_trunc", "remainder"}) {
+      const std::string node = std::string(op) == "remainder" ? "remainder(%a, %b)"
+                               : std::string(op) == "div_floor" ? "div(%a, %b) {rounding=floor}"
+                                                                : "div(%a, %b) {rounding=trunc}";
+      Executable exe(parse_graph("graph(%a: " + ty + ", %b: " + ty + ") {\n  %c: " + ty + " = " + node +
+                                 "\n  return (%c)\n})"));
+      auto out = exe.run({{a.data(), d, {5}}, {b.data(), d, {5}}}, {});
+      const T* got = static_cast<const T*>(out[0].data);
+      const std::vector<T>& want = std::string(op) == "remainder" ? rem : std::string(op) == "div_floor" ? floor : trunc;
+      for (int i = 0; i < 5; ++i) EXPECT_EQ(got[i], want[size_t(i)]) << op << " " << dt << " at " << i;
+      std::vector<T> z = b;
+      z[2] = 0;
+      EXPECT_THROW(exe.run({{a.data(), d, {5}}, {z.data(), d, {5}}}, {}), Error) << op << " " << dt;
+    }
+  };
+  check(std::numeric_limits<int64_t>::lowest(), "i64");
+  check(std::numeric_limits<int32_t>::lowest(), "i32");
 }

@@ -192,6 +192,24 @@ def test_nan_inf_stay_in_their_windows_through_winograd_convs():
             assert (~want.isfinite()).sum() > 0 and want[1].isfinite().all()
 
 
+def test_integer_division_of_the_lowest_by_minus_one_and_by_zero():
+    """x86's idiv traps on INT64_MIN / -1 (eager's trunc division dies of SIGFPE): Zenith
+    gives the wrapped quotient (eager's floor division's answer) and remainder 0; a zero
+    divisor is a clear error, as in eager."""
+    a = torch.tensor([-2**63, 7, -7, 5] * 4)
+    b = torch.tensor([-1, -1, 2, -2] * 4)
+    floor = lambda x, y: torch.div(x, y, rounding_mode="floor")  # noqa: E731
+    trunc = lambda x, y: torch.div(x, y, rounding_mode="trunc")  # noqa: E731
+    assert torch.equal(zenith.compile(floor)(a, b), floor(a, b))
+    assert zenith.compile(trunc)(a, b)[:4].tolist() == [-2**63, -7, -3, -2]
+    assert torch.equal(zenith.compile(torch.remainder)(a, b), torch.remainder(a, b))
+    z = b.clone()
+    z[2] = 0
+    for f in (floor, trunc, torch.remainder):
+        with pytest.raises(Exception, match="(?i)division by zero"):
+            zenith.compile(f)(a, z)
+
+
 def test_empty_tensors():
     m = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2)).eval()
     c = zenith.compile(m)

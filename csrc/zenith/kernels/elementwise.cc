@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 #include "zenith/error.h"
 #include "zenith/kernels/activation.h"
@@ -119,8 +120,22 @@ void dispatch_numeric(DType d, const char* op, F&& f) {
   }
 }
 
+// The lowest integer divided by -1 overflows, and x86's idiv traps (SIGFPE) on it: a
+// quotient by -1 is -a, wrapping as two's complement does (the lowest stays the lowest,
+// as PyTorch's floor division gives; its trunc division traps).
+template <typename T> T negate_wrapping(T a) {
+  using U = std::make_unsigned_t<T>;
+  return static_cast<T>(U(0) - static_cast<U>(a));
+}
+
+template <typename T> T truncdiv_int(T a, T b) {
+  if (b == 0) fail("div: integer division by zero");
+  return b == -1 ? negate_wrapping(a) : T(a / b);
+}
+
 template <typename T> T floordiv_int(T a, T b) {
   if (b == 0) fail("div: integer division by zero");
+  if (b == -1) return negate_wrapping(a);
   T q = a / b;
   if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
   return q;
@@ -380,10 +395,7 @@ void run_div(const KernelCtx& c) {
       ZENITH_CHECK(mode != 0, "div: true division of integers needs float inputs");
       if (mode == 1) binary_map<T, T>(c.in[0], c.in[1], c.out[0], [](T a, T b) { return floordiv_int(a, b); });
       else
-        binary_map<T, T>(c.in[0], c.in[1], c.out[0], [](T a, T b) {
-          if (b == 0) fail("div: integer division by zero");
-          return T(a / b);
-        });
+        binary_map<T, T>(c.in[0], c.in[1], c.out[0], [](T a, T b) { return truncdiv_int(a, b); });
     } else {
       fail("div: bool inputs");
     }
@@ -420,7 +432,9 @@ void run_remainder(const KernelCtx& c) {
         return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
       });
     } else if constexpr (!std::is_same_v<T, bool>) {
-      binary_map<T, T>(c.in[0], c.in[1], c.out[0], [](T a, T b) { return T(a - floordiv_int(a, b) * b); });
+      binary_map<T, T>(c.in[0], c.in[1], c.out[0], [](T a, T b) {  // (x mod -1 is 0; a - q b would overflow)
+        return b == -1 ? T(0) : T(a - floordiv_int(a, b) * b);
+      });
     } else {
       fail("remainder: bool inputs");
     }
