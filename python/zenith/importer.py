@@ -742,12 +742,13 @@ def _embedding(L, node):
 
 @register(aten.index_select.default)
 def _index_select(L, node):
-    return L.emit("index_select", [L.val(node.args[0]), L.val(node.args[2])], dim=node.args[1])
+    # aten.index_select and aten.gather refuse negative indices (x[idx] takes them: _index)
+    return L.emit("index_select", [L.val(node.args[0]), L.val(node.args[2])], dim=node.args[1], negative=0)
 
 
 @register(aten.gather.default)
 def _gather(L, node):
-    return L.emit("gather", [L.val(node.args[0]), L.val(node.args[2])], dim=node.args[1])
+    return L.emit("gather", [L.val(node.args[0]), L.val(node.args[2])], dim=node.args[1], negative=0)
 
 
 @register(aten.index.Tensor)

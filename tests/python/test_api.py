@@ -155,6 +155,25 @@ def test_out_of_range_index_raises_not_garbage():
             c(torch.tensor([1, 12]))
 
 
+def test_negative_indices_as_eager_takes_them():
+    """x[idx] counts a negative index from the end; index_select and gather refuse one,
+    as eager does (Zenith's index_select wrapped it for both until 2026-12-05)."""
+    x = torch.randn(4, 5)
+    sel = lambda t, i: torch.index_select(t, 0, i)  # noqa: E731
+    gat = lambda t, i: torch.gather(t, 1, i)  # noqa: E731
+    adv = lambda t, i: t[i]  # noqa: E731
+    i = torch.tensor([0, -1])
+    torch.testing.assert_close(zenith.compile(adv)(x, i), adv(x, i))
+    torch.testing.assert_close(zenith.compile(sel)(x, i.abs()), sel(x, i.abs()))
+    for f, idx in ((sel, i), (gat, torch.tensor([[0, -1]] * 4))):
+        with pytest.raises(Exception):
+            f(x, idx)
+        with pytest.raises(Exception, match="index -1 is out of bounds"):
+            zenith.compile(f)(x, idx)
+    with pytest.raises(Exception, match="index -5 is out of bounds"):
+        zenith.compile(adv)(x, torch.tensor([-5]))
+
+
 def test_nan_inf_propagate():
     m = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.GELU(), torch.nn.LayerNorm(4)).eval()
     x = torch.randn(3, 4)

@@ -168,10 +168,11 @@ namespace {
 int64_t load_index(const TensorRef& idx, int64_t i) {
   return idx.dtype == DType::i64 ? idx.as<int64_t>()[i] : int64_t(idx.as<int32_t>()[i]);
 }
-int64_t check_index(int64_t v, int64_t size, const char* op) {
-  if (v < 0) v += size;
-  ZENITH_CHECK(v >= 0 && v < size, op, ": index ", v, " is out of bounds for size ", size);
-  return v;
+// v, or with `negative` v + size for v < 0; an error names the index as given.
+int64_t check_index(int64_t v, int64_t size, const char* op, bool negative = true) {
+  const int64_t at = negative && v < 0 ? v + size : v;
+  ZENITH_CHECK(at >= 0 && at < size, op, ": index ", v, " is out of bounds for size ", size);
+  return at;
 }
 }  // namespace
 
@@ -201,7 +202,8 @@ void run_index_select(const KernelCtx& c) {
   char* out = static_cast<char*>(c.out[0].data);
   const char* in = static_cast<const char*>(x.data);
   std::vector<int64_t> ids(static_cast<size_t>(n), 0);
-  for (int64_t j = 0; j < n; ++j) ids[size_t(j)] = check_index(load_index(idx, j), size, "index_select");
+  const bool negative = c.a<attrs::index_select>().negative;
+  for (int64_t j = 0; j < n; ++j) ids[size_t(j)] = check_index(load_index(idx, j), size, "index_select", negative);
   for (int64_t o = 0; o < outer; ++o)
     for (int64_t j = 0; j < n; ++j)
       std::memcpy(out + size_t(o * n + j) * rb, in + size_t(o * size + ids[size_t(j)]) * rb, rb);
@@ -215,12 +217,13 @@ void run_gather(const KernelCtx& c) {
   std::vector<int64_t> xs = contiguous_strides(x.shape);
   int r = idx.rank();
   int64_t n = idx.numel();
-  if (r == 0) check_index(load_index(idx, 0), 1, "gather");  // a 0-d input: one element, index 0
+  const bool negative = c.a<attrs::gather>().negative;
+  if (r == 0) check_index(load_index(idx, 0), 1, "gather", negative);  // a 0-d input: one element, index 0
   std::vector<int64_t> pos(size_t(r), 0);
   for (int64_t i = 0; i < n; ++i) {
     int64_t off = 0;
     for (int k = 0; k < r; ++k) {
-      int64_t p = k == d ? check_index(load_index(idx, i), x.shape[size_t(k)], "gather") : pos[size_t(k)];
+      int64_t p = k == d ? check_index(load_index(idx, i), x.shape[size_t(k)], "gather", negative) : pos[size_t(k)];
       off += p * xs[size_t(k)];
     }
     std::memcpy(static_cast<char*>(c.out[0].data) + size_t(i) * es, static_cast<const char*>(x.data) + size_t(off) * es, es);
