@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <limits>
 
 #include "zenith/error.h"
 
@@ -24,6 +25,7 @@ namespace {
 
 int64_t floordiv(int64_t a, int64_t b) {
   ZENITH_CHECK(b != 0, "symbolic expression divides by zero");
+  ZENITH_CHECK(b != -1 || a != std::numeric_limits<int64_t>::lowest(), "symbolic expression overflows: ", a, " // -1");
   int64_t q = a / b;
   if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
   return q;
@@ -42,7 +44,10 @@ int64_t eval_expr(const SymExpr& e, const std::vector<int64_t>& bind) {
     case SymExpr::kMod: {
       int64_t b = eval_expr(*e.b, bind);
       int64_t a = eval_expr(*e.a, bind);
-      return a - floordiv(a, b) * b;
+      ZENITH_CHECK(b != 0, "symbolic expression divides by zero");
+      if (b == -1) return 0;  // (a % -1 traps at the lowest a)
+      const int64_t r = a % b;
+      return r != 0 && ((r < 0) != (b < 0)) ? r + b : r;
     }
     case SymExpr::kMax: return std::max(eval_expr(*e.a, bind), eval_expr(*e.b, bind));
     case SymExpr::kMin: return std::min(eval_expr(*e.a, bind), eval_expr(*e.b, bind));

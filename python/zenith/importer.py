@@ -315,7 +315,7 @@ for _op, _targets in [
     ("maximum", [aten.maximum.default]),
     ("minimum", [aten.minimum.default]),
     ("remainder", [aten.remainder.Tensor, aten.remainder.Scalar]),
-    ("pow", [aten.pow.Tensor_Tensor, aten.pow.Tensor_Scalar]),
+    ("pow", [aten.pow.Tensor_Scalar]),
     ("logical_and", [aten.logical_and.default]),
     ("logical_or", [aten.logical_or.default]),
 ]:
@@ -353,10 +353,18 @@ def _div(L, node):
     return L.emit("div", [L.operand(node.args[0], dt), L.operand(node.args[1], dt)], rounding=rounding)
 
 
-@register(aten.pow.Scalar)
-def _pow_scalar(L, node):
+@register(aten.pow.Tensor_Tensor)
+def _pow_tensors(L, node):
+    # A tensor exponent is pow's whatever its value (eager special-cases only a Python
+    # scalar's: pow(-0, tensor(0.5)) is +0 where sqrt(-0) is -0).
     dt = out_dtype(node)
-    return L.emit("pow", [L.operand(node.args[0], dt), L.operand(node.args[1], dt)])
+    return L.emit("pow", [L.operand(node.args[0], dt), L.operand(node.args[1], dt)], tensor_exponent=1)
+
+
+@register(aten.pow.Scalar)
+def _pow_scalar(L, node):  # a scalar base, a tensor exponent
+    dt = out_dtype(node)
+    return L.emit("pow", [L.operand(node.args[0], dt), L.operand(node.args[1], dt)], tensor_exponent=1)
 
 
 @register(aten.where.self, aten.where.ScalarOther, aten.where.ScalarSelf, aten.where.Scalar)

@@ -354,6 +354,28 @@ TEST(Runtime, WinogradConvsKeepNanAndInfinityToTheirWindows) {
     EXPECT_GT(nonfinite, 3 * C) << "the non-finite inputs reach outputs";
   }
   EXPECT_EQ(ref_nonfinite_images(x.data(), N, C * P), bad);
+  // An infinity in the filters (one tap of one channel pair): Winograd's filter transform
+  // would spread it over the tile; every image runs by the direct conv, as packed
+  // (constant weights) and not. Inputs all finite here.
+  std::vector<float> xf = randn(size_t(N * C * P), 25), wi = w;
+  wi[size_t((5 * C + 7) * 9 + 4)] = INFINITY;  // output channel 5, input 7, the centre tap
+  const auto want_w = plain_conv(g, xf, wi, ones, b, r.data(), Activation::kRelu);
+  std::vector<InTensor> ins_w = {{xf.data(), DType::f32, {N, C, HW, HW}}, {wi.data(), DType::f32, {C, C, 3, 3}},
+                                 {b.data(), DType::f32, {C}}, {r.data(), DType::f32, {N, C, HW, HW}}};
+  for (const std::string& text : texts)
+    for (bool constant : {false, true}) {
+      Executable exe(parse_graph(text));
+      if (constant) exe.set_constant_inputs({1});
+      auto got = exe.run(ins_w, {});
+      const float* pg = static_cast<const float*>(got[0].data);
+      for (size_t i = 0; i < want_w.size(); ++i) {
+        const std::string where = text.substr(text.find(") {") + 4, 40) + (constant ? " packed" : "") +
+                                  " output " + std::to_string(i);
+        if (std::isnan(want_w[i])) ASSERT_TRUE(std::isnan(pg[i])) << where << " is " << pg[i];
+        else if (std::isinf(want_w[i])) ASSERT_EQ(pg[i], want_w[i]) << where;
+        else ASSERT_NEAR(pg[i], want_w[i], 1e-4f * (1 + std::fabs(want_w[i]))) << where;
+      }
+    }
 }
 
 // nonfinite_images against ref_nonfinite_images: images shorter than a vector, with tails,
@@ -386,6 +408,14 @@ TEST(Kernels, NonfiniteImagesMatchesTheReference) {
       }
   }
   EXPECT_TRUE(nonfinite_images(nullptr, 0, 10).empty());
+  // With Winograd's limit: magnitudes over 2^100 count, up to it not.
+  std::vector<float> y = randn(40000, 9);
+  y[39999] = 0x1p100f, y[17] = -0x1p100f;
+  EXPECT_EQ(nonfinite_images(y.data(), 2, 20000, kWinogradLimit), std::vector<uint8_t>({0, 0}));
+  y[20001] = -0x1p101f;
+  EXPECT_EQ(nonfinite_images(y.data(), 2, 20000, kWinogradLimit), std::vector<uint8_t>({0, 1}));
+  EXPECT_EQ(ref_nonfinite_images(y.data(), 2, 20000, kWinogradLimit), std::vector<uint8_t>({0, 1}));
+  EXPECT_EQ(nonfinite_images(y.data(), 2, 20000), std::vector<uint8_t>({0, 0}));
 }
 
 namespace {

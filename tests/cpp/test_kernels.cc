@@ -1410,10 +1410,12 @@ TEST(Kernels, MaxPool2dMatchesReference) {
 TEST(Kernels, IntegerDivisionByMinusOneAndZero) {
   const auto check = [](auto lowest, const char* dt) {
     using T = decltype(lowest);
-    const std::string ty = std::string(dt) + "[5]";
-    std::vector<T> a = {lowest, 7, -7, 5, T(lowest + 1)}, b = {-1, -1, 2, -2, -1};
-    const std::vector<T> floor = {lowest, -7, -4, -3, T(-(lowest + 1))}, trunc = {lowest, -7, -3, -2, T(-(lowest + 1))},
-                         rem = {0, 0, 1, -1, 0};
+    const std::string ty = std::string(dt) + "[6]";
+    const T top = std::numeric_limits<T>::max(), half = T(T(1) << (sizeof(T) * 8 - 2));  // 2^62 or 2^30
+    // (the last pair: the highest mod -2, where a - floordiv(a, b) * b overflows)
+    std::vector<T> a = {lowest, 7, -7, 5, T(lowest + 1), top}, b = {-1, -1, 2, -2, -1, -2};
+    const std::vector<T> floor = {lowest, -7, -4, -3, T(-(lowest + 1)), T(-half)},
+                         trunc = {lowest, -7, -3, -2, T(-(lowest + 1)), T(-(half - 1))}, rem = {0, 0, 1, -1, 0, -1};
     const DType d = sizeof(T) == 8 ? DType::i64 : DType::i32;
     for (const char* op : {"div_floor", "div_trunc", "remainder"}) {
       const std::string node = std::string(op) == "remainder" ? "remainder(%a, %b)"
@@ -1421,13 +1423,13 @@ TEST(Kernels, IntegerDivisionByMinusOneAndZero) {
                                                                 : "div(%a, %b) {rounding=trunc}";
       Executable exe(parse_graph("graph(%a: " + ty + ", %b: " + ty + ") {\n  %c: " + ty + " = " + node +
                                  "\n  return (%c)\n})"));
-      auto out = exe.run({{a.data(), d, {5}}, {b.data(), d, {5}}}, {});
+      auto out = exe.run({{a.data(), d, {6}}, {b.data(), d, {6}}}, {});
       const T* got = static_cast<const T*>(out[0].data);
       const std::vector<T>& want = std::string(op) == "remainder" ? rem : std::string(op) == "div_floor" ? floor : trunc;
-      for (int i = 0; i < 5; ++i) EXPECT_EQ(got[i], want[size_t(i)]) << op << " " << dt << " at " << i;
+      for (int i = 0; i < 6; ++i) EXPECT_EQ(got[i], want[size_t(i)]) << op << " " << dt << " at " << i;
       std::vector<T> z = b;
       z[2] = 0;
-      EXPECT_THROW(exe.run({{a.data(), d, {5}}, {z.data(), d, {5}}}, {}), Error) << op << " " << dt;
+      EXPECT_THROW(exe.run({{a.data(), d, {6}}, {z.data(), d, {6}}}, {}), Error) << op << " " << dt;
     }
   };
   check(std::numeric_limits<int64_t>::lowest(), "i64");

@@ -1,13 +1,9 @@
 // Each pass: IR in -> expected IR out, with the verifier run after the pass.
 #include <gtest/gtest.h>
 
-#include <cmath>
-#include <vector>
-
 #include "zenith/error.h"
 #include "zenith/ir.h"
 #include "zenith/passes/passes.h"
-#include "zenith/runtime.h"
 
 using namespace zenith;
 
@@ -229,11 +225,6 @@ TEST(Passes, CanonicalizeKeepsTheSignOfZero) {
   EXPECT_EQ(print_graph(g), canon(R"(graph(%x: f32[2, 3], %i: i64[4]) {
   return (%x, %i)
 })"));
-  // Through the runtime: -0 + 0 is +0.
-  Executable exe(parse_graph(keeps));
-  std::vector<float> x = {-0.0f, 1.0f, -0.0f, 2.0f, -0.0f, 3.0f};
-  auto out = exe.run({{x.data(), DType::f32, {2, 3}}}, {});
-  for (int o = 0; o < 2; ++o) EXPECT_FALSE(std::signbit(static_cast<const float*>(out[size_t(o)].data)[0])) << o;
 }
 
 TEST(Passes, CanonicalizeKeepsRealWork) {

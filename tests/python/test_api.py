@@ -211,6 +211,19 @@ def test_nan_inf_stay_in_their_windows_through_winograd_convs():
             assert (~want.isfinite()).sum() > 0 and want[1].isfinite().all()
 
 
+def test_pow_special_cases_only_a_python_scalar_exponent():
+    """Eager computes x ** 0.5 (a Python scalar) as sqrt, so -0 -> -0 and -inf -> NaN, but
+    pow with a tensor exponent, one element or many, as pow: -0 -> +0 and -inf -> +inf."""
+    x = torch.tensor([-0.0, float("-inf"), 4.0, 2.0] * 4)
+    fns = {"scalar": lambda t: t ** 0.5, "0-d": lambda t: torch.pow(t, torch.tensor(0.5)),
+           "tensor": lambda t: torch.pow(t, torch.full_like(t, 0.5)), "scalar base": lambda t: torch.pow(2.0, t * 0 + 0.5)}
+    for name, f in fns.items():
+        want, got = f(x), zenith.compile(f)(x)
+        torch.testing.assert_close(got, want, equal_nan=True, msg=name)
+        num = ~want.isnan()  # (a NaN's sign bit means nothing)
+        assert torch.equal(torch.signbit(got[num]), torch.signbit(want[num])), name
+
+
 def test_integer_division_of_the_lowest_by_minus_one_and_by_zero():
     """x86's idiv traps on INT64_MIN / -1 (eager's trunc division dies of SIGFPE): Zenith
     gives the wrapped quotient (eager's floor division's answer) and remainder 0; a zero

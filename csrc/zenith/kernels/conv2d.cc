@@ -382,10 +382,13 @@ void run_conv2d(const KernelCtx& c) {
     out_buf.trim(size_t(16) << 20);
     return;
   }
-  // Images holding a NaN or an infinity skip Winograd for the GEMM on the raw filters
-  // (see nonfinite_images).
-  const std::vector<uint8_t> nonfinite =
-      algo == ConvState::kWinograd ? nonfinite_images(px, N, C * H * W) : std::vector<uint8_t>();
+  // Images holding a NaN, an infinity or a huge value (all, where the filters do) skip
+  // Winograd for the GEMM on the raw filters (see nonfinite_images).
+  std::vector<uint8_t> nonfinite;
+  if (algo == ConvState::kWinograd)
+    nonfinite = (c.packed ? c.packed->winograd_unsafe : nonfinite_images(pw, 1, OC * C * 9, kWinogradLimit)[0])
+                    ? std::vector<uint8_t>(size_t(N), 1)
+                    : nonfinite_images(px, N, C * H * W, kWinogradLimit);
   for (int64_t n = 0; n < N; ++n)
     for (int64_t g = 0; g < G; ++g) {
       const float* xg = px + (n * C + g * ICg) * H * W;
@@ -430,6 +433,8 @@ void run_conv2d(const KernelCtx& c) {
       sgemm_b_source(OCg, cols, rows, pw + g * OCg * rows, rows, 1, GemmBSource{ConvColumns::pack, &cc}, og, cols,
                      packed, &eg);
     }
+  col_buf.trim(size_t(16) << 20);
+  out_buf.trim(size_t(16) << 20);
 }
 
 }  // namespace zenith

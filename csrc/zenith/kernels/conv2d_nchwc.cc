@@ -1117,6 +1117,7 @@ PackedOperand conv3x3_winograd_nchwc_pack(const NchwcConvGeom& g, const float* w
     u = u2.data.get();
   }
   for (int64_t xi = 0; xi < P; ++xi) pack_filter_groups(g1, u + xi * g.OC * g.C, p.data.get() + xi * xi_floats);
+  p.winograd_unsafe = nonfinite_images(w, 1, g.OC * g.C * 9, kWinogradLimit)[0];
   return p;
 }
 
@@ -1600,10 +1601,12 @@ void run_conv2d_nchwc(const KernelCtx& c) {
     }
     case PackedOperand::kWinograd:
     case PackedOperand::kWinograd4: {
-      // Images holding a NaN or an infinity run by the direct conv (see nonfinite_images),
-      // its filters packed for this call: such inputs are rare, and eager's answer the one to give.
+      // Images holding a NaN, an infinity or a huge value (and all, where the filters do)
+      // run by the direct conv (see nonfinite_images), its filters packed for this call:
+      // such inputs are rare, and eager's answer the one to give.
       const int64_t xi = g.C * g.H * g.W, yi = g.OC * g.OH * g.OW;
-      const std::vector<uint8_t> bad = nonfinite_images(x, g.N, xi);
+      const std::vector<uint8_t> bad =
+          pw.winograd_unsafe ? std::vector<uint8_t>(size_t(g.N), 1) : nonfinite_images(x, g.N, xi, kWinogradLimit);
       if (std::find(bad.begin(), bad.end(), 1) == bad.end())
         return conv3x3_winograd_nchwc(g, x, pw, ep.row_scale, ep.row_shift, res, at.activation, o.as<float>());
       const PackedOperand direct = conv2d_nchwc_pack(g, static_cast<const float*>(c.in[1].data));

@@ -142,8 +142,9 @@ template <typename T> T floordiv_int(T a, T b) {
 }
 
 // Calls use(f) with pow's float function for exponent e, a scalar (NaN: the exponent
-// varies by element). PyTorch special-cases these scalar exponents (GELU's x^3, norms'
-// x^2, x^-0.5) and computes them without a pow call; so do run_pow and fused chains.
+// varies by element or is a tensor). PyTorch special-cases these scalar exponents (GELU's
+// x^3, norms' x^2, x^-0.5) and computes them without a pow call; so do run_pow and fused
+// chains (a tensor exponent, pow's attribute tensor_exponent, is never special-cased).
 template <typename Use>
 void with_pow_f(float e, Use&& use) {
   if (e == 2.0f) use([](float a, float) { return a * a; });
@@ -408,12 +409,12 @@ void run_pow(const KernelCtx& c) {
     if constexpr (std::is_same_v<T, float>) {
       // A scalar exponent PyTorch special-cases (GELU's x^3, norms' x^2, x^-0.5) is
       // computed the way it does, in a loop without a per-element pow call.
-      float e = c.in[1].numel() == 1 ? *c.in[1].as<float>() : NAN;
+      float e = c.in[1].numel() == 1 && !c.a<attrs::pow>().tensor_exponent ? *c.in[1].as<float>() : NAN;
       with_pow_f(e, [&](auto f) { binary_map<T, T>(c.in[0], c.in[1], c.out[0], f); });
     } else if constexpr (!std::is_same_v<T, bool>) {
       binary_map<T, T>(c.in[0], c.in[1], c.out[0], [](T a, T b) {
         T r = 1;
-        if (b < 0) return T(a == 1 ? 1 : (a == -1 ? ((-b) % 2 ? -1 : 1) : 0));
+        if (b < 0) return T(a == 1 ? 1 : (a == -1 ? (b % 2 != 0 ? -1 : 1) : 0));  // (-b overflows at the lowest b)
         for (T i = 0; i < b; ++i) r *= a;
         return r;
       });
@@ -432,8 +433,13 @@ void run_remainder(const KernelCtx& c) {
         return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
       });
     } else if constexpr (!std::is_same_v<T, bool>) {
-      binary_map<T, T>(c.in[0], c.in[1], c.out[0], [](T a, T b) {  // (x mod -1 is 0; a - q b would overflow)
-        return b == -1 ? T(0) : T(a - floordiv_int(a, b) * b);
+      binary_map<T, T>(c.in[0], c.in[1], c.out[0], [](T a, T b) {
+        // C++'s remainder takes the dividend's sign; moved to the divisor's. (x mod -1 is 0:
+        // a % -1 would trap at the lowest a; a - floordiv(a, b) * b overflows at INT64_MAX mod -2.)
+        if (b == 0) fail("div: integer division by zero");
+        if (b == -1) return T(0);
+        const T r = T(a % b);
+        return r != 0 && ((r < 0) != (b < 0)) ? T(r + b) : r;
       });
     } else {
       fail("remainder: bool inputs");

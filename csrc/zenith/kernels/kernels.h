@@ -117,6 +117,9 @@ struct PackedOperand {
   uint8_t isa = 0;
   // kQ8: the largest |code| of the weight (<= 63: 7-bit codes, which AVX2's w7 tiles take)
   uint8_t q8_max = 127;
+  // kWinograd, kWinograd4: the filters held a value nonfinite_images flags (their
+  // transforms would spread it): the convs run by the direct conv.
+  bool winograd_unsafe = false;
   std::shared_ptr<float> data;
   const float* src = nullptr;
   int64_t rows = 0, cols = 0, rs = 0, cs = 0;  // A: M x K; B: K x N
@@ -200,14 +203,17 @@ void sgemm_b_source(int64_t M, int64_t N, int64_t K, const float* a, int64_t a_r
 void conv3x3_winograd(const float* x, int64_t C, int64_t H, int64_t W, const float* w, int64_t OC, float* out,
                       const GemmEpilogue& ep, const PackedOperand* filters = nullptr);
 PackedOperand conv3x3_winograd_pack(int64_t OC, int64_t C, const float* w);
-// Which of N images of `image` floats each (x + n * image) hold a NaN or an infinity:
-// flags[n] = 1 for those (both threads scan). Winograd's transforms add and subtract a
-// patch's inputs, so one such input reaches every output of its tile (and inf - inf is
-// NaN) where the direct conv confines it to the windows that read it: conv2d and
-// conv2d_nchwc run those images by the direct conv. ref_nonfinite_images is the
-// reference (std::isfinite).
-std::vector<uint8_t> nonfinite_images(const float* x, int64_t N, int64_t image);
-std::vector<uint8_t> ref_nonfinite_images(const float* x, int64_t N, int64_t image);
+// Which of N images of `image` floats each (x + n * image) hold a NaN or a value of
+// magnitude over `limit` (FLT_MAX: the infinities): flags[n] = 1 for those (both threads
+// scan). Winograd's transforms add and subtract a patch's inputs, so one non-finite input
+// reaches every output of its tile (and inf - inf is NaN) where the direct conv confines
+// it to the windows that read it, and they grow values up to ~100x, so huge finite ones
+// could overflow where the direct conv's sums do not: conv2d and conv2d_nchwc run images
+// flagged at kWinogradLimit (and every image, where the filters are) by the direct conv.
+// ref_nonfinite_images is the reference (std::isnan, std::fabs).
+constexpr float kWinogradLimit = 0x1p100f;
+std::vector<uint8_t> nonfinite_images(const float* x, int64_t N, int64_t image, float limit = 3.40282347e38f);
+std::vector<uint8_t> ref_nonfinite_images(const float* x, int64_t N, int64_t image, float limit = 3.40282347e38f);
 // Whether conv2d runs a convolution with these parameters through conv3x3_winograd: 3x3,
 // stride 1, padding 1, no dilation or groups, maps of 49 pixels (7 x 7) and 64 channels (in and
 // out) up; below that the transforms cost more than the multiplies they save.

@@ -51,26 +51,26 @@ void transform_filters(int64_t OC, int64_t C, const float* w, float* U) {
 }  // namespace
 
 namespace {
-// Whether x[0, n) holds a NaN or an infinity: x - x is +0 for every finite x and NaN
-// otherwise, so the bits of all the differences ORed together are zero exactly when
-// every value is finite.
-bool any_nonfinite(const float* x, int64_t n) {
+// Whether x[0, n) holds a NaN or a value of magnitude over limit: !(|x| <= limit), which
+// is true for NaN too (an unordered compare), ORed over the vectors.
+bool any_past(const float* x, int64_t n, float limit) {
   int64_t i = 0;
 #if defined(__AVX2__)
+  const __m256 lim = _mm256_set1_ps(limit), absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
   __m256 acc = _mm256_setzero_ps();
   for (; i + 8 <= n; i += 8) {
-    const __m256 v = _mm256_loadu_ps(x + i);
-    acc = _mm256_or_ps(acc, _mm256_sub_ps(v, v));
+    const __m256 v = _mm256_and_ps(_mm256_loadu_ps(x + i), absmask);
+    acc = _mm256_or_ps(acc, _mm256_cmp_ps(v, lim, _CMP_NLE_UQ));
   }
-  if (!_mm256_testz_si256(_mm256_castps_si256(acc), _mm256_castps_si256(acc))) return true;
+  if (!_mm256_testz_ps(acc, acc)) return true;
 #endif
   for (; i < n; ++i)
-    if (!std::isfinite(x[i])) return true;
+    if (!(std::fabs(x[i]) <= limit)) return true;
   return false;
 }
 }  // namespace
 
-std::vector<uint8_t> nonfinite_images(const float* x, int64_t N, int64_t image) {
+std::vector<uint8_t> nonfinite_images(const float* x, int64_t N, int64_t image, float limit) {
   // Pieces of 64 KiB, so one image's scan splits between threads; up to 4 pieces on the
   // calling thread (ResNet-50's 512 channels on 7 x 7: 2 us from L2, a fork and join more).
   constexpr int64_t kPiece = 16384;
@@ -79,7 +79,7 @@ std::vector<uint8_t> nonfinite_images(const float* x, int64_t N, int64_t image) 
   const auto scan = [&](int64_t lo, int64_t hi) {
     for (int64_t t = lo; t < hi; ++t) {
       const int64_t n = t / pieces, at = (t % pieces) * kPiece;
-      piece_bad[size_t(t)] = any_nonfinite(x + n * image + at, std::min(kPiece, image - at));
+      piece_bad[size_t(t)] = any_past(x + n * image + at, std::min(kPiece, image - at), limit);
     }
   };
   if (N * image <= 4 * kPiece)
@@ -90,10 +90,13 @@ std::vector<uint8_t> nonfinite_images(const float* x, int64_t N, int64_t image) 
   return bad;
 }
 
-std::vector<uint8_t> ref_nonfinite_images(const float* x, int64_t N, int64_t image) {
+std::vector<uint8_t> ref_nonfinite_images(const float* x, int64_t N, int64_t image, float limit) {
   std::vector<uint8_t> bad(static_cast<size_t>(N));
   for (int64_t n = 0; n < N; ++n)
-    for (int64_t i = 0; i < image; ++i) bad[size_t(n)] |= !std::isfinite(x[n * image + i]);
+    for (int64_t i = 0; i < image; ++i) {
+      const float v = x[n * image + i];
+      bad[size_t(n)] |= std::isnan(v) || std::fabs(v) > limit;
+    }
   return bad;
 }
 
@@ -117,6 +120,7 @@ PackedOperand conv3x3_winograd_pack(int64_t OC, int64_t C, const float* w) {
   p.data = std::shared_ptr<float>(static_cast<float*>(std::aligned_alloc(64, size_t(16 * OC * C) * sizeof(float))),
                                   std::free);
   if (!p.data) fail_alloc("conv2d: out of memory for Winograd filters (", size_t(16 * OC * C) * sizeof(float), " bytes)");
+  p.winograd_unsafe = nonfinite_images(w, 1, OC * C * 9, kWinogradLimit)[0];
   transform_filters(OC, C, w, p.data.get());
   return p;
 }

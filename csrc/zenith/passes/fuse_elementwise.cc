@@ -19,6 +19,7 @@ namespace {
 bool candidate(const Graph& g, const Node& n) {
   if (!has_trait(n.op, kFusable) || n.outputs.size() != 1 || g.type(n.outputs[0]).dtype != DType::f32) return false;
   if (n.op == Op::div && n.i("rounding", 0) != 0) return false;
+  if (n.op == Op::pow && n.i("tensor_exponent", 0) != 0) return false;  // (fused chains take a scalar's forms)
   for (int v : n.inputs)
     if (g.type(v).dtype != DType::f32) return false;
   return true;

@@ -9,7 +9,7 @@ validated on meta tensors while it is drawn, so the programs it keeps are valid 
 
 Besides single ops the generator emits motifs that the fusion passes look for (linear or
 conv + activation, conv + batch-norm + residual, residual + layer_norm, the attention
-permutes, duplicated steps for CSE, constant subexpressions, x*1 / x+0) and returns
+permutes, duplicated steps for CSE, constant subexpressions, x*1 / x-0) and returns
 views and inputs, so every pass and the memory planner see fuzzed graphs (COUNTS).
 
 Discontinuous ops (comparisons, floor, argmax, remainder, float->int casts...) only take
@@ -293,8 +293,8 @@ def apply(step: Step, vals):
     if op == "const_expr":  # a subexpression of constants only: constant folding's food
         c = torch.arange(a[0].shape[-1], dtype=a[0].dtype) if a[0].dim() else torch.tensor(1.0, dtype=a[0].dtype)
         return a[0] + torch.cos(c * 0.5) * 2.0
-    if op == "identity_arith":  # x * 1 + 0 and a transpose pair: canonicalize's food
-        return (a[0] * 1 + 0).transpose(-1, -2).transpose(-1, -2) if a[0].dim() >= 2 else a[0] * 1 + 0
+    if op == "identity_arith":  # x * 1 - 0 and a transpose pair: canonicalize's food (x + 0 is not x at -0)
+        return (a[0] * 1 - 0).transpose(-1, -2).transpose(-1, -2) if a[0].dim() >= 2 else a[0] * 1 - 0
     raise KeyError(op)
 
 
