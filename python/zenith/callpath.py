@@ -89,6 +89,33 @@ def _torch_target(target):
     return _convert_element_type if target is torch.ops.prims.convert_element_type.default else target
 
 
+def _eager_strides(node):
+    """The strides eager gives a graph output where they are not its shape's contiguous
+    ones (a channels_last conv's output, a permuted result): static and dense only. None
+    where they are contiguous, symbolic or not dense (the runtime writes dense tensors)."""
+    m = node.meta.get("val")
+    if not isinstance(m, torch.Tensor) or not all(isinstance(d, int) for d in (*m.shape, *m.stride())):
+        return None
+    if m.is_contiguous() or m.numel() == 0:
+        return None
+    expect = 1  # dense: the strides, smallest first, are the products of the faster sizes
+    for st, sz in sorted((st, sz) for sz, st in zip(m.shape, m.stride()) if sz != 1):
+        if st != expect:
+            return None
+        expect *= sz
+    return tuple(m.stride())
+
+
+def _restride(v, stride):
+    """v with eager's strides (a copy when they differ): what eager returns for a graph
+    output, as Inductor keeps it too; the runtime writes its outputs contiguous."""
+    if v.stride() == stride:
+        return v
+    out = torch.empty_strided(v.shape, stride, dtype=v.dtype, device=v.device)
+    out.copy_(v)
+    return out
+
+
 def _trusted_static(node, index, static_positions):
     """Whether a static input's compiled layout can be passed as is (by its data pointer
     alone): a placeholder at a static position, dense, of static shape."""
@@ -236,6 +263,13 @@ def build_call(placeholders, steps, attrs, out_spec, sym_bind, static_positions,
                 w.line(f"{names[v]} = {w.bind('f', v.target)}({args})  # a view PyTorch makes for free")
         if j in dead_after:
             w.line("del " + ", ".join(names[n] for n in dead_after[j]))
+    # Outputs whose eager strides are not contiguous get them (once each, so one tensor
+    # returned twice stays one object); inputs returned as they are keep their own.
+    for n in dict.fromkeys(_nodes_in(out_spec)):
+        stride = _eager_strides(n) if n.op != "placeholder" else None
+        if stride is not None:
+            w.ns["_restride"] = _restride
+            w.line(f"{names[n]} = _restride({names[n]}, {stride!r})  # eager's strides")
     w.line(f"return {emit(out_spec)}")
 
     source = "\n".join(w.lines) + "\n"

@@ -347,6 +347,29 @@ def test_transposed_inputs_are_read_in_place():
     torch.testing.assert_close(zenith.compile(g)(z), g(z))
 
 
+def test_outputs_keep_eager_strides():
+    # The runtime writes contiguous outputs; where eager's are not (a channels_last conv,
+    # a permuted result) the call gives the output eager's strides, so code that reads
+    # them (out.permute(0, 2, 3, 1).view(...), a memory-format check) works as eagerly.
+    from zenith import backend
+
+    conv = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU()).eval()
+    x = torch.randn(2, 3, 6, 5).to(memory_format=torch.channels_last)
+    f = lambda a: (conv(a) * 2, (a + 1).permute(0, 2, 3, 1) * 3)  # noqa: E731
+    with torch.no_grad(), backend.collect_reports() as sink:
+        want, got = f(x), zenith.compile(f)(x)
+    assert sink and sink[0].nodes_total == sink[0].nodes_native
+    for a, b in zip(want, got):
+        torch.testing.assert_close(b, a)
+        assert b.stride() == a.stride()
+    assert got[0].is_contiguous(memory_format=torch.channels_last)
+    assert got[0].permute(0, 2, 3, 1).view(2, -1).shape == (2, 240)  # eager's view works on ours
+    # one tensor returned twice stays one object
+    g = lambda a: (lambda y: (y, y))(a.sin())  # noqa: E731
+    r = zenith.compile(g)(x)
+    assert r[0] is r[1] and r[0].stride() == x.sin().stride()
+
+
 def test_saved_weight_transposes_stay_views_in_training():
     # AOTAutograd's forward returns t(weight) for the backward; Zenith hands back
     # PyTorch's view instead of writing a transposed copy, and gradients still match.
