@@ -210,6 +210,11 @@ def build_call(placeholders, steps, attrs, out_spec, sym_bind, static_positions,
     unused = [p for p in taken if p not in last_read and p not in outputs]
 
     segments = [x for kind, x in steps if kind == "zenith"]
+    # values PyTorch reads: by fallback nodes, and views it makes of segment outputs
+    torch_read = set(_nodes_in([x.args for kind, x in steps if kind == "torch"]
+                               + [x.kwargs for kind, x in steps if kind == "torch"]
+                               + [v.args for kind, x in steps if kind == "zenith" for v in x.torch_views]))
+    restrided = set()
     fallbacks = len(steps) - len(segments)
     w.ns.update(_stats=stats, _set_threads=_C.set_num_threads, _get_threads=torch.get_num_threads,
                 _weights=weights, _raw=_raw, _prof=torch.autograd.profiler, _RF=_record_function(),
@@ -256,6 +261,12 @@ def build_call(placeholders, steps, attrs, out_spec, sym_bind, static_positions,
                 count += 1
             if x.out_nodes:
                 w.line(", ".join(names[n] for n in x.out_nodes) + ", = r")
+            for n in x.out_nodes:  # what PyTorch reads gets eager's strides (a view may need them)
+                stride = _eager_strides(n) if n in outputs or n in torch_read else None
+                if stride is not None:
+                    w.ns["_restride"] = _restride
+                    w.line(f"{names[n]} = _restride({names[n]}, {stride!r})  # eager's strides")
+                    restrided.add(n)
             for v in x.torch_views:
                 names[v] = f"v{count}"
                 count += 1
@@ -266,7 +277,7 @@ def build_call(placeholders, steps, attrs, out_spec, sym_bind, static_positions,
     # Outputs whose eager strides are not contiguous get them (once each, so one tensor
     # returned twice stays one object); inputs returned as they are keep their own.
     for n in dict.fromkeys(_nodes_in(out_spec)):
-        stride = _eager_strides(n) if n.op != "placeholder" else None
+        stride = _eager_strides(n) if n.op != "placeholder" and n not in restrided else None
         if stride is not None:
             w.ns["_restride"] = _restride
             w.line(f"{names[n]} = _restride({names[n]}, {stride!r})  # eager's strides")
