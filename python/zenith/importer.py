@@ -522,14 +522,27 @@ def _addmm(L, node):
     return L.emit("addmm", [L.val(bias), L.val(a), L.val(b)], alpha=float(alpha), beta=float(beta))
 
 
-def _pair(v):
+def static_ints(values, what):
+    """Plain ints from an op's int-list argument; a symbolic one (a size under dynamic
+    shapes: avg_pool2d(x, x.shape[2:]), a pad to a multiple) is Unsupported: the
+    attribute is fixed when the graph is built."""
+    out = []
+    for v in values:
+        v = sym_str(v)
+        if not isinstance(v, int):
+            raise Unsupported(f"symbolic {what} {v}")
+        out.append(v)
+    return out
+
+
+def _pair(v, what="size"):
     """(height, width) from an int or a list of one or two ints, as torch expands them."""
     v = list(v) if isinstance(v, (list, tuple)) else [v]
     if len(v) == 1:
         v = v * 2
     if len(v) != 2:
         raise Unsupported(f"expected 1 or 2 values, got {len(v)}")
-    return [int(x) for x in v]
+    return static_ints(v, what)
 
 
 @register(aten.convolution.default)
@@ -596,11 +609,10 @@ def _max_pool(L, node):
     x, kernel, stride, padding, dilation, ceil_mode = args_of(
         node, ("self", None), ("kernel_size", None), ("stride", []), ("padding", 0), ("dilation", 1),
         ("ceil_mode", False))
-    pair = lambda v: list(v) * (2 // len(v)) if isinstance(v, (list, tuple)) else [v, v]  # noqa: E731
-    kernel = pair(kernel)
-    stride = pair(stride) if stride else kernel
-    return (L.emit("max_pool2d", [L.val(x)], kernel=kernel, stride=stride, padding=pair(padding),
-                   dilation=pair(dilation), ceil_mode=int(bool(ceil_mode))), None)
+    kernel = _pair(kernel, "kernel")
+    stride = _pair(stride, "stride") if stride else kernel
+    return (L.emit("max_pool2d", [L.val(x)], kernel=kernel, stride=stride, padding=_pair(padding, "padding"),
+                   dilation=_pair(dilation, "dilation"), ceil_mode=int(bool(ceil_mode))), None)
 
 
 @register(aten.avg_pool2d.default)
@@ -611,10 +623,9 @@ def _avg_pool(L, node):
         ("count_include_pad", True), ("divisor_override", None))
     if divisor is not None:
         raise Unsupported("avg_pool2d divisor_override")
-    pair = lambda v: list(v) * (2 // len(v)) if isinstance(v, (list, tuple)) else [v, v]  # noqa: E731
-    kernel = pair(kernel)
-    stride = pair(stride) if stride else kernel
-    return L.emit("avg_pool2d", [L.val(x)], kernel=kernel, stride=stride, padding=pair(padding),
+    kernel = _pair(kernel, "kernel")
+    stride = _pair(stride, "stride") if stride else kernel
+    return L.emit("avg_pool2d", [L.val(x)], kernel=kernel, stride=stride, padding=_pair(padding, "padding"),
                   ceil_mode=int(bool(ceil_mode)), count_include_pad=int(bool(include_pad)))
 
 
@@ -740,7 +751,7 @@ def _stack(L, node):
 @register(aten.constant_pad_nd.default)
 def _pad(L, node):
     x, pad, value = args_of(node, ("self", None), ("pad", None), ("value", 0))
-    return L.emit("pad", [L.val(x)], pad=[int(p) for p in pad], value=float(value))
+    return L.emit("pad", [L.val(x)], pad=static_ints(pad, "pad amount"), value=float(value))
 
 
 @register(aten.embedding.default)

@@ -77,6 +77,50 @@ def test_fallback_is_visible_and_correct(caplog):
     torch.testing.assert_close(c(x), f(x))
 
 
+def test_symbolic_op_arguments_fall_back_visibly():
+    # Under dynamic shapes an int-list argument can be a size expression: a pad to a
+    # multiple of 8, a pooling window the size of the map. The compile used to fail with
+    # a TypeError; such a node now runs in PyTorch and the rest stays native.
+    import torch.nn.functional as F
+
+    pad = lambda x: F.pad(x * 2, (0, (8 - x.shape[-1] % 8) % 8)) + 1  # noqa: E731
+    pool = lambda x: F.avg_pool2d(x.relu(), x.shape[2:]) * 3  # noqa: E731
+    for f, make in ((pool, lambda n: torch.randn(1, 3, n, n + 1)), (pad, lambda n: torch.randn(2, n))):
+        torch._dynamo.reset()
+        before = zenith.stats()
+        c = torch.compile(f, backend="zenith", dynamic=True)
+        for n in (5, 7, 12, 3):
+            x = make(n)
+            torch.testing.assert_close(c(x), f(x))
+        after = zenith.stats()
+        assert after["graphs_compiled"] > before["graphs_compiled"]
+        assert after["nodes_native"] > before["nodes_native"]  # the arithmetic around it
+    assert after["nodes_fallback"] > before["nodes_fallback"]  # the pad (the pool's window: guarded static)
+
+
+def test_a_converter_bug_is_a_visible_fallback(monkeypatch, caplog):
+    # A converter raising something other than Unsupported (its own bug) must not fail
+    # the user's compile: the node runs in PyTorch with the error as its reason.
+    from zenith import importer
+
+    def broken(L, node):
+        raise TypeError("a bug")
+
+    monkeypatch.setitem(importer.CONVERTERS, torch.ops.aten.sin.default, broken)
+    monkeypatch.delenv("ZENITH_STRICT_IMPORTER", raising=False)  # as users run
+    f = lambda x: torch.sin(x * 2) + 1  # noqa: E731
+    x = torch.randn(3, 4)
+    with caplog.at_level(logging.WARNING, logger="zenith"):
+        r = zenith.explain(f, x)
+    assert [e["reason"] for e in r.fallback_ops.values()] == ["importer error (TypeError: a bug)"]
+    assert r.nodes_native == r.nodes_total - 1
+    assert any("converting" in m and "a bug" in m for m in caplog.messages)
+    torch.testing.assert_close(zenith.compile(f)(x), f(x))
+    monkeypatch.setenv("ZENITH_STRICT_IMPORTER", "1")  # the suite's setting: the bug fails loudly
+    with pytest.raises(Exception, match="TypeError: a bug"):  # (Dynamo wraps it)
+        zenith.explain(f, x)
+
+
 def test_unknown_option_is_an_error():
     with pytest.raises(TypeError, match="unknown option"):
         zenith.compile(torch.nn.Linear(2, 2), pases=False)
