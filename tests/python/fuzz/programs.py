@@ -49,7 +49,8 @@ class Val:
 class Input:
     shape: tuple
     dtype: torch.dtype
-    layout: str  # "contig" | "t" (transposed view) | "step" (every other element of the last dim)
+    layout: str  # "contig" | "t" (transposed view) | "step" (every other element of the last dim) | "cl" (4-D
+    # channels_last: the runtime's outputs must come back in eager's strides)
     special: float  # fraction of float elements replaced by inf/nan/-0/denormal/huge
     lo: float = -3.0
     hi: float = 3.0
@@ -356,6 +357,8 @@ class Builder:
             layout = "t"
         elif layout == "contig" and len(shape) >= 1 and d.coin(0.1):
             layout = "step"
+        elif layout == "contig" and len(shape) == 4 and d.coin(0.2):
+            layout = "cl"
         self.inputs.append(Input(tuple(shape), dtype, layout, special, **kw))
         self.origin.append(("in", len(self.inputs) - 1))
         self.vals.append(Val(tuple(shape), dtype, exact=True))
@@ -830,6 +833,8 @@ def make_inputs(prog: Program):
             t = t.transpose(-1, -2)
         elif inp.layout == "step":
             t = t[..., ::2]
+        elif inp.layout == "cl":
+            t = t.contiguous(memory_format=torch.channels_last)
         out.append(t)
     return out
 
@@ -982,7 +987,22 @@ def run_case(prog: Program):
                                   torch.full_like(a, math.inf))
                 spread = one if spread is None else torch.maximum(spread, one)
         judge(gt, wt, r, f"output {k} (value {prog.outputs[k]})", spread)
+        if gt.stride() != wt.stride() and _dense_not_contiguous(wt):
+            raise Mismatch(f"output {k} (value {prog.outputs[k]}): strides {gt.stride()}, eager's {wt.stride()}")
     return cg
+
+
+def _dense_not_contiguous(t):
+    """Eager's output in a dense layout other than the contiguous one (channels_last, a
+    permutation): Zenith's output must have the same strides (callpath._restride)."""
+    if t.is_contiguous() or t.numel() == 0:
+        return False
+    expect = 1
+    for st, sz in sorted((st, sz) for sz, st in zip(t.shape, t.stride()) if sz != 1):
+        if st != expect:
+            return False
+        expect *= sz
+    return True
 
 
 # independent nudged runs whose largest movement is the allowance: one run's random
