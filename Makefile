@@ -2,7 +2,7 @@
 #   make setup  system packages (apt-get), a .venv at the repo root, the build
 #   make demo   compile all-MiniLM-L6-v2 (real weights) with Zenith; eager vs Zenith side by side
 #   make test   C++ unit tests (GoogleTest via ctest) and Python tests (pytest)
-#   make test-sanitize  ctest, the op tests and a fuzzing budget under ASan + UBSan
+#   make test-sanitize  ctest, the op tests and a fuzzing budget under ASan + UBSan; concurrent calls under TSan
 #   make bench  the standard benchmark suite into docs/benchmarks/<date>/
 #   make install-profiling  the same extension with its symbols kept, for perf
 SHELL := /bin/bash
@@ -20,7 +20,7 @@ JOBS ?= 2
 
 BENCH_DIR := docs/benchmarks/$(shell date -u +%Y-%m-%d)
 
-.PHONY: setup demo test test-cpp test-python test-sanitize test-sanitize-cpp test-sanitize-python sanitizer-runtimes bench fuzz system-deps clean install-profiling
+.PHONY: setup demo test test-cpp test-python test-sanitize test-sanitize-cpp test-sanitize-python test-tsan sanitizer-runtimes bench fuzz system-deps clean install-profiling
 
 setup: system-deps $(VENV)/.zenith-installed
 
@@ -96,16 +96,27 @@ SANITIZE_QFUZZ_NETS ?= 10
 SANITIZE_LOG := $(CURDIR)/$(ASAN_PY_BUILD)/log/sanitizer
 SANITIZE_CMAKE := -DZENITH_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo
 UBSAN_ENV := UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-test-sanitize: setup test-sanitize-cpp test-sanitize-python
+test-sanitize: setup test-sanitize-cpp test-sanitize-python test-tsan
 
 sanitizer-runtimes: system-deps
-	@for lib in libasan.so libubsan.so libstdc++.so; do f=$$(g++ -print-file-name=$$lib); \
+	@for lib in libasan.so libubsan.so libtsan.so libstdc++.so; do f=$$(g++ -print-file-name=$$lib); \
 	  test -f "$$f" || { echo "test-sanitize: $$lib not found (g++ on Debian 12 brings libasan8, libubsan1)"; exit 1; }; done
 
 test-sanitize-cpp: sanitizer-runtimes
 	cmake -S . -B $(ASAN_BUILD) -DZENITH_BUILD_PYTHON=OFF -DZENITH_BUILD_TESTS=ON $(SANITIZE_CMAKE) >/dev/null
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=halt_on_error=1:detect_leaks=1 $(UBSAN_ENV) ctest --output-on-failure -j $(JOBS)
+
+# ThreadSanitizer (CMake option ZENITH_TSAN; built without OpenMP, whose own synchronization
+# TSan cannot see): the GoogleTest cases that call one Executable from several threads at
+# once (Runtime.Concurrent*, and BatchSlices' concurrent calls). About 2 minutes on 2 cores.
+TSAN_BUILD := build/tsan
+TSAN_TESTS := *Concurrent*:BatchSlices.*
+test-tsan: sanitizer-runtimes
+	cmake -S . -B $(TSAN_BUILD) -DZENITH_BUILD_PYTHON=OFF -DZENITH_BUILD_TESTS=ON -DZENITH_TSAN=ON \
+	  -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+	cmake --build $(TSAN_BUILD) -j $(JOBS)
+	TSAN_OPTIONS=halt_on_error=1 $(TSAN_BUILD)/zenith_tests --gtest_filter='$(TSAN_TESTS)'
 
 test-sanitize-python: setup sanitizer-runtimes
 	cmake -S . -B $(ASAN_PY_BUILD) -DZENITH_BUILD_PYTHON=ON -DZENITH_BUILD_TESTS=OFF $(SANITIZE_CMAKE) \

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <atomic>
+#include <chrono>
 #include <map>
 #include <thread>
 
@@ -17,6 +18,7 @@
 #include "zenith/runtime.h"
 #include "zenith/runtime_test_hooks.h"
 #include "zenith/threadpool.h"
+#include "test_util.h"
 
 using namespace zenith;
 
@@ -238,6 +240,99 @@ TEST(Runtime, ConcurrentCallsAgree) {
     });
   for (auto& th : threads) th.join();
   EXPECT_EQ(bad.load(), 0);
+}
+
+// Four threads call one executable at once, each with its own batch sizes (new plans
+// built while others run) and weight slot (packed copies per slot), while a fifth drops
+// the packed weights and marks the constants again, over the default pipeline's blocked
+// convs, a GEMM with packed B and an int8 qmatmul. Every answer must equal the same
+// call's answer on a fresh executable called alone. ThreadSanitizer runs it too (make
+// test-tsan), so a race in plan building, context pooling or packing is reported even
+// where the answers happen to come out right.
+TEST(Runtime, ConcurrentCallsWhilePackingAndPlanning) {
+  set_num_threads(1);  // each std::thread would start its own OpenMP team (see test_batch_slices)
+  const char* text = R"(graph(%x: f32[s0, 16, 12, 12], %w: f32[16, 16, 3, 3], %b: f32[16], %w1: f32[32, 16, 1, 1], %fc: f32[10, 32], %fb: f32[10], %q: u8[24, 36], %t: f32[s0, 32]) {
+  %c: f32[s0, 16, 12, 12] = conv2d(%x, %w, %b) {stride=[1, 1], padding=[1, 1], dilation=[1, 1], groups=[1], has_bias=[1]}
+  %r: f32[s0, 16, 12, 12] = relu(%c)
+  %d: f32[s0, 32, 12, 12] = conv2d(%r, %w1, %w1) {stride=[1, 1], padding=[0, 0], dilation=[1, 1], groups=[1], has_bias=[0]}
+  %p: f32[s0, 32, 1, 1] = adaptive_avg_pool2d(%d) {output_size=[1, 1]}
+  %f: f32[s0, 32] = reshape(%p) {shape=[s0, 32]}
+  %y: f32[s0, 10] = addmm(%fb, %f, %fc) {trans_b=[1]}
+  %z: f32[s0, 24] = qmatmul(%t, %q) {format=int8}
+  return (%y, %z)
+})";
+  auto build = [&] {
+    Graph g = parse_graph(text);
+    run_default_pipeline(g);
+    return std::make_unique<Executable>(std::move(g));
+  };
+  const std::vector<int> constants{1, 2, 3, 4, 5, 6};
+  // Two sets of weights (slot 0 and slot 1), each at its own addresses.
+  std::vector<std::vector<std::vector<float>>> fw(2);
+  std::vector<std::vector<uint8_t>> qw(2);
+  for (int s = 0; s < 2; ++s) {
+    fw[size_t(s)] = {randn(16 * 16 * 9, 10 + s, 0.2f), randn(16, 20 + s), randn(32 * 16, 30 + s, 0.3f),
+                     randn(10 * 32, 40 + s, 0.3f), randn(10, 50 + s)};
+    std::vector<uint8_t> q(24 * 36);
+    std::mt19937 rng(60 + s);
+    for (int n = 0; n < 24; ++n) {
+      const float scale = 0.01f * float(n + 1);
+      std::memcpy(&q[size_t(n * 36)], &scale, 4);
+      for (int k = 0; k < 32; ++k) q[size_t(n * 36 + 4 + k)] = uint8_t(int8_t(int(rng() % 255) - 127));
+    }
+    qw[size_t(s)] = std::move(q);
+  }
+  const std::vector<int64_t> batches{1, 2, 3, 5, 8, 17, 24};
+  std::map<int64_t, std::pair<std::vector<float>, std::vector<float>>> inputs;
+  for (int64_t n : batches) inputs[n] = {randn(size_t(n * 16 * 144), unsigned(n)), randn(size_t(n * 32), unsigned(100 + n))};
+  auto call = [&](const Executable& e, int64_t n, int slot) {
+    const auto& w = fw[size_t(slot)];
+    const auto& in = inputs.at(n);  // (at: threads only read the maps)
+    auto out = e.run({{in.first.data(), DType::f32, {n, 16, 12, 12}}, {w[0].data(), DType::f32, {16, 16, 3, 3}},
+                      {w[1].data(), DType::f32, {16}}, {w[2].data(), DType::f32, {32, 16, 1, 1}},
+                      {w[3].data(), DType::f32, {10, 32}}, {w[4].data(), DType::f32, {10}},
+                      {qw[size_t(slot)].data(), DType::u8, {24, 36}}, {in.second.data(), DType::f32, {n, 32}}},
+                     {}, slot);
+    return std::make_pair(std::vector<float>(f(out[0]), f(out[0]) + n * 10),
+                          std::vector<float>(f(out[1]), f(out[1]) + n * 24));
+  };
+  std::map<std::pair<int64_t, int>, std::pair<std::vector<float>, std::vector<float>>> want;
+  for (int slot = 0; slot < 2; ++slot)
+    for (int64_t n : batches) {
+      auto alone = build();  // a fresh executable per reference: no state from other calls
+      alone->set_constant_inputs(constants);
+      want[{n, slot}] = call(*alone, n, slot);
+    }
+  auto exe = build();
+  exe->set_constant_inputs(constants);
+  std::atomic<int> bad{0}, done{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 24; ++i) {
+        const int64_t n = batches[size_t(t * 3 + i) % batches.size()];
+        const int slot = (t + i) % 2;
+        auto got = call(*exe, n, slot);
+        const auto& w = want.at({n, slot});
+        for (size_t k = 0; k < got.first.size(); ++k)
+          if (!(std::fabs(got.first[k] - w.first[k]) <= 1e-4f * (1.0f + std::fabs(w.first[k])))) {
+            ++bad;
+            break;
+          }
+        if (got.second != w.second) ++bad;  // the int8 kernels sum integers: exact
+      }
+      ++done;
+    });
+  threads.emplace_back([&] {
+    for (int i = 0; done.load() < 4; ++i) {
+      if (i % 2) exe->drop_packed();
+      else exe->set_constant_inputs(constants);
+      std::this_thread::sleep_for(std::chrono::microseconds(300));
+    }
+  });
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(bad.load(), 0);
+  EXPECT_GE(exe->num_plans(), 1u);
 }
 
 TEST(Runtime, FusedEpilogueMatchesSeparateOps) {
