@@ -267,8 +267,16 @@ def load_gguf(path):
     f = _File(path)
     if f.arch not in ARCHITECTURES:
         _fail(path, f"architecture {f.arch!r} is not supported; supported: {', '.join(ARCHITECTURES)}")
-    config = _config(f)
-    tokenizer = _tokenizer(f, config)
+    try:  # transformers reads the file again for these, with errors of its own on damaged metadata
+        config = _config(f)
+        tokenizer = _tokenizer(f, config)
+    except (ImportError, FileNotFoundError):
+        raise
+    except Exception as e:
+        if isinstance(e, ValueError) and str(e).startswith("zenith.load_gguf("):
+            raise
+        first = str(e).splitlines()[0] if str(e) else ""
+        _fail(path, f"its config or tokenizer metadata is not readable ({type(e).__name__}: {first})")
     with torch.device("meta"):
         model = transformers.AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     modules = _module_names(model, f.arch, config.num_hidden_layers)

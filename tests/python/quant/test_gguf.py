@@ -196,6 +196,13 @@ def test_bad_files(tmp_path, llama_file):
     cut.write_bytes(data[:len(data) - 1000])  # inside the tensor data
     with pytest.raises(ValueError, match=r"truncated or corrupt: tensor \S+ ends at byte \d+, the file has"):
         zenith.load_gguf(cut)
+    # a token that is not UTF-8: transformers' tokenizer reader fails; the error names the file
+    at = data.index("\u2581w5".encode())
+    bad = tmp_path / "bad-token.gguf"
+    bad.write_bytes(data[:at] + b"\xff" + data[at + 1:])
+    with pytest.raises(ValueError, match=r"load_gguf\(.*bad-token.gguf'\): its config or tokenizer metadata is not "
+                                         r"readable \(UnicodeDecodeError"):
+        zenith.load_gguf(bad)
 
 
 def _one_tensor_file(path, arch, tensor_type):
