@@ -12,10 +12,10 @@ from zenith.api import Report, compile, explain, reset_stats, stats  # noqa: A00
 from zenith.backend import make_backend, zenith_backend
 from zenith.freeze import freeze
 from zenith.profiler import _enable_from_env, profile
-from zenith.quant import load_gguf, quantize
+from zenith.quant import load_gguf, load_quantized, quantize, save_quantized
 
 __all__ = ["compile", "freeze", "explain", "stats", "reset_stats", "profile", "Report", "make_backend", "zenith_backend",
-           "quantize", "load_gguf"]
+           "quantize", "load_gguf", "save_quantized", "load_quantized"]
 __version__ = "0.1.0"
 
 

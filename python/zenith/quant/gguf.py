@@ -349,23 +349,26 @@ def _tie_lm_head(model, config):
         head.weight = emb.weight
 
 
-def _materialize_buffers(model, path):
+def _materialize_buffers(model, path, fail=_fail):
     """Every parameter must have come from the file (else an error naming it). Buffers the
     model computes rather than loads (rotary frequencies) were made on the meta device:
     make them on the CPU with the model's own initializer, which is only run on modules
     that hold no parameters (it would re-initialize those)."""
     missing = [n for n, p in model.named_parameters() if p.is_meta]
     if missing:
-        _fail(path, f"the file holds no tensor for {', '.join(missing[:8])}" + (" ..." if len(missing) > 8 else ""))
+        fail(path, f"the file holds no tensor for {', '.join(missing[:8])}" + (" ..." if len(missing) > 8 else ""))
     for name, module in model.named_modules():
         meta = [k for k, b in module._buffers.items() if b is not None and b.is_meta]
         if not meta:
             continue
         if next(module.parameters(recurse=False), None) is not None:
-            _fail(path, f"{name} ({type(module).__name__}) has buffers the file does not hold: {', '.join(meta)}")
+            fail(path, f"{name} ({type(module).__name__}) has buffers the file does not hold: {', '.join(meta)}")
+        if not hasattr(model, "_init_weights"):  # not a transformers model: nothing knows how to make them
+            fail(path, f"{name} ({type(module).__name__}) has buffers on the meta device that the file does not "
+                       f"hold ({', '.join(meta)}); build the model on the CPU")
         for k in meta:
             module._buffers[k] = torch.empty_like(module._buffers[k], device="cpu")
         model._init_weights(module)
     left = [n for n, b in model.named_buffers() if b.is_meta]
     if left:
-        _fail(path, f"no values for the buffers {', '.join(left[:8])}")
+        fail(path, f"no values for the buffers {', '.join(left[:8])}")
