@@ -420,6 +420,14 @@ def quantize(model, scheme, *, group_size=None, symmetric=True, include_embeddin
     kinds = (nn.Linear, nn.Embedding, nn.Conv2d) if with_convs else (nn.Linear, nn.Embedding)
     modules = [(n, m) for n, m in model.named_modules(remove_duplicate=False)
                if (isinstance(m, kinds) or is_conv1d(m)) and not _excluded(n, exclude)]
+    on_meta = [n for n, m in modules if any(p.is_meta for p in m.parameters(recurse=False))]
+    if on_meta:  # quantizing would make blocks of nothing, whose forward returns meta tensors
+        raise ValueError(f"zenith.quantize: the weights of {', '.join(on_meta[:3])} are on the meta device (no values "
+                         f"to quantize); load them first, or load a saved quantized model with zenith.load_quantized")
+    if not modules:
+        warnings.warn(f"zenith.quantize({scheme!r}): the model has no layer this scheme quantizes (nn.Linear, "
+                      f"transformers' Conv1D{', nn.Conv2d' if with_convs else ''}, nn.Embedding with "
+                      f"include_embeddings), after `exclude`; nothing changed", stacklevel=2)
     for name, m in modules:
         names.setdefault(id(m), name)
     embeddings = [(n, m) for n, m in modules if isinstance(m, nn.Embedding)]

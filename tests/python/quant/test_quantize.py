@@ -179,6 +179,12 @@ def test_errors():
     with pytest.raises(TypeError, match="expected an nn.Module"):
         zenith.quantize(lambda x: x, "int8")
     assert all(isinstance(x, (torch.nn.Linear, torch.nn.GELU, torch.nn.LayerNorm)) for x in m)  # untouched
+    with torch.device("meta"):  # no values: its forward would return meta tensors without a word
+        on_meta = mlp()
+    with pytest.raises(ValueError, match=r"weights of 0, 2, 4 are on the meta device .*zenith.load_quantized"):
+        zenith.quantize(on_meta, "int8")
+    with pytest.warns(UserWarning, match="has no layer this scheme quantizes"):
+        zenith.quantize(torch.nn.Sequential(torch.nn.ReLU()), "int4")
 
 
 @pytest.mark.parametrize("scheme", ["int8", "int8-dynamic", "nf4"])
