@@ -27,6 +27,42 @@ VERSION = 1
 _DTYPES = {str(d).removeprefix("torch."): d for d in (torch.float32, torch.float16, torch.bfloat16, torch.float64)}
 
 
+class _Tensors:
+    """The file's tensors by name, read when asked for (a weight read, copied to large
+    pages and let go before the next: the load's peak stays near the model's size, not
+    twice it); a name in `aliases` reads its target, the same tensor object each time."""
+
+    def __init__(self, path, f, aliases):
+        self.path, self.f, self.aliases, self.shared = path, f, aliases, {}
+        self.names = set(f.keys())
+        for alias, target in aliases.items():
+            if target not in self.names:
+                _fail(path, f"{alias} names {target}, which the file does not hold")
+
+    def keys(self):
+        return sorted(self.names) + sorted(a for a in self.aliases if a not in self.names)
+
+    def __contains__(self, key):
+        return key in self.names or key in self.aliases
+
+    def source(self, key):
+        return self.aliases.get(key, key)
+
+    def get(self, key):
+        if key not in self:
+            return None
+        source = self.source(key)
+        if source in self.shared:
+            return self.shared[source]
+        try:
+            t = self.f.get_tensor(source)
+        except Exception as e:
+            _fail(self.path, f"its tensor {source} is not readable ({type(e).__name__}: {e})")
+        if source in self.aliases.values():  # read under two names: one object for both
+            self.shared[source] = t
+        return t
+
+
 def _fail(path, why):
     raise ValueError(f"zenith.load_quantized({os.fspath(path)!r}): {why}")
 
@@ -93,10 +129,10 @@ def _build(path, rec, tensors, large):
             _fail(path, f"the file holds no {prefix + attr} for its quantized {rec['kind']} {name!r}")
         return t
 
-    w = take("weight")
-    if id(w) not in large:
-        large[id(w)] = in_large_pages(w)
-    w = large[id(w)]
+    source = tensors.source(prefix + "weight")
+    if source not in large:  # read here, once however many modules share it, and copied to large pages
+        large[source] = in_large_pages(take("weight"))
+    w = large[source]
     try:
         if rec["kind"] == "linear":
             return QLinear(w, rec["format"], take("bias", False), rec["x_scale"], take("x_smooth", False),
@@ -150,9 +186,8 @@ def load_quantized(model: nn.Module, path) -> nn.Module:
     if not os.path.isfile(path):
         raise FileNotFoundError(f"zenith.load_quantized: no such file: {os.fspath(path)!r}")
     try:
-        with safe_open(os.fspath(path), framework="pt") as f:
-            meta = f.metadata() or {}
-            tensors = {k: f.get_tensor(k) for k in f.keys()}
+        f = safe_open(os.fspath(path), framework="pt")
+        meta = f.metadata() or {}
     except (SafetensorError, OSError, ValueError) as e:
         _fail(path, f"not a readable safetensors file ({type(e).__name__}: {e})")
     if META_KEY not in meta:
@@ -165,10 +200,7 @@ def load_quantized(model: nn.Module, path) -> nn.Module:
         _fail(path, f"its record of quantized modules is not readable ({type(e).__name__}: {e})")
     if version != VERSION:
         _fail(path, f"written in format version {version}; this Zenith reads version {VERSION}")
-    for alias, target in aliases.items():
-        if target not in tensors:
-            _fail(path, f"{alias} names {target}, which the file does not hold")
-        tensors[alias] = tensors[target]
+    tensors = _Tensors(path, f, aliases)
 
     used, large = set(), {}
     for rec in records:
@@ -184,12 +216,13 @@ def load_quantized(model: nn.Module, path) -> nn.Module:
                         f"is {want[1]} x {want[0]}")
         _set(model, name, new)
         prefix = f"{name}." if name else ""
-        used.update(k for k in tensors if k.startswith(prefix) and k[len(prefix):] in ("weight", "bias", "x_smooth"))
+        used.update(prefix + a for a in ("weight", "bias", "x_smooth") if prefix + a in tensors)
 
-    made = {}  # one Parameter per file tensor: tied parameters stay one
-    for key, t in tensors.items():
+    made = {}  # one Parameter per file tensor, by its name there: tied parameters stay one
+    for key in tensors.keys():
         if key in used:
             continue
+        t = tensors.get(key)
         mod_name, _, attr = key.rpartition(".")
         try:
             mod = model.get_submodule(mod_name)
@@ -198,9 +231,10 @@ def load_quantized(model: nn.Module, path) -> nn.Module:
         if attr in mod._parameters:
             _check_like(path, key, t, mod._parameters[attr])
             old = mod._parameters[attr]
-            p = made.get(id(t))
+            source = tensors.source(key)  # (by name: an id may be reused once a tensor is let go)
+            p = made.get(source)
             if p is None:
-                p = made[id(t)] = nn.Parameter(t, requires_grad=old.requires_grad)
+                p = made[source] = nn.Parameter(t, requires_grad=old.requires_grad)
             mod._parameters[attr] = p
         elif attr in mod._buffers and attr not in mod._non_persistent_buffers_set:
             _check_like(path, key, t, mod._buffers[attr])

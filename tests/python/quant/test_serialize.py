@@ -39,8 +39,9 @@ def test_llama_round_trip_onto_a_meta_model(tmp_path, scheme, kw):
         fresh = transformers.LlamaForCausalLM(cfg).eval()
     loaded = zenith.load_quantized(fresh, path)
     assert loaded is fresh and _kinds(fresh) == _kinds(m)
-    if kw.get("include_embeddings"):  # the tied head reads the embedding's bytes, stored once
-        assert fresh.lm_head.weight is fresh.model.embed_tokens.weight
+    # the tied head reads the embedding's bytes (quantized, or the fp32 Parameter), stored once
+    assert fresh.lm_head.weight is fresh.model.embed_tokens.weight
+    assert isinstance(fresh.lm_head, QLinear) == bool(kw.get("include_embeddings"))
     ids = torch.randint(0, 256, (2, 9))
     with torch.no_grad():
         want = m(ids).logits
