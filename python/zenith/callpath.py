@@ -89,21 +89,40 @@ def _torch_target(target):
     return _convert_element_type if target is torch.ops.prims.convert_element_type.default else target
 
 
-def _eager_strides(node):
-    """The strides eager gives a graph output where they are not its shape's contiguous
-    ones (a channels_last conv's output, a permuted result): static and dense only. None
-    where they are contiguous, symbolic or not dense (the runtime writes dense tensors)."""
+def _hint(d):
+    """An int, or a SymInt's value in the example the graph was traced with (None if none)."""
+    return d if isinstance(d, int) else getattr(getattr(d, "node", None), "hint", None)
+
+
+def _eager_layout(node):
+    """How eager lays out a graph value where that is not its shape's contiguous layout (a
+    channels_last conv's output, a permuted result), dense only (the runtime writes dense
+    tensors): ("strides", eager's strides) for a static shape, ("order", the dims from
+    outermost to innermost) under symbolic sizes, whose memory order is fixed while the
+    sizes move (torch.compile makes the batch symbolic at the second size it sees). None
+    where eager's layout is contiguous, not dense, or unknown."""
     m = node.meta.get("val")
-    if not isinstance(m, torch.Tensor) or not all(isinstance(d, int) for d in (*m.shape, *m.stride())):
+    if not isinstance(m, torch.Tensor):
         return None
-    if m.is_contiguous() or m.numel() == 0:
+    shape, stride = [_hint(d) for d in m.shape], [_hint(d) for d in m.stride()]
+    if None in shape or None in stride or 0 in shape:
         return None
-    expect = 1  # dense: the strides, smallest first, are the products of the faster sizes
-    for st, sz in sorted((st, sz) for sz, st in zip(m.shape, m.stride()) if sz != 1):
-        if st != expect:
+    dims = sorted(range(len(shape)), key=lambda i: (-stride[i], i))  # outermost first
+    expect = 1  # dense: the strides, innermost first, are the products of the faster sizes
+    for i in reversed(dims):
+        if shape[i] != 1 and stride[i] != expect:
             return None
-        expect *= sz
-    return tuple(m.stride())
+        expect *= shape[i]
+    contiguous, acc = True, 1
+    for i in reversed(range(len(shape))):
+        if shape[i] != 1 and stride[i] != acc:
+            contiguous = False
+        acc *= shape[i]
+    if contiguous:
+        return None
+    if all(isinstance(d, int) for d in (*m.shape, *m.stride())):
+        return ("strides", tuple(m.stride()))
+    return ("order", tuple(dims))
 
 
 def _restride(v, stride):
@@ -112,6 +131,16 @@ def _restride(v, stride):
     if v.stride() == stride:
         return v
     out = torch.empty_strided(v.shape, stride, dtype=v.dtype, device=v.device)
+    out.copy_(v)
+    return out
+
+
+def _relayout(v, order):
+    """v with its dims in memory in `order` (outermost first; a copy when they are not):
+    _restride for symbolic sizes."""
+    if v.permute(order).is_contiguous():
+        return v
+    out = torch.empty_permuted(v.shape, order, dtype=v.dtype, device=v.device)
     out.copy_(v)
     return out
 
@@ -262,10 +291,7 @@ def build_call(placeholders, steps, attrs, out_spec, sym_bind, static_positions,
             if x.out_nodes:
                 w.line(", ".join(names[n] for n in x.out_nodes) + ", = r")
             for n in x.out_nodes:  # what PyTorch reads gets eager's strides (a view may need them)
-                stride = _eager_strides(n) if n in outputs or n in torch_read else None
-                if stride is not None:
-                    w.ns["_restride"] = _restride
-                    w.line(f"{names[n]} = _restride({names[n]}, {stride!r})  # eager's strides")
+                if (n in outputs or n in torch_read) and _emit_relayout(w, n, names[n]):
                     restrided.add(n)
             for v in x.torch_views:
                 names[v] = f"v{count}"
@@ -277,10 +303,8 @@ def build_call(placeholders, steps, attrs, out_spec, sym_bind, static_positions,
     # Outputs whose eager strides are not contiguous get them (once each, so one tensor
     # returned twice stays one object); inputs returned as they are keep their own.
     for n in dict.fromkeys(_nodes_in(out_spec)):
-        stride = _eager_strides(n) if n.op != "placeholder" and n not in restrided else None
-        if stride is not None:
-            w.ns["_restride"] = _restride
-            w.line(f"{names[n]} = _restride({names[n]}, {stride!r})  # eager's strides")
+        if n.op != "placeholder" and n not in restrided:
+            _emit_relayout(w, n, names[n])
     w.line(f"return {emit(out_spec)}")
 
     source = "\n".join(w.lines) + "\n"
@@ -288,6 +312,18 @@ def build_call(placeholders, steps, attrs, out_spec, sym_bind, static_positions,
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)  # tracebacks show it
     exec(compile(source, filename, "exec"), w.ns)
     return w.ns["call"], source
+
+
+def _emit_relayout(w, node, local):
+    """The line giving `local` (node's value) eager's layout, if eager's is not contiguous."""
+    layout = _eager_layout(node)
+    if layout is None:
+        return False
+    kind, value = layout
+    fn = {"strides": _restride, "order": _relayout}[kind]
+    w.ns[fn.__name__] = fn
+    w.line(f"{local} = {fn.__name__}({local}, {value!r})  # eager's layout")
+    return True
 
 
 def _emit_segment(w, seg, names, ref, emit, symbol, static_positions, placeholders, serial, slotted):

@@ -987,7 +987,7 @@ def run_case(prog: Program):
                                   torch.full_like(a, math.inf))
                 spread = one if spread is None else torch.maximum(spread, one)
         judge(gt, wt, r, f"output {k} (value {prog.outputs[k]})", spread)
-        if gt.stride() != wt.stride() and _dense_not_contiguous(wt):
+        if TRACING_MODE == "real" and gt.stride() != wt.stride() and _dense_not_contiguous(wt):
             raise Mismatch(f"output {k} (value {prog.outputs[k]}): strides {gt.stride()}, eager's {wt.stride()}")
     return cg
 
