@@ -100,7 +100,7 @@ test-sanitize: setup test-sanitize-cpp test-sanitize-python test-tsan
 
 sanitizer-runtimes: system-deps
 	@for lib in libasan.so libubsan.so libtsan.so libstdc++.so; do f=$$(g++ -print-file-name=$$lib); \
-	  test -f "$$f" || { echo "test-sanitize: $$lib not found (g++ on Debian 12 brings libasan8, libubsan1)"; exit 1; }; done
+	  test -f "$$f" || { echo "test-sanitize: $$lib not found (g++ on Debian 12 brings libasan8, libubsan1, libtsan2)"; exit 1; }; done
 
 test-sanitize-cpp: sanitizer-runtimes
 	cmake -S . -B $(ASAN_BUILD) -DZENITH_BUILD_PYTHON=OFF -DZENITH_BUILD_TESTS=ON $(SANITIZE_CMAKE) >/dev/null

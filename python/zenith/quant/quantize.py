@@ -424,7 +424,7 @@ def quantize(model, scheme, *, group_size=None, symmetric=True, include_embeddin
     if on_meta:  # quantizing would make blocks of nothing, whose forward returns meta tensors
         raise ValueError(f"zenith.quantize: the weights of {', '.join(on_meta[:3])} are on the meta device (no values "
                          f"to quantize); load them first, or load a saved quantized model with zenith.load_quantized")
-    if not modules:
+    if not any(include_embeddings or not isinstance(m, nn.Embedding) for _, m in modules):
         warnings.warn(f"zenith.quantize({scheme!r}): the model has no layer this scheme quantizes (nn.Linear, "
                       f"transformers' Conv1D{', nn.Conv2d' if with_convs else ''}, nn.Embedding with "
                       f"include_embeddings), after `exclude`; nothing changed", stacklevel=2)

@@ -9,8 +9,10 @@ what its constructor takes besides tensors (static scale, per-row scales, conv g
 an embedding's output scale and dtype). Loading needs the model's architecture, built
 as usual (on the meta device, so nothing is allocated twice, or on the CPU): each named
 module is replaced by its quantized counterpart over the file's bytes, every other
-tensor is assigned to its parameter or buffer, and a name the model lacks, a shape that
-differs, or a parameter the file does not hold is a ValueError naming it.
+tensor is assigned to its parameter or buffer (buffers outside the state dict are stored
+too: a meta-device model has no values for them), and a name the model lacks, a shape,
+bias or conv geometry that differs, or a parameter the file does not hold is a
+ValueError naming it.
 """
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ import os
 import torch
 from torch import nn
 
-from zenith.quant.modules import QConv2d, QEmbedding, QLinear, in_large_pages
+from zenith.quant.modules import QConv2d, QEmbedding, QLinear, in_large_pages, is_conv1d
 
 META_KEY = "zenith.quantized"
 VERSION = 1
@@ -69,11 +71,12 @@ def _fail(path, why):
 
 def _record(name, m):
     if isinstance(m, QLinear):
-        return {"name": name, "kind": "linear", "format": m.format, "x_scale": m.x_scale, "row_scale": m.row_scale}
+        return {"name": name, "kind": "linear", "format": m.format, "x_scale": m.x_scale, "row_scale": m.row_scale,
+                "bias": m.bias is not None, "smoothed": m.x_smooth is not None}
     if isinstance(m, QConv2d):
         return {"name": name, "kind": "conv2d", "in_channels": m.in_channels, "kernel_size": list(m.kernel_size),
                 "stride": list(m.stride), "padding": list(m.padding), "dilation": list(m.dilation),
-                "x_scale": m.x_scale}
+                "x_scale": m.x_scale, "bias": m.bias is not None}
     if isinstance(m, QEmbedding):
         return {"name": name, "kind": "embedding", "format": m.format,
                 "embed_scale": None if m.embed_scale is None else float(m.embed_scale),
@@ -87,12 +90,26 @@ def save_quantized(model: nn.Module, path) -> None:
     zenith.load_quantized(skeleton, path) rebuilds it."""
     from safetensors.torch import save_file
 
-    records = [r for name, m in model.named_modules() if (r := _record(name, m)) is not None]
+    records, first = [], {}
+    for name, m in model.named_modules(remove_duplicate=False):
+        r = _record(name, m)
+        if r is None:
+            continue
+        if id(m) in first:  # one module under a second name: the same object again when loaded
+            r = {"name": name, "same_as": first[id(m)]}
+        first.setdefault(id(m), name)
+        records.append(r)
     if not records:
         raise ValueError("zenith.save_quantized: the model has no quantized layer (QLinear, QConv2d, QEmbedding); "
                          "zenith.quantize it first")
+    state = model.state_dict()
+    # Buffers outside the state dict (rotary frequencies, a scaled embedding's scale): a
+    # model built on the meta device has no values for them, so they are stored too.
+    buffers = {f"{mod}.{b}" if mod else b: t for mod, m in model.named_modules()
+               for b, t in m._buffers.items() if t is not None and b in m._non_persistent_buffers_set}
+    buffers = {k: t for k, t in buffers.items() if k not in state}
     tensors, aliases, seen, storages = {}, {}, {}, set()
-    for key, t in model.state_dict().items():
+    for key, t in {**state, **buffers}.items():
         t = t.detach()
         if t.device.type != "cpu":
             raise ValueError(f"zenith.save_quantized: {key} is on {t.device}; move the model to the CPU first")
@@ -106,7 +123,8 @@ def save_quantized(model: nn.Module, path) -> None:
         # already (or not contiguous) is copied
         tensors[key] = t.contiguous() if storage not in storages and t.is_contiguous() else t.clone()
         storages.add(storage)
-    meta = {META_KEY: json.dumps({"version": VERSION, "modules": records, "aliases": aliases})}
+    meta = {META_KEY: json.dumps({"version": VERSION, "modules": records, "aliases": aliases,
+                                  "buffers": sorted(buffers)})}
     save_file(tensors, os.fspath(path), metadata=meta)
 
 
@@ -134,39 +152,55 @@ def _build(path, rec, tensors, large):
         large[source] = in_large_pages(take("weight"))
     w = large[source]
     try:
+        bias = take("bias") if rec.get("bias") else None
         if rec["kind"] == "linear":
-            return QLinear(w, rec["format"], take("bias", False), rec["x_scale"], take("x_smooth", False),
+            return QLinear(w, rec["format"], bias, rec["x_scale"], take("x_smooth") if rec.get("smoothed") else None,
                            rec["row_scale"])
         if rec["kind"] == "conv2d":
             return QConv2d(w, rec["in_channels"], rec["kernel_size"], rec["stride"], rec["padding"], rec["dilation"],
-                           take("bias", False), rec["x_scale"])
+                           bias, rec["x_scale"])
         if rec["kind"] == "embedding":
             dtype = _DTYPES.get(rec["dtype"])
             if dtype is None:
                 _fail(path, f"embedding {name!r} has dtype {rec['dtype']!r}")
             return QEmbedding(w, rec["format"], rec["embed_scale"], dtype)
-    except (KeyError, TypeError) as e:
-        _fail(path, f"the record of {name!r} is incomplete ({type(e).__name__}: {e})")
+    except (KeyError, TypeError, ValueError) as e:
+        if isinstance(e, ValueError) and str(e).startswith("zenith.load_quantized("):
+            raise
+        _fail(path, f"its quantized module {name!r} cannot be built ({type(e).__name__}: {e})")
     _fail(path, f"module {name!r} has kind {rec.get('kind')!r}, which this Zenith does not know")
 
 
-def _expected_shape(module, rec):
-    """What the model's own layer says the quantized one must hold (in, out), if it says."""
-    if isinstance(module, nn.Linear):
-        return module.in_features, module.out_features
-    if isinstance(module, nn.Conv2d):
-        return module.in_channels * module.kernel_size[0] * module.kernel_size[1], module.out_channels
-    if isinstance(module, nn.Embedding):
-        return module.embedding_dim, module.num_embeddings
+def _mismatch(old, new):
+    """How the model's own layer `old` differs from the quantized `new` the file describes
+    (shape, bias, a conv's geometry), or None. Only layers Zenith quantizes from are
+    compared; another module there (already quantized, a custom class) is replaced as is."""
+    if isinstance(new, QEmbedding):
+        if isinstance(old, nn.Embedding) and (old.num_embeddings, old.embedding_dim) != (new.num_embeddings,
+                                                                                          new.embedding_dim):
+            return (f"holds {new.num_embeddings} x {new.embedding_dim} values in the file; the model's "
+                    f"{type(old).__name__} is {old.num_embeddings} x {old.embedding_dim}")
+        return None
+    if isinstance(old, nn.Linear):
+        want = old.in_features, old.out_features
+    elif is_conv1d(old):
+        want = tuple(old.weight.shape)  # [in, out]
+    elif isinstance(old, nn.Conv2d) and isinstance(new, QConv2d):
+        want = old.in_channels * old.kernel_size[0] * old.kernel_size[1], old.out_channels
+        geometry = lambda m: (tuple(m.kernel_size), tuple(m.stride), tuple(m.padding), tuple(m.dilation))  # noqa
+        if old.groups != 1 or geometry(old) != geometry(new) or isinstance(old.padding, str):
+            return (f"is a conv with kernel, stride, padding, dilation {geometry(new)} in the file; the model's has "
+                    f"{geometry(old)}, {old.groups} group(s)")
+    else:
+        return None
+    got = (new.in_features, new.out_features) if isinstance(new, QLinear) else (
+        new.in_channels * new.kernel_size[0] * new.kernel_size[1], new.out_channels)
+    if tuple(want) != tuple(got):
+        return f"holds {got[1]} x {got[0]} values in the file; the model's {type(old).__name__} is {want[1]} x {want[0]}"
+    if (getattr(old, "bias", None) is None) != (new.bias is None):
+        return (f"has {'a' if new.bias is not None else 'no'} bias in the file; the model's "
+                f"{type(old).__name__} has {'a' if old.bias is not None else 'none'}")
     return None
-
-
-def _got_shape(q):
-    if isinstance(q, QLinear):
-        return q.in_features, q.out_features
-    if isinstance(q, QConv2d):
-        return q.in_channels * q.kernel_size[0] * q.kernel_size[1], q.out_channels
-    return q.embedding_dim, q.num_embeddings
 
 
 def _set(model, name, new):
@@ -178,9 +212,11 @@ def load_quantized(model: nn.Module, path) -> nn.Module:
     """Loads what zenith.save_quantized wrote into `model`, the same architecture built as
     usual (transformers' from_config under `torch.device("meta")` allocates nothing twice;
     a CPU model works too): its quantized modules are replaced by QLinear / QConv2d /
-    QEmbedding over the file's bytes and every other tensor assigned. Returns the model.
-    ValueError (naming the file and the tensor or module) for a file that is not one,
-    a module the model lacks or whose shape differs, and a parameter the file lacks."""
+    QEmbedding over the file's bytes (a module saved under two names is one again) and
+    every other tensor assigned, buffers outside the state dict included. Returns the
+    model (the quantized layer itself when the model was one layer). ValueError (naming
+    the file and the tensor or module) for a file that is not one, a module the model
+    lacks or whose shape, bias or conv geometry differs, and a parameter the file lacks."""
     from safetensors import SafetensorError, safe_open
 
     if not os.path.isfile(path):
@@ -202,22 +238,33 @@ def load_quantized(model: nn.Module, path) -> nn.Module:
         _fail(path, f"written in format version {version}; this Zenith reads version {VERSION}")
     tensors = _Tensors(path, f, aliases)
 
-    used, large = set(), {}
+    used, large, built = set(), {}, {}
     for rec in records:
         name = rec.get("name")
         try:
             old = model.get_submodule(name)
         except (AttributeError, TypeError):
             _fail(path, f"the model has no module {name!r} (the file quantized one there)")
-        new = _build(path, rec, tensors, large)
-        want, got = _expected_shape(old, rec), _got_shape(new)
-        if want is not None and tuple(want) != tuple(got):
-            _fail(path, f"{name!r} holds {got[1]} x {got[0]} values in the file; the model's {type(old).__name__} "
-                        f"is {want[1]} x {want[0]}")
-        _set(model, name, new)
+        if "same_as" in rec:  # one module under two names, as saved
+            if rec["same_as"] not in built:
+                _fail(path, f"{name!r} is the same module as {rec['same_as']!r}, which the file does not quantize")
+            new = built[rec["same_as"]]
+        else:
+            new = _build(path, rec, tensors, large)
+            why = _mismatch(old, new)
+            if why:
+                _fail(path, f"{name!r} {why}")
+            if getattr(new, "bias", None) is not None and isinstance(getattr(old, "bias", None), torch.Tensor):
+                new.bias.requires_grad_(old.bias.requires_grad)
+        built[name] = new
+        if name:
+            _set(model, name, new)
+        else:  # the model is the quantized layer itself
+            model = new
         prefix = f"{name}." if name else ""
         used.update(prefix + a for a in ("weight", "bias", "x_smooth") if prefix + a in tensors)
 
+    buffer_names = set(info.get("buffers", ()))
     made = {}  # one Parameter per file tensor, by its name there: tied parameters stay one
     for key in tensors.keys():
         if key in used:
@@ -228,7 +275,12 @@ def load_quantized(model: nn.Module, path) -> nn.Module:
             mod = model.get_submodule(mod_name)
         except AttributeError:
             _fail(path, f"the file's {key} has no place in the model")
-        if attr in mod._parameters:
+        if key in buffer_names:  # outside the state dict, stored for a model built on the meta device
+            if not isinstance(mod._buffers.get(attr), torch.Tensor):
+                _fail(path, f"the file's buffer {key} has no place in the model")
+            _check_like(path, key, t, mod._buffers[attr])
+            mod._buffers[attr] = t
+        elif attr in mod._parameters:
             _check_like(path, key, t, mod._parameters[attr])
             old = mod._parameters[attr]
             source = tensors.source(key)  # (by name: an id may be reused once a tensor is let go)

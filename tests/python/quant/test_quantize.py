@@ -185,6 +185,8 @@ def test_errors():
         zenith.quantize(on_meta, "int8")
     with pytest.warns(UserWarning, match="has no layer this scheme quantizes"):
         zenith.quantize(torch.nn.Sequential(torch.nn.ReLU()), "int4")
+    with pytest.warns(UserWarning, match="has no layer this scheme quantizes"):  # embeddings only, not asked for
+        zenith.quantize(torch.nn.Sequential(torch.nn.Embedding(10, 32)), "int4")
 
 
 @pytest.mark.parametrize("scheme", ["int8", "int8-dynamic", "nf4"])

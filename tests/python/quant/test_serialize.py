@@ -143,3 +143,61 @@ def test_the_file_is_safetensors_and_loads_without_torch_load(tmp_path, monkeypa
         assert json.loads(f.metadata()["zenith.quantized"])["version"] == 1
         assert f.get_tensor("model.layers.0.mlp.up_proj.weight").dtype == torch.uint8
     zenith.load_quantized(transformers.LlamaForCausalLM(_llama()).eval(), path)
+
+
+def test_shared_modules_a_bare_layer_and_a_scaled_embedding(tmp_path):
+    # one module under two names stays one module; a bare layer round-trips; Gemma 3 with
+    # its (scaled) embedding left in float onto a meta model: the embedding's scale, a
+    # buffer outside the state dict, comes from the file
+    torch.manual_seed(0)
+    s = nn.Sequential(nn.Linear(64, 64), nn.ReLU())
+    s.add_module("again", s[0])
+    zenith.quantize(s, "int8")
+    zenith.save_quantized(s, tmp_path / "s.safetensors")
+    fresh = nn.Sequential(nn.Linear(64, 64), nn.ReLU())
+    fresh.add_module("again", fresh[0])
+    fresh = zenith.load_quantized(fresh, tmp_path / "s.safetensors")
+    assert fresh.again is fresh[0] and isinstance(fresh[0], QLinear)
+    lin = zenith.quantize(nn.Linear(64, 32), "int4")
+    zenith.save_quantized(lin, tmp_path / "lin.safetensors")
+    back = zenith.load_quantized(nn.Linear(64, 32), tmp_path / "lin.safetensors")
+    x = torch.randn(3, 64)
+    assert isinstance(back, QLinear) and torch.equal(back(x), lin(x))
+
+    cfg = transformers.Gemma3TextConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                                        num_attention_heads=4, num_key_value_heads=2, head_dim=16, vocab_size=256,
+                                        sliding_window=8)
+    g = transformers.Gemma3ForCausalLM(cfg).eval()
+    zenith.quantize(g, "int4")
+    zenith.save_quantized(g, tmp_path / "g.safetensors")
+    with torch.device("meta"):
+        skeleton = transformers.Gemma3ForCausalLM(cfg).eval()
+    loaded = zenith.load_quantized(skeleton, tmp_path / "g.safetensors")
+    ids = torch.randint(0, 256, (1, 11))
+    with torch.no_grad():
+        assert torch.equal(loaded(ids).logits, g(ids).logits)
+
+
+def test_models_built_otherwise_are_refused(tmp_path):
+    torch.manual_seed(0)
+    cfg = transformers.GPT2Config(n_embd=64, n_layer=1, n_head=4, vocab_size=200, n_positions=64)
+    m = transformers.GPT2LMHeadModel(cfg).eval()
+    zenith.quantize(m, "int8")
+    zenith.save_quantized(m, tmp_path / "gpt2.safetensors")
+    other = transformers.GPT2Config(n_embd=64, n_layer=1, n_head=4, vocab_size=200, n_positions=64, n_inner=96)
+    with pytest.raises(ValueError, match=r"'transformer.h.0.mlp.c_fc' holds 256 x 64 values in the file; the "
+                                         r"model's Conv1D is 96 x 64"):
+        zenith.load_quantized(transformers.GPT2LMHeadModel(other), tmp_path / "gpt2.safetensors")
+
+    net = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.Flatten(), nn.Linear(8 * 36, 4))
+    zenith.quantize(net, "int8-dynamic", int8_everywhere=True)
+    zenith.save_quantized(net, tmp_path / "net.safetensors")
+    with pytest.raises(ValueError, match=r"'0' is a conv with kernel, stride, padding, dilation"):
+        zenith.load_quantized(nn.Sequential(nn.Conv2d(3, 8, 3, padding=0), nn.Flatten(), nn.Linear(8 * 36, 4)),
+                              tmp_path / "net.safetensors")
+    with pytest.raises(ValueError, match=r"'2' has a bias in the file; the model's Linear has none"):
+        zenith.load_quantized(nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.Flatten(),
+                                            nn.Linear(8 * 36, 4, bias=False)), tmp_path / "net.safetensors")
+    fresh = zenith.load_quantized(nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.Flatten(), nn.Linear(8 * 36, 4)),
+                                  tmp_path / "net.safetensors")
+    assert fresh[2].bias.requires_grad  # as the model's own layer had it
