@@ -116,6 +116,32 @@ def _check_types(L, node, res):
                 raise Unsupported(f"shape inference gives {shape}, PyTorch says {list(m.shape)}")
 
 
+# Ops that read their input through its storage (strides and offset), not its values.
+_STORAGE_READERS = {torch.ops.aten.as_strided.default}
+# Ops whose output is a view of their first input (what a storage reader above sees
+# through): they run in PyTorch too, on a base that has eager's layout.
+_VIEWS = {getattr(torch.ops.aten, name).default for name in (
+    "t", "permute", "expand", "alias", "view", "_unsafe_view", "squeeze", "unsqueeze", "view_as_real")} | {
+    torch.ops.aten.transpose.int, torch.ops.aten.slice.Tensor, torch.ops.aten.select.int,
+    torch.ops.aten.squeeze.dim, torch.ops.aten.squeeze.dims, torch.ops.aten.narrow.default,
+    torch.ops.aten.diagonal.default, torch.ops.aten.unfold.default, torch.ops.aten.split.Tensor}
+
+
+def _storage_readers_take_their_views(nodes, fallback_reason):
+    """A fallback as_strided reads its input's storage in eager's layout. A segment output
+    has it (callpath gives outputs PyTorch reads eager's dense layout), but a view Zenith
+    computes (a slice, a transpose) is written as a tensor of its own, not a window on
+    its base: so the views between as_strided and the value they are views of run in
+    PyTorch as well, on that value."""
+    for n in nodes:
+        if n.op != "call_function" or n.target not in _STORAGE_READERS or n not in fallback_reason:
+            continue
+        src = n.args[0] if n.args and isinstance(n.args[0], torch.fx.Node) else None
+        while src is not None and src.op == "call_function" and (src.target in _VIEWS or src.target is operator.getitem):
+            fallback_reason.setdefault(src, f"a view read by {_target_name(n)} through its storage")
+            src = src.args[0] if src.args and isinstance(src.args[0], torch.fx.Node) else None
+
+
 @dataclass
 class Partition:
     """Which nodes run where, in call order."""
@@ -139,6 +165,7 @@ def partition(nodes, options):
         reason = _check_node(n)
         if reason:
             fallback_reason[n] = reason
+    _storage_readers_take_their_views(nodes, fallback_reason)
     if not options.get("fallback", True) and fallback_reason:
         n, r = next(iter(fallback_reason.items()))
         raise RuntimeError(f"zenith: {_target_name(n)} cannot run natively ({r}) and fallback=False")
