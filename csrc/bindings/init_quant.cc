@@ -115,7 +115,8 @@ void init_quant(nb::module_& m) {
       },
       nb::arg("format") = nb::none(), nb::arg("rows") = 1, nb::arg("k") = 1024,
       "The instruction set qmatmul plans for on this CPU ('avx512vnni', 'avxvnni', 'avx2' or 'scalar'); with a format, the "
-      "one it plans that format for with `rows` rows of x of `k` values (the 4-bit nibble formats: AVX2 on AMD Zen 4; "
+      "one it plans that format for with `rows` rows of x of `k` values (the 4-bit nibble formats: on AMD Zen 4 AVX2, "
+      "except q4_0 / int4_g64 / int4_g128 from 12 rows (AVX-512's lanes GEMM); "
       "on other AVX-512 CPUs, AVX-VNNI or AVX2 below 8 rows from k 4096). A format without kernels of that set runs "
       "its AVX2 ones.");
   m.def(

@@ -72,7 +72,7 @@ QIsa qisa_for(QFormat f, int64_t rows, int64_t K) {
   static const bool halves = gemm_detail::avx512_in_halves();  // Zen 4
   const QIsa isa = qisa_default();
   if (isa != QIsa::kAvx512 || avx2_weight_rows(f) == 1) return isa;
-  if (halves) return QIsa::kAvx2;
+  if (halves) return lanes_format(f) && rows >= kHalvesLaneMinRows ? isa : QIsa::kAvx2;
   if (rows >= lane_min_rows(QIsa::kAvx512) || K < kNarrowMinK) return isa;
   return avxvnni_allowed() ? QIsa::kAvxVnni : QIsa::kAvx2;
 }

@@ -28,11 +28,17 @@ QIsa qisa_default();  // the best one this CPU runs
 // The ISA qmatmul runs `f` in for `rows` rows of x: qisa_default(), except for the 4-bit
 // nibble formats (q4_0, q4_1, int4_g*, uint4_g*), whose AVX2 kernels take 8 weight rows
 // at a time:
-// - on CPUs that run 512-bit instructions as two 256-bit halves (AMD Zen 4), AVX2 for
-//   any rows. There, on 2 threads, the AVX2 8-row kernels measured 1.3-1.45x faster
-//   than the VNNI ones in cache and 1.2-1.4x from memory, 1 to 128 rows of x (q4_0 and
-//   int4_g128, N 5632 x K 2048); int8 and q8_0 keep VNNI (faster there: 0.67 / 0.84
-//   against 0.79 / 1.02 ns per 32 values, one row).
+// - on CPUs that run 512-bit instructions as two 256-bit halves (AMD Zen 4), AVX2 below
+//   kHalvesLaneMinRows rows, and for the formats without a lanes tile at any rows. There,
+//   on 2 threads, the AVX2 8-row kernels measured 1.3-1.45x faster than AVX-512's
+//   one-row dot kernels in cache and 1.2-1.4x from memory, 1 to 128 rows of x (q4_0 and
+//   int4_g128, N 5632 x K 2048; before the lanes GEMM existed); int8 and q8_0 keep VNNI
+//   (faster there: 0.67 / 0.84 against 0.79 / 1.02 ns per 32 values, one row). The
+//   AVX-512 lanes GEMM (lanes_format) beats the 8-row kernels there from 12 rows: GMAC/s,
+//   8-row / lanes, q4_0 5632 x 2048: 8 rows 126 / 96, 11 rows 123 / 130, 12 rows 128 /
+//   142, 16 rows 129 / 191, 128 rows 162 / 290; 2048 x 5632 and 256 x 2048 alike, and
+//   int4_g128 (16 rows 131 / 224); TinyLlama int4's 16-token prompt 144 -> 100 ms
+//   (docs/benchmarks/README.md, forty-ninth session).
 // - on other AVX-512 CPUs, below lane_min_rows (decode) and from kNarrowMinK values a
 //   row, the same 8-row kernels in AVX-VNNI where the CPU has it, else in AVX2 (AVX-512's
 //   dot kernels take one row at a time). Intel Xeon 6/167, 2 threads, q4_0 inside
@@ -44,6 +50,7 @@ QIsa qisa_default();  // the best one this CPU runs
 //   0.985x the time a token (interleaved processes). AVX2's kernels equal AVX-VNNI's
 //   there. From 8 rows the AVX-512 lanes tiles run.
 constexpr int64_t kNarrowMinK = 4096;
+constexpr int64_t kHalvesLaneMinRows = 12;
 QIsa qisa_for(QFormat f, int64_t rows, int64_t K);
 
 // What qmatmul chose for one format and one set of sizes, once per plan: the kernels,

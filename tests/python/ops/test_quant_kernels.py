@@ -163,9 +163,10 @@ def test_kernels_are_the_best_this_cpu_runs():
         expected = "avx2" if {"avx2", "fma", "f16c"} <= flags else "scalar"
     assert _C.qmatmul_isa() == expected
     # AMD Zen 4 (family 25 with AVX-512) runs 512-bit instructions in two halves: the 4-bit
-    # nibble formats keep their AVX2 kernels (8 weight rows at a time) there; other AVX-512
-    # CPUs run those 8-row kernels (AVX-VNNI where there is one) below 8 rows of x with
-    # rows of 4096+ values, the AVX-512 kernels otherwise
+    # nibble formats keep their AVX2 kernels (8 weight rows at a time) there, except the
+    # lanes GEMM's formats from 12 rows of x; other AVX-512 CPUs run those 8-row kernels
+    # (AVX-VNNI where there is one) below 8 rows of x with rows of 4096+ values, the
+    # AVX-512 kernels otherwise
     zen4 = expected == "avx512vnni" and _cpu_field("vendor_id") == "AuthenticAMD" and _cpu_field("cpu family") == "25"
     narrow = ("avxvnni" if not os.environ.get("ZENITH_NO_AVXVNNI") and "avx_vnni" in flags else "avx2")
     for fmt in ("q4_0", "q4_1", "int4_g64", "int4_g128", "uint4_g64", "uint4_g128"):
@@ -174,6 +175,10 @@ def test_kernels_are_the_best_this_cpu_runs():
                 "avx2" if zen4 else narrow if expected == "avx512vnni" else expected), fmt
         for rows, k in ((8, 5632), (1, 2048)):
             assert _C.qmatmul_isa(fmt, rows, k) == ("avx2" if zen4 else expected), fmt
+        lanes = fmt in ("q4_0", "int4_g64", "int4_g128")
+        for rows in (11, 12, 64):
+            assert _C.qmatmul_isa(fmt, rows, 2048) == (
+                "avx2" if zen4 and (rows < 12 or not lanes) else expected), (fmt, rows)
         assert _C.qmatmul_isa(fmt) == _C.qmatmul_isa(fmt, 1, 1024)
     for fmt in ("q8_0", "int8", "q4_k", "q6_k", "nf4"):
         for rows in (1, 8):
