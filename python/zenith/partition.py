@@ -22,7 +22,7 @@ import torch
 
 from zenith.callpath import build_call
 from zenith.importer import CONVERTERS, DTYPES, Lowering, Unsupported, meta
-from zenith.segment import Segment
+from zenith.segment import VIEWS, Segment
 from zenith.weights import WeightWatch
 
 log = logging.getLogger("zenith")
@@ -120,11 +120,7 @@ def _check_types(L, node, res):
 _STORAGE_READERS = {torch.ops.aten.as_strided.default}
 # Ops whose output is a view of their first input (what a storage reader above sees
 # through): they run in PyTorch too, on a base that has eager's layout.
-_VIEWS = {getattr(torch.ops.aten, name).default for name in (
-    "t", "permute", "expand", "alias", "view", "_unsafe_view", "squeeze", "unsqueeze", "view_as_real")} | {
-    torch.ops.aten.transpose.int, torch.ops.aten.slice.Tensor, torch.ops.aten.select.int,
-    torch.ops.aten.squeeze.dim, torch.ops.aten.squeeze.dims, torch.ops.aten.narrow.default,
-    torch.ops.aten.diagonal.default, torch.ops.aten.unfold.default, torch.ops.aten.split.Tensor}
+_VIEWS = VIEWS | {torch.ops.aten.split.Tensor}
 
 
 def _storage_readers_take_their_views(nodes, fallback_reason):

@@ -13,6 +13,45 @@ from zenith import _C
 from zenith.importer import CONVERTERS, Lowering
 
 _VIEW_OPS = {torch.ops.aten.t.default, torch.ops.aten.permute.default, torch.ops.aten.transpose.int}
+# Ops whose output is a view of their first input (one tensor; split's tuples aside).
+VIEWS = {getattr(torch.ops.aten, name).default for name in (
+    "t", "permute", "expand", "alias", "view", "_unsafe_view", "squeeze", "unsqueeze", "view_as_real")} | {
+    torch.ops.aten.transpose.int, torch.ops.aten.slice.Tensor, torch.ops.aten.select.int,
+    torch.ops.aten.squeeze.dim, torch.ops.aten.squeeze.dims, torch.ops.aten.narrow.default,
+    torch.ops.aten.diagonal.default, torch.ops.aten.unfold.default}
+
+
+def _nodes_in(a):
+    found = []
+    torch.fx.node.map_arg(a, found.append)
+    return found
+
+
+def _views_of_returned(nodes):
+    """The segment's nodes that PyTorch must make as views, in graph order: every graph
+    output that is a view (through a chain of views inside the segment) of another graph
+    output the segment computes, and the chain's views. Eager returns such an output as a
+    window on the other one's storage, so an in-place change to either shows in both;
+    Zenith writes each output as a tensor of its own. (Views of graph inputs are
+    AOTAutograd's: it remakes them from the input.) A view with a size from a symbolic
+    expression (a SymInt node) is left to the segment: the call evaluates such nodes only
+    for fallback nodes, so the output is then a tensor of its own, with eager's values."""
+    inside = set(nodes)
+    returned = {n for n in nodes if any(u.op == "output" for u in n.users)}
+    chosen = {}
+    for n in nodes:
+        if n not in returned or n.target not in VIEWS:
+            continue
+        chain, src = [], n
+        while src in inside and src.op == "call_function" and src.target in VIEWS and src.args \
+                and isinstance(src.args[0], torch.fx.Node) and not _nodes_in((src.args[1:], src.kwargs)):
+            chain.append(src)
+            src = src.args[0]
+            if src in returned:
+                break
+        if src in returned and src in inside:
+            chosen.update(dict.fromkeys(chain))
+    return [n for n in nodes if n in chosen]
 
 
 class Segment:
@@ -34,6 +73,9 @@ class Segment:
                             and n.args[0].op in ("placeholder", "get_attr")]
         if len(self.torch_views) == len(self.out_nodes):
             self.torch_views = []
+        # Outputs that are views of other outputs stay views of them, as eager returns them.
+        aliased = _views_of_returned(self.nodes)
+        self.torch_views = [n for n in self.nodes if n in set(self.torch_views) | set(aliased)]
         self.out_nodes = [n for n in self.out_nodes if n not in self.torch_views]
         outs = []
         for n in self.out_nodes:

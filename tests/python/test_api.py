@@ -432,6 +432,43 @@ def test_outputs_keep_eager_strides():
         torch.testing.assert_close(zenith.compile(g)(y), g(y))
 
 
+def test_outputs_that_are_views_of_outputs_stay_views():
+    # Eager returns y[:, 1] or y.t() beside y as windows on y's storage: an in-place change
+    # to one shows in the other. Zenith makes those outputs as PyTorch views of its output
+    # (chains of views too, a base with eager's channels_last strides, symbolic sizes).
+    def f(a):
+        y = a * 2
+        return y, y[:, 1], y.t(), y.t()[1:], y[1:, :2].unsqueeze(0), (y + 1).sum(1)
+    conv = torch.nn.Conv2d(3, 4, 1).eval()
+    def g(a):
+        y = torch.relu(conv(a))
+        return y, y[:, :2], y.permute(0, 2, 3, 1)
+    cases = [(f, [torch.randn(3, 4)]),
+             (g, [torch.randn(2, 3, 5, 4).to(memory_format=torch.channels_last)]),
+             (f, [torch.randn(n, 4) for n in (3, 5, 6)])]  # 5 and 6: a symbolic first dim
+    for fn, inputs in cases:
+        torch._dynamo.reset()
+        compiled = torch.compile(fn, backend="zenith")
+        for x in inputs:
+            with torch.no_grad():
+                want, got = fn(x), compiled(x)
+            for a, b in zip(want, got):
+                torch.testing.assert_close(b, a)
+                assert b.stride() == a.stride()
+            got[0].mul_(-1)  # the views see it, as eager's do
+            want[0].mul_(-1)
+            for a, b in zip(want, got):
+                torch.testing.assert_close(b, a)
+    # a view sized by a symbolic expression stays the segment's (a tensor of its own, eager's values)
+    h = lambda a: (lambda y: (y, y[:, : a.shape[1] - 1]))(a * 2)  # noqa: E731
+    torch._dynamo.reset()
+    compiled = torch.compile(h, backend="zenith", dynamic=True)
+    for n in (4, 6):
+        x = torch.randn(3, n)
+        for a, b in zip(h(x), compiled(x)):
+            torch.testing.assert_close(b, a)
+
+
 def test_saved_weight_transposes_stay_views_in_training():
     # AOTAutograd's forward returns t(weight) for the backward; Zenith hands back
     # PyTorch's view instead of writing a transposed copy, and gradients still match.
