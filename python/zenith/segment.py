@@ -34,8 +34,13 @@ def _views_of_returned(nodes):
     window on the other one's storage, so an in-place change to either shows in both;
     Zenith writes each output as a tensor of its own. (Views of graph inputs are
     AOTAutograd's: it remakes them from the input.) A view with a size from a symbolic
-    expression (a SymInt node) is left to the segment: the call evaluates such nodes only
-    for fallback nodes, so the output is then a tensor of its own, with eager's values."""
+    expression (a SymInt node) or keyword arguments is left to the segment: the call
+    evaluates SymInt nodes only for fallback nodes and passes a view its positional
+    arguments, so the output is then a tensor of its own, with eager's values. Inference
+    graphs only: a training forward also returns the tensors saved for backward, and a user
+    output made a view of one would let an in-place change to it rewrite what backward
+    reads (AOTAutograd hands such an output out through _unsafe_view, with a version
+    counter of its own: wrong gradients where eager raises)."""
     inside = set(nodes)
     returned = {n for n in nodes if any(u.op == "output" for u in n.users)}
     chosen = {}
@@ -44,7 +49,7 @@ def _views_of_returned(nodes):
             continue
         chain, src = [], n
         while src in inside and src.op == "call_function" and src.target in VIEWS and src.args \
-                and isinstance(src.args[0], torch.fx.Node) and not _nodes_in((src.args[1:], src.kwargs)):
+                and isinstance(src.args[0], torch.fx.Node) and not src.kwargs and not _nodes_in(src.args[1:]):
             chain.append(src)
             src = src.args[0]
             if src in returned:
@@ -73,10 +78,13 @@ class Segment:
                             and n.args[0].op in ("placeholder", "get_attr")]
         if len(self.torch_views) == len(self.out_nodes):
             self.torch_views = []
-        # Outputs that are views of other outputs stay views of them, as eager returns them.
-        aliased = _views_of_returned(self.nodes)
-        self.torch_views = [n for n in self.nodes if n in set(self.torch_views) | set(aliased)]
-        self.out_nodes = [n for n in self.out_nodes if n not in self.torch_views]
+        # Outputs that are views of other outputs stay views of them, as eager returns them
+        # (unless nothing would be left for the segment to return).
+        made = set(self.torch_views) | set(_views_of_returned(self.nodes) if options.get("inference") else ())
+        if any(n not in made for n in self.out_nodes):
+            self.torch_views = [n for n in self.nodes if n in made]
+        views = set(self.torch_views)
+        self.out_nodes = [n for n in self.out_nodes if n not in views]
         outs = []
         for n in self.out_nodes:
             v = L.env[n]

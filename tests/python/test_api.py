@@ -469,6 +469,23 @@ def test_outputs_that_are_views_of_outputs_stay_views():
             torch.testing.assert_close(b, a)
 
 
+@pytest.mark.xfail(strict=True, reason="known: a training forward's output shares storage with the activation "
+                   "saved for backward (as aot_eager's does; Inductor saves a mask instead): an in-place change to "
+                   "the output rewrites what backward reads, where eager raises")
+def test_training_output_does_not_share_a_saved_activation():
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(4, 4)
+    fn = lambda a: torch.relu(lin(a)).view(-1)  # noqa: E731
+    x = torch.randn(3, 4)
+    fn(x).sum().backward()
+    want_grad, lin.weight.grad = lin.weight.grad.clone(), None
+    torch._dynamo.reset()
+    z = torch.compile(fn, backend="zenith")(x)
+    z.sub_(10)
+    z.sum().backward()
+    torch.testing.assert_close(lin.weight.grad, want_grad)
+
+
 def test_saved_weight_transposes_stay_views_in_training():
     # AOTAutograd's forward returns t(weight) for the backward; Zenith hands back
     # PyTorch's view instead of writing a transposed copy, and gradients still match.

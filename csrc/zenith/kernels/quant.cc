@@ -68,6 +68,10 @@ QIsa qisa_default() {
   return chosen;
 }
 
+// Zen 4's AVX-512 plans from kHalvesLaneMinRows rows must take the lanes GEMM, never
+// AVX-512's one-row dot kernels (slower there than AVX2's 8-row kernels).
+static_assert(kHalvesLaneMinRows >= lane_min_rows(QIsa::kAvx512));
+
 QIsa qisa_for(QFormat f, int64_t rows, int64_t K) {
   static const bool halves = gemm_detail::avx512_in_halves();  // Zen 4
   const QIsa isa = qisa_default();
