@@ -748,16 +748,22 @@ void Executable::run_with(Context& ctx, const std::vector<InTensor>& inputs, con
   // Weights dropped during this call: let go of them now.
   if (ctx.packed_generation != pack_generation_.load(std::memory_order_acquire)) ctx.release_packed();
   result.reserve(g.outputs.size());
+  // Each output gets a buffer of its own: the first output of a kOutput storage takes it,
+  // a later one (the same value listed again, or a reshape of it: values the caller's graph
+  // keeps apart, such as a training forward's output and the tensor it saves for
+  // backward) gets a copy, as an input or a constant returned does.
+  std::vector<bool> handed(out_bufs.size(), false);
   for (size_t i = 0; i < g.outputs.size(); ++i) {
     int v = g.outputs[i];
     const Storage& s = mem.storages[size_t(mem.output_storage[i])];
     OutTensor o;
     o.dtype = g.type(v).dtype;
     o.shape = shape_of(*plan, v);
-    if (s.kind == Storage::kOutput) {
+    if (s.kind == Storage::kOutput && !handed[size_t(s.index)]) {
+      handed[size_t(s.index)] = true;
       o.storage = out_bufs[size_t(s.index)];
       o.data = o.storage.get();
-    } else {  // an input or a constant returned as is: give the caller its own copy
+    } else {  // an input, a constant or an output buffer handed out already: a copy of its own
       int64_t n = 1;
       for (int64_t d : o.shape) n *= d;
       size_t bytes = size_t(n) * dtype_size(o.dtype);

@@ -290,9 +290,6 @@ def build_call(placeholders, steps, attrs, out_spec, sym_bind, static_positions,
                 count += 1
             if x.out_nodes:
                 w.line(", ".join(names[n] for n in x.out_nodes) + ", = r")
-            for n in x.out_nodes:
-                if n in x.copied_outputs:
-                    w.line(f"{names[n]} = {names[n]}.clone()  # its own buffer: a view of another output")
             for n in x.out_nodes:  # what PyTorch reads gets eager's strides (a view may need them)
                 if (n in outputs or n in torch_read) and _emit_relayout(w, n, names[n]):
                     restrided.add(n)

@@ -18,7 +18,7 @@ VIEWS = {getattr(torch.ops.aten, name).default for name in (
     "t", "permute", "expand", "alias", "view", "_unsafe_view", "squeeze", "unsqueeze", "view_as_real")} | {
     torch.ops.aten.transpose.int, torch.ops.aten.slice.Tensor, torch.ops.aten.select.int,
     torch.ops.aten.squeeze.dim, torch.ops.aten.squeeze.dims, torch.ops.aten.narrow.default,
-    torch.ops.aten.diagonal.default, torch.ops.aten.unfold.default}
+    torch.ops.aten.diagonal.default, torch.ops.aten.unfold.default, torch.ops.aten.detach.default}
 
 
 def _nodes_in(a):
@@ -59,25 +59,6 @@ def _views_of_returned(nodes):
     return [n for n in nodes if n in chosen]
 
 
-def _sharing_returned(nodes):
-    """Returned nodes that are views or detaches of a value (inside the segment) that
-    another returned node is too, or is: all of each such group but its first. The runtime
-    gives them one buffer."""
-    inside = set(nodes)
-    returned = [n for n in nodes if any(u.op == "output" for u in n.users)]
-    groups = {}
-    for n in returned:
-        root = n
-        while root in inside and root.op == "call_function" and root.target in _ALIASES and root.args \
-                and isinstance(root.args[0], torch.fx.Node):
-            root = root.args[0]
-        groups.setdefault(root, []).append(n)
-    return {n for g in groups.values() for n in g[1:]}
-
-
-_ALIASES = VIEWS | {torch.ops.aten.detach.default}
-
-
 class Segment:
     def __init__(self, index):
         self.index = index  # position among the graph's segments
@@ -104,12 +85,6 @@ class Segment:
             self.torch_views = [n for n in self.nodes if n in made]
         views = set(self.torch_views)
         self.out_nodes = [n for n in self.out_nodes if n not in views]
-        # A training forward returns the tensors saved for backward beside the user's
-        # outputs, and the runtime hands reshapes (and detaches) of one value back in one
-        # buffer: where returned values are views of one value, the call copies them, so an
-        # in-place change to a user's output cannot rewrite what backward reads (eager
-        # raises there; AOTAutograd gives the output a version counter of its own).
-        self.copied_outputs = set() if options.get("inference") else _sharing_returned(self.nodes) & set(self.out_nodes)
         outs = []
         for n in self.out_nodes:
             v = L.env[n]

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <map>
+#include <set>
 #include <thread>
 
 #include "zenith/error.h"
@@ -45,6 +46,36 @@ TEST(Runtime, ElementwiseChain) {
     float a = x[size_t(i)] + y[size_t(i % 3)];
     float r = a > 0 ? a : 0;
     EXPECT_FLOAT_EQ(f(out[0])[i], r * r);
+  }
+}
+
+// The planner gives a value returned twice, or beside a reshape of it, one buffer; the
+// caller gets a buffer per output all the same (the first takes the planned one, the
+// others copies), so writing into one output changes no other: a training forward's
+// output and the tensor it saves for backward are such a pair.
+TEST(Runtime, EachOutputHasABufferOfItsOwn) {
+  Executable exe(parse_graph(R"(graph(%x: f32[6]) {
+  %a: f32[6] = exp(%x)
+  %r: f32[2, 3] = reshape(%a) {shape=[2, 3]}
+  %b: f32[6] = neg(%a)
+  return (%a, %b, %a, %r, %x)
+})"));
+  auto x = iota(6, -3.0f);
+  for (int call = 0; call < 2; ++call) {
+    auto out = exe.run({{x.data(), DType::f32, {6}}}, {});
+    ASSERT_EQ(out.size(), 5u);
+    std::set<const void*> seen;
+    for (const OutTensor& o : out) EXPECT_TRUE(seen.insert(o.data).second) << "two outputs share a buffer";
+    EXPECT_NE(out[4].data, static_cast<const void*>(x.data()));
+    for (int i = 0; i < 6; ++i) {
+      const float e = std::exp(x[size_t(i)]);
+      EXPECT_FLOAT_EQ(f(out[0])[i], e);
+      EXPECT_FLOAT_EQ(f(out[1])[i], -e);
+      EXPECT_FLOAT_EQ(f(out[2])[i], e);
+      EXPECT_FLOAT_EQ(f(out[3])[i], e);
+      EXPECT_FLOAT_EQ(f(out[4])[i], x[size_t(i)]);
+    }
+    EXPECT_EQ(out[3].shape, (std::vector<int64_t>{2, 3}));
   }
 }
 

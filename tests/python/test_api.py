@@ -459,6 +459,17 @@ def test_outputs_that_are_views_of_outputs_stay_views():
             want[0].mul_(-1)
             for a, b in zip(want, got):
                 torch.testing.assert_close(b, a)
+    # a clone (or y * 1) is a tensor of its own, a detach shares y's memory, as eagerly
+    def k(a):
+        y = a.exp()
+        return y, y.clone(), y.detach(), y * 1
+    torch._dynamo.reset()
+    with torch.no_grad():
+        want, got = k(torch.ones(3)), torch.compile(k, backend="zenith")(torch.ones(3))
+    want[0].add_(100)
+    got[0].add_(100)
+    for a, b in zip(want, got):
+        torch.testing.assert_close(b, a)
     # a view sized by a symbolic expression stays the segment's (a tensor of its own, eager's values)
     h = lambda a: (lambda y: (y, y[:, : a.shape[1] - 1]))(a * 2)  # noqa: E731
     torch._dynamo.reset()
@@ -470,20 +481,22 @@ def test_outputs_that_are_views_of_outputs_stay_views():
 
 
 def test_training_output_does_not_share_a_saved_activation():
-    # The forward returns relu (saved for backward) and its view (the user's output), which
-    # the runtime gives one buffer; the call copies the view, so changing the output in
-    # place leaves backward's relu alone (eager raises there; zero gradients before).
-    torch.manual_seed(0)
-    lin = torch.nn.Linear(4, 4)
-    fn = lambda a: torch.relu(lin(a)).view(-1)  # noqa: E731
-    x = torch.randn(3, 4)
-    fn(x).sum().backward()
-    want_grad, lin.weight.grad = lin.weight.grad.clone(), None
-    torch._dynamo.reset()
-    z = torch.compile(fn, backend="zenith")(x)
-    z.sub_(10)
-    z.sum().backward()
-    torch.testing.assert_close(lin.weight.grad, want_grad)
+    # The forward returns relu (saved for backward) beside the user's output, a view, clone
+    # or relu * 1 of it, which the runtime had put in relu's one buffer: changing the output
+    # in place rewrote what backward reads (zero gradients; eager raises for the view and
+    # accepts the others). Each output now has a buffer of its own.
+    for op in (lambda t: t.view(-1), lambda t: t.clone(), lambda t: t * 1):
+        torch.manual_seed(0)
+        lin = torch.nn.Linear(4, 4)
+        fn = lambda a: op(torch.relu(lin(a)))  # noqa: E731
+        x = torch.randn(3, 4)
+        fn(x).sum().backward()
+        want_grad, lin.weight.grad = lin.weight.grad.clone(), None
+        torch._dynamo.reset()
+        z = torch.compile(fn, backend="zenith")(x)
+        z.sub_(10)
+        z.sum().backward()
+        torch.testing.assert_close(lin.weight.grad, want_grad)
 
 
 def test_saved_weight_transposes_stay_views_in_training():
