@@ -10,6 +10,7 @@ from __future__ import annotations
 import torch
 
 from zenith import _C
+from zenith.callpath import _nodes_in
 from zenith.importer import CONVERTERS, Lowering
 
 _VIEW_OPS = {torch.ops.aten.t.default, torch.ops.aten.permute.default, torch.ops.aten.transpose.int}
@@ -21,14 +22,8 @@ VIEWS = {getattr(torch.ops.aten, name).default for name in (
     torch.ops.aten.diagonal.default, torch.ops.aten.unfold.default, torch.ops.aten.detach.default}
 
 
-def _nodes_in(a):
-    found = []
-    torch.fx.node.map_arg(a, found.append)
-    return found
-
-
 def _views_of_returned(nodes):
-    """The segment's nodes that PyTorch must make as views, in graph order: every graph
+    """The segment's nodes that PyTorch must make as views (a set): every graph
     output that is a view (through a chain of views inside the segment) of another graph
     output the segment computes, and the chain's views. Eager returns such an output as a
     window on the other one's storage, so an in-place change to either shows in both;
@@ -43,7 +38,7 @@ def _views_of_returned(nodes):
     counter of its own: wrong gradients where eager raises)."""
     inside = set(nodes)
     returned = {n for n in nodes if any(u.op == "output" for u in n.users)}
-    chosen = {}
+    chosen = set()
     for n in nodes:
         if n not in returned or n.target not in VIEWS:
             continue
@@ -55,8 +50,8 @@ def _views_of_returned(nodes):
             if src in returned:
                 break
         if src in returned and src in inside:
-            chosen.update(dict.fromkeys(chain))
-    return [n for n in nodes if n in chosen]
+            chosen.update(chain)
+    return chosen
 
 
 class Segment:
@@ -80,7 +75,7 @@ class Segment:
             self.torch_views = []
         # Outputs that are views of other outputs stay views of them, as eager returns them
         # (unless nothing would be left for the segment to return).
-        made = set(self.torch_views) | set(_views_of_returned(self.nodes) if options.get("inference") else ())
+        made = set(self.torch_views) | (_views_of_returned(self.nodes) if options.get("inference") else set())
         if any(n not in made for n in self.out_nodes):
             self.torch_views = [n for n in self.nodes if n in made]
         views = set(self.torch_views)
