@@ -221,6 +221,14 @@ def apply(step: Step, vals):
     if op == "layer_norm":
         x = a[0] if len(a) in (1, 3) else a[0] + a[3]
         w, b = (a[1], a[2]) if len(a) >= 3 else (None, None)
+        if x.dtype == torch.float64 and x.numel():
+            # float32's sum of squared deviations overflows (values near 1e30): eager's
+            # kernel says NaN, and x - mean has lost the digits that decide the output in
+            # any float32 implementation (two values 1e27 apart at 3e30: 2e-4 of the
+            # result), so float64 cannot judge it
+            dev = ((x - x.mean(dim=-1, keepdim=True)) ** 2).sum(dim=-1)
+            if bool((dev.nan_to_num(0, 0, 0) > F32_MAX).any()):
+                _F64_OVERFLOW[0] = True
         return F.layer_norm(x, (x.shape[-1],), w, b, eps=p["eps"])
     if op == "rms_norm":
         return F.rms_norm(a[0], (a[0].shape[-1],), a[1], eps=1e-6)
