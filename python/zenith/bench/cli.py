@@ -22,7 +22,8 @@ from zenith.bench import isa, report, schema, stats
 
 # Workloads that take --seqs (a sequence-length sweep), with their default lengths.
 # Zenith's --quant contestants (issue 16).
-QUANT_SCHEMES = ("fp32", "gguf", "int8", "int4", "nf4", "int8-dynamic", "int8-static", "int8-dynamic-w7")
+QUANT_SCHEMES = ("fp32", "gguf", "int8", "int4", "int4-g64", "int4-g128", "nf4", "int8-dynamic", "int8-static",
+                 "int8-dynamic-w7")
 SEQ_SWEEPS = {"minilm": None, "bert-base-sweep": [8, 32, 128, 512]}
 BATCH_SWEEPS = ("resnet50", "mobilenet-v2")  # workloads that take --batches
 STANDARD = ["machine", "gemm-sweep", "bert-base", "bert-base-memory", "minilm", "resnet50", "mobilenet-v2", "gpt2-decode", "gemma3-270m-decode",
@@ -288,7 +289,8 @@ def main(argv=None):
                     help=f"Zenith contestants, one per scheme: {','.join(QUANT_SCHEMES)} ('zenith' is fp32, the "
                          "others run as 'zenith:<scheme>'; gguf = the model file's own blocks; int8-static "
                          "calibrates on the workload's calibration batches: percentile 99.99; bert-base and minilm minmax "
-                         "with smooth 0.85; int8-dynamic-w7 = int8-dynamic with linear_weight_bits=7)")
+                         "with smooth 0.85; int8-dynamic-w7 = int8-dynamic with linear_weight_bits=7; int4-g64 / "
+                         "int4-g128 = int4 with group_size 64 / 128)")
     ap.add_argument("--ppl-tokens", type=int, default=2048, help="tokens of text the perplexity workloads score")
     ap.add_argument("--steps", type=int, default=50, help="optimizer steps per contestant in train-* workloads")
     ap.add_argument("--warm-inductor-cache", action="store_true",

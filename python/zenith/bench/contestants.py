@@ -15,7 +15,10 @@ from zenith.bench.runner import say, skipped
 
 # --quant schemes that are another scheme with zenith.quantize options: name -> (scheme, options).
 # int8-dynamic-w7: 7-bit linear weights (AVX2's int8 GEMM sums two steps in 16 bits; more error).
-SCHEME_OPTIONS = {"int8-dynamic-w7": ("int8-dynamic", {"linear_weight_bits": 7})}
+# int4-g64 / int4-g128: int4 with one scale per 64 / 128 values (fewer bytes than the
+# default 32's, more error).
+SCHEME_OPTIONS = {"int8-dynamic-w7": ("int8-dynamic", {"linear_weight_bits": 7}),
+                  "int4-g64": ("int4", {"group_size": 64}), "int4-g128": ("int4", {"group_size": 128})}
 
 
 def base_scheme(name):

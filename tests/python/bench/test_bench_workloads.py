@@ -279,6 +279,12 @@ def test_scheme_with_options_is_its_own_contestant():
     assert names == ["zenith", "zenith:int8-dynamic-w7"]
     q = variants["zenith:int8-dynamic-w7"]()
     assert int(q[0].weight[:, 4:].view(torch.int8).abs().max()) == 63 and isinstance(q[0], QLinear)
+    # int4-g64 / int4-g128: int4 with that group size (no ONNX Runtime counterpart)
+    cfg = Config(frameworks=("zenith", "onnxruntime"), quant=("int4", "int4-g64", "int4-g128"))
+    assert inference.contestants(cfg, quantizable=True) == [
+        "zenith:int4", "zenith:int4-g64", "zenith:int4-g128", "onnxruntime"]
+    names, variants = contestants.quant_variants(cfg, torch.nn.Sequential(torch.nn.Linear(256, 32)))
+    assert [variants[n]()[0].format for n in names] == ["q4_0", "int4_g64", "int4_g128"]
 
 
 def test_static_contestant_takes_the_workloads_calibration_options():
