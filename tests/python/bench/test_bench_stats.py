@@ -159,6 +159,45 @@ def test_run_interleaved_times_in_round_orders():
     assert all(len(res[k]["samples_s"]) == 6 for k in fns)
 
 
+def test_run_interleaved_compiles_every_instance_of_one_model_class():
+    # Ten compiled models sharing one forward's code (nn.Sequential of 1..10 layers: a
+    # cache entry each): Dynamo's default recompile_limit (8 per code object) would run the
+    # last two eagerly, silently; the runner raises the limit with the contestants.
+    from torch._dynamo.utils import counters
+
+    from zenith.bench import runner
+    from zenith.bench.runner import Config
+
+    torch._dynamo.reset()
+    x = torch.randn(2, 4)
+    fns = {}
+    for k in range(1, 11):
+        m = torch.compile(torch.nn.Sequential(*[torch.nn.Linear(4, 4) for _ in range(k)]), backend="eager")
+        fns[f"m{k}"] = lambda m=m: m(x)
+    before = counters["frames"]["ok"]
+    res = runner.run_interleaved(Config(iterations=2, warmup=0, settle=False), fns, lambda fw, out: {})
+    assert all(r["status"] == "ok" for r in res.values())
+    assert counters["frames"]["ok"] - before == 10
+    torch._dynamo.reset()
+
+
+def test_run_interleaved_fails_a_contestant_past_the_recompile_limit():
+    # One contestant recompiling past the runner's limit (8 a contestant): it fails, it is
+    # not timed running eager PyTorch
+    from zenith.bench import runner
+    from zenith.bench.runner import Config
+
+    torch._dynamo.reset()
+    f = torch.compile(lambda t: t * 2, backend="eager", dynamic=False)
+
+    def many():  # 12 static shapes, an entry each
+        return [f(torch.ones(n)) for n in range(1, 13)]
+    res = runner.run_interleaved(Config(iterations=1, warmup=0, settle=False), {"many": many},
+                                 lambda fw, out: {})
+    assert res["many"]["status"] == "failed" and "recompile" in res["many"]["reason"].lower()
+    torch._dynamo.reset()
+
+
 def test_settle_waits_for_quiet_polls_in_a_row_and_reports_when_the_quiet_began(monkeypatch):
     polls = iter([2, 1, 0, 1, 0, 0, 0, 5])  # running threads at each poll
     seen, clock = [], [0.0]
