@@ -93,7 +93,10 @@ def run_interleaved(cfg, fns, check):
     then runs it in eager PyTorch with a log warning: four quantized TinyLlamas (two or
     three frames each) left the fourth one's decode uncompiled, 1.6x slower. Here the
     limit grows with the contestants, and hitting it anyway fails the contestant
-    (fail_on_recompile_limit_hit) rather than timing eager PyTorch under its name."""
+    (fail_on_recompile_limit_hit) rather than timing eager PyTorch under its name; a
+    contestant that fails after its first call is dropped from the later rounds, the
+    others go on. (The limit is per code object: the contestant that meets it is the one
+    compiling when it is reached.)"""
     limit = max(torch._dynamo.config.recompile_limit, 8 * len(fns))
     with torch._dynamo.config.patch(recompile_limit=limit, fail_on_recompile_limit_hit=True):
         return _run_interleaved(cfg, fns, check)
@@ -121,9 +124,17 @@ def _run_interleaved(cfg, fns, check):
         except Exception as e:
             results[fw] = failed(e)
             del alive[fw]
+
+    def drop(fw, e):  # a contestant failing after its first call (a recompile past the limit, say)
+        results[fw] = failed(e)
+        del alive[fw]
+
     for _ in range(cfg.warmup):
-        for fn in alive.values():
-            fn()
+        for fw, fn in list(alive.items()):
+            try:
+                fn()
+            except Exception as e:
+                drop(fw, e)
     names = list(alive)
     busy, last = {fw: [] for fw in names}, None
 
@@ -137,12 +148,19 @@ def _run_interleaved(cfg, fns, check):
         if cfg.bar:
             cfg.bar(i, cfg.iterations, ", ".join(names))
         for fw in order:
+            if fw not in alive:
+                continue
             quiet()
             t = time.perf_counter()
-            alive[fw]()
+            try:
+                alive[fw]()
+            except Exception as e:
+                drop(fw, e)
+                continue
             results[fw]["samples_s"].append(time.perf_counter() - t)
             last = fw
     quiet()
+    names = [fw for fw in names if fw in alive]
     if cfg.bar and names:
         cfg.bar(cfg.iterations, cfg.iterations, ", ".join(names))
     for fw in names:

@@ -175,10 +175,12 @@ def test_run_interleaved_compiles_every_instance_of_one_model_class():
         m = torch.compile(torch.nn.Sequential(*[torch.nn.Linear(4, 4) for _ in range(k)]), backend="eager")
         fns[f"m{k}"] = lambda m=m: m(x)
     before = counters["frames"]["ok"]
-    res = runner.run_interleaved(Config(iterations=2, warmup=0, settle=False), fns, lambda fw, out: {})
-    assert all(r["status"] == "ok" for r in res.values())
-    assert counters["frames"]["ok"] - before == 10
-    torch._dynamo.reset()
+    try:
+        res = runner.run_interleaved(Config(iterations=2, warmup=0, settle=False), fns, lambda fw, out: {})
+        assert all(r["status"] == "ok" for r in res.values())
+        assert counters["frames"]["ok"] - before == 10
+    finally:
+        torch._dynamo.reset()
 
 
 def test_run_interleaved_fails_a_contestant_past_the_recompile_limit():
@@ -192,10 +194,24 @@ def test_run_interleaved_fails_a_contestant_past_the_recompile_limit():
 
     def many():  # 12 static shapes, an entry each
         return [f(torch.ones(n)) for n in range(1, 13)]
-    res = runner.run_interleaved(Config(iterations=1, warmup=0, settle=False), {"many": many},
-                                 lambda fw, out: {})
-    assert res["many"]["status"] == "failed" and "recompile" in res["many"]["reason"].lower()
-    torch._dynamo.reset()
+    try:
+        res = runner.run_interleaved(Config(iterations=1, warmup=0, settle=False), {"many": many},
+                                     lambda fw, out: {})
+        assert res["many"]["status"] == "failed" and "recompile" in res["many"]["reason"].lower()
+        # past the limit in a later call (the warm-up's or a round's): that contestant
+        # fails and leaves the rounds; the other is timed in every round
+        torch._dynamo.reset()
+        g = torch.compile(lambda t: t + 1, backend="eager", dynamic=False)
+        sizes = iter(range(1, 100))
+
+        def late():  # 6 new static shapes a call: the third call passes 8 x 2 entries
+            return [g(torch.ones(next(sizes))) for _ in range(6)]
+        res = runner.run_interleaved(Config(iterations=3, warmup=1, settle=False),
+                                     {"late": late, "fine": lambda: torch.ones(2)}, lambda fw, out: {})
+        assert res["late"]["status"] == "failed" and "recompile" in res["late"]["reason"].lower()
+        assert res["fine"]["status"] == "ok" and len(res["fine"]["samples_s"]) == 3
+    finally:
+        torch._dynamo.reset()
 
 
 def test_settle_waits_for_quiet_polls_in_a_row_and_reports_when_the_quiet_began(monkeypatch):

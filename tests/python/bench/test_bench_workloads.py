@@ -285,6 +285,9 @@ def test_scheme_with_options_is_its_own_contestant():
         "zenith:int4", "zenith:int4-g64", "zenith:int4-g128", "onnxruntime"]
     names, variants = contestants.quant_variants(cfg, torch.nn.Sequential(torch.nn.Linear(256, 32)))
     assert [variants[n]()[0].format for n in names] == ["q4_0", "int4_g64", "int4_g128"]
+    from zenith.bench import cli
+
+    assert set(contestants.SCHEME_OPTIONS) <= set(cli.QUANT_SCHEMES)  # each one a --quant name the CLI takes
 
 
 def test_static_contestant_takes_the_workloads_calibration_options():
