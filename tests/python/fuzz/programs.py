@@ -228,7 +228,7 @@ def apply(step: Step, vals):
             # 1e27 apart at 3e30: 2e-4 of the result), so float64 cannot judge it. The mean's
             # float32 rounding, ~2^-24 max|x| / std of the output, reaches the tolerance (1e-5)
             # from max|x| > 2^7 std. Well-spread rows of 1e30 values stay judged (Zenith sums
-            # in double: float64's answer). A residual sum float32 overflows is judged nowhere.
+            # in double: float64's answer). A row whose residual sum overflows float32 is unjudged too.
             dev = ((x - x.mean(dim=-1, keepdim=True)) ** 2).sum(dim=-1)
             ill = x.abs().amax(dim=-1) > 2**7 * (dev / x.shape[-1]).sqrt()
             if bool(((dev > F32_MAX) & ill).any()) or (len(a) == 4 and bool((x.abs() > F32_MAX).any())):
