@@ -118,17 +118,16 @@ def _run_interleaved(cfg, fns, check):
             alive[fw] = fn
         except Exception as e:  # a failing contestant is reported; the run goes on
             results[fw] = failed(e)
+
+    def drop(fw, e):  # a contestant failing after its first call (a wrong answer, a recompile past the limit)
+        results[fw] = failed(e)
+        del alive[fw]
+
     for fw in list(alive):
         try:
             results[fw]["agreement"] = check(fw, outputs[fw])
         except Exception as e:
-            results[fw] = failed(e)
-            del alive[fw]
-
-    def drop(fw, e):  # a contestant failing after its first call (a recompile past the limit, say)
-        results[fw] = failed(e)
-        del alive[fw]
-
+            drop(fw, e)
     for _ in range(cfg.warmup):
         for fw, fn in list(alive.items()):
             try:

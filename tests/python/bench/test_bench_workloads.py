@@ -7,7 +7,7 @@ import importlib.util
 import pytest
 import torch
 
-from zenith.bench import contestants, inference, machine, report, runner, stats, training, workloads
+from zenith.bench import cli, contestants, inference, machine, report, runner, stats, training, workloads
 from zenith.bench.runner import Config
 
 
@@ -97,8 +97,6 @@ def test_gemm_sweep_checks_every_contestant_and_reports_both_ratios(tmp_path):
     # Odd shapes; both Zenith contestants' products are checked against torch.mm and
     # the rows carry their throughput ratios; a square shape the machine's OpenBLAS
     # probe measured is reported as a fraction of it.
-    from zenith.bench import cli
-
     shapes = [(1, 37, 19), (7, 5, 130), (64, 64, 64)]
     w = machine.gemm_sweep(Config(threads=1, iterations=3, extra={"gemm_shapes": shapes,
                                                                   "ukernel_shapes": [(13, 37, 19)]}))
@@ -285,8 +283,6 @@ def test_scheme_with_options_is_its_own_contestant():
         "zenith:int4", "zenith:int4-g64", "zenith:int4-g128", "onnxruntime"]
     names, variants = contestants.quant_variants(cfg, torch.nn.Sequential(torch.nn.Linear(256, 32)))
     assert [variants[n]()[0].format for n in names] == ["q4_0", "int4_g64", "int4_g128"]
-    from zenith.bench import cli
-
     assert set(contestants.SCHEME_OPTIONS) <= set(cli.QUANT_SCHEMES)  # each one a --quant name the CLI takes
 
 
