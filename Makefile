@@ -157,7 +157,7 @@ fuzz: setup
 # native build enables ggml's AMX kernels, which crash on this machine's (KVM) CPU; the
 # AVX-512 kernels are enabled only where the CPU has AVX-512. (gguf, the Gemma 3 file, accelerate (transformers needs it to load a GGUF) and
 # matplotlib, which the benchmarks use too, are in PY_DEPS: the tests need them.)
-BENCH_PEERS := onnxruntime==1.31.1 onnx==1.23.2 onnxscript==0.7.2 openvino==2026.4.1 \
+BENCH_PEERS := onnxruntime==1.31.1 onnx==1.23.2 onnxscript==0.7.2 openvino==2026.4.1 nncf==3.4.0 \
                peft==0.21.2 threadpoolctl==3.8.0
 LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON \
   -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \

@@ -33,8 +33,10 @@ def quantize(model, scheme, **options):
 
 
 ALL_FRAMEWORKS = ("eager", "inductor", "zenith", "zenith-frozen", "onnxruntime", "openvino", "llamacpp")
-PEER_PACKAGES = {"onnxruntime": "onnxruntime", "openvino": "openvino", "llamacpp": "llama_cpp"}
-PEER_PIP = {"onnxruntime": "onnxruntime onnx onnxscript", "openvino": "openvino", "llamacpp": "llama-cpp-python"}
+# nncf: OpenVINO's INT8 (openvino:int8-static) quantizes with it.
+PEER_PACKAGES = {"onnxruntime": "onnxruntime", "openvino": "openvino", "llamacpp": "llama_cpp", "nncf": "nncf"}
+PEER_PIP = {"onnxruntime": "onnxruntime onnx onnxscript", "openvino": "openvino", "llamacpp": "llama-cpp-python",
+            "nncf": "nncf"}
 PEER_SCOPE = {"onnxruntime": "it runs the single-call inference workloads: bert-base, minilm, resnet50",
               "openvino": "it runs the single-call inference workloads: bert-base, minilm, resnet50",
               "llamacpp": "it runs GGUF models: gemma3-270m-decode",

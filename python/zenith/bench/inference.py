@@ -25,7 +25,10 @@ def contestants(cfg, quantizable, calibration=None):
     kind: with int8, int8-dynamic or int8-dynamic-w7 among them `quantize_dynamic`
     ('onnxruntime:int8-dynamic': int8 weights and activations quantized at run time, as
     Zenith's int8 kernels do), with int8-static `quantize_static` on the same
-    calibration batches ('onnxruntime:int8-static')."""
+    calibration batches ('onnxruntime:int8-static'). OpenVINO's INT8 is NNCF's
+    post-training (static) quantization on the same calibration batches
+    ('openvino:int8-static'), run beside any int8 scheme: it is the INT8 a user of
+    OpenVINO has for these models."""
     quant = quantizable and cfg.dtype == "fp32" and any(q not in ("fp32", "gguf") for q in cfg.quant)
     names = []
     for fw in cfg.frameworks:
@@ -37,6 +40,10 @@ def contestants(cfg, quantizable, calibration=None):
                 names.append("onnxruntime:int8-dynamic")
             if "int8-static" in cfg.quant and calibration is not None:
                 names.append("onnxruntime:int8-static")
+        elif fw == "openvino" and quant:
+            names.append("openvino")
+            if any(base_scheme(q).startswith("int8") for q in cfg.quant) and calibration is not None:
+                names.append("openvino:int8-static")
         else:
             names.append(fw)
     return names
@@ -54,6 +61,20 @@ def top1_agreement(model, quantized, make_batch, samples, batch):
             agree += int((a.argmax(1) == b.argmax(1)).sum())
             total += x.shape[0]
     return {"samples": total, "agree": agree / total}
+
+
+def unavailable(cfg, fw):
+    """None when contestant `fw` can run this single-call workload here; else a
+    'skipped' result saying why (a peer not installed, or asked for a dtype it does not
+    run here)."""
+    peer = fw.split(":")[0]
+    st = peer_status(peer, supported=("onnxruntime", "openvino", "zenith-frozen") if cfg.dtype == "fp32"
+                     else ("zenith-frozen",))
+    if st and cfg.dtype != "fp32" and peer in ("onnxruntime", "openvino"):
+        st = skipped(f"{fw} runs fp32 only in this suite (asked for {cfg.dtype})")
+    if not st and fw == "openvino:int8-static":
+        st = peer_status("nncf")
+    return st
 
 
 GEMM_PROFILE_CALLS = 3
@@ -77,7 +98,7 @@ def gemm_profile(fn, calls=GEMM_PROFILE_CALLS):
 
 
 def model_workload(cfg, name, params, make_model, make_inputs, items, quantizable=False, calibration=None,
-                   top1_batch=None, top1_samples=256, static_options=None):
+                   top1_batch=None, top1_samples=256, static_options=None, transformer=False):
     """Single-call inference. With --dtype bf16/fp16 every PyTorch contestant runs the
     model in that dtype, eager in that dtype is the baseline, and the agreement also
     states the cosine against the fp32 model (what the precision change costs).
@@ -86,7 +107,8 @@ def model_workload(cfg, name, params, make_model, make_inputs, items, quantizabl
     input tuples int8-static calibrates on, with zenith.quantize's options static_options
     (contestants.STATIC_DEFAULT where None). top1_batch(seed) -> an input tuple: for a
     classifier, each quantized Zenith contestant's top-1 agreement with eager fp32 over
-    top1_samples such inputs is reported too."""
+    top1_samples such inputs is reported too. transformer: the model is a transformer
+    (NNCF's model_type for OpenVINO's INT8)."""
     torch.set_num_threads(cfg.threads)
     torch.manual_seed(0)
     model = make_model().eval()
@@ -122,10 +144,7 @@ def model_workload(cfg, name, params, make_model, make_inputs, items, quantizabl
             params["calibration"] = {"batches": len(calibration), "method": static_label(static_options)}
     for fw in names:
         peer = fw.split(":")[0]
-        st = peer_status(peer, supported=("onnxruntime", "openvino", "zenith-frozen") if cfg.dtype == "fp32"
-                         else ("zenith-frozen",))
-        if st and cfg.dtype != "fp32" and peer in ("onnxruntime", "openvino"):
-            st = skipped(f"{fw} runs fp32 only in this suite (asked for {cfg.dtype})")
+        st = unavailable(cfg, fw)
         if st:
             results[fw] = st
             continue
@@ -133,8 +152,9 @@ def model_workload(cfg, name, params, make_model, make_inputs, items, quantizabl
             fns[fw] = peers.onnxruntime_fn(model, inputs, cfg.threads, quantize=fw.partition(":")[2] or None,
                                            calibration=calibration)
             continue
-        if fw == "openvino":
-            fns[fw] = peers.openvino_fn(model, inputs, cfg.threads)
+        if peer == "openvino":
+            fns[fw] = peers.openvino_fn(model, inputs, cfg.threads, quantize=fw.partition(":")[2] or None,
+                                        calibration=calibration, transformer=transformer)
             continue
         if fw in variants:
             t0 = time.perf_counter()
@@ -197,7 +217,7 @@ def bert_base(cfg):
         cfg, "bert-base", {"batch": b, "seq": s, "dtype": "fp32", "weights": "random init, seed 0"},
         lambda: transformers.BertModel(transformers.BertConfig()),
         lambda: (torch.randint(0, 30000, (b, s)), torch.ones(b, s, dtype=torch.long)), b, quantizable=True,
-        calibration=token_batches(b, s, 0, 30000), static_options=ENCODER_STATIC)
+        calibration=token_batches(b, s, 0, 30000), static_options=ENCODER_STATIC, transformer=True)
 
 
 _MEMORY_PROBE = """
@@ -268,7 +288,8 @@ def minilm(cfg):
     ids = torch.randint(1000, 20000, (b, s))
     return model_workload(cfg, "minilm", {"batch": b, "seq": s, "dtype": "fp32", "weights": "all-MiniLM-L6-v2 (real)"},
                           lambda: model, lambda: (ids, torch.ones_like(ids)), b, quantizable=True,
-                          calibration=token_batches(b, s, 1000, 20000), static_options=ENCODER_STATIC)
+                          calibration=token_batches(b, s, 1000, 20000), static_options=ENCODER_STATIC,
+                          transformer=True)
 
 
 def resnet50(cfg):

@@ -27,6 +27,10 @@ SETTINGS = {
                                "activations, percentile calibration on Zenith's calibration batches) -> "
                                "CPUExecutionProvider, ORT_ENABLE_ALL, intra_op_num_threads={t}, inter_op 1, pool spinning on (its default)",
     "openvino": "openvino.convert_model -> CPU, LATENCY hint, INFERENCE_NUM_THREADS={t}, precision f32",
+    "openvino:int8-static": "openvino.convert_model -> nncf.quantize (post-training INT8 on Zenith's calibration "
+                            "batches, subset_size = all of them; model_type TRANSFORMER for the encoders, which "
+                            "brings SmoothQuant and the mixed preset; otherwise its defaults: performance preset, "
+                            "fast bias correction) -> CPU, LATENCY hint, INFERENCE_NUM_THREADS={t}, precision f32",
     "llamacpp": "llama-cpp-python on the GGUF file, n_threads={t}, greedy (top_k=1, temp 0)",
 }
 
@@ -148,15 +152,30 @@ def onnxruntime_fn(model, inputs, threads, quantize=None, calibration=None, perc
     return _built_on_first_call(build)
 
 
-def openvino_fn(model, inputs, threads):
+def openvino_fn(model, inputs, threads, quantize=None, calibration=None, transformer=False):
     """openvino.convert_model of the same eager model, compiled for CPU with the
-    latency hint, `threads` inference threads and f32 inference precision."""
+    latency hint, `threads` inference threads and f32 inference precision.
+    quantize="int8-static": the converted model through NNCF's post-training INT8
+    (nncf.quantize) first, calibrated on `calibration` (a list of input tuples: the
+    batches Zenith calibrates on), with model_type TRANSFORMER where `transformer` (as
+    NNCF asks for transformer models); OpenVINO then runs its int8 kernels on the
+    quantize / dequantize pairs NNCF inserted."""
+    if quantize not in (None, "int8-static"):
+        raise ValueError(f"openvino: no quantized variant {quantize!r} (int8-static, by NNCF)")
+    if quantize and not calibration:
+        raise ValueError("openvino int8-static needs calibration batches")
 
     def build():
         import openvino as ov
 
         with torch.no_grad():
             om = ov.convert_model(model, example_input=tuple(inputs))
+        if quantize:
+            import nncf
+
+            data = nncf.Dataset(calibration, lambda b: [x.detach().numpy() for x in b])
+            om = nncf.quantize(om, data, subset_size=len(calibration),
+                               model_type=nncf.ModelType.TRANSFORMER if transformer else None)
         cm = ov.compile_model(om, "CPU", {"INFERENCE_NUM_THREADS": threads, "INFERENCE_PRECISION_HINT": "f32",
                                           "PERFORMANCE_HINT": "LATENCY"})
         req = cm.create_infer_request()

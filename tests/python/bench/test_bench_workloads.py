@@ -265,6 +265,58 @@ def test_encoder_quant_contestants_include_onnxruntime_dynamic_int8():
     assert inference.contestants(cfg, quantizable=False) == list(cfg.frameworks)
 
 
+def test_openvino_int8_runs_beside_any_int8_scheme_given_calibration():
+    # OpenVINO's INT8 for these models is NNCF's post-training quantization: a user of
+    # OpenVINO compares Zenith's dynamic int8 against it too.
+    cal = [(torch.ones(1, 4),)]
+    for quant in (("fp32", "int8-dynamic"), ("int8",), ("int8-static",), ("int8-dynamic-w7",)):
+        cfg = Config(frameworks=("zenith", "openvino"), quant=quant)
+        assert inference.contestants(cfg, quantizable=True, calibration=cal)[-2:] == [
+            "openvino", "openvino:int8-static"], quant
+    cfg = Config(frameworks=("zenith", "openvino"), quant=("int8-dynamic",))
+    assert inference.contestants(cfg, quantizable=True)[-1] == "openvino"  # no calibration batches
+    cfg = Config(frameworks=("zenith", "openvino"), quant=("int4", "nf4"))
+    assert inference.contestants(cfg, quantizable=True, calibration=cal)[-1] == "openvino"
+
+
+def test_openvino_int8_without_nncf_is_skipped_with_the_reason(monkeypatch):
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda n, *a: None if n == "nncf" else (object() if n == "openvino" else real(n, *a)))
+    cfg = Config(frameworks=("openvino",), quant=("int8-dynamic",))
+    assert inference.unavailable(cfg, "openvino") is None
+    st = inference.unavailable(cfg, "openvino:int8-static")
+    assert st["status"] == "skipped" and "nncf" in st["reason"], st
+
+
+def test_openvino_int8_needs_calibration_and_a_known_variant():
+    from zenith.bench import peers
+
+    with pytest.raises(ValueError, match="calibration"):
+        peers.openvino_fn(torch.nn.Identity(), (torch.ones(2),), 1, quantize="int8-static")
+    with pytest.raises(ValueError, match="no quantized variant"):
+        peers.openvino_fn(torch.nn.Identity(), (torch.ones(2),), 1, quantize="int4")
+
+
+@pytest.mark.skipif(importlib.util.find_spec("nncf") is None or importlib.util.find_spec("openvino") is None,
+                    reason="openvino / nncf not installed (make .venv/.bench-deps)")
+def test_openvino_int8_peer_quantizes_and_stays_close_to_eager():
+    from zenith.bench import peers
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 16)).eval()
+    x = torch.randn(4, 64)
+    cal = [(torch.randn(4, 64),) for _ in range(8)]
+    fn = peers.openvino_fn(model, (x,), threads=1, quantize="int8-static", calibration=cal)
+    with torch.no_grad():
+        ref = model(x)
+    got = fn()
+    assert got.shape == ref.shape and torch.isfinite(got).all()
+    err = (got - ref).abs().max().item()
+    # int8: close to eager, but not equal to it (an fp32 run would be equal to ~1e-6)
+    assert 1e-5 < err < 0.05 * ref.abs().max().item(), err
+
+
 def test_scheme_with_options_is_its_own_contestant():
     # int8-dynamic-w7: int8-dynamic with linear_weight_bits=7, beside ONNX Runtime's dynamic int8
     from zenith.quant import QLinear
