@@ -157,7 +157,7 @@ void init_quant(nb::module_& m) {
   m.def(
       "qmatmul",
       [](const CpuArray& x, const CpuArray& w, const std::string& format, std::optional<CpuArray> bias,
-         std::optional<float> x_scale, bool row_scale) {
+         std::optional<float> x_scale, bool row_scale, std::optional<CpuArray> x_mul) {
         const QFormat f = format_of(format);
         if (x_scale && !(f == QFormat::int8 && *x_scale > 0.0f && std::isfinite(*x_scale)))
           throw nb::value_error("x_scale needs int8 weights and a positive finite value");
@@ -177,6 +177,14 @@ void init_quant(nb::module_& m) {
             throw nb::value_error(("bias must be [" + std::to_string(N) + "] (one value per row of w)").c_str());
           b = static_cast<const float*>(bias->data());
         }
+        const float* mul = nullptr;
+        if (x_mul) {
+          if (!x_scale) throw nb::value_error("x_mul needs static INT8 activations (x_scale)");
+          require(*x_mul, "x_mul", dtype_code::Float, 32, "float32");
+          if (x_mul->ndim() != 1 || int64_t(x_mul->shape(0)) != K)
+            throw nb::value_error(("x_mul must be [" + std::to_string(K) + "] (one value per channel of x)").c_str());
+          mul = static_cast<const float*>(x_mul->data());
+        }
         std::vector<int64_t> shape;
         int64_t M = 1;
         for (size_t d = 0; d + 1 < x.ndim(); ++d) {
@@ -189,15 +197,16 @@ void init_quant(nb::module_& m) {
           nb::gil_scoped_release nogil;
           qmatmul(qmatmul_plan(f, M, N, K, qisa_for(f, M, K), x_scale.value_or(0.0f), false, row_scale),
                   static_cast<const float*>(x.data()), static_cast<const uint8_t*>(w.data()), b,
-                  static_cast<float*>(out.get()));
+                  static_cast<float*>(out.get()), nullptr, Activation::kNone, mul);
         }
         return to_torch(out, out.get(), DType::f32, shape);
       },
       nb::arg("x"), nb::arg("w"), nb::arg("format"), nb::arg("bias") = nb::none(), nb::arg("x_scale") = nb::none(),
-      nb::arg("row_scale") = false,
+      nb::arg("row_scale") = false, nb::arg("x_mul") = nb::none(),
       "x @ dequant(w)^T (+ bias): x float32 [..., K], w uint8 [N, row_bytes], bias float32 [N] or None; a "
       "float32 tensor [..., N]. The kernel the runtime runs (threaded; x quantized per block on the fly, or on "
-      "x_scale for int8 weights: static INT8, or with row_scale on one scale per row: dynamic INT8 per token).");
+      "x_scale for int8 weights: static INT8, with x_mul float32 [K] multiplying each row of x per channel as it "
+      "is quantized; or with row_scale on one scale per row: dynamic INT8 per token).");
   m.def(
       "qconv2d",
       [](const CpuArray& x, const CpuArray& w, std::optional<CpuArray> bias, std::array<int64_t, 2> kernel,

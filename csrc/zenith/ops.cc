@@ -319,15 +319,23 @@ int64_t quant_weight_k(const Graph& g, const Node& n, const TensorType& w) {
 Types infer_qmatmul(const Graph& g, const Node& n) {
   const int64_t P = n.i("parts", 1);
   ZENITH_CHECK(P >= 1, "qmatmul: parts must be at least 1, got ", P);
-  ZENITH_CHECK(int64_t(n.inputs.size()) == 1 + P || int64_t(n.inputs.size()) == 1 + 2 * P, "qmatmul: takes (x, ",
-               P == 1 ? "w[, bias]" : "w_1..w_P[, bias_1..bias_P]", "), got ", n.inputs.size(), " inputs for ", P,
-               " part(s)");
+  const bool has_mul = n.has("x_mul") && n.i("x_mul");
+  const int64_t n_in = int64_t(n.inputs.size()) - (has_mul ? 1 : 0);
+  ZENITH_CHECK(n_in == 1 + P || n_in == 1 + 2 * P, "qmatmul: takes (x, ",
+               P == 1 ? "w[, bias]" : "w_1..w_P[, bias_1..bias_P]", has_mul ? ", x_mul" : "", "), got ",
+               n.inputs.size(), " inputs for ", P, " part(s)");
   const auto& x = in(g, n, 0);
   ZENITH_CHECK(x.dtype == DType::f32 && x.rank() >= 1, "qmatmul: x must be f32 [..., K], got ", dtype_name(x.dtype),
                " of rank ", x.rank());
   const QFormat f = QFormat(n.i("format"));
   ZENITH_CHECK(P == 1 || f == QFormat::int8, "qmatmul: parts need int8 weights, got ", qformat_info(f).name);
-  const bool has_bias = int64_t(n.inputs.size()) == 1 + 2 * P;
+  const bool has_bias = n_in == 1 + 2 * P;
+  if (has_mul) {
+    const auto& m = in(g, n, int(n_in));
+    ZENITH_CHECK(n.has("x_scale") && m.dtype == DType::f32 && m.rank() == 1 && dims_match(m.shape[0], x.shape.back()),
+                 "qmatmul: x_mul needs static INT8 activations (x_scale) and f32 [", x.shape.back().str(g.symbols),
+                 "], one value per channel of x");
+  }
   Types out;
   for (int64_t i = 0; i < P; ++i) {
     const auto& w = in(g, n, int(1 + i));

@@ -808,8 +808,9 @@ def _float32_operand(x, what):
 
 @register(torch.ops.zenith.qlinear.default)
 def _qlinear(L, node):
-    x, w, bias, fmt, x_scale, row_scale = args_of(node, ("x", None), ("w", None), ("bias", None), ("format", None),
-                                                  ("x_scale", None), ("row_scale", False))
+    x, w, bias, fmt, x_scale, row_scale, x_mul = args_of(node, ("x", None), ("w", None), ("bias", None),
+                                                         ("format", None), ("x_scale", None), ("row_scale", False),
+                                                         ("x_mul", None))
     _float32_operand(x, "qmatmul")
     ins = [L.val(x), L.val(w)]
     if bias is not None:
@@ -818,6 +819,10 @@ def _qlinear(L, node):
     attrs = {} if x_scale is None else {"x_scale": float(x_scale)}
     if row_scale:
         attrs["row_scale"] = True
+    if x_mul is not None:  # last (qmatmul's x_mul)
+        _float32_operand(x_mul, "qmatmul's x_mul")
+        ins.append(L.val(x_mul))
+        attrs["x_mul"] = True
     return L.emit("qmatmul", ins, format=qformat_code(fmt), **attrs)
 
 

@@ -1141,6 +1141,109 @@ TEST(QuantKernels, Int8GemmStaticScaleMatchesScalarReference) {
   }
 }
 
+// x_mul (static INT8's per-channel multiplier, SmoothQuant) gives what quantizing x * x_mul
+// computed beforehand gives, bit for bit: on every ISA, on the dot kernels (few rows, no
+// packed weight), the int8 GEMM (packed) and the GEMM over parts, with a NaN row, on 1
+// and 2 threads.
+TEST(QuantKernels, StaticXMulEqualsMultiplyingFirst) {
+  unsigned seed = 1500;
+  std::vector<QIsa> isas = simd_isas();
+  isas.push_back(QIsa::kScalar);
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    for (QIsa isa : isas)
+      for (int64_t K : {1, 33, 100, 384})
+        for (int64_t M : {1, 3, 8, 21, 37}) {
+          const int64_t N = 64;
+          auto w = random_weight(QFormat::int8, N, K, seed++);
+          auto x = randn(size_t(M * K), seed++);
+          auto mul = randn(size_t(K), seed++);
+          for (float& v : mul) v = 0.25f + std::fabs(v);  // SmoothQuant's: positive
+          if (M > 2) x[size_t(2 * K + K / 2)] = NAN;      // row 2
+          std::vector<float> xm(x.size());
+          for (int64_t m = 0; m < M; ++m)
+            for (int64_t k = 0; k < K; ++k) xm[size_t(m * K + k)] = x[size_t(m * K + k)] * mul[size_t(k)];
+          const QMatmulPlan plan = qmatmul_plan(QFormat::int8, M, N, K, isa, 0.03f);
+          const bool gemm = isa != QIsa::kScalar;
+          const PackedOperand packed = gemm ? qmatmul_pack_int8(w.data(), N, K, isa) : PackedOperand{};
+          for (bool use_packed : {false, true}) {
+            if (use_packed && !gemm) continue;
+            const PackedOperand* pk = use_packed ? &packed : nullptr;
+            std::vector<float> got(size_t(M * N)), want(size_t(M * N));
+            qmatmul(plan, x.data(), w.data(), nullptr, got.data(), pk, Activation::kNone, mul.data());
+            qmatmul(plan, xm.data(), w.data(), nullptr, want.data(), pk);
+            for (size_t i = 0; i < want.size(); ++i)
+              ASSERT_TRUE(got[i] == want[i] || (std::isnan(got[i]) && std::isnan(want[i])))
+                  << qisa_name(isa) << " threads " << threads << " K " << K << " M " << M << " packed "
+                  << use_packed << " at " << i << ": " << got[i] << " vs " << want[i];
+          }
+          if (!gemm) continue;
+          std::vector<float> a(size_t(M * 32)), b(size_t(M * 32)), wa(size_t(M * 32)), wb(size_t(M * 32));
+          qmatmul_parts(plan, x.data(), {{nullptr, a.data(), 32}, {nullptr, b.data(), 32}}, packed, Activation::kNone,
+                        mul.data());
+          qmatmul_parts(plan, xm.data(), {{nullptr, wa.data(), 32}, {nullptr, wb.data(), 32}}, packed);
+          for (size_t i = 0; i < a.size(); ++i) {
+            ASSERT_TRUE(a[i] == wa[i] || (std::isnan(a[i]) && std::isnan(wa[i]))) << qisa_name(isa) << " parts " << i;
+            ASSERT_TRUE(b[i] == wb[i] || (std::isnan(b[i]) && std::isnan(wb[i]))) << qisa_name(isa) << " parts " << i;
+          }
+        }
+  }
+  set_num_threads(1);
+  // only with static activations
+  const auto w = random_weight(QFormat::int8, 32, 16, 1);
+  std::vector<float> x(16), mul(16, 1.0f), y(32);
+  EXPECT_THROW(qmatmul(qmatmul_plan(QFormat::int8, 1, 32, 16, QIsa::kScalar), x.data(), w.data(), nullptr, y.data(),
+                       nullptr, Activation::kNone, mul.data()),
+               Error);
+}
+
+// The runtime reads qmatmul's x_mul as its last input (after the bias), and refuses one
+// without x_scale or of the wrong length when the graph is built.
+TEST(QuantOps, RuntimeQmatmulTakesXMulLast) {
+  set_num_threads(2);
+  const int64_t M = 24, K = 100, N = 40;
+  auto w = random_weight(QFormat::int8, N, K, 51);
+  auto x = randn(size_t(M * K), 52);
+  auto bias = randn(size_t(N), 53);
+  auto mul = randn(size_t(K), 54);
+  for (float& v : mul) v = 0.5f + std::fabs(v);
+  std::vector<float> xm(x.size());
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t k = 0; k < K; ++k) xm[size_t(m * K + k)] = x[size_t(m * K + k)] * mul[size_t(k)];
+  const std::string sig = "graph(%x: f32[24, 100], %w: u8[40, 104], %b: f32[40], %s: f32[100]) {\n";
+  Executable with(parse_graph(sig + "  %y: f32[24, 40] = qmatmul(%x, %w, %b, %s) {format=int8, x_scale=f[0.04], "
+                                    "x_mul=[1]}\n  return (%y)\n}"));
+  Executable without(parse_graph(sig + "  %y: f32[24, 40] = qmatmul(%x, %w, %b) {format=int8, x_scale=f[0.04]}\n"
+                                       "  return (%y)\n}"));
+  with.set_constant_inputs({1, 3});
+  without.set_constant_inputs({1});
+  auto got = with.run({{x.data(), DType::f32, {M, K}}, {w.data(), DType::u8, {N, 4 + K}},
+                       {bias.data(), DType::f32, {N}}, {mul.data(), DType::f32, {K}}}, {});
+  auto want = without.run({{xm.data(), DType::f32, {M, K}}, {w.data(), DType::u8, {N, 4 + K}},
+                           {bias.data(), DType::f32, {N}}, {mul.data(), DType::f32, {K}}}, {});
+  const float* a = static_cast<const float*>(got[0].data);
+  const float* b = static_cast<const float*>(want[0].data);
+  for (int64_t i = 0; i < M * N; ++i) ASSERT_EQ(a[i], b[i]) << i;
+  EXPECT_THROW(parse_graph(sig + "  %y: f32[24, 40] = qmatmul(%x, %w, %b, %s) {format=int8, x_mul=[1]}\n"
+                                 "  return (%y)\n}"),
+               Error);  // no x_scale
+  EXPECT_THROW(parse_graph("graph(%x: f32[24, 100], %w: u8[40, 104], %s: f32[99]) {\n  %y: f32[24, 40] = "
+                           "qmatmul(%x, %w, %s) {format=int8, x_scale=f[0.04], x_mul=[1]}\n  return (%y)\n}"),
+               Error);  // wrong length
+  set_num_threads(1);
+}
+
+// Siblings with x_mul stay apart: each multiplies x by its own values before quantizing.
+TEST(QuantOps, SiblingsWithXMulStayApart) {
+  Graph g = parse_graph(R"(graph(%x: f32[24, 100], %w: u8[32, 104], %v: u8[32, 104], %s: f32[100], %t: f32[100]) {
+  %a: f32[24, 32] = qmatmul(%x, %w, %s) {format=int8, x_scale=f[0.04], x_mul=[1]}
+  %b: f32[24, 32] = qmatmul(%x, %v, %t) {format=int8, x_scale=f[0.04], x_mul=[1]}
+  return (%a, %b)
+})");
+  EXPECT_EQ(fuse_qmatmul_siblings(g), 0);
+  EXPECT_EQ(g.nodes.size(), 2u);
+}
+
 // The runtime offers a constant int8 weight packed to qmatmul when 8 or more rows read it
 // (AVX2, AVX-VNNI, AVX-512 VNNI), and the packed run equals the unpacked kernels' within float order.
 TEST(QuantOps, RuntimePacksConstantInt8WeightsForManyRows) {

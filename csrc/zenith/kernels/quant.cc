@@ -231,7 +231,11 @@ namespace {
 // them), then 16-sums, then (rows of one scale read by the int8 GEMM) each row's sum of
 // codes, in one per-thread buffer kept between calls (released past 1 MiB).
 thread_local gemm_detail::AlignedBuf qmatmul_scratch;
-QActRows quantize_rows(const QMatmulPlan& p, const float* x, bool packed) {
+thread_local gemm_detail::AlignedBuf qmatmul_mul_row;  // one row of x * x_mul, on the thread quantizing it
+// x_mul: static INT8's per-channel multiplier (qmatmul), or null.
+QActRows quantize_rows(const QMatmulPlan& p, const float* x, bool packed, const float* x_mul) {
+  ZENITH_CHECK(!x_mul || (p.x_scale > 0.0f && p.act != ActKind::kF32),
+               "qmatmul: x_mul needs static INT8 activations (x_scale)");
   gemm_detail::AlignedBuf& scratch = qmatmul_scratch;
   int8_t* q = nullptr;
   float* d = nullptr;
@@ -253,8 +257,14 @@ QActRows quantize_rows(const QMatmulPlan& p, const float* x, bool packed) {
     const int64_t block = act_block(p.act);
     parallel_for(M, 16, [&](int64_t lo, int64_t hi) {
       for (int64_t m = lo; m < hi; ++m) {
-        const float scale = p.row_scale ? p.row_scale(x + m * K, K, p.act_max) : p.x_scale;
-        p.quantize(x + m * K, K, block, q + m * p.kpad, d + m * p.nscales, s16 + m * p.nsums, scale, p.act_max);
+        const float* xm = x + m * K;
+        if (x_mul) {  // in L1 for the quantizer's pass just after
+          float* t = qmatmul_mul_row.get(size_t(K));
+          for (int64_t k = 0; k < K; ++k) t[k] = xm[k] * x_mul[k];
+          xm = t;
+        }
+        const float scale = p.row_scale ? p.row_scale(xm, K, p.act_max) : p.x_scale;
+        p.quantize(xm, K, block, q + m * p.kpad, d + m * p.nscales, s16 + m * p.nsums, scale, p.act_max);
         if (p.zero_sums && !packed) p.zero_sums(q + m * p.kpad, p.kpad, p.zero, zs + m * nzs);  // the GEMM reads s16
         if (!uniform) continue;
         // The row's sum of codes (the VNNI tiles' zero-point share), made here on the
@@ -332,7 +342,7 @@ struct Epilogue {
 }  // namespace
 
 void qmatmul(const QMatmulPlan& p, const float* x, const uint8_t* w, const float* bias, float* y,
-             const PackedOperand* packed, Activation activation) {
+             const PackedOperand* packed, Activation activation, const float* x_mul) {
   const int64_t M = p.M, N = p.N, K = p.K;
   if (M == 0 || N == 0) return;
   const std::vector<QPart> out{{bias, y, N}};
@@ -345,7 +355,7 @@ void qmatmul(const QMatmulPlan& p, const float* x, const uint8_t* w, const float
     finish_rows(0, M, 0, N);
     return;
   }
-  const QActRows rows = quantize_rows(p, x, packed != nullptr);
+  const QActRows rows = quantize_rows(p, x, packed != nullptr, x_mul);
   gemm_detail::AlignedBuf& scratch = qmatmul_scratch;
   if (packed) {  // the int8 GEMM
     q8_gemm_packed(p, rows, *packed, y, finish, finish_rows);
@@ -385,7 +395,7 @@ void qmatmul(const QMatmulPlan& p, const float* x, const uint8_t* w, const float
 }
 
 void qmatmul_parts(const QMatmulPlan& p, const float* x, const std::vector<QPart>& parts, const PackedOperand& packed,
-                   Activation activation) {
+                   Activation activation, const float* x_mul) {
   const int64_t M = p.M, N = p.N;
   std::vector<QOutPart> out;
   int64_t col0 = 0;
@@ -408,7 +418,7 @@ void qmatmul_parts(const QMatmulPlan& p, const float* x, const std::vector<QPart
     finish_rows(0, M, 0, N);
     return;
   }
-  const QActRows rows = quantize_rows(p, x, true);
+  const QActRows rows = quantize_rows(p, x, true, x_mul);
   q8_gemm_packed(p, rows, packed, nullptr, finish, finish_rows, &out);
   qmatmul_scratch.trim(size_t(1) << 20);
 }
@@ -670,22 +680,24 @@ void run_qmatmul(const KernelCtx& c) {
   const auto& st = c.st<QMatmulState>();
   const auto& at = c.a<attrs::qmatmul>();
   const size_t P = st.rows.size();
-  const bool has_bias = c.in.size() == 1 + 2 * P;
+  const size_t n_in = c.in.size() - (at.x_mul ? 1 : 0);  // x_mul, when given, comes last
+  const bool has_bias = n_in == 1 + 2 * P;
   auto bias = [&](size_t i) { return has_bias ? c.in[1 + P + i].as<float>() : nullptr; };
+  const float* x_mul = at.x_mul ? c.in[n_in].as<float>() : nullptr;
   if (P == 1) {
     qmatmul(st.plan, c.in[0].as<float>(), c.in[1].as<uint8_t>(), bias(0), c.out[0].as<float>(), c.packed,
-            at.activation);
+            at.activation, x_mul);
     return;
   }
   if (c.packed) {  // one int8 GEMM over the parts
     std::vector<QPart> parts(P);
     for (size_t i = 0; i < P; ++i) parts[i] = QPart{bias(i), c.out[i].as<float>(), st.rows[i]};
-    qmatmul_parts(st.plan, c.in[0].as<float>(), parts, *c.packed, at.activation);
+    qmatmul_parts(st.plan, c.in[0].as<float>(), parts, *c.packed, at.activation, x_mul);
     return;
   }
   for (size_t i = 0; i < P; ++i)
     qmatmul(st.part_plans[i], c.in[0].as<float>(), c.in[1 + i].as<uint8_t>(), bias(i), c.out[i].as<float>(), nullptr,
-            at.activation);
+            at.activation, x_mul);
 }
 
 void run_qembedding(const KernelCtx& c) {

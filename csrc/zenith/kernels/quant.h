@@ -118,9 +118,13 @@ inline QMatmulPlan qmatmul_plan(QFormat f, int64_t M, int64_t N, int64_t K) {
 // packed: w as qmatmul_pack_int8 made it for the plan's ISA (the int8 GEMM runs), or null.
 struct PackedOperand;
 // act: applied to each output after the bias (fuse_epilogue's activation), while the
-// tile is in cache.
+// tile is in cache. x_mul (static INT8 only, p.x_scale > 0): K floats each row of x is
+// multiplied by, value by value, before it is quantized (SmoothQuant's per-channel
+// divisor), in the quantizer's pass over the row rather than a pass of its own; the
+// codes are those of quantizing x * x_mul computed in float32.
 void qmatmul(const QMatmulPlan& p, const float* x, const uint8_t* w, const float* bias, float* y,
-             const PackedOperand* packed = nullptr, Activation act = Activation::kNone);
+             const PackedOperand* packed = nullptr, Activation act = Activation::kNone,
+             const float* x_mul = nullptr);
 // Several weights sharing x, each a multiple of 32 rows (Q, K and V): the int8 GEMM over
 // their rows concatenated (packed, as one qmatmul_pack_int8 weight, for the plan's N, the
 // parts' rows summed), x quantized once, each part's columns (with its bias, if given)
@@ -131,7 +135,7 @@ struct QPart {
   int64_t rows = 0;
 };
 void qmatmul_parts(const QMatmulPlan& p, const float* x, const std::vector<QPart>& parts, const PackedOperand& packed,
-                   Activation act = Activation::kNone);
+                   Activation act = Activation::kNone, const float* x_mul = nullptr);
 // Whether qmatmul with this plan reads a weight packed by qmatmul_pack_int8: int8 weights,
 // AVX2, AVX-VNNI or AVX-512 VNNI, and enough rows of x (kQ8GemmRows) for the GEMM tiles to pay for
 // the packed copy (N x K bytes more while it is kept). Decode (one row) reads w as it is.

@@ -10,7 +10,7 @@
 // columns), the same row bytes, every weight and bias a graph input (defined before the
 // fused node, which sits where the first sibling was; and only inputs the runtime holds
 // constant are packed, which the shared GEMM needs), all with a bias or none, one format,
-// activation and activation scaling (x_scale, row_scale).
+// activation and activation scaling (x_scale, row_scale), and no x_mul.
 #include <map>
 #include <tuple>
 #include <vector>
@@ -23,6 +23,7 @@ namespace zenith {
 namespace {
 bool fusable(const Graph& g, const Node& n) {
   if (n.op != Op::qmatmul || n.i("parts", 1) != 1 || QFormat(n.i("format")) != QFormat::int8) return false;
+  if (n.i("x_mul", 0)) return false;  // each its own multiplier (SmoothQuant's), so its own codes of x
   const TensorType& w = g.type(n.inputs[1]);
   if (w.rank() != 2 || !w.shape[0].is_const() || w.shape[0].value() <= 0 || w.shape[0].value() % 32 != 0) return false;
   for (size_t k = 1; k < n.inputs.size(); ++k)  // weights and biases: graph inputs

@@ -45,6 +45,16 @@ def _check_ids(ids):
         raise TypeError(f"zenith.qembedding: ids must be int64 or int32, got {ids.dtype}")
 
 
+def _check_x_mul(x_mul, x_scale, k):
+    if x_mul is None:
+        return
+    if x_scale is None:
+        raise ValueError("zenith.qlinear: x_mul (a per-channel multiplier of x) needs static INT8 activations (x_scale)")
+    if x_mul.dtype != torch.float32 or tuple(x_mul.shape) != (k,):
+        raise ValueError(f"zenith.qlinear: x_mul must be float32 [{k}], one value per channel of x; got "
+                         f"{x_mul.dtype} of shape {tuple(x_mul.shape)}")
+
+
 def _check_linear_scale(x_scale, format, row_scale=False):
     if row_scale:
         if format != "int8" or x_scale is not None:
@@ -59,32 +69,38 @@ def _check_linear_scale(x_scale, format, row_scale=False):
 
 @torch.library.custom_op("zenith::qlinear", mutates_args=())
 def qlinear(x: Tensor, w: Tensor, bias: Optional[Tensor], format: str, x_scale: Optional[float] = None,
-            row_scale: bool = False) -> Tensor:
+            row_scale: bool = False, x_mul: Optional[Tensor] = None) -> Tensor:
     """x [..., K] (float) @ dequant(w [N, row_bytes] uint8)^T (+ bias [N]) -> [..., N], in
     x's dtype (computed in float32). x is quantized per block of 32 on the fly, or, given
     x_scale (int8 weights), on that one scale (static INT8), or with row_scale (int8
     weights) each row on max|x| / 127 of its own (dynamic INT8 per token) where the CPU's
-    int8 GEMM gains by it (AVX-512 VNNI; _C.qmatmul_row_scales())."""
+    int8 GEMM gains by it (AVX-512 VNNI; _C.qmatmul_row_scales()). x_mul (with x_scale):
+    float32 [K] that x is multiplied by per channel, in float32, as it is quantized
+    (SmoothQuant's divisor, QLinear's x_smooth), in the kernel's pass over x."""
     k = check_weight(w, format, x.shape[-1])
     _check_linear_scale(x_scale, format, row_scale)
+    _check_x_mul(x_mul, x_scale, k)
     lead = x.shape[:-1]
     x2 = x.reshape(-1, k).to(torch.float32).contiguous()
     b = None if bias is None else bias.to(torch.float32).contiguous()
     sync_threads()
-    y = _C.qmatmul(x2, w.contiguous(), format, b, x_scale, row_scale)
+    y = _C.qmatmul(x2, w.contiguous(), format, b, x_scale, row_scale, None if x_mul is None else x_mul.contiguous())
     return y.reshape(*lead, w.shape[0]).to(x.dtype)
 
 
 @qlinear.register_fake
-def _(x, w, bias, format, x_scale=None, row_scale=False):
-    check_weight(w, format, x.shape[-1])
+def _(x, w, bias, format, x_scale=None, row_scale=False, x_mul=None):
+    k = check_weight(w, format, x.shape[-1])
     _check_linear_scale(x_scale, format, row_scale)
+    _check_x_mul(x_mul, x_scale, k)
     return x.new_empty((*x.shape[:-1], w.shape[0]))
 
 
 def _qlinear_setup(ctx, inputs, output):
     _x, w, bias, format = inputs[:4]
-    ctx.save_for_backward(w)
+    x_mul = inputs[6] if len(inputs) > 6 else None
+    ctx.has_mul = x_mul is not None
+    ctx.save_for_backward(w, *([x_mul] if ctx.has_mul else []))
     ctx.format = format
     ctx.bias_dtype = None if bias is None else bias.dtype
 
@@ -92,11 +108,14 @@ def _qlinear_setup(ctx, inputs, output):
 def _qlinear_backward(ctx, grad):
     # The weight is frozen (uint8, no gradient); x and bias get theirs, so a quantized
     # model can sit inside a graph that trains other parameters (adapters, norms).
-    (w,) = ctx.saved_tensors
+    w, *x_mul = ctx.saved_tensors
     need_x, _, need_bias = ctx.needs_input_grad[:3]
-    gx = (grad.float() @ dequantize(w, ctx.format)).to(grad.dtype) if need_x else None
+    gx = None
+    if need_x:  # the quantization passes the gradient through; x_mul scales it per channel
+        gx = grad.float() @ dequantize(w, ctx.format)
+        gx = (gx * x_mul[0] if ctx.has_mul else gx).to(grad.dtype)
     gb = grad.float().reshape(-1, grad.shape[-1]).sum(0).to(ctx.bias_dtype) if need_bias else None
-    return gx, None, gb, None, None, None
+    return gx, None, gb, None, None, None, None
 
 
 qlinear.register_autograd(_qlinear_backward, setup_context=_qlinear_setup)

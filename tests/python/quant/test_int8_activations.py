@@ -639,6 +639,36 @@ def test_qlinear_smooth_matches_reference():
         QLinear(q.weight, "int8", None, 0.05, torch.zeros(48))
 
 
+def test_qlinear_x_mul_is_multiplying_first_in_one_pass():
+    # SmoothQuant's per-channel multiplier goes into the op: eager and compiled equal the
+    # op on x * x_smooth bit for bit, and the compiled graph holds no mul of its own.
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(48, 24)
+    q = QLinear.from_float(lin, "int8", x_scale=0.05, smooth=torch.rand(48) * 4 + 0.25)
+    x = _outlier_inputs(1)[0]
+    x[1, 5] = float("nan")
+    with torch.no_grad():
+        first = torch.ops.zenith.qlinear(x * q.x_smooth, q.weight, q.bias, "int8", 0.05)
+        eager = q(x)
+        compiled = torch.compile(q, backend="zenith")(x)
+    torch.testing.assert_close(eager, first, rtol=0, atol=0, equal_nan=True)
+    torch.testing.assert_close(compiled, first, rtol=0, atol=0, equal_nan=True)
+    ops = zenith.explain(q, x).zenith_ops
+    assert set(ops) == {"qmatmul"}, ops
+    w, k = q.weight, 48
+    with pytest.raises(ValueError, match="x_mul .* needs static INT8"):
+        torch.ops.zenith.qlinear(x, w, None, "int8", None, False, torch.ones(k))
+    with pytest.raises(ValueError, match="x_mul must be float32 \\[48\\]"):
+        torch.ops.zenith.qlinear(x, w, None, "int8", 0.05, False, torch.ones(k - 1))
+    with pytest.raises(ValueError, match="x_mul must be float32"):
+        torch.ops.zenith.qlinear(x, w, None, "int8", 0.05, False, torch.ones(k, dtype=torch.float64))
+    # the gradient passes the quantization through, scaled by x_mul per channel
+    xg = torch.randn(3, k, requires_grad=True)
+    torch.ops.zenith.qlinear(xg, w, None, "int8", 0.05, False, q.x_smooth).sum().backward()
+    want = (torch.ones(3, 24) @ dequantize(w, "int8")) * q.x_smooth
+    torch.testing.assert_close(xg.grad, want, rtol=1e-6, atol=1e-6)
+
+
 @pytest.mark.parametrize("method", ["minmax", "percentile"])
 def test_smooth_cuts_the_error_of_outlier_channels(method):
     torch.manual_seed(0)
