@@ -119,8 +119,8 @@ inline QMatmulPlan qmatmul_plan(QFormat f, int64_t M, int64_t N, int64_t K) {
 struct PackedOperand;
 // act: applied to each output after the bias (fuse_epilogue's activation), while the
 // tile is in cache. x_mul (static INT8 only, p.x_scale > 0): K floats each row of x is
-// multiplied by, value by value, before it is quantized (SmoothQuant's per-channel
-// divisor), in the quantizer's pass over the row rather than a pass of its own; the
+// multiplied by, value by value, before it is quantized (1 / SmoothQuant's per-channel
+// divisor s), in the quantizer's pass over the row rather than a pass of its own; the
 // codes are those of quantizing x * x_mul computed in float32.
 void qmatmul(const QMatmulPlan& p, const float* x, const uint8_t* w, const float* bias, float* y,
              const PackedOperand* packed = nullptr, Activation act = Activation::kNone,

@@ -140,8 +140,12 @@ def model_workload(cfg, name, params, make_model, make_inputs, items, quantizabl
             from zenith.quant.quantize import default_conv_weight_bits
 
             params["int8_conv_weight_bits"] = default_conv_weight_bits()
-        if calibration is not None:
-            params["calibration"] = {"batches": len(calibration), "method": static_label(static_options)}
+    calibrated = [n for n in names if n.endswith(":int8-static")]
+    if calibrated and calibration is not None:  # the batches every calibrated contestant (Zenith's or a peer's) took
+        params = dict(params, quant=list(cfg.quant))
+        params["calibration"] = {"batches": len(calibration), "contestants": calibrated}
+        if "zenith:int8-static" in calibrated:
+            params["calibration"]["method"] = static_label(static_options)
     for fw in names:
         peer = fw.split(":")[0]
         st = unavailable(cfg, fw)

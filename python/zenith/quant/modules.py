@@ -108,11 +108,18 @@ class QLinear(nn.Module):
 
     def forward(self, x):
         dtype = x.dtype
+        # The op computes in float32 (and converts back); x in float32 here is what the
+        # compiled graph's qmatmul takes, so a bf16 / fp16 model's layers run natively too.
+        if dtype != torch.float32:
+            x = x.float()
         # x_smooth goes into the op, which multiplies each row by it in float32 as it
         # quantizes the row: no pass of its own over x (BERT-base has 73 such multiplies a
-        # call; as muls of their own, 1.05x the time in a quiet minute, more on a busy host)
-        y = torch.ops.zenith.qlinear(x, self.weight, self.bias, self.format, self.x_scale, self.row_scale,
-                                     self.x_smooth)
+        # call; as muls of their own, 1.05x the time in a quiet minute, more on a busy host).
+        # float32 even after model.to(bfloat16), which casts buffers.
+        mul = self.x_smooth
+        if mul is not None and mul.dtype != torch.float32:
+            mul = mul.float()
+        y = torch.ops.zenith.qlinear(x, self.weight, self.bias, self.format, self.x_scale, self.row_scale, mul)
         return y if y.dtype == dtype else y.to(dtype)
 
     @property

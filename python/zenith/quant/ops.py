@@ -76,7 +76,7 @@ def qlinear(x: Tensor, w: Tensor, bias: Optional[Tensor], format: str, x_scale: 
     weights) each row on max|x| / 127 of its own (dynamic INT8 per token) where the CPU's
     int8 GEMM gains by it (AVX-512 VNNI; _C.qmatmul_row_scales()). x_mul (with x_scale):
     float32 [K] that x is multiplied by per channel, in float32, as it is quantized
-    (SmoothQuant's divisor, QLinear's x_smooth), in the kernel's pass over x."""
+    (1 / SmoothQuant's divisor s: QLinear's x_smooth), in the kernel's pass over x."""
     k = check_weight(w, format, x.shape[-1])
     _check_linear_scale(x_scale, format, row_scale)
     _check_x_mul(x_mul, x_scale, k)

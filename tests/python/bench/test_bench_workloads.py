@@ -289,6 +289,19 @@ def test_openvino_int8_without_nncf_is_skipped_with_the_reason(monkeypatch):
     assert st["status"] == "skipped" and "nncf" in st["reason"], st
 
 
+def test_calibration_is_recorded_for_a_peer_calibrated_alone(monkeypatch):
+    # --frameworks openvino --quant int8-static: NNCF calibrates on batches the JSON names
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda n, *a: None if n in ("openvino", "nncf") else real(n, *a))
+    cfg = Config(frameworks=("eager", "openvino"), quant=("int8-static",), iterations=1, warmup=0, threads=1,
+                 settle=False)
+    w = inference.model_workload(cfg, "tiny", {}, lambda: torch.nn.Sequential(torch.nn.Linear(8, 4)),
+                                 lambda: (torch.randn(2, 8),), 2, quantizable=True,
+                                 calibration=[(torch.randn(2, 8),) for _ in range(3)])
+    assert w["params"]["calibration"] == {"batches": 3, "contestants": ["openvino:int8-static"]}
+    assert w["results"]["openvino:int8-static"]["status"] == "skipped"
+
+
 def test_openvino_int8_needs_calibration_and_a_known_variant():
     from zenith.bench import peers
 

@@ -641,7 +641,9 @@ def test_qlinear_smooth_matches_reference():
 
 def test_qlinear_x_mul_is_multiplying_first_in_one_pass():
     # SmoothQuant's per-channel multiplier goes into the op: eager and compiled equal the
-    # op on x * x_smooth bit for bit, and the compiled graph holds no mul of its own.
+    # op on x * x_smooth bit for bit (6 rows: both run the dot kernels; from 8 rows the
+    # compiled call's packed GEMM sums in another order), and the compiled graph holds no
+    # mul of its own.
     torch.manual_seed(0)
     lin = torch.nn.Linear(48, 24)
     q = QLinear.from_float(lin, "int8", x_scale=0.05, smooth=torch.rand(48) * 4 + 0.25)
@@ -662,6 +664,22 @@ def test_qlinear_x_mul_is_multiplying_first_in_one_pass():
         torch.ops.zenith.qlinear(x, w, None, "int8", 0.05, False, torch.ones(k - 1))
     with pytest.raises(ValueError, match="x_mul must be float32"):
         torch.ops.zenith.qlinear(x, w, None, "int8", 0.05, False, torch.ones(k, dtype=torch.float64))
+    # 24 rows: the packed int8 GEMM compiled, against eager within float order
+    x24 = torch.randn(24, 48) * 3
+    with torch.no_grad():
+        torch.testing.assert_close(torch.compile(q, backend="zenith")(x24),
+                                   torch.ops.zenith.qlinear(x24 * q.x_smooth, q.weight, q.bias, "int8", 0.05),
+                                   rtol=1e-5, atol=1e-5)
+    # a model cast to bf16 casts x_smooth too: still float32 for the op, and native compiled
+    qb = copy.deepcopy(q).to(torch.bfloat16)
+    assert qb.x_smooth.dtype == torch.bfloat16
+    xb = x.to(torch.bfloat16)
+    with torch.no_grad():  # its values as the cast left them, multiplied in float32
+        want = torch.ops.zenith.qlinear(xb.float() * qb.x_smooth.float(), qb.weight, qb.bias, "int8", 0.05)
+        torch.testing.assert_close(qb(xb), want.to(torch.bfloat16), rtol=0, atol=0, equal_nan=True)
+    qb.bias = None  # (a bf16 bias is not one qmatmul takes; without one the layer is native)
+    r = zenith.explain(qb, xb)
+    assert "qmatmul" in r.zenith_ops and set(r.zenith_ops) <= {"qmatmul", "cast"} and not r.fallback_ops, r
     # the gradient passes the quantization through, scaled by x_mul per channel
     xg = torch.randn(3, k, requires_grad=True)
     torch.ops.zenith.qlinear(xg, w, None, "int8", 0.05, False, q.x_smooth).sum().backward()
