@@ -1141,6 +1141,21 @@ TEST(QuantKernels, Int8GemmStaticScaleMatchesScalarReference) {
   }
 }
 
+namespace {
+// SmoothQuant's kind of x_mul: K positive values; and x [M, K] times it per channel, in float32.
+std::vector<float> positive_mul(int64_t K, unsigned seed, float floor) {
+  auto mul = randn(size_t(K), seed);
+  for (float& v : mul) v = floor + std::fabs(v);
+  return mul;
+}
+std::vector<float> times_per_channel(const std::vector<float>& x, const std::vector<float>& mul, int64_t M, int64_t K) {
+  std::vector<float> xm(x.size());
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t k = 0; k < K; ++k) xm[size_t(m * K + k)] = x[size_t(m * K + k)] * mul[size_t(k)];
+  return xm;
+}
+}  // namespace
+
 // x_mul (static INT8's per-channel multiplier, SmoothQuant) gives what quantizing x * x_mul
 // computed beforehand gives, bit for bit: on every ISA, on the dot kernels (few rows, no
 // packed weight), the int8 GEMM (packed) and the GEMM over parts, with a NaN row, on 1
@@ -1157,12 +1172,9 @@ TEST(QuantKernels, StaticXMulEqualsMultiplyingFirst) {
           const int64_t N = 64;
           auto w = random_weight(QFormat::int8, N, K, seed++);
           auto x = randn(size_t(M * K), seed++);
-          auto mul = randn(size_t(K), seed++);
-          for (float& v : mul) v = 0.25f + std::fabs(v);  // SmoothQuant's: positive
-          if (M > 2) x[size_t(2 * K + K / 2)] = NAN;      // row 2
-          std::vector<float> xm(x.size());
-          for (int64_t m = 0; m < M; ++m)
-            for (int64_t k = 0; k < K; ++k) xm[size_t(m * K + k)] = x[size_t(m * K + k)] * mul[size_t(k)];
+          const auto mul = positive_mul(K, seed++, 0.25f);
+          if (M > 2) x[size_t(2 * K + K / 2)] = NAN;  // row 2
+          const auto xm = times_per_channel(x, mul, M, K);
           const QMatmulPlan plan = qmatmul_plan(QFormat::int8, M, N, K, isa, 0.03f);
           const bool gemm = isa != QIsa::kScalar;
           const PackedOperand packed = gemm ? qmatmul_pack_int8(w.data(), N, K, isa) : PackedOperand{};
@@ -1205,11 +1217,8 @@ TEST(QuantOps, RuntimeQmatmulTakesXMulLast) {
   auto w = random_weight(QFormat::int8, N, K, 51);
   auto x = randn(size_t(M * K), 52);
   auto bias = randn(size_t(N), 53);
-  auto mul = randn(size_t(K), 54);
-  for (float& v : mul) v = 0.5f + std::fabs(v);
-  std::vector<float> xm(x.size());
-  for (int64_t m = 0; m < M; ++m)
-    for (int64_t k = 0; k < K; ++k) xm[size_t(m * K + k)] = x[size_t(m * K + k)] * mul[size_t(k)];
+  auto mul = positive_mul(K, 54, 0.5f);
+  auto xm = times_per_channel(x, mul, M, K);
   const std::string sig = "graph(%x: f32[24, 100], %w: u8[40, 104], %b: f32[40], %s: f32[100]) {\n";
   Executable with(parse_graph(sig + "  %y: f32[24, 40] = qmatmul(%x, %w, %b, %s) {format=int8, x_scale=f[0.04], "
                                     "x_mul=[1]}\n  return (%y)\n}"));
