@@ -691,6 +691,12 @@ void conv2d_int8(const Conv2dInt8Geom& g, QIsa isa, const float* x, const Packed
   const float nan = std::numeric_limits<float>::quiet_NaN();
   const float y_inv = io.y ? 1.0f / io.y_scale : 0.0f;
   const bool codes_only = L && io.y && !y && !residual;
+  // Codes alone under ReLU or no activation, on rows the uniform tiles sum over all of K,
+  // where the plan has tiles that write codes (AVX-512 VNNI): each tile's floats go
+  // through the epilogue straight to codes (quant::QCodesOut), with no L2 buffer of floats
+  // in between and no second pass over it (store_blocked).
+  const bool fused_codes =
+      codes_only && row_totals && plan0.codes_tiles && (ep.act == Activation::kNone || ep.act == Activation::kRelu);
   BlockedEpilogue be;  // the blocked write-out's epilogue
   if (L) {
     nchwc_detail::channel_scale_shift(ep.row_scale, ep.row_shift, OC, y_image / cols, be.scale, be.shift);
@@ -802,6 +808,19 @@ void conv2d_int8(const Conv2dInt8Geom& g, QIsa isa, const float* x, const Packed
     // codes8: the image quantizer's codes (never the AVX2 narrow tiles' 7-bit ones)
     const QMatmulPlan plan = qmatmul_plan(QFormat::int8, cn, OC, K, isa, 0.0f, true);
     if (isa != QIsa::kScalar) {
+      if (fused_codes) {  // the tiles write the codes
+        quant::QCodesOut o;
+        o.scale = be.scale.data();
+        o.shift = be.shift.data();
+        o.res = io.res ? io.res + c0 * OC : nullptr;
+        o.r_scale = io.res_scale;
+        o.y = io.y + c0 * OC;
+        o.ld = OC;
+        o.inv = y_inv;
+        o.relu = ep.act == Activation::kRelu;
+        q8_gemm_packed(plan, rows, w, nullptr, {}, {}, nullptr, &o);
+        return;
+      }
       // Codes alone go out row chunk by row chunk, all the columns at once (store_blocked's
       // pixel-by-pixel write-out); floats block of columns by block.
       if (codes_only) q8_gemm_packed(plan, rows, w, acc, {}, store);

@@ -108,6 +108,7 @@ QMatmulPlan qmatmul_plan(QFormat f, int64_t M, int64_t N, int64_t K, QIsa isa, f
     p.tile_rows = kMaxDotRows;
     p.uniform_tiles = q8_gemm_tiles_uniform_avx512();
     p.uniform_rows = kMaxUniformRowsAvx512;
+    p.codes_tiles = q8_gemm_codes_tiles_avx512();
   } else if (f == QFormat::int8 && isa == QIsa::kAvx2) {
     p.tiles = q8_gemm_tiles_avx2();
     p.tile_rows = kMaxDotRows;
@@ -489,12 +490,13 @@ void lanes_gemm(const QMatmulPlan& p, const QActRows& a, const uint8_t* w, float
 }
 
 void q8_gemm_packed(const QMatmulPlan& p, const QActRows& a, const PackedOperand& packed, float* y,
-                    const QBlockFn& block, const QBlockFn& rows, const std::vector<QOutPart>* parts) {
+                    const QBlockFn& block, const QBlockFn& rows, const std::vector<QOutPart>* parts,
+                    const QCodesOut* codes) {
   const int64_t M = p.M, N = p.N;
   ZENITH_CHECK(packed.side == PackedOperand::kQ8 && packed.isa == uint8_t(p.isa) && p.tiles && packed.rows == N &&
                    packed.cols == p.K && p.act == ActKind::kQ8x32,
                "qmatmul: the packed weight is not this int8 weight's, for this ISA");
-  const uint8_t* codes = reinterpret_cast<const uint8_t*>(packed.data.get());
+  const uint8_t* wcodes = reinterpret_cast<const uint8_t*>(packed.data.get());
   const int64_t nb = q8_col_blocks(N);
   // The per-call tables live in the calling thread's buffers, kept between calls; the
   // tasks below reach them through these references, not as their own threads' buffers.
@@ -531,6 +533,8 @@ void q8_gemm_packed(const QMatmulPlan& p, const QActRows& a, const PackedOperand
                              : narrow  ? (w7 && p.narrow_w7_tiles ? p.narrow_w7_tiles : p.narrow_tiles)
                                        : p.tiles;
   const int tile_rows = uniform ? p.uniform_rows : narrow ? kMaxNarrowRows : p.tile_rows;
+  ZENITH_CHECK(!codes || (uniform && p.codes_tiles), "qmatmul: codes out need rows of one scale and tiles that "
+               "write codes");
   // The zero point's share, made once per row here rather than in every block of
   // columns: for rows with a scale per block, in float (QActRow::zshare, taken off at the
   // store); for uniform rows, the codes' integer sum (QActRow::total, the sums' start),
@@ -568,8 +572,18 @@ void q8_gemm_packed(const QMatmulPlan& p, const QActRows& a, const PackedOperand
         const int nvalid = int(std::min<int64_t>(32, N - 32 * j));
         for (int64_t m = m0; m < m1;) {
           const int r = int(std::min<int64_t>(tile_rows, m1 - m));
+          if (codes) {  // the tile's corner of the codes
+            QCodesOut o = *codes;
+            o.scale += 32 * j;
+            o.shift += 32 * j;
+            if (o.res) o.res += m * o.ld + 32 * j;
+            o.y += m * o.ld + 32 * j;
+            p.codes_tiles[r - 1](wcodes + j * p.kpad * 32, scale + 32 * j, p.kpad, t.data() + (m - m0), o, nvalid);
+            m += r;
+            continue;
+          }
           const auto [yj, ld] = parts ? out[size_t(j)] : std::pair<float*, int64_t>{y + 32 * j, N};
-          tiles[r - 1](codes + j * p.kpad * 32, scale + 32 * j, p.kpad, t.data() + (m - m0), yj + m * ld, ld, nvalid);
+          tiles[r - 1](wcodes + j * p.kpad * 32, scale + 32 * j, p.kpad, t.data() + (m - m0), yj + m * ld, ld, nvalid);
           m += r;
         }
         if (block) block(m0, m1, 32 * j, 32 * j + nvalid);

@@ -65,6 +65,8 @@ struct QMatmulPlan {
   int tile_rows = 0;
   const quant::QGemmTileFn* uniform_tiles = nullptr;  // rows of one scale (QActRows::uniform), 1..uniform_rows
   int uniform_rows = 0;  // kMaxUniformRows, or kMaxUniformRowsAvx512 on AVX-512
+  // AVX-512: the uniform tiles writing an int8 conv's codes (quant::QCodesOut), 1..uniform_rows
+  const quant::QGemmCodesTileFn* codes_tiles = nullptr;
   const quant::QGemmTileFn* narrow_tiles = nullptr;   // for activation codes within +-narrow_max, 1..2 rows
   int narrow_max = 0;  // 63 on AVX2 (maddubs' pair sums), 127 on AVX-VNNI
   // AVX2: the narrow tiles against a weight of 7-bit codes (PackedOperand::q8_max <= 63)
@@ -179,9 +181,12 @@ struct QOutPart {
   int64_t col0 = 0, cols = 0;
 };
 // parts: the product written part by part (y unused); the callbacks still see the
-// product's columns.
+// product's columns. codes (uniform rows, a plan with codes_tiles): the product's codes
+// written by those tiles (quant::QCodesOut, its pointers at row 0 and column 0; y and
+// parts unused).
 void q8_gemm_packed(const QMatmulPlan& p, const QActRows& a, const PackedOperand& packed, float* y,
-                    const QBlockFn& block, const QBlockFn& rows = {}, const std::vector<QOutPart>* parts = nullptr);
+                    const QBlockFn& block, const QBlockFn& rows = {}, const std::vector<QOutPart>* parts = nullptr,
+                    const quant::QCodesOut* codes = nullptr);
 // The 4-bit lanes GEMM over rows already quantized (kQ8x32): y[m * N + n] from the weight
 // w as it is stored (QMatmulPlan::lanes), each group of lane_cols weight rows unpacked
 // once per sweep over up to ~512 KiB of rows of x; `block` and `rows` as for q8_gemm_packed.

@@ -353,6 +353,32 @@ constexpr int kMaxUniformRowsAvx512 = 12;
 const QGemmTileFn* q8_gemm_tiles_uniform_avx512();
 const QGemmTileFn* q8_gemm_tiles_uniform_avx2();
 const QGemmTileFn* q8_gemm_tiles_uniform_avxvnni();
+// An int8 conv's output as codes alone (conv2d_int8.cc: the next int8 conv's input),
+// for row r and column c of a tile, with f the float the uniform tile makes there:
+//   v = f x scale[c] + shift[c]          (one FMA)
+//       + res[r * ld + c] x r_scale      (res given; NaN for the mark -128)
+//   v = ReLU(v)                          (relu: v < 0 gives +0, NaN and -0 stay)
+//   y[r * ld + c] = the code of v on 1 / scale = inv (round half to even, clamped to
+//                   +-127; -128 for a NaN or an infinity),
+// the arithmetic of conv2d_int8's write-out from floats (store_blocked, codes_by_value)
+// in the same order, so the same codes. Pointers at the tile's first row and column.
+struct QCodesOut {
+  const float* scale = nullptr;
+  const float* shift = nullptr;
+  const int8_t* res = nullptr;
+  float r_scale = 0.0f;
+  int8_t* y = nullptr;
+  int64_t ld = 0;
+  float inv = 0.0f;
+  bool relu = false;
+};
+// The uniform tiles writing codes (QCodesOut) instead of floats, columns < nvalid, for
+// 1..kMaxUniformRowsAvx512 rows: AVX-512 VNNI only (quant_avx512.cc). (On AVX2 the same
+// epilogue in the tiles measured no faster than conv2d_int8's second pass: 1.01-1.03x
+// ResNet-50 int8-static's time, Zen 4 held to AVX2.)
+using QGemmCodesTileFn = void (*)(const uint8_t* wblock, const float* wscale, int64_t kpad, const QActRow* a,
+                                  const QCodesOut& out, int nvalid);
+const QGemmCodesTileFn* q8_gemm_codes_tiles_avx512();
 // The 4-bit GEMM with rows of x in the lanes, for the nibble formats whose value is
 // d x (q - 8) (q4_0, int4_g64, int4_g128) and 8 or more rows of x. The dot kernels above
 // decode each weight block once per tile of up to 4 rows and spend a convert and an FMA
