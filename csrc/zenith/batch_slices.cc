@@ -22,6 +22,7 @@ bool per_image_node(const Node& n, std::vector<bool>* batched) {
       return true;
     case Op::max_pool2d:
     case Op::max_pool2d_nchwc:
+    case Op::max_pool2d_codes:
     case Op::avg_pool2d:
     case Op::to_nchwc:
     case Op::from_nchwc:

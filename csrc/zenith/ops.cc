@@ -705,6 +705,18 @@ Types infer_max_pool2d_nchwc(const Graph& g, const Node& n) {
   return {t};
 }
 
+// max_pool2d_codes: int8 codes u8 [N, H, W, C] -> [N, OH, OW, C], OH and OW as max_pool2d's.
+Types infer_max_pool2d_codes(const Graph& g, const Node& n) {
+  const auto& x = in(g, n, 0);
+  ZENITH_CHECK(x.rank() == 4 && x.dtype == DType::u8 && x.shape[3].is_const(),
+               "max_pool2d_codes: needs int8 codes u8 [N, H, W, C]");
+  TensorType nchw = x;  // max_pool2d's rule on [N, C, H, W]
+  nchw.dtype = DType::f32;
+  nchw.shape = {x.shape[0], x.shape[3], x.shape[1], x.shape[2]};
+  const TensorType p = infer_pool_of(g, n, nchw)[0];
+  return {TensorType{DType::u8, {x.shape[0], p.shape[2], p.shape[3], x.shape[3]}}};
+}
+
 Types infer_adaptive_pool(const Graph& g, const Node& n) {
   TensorType t = in(g, n, 0);
   auto os = n.ints("output_size");
@@ -1037,6 +1049,7 @@ Types infer_arange(const Graph&, const Node& n) {
 #define INFER_qembedding infer_qembedding
 #define INFER_max_pool2d infer_pool
 #define INFER_max_pool2d_nchwc infer_max_pool2d_nchwc
+#define INFER_max_pool2d_codes infer_max_pool2d_codes
 #define INFER_avg_pool2d infer_pool
 #define INFER_adaptive_avg_pool2d infer_adaptive_pool
 #define INFER_reshape infer_reshape
@@ -1068,15 +1081,17 @@ Types infer_checking_u8(const Graph& g, const Node& n) {
   auto weight = [&](size_t i) {
     return (n.op == Op::conv2d || n.op == Op::conv2d_nchwc) && (i == 1 || (i == 2 && !n.i("has_bias", 0)));
   };
-  // an int8 conv2d_nchwc's codes in and out (infer_conv2d_nchwc checks them)
-  const bool codes = n.op == Op::conv2d_nchwc && n.inputs.size() > 1 && in(g, n, 1).dtype == DType::u8;
+  // an int8 conv2d_nchwc's codes in and out (infer_conv2d_nchwc checks them), and
+  // max_pool2d_codes' (its inference takes codes only)
+  const bool codes = (n.op == Op::conv2d_nchwc && n.inputs.size() > 1 && in(g, n, 1).dtype == DType::u8) ||
+                     n.op == Op::max_pool2d_codes;
   const size_t last = n.inputs.size() - 1;
   for (size_t i = 0; i < n.inputs.size(); ++i)
     u8 = u8 || (in(g, n, i).dtype == DType::u8 && !weight(i) &&
                 !(codes && (i == 0 || (i == last && n.i("has_residual", 0)))));
   for (const auto& t : out) u8 = u8 || (t.dtype == DType::u8 && !codes);
-  ZENITH_CHECK(!u8, op_info(n.op).name, ": u8 is quantized weight storage; only qmatmul, qembedding, a conv's weight and data "
-               "movement take it");
+  ZENITH_CHECK(!u8, op_info(n.op).name, ": u8 is quantized weight storage; only qmatmul, qembedding, a conv's weight, "
+               "int8 codes between int8 convs and data movement take it");
   return out;
 }
 

@@ -1369,6 +1369,67 @@ TEST(Kernels, MaxPool2dNchwcMatchesReferences) {
   set_num_threads(2);
 }
 
+// max_pool2d over int8 codes (chain_int8's, after a ReLU): against its scalar reference,
+// and against max_pool2d on the values the codes stand for (code x scale, NaN for the mark
+// -128), quantized back: channel counts below, at and past a 32-code vector and with a
+// tail, codes 0..127 with marks, kernels 1..3, strides 1 and 2, padding, dilation 2,
+// ceil mode, 1 and 2 threads.
+TEST(Kernels, MaxPool2dCodesMatchesReferenceAndTheFloatPool) {
+  unsigned seed = 17;
+  const float scale = 0.07f;
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    for (int64_t C : {3, 32, 37, 64, 70})
+      for (auto [H, W] : {std::pair<int64_t, int64_t>{1, 1}, {7, 9}, {12, 5}, {16, 13}})
+        for (int64_t k = 1; k <= 3; ++k)
+          for (int64_t s : {1, 2})
+            for (int64_t d : {1, 2})
+              for (bool ceil : {false, true}) {
+                const int64_t N = 2, pd = k / 2;
+                const int64_t OH = max_pool_out(H, k, pd, s, d, ceil), OW = max_pool_out(W, k, pd, s, d, ceil);
+                if (OH <= 0 || OW <= 0 || H + 2 * pd < d * (k - 1) + 1 || W + 2 * pd < d * (k - 1) + 1) continue;
+                std::vector<int8_t> x(size_t(N * H * W * C));
+                std::mt19937 rng(seed++);
+                for (int8_t& v : x) v = int8_t(rng() % 128);
+                for (int j = 0; j < 3; ++j) x[rng() % x.size()] = -128;  // marks
+                Node n = max_pool_node(Op::max_pool2d_codes, k, k, s, pd, pd, d);
+                n.set_int("ceil_mode", ceil);
+                std::vector<int8_t> got(size_t(N * OH * OW * C), 7), want(got.size(), -7);
+                std::vector<TensorRef> in = {{x.data(), DType::u8, {N, H, W, C}}};
+                std::vector<TensorRef> out = {{got.data(), DType::u8, {N, OH, OW, C}}};
+                run_node(n, in, out);
+                out[0].data = want.data();
+                ref_max_pool2d_codes(prepare_node(n, in, out).ctx(n, in, out));
+                // the float pool on the values, NCHW
+                std::vector<float> xf(size_t(N * C * H * W)), pooled(size_t(N * C * OH * OW));
+                for (int64_t b = 0; b < N; ++b)
+                  for (int64_t p = 0; p < H * W; ++p)
+                    for (int64_t c = 0; c < C; ++c) {
+                      const int8_t q = x[size_t((b * H * W + p) * C + c)];
+                      xf[size_t((b * C + c) * H * W + p)] = q == -128 ? NAN : float(q) * scale;
+                    }
+                Node q = n;
+                q.op = Op::max_pool2d;
+                std::vector<TensorRef> qin = {{xf.data(), DType::f32, {N, C, H, W}}};
+                std::vector<TensorRef> qout = {{pooled.data(), DType::f32, {N, C, OH, OW}}};
+                ref_max_pool2d(prepare_node(q, qin, qout).ctx(q, qin, qout));
+                const std::string what = "C" + std::to_string(C) + " " + std::to_string(H) + "x" + std::to_string(W) +
+                                         " k" + std::to_string(k) + " s" + std::to_string(s) + " d" +
+                                         std::to_string(d) + " ceil " + std::to_string(ceil);
+                for (int64_t b = 0; b < N; ++b)
+                  for (int64_t p = 0; p < OH * OW; ++p)
+                    for (int64_t c = 0; c < C; ++c) {
+                      const size_t i = size_t((b * OH * OW + p) * C + c);
+                      ASSERT_EQ(int(got[i]), int(want[i])) << what << " at " << i;
+                      const float v = pooled[size_t((b * C + c) * OH * OW + p)];
+                      const int code = std::isfinite(v) ? int(std::nearbyint(v / scale)) : -128;
+                      ASSERT_EQ(int(got[i]), code) << what << ": the float pool's code, at " << i;
+                    }
+              }
+  }
+  set_num_threads(2);
+}
+
 TEST(Kernels, MaxPool2dMatchesReference) {
   // Row maxima first, then windows along them, against each window's taps in turn: odd
   // sizes (rows of 75 and 112: the vectorized 3-wide stride-2 windows and their tail), kernels 1..4 by 1..3, strides 1..3, padding, dilation 2, ceil mode (a last

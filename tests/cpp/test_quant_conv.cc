@@ -709,6 +709,73 @@ TEST(QuantConv, ChainPassPassesCodesBetweenInt8Convs) {
   set_num_threads(1);
 }
 
+// chain_int8 passes codes through a blocked max pool between int8 convs (a stem under
+// ReLU, its pool, two convs reading the pool on one scale, one with a residual): the stem
+// writes codes, the pool becomes max_pool2d_codes, the convs read codes; with residuals
+// float (ZENITH_INT8_CHAIN=exact) the graph gives the same values bit for bit, a NaN in
+// the image included. A stem with no ReLU (whose -inf a float pool would pass over),
+// readers on two scales, or a pool whose output the graph returns keep the pool float.
+TEST(QuantConv, ChainPassPoolsCodes) {
+  set_num_threads(2);
+  const std::string text = R"(graph(%x: f32[2, 3, 13, 13], %w0: u8[20, 31], %b0: f32[20], %w1: u8[24, 24], %b: f32[24], %w2: u8[24, 24]) {
+  %a: f32[2, 20, 13, 13] = conv2d(%x, %w0, %b0) {stride=[1, 1], padding=[1, 1], dilation=[1, 1], has_bias=[1], kernel=[3, 3], x_scale=f[0.05], activation=[1]}
+  %p: f32[2, 20, 7, 7] = max_pool2d(%a) {kernel=[3, 3], stride=[2, 2], padding=[1, 1], dilation=[1, 1]}
+  %c: f32[2, 24, 7, 7] = conv2d(%p, %w1, %b) {stride=[1, 1], padding=[0, 0], dilation=[1, 1], has_bias=[1], kernel=[1, 1], x_scale=f[0.04], activation=[1]}
+  %d: f32[2, 24, 7, 7] = conv2d(%p, %w2, %b, %c) {stride=[1, 1], padding=[0, 0], dilation=[1, 1], has_bias=[1], kernel=[1, 1], x_scale=f[0.04], has_residual=[1], activation=[1]}
+  return (%d)
+})";
+  auto prepared = [](const std::string& t) {
+    Graph g = parse_graph(t);
+    layout_nchwc(g);
+    dead_code_elimination(g);
+    return g;
+  };
+  auto pools = [](const Graph& g, Op op) {
+    return std::count_if(g.nodes.begin(), g.nodes.end(), [&](const Node& n) { return n.op == op; });
+  };
+  Graph blocked = prepared(text), chained = blocked;
+  ASSERT_EQ(pools(blocked, Op::max_pool2d_nchwc), 1) << print_graph(blocked);
+  setenv("ZENITH_INT8_CHAIN", "exact", 1);
+  EXPECT_EQ(chain_int8(chained), 1);
+  unsetenv("ZENITH_INT8_CHAIN");
+  verify(chained);
+  EXPECT_EQ(pools(chained, Op::max_pool2d_codes), 1) << print_graph(chained);
+  for (const Node& n : chained.nodes)
+    if (n.op == Op::conv2d_nchwc && n.inputs[0] != 0) EXPECT_EQ(chained.type(n.inputs[0]).dtype, DType::u8);
+  verify(parse_graph(print_graph(chained)));
+  auto x = randn(2 * 3 * 169, 80), b0 = randn(20, 81), b = randn(24, 82);
+  x[100] = std::numeric_limits<float>::quiet_NaN();
+  auto w0 = random_filters(20, 27, 83), w1 = random_filters(24, 20, 84), w2 = random_filters(24, 20, 85);
+  const std::vector<InTensor> in = {{x.data(), DType::f32, {2, 3, 13, 13}}, {w0.data(), DType::u8, {20, 31}},
+                                    {b0.data(), DType::f32, {20}},           {w1.data(), DType::u8, {24, 24}},
+                                    {b.data(), DType::f32, {24}},            {w2.data(), DType::u8, {24, 24}}};
+  Executable want_exe(std::move(blocked)), got_exe(std::move(chained));
+  for (Executable* e : {&want_exe, &got_exe}) e->set_constant_inputs({1, 3, 5});
+  auto want = want_exe.run(in, {}), got = got_exe.run(in, {});
+  const float* pw = static_cast<const float*>(want[0].data);
+  const float* pg = static_cast<const float*>(got[0].data);
+  int nans = 0;
+  for (int64_t i = 0; i < 2 * 24 * 49; ++i) {
+    nans += std::isnan(pw[i]);
+    ASSERT_TRUE(pg[i] == pw[i] || (std::isnan(pg[i]) && std::isnan(pw[i]))) << i << ": " << pg[i] << " vs " << pw[i];
+  }
+  EXPECT_GT(nans, 0);  // the NaN went through the pool
+  auto replaced = [&](std::string t, const std::string& from, const std::string& to) {
+    t.replace(t.find(from), from.size(), to);
+    return t;
+  };
+  const std::string no_relu = replaced(text, "x_scale=f[0.05], activation=[1]", "x_scale=f[0.05]");
+  const std::string two_scales = replaced(text, "x_scale=f[0.04], has_residual", "x_scale=f[0.03], has_residual");
+  const std::string pool_out = replaced(text, "return (%d)", "return (%d, %p)");
+  for (const std::string& t : {no_relu, two_scales, pool_out}) {
+    Graph g = prepared(t);
+    chain_int8(g);
+    verify(g);
+    EXPECT_EQ(pools(g, Op::max_pool2d_codes), 0) << print_graph(g);
+  }
+  set_num_threads(1);
+}
+
 // chain_int8 leaves float32 what int8 convs read on different scales, and a value a conv
 // reads twice (as its input and its residual).
 TEST(QuantConv, ChainPassSkipsMixedScalesAndDoubleReads) {

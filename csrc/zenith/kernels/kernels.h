@@ -359,6 +359,8 @@ void ref_sdpa(const KernelCtx& c);
 void ref_max_pool2d(const KernelCtx& c);
 // Scalar reference of run_max_pool2d_nchwc (movement.cc): each value's window in turn.
 void ref_max_pool2d_nchwc(const KernelCtx& c);
+// Scalar reference of run_max_pool2d_codes (movement.cc): each code's window in turn.
+void ref_max_pool2d_codes(const KernelCtx& c);
 
 // Inference batch-norm of one channel as y = x * scale + shift: one definition for
 // batch_norm and for the epilogue conv2d runs when a norm is fused into it.

@@ -548,6 +548,95 @@ void run_max_pool2d_nchwc(const KernelCtx& c) {
   });
 }
 
+// ---- max_pool2d over int8 codes [N, H, W, C] (chain_int8, between int8 convs) ----
+// Each window's largest code, or -128 where a tap holds -128 (the mark of a NaN or an
+// infinity; a window with no tap in the image gives -128 too, -inf's code). chain_int8
+// pools codes only after a ReLU, whose results quantize monotonically (codes 0..127 or
+// the mark) and hold no -inf: the max code is then the code of the float pool's max, and
+// a NaN or +inf in a window, which the float pool keeps, is the mark either way.
+namespace {
+struct CodesPool {
+  int64_t N, H, W, C, OH, OW;
+};
+CodesPool codes_pool(const KernelCtx& c) {
+  const TensorRef &x = c.in[0], &o = c.out[0];
+  return {x.shape[0], x.shape[1], x.shape[2], x.shape[3], o.shape[1], o.shape[2]};
+}
+}  // namespace
+
+void ref_max_pool2d_codes(const KernelCtx& c) {
+  const CodesPool b = codes_pool(c);
+  const MaxPoolParams q = max_pool_params<attrs::max_pool2d_codes>(c);
+  const int8_t* x = c.in[0].as<int8_t>();
+  int8_t* o = c.out[0].as<int8_t>();
+  for (int64_t n = 0; n < b.N; ++n)
+    for (int64_t oh = 0; oh < b.OH; ++oh)
+      for (int64_t ow = 0; ow < b.OW; ++ow)
+        for (int64_t ch = 0; ch < b.C; ++ch) {
+          int m = -128;
+          bool mark = false;
+          for (int64_t kh = 0; kh < q.k[0]; ++kh)
+            for (int64_t kw = 0; kw < q.k[1]; ++kw) {
+              const int64_t ih = oh * q.st[0] - q.pd[0] + kh * q.dl[0], iw = ow * q.st[1] - q.pd[1] + kw * q.dl[1];
+              if (ih < 0 || ih >= b.H || iw < 0 || iw >= b.W) continue;
+              const int v = x[((n * b.H + ih) * b.W + iw) * b.C + ch];
+              mark = mark || v == -128;
+              m = std::max(m, v);
+            }
+          o[((n * b.OH + oh) * b.OW + ow) * b.C + ch] = int8_t(mark ? -128 : m);
+        }
+}
+
+// Output rows split across threads; each output pixel's channels 32 at a time (AVX2:
+// vpmaxsb, the marks or-ed from vpcmpeqb, one blend), the last C % 32 one by one.
+void run_max_pool2d_codes(const KernelCtx& c) {
+  const CodesPool b = codes_pool(c);
+  const MaxPoolParams q = max_pool_params<attrs::max_pool2d_codes>(c);
+  const int8_t* x = c.in[0].as<int8_t>();
+  int8_t* o = c.out[0].as<int8_t>();
+  parallel_for(b.N * b.OH, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t r = lo; r < hi; ++r) {
+      const int64_t n = r / b.OH, oh = r % b.OH;
+      int64_t kh0, kh1;
+      pool_taps<0>(q, oh, b.H, &kh0, &kh1);
+      for (int64_t ow = 0; ow < b.OW; ++ow) {
+        int64_t kw0, kw1;
+        pool_taps<1>(q, ow, b.W, &kw0, &kw1);
+        int8_t* out = o + ((n * b.OH + oh) * b.OW + ow) * b.C;
+        auto tap = [&](int64_t kh, int64_t kw) {
+          return x + ((n * b.H + oh * q.st[0] - q.pd[0] + kh * q.dl[0]) * b.W + ow * q.st[1] - q.pd[1] +
+                      kw * q.dl[1]) * b.C;
+        };
+        int64_t ch = 0;
+#if defined(__AVX2__)
+        const __m256i low = _mm256_set1_epi8(-128);
+        for (; ch + 32 <= b.C; ch += 32) {
+          __m256i m = low, mark = _mm256_setzero_si256();
+          for (int64_t kh = kh0; kh < kh1; ++kh)
+            for (int64_t kw = kw0; kw < kw1; ++kw) {
+              const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tap(kh, kw) + ch));
+              mark = _mm256_or_si256(mark, _mm256_cmpeq_epi8(v, low));
+              m = _mm256_max_epi8(m, v);
+            }
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + ch), _mm256_blendv_epi8(m, low, mark));
+        }
+#endif
+        for (; ch < b.C; ++ch) {
+          int m = -128;
+          bool mark = false;
+          for (int64_t kh = kh0; kh < kh1; ++kh)
+            for (int64_t kw = kw0; kw < kw1; ++kw) {
+              const int v = tap(kh, kw)[ch];
+              mark = mark || v == -128;
+              m = std::max(m, v);
+            }
+          out[ch] = int8_t(mark ? -128 : m);
+        }
+      }
+    }
+  });
+}
+
 void run_avg_pool2d(const KernelCtx& c) {
   const TensorRef& x = c.in[0];
   PoolGeom g = geom(x, c.out[0]);

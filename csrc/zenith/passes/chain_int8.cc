@@ -12,6 +12,13 @@
 // clip, and an infinity read as NaN: codes have one mark for both). In ResNet's
 // bottlenecks every tensor between the stem and the pooling then passes as codes, each
 // block's output (the next block's input and residual) included.
+// A blocked max pooling between them (ResNet's stem, its pool, the first block's convs)
+// passes codes too: where an int8 conv under ReLU or ReLU6 is read only by such pools, and
+// their outputs only by int8 convs as their input on one scale, the conv writes codes on
+// that scale, the pools become max_pool2d_codes (the max code of each window: after a
+// ReLU quantizing is monotone, so the same codes as pooling the floats) and their readers
+// take the codes. ResNet-50's stem then writes 1 byte a value where it wrote 4, and its
+// pool reads and writes codes.
 // ZENITH_INT8_CHAIN=0 turns it off, =exact keeps residuals float (results then unchanged
 // bit for bit); read when a graph is compiled. Runs after layout_nchwc.
 #include <algorithm>
@@ -20,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "zenith/attrs.h"
 #include "zenith/passes/passes.h"
 
 namespace zenith {
@@ -99,6 +107,51 @@ int chain_int8(Graph& g) {
       else
         q.set_float("r_scale", scale);
       touched[size_t(r)] = 1;
+    }
+    ++changed;
+  }
+  // Pools between int8 convs: a producer p under ReLU (or ReLU6: no -inf, so a window's
+  // max code is its max value's code) whose output only blocked max pools read, each
+  // pool's output only int8 convs as their input, on one scale.
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    Node& p = g.nodes[i];
+    if (!int8_blocked_conv(g, p) || p.has("y_scale") || touched[i]) continue;
+    const int64_t act = p.i("activation", 0);
+    if (act != int64_t(Activation::kRelu) && act != int64_t(Activation::kRelu6)) continue;
+    const int v = p.outputs[0];
+    const TensorType t = g.type(v);
+    if (readers[size_t(v)].empty() || graph_output[size_t(v)] || t.dtype != DType::f32 || t.rank() != 5) continue;
+    const int64_t OC = out_channels(g, p);
+    std::vector<int> pools, coders;
+    double scale = 0;
+    bool ok = true;
+    for (auto [r, slot] : readers[size_t(v)]) {
+      const Node& pool = g.nodes[size_t(r)];
+      ok = ok && pool.op == Op::max_pool2d_nchwc && !touched[size_t(r)] && !graph_output[size_t(pool.outputs[0])] &&
+           !readers[size_t(pool.outputs[0])].empty();
+      if (!ok) break;
+      pools.push_back(r);
+      for (auto [c, cslot] : readers[size_t(pool.outputs[0])]) {
+        const Node& q = g.nodes[size_t(c)];
+        ok = ok && int8_blocked_conv(g, q) && cslot == 0 && q.has("x_scale") &&
+             !q.i("block", 0) && in_channels(g, q) == OC &&
+             std::count(q.inputs.begin(), q.inputs.end(), pool.outputs[0]) == 1 &&
+             (scale == 0 || q.f("x_scale") == scale);
+        if (!ok) break;
+        scale = q.f("x_scale");
+        coders.push_back(c);
+      }
+    }
+    if (!ok || scale == 0) continue;
+    p.set_float("y_scale", scale);
+    touched[i] = 1;
+    for (int r : pools) {
+      g.nodes[size_t(r)].op = Op::max_pool2d_codes;
+      touched[size_t(r)] = 1;
+    }
+    for (int c : coders) {
+      g.nodes[size_t(c)].set_int("block", t.shape[4].value());
+      touched[size_t(c)] = 1;
     }
     ++changed;
   }

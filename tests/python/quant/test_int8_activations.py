@@ -406,9 +406,10 @@ def test_quantize_keeps_convs_where_int8_is_slower():
 
 def test_large_stem_quantized_with_vnni_runs_blocked():
     # a ResNet stem (3 -> 64, 7x7 / 2: 9408 products a pixel) is quantized on AVX-512 VNNI
-    # and kept fp32 elsewhere; quantized, it reads the NCHW image and writes the blocked
-    # layout the max pool and the convs after it read (conv2d_nchwc with `block`: the
-    # compiled graph converts nothing to the blocked layout), against eager within int8's
+    # and kept fp32 elsewhere; quantized, it reads the NCHW image and writes what the max
+    # pool and the convs after it read (conv2d_nchwc with `block`: the compiled graph
+    # converts nothing to the blocked layout; int8, its ReLU'd output passes as codes,
+    # pooled by max_pool2d_codes), against eager within int8's
     # error, a NaN in the image reaching only the outputs it should (there, where every
     # conv is int8)
     torch.manual_seed(0)
@@ -428,7 +429,8 @@ def test_large_stem_quantized_with_vnni_runs_blocked():
     assert cos > 0.99, cos
     ops = zenith.explain(q, x).zenith_ops
     assert ops.get("conv2d_nchwc") == 3 and "conv2d" not in ops and "to_nchwc" not in ops, ops
-    assert "max_pool2d_nchwc" in ops, ops
+    # (with the stem in int8, its ReLU'd output passes as codes through the pool: chain_int8)
+    assert ("max_pool2d_codes" if vnni else "max_pool2d_nchwc") in ops, ops
     if not vnni:  # (the float32 3x3 conv then runs by Winograd, whose tiles spread a NaN past its windows)
         return
     x[1, 2, 10, 10] = float("nan")  # image 1: a NaN, read by a few stem windows
