@@ -1069,7 +1069,8 @@ Types infer_arange(const Graph&, const Node& n) {
 #define INFER_arange infer_arange
 
 // u8 is quantized weight storage: the quantized ops read it (and conv2d and conv2d_nchwc
-// as their weight: int8 filters; an int8 conv2d_nchwc also its codes in and out) and data movement (kDtypeGeneric: copies, indexing, cast, sources) moves
+// as their weight: int8 filters; an int8 conv2d_nchwc also its codes in and out, and
+// max_pool2d_codes its codes) and data movement (kDtypeGeneric: copies, indexing, cast, sources) moves
 // it; every other op and operand refuses it here, once for the whole table, so no
 // arithmetic kernel ever sees one.
 template <InferFn F, uint32_t kTraits>

@@ -1392,6 +1392,8 @@ TEST(Kernels, MaxPool2dCodesMatchesReferenceAndTheFloatPool) {
                 std::mt19937 rng(seed++);
                 for (int8_t& v : x) v = int8_t(rng() % 128);
                 for (int j = 0; j < 3; ++j) x[rng() % x.size()] = -128;  // marks
+                x[size_t(C - 1)] = -128;  // pixel 0's last channel (a vector lane from 32 on), beside larger codes
+                for (int64_t c = 0; c < C - 1; ++c) x[size_t(c)] = 127;
                 Node n = max_pool_node(Op::max_pool2d_codes, k, k, s, pd, pd, d);
                 n.set_int("ceil_mode", ceil);
                 std::vector<int8_t> got(size_t(N * OH * OW * C), 7), want(got.size(), -7);
@@ -1425,6 +1427,7 @@ TEST(Kernels, MaxPool2dCodesMatchesReferenceAndTheFloatPool) {
                       const int code = std::isfinite(v) ? int(std::nearbyint(v / scale)) : -128;
                       ASSERT_EQ(int(got[i]), code) << what << ": the float pool's code, at " << i;
                     }
+                if (pd == 0) ASSERT_EQ(int(got[size_t(C - 1)]), -128) << what << ": the mark at pixel 0";
               }
   }
   set_num_threads(2);

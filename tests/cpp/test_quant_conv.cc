@@ -773,6 +773,73 @@ TEST(QuantConv, ChainPassPoolsCodes) {
     verify(g);
     EXPECT_EQ(pools(g, Op::max_pool2d_codes), 0) << print_graph(g);
   }
+  // Taken too, bit for bit with residuals float: a stem under ReLU6, and a producer that
+  // reads codes itself (a conv after the stem, then the pool: VGG's conv -> conv -> pool)
+  const std::string relu6 = replaced(text, "x_scale=f[0.05], activation=[1]", "x_scale=f[0.05], activation=[6]");
+  const std::string deep = replaced(
+      replaced(replaced(text, "%w2: u8[24, 24])", "%w2: u8[24, 24], %w4: u8[20, 184])"),
+               "  %p: f32[2, 20, 7, 7] = max_pool2d(%a)",
+               "  %a2: f32[2, 20, 13, 13] = conv2d(%a, %w4, %b0) {stride=[1, 1], padding=[1, 1], dilation=[1, 1], "
+               "has_bias=[1], kernel=[3, 3], x_scale=f[0.06], activation=[1]}\n  %p: f32[2, 20, 7, 7] = max_pool2d(%a2)"),
+      "x_scale=f[0.05], activation=[1]", "x_scale=f[0.05], activation=[1]");
+  auto w4 = random_filters(20, 180, 86);
+  std::vector<InTensor> in_deep = in;
+  in_deep.push_back({w4.data(), DType::u8, {20, 184}});
+  for (const auto& [t, ins, changes] : {std::tuple{relu6, in, 1}, std::tuple{deep, in_deep, 2}}) {
+    Graph g0 = prepared(t), g = g0;
+    setenv("ZENITH_INT8_CHAIN", "exact", 1);
+    EXPECT_EQ(chain_int8(g), changes) << print_graph(g);
+    unsetenv("ZENITH_INT8_CHAIN");
+    verify(g);
+    EXPECT_EQ(pools(g, Op::max_pool2d_codes), 1) << print_graph(g);
+    Executable e0(std::move(g0)), e1(std::move(g));
+    auto a = e0.run(ins, {}), c = e1.run(ins, {});
+    const float* pa = static_cast<const float*>(a[0].data);
+    const float* pc = static_cast<const float*>(c[0].data);
+    for (int64_t i = 0; i < 2 * 24 * 49; ++i)
+      ASSERT_TRUE(pc[i] == pa[i] || (std::isnan(pc[i]) && std::isnan(pa[i]))) << i << ": " << pc[i] << " vs " << pa[i];
+  }
+  // The pool's output read as a residual as well (ResNet-18's first block): by default that
+  // reader takes the codes too (r_scale), the residual then rounded to the scale, 0.04
+  const std::string res_pool = R"(graph(%x: f32[2, 3, 13, 13], %w0: u8[20, 31], %b0: f32[20], %w1: u8[24, 24], %b: f32[24], %w2: u8[20, 28]) {
+  %a: f32[2, 20, 13, 13] = conv2d(%x, %w0, %b0) {stride=[1, 1], padding=[1, 1], dilation=[1, 1], has_bias=[1], kernel=[3, 3], x_scale=f[0.05], activation=[1]}
+  %p: f32[2, 20, 7, 7] = max_pool2d(%a) {kernel=[3, 3], stride=[2, 2], padding=[1, 1], dilation=[1, 1]}
+  %c: f32[2, 24, 7, 7] = conv2d(%p, %w1, %b) {stride=[1, 1], padding=[0, 0], dilation=[1, 1], has_bias=[1], kernel=[1, 1], x_scale=f[0.04], activation=[1]}
+  %e: f32[2, 20, 7, 7] = conv2d(%c, %w2, %b0, %p) {stride=[1, 1], padding=[0, 0], dilation=[1, 1], has_bias=[1], kernel=[1, 1], x_scale=f[0.3], has_residual=[1], activation=[1]}
+  return (%e)
+})";
+  {
+    Graph g0 = prepared(res_pool), g = g0;
+    EXPECT_EQ(chain_int8(g), 2) << print_graph(g);  // the pool's codes, and %c's into %e
+    verify(g);
+    EXPECT_EQ(pools(g, Op::max_pool2d_codes), 1) << print_graph(g);
+    int r_codes = 0;
+    for (const Node& n : g.nodes) r_codes += n.has("r_scale");
+    EXPECT_EQ(r_codes, 1) << print_graph(g);
+    auto w5 = random_filters(20, 24, 87);
+    std::vector<InTensor> ins = {in[0], in[1], in[2], in[3], in[4], {w5.data(), DType::u8, {20, 28}}};
+    Executable e0(std::move(g0)), e1(std::move(g));
+    for (Executable* e : {&e0, &e1}) e->set_constant_inputs({1, 3, 5});
+    // the pooled floats themselves, from the same graph returning them (which keeps the pool float)
+    Executable e_p(prepared(replaced(res_pool, "return (%e)", "return (%e, %p)")));
+    e_p.set_constant_inputs({1, 3, 5});
+    auto a = e0.run(ins, {}), c = e1.run(ins, {}), with_p = e_p.run(ins, {});
+    const float* pa = static_cast<const float*>(a[0].data);
+    const float* pc = static_cast<const float*>(c[0].data);
+    const float* pp = static_cast<const float*>(with_p[1].data);
+    double moved = 0;
+    for (int64_t i = 0; i < 2 * 20 * 49; ++i) {
+      if (std::isnan(pa[i]) || std::isnan(pc[i])) {
+        ASSERT_TRUE(std::isnan(pa[i]) && std::isnan(pc[i])) << i;
+        continue;
+      }
+      // relu(conv + q(p)) is at most |q(p) - p| from relu(conv + p); q rounds (and clips) p to codes on 0.04
+      const float q = std::min(127.0f, std::max(-127.0f, std::nearbyint(pp[i] * (1.0f / 0.04f)))) * 0.04f;
+      ASSERT_LE(std::fabs(pc[i] - pa[i]), std::fabs(q - pp[i]) + 1e-4f * (1 + std::fabs(pa[i]))) << i;
+      moved += std::fabs(pc[i] - pa[i]);
+    }
+    EXPECT_GT(moved, 0.0);  // the residual's codes were read
+  }
   set_num_threads(1);
 }
 

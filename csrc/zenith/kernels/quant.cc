@@ -533,8 +533,8 @@ void q8_gemm_packed(const QMatmulPlan& p, const QActRows& a, const PackedOperand
                              : narrow  ? (w7 && p.narrow_w7_tiles ? p.narrow_w7_tiles : p.narrow_tiles)
                                        : p.tiles;
   const int tile_rows = uniform ? p.uniform_rows : narrow ? kMaxNarrowRows : p.tile_rows;
-  ZENITH_CHECK(!codes || (uniform && p.codes_tiles), "qmatmul: codes out need rows of one scale and tiles that "
-               "write codes");
+  ZENITH_CHECK(!codes || (uniform && p.codes_tiles && !parts && !block && !rows),
+               "qmatmul: codes out need rows of one scale, tiles that write codes, one output and no callbacks");
   // The zero point's share, made once per row here rather than in every block of
   // columns: for rows with a scale per block, in float (QActRow::zshare, taken off at the
   // store); for uniform rows, the codes' integer sum (QActRow::total, the sums' start),

@@ -181,9 +181,9 @@ struct QOutPart {
   int64_t col0 = 0, cols = 0;
 };
 // parts: the product written part by part (y unused); the callbacks still see the
-// product's columns. codes (uniform rows, a plan with codes_tiles): the product's codes
-// written by those tiles (quant::QCodesOut, its pointers at row 0 and column 0; y and
-// parts unused).
+// product's columns. codes (uniform rows, a plan with codes_tiles; no parts, no
+// callbacks): the product's codes written by those tiles (quant::QCodesOut, its pointers
+// at row 0 and column 0; y unused).
 void q8_gemm_packed(const QMatmulPlan& p, const QActRows& a, const PackedOperand& packed, float* y,
                     const QBlockFn& block, const QBlockFn& rows = {}, const std::vector<QOutPart>* parts = nullptr,
                     const quant::QCodesOut* codes = nullptr);

@@ -325,8 +325,7 @@ void codes_out_rows(const float* f, int rows, __mmask16 m0, __mmask16 m1, const 
 // The uniform tile writing codes (QCodesOut): its floats into a block on the stack, then
 // through the conv's epilogue out as codes, in place of conv2d_int8's second pass over an
 // L2 buffer of floats (store_blocked). ResNet-50 int8-static, Zen 4, calls alternated
-// in one process: batch 1 0.977-0.978x the time, batch 8 0.933x, the same outputs bit for
-// bit. (The epilogue written into the tile's own store loop kept all 24 accumulators in
+// in one process: batch 8 0.937x the time, batch 1 1.00x, the same outputs bit for bit. (The epilogue written into the tile's own store loop kept all 24 accumulators in
 // memory through its K loop: too many vectors live at its end; so does the tile inlined
 // here.)
 template <int MR>

@@ -112,34 +112,38 @@ int chain_int8(Graph& g) {
   }
   // Pools between int8 convs: a producer p under ReLU (or ReLU6: no -inf, so a window's
   // max code is its max value's code) whose output only blocked max pools read, each
-  // pool's output only int8 convs as their input, on one scale.
+  // pool's output only int8 convs, as their input on one scale (and, unless exact, as
+  // their residual). p may read codes itself (a deep stem, VGG's conv -> conv -> pool).
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     Node& p = g.nodes[i];
-    if (!int8_blocked_conv(g, p) || p.has("y_scale") || touched[i]) continue;
+    if (!int8_blocked_conv(g, p) || p.has("y_scale")) continue;
     const int64_t act = p.i("activation", 0);
     if (act != int64_t(Activation::kRelu) && act != int64_t(Activation::kRelu6)) continue;
     const int v = p.outputs[0];
     const TensorType t = g.type(v);
     if (readers[size_t(v)].empty() || graph_output[size_t(v)] || t.dtype != DType::f32 || t.rank() != 5) continue;
     const int64_t OC = out_channels(g, p);
-    std::vector<int> pools, coders;
+    std::vector<int> pools;
+    std::vector<std::pair<int, int>> coders;
     double scale = 0;
     bool ok = true;
     for (auto [r, slot] : readers[size_t(v)]) {
       const Node& pool = g.nodes[size_t(r)];
-      ok = ok && pool.op == Op::max_pool2d_nchwc && !touched[size_t(r)] && !graph_output[size_t(pool.outputs[0])] &&
-           !readers[size_t(pool.outputs[0])].empty();
+      const int w = pool.outputs[0];
+      ok = ok && pool.op == Op::max_pool2d_nchwc && !touched[size_t(r)] && !graph_output[size_t(w)] &&
+           !readers[size_t(w)].empty();
       if (!ok) break;
       pools.push_back(r);
-      for (auto [c, cslot] : readers[size_t(pool.outputs[0])]) {
+      for (auto [c, cslot] : readers[size_t(w)]) {
         const Node& q = g.nodes[size_t(c)];
-        ok = ok && int8_blocked_conv(g, q) && cslot == 0 && q.has("x_scale") &&
-             !q.i("block", 0) && in_channels(g, q) == OC &&
-             std::count(q.inputs.begin(), q.inputs.end(), pool.outputs[0]) == 1 &&
-             (scale == 0 || q.f("x_scale") == scale);
+        const bool once = int8_blocked_conv(g, q) && std::count(q.inputs.begin(), q.inputs.end(), w) == 1;
+        const bool input = once && cslot == 0 && q.has("x_scale") && !q.i("block", 0) && in_channels(g, q) == OC;
+        const bool residual = once && !exact && cslot > 0 && size_t(cslot) + 1 == q.inputs.size() &&
+                              q.i("has_residual", 0) && !q.has("r_scale") && out_channels(g, q) == OC;
+        ok = ok && (input || residual) && (!input || scale == 0 || q.f("x_scale") == scale);
         if (!ok) break;
-        scale = q.f("x_scale");
-        coders.push_back(c);
+        if (input) scale = q.f("x_scale");
+        coders.push_back({c, cslot});
       }
     }
     if (!ok || scale == 0) continue;
@@ -149,8 +153,10 @@ int chain_int8(Graph& g) {
       g.nodes[size_t(r)].op = Op::max_pool2d_codes;
       touched[size_t(r)] = 1;
     }
-    for (int c : coders) {
-      g.nodes[size_t(c)].set_int("block", t.shape[4].value());
+    for (auto [c, cslot] : coders) {
+      Node& q = g.nodes[size_t(c)];
+      if (cslot == 0) q.set_int("block", t.shape[4].value());
+      else q.set_float("r_scale", scale);
       touched[size_t(c)] = 1;
     }
     ++changed;

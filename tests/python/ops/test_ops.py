@@ -663,24 +663,26 @@ def test_max_pool_over_int8_codes():
     """max_pool2d_codes (chain_int8's pool between int8 convs after a ReLU: codes u8 [N, H,
     W, C]) against torch's max_pool2d over the values the codes stand for: each window's max
     code, the mark -128 (a NaN's or infinity's) where a tap holds it; channel counts on
-    both sides of a 32-code vector, padding, stride, ceil mode. Floats and blocked tensors
-    are refused."""
+    both sides of a 32-code vector, padding, stride, dilation, ceil mode. Floats and
+    blocked tensors are refused."""
     COVERED.add("max_pool2d_codes")
     torch.manual_seed(0)
-    for (n, h, w, c), (k, st, pad, ceil) in [((1, 9, 7, 64), (3, 2, 1, False)), ((2, 6, 11, 37), (2, 2, 0, True)),
-                                             ((1, 5, 5, 3), (3, 1, 1, False))]:
+    for (n, h, w, c), (k, st, pad, dil, ceil) in [((1, 9, 7, 64), (3, 2, 1, 1, False)),
+                                                  ((2, 6, 11, 37), (2, 2, 0, 1, True)),
+                                                  ((1, 5, 5, 3), (3, 1, 1, 1, False)),
+                                                  ((1, 10, 9, 40), (3, 1, 1, 2, False))]:
         codes = torch.randint(0, 128, (n, h, w, c), dtype=torch.int8)
         codes.view(-1)[torch.randint(0, codes.numel(), (4,))] = -128
         g = _C.Graph()
         xv = g.add_input("x", "u8", [n, h, w, c])
         (y,) = g.add_node("max_pool2d_codes", [xv], {"kernel": [k, k], "stride": [st, st], "padding": [pad, pad],
-                                                     "ceil_mode": int(ceil)})
+                                                     "dilation": [dil, dil], "ceil_mode": int(ceil)})
         g.set_outputs([y])
         (got,) = _C.Executable(g).run([codes.view(torch.uint8)])
         v = codes.float().masked_fill(codes == -128, float("nan")).permute(0, 3, 1, 2)
-        pooled = F.max_pool2d(v, k, st, pad, ceil_mode=ceil).permute(0, 2, 3, 1)
+        pooled = F.max_pool2d(v, k, st, pad, dilation=dil, ceil_mode=ceil).permute(0, 2, 3, 1)
         want = pooled.nan_to_num(nan=-128.0).to(torch.int8)
-        assert torch.equal(got.view(torch.int8), want), (n, h, w, c, k, st, pad, ceil)
+        assert torch.equal(got.view(torch.int8), want), (n, h, w, c, k, st, pad, dil, ceil)
         assert (want == -128).any()  # a mark reached the output
     for dtype, shape in [("f32", [1, 5, 5, 8]), ("u8", [1, 2, 5, 5, 8])]:
         g = _C.Graph()
