@@ -1242,15 +1242,58 @@ TEST(QuantOps, RuntimeQmatmulTakesXMulLast) {
   set_num_threads(1);
 }
 
-// Siblings with x_mul stay apart: each multiplies x by its own values before quantizing.
-TEST(QuantOps, SiblingsWithXMulStayApart) {
-  Graph g = parse_graph(R"(graph(%x: f32[24, 100], %w: u8[32, 104], %v: u8[32, 104], %s: f32[100], %t: f32[100]) {
-  %a: f32[24, 32] = qmatmul(%x, %w, %s) {format=int8, x_scale=f[0.04], x_mul=[1]}
-  %b: f32[24, 32] = qmatmul(%x, %v, %t) {format=int8, x_scale=f[0.04], x_mul=[1]}
-  return (%a, %b)
-})");
-  EXPECT_EQ(fuse_qmatmul_siblings(g), 0);
-  EXPECT_EQ(g.nodes.size(), 2u);
+// Siblings with x_mul (SmoothQuant's multiplier) share a GEMM when they read one and the
+// same x_mul value (x's codes are then theirs alike), with or without biases, and give
+// what the separate qmatmuls give, bit for bit (24 rows: the packed int8 GEMM; 2: the dot
+// kernels, the parts one by one); with another multiplier they stay apart.
+TEST(QuantOps, SiblingsShareAnXMulOrStayApart) {
+  set_num_threads(2);
+  const int64_t K = 100;
+  for (int64_t M : {2, 24}) {
+    const std::string m = std::to_string(M);
+    const std::string text = "graph(%x: f32[" + m + ", 100], %w: u8[32, 104], %v: u8[64, 104], %u: u8[32, 104], "
+        "%bw: f32[32], %bv: f32[64], %s: f32[100], %t: f32[100]) {\n"
+        "  %a: f32[" + m + ", 32] = qmatmul(%x, %w, %bw, %s) {format=int8, x_scale=f[0.04], x_mul=[1]}\n"
+        "  %b: f32[" + m + ", 64] = qmatmul(%x, %v, %bv, %s) {format=int8, x_scale=f[0.04], x_mul=[1]}\n"
+        "  %c: f32[" + m + ", 32] = qmatmul(%x, %u, %bw, %t) {format=int8, x_scale=f[0.04], x_mul=[1]}\n"
+        "  %d: f32[" + m + ", 32] = qmatmul(%x, %w, %s) {format=int8, x_scale=f[0.04], x_mul=[1]}\n"
+        "  %e: f32[" + m + ", 32] = qmatmul(%x, %u, %s) {format=int8, x_scale=f[0.04], x_mul=[1]}\n"
+        "  return (%a, %b, %c, %d, %e)\n}";
+    const Graph plain = parse_graph(text);
+    Graph g = plain;
+    ASSERT_EQ(fuse_qmatmul_siblings(g), 2);  // %a with %b (biases), %d with %e (none); %c apart
+    verify(g);
+    int two = 0;
+    for (const Node& n : g.nodes)
+      if (n.op == Op::qmatmul && n.i("parts", 1) == 2) {
+        ++two;
+        EXPECT_EQ(n.inputs.back(), 6) << print_graph(g);  // %s, the shared multiplier, last
+      }
+    EXPECT_EQ(two, 2);
+    EXPECT_EQ(g.nodes.size(), 3u);
+    std::vector<std::vector<uint8_t>> w;
+    for (int64_t r : {32, 64, 32}) w.push_back(random_weight(QFormat::int8, r, K, unsigned(70 + r)));
+    auto x = randn(size_t(M * K), 71), bw = randn(32, 72), bv = randn(64, 73);
+    std::vector<float> sm(static_cast<size_t>(K)), tm(static_cast<size_t>(K));
+    for (int64_t i = 0; i < K; ++i) {
+      sm[size_t(i)] = 0.5f + 0.01f * float(i);
+      tm[size_t(i)] = 2.0f - 0.01f * float(i);
+    }
+    const std::vector<InTensor> in = {{x.data(), DType::f32, {M, K}},       {w[0].data(), DType::u8, {32, 104}},
+                                      {w[1].data(), DType::u8, {64, 104}}, {w[2].data(), DType::u8, {32, 104}},
+                                      {bw.data(), DType::f32, {32}},        {bv.data(), DType::f32, {64}},
+                                      {sm.data(), DType::f32, {K}},         {tm.data(), DType::f32, {K}}};
+    Executable fused(g), apart(plain);
+    for (Executable* e : {&fused, &apart}) e->set_constant_inputs({1, 2, 3});
+    auto yf = fused.run(in, {}), ya = apart.run(in, {});
+    const int64_t cols[] = {32, 64, 32, 32, 32};
+    for (size_t o = 0; o < 5; ++o) {
+      const float* f = static_cast<const float*>(yf[o].data);
+      const float* a = static_cast<const float*>(ya[o].data);
+      for (int64_t i = 0; i < M * cols[o]; ++i) ASSERT_EQ(f[i], a[i]) << "M=" << M << " output " << o << " at " << i;
+    }
+  }
+  set_num_threads(1);
 }
 
 // The runtime offers a constant int8 weight packed to qmatmul when 8 or more rows read it

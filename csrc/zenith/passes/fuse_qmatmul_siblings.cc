@@ -10,7 +10,9 @@
 // columns), the same row bytes, every weight and bias a graph input (defined before the
 // fused node, which sits where the first sibling was; and only inputs the runtime holds
 // constant are packed, which the shared GEMM needs), all with a bias or none, one format,
-// activation and activation scaling (x_scale, row_scale), and no x_mul.
+// activation and activation scaling (x_scale, row_scale), and no x_mul or one and the
+// same x_mul value (SmoothQuant's multiplier: zenith.quantize gives Q, K and V one, shared;
+// x's codes are then the same for all of them).
 #include <map>
 #include <tuple>
 #include <vector>
@@ -23,7 +25,6 @@ namespace zenith {
 namespace {
 bool fusable(const Graph& g, const Node& n) {
   if (n.op != Op::qmatmul || n.i("parts", 1) != 1 || QFormat(n.i("format")) != QFormat::int8) return false;
-  if (n.i("x_mul", 0)) return false;  // each its own multiplier (SmoothQuant's), so its own codes of x
   const TensorType& w = g.type(n.inputs[1]);
   if (w.rank() != 2 || !w.shape[0].is_const() || w.shape[0].value() <= 0 || w.shape[0].value() % 32 != 0) return false;
   for (size_t k = 1; k < n.inputs.size(); ++k)  // weights and biases: graph inputs
@@ -31,11 +32,13 @@ bool fusable(const Graph& g, const Node& n) {
   return true;
 }
 
-// What must match for two qmatmuls to share a GEMM.
-using Key = std::tuple<int, int64_t, int64_t, double, int64_t, size_t>;
+// What must match for two qmatmuls to share a GEMM: x, row bytes, activation, scaling,
+// input count and the x_mul value (-1: none).
+using Key = std::tuple<int, int64_t, int64_t, double, int64_t, size_t, int>;
 Key key_of(const Graph& g, const Node& n) {
   return {n.inputs[0], g.type(n.inputs[1]).shape[1].value(), n.i("activation", 0),
-          n.has("x_scale") ? n.f("x_scale") : -1.0, n.i("row_scale", 0), n.inputs.size()};
+          n.has("x_scale") ? n.f("x_scale") : -1.0, n.i("row_scale", 0), n.inputs.size(),
+          n.i("x_mul", 0) ? n.inputs.back() : -1};
 }
 }  // namespace
 
@@ -48,8 +51,10 @@ int fuse_qmatmul_siblings(Graph& g) {
   int fused = 0;
   for (const auto& [key, members] : groups) {
     if (members.size() < 2) continue;
-    const bool bias = std::get<5>(key) == 3;
-    merge_siblings(g, members, std::get<0>(key), 1, bias ? 2 : -1, dead);  // (x, w[, bias])
+    const int x_mul = std::get<6>(key);
+    const bool bias = std::get<5>(key) == (x_mul >= 0 ? 4u : 3u);
+    Node& first = merge_siblings(g, members, std::get<0>(key), 1, bias ? 2 : -1, dead);  // (x, w[, bias][, x_mul])
+    if (x_mul >= 0) first.inputs.push_back(x_mul);
     ++fused;
   }
   if (fused) erase_nodes(g, dead);

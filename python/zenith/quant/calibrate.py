@@ -169,10 +169,12 @@ def run_model(model, batch):
     return model(batch)
 
 
-def observe(model, modules, samples, channels=(), multipliers=None):
+def observe(model, modules, samples, channels=(), multipliers=None, first_inputs=None):
     """Runs `model` on every batch of `samples` with each of `modules` ({name: module})
     observing its first input (times multipliers[name], where given; per channel too for
-    the names in `channels`). Returns ({name: Observer}, batches run)."""
+    the names in `channels`). first_inputs (a dict): filled with each module's first input
+    tensor of the first batch, the object itself (modules given one and the same tensor,
+    a transformer's Q, K and V, are siblings). Returns ({name: Observer}, batches run)."""
     multipliers = multipliers or {}
     observers = {name: Observer(channels=name in channels) for name in modules}
 
@@ -180,6 +182,8 @@ def observe(model, modules, samples, channels=(), multipliers=None):
         o, k = observers[name], multipliers.get(name)
 
         def observe_input(_m, args):
+            if first_inputs is not None and name not in first_inputs:
+                first_inputs[name] = args[0]
             o.add(args[0] if k is None else args[0] * k)
 
         return observe_input

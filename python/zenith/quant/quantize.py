@@ -9,6 +9,7 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Optional
 
+import torch
 from torch import nn
 
 from zenith import _C
@@ -136,13 +137,15 @@ def _weight_columns_amax(m):
     return (w if isinstance(m, nn.Linear) else w.t()).abs().amax(0)
 
 
-def _smoothing(m, x_amax, alpha):
-    """SmoothQuant's divisor per input channel: s = max|x|^alpha / max|w|^(1 - alpha), so
-    x / s and w * s split a channel's range between activation and weight; None if the
-    observed inputs' last dimension is not the layer's input width."""
-    w_amax = _weight_columns_amax(m)
-    if x_amax.numel() != w_amax.numel():
+def _smoothing(ms, x_amax, alpha):
+    """SmoothQuant's divisor per input channel for the layers `ms` reading one x: s =
+    max|x|^alpha / max|w|^(1 - alpha), max|w| over all their weights' columns, so x / s
+    and w * s split a channel's range between activation and weight; None if the observed
+    inputs' last dimension is not the layers' input width."""
+    w_amax = [_weight_columns_amax(m) for m in ms]
+    if any(x_amax.numel() != w.numel() for w in w_amax):
         return None
+    w_amax = torch.stack(w_amax).amax(0)
     floor = 1e-5  # a channel that is all zeros (in x or in w) keeps a finite, positive s
     s = x_amax.float().clamp(min=floor) ** alpha / w_amax.clamp(min=floor) ** (1 - alpha)
     return s.clamp(min=floor)
@@ -165,14 +168,26 @@ def _calibrate(model, layers, calibration, method, percentile, error_batches, sm
             yield b
 
     data = calibration if smooth is None else list(calibration)
+    first = {}  # each layer's first input tensor (siblings read one)
     with cal.zenith_linears(model):
-        observers, n = cal.observe(model, layers, batches(data), channels=smoothable if smooth is not None else ())
+        observers, n = cal.observe(model, layers, batches(data), channels=smoothable if smooth is not None else (),
+                                   first_inputs=first if smooth is not None else None)
     scales = {name: o.scale(method, percentile) for name, o in observers.items() if o.total > 0}
     smoothing = {}
     if smooth is not None:
-        divisors = {name: _smoothing(layers[name], observers[name].channel_amax, smooth) for name in smoothable
-                    if name in scales}
-        smoothing = {name: s for name, s in divisors.items() if s is not None}
+        # Layers reading one and the same x (Q, K and V) share one divisor, from their
+        # weights' columns together: the same multiplier of x for all, so their qmatmuls
+        # quantize x once and share one int8 GEMM (fuse_qmatmul_siblings), as
+        # SmoothQuant folds one s for Q, K and V into the LayerNorm before them.
+        groups = {}
+        for name in smoothable:
+            if name in scales:
+                groups.setdefault(id(first.get(name, name)), []).append(name)
+        for names in groups.values():
+            amax = torch.stack([observers[n].channel_amax for n in names]).amax(0)
+            s = _smoothing([layers[n] for n in names], amax, smooth)
+            if s is not None:
+                smoothing.update({n: s for n in names})  # one tensor: the layers share their x_smooth
         if method == "minmax":
             for name, s in smoothing.items():
                 scales[name] = cal.scale_of(float((observers[name].channel_amax / s).max()))
@@ -378,8 +393,10 @@ def quantize(model, scheme, *, group_size=None, symmetric=True, include_embeddin
     channels much larger than the rest (transformers have a few) are divided down, their
     weight columns multiplied up by the same s = max|x|^alpha / max|w|^(1 - alpha), so one
     activation scale serves every channel (all-MiniLM-L6-v2 on real text, minmax: min
-    cosine 0.969 without, 0.992 with alpha 0.85). Calibration then reads the data twice
-    (once with minmax).
+    cosine 0.969 without, 0.992 with alpha 0.85). Layers reading one and the same input
+    (a transformer's Q, K and V) share one s, max|w| over their weights together, so
+    compiled they run as one int8 GEMM. Calibration then reads the data twice (once with
+    minmax).
 
     Embeddings stay in floating point unless include_embeddings=True, and so does an
     output layer that shares its weight with one (a tied LM head): quantizing it alone
@@ -485,6 +502,11 @@ def quantize(model, scheme, *, group_size=None, symmetric=True, include_embeddin
     for m in list(layers.values()) + [m for _, m in embeddings]:  # a replacement keeps its module's mode
         if id(m) in new:
             new[id(m)].train(m.training)
+    shared = {}  # id(divisor) -> x_smooth of its first layer: siblings hold one tensor, which the
+    for name, s in smoothing.items():  # compiled graph reads as one value (one qmatmul for Q, K, V)
+        q = new.get(id(layers[name]))
+        if isinstance(q, QLinear) and q.x_smooth is not None:
+            q.x_smooth = shared.setdefault(id(s), q.x_smooth)
     if id(model) in new:  # the model is itself one layer: nothing holds it, so return the new one
         model = new[id(model)]
     else:

@@ -709,6 +709,45 @@ def test_smooth_cuts_the_error_of_outlier_channels(method):
     compiled_vs_eager(smooth, test[0])
 
 
+def test_smoothed_siblings_share_one_divisor_and_one_gemm(tmp_path):
+    # Three linears reading one x (a transformer's Q, K and V) get one SmoothQuant divisor,
+    # from their weights' columns together, as one tensor: the compiled graph reads it as
+    # one value and runs the three as one qmatmul with parts (one GEMM, x quantized once);
+    # a linear reading another x keeps its own. Against eager, and saved and loaded.
+    class Attn(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.q, self.k, self.v = torch.nn.Linear(48, 32), torch.nn.Linear(48, 32), torch.nn.Linear(48, 64)
+            self.o = torch.nn.Linear(128, 48)
+
+        def forward(self, x):
+            return self.o(torch.cat([self.q(x), self.k(x), self.v(x)], -1))
+
+    torch.manual_seed(0)
+    m = Attn().eval()
+    m.k.weight.data[:, 5] *= 20  # one weight's outlier column: the shared divisor takes the largest of the three
+    data = _outlier_inputs(6)
+    q = zenith.quantize(copy.deepcopy(m), "int8-static", calibration=data, smooth=0.5)
+    assert q.q.x_smooth is q.k.x_smooth is q.v.x_smooth and q.o.x_smooth is not q.q.x_smooth
+    assert q.q.x_scale == q.k.x_scale == q.v.x_scale
+    # s = max|x|^0.5 / max|w|^0.5 over the three weights' columns: x_smooth = 1 / s
+    x_amax = torch.stack([x.abs().reshape(-1, 48).amax(0) for x in data]).amax(0)
+    w_amax = torch.cat([m.q.weight, m.k.weight, m.v.weight]).abs().amax(0)
+    want = 1 / (x_amax.clamp(min=1e-5) ** 0.5 / w_amax.clamp(min=1e-5) ** 0.5).clamp(min=1e-5)
+    torch.testing.assert_close(q.q.x_smooth, want, rtol=1e-5, atol=0)
+    x = data[0]
+    compiled_vs_eager(q, x)
+    ops = zenith.explain(q, x).zenith_ops
+    assert ops.get("qmatmul") == 2, ops  # q, k and v as one; o
+    with torch.no_grad():
+        assert cal.relative_error(m(x), q(x)) < 0.05
+    path = tmp_path / "attn.safetensors"
+    zenith.save_quantized(q, path)
+    fresh = zenith.load_quantized(Attn().eval(), path)
+    with torch.no_grad():
+        assert torch.equal(fresh(x), q(x))
+
+
 def test_layers_the_calibration_never_reaches_stay_float():
     class Branchy(torch.nn.Module):
         def __init__(self):
