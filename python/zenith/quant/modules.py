@@ -75,7 +75,11 @@ class QLinear(nn.Module):
         if x_smooth is not None:
             if x_scale is None:
                 raise ValueError("QLinear: x_smooth needs static INT8 activations (x_scale)")
-            x_smooth = torch.as_tensor(x_smooth, dtype=torch.float32).detach()
+            # (the tensor itself where it is float32 already: layers sharing one, Q, K and V,
+            # keep sharing it, saved and loaded too, and compiled read it as one value)
+            x_smooth = torch.as_tensor(x_smooth, dtype=torch.float32)
+            if x_smooth.requires_grad:
+                x_smooth = x_smooth.detach()
             if x_smooth.shape != (self.in_features,) or not bool((torch.isfinite(x_smooth) & (x_smooth > 0)).all()):
                 raise ValueError(f"QLinear: x_smooth must be [{self.in_features}] positive finite values")
         self.register_buffer("weight", weight)

@@ -744,6 +744,8 @@ def test_smoothed_siblings_share_one_divisor_and_one_gemm(tmp_path):
     path = tmp_path / "attn.safetensors"
     zenith.save_quantized(q, path)
     fresh = zenith.load_quantized(Attn().eval(), path)
+    assert fresh.q.x_smooth is fresh.k.x_smooth is fresh.v.x_smooth  # still one tensor: still one GEMM
+    assert zenith.explain(fresh, x).zenith_ops.get("qmatmul") == 2
     with torch.no_grad():
         assert torch.equal(fresh(x), q(x))
 
