@@ -1258,10 +1258,13 @@ TEST(QuantOps, SiblingsShareAnXMulOrStayApart) {
         "  %c: f32[" + m + ", 32] = qmatmul(%x, %u, %bw, %t) {format=int8, x_scale=f[0.04], x_mul=[1]}\n"
         "  %d: f32[" + m + ", 32] = qmatmul(%x, %w, %s) {format=int8, x_scale=f[0.04], x_mul=[1]}\n"
         "  %e: f32[" + m + ", 32] = qmatmul(%x, %u, %s) {format=int8, x_scale=f[0.04], x_mul=[1]}\n"
-        "  return (%a, %b, %c, %d, %e)\n}";
+        "  %f: f32[" + m + ", 32] = qmatmul(%x, %u, %bw) {format=int8, x_scale=f[0.04]}\n"
+        "  return (%a, %b, %c, %d, %e, %f)\n}";
     const Graph plain = parse_graph(text);
     Graph g = plain;
-    ASSERT_EQ(fuse_qmatmul_siblings(g), 2);  // %a with %b (biases), %d with %e (none); %c apart
+    // %a with %b (biases), %d with %e (none); %c apart (another x_mul), and %f (a bias, no
+    // x_mul: as many inputs as %d and %e)
+    ASSERT_EQ(fuse_qmatmul_siblings(g), 2);
     verify(g);
     int two = 0;
     for (const Node& n : g.nodes)
@@ -1270,7 +1273,7 @@ TEST(QuantOps, SiblingsShareAnXMulOrStayApart) {
         EXPECT_EQ(n.inputs.back(), 6) << print_graph(g);  // %s, the shared multiplier, last
       }
     EXPECT_EQ(two, 2);
-    EXPECT_EQ(g.nodes.size(), 3u);
+    EXPECT_EQ(g.nodes.size(), 4u);
     std::vector<std::vector<uint8_t>> w;
     for (int64_t r : {32, 64, 32}) w.push_back(random_weight(QFormat::int8, r, K, unsigned(70 + r)));
     auto x = randn(size_t(M * K), 71), bw = randn(32, 72), bv = randn(64, 73);
@@ -1286,8 +1289,8 @@ TEST(QuantOps, SiblingsShareAnXMulOrStayApart) {
     Executable fused(g), apart(plain);
     for (Executable* e : {&fused, &apart}) e->set_constant_inputs({1, 2, 3});
     auto yf = fused.run(in, {}), ya = apart.run(in, {});
-    const int64_t cols[] = {32, 64, 32, 32, 32};
-    for (size_t o = 0; o < 5; ++o) {
+    const int64_t cols[] = {32, 64, 32, 32, 32, 32};
+    for (size_t o = 0; o < 6; ++o) {
       const float* f = static_cast<const float*>(yf[o].data);
       const float* a = static_cast<const float*>(ya[o].data);
       for (int64_t i = 0; i < M * cols[o]; ++i) ASSERT_EQ(f[i], a[i]) << "M=" << M << " output " << o << " at " << i;

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import math
+import weakref
 from collections.abc import Mapping
 from contextlib import contextmanager
 
@@ -172,18 +173,29 @@ def run_model(model, batch):
 def observe(model, modules, samples, channels=(), multipliers=None, first_inputs=None):
     """Runs `model` on every batch of `samples` with each of `modules` ({name: module})
     observing its first input (times multipliers[name], where given; per channel too for
-    the names in `channels`). first_inputs (a dict): filled with each module's first input
-    tensor of the first batch, the object itself (modules given one and the same tensor,
-    a transformer's Q, K and V, are siblings). Returns ({name: Observer}, batches run)."""
+    the names in `channels`). first_inputs (a dict): for the names in `channels`, a label
+    of the tensor each module's first call got: modules given one and the same tensor
+    object (a transformer's Q, K and V) get one label. No tensor is kept for it (a label
+    per live object, by id and a weak reference: a freed tensor's id reused by another
+    gets a new label). Returns ({name: Observer}, batches run)."""
     multipliers = multipliers or {}
     observers = {name: Observer(channels=name in channels) for name in modules}
+    labels = {}  # id(tensor) -> (weak reference to it, label)
+
+    def label_of(t):
+        ref, label = labels.get(id(t), (None, None))
+        if ref is None or ref() is not t:
+            label = len(labels)
+            labels[id(t)] = (weakref.ref(t), label)
+        return label
 
     def hook(name):
         o, k = observers[name], multipliers.get(name)
+        record = first_inputs is not None and name in channels
 
         def observe_input(_m, args):
-            if first_inputs is not None and name not in first_inputs:
-                first_inputs[name] = args[0]
+            if record and name not in first_inputs:
+                first_inputs[name] = label_of(args[0])
             o.add(args[0] if k is None else args[0] * k)
 
         return observe_input

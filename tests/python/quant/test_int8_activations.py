@@ -709,7 +709,8 @@ def test_smooth_cuts_the_error_of_outlier_channels(method):
     compiled_vs_eager(smooth, test[0])
 
 
-def test_smoothed_siblings_share_one_divisor_and_one_gemm(tmp_path):
+@pytest.mark.parametrize("method", ["minmax", "percentile"])
+def test_smoothed_siblings_share_one_divisor_and_one_gemm(tmp_path, method):
     # Three linears reading one x (a transformer's Q, K and V) get one SmoothQuant divisor,
     # from their weights' columns together, as one tensor: the compiled graph reads it as
     # one value and runs the three as one qmatmul with parts (one GEMM, x quantized once);
@@ -727,7 +728,7 @@ def test_smoothed_siblings_share_one_divisor_and_one_gemm(tmp_path):
     m = Attn().eval()
     m.k.weight.data[:, 5] *= 20  # one weight's outlier column: the shared divisor takes the largest of the three
     data = _outlier_inputs(6)
-    q = zenith.quantize(copy.deepcopy(m), "int8-static", calibration=data, smooth=0.5)
+    q = zenith.quantize(copy.deepcopy(m), "int8-static", calibration=data, smooth=0.5, method=method)
     assert q.q.x_smooth is q.k.x_smooth is q.v.x_smooth and q.o.x_smooth is not q.q.x_smooth
     assert q.q.x_scale == q.k.x_scale == q.v.x_scale
     # s = max|x|^0.5 / max|w|^0.5 over the three weights' columns: x_smooth = 1 / s
@@ -737,6 +738,7 @@ def test_smoothed_siblings_share_one_divisor_and_one_gemm(tmp_path):
     torch.testing.assert_close(q.q.x_smooth, want, rtol=1e-5, atol=0)
     x = data[0]
     compiled_vs_eager(q, x)
+    compiled_vs_eager(q, torch.cat(data[:4]))  # 24 rows: the fused parts run one packed int8 GEMM
     ops = zenith.explain(q, x).zenith_ops
     assert ops.get("qmatmul") == 2, ops  # q, k and v as one; o
     with torch.no_grad():
