@@ -170,6 +170,22 @@ def run_model(model, batch):
     return model(batch)
 
 
+class TensorLabels:
+    """A label per live tensor object, without keeping it alive: one and the same object
+    gets one label, any other object (one reusing a freed tensor's id included) a new one."""
+
+    def __init__(self):
+        self._seen = {}  # id(tensor) -> (weak reference to it, label)
+        self._next = 0
+
+    def __call__(self, t):
+        ref, label = self._seen.get(id(t), (None, None))
+        if ref is None or ref() is not t:
+            label, self._next = self._next, self._next + 1
+            self._seen[id(t)] = (weakref.ref(t), label)
+        return label
+
+
 def observe(model, modules, samples, channels=(), multipliers=None, first_inputs=None):
     """Runs `model` on every batch of `samples` with each of `modules` ({name: module})
     observing its first input (times multipliers[name], where given; per channel too for
@@ -180,14 +196,7 @@ def observe(model, modules, samples, channels=(), multipliers=None, first_inputs
     gets a new label). Returns ({name: Observer}, batches run)."""
     multipliers = multipliers or {}
     observers = {name: Observer(channels=name in channels) for name in modules}
-    labels = {}  # id(tensor) -> (weak reference to it, label)
-
-    def label_of(t):
-        ref, label = labels.get(id(t), (None, None))
-        if ref is None or ref() is not t:
-            label = len(labels)
-            labels[id(t)] = (weakref.ref(t), label)
-        return label
+    labels = TensorLabels()
 
     def hook(name):
         o, k = observers[name], multipliers.get(name)
@@ -195,7 +204,7 @@ def observe(model, modules, samples, channels=(), multipliers=None, first_inputs
 
         def observe_input(_m, args):
             if record and name not in first_inputs:
-                first_inputs[name] = label_of(args[0])
+                first_inputs[name] = labels(args[0])
             o.add(args[0] if k is None else args[0] * k)
 
         return observe_input

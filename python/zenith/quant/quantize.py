@@ -180,9 +180,9 @@ def _calibrate(model, layers, calibration, method, percentile, error_batches, sm
         # quantize x once and share one int8 GEMM (fuse_qmatmul_siblings), as
         # SmoothQuant folds one s for Q, K and V into the LayerNorm before them.
         groups = {}
-        for name in smoothable:
+        for name in smoothable:  # (and one input width: a label names one tensor, but never stack two widths)
             if name in scales:
-                groups.setdefault(first.get(name, name), []).append(name)
+                groups.setdefault((first.get(name, name), observers[name].channel_amax.numel()), []).append(name)
         for names in groups.values():
             amax = torch.stack([observers[n].channel_amax for n in names]).amax(0)
             s = _smoothing([layers[n] for n in names], amax, smooth)

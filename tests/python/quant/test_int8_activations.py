@@ -752,6 +752,33 @@ def test_smoothed_siblings_share_one_divisor_and_one_gemm(tmp_path, method):
         assert torch.equal(fresh(x), q(x))
 
 
+def test_tensor_labels_tell_objects_apart_without_keeping_them():
+    # one object, one label; a tensor reusing a freed one's id (CPython reuses the address
+    # of a freed object at once) and every later one get labels of their own
+    labels = cal.TensorLabels()
+    a = torch.ones(3)
+    first = labels(a)
+    assert labels(a) == first
+    gone = id(a)
+    del a
+    reused = None
+    for _ in range(100):
+        b = torch.zeros(2)
+        if id(b) == gone:
+            reused = b
+            break
+    seen = {first}
+    if reused is not None:  # (where the address came back: the case the weak reference is for)
+        assert labels(reused) not in seen
+        seen.add(labels(reused))
+    for _ in range(5):
+        t = torch.zeros(1)
+        assert labels(t) not in seen
+        seen.add(labels(t))
+        del t
+    assert len(seen) == (7 if reused is not None else 6)
+
+
 def test_layers_the_calibration_never_reaches_stay_float():
     class Branchy(torch.nn.Module):
         def __init__(self):
