@@ -39,6 +39,7 @@
 
 #include "zenith/error.h"
 #include "zenith/kernels/activation.h"
+#include "zenith/kernels/codes_avx512.h"
 #include "zenith/kernels/conv2d_nchwc_internal.h"
 #include "zenith/kernels/gemm_internal.h"
 #include "zenith/kernels/kernels.h"
@@ -280,23 +281,18 @@ void codes_by_value(const float* a, const int8_t* rr, float rs, const BlockedEpi
 }
 
 #if defined(__x86_64__)
-// GCC 12's AVX-512 intrinsics start from an _mm512_undefined_* value, which
-// -Wmaybe-uninitialized reports (GCC bug 105593), as in quant_avx512.cc.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 // The codes-alone write-out below (no floats out, no float residual) on AVX-512, a
-// block of 16 channels a vector, for ReLU or no activation (A): code_lanes' and
-// residual8's arithmetic on twice the lanes, and vpmovsdb's saturation where store_codes8
-// packs (INT_MIN, a NaN's conversion, to -128 both ways), so the same codes. The
-// channels' scale and shift by one FMA, as the compiler contracts store_blocked's. A block
-// cut by [n0, n1) or by OC goes value by value as there. On AVX-512 VNNI this write-out
-// was 14% of ResNet-50 int8-static's samples at 8 lanes.
+// block of 16 channels a vector, for ReLU or no activation (A): quant::codes16, the
+// arithmetic of code_lanes and residual8 on twice the lanes (and vpmovsdb's saturation
+// where store_codes8 packs: INT_MIN, a NaN's conversion, to -128 both ways), so the same
+// codes. The channels' scale and shift by one FMA, as the compiler contracts
+// store_blocked's. A block cut by [n0, n1) or by OC goes value by value as there. On
+// AVX-512 VNNI this write-out was 14% of ResNet-50 int8-static's samples at 8 lanes.
 template <Activation A>
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) void codes_alone_avx512(
     const float* acc, int64_t OC, int64_t len, int64_t n0, int64_t n1, const BlockedEpilogue& e, const BlockedIo& io) {
   static_assert(A == Activation::kNone || A == Activation::kRelu);
-  const __m512 vinv = _mm512_set1_ps(io.inv), lo = _mm512_set1_ps(-127.0f), hi = _mm512_set1_ps(127.0f);
-  const __m512 rs = _mm512_set1_ps(io.r_scale), nan = _mm512_set1_ps(std::numeric_limits<float>::quiet_NaN());
+  const __m512 vinv = _mm512_set1_ps(io.inv), rs = _mm512_set1_ps(io.r_scale);
   for (int64_t i = 0; i < len; ++i) {
     const float* a = acc + i * OC;
     const int8_t* rr = io.rq ? io.rq + i * OC : nullptr;
@@ -304,25 +300,15 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) void codes_alone_a
     for (int64_t b0 = n0 / 16 * 16; b0 < n1; b0 += 16) {
       const int64_t c0 = std::max(n0, b0), c1 = std::min(n1, b0 + 16);
       if (c0 == b0 && c1 == b0 + 16 && c1 <= OC) {
-        __m512 v = _mm512_fmadd_ps(_mm512_loadu_ps(a + b0), _mm512_loadu_ps(e.scale.data() + b0),
-                                   _mm512_loadu_ps(e.shift.data() + b0));
-        if (rr) {
-          const __m512i c = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rr + b0)));
-          const __mmask16 mark = _mm512_cmpeq_epi32_mask(c, _mm512_set1_epi32(-128));
-          v = _mm512_add_ps(v, _mm512_mask_blend_ps(mark, _mm512_mul_ps(_mm512_cvtepi32_ps(c), rs), nan));
-        }
-        if constexpr (A == Activation::kRelu)  // relu_f: x < 0 gives +0, NaN and -0 stay
-          v = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_LT_OQ), v, _mm512_setzero_ps());
-        const __m512 t = _mm512_add_ps(_mm512_mul_ps(v, vinv), _mm512_sub_ps(v, v));
-        const __m512 r = _mm512_min_ps(hi, _mm512_max_ps(lo, t));
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(yy + b0), _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(r)));
+        const __m512 v = _mm512_fmadd_ps(_mm512_loadu_ps(a + b0), _mm512_loadu_ps(e.scale.data() + b0),
+                                         _mm512_loadu_ps(e.shift.data() + b0));
+        quant::codes16(v, rr ? rr + b0 : nullptr, rs, A == Activation::kRelu, vinv, yy + b0, __mmask16(0xFFFF));
         continue;
       }
       codes_by_value<A>(a, rr, io.r_scale, e, c0, c1, io.inv, yy);
     }
   }
 }
-#pragma GCC diagnostic pop
 #endif
 
 // Rows [m, m + len) of acc (OC apart: pixels p0.. of one image, channels as columns),
@@ -850,7 +836,7 @@ void conv2d_int8(const Conv2dInt8Geom& g, QIsa isa, const float* x, const Packed
     b.d = rbase + (in_place ? 0 : cap * kpad / 4);
     b.s16 = reinterpret_cast<int16_t*>(b.d + cap * nscales);
     b.tot = reinterpret_cast<int32_t*>(b.d + cap * (nscales + (nsums + 1) / 2));
-    b.acc = out_buf.get(size_t(cap * OC));
+    b.acc = fused_codes ? nullptr : out_buf.get(size_t(cap * OC));  // (the tiles write the codes themselves)
     return b;
   };
   if (by_rows) {

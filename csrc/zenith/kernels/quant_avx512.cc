@@ -27,6 +27,7 @@
 #include <cstring>
 #include <limits>
 
+#include "zenith/kernels/codes_avx512.h"
 #include "zenith/kernels/quant_formats.h"
 
 #pragma GCC push_options
@@ -298,27 +299,16 @@ void codes_out_rows(const float* f, int rows, __mmask16 m0, __mmask16 m1, const 
   const __m512 sc0 = _mm512_maskz_loadu_ps(m0, o.scale), sc1 = _mm512_maskz_loadu_ps(m1, o.scale + 16);
   const __m512 sh0 = _mm512_maskz_loadu_ps(m0, o.shift), sh1 = _mm512_maskz_loadu_ps(m1, o.shift + 16);
   const __m512 vinv = _mm512_set1_ps(o.inv), rs = _mm512_set1_ps(o.r_scale);
-  const __m512 nan = _mm512_set1_ps(std::numeric_limits<float>::quiet_NaN());
   const int8_t* res = o.res;  // (locals: the int8 stores below may alias the fields)
   int8_t* y = o.y;
   const int64_t ld = o.ld;
   const bool relu = o.relu;
-  const auto out = [&](__m512 v, const int8_t* rr, int8_t* dst, __mmask16 m) {
-    if (rr) {
-      const __m512i c = _mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(m, rr));
-      const __mmask16 mark = _mm512_cmpeq_epi32_mask(c, _mm512_set1_epi32(-128));
-      v = _mm512_add_ps(v, _mm512_mask_blend_ps(mark, _mm512_mul_ps(_mm512_cvtepi32_ps(c), rs), nan));
-    }
-    if (relu) v = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_LT_OQ), v, _mm512_setzero_ps());
-    // v x inv + (v - v): NaN for a NaN or an infinity, kept by the clamps (value second)
-    const __m512 t = _mm512_add_ps(_mm512_mul_ps(v, vinv), _mm512_sub_ps(v, v));
-    const __m512 q = _mm512_min_ps(_mm512_set1_ps(127.0f), _mm512_max_ps(_mm512_set1_ps(-127.0f), t));
-    _mm512_mask_cvtsepi32_storeu_epi8(dst, m, _mm512_cvtps_epi32(q));
-  };
   for (int r = 0; r < rows; ++r) {
     const int8_t* rr = res ? res + r * ld : nullptr;
-    out(_mm512_fmadd_ps(_mm512_load_ps(f + 32 * r), sc0, sh0), rr, y + r * ld, m0);
-    if (m1) out(_mm512_fmadd_ps(_mm512_load_ps(f + 32 * r + 16), sc1, sh1), rr ? rr + 16 : nullptr, y + r * ld + 16, m1);
+    codes16(_mm512_fmadd_ps(_mm512_load_ps(f + 32 * r), sc0, sh0), rr, rs, relu, vinv, y + r * ld, m0);
+    if (m1)
+      codes16(_mm512_fmadd_ps(_mm512_load_ps(f + 32 * r + 16), sc1, sh1), rr ? rr + 16 : nullptr, rs, relu, vinv,
+              y + r * ld + 16, m1);
   }
 }
 

@@ -44,6 +44,19 @@ int64_t in_channels(const Graph& g, const Node& n) {
   if (!const_pair(n, "kernel", 0, k) || k[0] * k[1] <= 0) return -1;
   return (g.type(n.inputs[1]).shape[1].value() - 4) / (k[0] * k[1]);
 }
+
+// How int8 conv q reads value v at input `slot`, for a producer of OC channels: as its
+// input codes (on its x_scale, over OC channels, not yet reading codes), as its residual
+// (unless exact), or neither (anything else, or v read twice).
+enum class CodesRead { kNone, kInput, kResidual };
+CodesRead codes_read(const Graph& g, const Node& q, int v, int slot, int64_t OC, bool exact) {
+  if (!int8_blocked_conv(g, q) || std::count(q.inputs.begin(), q.inputs.end(), v) != 1) return CodesRead::kNone;
+  if (slot == 0 && q.has("x_scale") && !q.i("block", 0) && in_channels(g, q) == OC) return CodesRead::kInput;
+  if (!exact && slot > 0 && size_t(slot) + 1 == q.inputs.size() && q.i("has_residual", 0) && !q.has("r_scale") &&
+      out_channels(g, q) == OC)
+    return CodesRead::kResidual;
+  return CodesRead::kNone;
+}
 }  // namespace
 
 int chain_int8(Graph& g) {
@@ -75,15 +88,12 @@ int chain_int8(Graph& g) {
     double scale = 0;
     for (auto [r, slot] : readers[size_t(v)]) {
       const Node& q = g.nodes[size_t(r)];
-      const bool once = int8_blocked_conv(g, q) && std::count(q.inputs.begin(), q.inputs.end(), v) == 1;
-      const bool input = once && slot == 0 && q.has("x_scale") && !q.i("block", 0) && in_channels(g, q) == OC;
-      const bool residual = once && !exact && slot > 0 && size_t(slot) + 1 == q.inputs.size() &&
-                            q.i("has_residual", 0) && !q.has("r_scale") && out_channels(g, q) == OC;
-      if (!input && !residual) {
+      const CodesRead how = codes_read(g, q, v, slot, OC, exact);
+      if (how == CodesRead::kNone) {
         others = true;
         continue;
       }
-      if (input) {
+      if (how == CodesRead::kInput) {
         ok = ok && (scale == 0 || q.f("x_scale") == scale);
         scale = q.f("x_scale");
       }
@@ -136,11 +146,9 @@ int chain_int8(Graph& g) {
       pools.push_back(r);
       for (auto [c, cslot] : readers[size_t(w)]) {
         const Node& q = g.nodes[size_t(c)];
-        const bool once = int8_blocked_conv(g, q) && std::count(q.inputs.begin(), q.inputs.end(), w) == 1;
-        const bool input = once && cslot == 0 && q.has("x_scale") && !q.i("block", 0) && in_channels(g, q) == OC;
-        const bool residual = once && !exact && cslot > 0 && size_t(cslot) + 1 == q.inputs.size() &&
-                              q.i("has_residual", 0) && !q.has("r_scale") && out_channels(g, q) == OC;
-        ok = ok && (input || residual) && (!input || scale == 0 || q.f("x_scale") == scale);
+        const CodesRead how = codes_read(g, q, w, cslot, OC, exact);
+        const bool input = how == CodesRead::kInput;
+        ok = ok && how != CodesRead::kNone && (!input || scale == 0 || q.f("x_scale") == scale);
         if (!ok) break;
         if (input) scale = q.f("x_scale");
         coders.push_back({c, cslot});
