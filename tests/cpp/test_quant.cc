@@ -1209,6 +1209,99 @@ TEST(QuantKernels, StaticXMulEqualsMultiplyingFirst) {
                Error);
 }
 
+// The one-pass quantizer of uniform rows (quantize_uniform_row_*) gives quantize_act_row's
+// codes on the same scale, value for value, and their sum: with and without mul, ties
+// (values at half a step), values past the clamp, qmax 127 and 63; a NaN or an infinity
+// (in x, or made by mul) is reported, not quantized.
+TEST(QuantKernels, UniformRowQuantizerMatchesBlockQuantizer) {
+  std::vector<std::pair<QIsa, quant::QuantizeUniformFn>> fns;
+  for (QIsa isa : simd_isas())
+    fns.push_back({isa, isa == QIsa::kAvx512 ? quant::quantize_uniform_row_avx512 : quant::quantize_uniform_row_avx2});
+  unsigned seed = 2600;
+  for (auto [isa, fn] : fns)
+    for (int64_t K : {32, 64, 384, 1536, 4096})
+      for (int qmax : {127, 63})
+        for (bool with_mul : {false, true}) {
+          const float scale = 0.02f;
+          auto x = randn(size_t(K), seed++);
+          for (int64_t k = 0; k < K; k += 7) x[size_t(k)] = (float(k % 40) - 20.5f) * scale;  // ties
+          x[0] = 1e6f;
+          x[size_t(K - 1)] = -1e6f;  // clamped
+          const auto mul = positive_mul(K, seed++, 0.25f);
+          std::vector<float> xm(x);
+          if (with_mul)
+            for (int64_t k = 0; k < K; ++k) xm[size_t(k)] = x[size_t(k)] * mul[size_t(k)];
+          std::vector<int8_t> want(static_cast<size_t>(K)), got(static_cast<size_t>(K));
+          std::vector<float> d(size_t(K / 32));
+          std::vector<int16_t> s16(size_t(K / 16));
+          quant::quantize_act_row(xm.data(), K, 32, want.data(), d.data(), s16.data(), scale, qmax);
+          int32_t total = 0;
+          ASSERT_TRUE(fn(x.data(), with_mul ? mul.data() : nullptr, K, 1.0f / scale, qmax, got.data(), &total))
+              << qisa_name(isa);
+          int32_t sum = 0;
+          for (int64_t k = 0; k < K; ++k) {
+            ASSERT_EQ(int(got[size_t(k)]), int(want[size_t(k)]))
+                << qisa_name(isa) << " K " << K << " qmax " << qmax << " mul " << with_mul << " at " << k;
+            sum += want[size_t(k)];
+          }
+          EXPECT_EQ(total, sum) << qisa_name(isa) << " K " << K;
+          for (float bad : {NAN, INFINITY, -INFINITY}) {
+            std::vector<float> y(x);
+            y[size_t(K / 2 + 3)] = bad;
+            EXPECT_FALSE(fn(y.data(), with_mul ? mul.data() : nullptr, K, 1.0f / scale, qmax, got.data(), &total))
+                << qisa_name(isa) << " K " << K << " " << bad;
+          }
+          if (with_mul) {  // finite x, an infinite product
+            std::vector<float> y(x), big(mul);
+            y[5] = 3e38f;
+            big[5] = 4.0f;
+            EXPECT_FALSE(fn(y.data(), big.data(), K, 1.0f / scale, qmax, got.data(), &total)) << qisa_name(isa);
+          }
+        }
+}
+
+// qmatmul over rows of one scale gives the same outputs, bit for bit, whether its rows
+// are quantized in one pass (quantize_uniform) or block by block (the plan without it):
+// static INT8 with and without x_mul, dynamic INT8 per row, rows holding NaN or an
+// infinity, a zero row, 1 and 2 threads, AVX-512's 12-row tiles and remainders.
+TEST(QuantKernels, Int8GemmOnePassRowsEqualBlockRows) {
+  unsigned seed = 2700;
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    for (QIsa isa : simd_isas())
+      for (int64_t K : {32, 384, 1536})
+        for (int64_t M : {8, 13, 30})
+          for (int mode = 0; mode < 3; ++mode) {  // static, static with x_mul, dynamic per row
+            const int64_t N = 70;
+            auto w = random_weight(QFormat::int8, N, K, seed++);
+            auto x = randn(size_t(M * K), seed++);
+            x[size_t(2 * K + K / 3)] = NAN;        // row 2
+            x[size_t(5 * K + 1)] = -INFINITY;      // row 5
+            std::fill_n(x.begin() + 6 * K, K, 0.0f);  // row 6
+            const auto mul = positive_mul(K, seed++, 0.25f);
+            const PackedOperand packed = qmatmul_pack_int8(w.data(), N, K, isa);
+            const QMatmulPlan plan = qmatmul_plan(QFormat::int8, M, N, K, isa, mode < 2 ? 0.03f : 0.0f, false, mode == 2);
+            if (mode == 2 && !plan.row_scale) continue;  // (per-row scales where the ISA takes them)
+            ASSERT_TRUE(plan.quantize_uniform) << qisa_name(isa);
+            QMatmulPlan blocks = plan;
+            blocks.quantize_uniform = nullptr;
+            const float* xm = mode == 1 ? mul.data() : nullptr;
+            std::vector<float> got(size_t(M * N)), want(size_t(M * N));
+            qmatmul(plan, x.data(), w.data(), nullptr, got.data(), &packed, Activation::kNone, xm);
+            qmatmul(blocks, x.data(), w.data(), nullptr, want.data(), &packed, Activation::kNone, xm);
+            for (size_t i = 0; i < want.size(); ++i)
+              ASSERT_TRUE(got[i] == want[i] || (std::isnan(got[i]) && std::isnan(want[i])))
+                  << qisa_name(isa) << " threads " << threads << " K " << K << " M " << M << " mode " << mode
+                  << " at " << i << ": " << got[i] << " vs " << want[i];
+            for (int64_t n = 0; n < N; ++n) {
+              ASSERT_TRUE(std::isnan(got[size_t(2 * N + n)]) && std::isnan(got[size_t(5 * N + n)]));
+              ASSERT_EQ(got[size_t(6 * N + n)], 0.0f);
+            }
+          }
+  }
+  set_num_threads(1);
+}
+
 // The runtime reads qmatmul's x_mul as its last input (after the bias), and refuses one
 // without x_scale or of the wrong length when the graph is built.
 TEST(QuantOps, RuntimeQmatmulTakesXMulLast) {

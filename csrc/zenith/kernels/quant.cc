@@ -154,6 +154,9 @@ QMatmulPlan qmatmul_plan(QFormat f, int64_t M, int64_t N, int64_t K, QIsa isa, f
   p.quantize = isa == QIsa::kScalar   ? quantize_act_row
                : isa == QIsa::kAvx512 ? quantize_act_row_avx512
                                       : quantize_act_row_avx2;
+  p.quantize_uniform = isa == QIsa::kScalar   ? nullptr
+                       : isa == QIsa::kAvx512 ? quantize_uniform_row_avx512
+                                              : quantize_uniform_row_avx2;
   // One scale per row where it pays: AVX-512 VNNI (the uniform tiles, 1.08-1.28x the
   // per-block tiles' GFLOP/s at BERT-base's shapes) and the scalar reference. AVX2 and
   // AVX-VNNI keep a scale per 32 values: their per-block tiles are as fast as their
@@ -256,9 +259,22 @@ QActRows quantize_rows(const QMatmulPlan& p, const float* x, bool packed, const 
     s16 = reinterpret_cast<int16_t*>(zs + M * nzs);
     tot = reinterpret_cast<int32_t*>(zs + M * nzs + (M * p.nsums + 1) / 2);
     const int64_t block = act_block(p.act);
+    // Uniform rows in one pass each (quantize_uniform), unless a value is NaN or infinite
+    // or the scale's inverse is not a positive finite float: those rows go block by block.
+    // (Past K of 65536 the GEMM takes the per-block tiles, which read the 16-sums.)
+    const bool one_pass = uniform && p.quantize_uniform && K == p.kpad && p.kpad <= 65536;
     parallel_for(M, 16, [&](int64_t lo, int64_t hi) {
       for (int64_t m = lo; m < hi; ++m) {
         const float* xm = x + m * K;
+        if (one_pass) {
+          const float scale = p.row_scale ? p.row_scale(xm, K, p.act_max) : p.x_scale;
+          const float id = 1.0f / scale;
+          if (float(p.act_max) * scale > 0.0f && id > 0.0f && id <= FLT_MAX &&
+              p.quantize_uniform(xm, x_mul, K, id, p.act_max, q + m * p.kpad, tot + m)) {
+            std::fill_n(d + m * p.nscales, p.nscales, scale);
+            continue;
+          }
+        }
         if (x_mul) {  // in L1 for the quantizer's pass just after
           float* t = qmatmul_mul_row.get(size_t(K));
           for (int64_t k = 0; k < K; ++k) t[k] = xm[k] * x_mul[k];

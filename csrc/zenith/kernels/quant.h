@@ -75,6 +75,8 @@ struct QMatmulPlan {
   // AVX2: the same against a weight of 7-bit codes (PackedOperand::q8_max <= 63)
   const quant::QGemmTileFn* uniform_w7_tiles = nullptr;
   quant::QuantizeActFn quantize = nullptr;  // the activation quantizer of the same ISA
+  // Its one-pass form for rows of one scale (the packed int8 GEMM's uniform rows), or null
+  quant::QuantizeUniformFn quantize_uniform = nullptr;
   // The largest activation code in the rows: 63 for AVX2 int8 plans of 8 or more rows on
   // dynamic activations (no x_scale) that quantize their own rows, which the int8 GEMM's
   // narrow tiles need; the dot kernels read the same codes when no packed weight is

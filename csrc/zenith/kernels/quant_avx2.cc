@@ -45,6 +45,7 @@
 #include <cfloat>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 #include <utility>
 
 #include "zenith/kernels/quant_formats.h"
@@ -642,6 +643,36 @@ void quantize_act_row_avx2(const float* x, int64_t K, int64_t block, int8_t* q, 
   }
   if (full < K)  // a short last block (int8 rows of any K): the reference
     quantize_act_row(x + full, K - full, block, q + full, d + full / block, s16 + full / 16, scale, qmax);
+}
+
+bool quantize_uniform_row_avx2(const float* x, const float* mul, int64_t K, float id, int qmax, int8_t* q,
+                               int32_t* total) {
+  const __m256 vid = _mm256_set1_ps(id), hi = _mm256_set1_ps(float(qmax)), lo = _mm256_sub_ps(_mm256_setzero_ps(), hi);
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff)), big = _mm256_set1_ps(FLT_MAX);
+  __m256 bad = _mm256_setzero_ps();
+  __m256i sum = _mm256_setzero_si256();
+  const auto run = [&](auto with_mul) {
+    for (int64_t k = 0; k < K; k += 32) {
+      __m256i v[4];
+      for (int i = 0; i < 4; ++i) {
+        __m256 a = _mm256_loadu_ps(x + k + 8 * i);
+        if constexpr (decltype(with_mul)::value) a = _mm256_mul_ps(a, _mm256_loadu_ps(mul + k + 8 * i));
+        bad = _mm256_or_ps(bad, _mm256_cmp_ps(_mm256_and_ps(a, abs_mask), big, _CMP_NLE_UQ));  // inf or NaN
+        v[i] = _mm256_cvtps_epi32(_mm256_min_ps(hi, _mm256_max_ps(lo, _mm256_mul_ps(a, vid))));
+        sum = _mm256_add_epi32(sum, v[i]);
+      }
+      // packs interleave the 128-bit lanes, as in quantize32
+      const __m256i packed = _mm256_packs_epi16(_mm256_packs_epi32(v[0], v[1]), _mm256_packs_epi32(v[2], v[3]));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + k),
+                          _mm256_permutevar8x32_epi32(packed, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+    }
+  };
+  if (mul) run(std::true_type{});
+  else run(std::false_type{});
+  __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(sum), _mm256_extracti128_si256(sum, 1));
+  s4 = _mm_add_epi32(s4, _mm_unpackhi_epi64(s4, s4));
+  *total = _mm_cvtsi128_si32(_mm_add_epi32(s4, _mm_shuffle_epi32(s4, 1)));
+  return _mm256_movemask_ps(bad) == 0;
 }
 
 #endif

@@ -25,6 +25,7 @@
 #include <algorithm>
 #include <cfloat>
 #include <cstring>
+#include <type_traits>
 #include <limits>
 
 #include "zenith/kernels/codes_avx512.h"
@@ -421,6 +422,28 @@ void quantize_act_row_avx512(const float* x, int64_t K, int64_t block, int8_t* q
   }
   if (full < K)  // a short last block (int8 rows of any K): the reference
     quantize_act_row(x + full, K - full, block, q + full, d + full / block, s16 + full / 16, scale, qmax);
+}
+
+bool quantize_uniform_row_avx512(const float* x, const float* mul, int64_t K, float id, int qmax, int8_t* q,
+                                 int32_t* total) {
+  const __m512 vid = _mm512_set1_ps(id), hi = _mm512_set1_ps(float(qmax)), lo = _mm512_sub_ps(_mm512_setzero_ps(), hi);
+  const __m512 big = _mm512_set1_ps(FLT_MAX);
+  __mmask16 bad = 0;
+  __m512i sum = _mm512_setzero_si512();
+  const auto run = [&](auto with_mul) {
+    for (int64_t k = 0; k < K; k += 16) {
+      __m512 a = _mm512_loadu_ps(x + k);
+      if constexpr (decltype(with_mul)::value) a = _mm512_mul_ps(a, _mm512_loadu_ps(mul + k));
+      bad |= _mm512_cmp_ps_mask(_mm512_abs_ps(a), big, _CMP_NLE_UQ);  // inf or NaN
+      const __m512i v = _mm512_cvtps_epi32(_mm512_min_ps(hi, _mm512_max_ps(lo, _mm512_mul_ps(a, vid))));
+      sum = _mm512_add_epi32(sum, v);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(q + k), _mm512_cvtepi32_epi8(v));
+    }
+  };
+  if (mul) run(std::true_type{});
+  else run(std::false_type{});
+  *total = _mm512_reduce_add_epi32(sum);
+  return bad == 0;
 }
 
 float act_row_scale_avx512(const float* x, int64_t K, int qmax) {
