@@ -157,6 +157,12 @@ const Case kCases[] = {
     {1, 1, 8, 40, 8, 1, 31, 1, 1, 0, 15, 1, 1},  // a run of 31 codes in a row of 32: the last copies exact
     {1, 3, 1, 1, 4, 3, 3, 1, 1, 1, 1, 1, 1},     // a one-pixel image in padding: its one run copied exactly
     {1, 3, 1, 1, 4, 1, 1, 1, 1, 0, 0, 1, 1},     // a one-pixel image, 1x1: the copy reads 29 bytes past its codes
+    // Channels in whole 32s, dilation 1: AVX-512's direct rows (windows read in place from a padded copy)
+    {2, 64, 9, 11, 40, 3, 3, 1, 1, 1, 1, 1, 1},   // 3x3 / 1, padding 1, batch 2
+    {1, 32, 10, 9, 70, 3, 3, 2, 2, 1, 1, 1, 1},   // 3x3 / 2 with padding
+    {2, 96, 6, 7, 16, 3, 1, 1, 1, 2, 0, 1, 1},    // 3x1 with padding past the kernel's reach in rows
+    {2, 32, 14, 14, 64, 3, 3, 1, 1, 1, 1, 1, 1},  // 392 rows: threads take shares of rows
+    {1, 64, 8, 8, 32, 3, 3, 1, 1, 1, 1, 2, 2},    // dilation 2: window rows still
 };
 
 // Calls f(threads, c, L) at one and two threads, for every case, over blocks of 8 and 16
@@ -364,6 +370,67 @@ TEST(QuantConv, BlockedLayoutMatchesNchw) {
       }
     }
   });
+}
+
+// AVX-512's direct rows (each window read in place from a zero-padded copy of the input
+// codes, one run per kernel row) give the window rows' results bit for bit: the same
+// integer sums in the same order. Floats in and codes in (with the NaN mark), floats,
+// codes or both out, a residual as codes, static and dynamic scales, 1 and 2 threads.
+TEST(QuantConv, DirectRowsEqualWindowRows) {
+  if (!qisa_supported(QIsa::kAvx512)) GTEST_SKIP() << "no AVX-512 VNNI";
+  unsigned seed = 900;
+  int taken = 0;
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    for (const Case& c : kCases) {
+      if (c.C % 32 || c.KH * c.KW == 1) continue;
+      Conv2dInt8Geom g = geom(c);
+      g.L = 16;
+      const int64_t HW = g.H * g.W, OP = g.OH * g.OW, CB = (g.C + 15) / 16, OCB = (g.OC + 15) / 16;
+      auto x = randn(size_t(g.N * g.C * HW), seed++, 2.0f);
+      x[size_t(HW + 3)] = std::numeric_limits<float>::quiet_NaN();  // image 0, channel 1, pixel 3
+      std::vector<float> xb(size_t(g.N * CB * 16 * HW));
+      nchw_to_nchwc(x.data(), g.N, g.C, HW, 16, xb.data());
+      std::vector<int8_t> xq(size_t(g.N * HW * g.C)), rq(size_t(g.N * OP * g.OC));
+      std::mt19937 rng(seed++);
+      for (auto* v : {&xq, &rq})
+        for (int8_t& q : *v) q = int8_t(int(rng() % 255) - 127);
+      xq[size_t(g.C * (HW - 1))] = -128;  // image 0's last pixel: a NaN mark
+      const auto w = random_filters(g.OC, g.K(), seed++);
+      const auto shift = randn(size_t(g.OC), seed++);
+      const PackedOperand p = conv2d_int8_pack(g, w.data(), QIsa::kAvx512);
+      for (int variant = 0; variant < 6; ++variant) {
+        GemmEpilogue ep;
+        ep.row_shift = shift.data();
+        ep.act = variant % 2 ? Activation::kRelu : Activation::kNone;
+        const bool codes_in = variant >= 2, codes_only = variant >= 4;
+        const std::optional<float> s = codes_in || variant == 1 ? std::optional<float>(0.03f) : std::nullopt;
+        auto run = [&](bool direct, std::vector<float>& y, std::vector<int8_t>& yq) {
+          if (!direct) setenv("ZENITH_INT8_DIRECT", "0", 1);
+          Conv2dInt8Codes io;
+          io.x = codes_in ? xq.data() : nullptr;
+          io.y = yq.data();
+          io.y_scale = 0.05f;
+          io.res = codes_in ? rq.data() : nullptr;
+          io.res_scale = 0.02f;
+          conv2d_int8(g, QIsa::kAvx512, xb.data(), p, s, ep, nullptr, codes_only ? nullptr : y.data(), io);
+          unsetenv("ZENITH_INT8_DIRECT");
+        };
+        std::vector<float> y1(size_t(g.N * OCB * 16 * OP), -7.0f), y0(y1);
+        std::vector<int8_t> q1(size_t(g.N * OP * g.OC), 5), q0(q1);
+        run(true, y1, q1);
+        run(false, y0, q0);
+        const std::string what = "C=" + std::to_string(c.C) + " " + std::to_string(c.KH) + "x" + std::to_string(c.KW) +
+                                 " variant " + std::to_string(variant) + " threads " + std::to_string(threads);
+        for (size_t i = 0; i < y0.size(); ++i)
+          ASSERT_TRUE(y1[i] == y0[i] || (std::isnan(y1[i]) && std::isnan(y0[i]))) << what << " at " << i;
+        ASSERT_EQ(q1, q0) << what;
+        ++taken;
+      }
+    }
+  }
+  set_num_threads(1);
+  EXPECT_GE(taken, 48);
 }
 
 // Codes between int8 convs (Conv2dInt8Codes): a conv writing codes writes exactly the

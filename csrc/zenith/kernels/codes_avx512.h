@@ -22,9 +22,10 @@ namespace zenith::quant {
 // even) and clamp to +-127, and -128 for a NaN or infinity (v x inv + (v - v) is NaN exactly
 // there, the clamps keep it (value second), its conversion INT_MIN saturates to -128), as
 // conv2d_int8's AVX2 packs do.
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) inline void codes16(__m512 v, const int8_t* rr,
-                                                                                   __m512 rs, bool relu, __m512 vinv,
-                                                                                   int8_t* dst, __mmask16 m) {
+// (always_inline, and AVX512F/BW/VL only, a subset of both callers' targets: out of line, a
+// call per 16 values.)
+__attribute__((always_inline, target("avx512f,avx512bw,avx512vl"))) inline void codes16(
+    __m512 v, const int8_t* rr, __m512 rs, bool relu, __m512 vinv, int8_t* dst, __mmask16 m) {
   if (rr) {
     const __m512i c = _mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(m, rr));
     const __mmask16 mark = _mm512_cmpeq_epi32_mask(c, _mm512_set1_epi32(-128));

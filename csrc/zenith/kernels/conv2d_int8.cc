@@ -29,8 +29,10 @@
 // blocked layout (g.x_nchw), so the blocked max pool after it reads its output as it is.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <string>
 #include <vector>
 
 #if defined(__AVX2__)
@@ -601,6 +603,16 @@ void conv2d_int8(const Conv2dInt8Geom& g, QIsa isa, const float* x, const Packed
   // the time at batch 1 and 0.86x at batch 8, the same outputs (AMD Zen 4, family 25 model
   // 17, AVX-512 VNNI, 2 threads, calls interleaved in one process).
   const bool short_runs = !in_place && !io.x && g.dl[1] == 1 && g.KW * C <= 32;
+  // Direct rows (AVX-512 VNNI's uniform tiles): a conv over channels in whole 32s with
+  // dilation 1 reads each output pixel's window in place from a zero-padded copy of its
+  // input codes, one run of KW * C codes per kernel row (QActRow::nseg), instead of
+  // building window rows (KH * KW copies of each input pixel: ResNet-50 int8-static's
+  // window rows and their copies were 7% of its samples at batch 1, AMD Zen 4).
+  // ZENITH_INT8_DIRECT=0 builds window rows instead (read per call: tests and A/Bs).
+  const char* direct_env = std::getenv("ZENITH_INT8_DIRECT");
+  const bool direct = !in_place && !short_runs && L && isa == QIsa::kAvx512 && g.dl[0] == 1 && g.dl[1] == 1 &&
+                      C % 32 == 0 && K == plan0.kpad && K <= 65536 && plan0.uniform_tiles &&
+                      !(direct_env && std::string(direct_env) == "0");
   // Every image quantized: codes [N * QP, C] (pixels x channels), then a bad-pixel flag
   // per pixel, with one scale per image; tiles of pixels (up to 256, about 64 KiB of
   // floats) of every image split across threads (with tiles of 256 per image in turn, a
@@ -646,6 +658,25 @@ void conv2d_int8(const Conv2dInt8Geom& g, QIsa isa, const float* x, const Packed
   // An input with no negative code (after a ReLU: most convs of a CNN) lets AVX2's tiles
   // skip the sign trick; the window rows add only zeros.
   const bool nonneg = plan0.uniform_nonneg_tiles && std::find(neg.begin(), neg.end(), uint8_t(1)) == neg.end();
+  // Direct rows: each image's codes with a border of zero codes (ph rows, pw columns).
+  const int64_t Hp = g.H + 2 * g.pd[0], Wp = g.W + 2 * g.pd[1], pad_image = Hp * Wp * C;
+  thread_local AlignedBuf pad_buf;
+  int8_t* padded = direct ? reinterpret_cast<int8_t*>(pad_buf.get(size_t((N * pad_image + 3) / 4))) : nullptr;
+  if (direct)
+    parallel_for(N * Hp, 8, [&](int64_t lo, int64_t hi) {
+      const int64_t H = g.H, W = g.W, pw = g.pd[1];
+      for (int64_t t = lo; t < hi; ++t) {
+        const int64_t n = t / Hp, ih = t % Hp - g.pd[0];
+        int8_t* dst = padded + n * pad_image + t % Hp * Wp * C;
+        if (ih < 0 || ih >= H) {
+          std::memset(dst, 0, size_t(Wp * C));
+          continue;
+        }
+        std::memset(dst, 0, size_t(pw * C));
+        std::memcpy(dst + pw * C, codes + (n * QP + ih * W) * C, size_t(W * C));
+        std::memset(dst + (pw + W) * C, 0, size_t(pw * C));
+      }
+    });
   // Images with a NaN or infinity (short_runs' rows look up the flags only there).
   std::vector<uint8_t> image_bad(static_cast<size_t>(short_runs ? N : 0));
   for (int64_t n = 0; n < int64_t(image_bad.size()); ++n)
@@ -668,7 +699,9 @@ void conv2d_int8(const Conv2dInt8Geom& g, QIsa isa, const float* x, const Packed
   // the chunk rounded up (MobileNet V2 at batch 8 overran 341-row buffers by 3 rows).
   const int64_t tile = std::max(1, plan0.uniform_rows);
   const int64_t cap = by_rows ? (chunk + tile - 1) / tile * tile : chunk;
-  const int64_t row_floats = cap * ((in_place ? 0 : kpad / 4) + nscales + (nsums + 1) / 2 + 1);
+  // (direct: a pointer per row, 2 floats' room, after the rest)
+  const int64_t row_floats =
+      cap * ((in_place || direct ? 0 : kpad / 4) + nscales + (nsums + 1) / 2 + 1) + (direct ? 2 * cap + 2 : 0);
   // The SIMD tiles sum each row over all of K on its image's one scale (q8_gemm_packed's
   // uniform rows, up to K of 65536): they read the row's first scale and its sum of codes
   // (QActRows::totals), no 16-sums. The scalar reference reads a scale and two 16-sums per
@@ -690,7 +723,8 @@ void conv2d_int8(const Conv2dInt8Geom& g, QIsa isa, const float* x, const Packed
   }
   // Chunk rows [lo, hi) from pixel c0 on: window rows into q (unless read in place), their
   // scales and sums of codes (tot; or 16-sums).
-  auto build = [&](int64_t c0, int64_t lo, int64_t hi, int8_t* q, float* d, int16_t* s16, int32_t* tot) {
+  auto build = [&](int64_t c0, int64_t lo, int64_t hi, int8_t* q, float* d, int16_t* s16, int32_t* tot,
+                   const int8_t** ptrs) {
     // Locals: the int8 stores below may alias anything, so fields read through a
     // reference would be reloaded on every tap.
     const int64_t H = g.H, W = g.W, KH = g.KH, KW = g.KW, OW = g.OW, sh = g.st[0], sw = g.st[1], ph = g.pd[0],
@@ -706,6 +740,14 @@ void conv2d_int8(const Conv2dInt8Geom& g, QIsa isa, const float* x, const Packed
       if (in_place) {  // (flags and sums are the input's pixels': a padded conv has more outputs)
         nonfinite = flags[pix];
         total = sums[pix];
+      } else if (direct) {  // the window in place: its flags and sums from the taps inside the image
+        const int64_t ih0 = oh * sh - ph, iw0 = ow * sw - pw;
+        for (int64_t ih = std::max<int64_t>(ih0, 0); ih < std::min(ih0 + KH, H); ++ih)
+          for (int64_t iw = std::max<int64_t>(iw0, 0); iw < std::min(iw0 + KW, W); ++iw) {
+            nonfinite |= flags[ih * W + iw] != 0;
+            total += sums[ih * W + iw];
+          }
+        ptrs[r] = padded + n * pad_image + (oh * sh * Wp + ow * sw) * Cl;
       } else {
         int8_t* dst = q + r * kp;
         row = dst;
@@ -758,9 +800,14 @@ void conv2d_int8(const Conv2dInt8Geom& g, QIsa isa, const float* x, const Packed
   // The chunk of cn rows from pixel c0, built: its GEMM into acc [cn, OC] and each block
   // of it stored (threaded over blocks of columns unless called from a thread's task).
   auto multiply = [&](int64_t c0, int64_t cn, const int8_t* q, const float* d, const int16_t* s16,
-                      const int32_t* tot, float* acc) {
+                      const int32_t* tot, const int8_t* const* ptrs, float* acc) {
     // uniform: one scale per image, so the GEMM sums over all of K.
     QActRows rows{in_place ? codes + c0 * C : q, d, s16, nullptr, nullptr, kpad, nscales, nsums, K, true};
+    if (direct) {  // KH runs of KW * C codes, a padded image row apart
+      rows.ptrs = ptrs;
+      rows.nseg = int32_t(g.KH);
+      rows.seg_stride = Wp * C;
+    }
     rows.nonneg = nonneg;
     if (row_totals) rows.totals = tot;
     // Rows [m0, m1) of the chunk, columns [n0, n1): into NCHW (or blocked), image by
@@ -826,16 +873,20 @@ void conv2d_int8(const Conv2dInt8Geom& g, QIsa isa, const float* x, const Packed
     float* d;
     int16_t* s16;
     int32_t* tot;
+    const int8_t** ptrs;
     float* acc;
   };
   thread_local AlignedBuf row_buf, out_buf;
   auto bufs = [&] {
     float* rbase = row_buf.get(size_t(row_floats));
     ChunkBufs b;
-    b.q = in_place ? nullptr : reinterpret_cast<int8_t*>(rbase);
-    b.d = rbase + (in_place ? 0 : cap * kpad / 4);
+    b.q = in_place || direct ? nullptr : reinterpret_cast<int8_t*>(rbase);
+    b.d = rbase + (in_place || direct ? 0 : cap * kpad / 4);
     b.s16 = reinterpret_cast<int16_t*>(b.d + cap * nscales);
     b.tot = reinterpret_cast<int32_t*>(b.d + cap * (nscales + (nsums + 1) / 2));
+    // (8-byte aligned: cap * (nscales + ...) floats from a 64-byte aligned base, rounded up to an even count)
+    b.ptrs = direct ? reinterpret_cast<const int8_t**>(b.d + (cap * (nscales + (nsums + 1) / 2 + 1) + 1) / 2 * 2)
+                    : nullptr;
     b.acc = fused_codes ? nullptr : out_buf.get(size_t(cap * OC));  // (the tiles write the codes themselves)
     return b;
   };
@@ -854,8 +905,8 @@ void conv2d_int8(const Conv2dInt8Geom& g, QIsa isa, const float* x, const Packed
         ZENITH_CHECK(step <= cap, "conv2d: an int8 conv's piece of ", step, " rows overruns its ", cap, "-row buffers");
         for (int64_t c0 = r0; c0 < r1; c0 += step) {
           const int64_t cn = std::min(step, r1 - c0);
-          build(c0, 0, cn, b.q, b.d, b.s16, b.tot);
-          multiply(c0, cn, b.q, b.d, b.s16, b.tot, b.acc);  // inside a task: q8_gemm_packed runs on this thread
+          build(c0, 0, cn, b.q, b.d, b.s16, b.tot, b.ptrs);
+          multiply(c0, cn, b.q, b.d, b.s16, b.tot, b.ptrs, b.acc);  // inside a task: q8_gemm_packed runs on this thread
         }
       }
       row_buf.trim(size_t(16) << 20);
@@ -865,11 +916,12 @@ void conv2d_int8(const Conv2dInt8Geom& g, QIsa isa, const float* x, const Packed
     const ChunkBufs b = bufs();
     for (int64_t c0 = 0; c0 < M; c0 += chunk) {
       const int64_t cn = std::min(chunk, M - c0);
-      parallel_for(cn, 16, [&](int64_t lo, int64_t hi) { build(c0, lo, hi, b.q, b.d, b.s16, b.tot); });
-      multiply(c0, cn, b.q, b.d, b.s16, b.tot, b.acc);
+      parallel_for(cn, 16, [&](int64_t lo, int64_t hi) { build(c0, lo, hi, b.q, b.d, b.s16, b.tot, b.ptrs); });
+      multiply(c0, cn, b.q, b.d, b.s16, b.tot, b.ptrs, b.acc);
     }
   }
   img_buf.trim(size_t(16) << 20);
+  pad_buf.trim(size_t(16) << 20);
   row_buf.trim(size_t(16) << 20);
   out_buf.trim(size_t(16) << 20);
 }

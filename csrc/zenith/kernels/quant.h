@@ -165,9 +165,18 @@ struct QActRows {
   // Uniform rows: each row's sum of codes, made by the caller (qmatmul's quantizer, per
   // row; conv2d_int8, from its pixels' sums); null: q8_gemm_packed sums the 16-sums.
   const int32_t* totals = nullptr;
+  // Uniform rows read in place (conv2d_int8's direct rows; AVX-512 plans only): row m's
+  // codes are nseg runs of kpad / nseg, the first at ptrs[m], each seg_stride bytes after
+  // the last (q unused).
+  const int8_t* const* ptrs = nullptr;
+  int32_t nseg = 1;
+  int64_t seg_stride = 0;
   quant::QActRow row(int64_t m) const {
-    return quant::QActRow{q ? q + m * kpad : nullptr, d ? d + m * nscales : nullptr, s16 ? s16 + m * nsums : nullptr,
-                          x ? x + m * K : nullptr, zs ? zs + m * kpad / 4 : nullptr};
+    quant::QActRow r{ptrs ? ptrs[m] : q ? q + m * kpad : nullptr, d ? d + m * nscales : nullptr,
+                     s16 ? s16 + m * nsums : nullptr, x ? x + m * K : nullptr, zs ? zs + m * kpad / 4 : nullptr};
+    r.nseg = nseg;
+    r.seg_stride = seg_stride;
+    return r;
   }
 };
 // The int8 GEMM over rows already quantized (kQ8x32): y[m * N + n] for m < M, n < N

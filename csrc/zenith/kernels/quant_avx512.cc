@@ -272,15 +272,22 @@ __attribute__((noinline)) void q8_gemm_tile_uniform(const uint8_t* wb, const flo
     lo[r] = hi[r] = _mm512_set1_epi32(-128 * a[r].total);
     aq[r] = a[r].q;
   }
-  const int64_t quads = kpad / 4;
-  for (int64_t q = 0; q < quads; ++q) {
-    const __m512i w0 = _mm512_loadu_si512(wb + 128 * q), w1 = _mm512_loadu_si512(wb + 128 * q + 64);
+  // The row's runs (QActRow::nseg; one but for conv2d_int8's direct rows), the weight's
+  // quads in order across them.
+  const int nseg = a[0].nseg;
+  const int64_t quads = kpad / 4 / nseg, stride = a[0].seg_stride;
+  for (int s = 0; s < nseg; ++s, wb += 128 * quads) {
+    for (int64_t q = 0; q < quads; ++q) {
+      const __m512i w0 = _mm512_loadu_si512(wb + 128 * q), w1 = _mm512_loadu_si512(wb + 128 * q + 64);
 #pragma GCC unroll 16
-    for (int r = 0; r < MR; ++r) {
-      const __m512i av = _mm512_set1_epi32(load_i32(aq[r] + 4 * q));
-      dpbusd_acc(lo[r], w0, av);
-      dpbusd_acc(hi[r], w1, av);
+      for (int r = 0; r < MR; ++r) {
+        const __m512i av = _mm512_set1_epi32(load_i32(aq[r] + 4 * q));
+        dpbusd_acc(lo[r], w0, av);
+        dpbusd_acc(hi[r], w1, av);
+      }
     }
+#pragma GCC unroll 16
+    for (int r = 0; r < MR; ++r) aq[r] += stride;
   }
   const __m512 s0 = _mm512_loadu_ps(ws), s1 = _mm512_loadu_ps(ws + 16);
   const __mmask16 m0 = nvalid >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << nvalid) - 1);

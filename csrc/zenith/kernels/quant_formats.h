@@ -235,6 +235,11 @@ struct QActRow {
   // The sum of the row's codes, for the uniform tiles that start their sums from -128 x it
   // (AVX-VNNI, AVX-512; q8_gemm_packed makes it once per row)
   int32_t total = 0;
+  // A row in nseg equal runs, seg_stride bytes apart (AVX-512's uniform tiles only): an
+  // int8 conv's window read in place from its padded input, one run per kernel row
+  // (conv2d_int8's direct rows). 1: the row is q[0, kpad).
+  int32_t nseg = 1;
+  int64_t seg_stride = 0;
 };
 // Quantizes x[0, K) into q (kpad values), d (kpad / block scales) and s16 (kpad / 16
 // sums). q is in [-qmax, qmax], so |code| * |q| products fit the SIMD kernels' 16-bit pair
