@@ -1262,25 +1262,31 @@ TEST(QuantKernels, UniformRowQuantizerMatchesBlockQuantizer) {
 
 // qmatmul over rows of one scale gives the same outputs, bit for bit, whether its rows
 // are quantized in one pass (quantize_uniform) or block by block (the plan without it):
-// static INT8 with and without x_mul, dynamic INT8 per row, rows holding NaN or an
-// infinity, a zero row, 1 and 2 threads, AVX-512's 12-row tiles and remainders.
+// static INT8 with and without x_mul, dynamic INT8 per row, inputs with no negative value
+// (AVX2's tiles without the sign trick), a scale whose inverse overflows and K not a whole
+// number of 32s (both left to the blocks), rows holding NaN or an infinity, a zero row,
+// the GEMM over parts, 1 and 2 threads, AVX-512's 12-row tiles and remainders.
 TEST(QuantKernels, Int8GemmOnePassRowsEqualBlockRows) {
   unsigned seed = 2700;
   for (int threads : {1, 2}) {
     set_num_threads(threads);
     for (QIsa isa : simd_isas())
-      for (int64_t K : {32, 384, 1536})
+      for (int64_t K : {32, 100, 384, 1536})
         for (int64_t M : {8, 13, 30})
-          for (int mode = 0; mode < 3; ++mode) {  // static, static with x_mul, dynamic per row
+          // static, static with x_mul, dynamic per row, static over x >= 0, a subnormal static scale
+          for (int mode = 0; mode < 5; ++mode) {
             const int64_t N = 70;
             auto w = random_weight(QFormat::int8, N, K, seed++);
             auto x = randn(size_t(M * K), seed++);
+            if (mode == 3)
+              for (float& v : x) v = std::fabs(v);
             x[size_t(2 * K + K / 3)] = NAN;        // row 2
             x[size_t(5 * K + 1)] = -INFINITY;      // row 5
             std::fill_n(x.begin() + 6 * K, K, 0.0f);  // row 6
             const auto mul = positive_mul(K, seed++, 0.25f);
             const PackedOperand packed = qmatmul_pack_int8(w.data(), N, K, isa);
-            const QMatmulPlan plan = qmatmul_plan(QFormat::int8, M, N, K, isa, mode < 2 ? 0.03f : 0.0f, false, mode == 2);
+            const float x_scale = mode == 2 ? 0.0f : mode == 4 ? 1e-39f : 0.03f;
+            const QMatmulPlan plan = qmatmul_plan(QFormat::int8, M, N, K, isa, x_scale, false, mode == 2);
             if (mode == 2 && !plan.row_scale) continue;  // (per-row scales where the ISA takes them)
             ASSERT_TRUE(plan.quantize_uniform) << qisa_name(isa);
             QMatmulPlan blocks = plan;
@@ -1289,13 +1295,28 @@ TEST(QuantKernels, Int8GemmOnePassRowsEqualBlockRows) {
             std::vector<float> got(size_t(M * N)), want(size_t(M * N));
             qmatmul(plan, x.data(), w.data(), nullptr, got.data(), &packed, Activation::kNone, xm);
             qmatmul(blocks, x.data(), w.data(), nullptr, want.data(), &packed, Activation::kNone, xm);
+            const std::string what = std::string(qisa_name(isa)) + " threads " + std::to_string(threads) + " K " +
+                                     std::to_string(K) + " M " + std::to_string(M) + " mode " + std::to_string(mode);
             for (size_t i = 0; i < want.size(); ++i)
               ASSERT_TRUE(got[i] == want[i] || (std::isnan(got[i]) && std::isnan(want[i])))
-                  << qisa_name(isa) << " threads " << threads << " K " << K << " M " << M << " mode " << mode
-                  << " at " << i << ": " << got[i] << " vs " << want[i];
+                  << what << " at " << i << ": " << got[i] << " vs " << want[i];
             for (int64_t n = 0; n < N; ++n) {
-              ASSERT_TRUE(std::isnan(got[size_t(2 * N + n)]) && std::isnan(got[size_t(5 * N + n)]));
-              ASSERT_EQ(got[size_t(6 * N + n)], 0.0f);
+              ASSERT_TRUE(std::isnan(got[size_t(2 * N + n)]) && std::isnan(got[size_t(5 * N + n)])) << what;
+              ASSERT_EQ(got[size_t(6 * N + n)], 0.0f) << what;
+            }
+            if (mode != 1) continue;
+            // the GEMM over parts (Q, K and V): 32 + 38 columns
+            const auto w2 = random_weight(QFormat::int8, 64, K, seed++);
+            const PackedOperand p2 = qmatmul_pack_int8(w2.data(), 64, K, isa);
+            const QMatmulPlan pp = qmatmul_plan(QFormat::int8, M, 64, K, isa, x_scale);
+            QMatmulPlan pb = pp;
+            pb.quantize_uniform = nullptr;
+            std::vector<float> a(size_t(M * 32)), b(size_t(M * 32)), wa(size_t(M * 32)), wb(size_t(M * 32));
+            qmatmul_parts(pp, x.data(), {{nullptr, a.data(), 32}, {nullptr, b.data(), 32}}, p2, Activation::kNone, xm);
+            qmatmul_parts(pb, x.data(), {{nullptr, wa.data(), 32}, {nullptr, wb.data(), 32}}, p2, Activation::kNone, xm);
+            for (size_t i = 0; i < a.size(); ++i) {
+              ASSERT_TRUE(a[i] == wa[i] || (std::isnan(a[i]) && std::isnan(wa[i]))) << what << " parts " << i;
+              ASSERT_TRUE(b[i] == wb[i] || (std::isnan(b[i]) && std::isnan(wb[i]))) << what << " parts " << i;
             }
           }
   }

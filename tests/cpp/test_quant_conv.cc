@@ -163,6 +163,8 @@ const Case kCases[] = {
     {2, 96, 6, 7, 16, 3, 1, 1, 1, 2, 0, 1, 1},    // 3x1 with padding past the kernel's reach in rows
     {2, 32, 14, 14, 64, 3, 3, 1, 1, 1, 1, 1, 1},  // 392 rows: threads take shares of rows
     {1, 64, 8, 8, 32, 3, 3, 1, 1, 1, 1, 2, 2},    // dilation 2: window rows still
+    {2, 64, 7, 7, 40, 1, 1, 2, 2, 1, 1, 1, 1},    // a padded strided 1x1: one run a row
+    {1, 32, 9, 10, 24, 3, 3, 2, 2, 1, 1, 1, 1},   // a stride that leaves the last input column unread
 };
 
 // Calls f(threads, c, L) at one and two threads, for every case, over blocks of 8 and 16
@@ -379,11 +381,15 @@ TEST(QuantConv, BlockedLayoutMatchesNchw) {
 TEST(QuantConv, DirectRowsEqualWindowRows) {
   if (!qisa_supported(QIsa::kAvx512)) GTEST_SKIP() << "no AVX-512 VNNI";
   unsigned seed = 900;
-  int taken = 0;
+  int taken = 0, expected = 0;
+  unsetenv("ZENITH_INT8_DIRECT");
   for (int threads : {1, 2}) {
     set_num_threads(threads);
     for (const Case& c : kCases) {
-      if (c.C % 32 || c.KH * c.KW == 1) continue;
+      // Channels in whole 32s, dilation 1, not a 1x1 read in place (unpadded; dilation 2 still runs: window rows
+      // both ways); a stem's short runs (KW x C <= 32, floats in) are not among these cases.
+      if (c.C % 32 || (c.KH * c.KW == 1 && c.ph == 0 && c.pw == 0) || c.KW * c.C <= 32) continue;
+      const bool eligible = c.dh == 1 && c.dw == 1 && geom(c).OH > 0 && geom(c).OW > 0;  // (5x5 on 4 x 4: no output)
       Conv2dInt8Geom g = geom(c);
       g.L = 16;
       const int64_t HW = g.H * g.W, OP = g.OH * g.OW, CB = (g.C + 15) / 16, OCB = (g.OC + 15) / 16;
@@ -406,6 +412,7 @@ TEST(QuantConv, DirectRowsEqualWindowRows) {
         const bool codes_in = variant >= 2, codes_only = variant >= 4;
         const std::optional<float> s = codes_in || variant == 1 ? std::optional<float>(0.03f) : std::nullopt;
         auto run = [&](bool direct, std::vector<float>& y, std::vector<int8_t>& yq) {
+          const int64_t before = conv2d_int8_direct_calls();
           if (!direct) setenv("ZENITH_INT8_DIRECT", "0", 1);
           Conv2dInt8Codes io;
           io.x = codes_in ? xq.data() : nullptr;
@@ -415,6 +422,7 @@ TEST(QuantConv, DirectRowsEqualWindowRows) {
           io.res_scale = 0.02f;
           conv2d_int8(g, QIsa::kAvx512, xb.data(), p, s, ep, nullptr, codes_only ? nullptr : y.data(), io);
           unsetenv("ZENITH_INT8_DIRECT");
+          taken += int(conv2d_int8_direct_calls() - before);
         };
         std::vector<float> y1(size_t(g.N * OCB * 16 * OP), -7.0f), y0(y1);
         std::vector<int8_t> q1(size_t(g.N * OP * g.OC), 5), q0(q1);
@@ -425,12 +433,13 @@ TEST(QuantConv, DirectRowsEqualWindowRows) {
         for (size_t i = 0; i < y0.size(); ++i)
           ASSERT_TRUE(y1[i] == y0[i] || (std::isnan(y1[i]) && std::isnan(y0[i]))) << what << " at " << i;
         ASSERT_EQ(q1, q0) << what;
-        ++taken;
+        expected += eligible;
+        ASSERT_EQ(taken, expected) << what << ": direct rows taken where they apply, and only in the first run";
       }
     }
   }
   set_num_threads(1);
-  EXPECT_GE(taken, 48);
+  EXPECT_EQ(expected, 2 * 6 * 6);  // 2 thread counts x 6 variants x 6 cases that take them
 }
 
 // Codes between int8 convs (Conv2dInt8Codes): a conv writing codes writes exactly the

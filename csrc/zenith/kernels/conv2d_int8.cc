@@ -28,6 +28,7 @@
 // int8 GEMM 9-11%; AMD Zen 5, 2 threads.) A stem reads its NCHW image and writes the
 // blocked layout (g.x_nchw), so the blocked max pool after it reads its output as it is.
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -543,7 +544,11 @@ void sums16(const int8_t* q, int64_t n, int16_t* out) {
   }
 }
 
+std::atomic<int64_t> direct_calls{0};
+
 }  // namespace
+
+int64_t conv2d_int8_direct_calls() { return direct_calls.load(std::memory_order_relaxed); }
 
 PackedOperand conv2d_int8_pack(const Conv2dInt8Geom& g, const uint8_t* w, QIsa isa) {
   std::vector<uint8_t> rows = reorder_filters(g, w);
@@ -613,6 +618,7 @@ void conv2d_int8(const Conv2dInt8Geom& g, QIsa isa, const float* x, const Packed
   const bool direct = !in_place && !short_runs && L && isa == QIsa::kAvx512 && g.dl[0] == 1 && g.dl[1] == 1 &&
                       C % 32 == 0 && K == plan0.kpad && K <= 65536 && plan0.uniform_tiles &&
                       !(direct_env && std::string(direct_env) == "0");
+  if (direct) direct_calls.fetch_add(1, std::memory_order_relaxed);
   // Every image quantized: codes [N * QP, C] (pixels x channels), then a bad-pixel flag
   // per pixel, with one scale per image; tiles of pixels (up to 256, about 64 KiB of
   // floats) of every image split across threads (with tiles of 256 per image in turn, a

@@ -549,7 +549,7 @@ void q8_gemm_packed(const QMatmulPlan& p, const QActRows& a, const PackedOperand
                              : narrow  ? (w7 && p.narrow_w7_tiles ? p.narrow_w7_tiles : p.narrow_tiles)
                                        : p.tiles;
   const int tile_rows = uniform ? p.uniform_rows : narrow ? kMaxNarrowRows : p.tile_rows;
-  ZENITH_CHECK(a.nseg == 1 || (uniform && a.totals && p.isa == QIsa::kAvx512 && a.nseg > 0 &&
+  ZENITH_CHECK(a.nseg == 1 || (uniform && a.totals && a.ptrs && p.isa == QIsa::kAvx512 && a.nseg > 0 &&
                                 p.kpad % (4 * int64_t(a.nseg)) == 0),
                "qmatmul: rows in runs need rows of one scale with their sums, AVX-512's tiles and whole quads a run");
   ZENITH_CHECK(!codes || (uniform && p.codes_tiles && !parts && !block && !rows),

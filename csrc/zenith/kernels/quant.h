@@ -150,9 +150,10 @@ bool qmatmul_reads_packed(const QMatmulPlan& p);
 // code + 128 (unsigned), padded with code 0 to whole blocks; then the column scales.
 PackedOperand qmatmul_pack_int8(const uint8_t* w, int64_t N, int64_t K, QIsa isa);
 
-// Quantized activation rows as a plan lays them out: row m's codes at q + m * kpad, its
-// scales at d + m * nscales, its 16-sums at s16 + m * nsums (zero sums, where read, at
-// zs + m * kpad / 4).
+// Quantized activation rows as a plan lays them out: row m's codes at q + m * kpad (or, in
+// runs, at ptrs[m]: below), its scales at d + m * nscales, its 16-sums at s16 + m * nsums
+// (zero sums, where read, at zs + m * kpad / 4). Uniform rows with totals need only q,
+// d[0] and the totals: qmatmul's one-pass quantizer writes no 16-sums for them.
 struct QActRows {
   const int8_t* q = nullptr;
   const float* d = nullptr;
@@ -242,6 +243,9 @@ struct Conv2dInt8Codes {
 void conv2d_int8(const Conv2dInt8Geom& g, QIsa isa, const float* x, const PackedOperand& w,
                  std::optional<float> x_scale, const GemmEpilogue& ep, const float* residual, float* y,
                  const Conv2dInt8Codes& codes = {});
+// Calls of conv2d_int8 that took direct rows (AVX-512 VNNI: windows read in place from a
+// padded copy of the codes) since the process began: for the tests.
+int64_t conv2d_int8_direct_calls();
 
 // Static INT8 calibration (calibrate.cc). |x| over n floats: the largest finite value,
 // the exact zeros and the NaNs and infinities.

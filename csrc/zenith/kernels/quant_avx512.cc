@@ -286,8 +286,9 @@ __attribute__((noinline)) void q8_gemm_tile_uniform(const uint8_t* wb, const flo
         dpbusd_acc(hi[r], w1, av);
       }
     }
+    if (s + 1 < nseg)  // (not past the last run: that address may lie past the buffer)
 #pragma GCC unroll 16
-    for (int r = 0; r < MR; ++r) aq[r] += stride;
+      for (int r = 0; r < MR; ++r) aq[r] += stride;
   }
   const __m512 s0 = _mm512_loadu_ps(ws), s1 = _mm512_loadu_ps(ws + 16);
   const __mmask16 m0 = nvalid >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << nvalid) - 1);
@@ -383,9 +384,11 @@ void lanes_tile_avx512(const QLaneRows& a, const uint8_t* codes, const float* sc
 // one compare into a mask, its max|x| (dynamic scales only) reduced once per block, codes
 // made with the same multiply, clamp and round-half-to-even convert as the AVX2 kernel,
 // and the 16-sums taken from sad over the codes as unsigned bytes (code + 128: each
-// 8-byte sum is 1024 over the codes' sum). AVX-512 VNNI quantizes every row of x with it:
-// the int8 GEMM's rows (at all-MiniLM-L6-v2's seq-128 shapes its quantizer, on AVX2's,
-// was ~10% of qmatmul's time) and the dot kernels' decode rows.
+// 8-byte sum is 1024 over the codes' sum). AVX-512 VNNI quantizes rows of x with it: the
+// dot kernels' decode rows and the int8 GEMM's rows of a scale per block, and those of one
+// scale that quantize_uniform_row_avx512 (below) leaves to it (a NaN or infinity, K not a
+// whole number of 32s). (At all-MiniLM-L6-v2's seq-128 shapes its quantizer, on AVX2's,
+// was ~10% of qmatmul's time.)
 namespace {
 inline void quantize32_avx512(const float* x, __m512 id, __m512 hi, int8_t* q, int16_t* s16) {
   const __m512 lo = _mm512_sub_ps(_mm512_setzero_ps(), hi);
