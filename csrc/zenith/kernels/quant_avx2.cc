@@ -669,10 +669,11 @@ bool quantize_uniform_row_avx2(const float* x, const float* mul, int64_t K, floa
   };
   if (mul) run(std::true_type{});
   else run(std::false_type{});
+  if (_mm256_movemask_ps(bad)) return false;  // (a NaN's lanes hold INT_MIN: not the row's sum)
   __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(sum), _mm256_extracti128_si256(sum, 1));
   s4 = _mm_add_epi32(s4, _mm_unpackhi_epi64(s4, s4));
   *total = _mm_cvtsi128_si32(_mm_add_epi32(s4, _mm_shuffle_epi32(s4, 1)));
-  return _mm256_movemask_ps(bad) == 0;
+  return true;
 }
 
 #endif

@@ -452,8 +452,11 @@ bool quantize_uniform_row_avx512(const float* x, const float* mul, int64_t K, fl
   };
   if (mul) run(std::true_type{});
   else run(std::false_type{});
+  // (A NaN's lanes hold INT_MIN: the sum is not the row's then, and its reduction, signed
+  // lanes added in C, would overflow.)
+  if (bad) return false;
   *total = _mm512_reduce_add_epi32(sum);
-  return bad == 0;
+  return true;
 }
 
 float act_row_scale_avx512(const float* x, int64_t K, int qmax) {
