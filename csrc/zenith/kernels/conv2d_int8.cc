@@ -33,7 +33,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
-#include <string>
 #include <vector>
 
 #if defined(__AVX2__)
@@ -617,7 +616,7 @@ void conv2d_int8(const Conv2dInt8Geom& g, QIsa isa, const float* x, const Packed
   const char* direct_env = std::getenv("ZENITH_INT8_DIRECT");
   const bool direct = !in_place && !short_runs && L && isa == QIsa::kAvx512 && g.dl[0] == 1 && g.dl[1] == 1 &&
                       C % 32 == 0 && K == plan0.kpad && K <= 65536 && plan0.uniform_tiles &&
-                      !(direct_env && std::string(direct_env) == "0");
+                      !(direct_env && direct_env[0] == '0' && !direct_env[1]);
   if (direct) direct_calls.fetch_add(1, std::memory_order_relaxed);
   // Every image quantized: codes [N * QP, C] (pixels x channels), then a bad-pixel flag
   // per pixel, with one scale per image; tiles of pixels (up to 256, about 64 KiB of
@@ -705,9 +704,9 @@ void conv2d_int8(const Conv2dInt8Geom& g, QIsa isa, const float* x, const Packed
   // the chunk rounded up (MobileNet V2 at batch 8 overran 341-row buffers by 3 rows).
   const int64_t tile = std::max(1, plan0.uniform_rows);
   const int64_t cap = by_rows ? (chunk + tile - 1) / tile * tile : chunk;
-  // (direct: a pointer per row, 2 floats' room, after the rest)
-  const int64_t row_floats =
-      cap * ((in_place || direct ? 0 : kpad / 4) + nscales + (nsums + 1) / 2 + 1) + (direct ? 2 * cap + 2 : 0);
+  // (direct: a row pointer, 2 floats' room, where the window row would be)
+  const int64_t row_head = in_place ? 0 : direct ? 2 : kpad / 4;
+  const int64_t row_floats = cap * (row_head + nscales + (nsums + 1) / 2 + 1);
   // The SIMD tiles sum each row over all of K on its image's one scale (q8_gemm_packed's
   // uniform rows, up to K of 65536): they read the row's first scale and its sum of codes
   // (QActRows::totals), no 16-sums. The scalar reference reads a scale and two 16-sums per
@@ -887,12 +886,10 @@ void conv2d_int8(const Conv2dInt8Geom& g, QIsa isa, const float* x, const Packed
     float* rbase = row_buf.get(size_t(row_floats));
     ChunkBufs b;
     b.q = in_place || direct ? nullptr : reinterpret_cast<int8_t*>(rbase);
-    b.d = rbase + (in_place || direct ? 0 : cap * kpad / 4);
+    b.ptrs = direct ? reinterpret_cast<const int8_t**>(rbase) : nullptr;
+    b.d = rbase + cap * row_head;
     b.s16 = reinterpret_cast<int16_t*>(b.d + cap * nscales);
     b.tot = reinterpret_cast<int32_t*>(b.d + cap * (nscales + (nsums + 1) / 2));
-    // (8-byte aligned: cap * (nscales + ...) floats from a 64-byte aligned base, rounded up to an even count)
-    b.ptrs = direct ? reinterpret_cast<const int8_t**>(b.d + (cap * (nscales + (nsums + 1) / 2 + 1) + 1) / 2 * 2)
-                    : nullptr;
     b.acc = fused_codes ? nullptr : out_buf.get(size_t(cap * OC));  // (the tiles write the codes themselves)
     return b;
   };

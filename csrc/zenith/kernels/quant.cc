@@ -266,12 +266,12 @@ QActRows quantize_rows(const QMatmulPlan& p, const float* x, bool packed, const 
     parallel_for(M, 16, [&](int64_t lo, int64_t hi) {
       for (int64_t m = lo; m < hi; ++m) {
         const float* xm = x + m * K;
-        if (one_pass) {
-          const float scale = p.row_scale ? p.row_scale(xm, K, p.act_max) : p.x_scale;
-          const float id = 1.0f / scale;
-          if (float(p.act_max) * scale > 0.0f && id > 0.0f && id <= FLT_MAX &&
-              p.quantize_uniform(xm, x_mul, K, id, p.act_max, q + m * p.kpad, tot + m)) {
-            std::fill_n(d + m * p.nscales, p.nscales, scale);
+        if (one_pass) {  // (the per-block quantizer's multiplier for a block on this scale: 0 where none)
+          const float scale = p.row_scale ? p.row_scale(xm, K, p.act_max) : p.x_scale, top = float(p.act_max);
+          float ds;
+          const float id = act_block_multiplier(top * scale, true, scale, top, &ds);
+          if (id != 0.0f && p.quantize_uniform(xm, x_mul, K, id, p.act_max, q + m * p.kpad, tot + m)) {
+            std::fill_n(d + m * p.nscales, p.nscales, ds);
             continue;
           }
         }

@@ -2,27 +2,17 @@
 # each 3x3 window read in place from a padded copy of the input codes) against window rows (old:
 # ZENITH_INT8_DIRECT=0, read per conv call), flipped between calls in random order each round; per-round ratio
 # new / old, and the outputs compared. python direct_ab.py BATCH [rounds]
-import os, random, statistics, sys, time, torch, torchvision, zenith
+import sys, torch, torchvision, zenith
+from env_ab import alternate, summary, switched
 torch.manual_seed(0); torch.set_num_threads(2)
 b = int(sys.argv[1]) if len(sys.argv) > 1 else 1
 rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 60
 m = torchvision.models.resnet50().eval(); x = torch.randn(b, 3, 224, 224)
 zenith.quantize(m, "int8-static", calibration=[(torch.randn(2, 3, 224, 224),) for _ in range(4)])
 f = zenith.freeze(m)
-res = {"new": [], "old": []}
-def call(k):
-    if k == "old": os.environ["ZENITH_INT8_DIRECT"] = "0"
-    else: os.environ.pop("ZENITH_INT8_DIRECT", None)
-    t = time.perf_counter(); out = f(x); dt = time.perf_counter() - t
-    return out, dt
+call = switched("ZENITH_INT8_DIRECT", lambda: f(x))
 with torch.no_grad():
     a, _ = call("new"); c, _ = call("old")
     print("max |new - old|", (a - c).abs().max().item(), "top-1 equal", bool((a.argmax(1) == c.argmax(1)).all()))
-    for _ in range(3):
-        call("new"); call("old")
-    for r in range(rounds):
-        for k in random.sample(list(res), 2):
-            res[k].append(call(k)[1])
-ratios = sorted(n / o for n, o in zip(res["new"], res["old"]))
-print(f"resnet50 int8-static b{b}: new {statistics.median(res['new'])*1e3:.2f} ms, old {statistics.median(res['old'])*1e3:.2f} ms, "
-      f"new/old per round median {statistics.median(ratios):.3f} [{ratios[len(ratios)//10]:.3f}, {ratios[-len(ratios)//10-1]:.3f}] (p10, p90), {rounds} rounds")
+    res = alternate(call, rounds)
+print(f"resnet50 int8-static b{b}: {summary(res)}, {rounds} rounds")
