@@ -133,13 +133,25 @@ void init_quant(nb::module_& m) {
       "The largest activation code qmatmul writes for `rows` rows of x in `format` on this CPU: 127, or 63 where "
       "AVX2's int8 GEMM runs (int8 weights, 8 or more rows, dynamic activations; eager calls use the same codes).");
   m.def(
+      "qmatmul_act_block",
+      [](const std::string& format, int64_t rows, bool row_scale) {
+        const QFormat f = format_of(format);
+        const int64_t K = std::max<int64_t>(qformat_info(f).block_elems, 32);
+        const QMatmulPlan p = qmatmul_plan(f, rows, 1, K, qisa_for(f, rows, K), 0.0f, false, row_scale);
+        return p.row_scale ? int64_t(0) : quant::act_block(p.act) * p.act_group;
+      },
+      nb::arg("format"), nb::arg("rows"), nb::arg("row_scale") = false,
+      "How many values of x share one activation scale when qmatmul quantizes `rows` rows of dynamic activations "
+      "in `format` on this CPU: 32; 64 with row_scale (int8-dynamic) where AVX2's int8 GEMM runs (int8 weights, 8 "
+      "or more rows); 256 for the k-quants; 0 where each row has one scale (row_scale on AVX-512 VNNI).");
+  m.def(
       "qmatmul_row_scales",
       [] {
         return qmatmul_plan(QFormat::int8, 8, 1, 32, qisa_for(QFormat::int8, 8, 32), 0.0f, false, true).row_scale !=
                nullptr;
       },
       "Whether qmatmul's row_scale (int8-dynamic's linear layers) quantizes each row of x on one scale on this CPU: "
-      "AVX-512 VNNI and the scalar reference do; AVX2 and AVX-VNNI keep a scale per 32 values.");
+      "AVX-512 VNNI and the scalar reference do; AVX2 and AVX-VNNI keep a scale per block (qmatmul_act_block).");
   m.def(
       "qdequantize",
       [](const CpuArray& w, const std::string& format) {

@@ -109,6 +109,7 @@ std::vector<float> run_reference_of(const QMatmulPlan& fast, const std::vector<f
   QMatmulPlan p = qmatmul_plan(fast.format, fast.M, fast.N, fast.K, QIsa::kScalar, fast.x_scale, false,
                                fast.row_scale != nullptr);
   p.act_max = fast.act_max;
+  p.act_group = fast.act_group;  // (AVX2's scale per 64 values)
   std::vector<float> y(size_t(p.M * p.N), std::numeric_limits<float>::quiet_NaN());
   qmatmul(p, x.data(), w.data(), bias, y.data());
   return y;
@@ -981,17 +982,87 @@ TEST(QuantKernels, Int8GemmNarrowTilesDoNotSaturate) {
         }
       EXPECT_GT(wrong, 0) << "K=" << K << ": 8-bit codes told 7-bit did not wrap: no w7 tile ran";
     }
-    const QMatmulPlan plan = qmatmul_plan(QFormat::int8, M, N, K, isa);
-    ASSERT_EQ(plan.act_max, int(top));
-    std::vector<float> y(size_t(M * N), std::numeric_limits<float>::quiet_NaN());
-    qmatmul(plan, x.data(), w.data(), nullptr, y.data(), &packed);
-    for (int64_t m = 0; m < M; ++m)
-      for (int64_t n = 0; n < N; ++n) {
-        const int64_t exact = unit_dot(w, x, K, n, m);
-        ASSERT_EQ(y[size_t(m * N + n)], float(exact))
-            << qisa_name(isa) << (w7 ? " 7-bit weights" : "") << " K=" << K << " row " << m << " column " << n;
-      }
+    for (bool row_scale : {false, true}) {  // int8-dynamic's plan: AVX2's tiles of pairs
+      const QMatmulPlan plan = qmatmul_plan(QFormat::int8, M, N, K, isa, 0.0f, false, row_scale);
+      ASSERT_EQ(plan.act_max, int(top));
+      ASSERT_EQ(plan.act_group, isa == QIsa::kAvx2 && row_scale ? 2 : 1);
+      std::vector<float> y(size_t(M * N), std::numeric_limits<float>::quiet_NaN());
+      qmatmul(plan, x.data(), w.data(), nullptr, y.data(), &packed);
+      for (int64_t m = 0; m < M; ++m)
+        for (int64_t n = 0; n < N; ++n) {
+          const int64_t exact = unit_dot(w, x, K, n, m);
+          ASSERT_EQ(y[size_t(m * N + n)], float(exact)) << qisa_name(isa) << (w7 ? " 7-bit weights" : "")
+                                                         << (row_scale ? " row_scale" : "") << " K=" << K << " row "
+                                                         << m << " column " << n;
+        }
+    }
   }
+}
+
+// AVX2's int8 plans of 8+ rows on dynamic activations quantize each 64 values of x on one
+// scale (act_group 2), and the narrow tiles sum each pair of blocks before scaling it:
+// qmatmul (packed GEMM, and the dot kernels without a packed weight) equals x quantized
+// per 64 values by the reference quantizer times the de-quantized weight, and differs
+// from x quantized per 32 (the blocks of each pair get magnitudes 80x apart, so per 32
+// and per 64 give different codes). K: one pair, a pair and a lone block, tails.
+TEST(QuantKernels, Avx2DynamicRowsShareAScalePer64Values) {
+  if (!qisa_supported(QIsa::kAvx2)) GTEST_SKIP() << "this CPU has no AVX2";
+  unsigned seed = 700;
+  for (bool w7 : {false, true})  // 7-bit weight codes: the w7 tiles of pairs
+  for (int64_t K : {64, 96, 100, 256, 33})
+    for (int64_t M : {8, 9}) {
+      const int64_t N = 20;
+      const QMatmulPlan plan = qmatmul_plan(QFormat::int8, M, N, K, QIsa::kAvx2, 0.0f, false, true);
+      ASSERT_EQ(plan.act_group, 2);
+      ASSERT_EQ(plan.act_max, 63);
+      ASSERT_EQ(plan.row_scale, nullptr);
+      ASSERT_EQ(qmatmul_plan(QFormat::int8, M, N, K, QIsa::kAvx2).act_group, 1);  // weight-only int8: per 32
+      auto w = random_weight(QFormat::int8, N, K, seed++);
+      if (w7)
+        for (int64_t n = 0; n < N; ++n)
+          for (int64_t k = 0; k < K; ++k) {
+            uint8_t& c = w[size_t(n * (4 + K) + 4 + k)];
+            c = uint8_t(int8_t(std::max(-63, std::min(63, int(int8_t(c))))));
+          }
+      auto x = randn(size_t(M * K), seed++);
+      for (int64_t i = 0; i < M * K; ++i) x[size_t(i)] *= (i % K) / 32 % 2 ? 8.0f : 0.1f;
+      const auto wd = dequant(QFormat::int8, w, N, K);
+      // x as codes times scales, per `block` values (the reference quantizer)
+      auto dequantized_x = [&](int64_t block) {
+        std::vector<float> xh(size_t(M * K));
+        const int64_t kpad = (K + 31) / 32 * 32;
+        std::vector<int8_t> q(static_cast<size_t>(kpad));
+        std::vector<float> d(static_cast<size_t>(kpad / 32));
+        std::vector<int16_t> s16(static_cast<size_t>(kpad / 16));
+        for (int64_t m = 0; m < M; ++m) {
+          quant::quantize_act_row(x.data() + m * K, K, block, q.data(), d.data(), s16.data(), 0.0f, 63);
+          for (int64_t k = 0; k < K; ++k) xh[size_t(m * K + k)] = float(q[size_t(k)]) * d[size_t(k / block)];
+        }
+        return xh;
+      };
+      const auto x64 = dequantized_x(64), x32 = dequantized_x(32);
+      const PackedOperand packed = qmatmul_pack_int8(w.data(), N, K, QIsa::kAvx2);
+      ASSERT_EQ(packed.q8_max <= 63, w7);
+      std::vector<float> gemm(size_t(M * N)), dots(size_t(M * N));
+      qmatmul(plan, x.data(), w.data(), nullptr, gemm.data(), &packed);
+      qmatmul(plan, x.data(), w.data(), nullptr, dots.data(), nullptr);
+      int64_t apart_from_32 = 0;
+      for (int64_t m = 0; m < M; ++m)
+        for (int64_t n = 0; n < N; ++n) {
+          double want = 0, want32 = 0, bound = 0;
+          for (int64_t k = 0; k < K; ++k) {
+            const double wk = wd[size_t(n * K + k)];
+            want += wk * x64[size_t(m * K + k)];
+            want32 += wk * x32[size_t(m * K + k)];
+            bound += std::fabs(wk) * std::fabs(x[size_t(m * K + k)]);
+          }
+          const size_t i = size_t(m * N + n);
+          ASSERT_NEAR(gemm[i], want, 1e-5 * bound + 1e-6) << "w7 " << w7 << " K=" << K << " M=" << M << " at " << m << "," << n;
+          ASSERT_NEAR(dots[i], want, 1e-5 * bound + 1e-6) << "w7 " << w7 << " K=" << K << " M=" << M << " at " << m << "," << n;
+          apart_from_32 += std::fabs(want32 - want) > 1e-4 * bound + 1e-6;
+        }
+      if (K > 32) EXPECT_GT(apart_from_32, M * N / 2) << "K=" << K << ": per 32 and per 64 agree; the test proves nothing";
+    }
 }
 
 // The first plan.M rows of x [*, plan.K] quantized by hand on the scale 1, then the packed

@@ -130,7 +130,25 @@ QMatmulPlan qmatmul_plan(QFormat f, int64_t M, int64_t N, int64_t K, QIsa isa, f
   }
   // AVX2's int8 GEMM without the sign trick (narrow_tiles) needs activation codes within
   // +-63. Static scales keep 127 levels (the uniform tiles' sign trick takes them).
-  if (p.narrow_max == 63 && x_scale == 0.0f && M >= kQ8GemmRows && !codes8) p.act_max = 63;
+  // int8-dynamic's rows (row_scale asked for: as coarse as the GEMM gains by) take one
+  // scale per 64 values there (act_group 2), and the narrow tiles convert and scale each
+  // pair of blocks' sums once. Weight-only int8 (no row_scale) keeps a scale per 32 values:
+  // per 64 moved the largest logit error of a small random Llama from under 3% of the
+  // largest logit to 3.25% (test_quantize.py's bound for what weight-only int8 loses). Zen 4 held to AVX2 (ZENITH_NO_AVX512=1), two
+  // frozen int8-dynamic encoders alternated at seq 128: all-MiniLM-L6-v2 0.975x and 0.979x
+  // the time (60 and 100 rounds), BERT-base 0.989x; the 2-row tile alone in L1 at K 384
+  // 78 -> 99 GMAC/s, at K 1536 90 -> 92. Accuracy on all-MiniLM-L6-v2's real weights (120
+  // GPL-3 sentences against fp32): min cosine 0.99777 against 0.99832 per 32 values, mean
+  // 0.99864 against 0.99901 (issue 16's bar: 0.99). AVX-VNNI keeps a scale per 32 values
+  // (not measured there).
+  if (p.narrow_max == 63 && x_scale == 0.0f && M >= kQ8GemmRows && !codes8) {
+    p.act_max = 63;
+    if (row_scale) {
+      p.act_group = 2;
+      p.narrow_pair_tiles = q8_gemm_tiles_u8_pairs_avx2(false);
+      p.narrow_w7_pair_tiles = q8_gemm_tiles_u8_pairs_avx2(true);
+    }
+  }
   if (isa == QIsa::kAvx512 && avx512_dot_kernels(f)) {
     p.dots = avx512_dot_kernels(f);
     p.zero_sums = zero_sums_avx512;
@@ -159,7 +177,7 @@ QMatmulPlan qmatmul_plan(QFormat f, int64_t M, int64_t N, int64_t K, QIsa isa, f
                                               : quantize_uniform_row_avx2;
   // One scale per row where it pays: AVX-512 VNNI (the uniform tiles, 1.08-1.28x the
   // per-block tiles' GFLOP/s at BERT-base's shapes) and the scalar reference. AVX2 and
-  // AVX-VNNI keep a scale per 32 values: their per-block tiles are as fast as their
+  // AVX-VNNI keep a scale per block (64 and 32 values): their per-block tiles are as fast as their
   // uniform ones or faster, and AVX2's 7-bit codes on one scale per row cost accuracy
   // (all-MiniLM-L6-v2 on real text: min cosine to fp32 0.987 against 0.998 per block;
   // AVX-VNNI's 8-bit codes 0.9954 against 0.9988).
@@ -281,7 +299,9 @@ QActRows quantize_rows(const QMatmulPlan& p, const float* x, bool packed, const 
           xm = t;
         }
         const float scale = p.row_scale ? p.row_scale(xm, K, p.act_max) : p.x_scale;
-        p.quantize(xm, K, block, q + m * p.kpad, d + m * p.nscales, s16 + m * p.nsums, scale, p.act_max);
+        float* dm = d + m * p.nscales;
+        p.quantize(xm, K, block * p.act_group, q + m * p.kpad, dm, s16 + m * p.nsums, scale, p.act_max);
+        for (int64_t b = p.nscales - 1; b > 0 && p.act_group > 1; --b) dm[b] = dm[b / p.act_group];  // one per 32
         if (p.zero_sums && !packed) p.zero_sums(q + m * p.kpad, p.kpad, p.zero, zs + m * nzs);  // the GEMM reads s16
         if (!uniform) continue;
         // The row's sum of codes (the VNNI tiles' zero-point share), made here on the
@@ -299,6 +319,7 @@ QActRows quantize_rows(const QMatmulPlan& p, const float* x, bool packed, const 
     });
   }
   QActRows rows{q, d, s16, p.zero_sums ? zs : nullptr, x, p.kpad, p.nscales, p.nsums, K};
+  rows.group = uniform ? 1 : int32_t(p.act_group);
   if (uniform) {
     rows.uniform = true;
     rows.totals = tot;
@@ -544,8 +565,12 @@ void q8_gemm_packed(const QMatmulPlan& p, const QActRows& a, const PackedOperand
   // AVX2 on a weight of 7-bit codes (|code| <= 63): the w7 tiles, two quads' pairs summed in int16.
   const bool w7 = packed.q8_max <= 63;
   const bool nonneg = uniform && a.nonneg && p.uniform_nonneg_tiles;
+  // Rows of a scale per 64 values (group 2): the narrow tiles that scale each pair's sums
+  // once. (Every other tile reads d per block, where group 2 repeats each scale.)
+  const bool pairs = narrow && a.group == 2 && p.narrow_pair_tiles;
   const QGemmTileFn* tiles = nonneg    ? (w7 && p.uniform_w7_tiles ? p.uniform_w7_tiles : p.uniform_nonneg_tiles)
                              : uniform ? p.uniform_tiles
+                             : pairs   ? (w7 ? p.narrow_w7_pair_tiles : p.narrow_pair_tiles)
                              : narrow  ? (w7 && p.narrow_w7_tiles ? p.narrow_w7_tiles : p.narrow_tiles)
                                        : p.tiles;
   const int tile_rows = uniform ? p.uniform_rows : narrow ? kMaxNarrowRows : p.tile_rows;

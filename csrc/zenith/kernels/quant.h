@@ -71,6 +71,15 @@ struct QMatmulPlan {
   int narrow_max = 0;  // 63 on AVX2 (maddubs' pair sums), 127 on AVX-VNNI
   // AVX2: the narrow tiles against a weight of 7-bit codes (PackedOperand::q8_max <= 63)
   const quant::QGemmTileFn* narrow_w7_tiles = nullptr;
+  // Blocks of 32 values per activation scale where the plan quantizes its own rows per
+  // block (not uniform): 2 (a scale per 64 values) for AVX2 int8 plans with act_max 63 and
+  // row_scale asked for (int8-dynamic), whose
+  // narrow tiles then scale each pair's sums once (narrow_pair_tiles); 1 elsewhere. The
+  // rows' d keeps one entry per 32 values (each scale repeated), so every kernel reading
+  // d per block reads them unchanged.
+  int act_group = 1;
+  const quant::QGemmTileFn* narrow_pair_tiles = nullptr;     // narrow_tiles for rows of group 2
+  const quant::QGemmTileFn* narrow_w7_pair_tiles = nullptr;  // narrow_w7_tiles for rows of group 2
   const quant::QGemmTileFn* uniform_nonneg_tiles = nullptr;  // AVX2: uniform rows with no negative code
   // AVX2: the same against a weight of 7-bit codes (PackedOperand::q8_max <= 63)
   const quant::QGemmTileFn* uniform_w7_tiles = nullptr;
@@ -109,7 +118,7 @@ constexpr int64_t lane_min_rows(QIsa isa) { return isa == QIsa::kAvx2 ? 64 : 8; 
 // codes within +-127 (conv2d_int8), so act_max is 127 whatever the rows. row_scale (int8
 // weights, no x_scale): each row of x quantized on one scale of its own, max|x| / act_max
 // (act_row_scale), as dynamic INT8 per token does, where that pays (AVX-512 VNNI, and the
-// scalar reference; AVX2 and AVX-VNNI keep a scale per 32 values: QMatmulPlan::row_scale
+// scalar reference; AVX2 and AVX-VNNI keep a scale per block, act_group x 32 values: QMatmulPlan::row_scale
 // says which); with a packed weight the int8 GEMM then sums each row over all of K (the
 // uniform tiles).
 QMatmulPlan qmatmul_plan(QFormat f, int64_t M, int64_t N, int64_t K, QIsa isa, float x_scale = 0.0f,
@@ -163,6 +172,7 @@ struct QActRows {
   int64_t kpad = 0, nscales = 0, nsums = 0, K = 0;
   bool uniform = false;  // every block of a row has the scale d[0] (the int8 GEMM then sums over all of K)
   bool nonneg = false;   // no code is below 0 (uniform rows: AVX2's int8 GEMM skips the sign trick)
+  int32_t group = 1;     // blocks of 32 sharing each scale (QMatmulPlan::act_group; d repeats it per block)
   // Uniform rows: each row's sum of codes, made by the caller (qmatmul's quantizer, per
   // row; conv2d_int8, from its pixels' sums); null: q8_gemm_packed sums the 16-sums.
   const int32_t* totals = nullptr;

@@ -832,18 +832,29 @@ void q8_gemm_tile_uniform(const uint8_t* wb, const float* ws, int64_t kpad, cons
 // 384-1536: 0.81-0.89x the time on the same codes; int8-dynamic all-MiniLM-L6-v2 s128
 // 0.896x [0.871, 0.909], BERT-base 0.878x [0.865, 0.897] (the same 7-bit model either
 // way; equal up to float rounding).
-template <int MR, bool W7 = false>
+// G: blocks of 32 per activation scale (QActRows::group; the rows' d repeats each scale
+// per block): the int32 sums run over G blocks before one conversion and FMA by the
+// scale, so that per-value-block epilogue (a conversion and an FMA per row and column
+// vector, beside the 16 multiply-pipe instructions of a block) is paid once per G blocks.
+// A last short group (kpad / 32 not a multiple of G) is scaled as it ends. The sums of
+// 64 values stay far inside int32 (64 x 255 x 63).
+template <int MR, bool W7 = false, int G = 1>
 void q8_gemm_tile_u8(const uint8_t* wb, const float* ws, int64_t kpad, const QActRow* a, float* y, int64_t ldy,
                      int nvalid) {
   static_assert(MR == 1 || MR == 2);
   static_assert(!W7 || !kVnni);
+  static_assert(G == 1 || G == 2);
   const QActRow& r0 = a[0];
   const QActRow& r1 = a[MR - 1];
   [[maybe_unused]] const __m256i off = _mm256_set1_epi8(64), ones = _mm256_set1_epi16(1);
+  const int64_t nb = kpad / 32;
   for (int g = 0; 8 * g < nvalid; g += 2) {  // columns [8g, 8g + 16): bytes [32g, 32g + 64) of each quad
     __m256 f00 = _mm256_setzero_ps(), f01 = f00, f10 = f00, f11 = f00;
-    for (int64_t b = 0; b < kpad / 32; ++b) {
-      __m256i s00 = _mm256_setzero_si256(), s01 = s00, s10 = s00, s11 = s00;
+    __m256i s00 = _mm256_setzero_si256(), s01 = s00, s10 = s00, s11 = s00;
+    for (int64_t b = 0; b < nb; ++b) {
+      // the first block of a group starts the sums; the last (or the row's last) scales them
+      const bool start = G == 1 || b % G == 0, end = G == 1 || b % G == G - 1 || b == nb - 1;
+      if (W7 && start) s00 = s01 = s10 = s11 = _mm256_setzero_si256();
       const uint8_t* wq = wb + b * 8 * 128 + 32 * g;
       const int8_t *q0 = r0.q + 32 * b, *q1 = r1.q + 32 * b;
       // The block's 8 quads in straight-line code, the first one starting the sums,
@@ -898,13 +909,18 @@ void q8_gemm_tile_u8(const uint8_t* wb, const float* ws, int64_t kpad, const QAc
           quads(q);
         }
       } else {
-        quad(0, true);
+        if (start) quad(0, true);
+        else {
+          keep_in_registers(s00, s01, s10, s11);
+          quad(0, false);
+        }
 #pragma GCC unroll 8
         for (int q = 1; q < 8; ++q) {
           keep_in_registers(s00, s01, s10, s11);
           quad(q, false);
         }
       }
+      if (!end) continue;
       const float d0 = r0.d[b];
       f00 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s00), _mm256_set1_ps(d0), f00);
       f01 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s01), _mm256_set1_ps(d0), f01);
@@ -1016,6 +1032,12 @@ const QGemmTileFn* q8_gemm_tiles_u8_avx2() { return kU8Tiles; }
 const QGemmTileFn* q8_gemm_tiles_u8_w7_avx2() {
   static constexpr QGemmTileFn kTiles[kMaxNarrowRows] = {q8_gemm_tile_u8<1, true>, q8_gemm_tile_u8<2, true>};
   return kTiles;
+}
+
+const QGemmTileFn* q8_gemm_tiles_u8_pairs_avx2(bool w7) {
+  static constexpr QGemmTileFn k8[kMaxNarrowRows] = {q8_gemm_tile_u8<1, false, 2>, q8_gemm_tile_u8<2, false, 2>};
+  static constexpr QGemmTileFn k7[kMaxNarrowRows] = {q8_gemm_tile_u8<1, true, 2>, q8_gemm_tile_u8<2, true, 2>};
+  return w7 ? k7 : k8;
 }
 
 const QGemmTileFn* q8_gemm_tiles_avx2() {

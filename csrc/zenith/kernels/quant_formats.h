@@ -468,5 +468,8 @@ const QGemmTileFn* q8_gemm_tiles_uniform_w7_avx2();
 // AVX2's narrow tiles (q8_gemm_tile_u8) for weights of 7-bit codes: the same, two quads'
 // pairs summed in int16 before each madd.
 const QGemmTileFn* q8_gemm_tiles_u8_w7_avx2();
+// AVX2's narrow tiles (8-bit weight codes, or 7-bit: w7) for rows whose scales come one
+// per 64 values (QActRows::group 2): each pair of blocks summed in int32, then scaled once.
+const QGemmTileFn* q8_gemm_tiles_u8_pairs_avx2(bool w7);
 
 }  // namespace zenith::quant

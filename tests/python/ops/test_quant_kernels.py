@@ -120,7 +120,7 @@ def assert_qmatmul_close(y, x, wd, fmt):
     if fmt == "nf4":
         step = np.zeros_like(x64)
     else:
-        blk = 256 if fmt in ("q4_k", "q5_k", "q6_k") else 32
+        blk = _C.qmatmul_act_block(fmt, x64.shape[0])  # 256 for the k-quants, else 32
         nb = (K + blk - 1) // blk
         padded = np.pad(np.abs(x64), ((0, 0), (0, nb * blk - K)))
         qmax = _C.qmatmul_act_max(fmt, x64.shape[0])

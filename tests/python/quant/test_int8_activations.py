@@ -120,7 +120,7 @@ def test_qlinear_static_scale_matches_reference():
 
 def fake_quant_rows(x, qmax, per_row, block=32):
     """x as qlinear's int8 activations see it: each row on one scale max|x| / qmax
-    (per_row), else each block of 32 values on its own; codes round(x * (1 / s)) on the
+    (per_row), else each block of `block` values on its own; codes round(x * (1 / s)) on the
     row scale, round(x * (qmax / max)) on a block's, as the kernels compute them."""
     if per_row:
         amax = x.abs().amax(-1, keepdim=True)
@@ -144,8 +144,8 @@ def test_qlinear_row_scale_matches_reference():
     q = QLinear.from_float(lin, "int8", row_scale=True)
     x = torch.randn(2, 9, 100) * torch.linspace(0.1, 4, 100)
     x[0, 3] = 0.0
-    qmax = _C.qmatmul_act_max("int8", 18)
-    want = fake_quant_rows(x, qmax, _C.qmatmul_row_scales()) @ dequantize(q.weight, "int8").t() + lin.bias.detach()
+    qmax, block = _C.qmatmul_act_max("int8", 18), _C.qmatmul_act_block("int8", 18, True)  # (AVX2: 63, 64)
+    want = fake_quant_rows(x, qmax, _C.qmatmul_row_scales(), block) @ dequantize(q.weight, "int8").t() + lin.bias.detach()
     with torch.no_grad():
         torch.testing.assert_close(q(x), want, rtol=1e-5, atol=1e-5)
         compiled = torch.compile(q, backend="zenith")
