@@ -138,12 +138,13 @@ void init_quant(nb::module_& m) {
         const QFormat f = format_of(format);
         const int64_t K = std::max<int64_t>(qformat_info(f).block_elems, 32);
         const QMatmulPlan p = qmatmul_plan(f, rows, 1, K, qisa_for(f, rows, K), 0.0f, false, row_scale);
-        return p.row_scale ? int64_t(0) : quant::act_block(p.act) * p.act_group;
+        return p.row_scale || p.act == quant::ActKind::kF32 ? int64_t(0) : quant::act_block(p.act) * p.act_group;
       },
       nb::arg("format"), nb::arg("rows"), nb::arg("row_scale") = false,
       "How many values of x share one activation scale when qmatmul quantizes `rows` rows of dynamic activations "
-      "in `format` on this CPU: 32; 64 with row_scale (int8-dynamic) where AVX2's int8 GEMM runs (int8 weights, 8 "
-      "or more rows); 256 for the k-quants; 0 where each row has one scale (row_scale on AVX-512 VNNI).");
+      "in `format` on this CPU, for rows of one block's K (qmatmul_isa's choice of kernels for such rows): 32; 64 "
+      "with row_scale (int8-dynamic) on AVX2 from 8 rows; 256 for the k-quants; 0 where each row has one scale "
+      "(row_scale on AVX-512 VNNI and the scalar build) or x is read in float (nf4).");
   m.def(
       "qmatmul_row_scales",
       [] {

@@ -339,7 +339,8 @@ TEST(QuantKernels, ActivationRowScale) {
 }
 
 // qmatmul with one activation scale per row: honoured on AVX-512 VNNI and the scalar
-// reference, a scale per 32 values on AVX2 and AVX-VNNI (QMatmulPlan::row_scale). The
+// reference, a scale per block on AVX2 (64 values from 8 rows: act_group) and AVX-VNNI
+// (32) (QMatmulPlan::row_scale). The
 // packed int8 GEMM (the uniform tiles: remainders of 1 and 6 rows past 12) and the dot
 // kernels equal the scalar reference on the same codes up to float order; a row with a
 // NaN is NaN throughout, a row of zeros is the bias; int8 weights only, never with a
@@ -1063,6 +1064,63 @@ TEST(QuantKernels, Avx2DynamicRowsShareAScalePer64Values) {
         }
       if (K > 32) EXPECT_GT(apart_from_32, M * N / 2) << "K=" << K << ": per 32 and per 64 agree; the test proves nothing";
     }
+}
+
+// q8_gemm_packed runs AVX2's tiles of pairs on rows of group 2 (and only there). With
+// scales that differ inside a pair (which no quantizer writes) the pair tiles scale both
+// blocks' sums by the pair's last scale: the result is that formula, not the per-block
+// tiles' (group 1 on the same rows), so a plan or selection that never ran the pair
+// tiles, or one that scaled by the pair's first scale, fails.
+TEST(QuantKernels, Avx2PairTilesRunOnRowsOfGroupTwo) {
+  if (!qisa_supported(QIsa::kAvx2)) GTEST_SKIP() << "this CPU has no AVX2";
+  const int64_t M = 9, N = 20, K = 160;  // 5 blocks: two pairs and a lone last block
+  const QMatmulPlan plan = qmatmul_plan(QFormat::int8, M, N, K, QIsa::kAvx2, 0.0f, false, true);
+  ASSERT_EQ(plan.act_group, 2);
+  const auto w = random_weight(QFormat::int8, N, K, 31);
+  const PackedOperand packed = qmatmul_pack_int8(w.data(), N, K, QIsa::kAvx2);
+  const int64_t kpad = plan.kpad, nb = kpad / 32;
+  std::vector<int8_t> q(size_t(M * kpad));
+  std::vector<float> d(size_t(M * nb));
+  std::vector<int16_t> s16(size_t(M * kpad / 16));
+  unsigned state = 5;
+  for (auto& c : q) c = int8_t(int((state = state * 1103515245u + 12345u) >> 16) % 127 - 63);
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t b = 0; b < nb; ++b) d[size_t(m * nb + b)] = 0.01f * float(1 + (b + m) % 3);
+  for (int64_t g = 0; g < M * kpad / 16; ++g) {
+    int t = 0;
+    for (int i = 0; i < 16; ++i) t += q[size_t(16 * g + i)];
+    s16[size_t(g)] = int16_t(t);
+  }
+  auto gemm = [&](int32_t group) {
+    QActRows rows{q.data(), d.data(), s16.data(), nullptr, nullptr, kpad, nb, kpad / 16, K};
+    rows.group = group;
+    std::vector<float> y(size_t(M * N), std::numeric_limits<float>::quiet_NaN());
+    q8_gemm_packed(plan, rows, packed, y.data(), {});
+    return y;
+  };
+  const auto pairs = gemm(2), blocks = gemm(1);
+  int64_t apart = 0;
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = 0; n < N; ++n) {
+      float wscale;
+      std::memcpy(&wscale, w.data() + n * (4 + K), 4);
+      double sum = 0, share = 0, own = 0, bound = 0;
+      for (int64_t b = 0; b < nb; ++b) {
+        const double dend = d[size_t(m * nb + std::min(nb - 1, b | 1))], db = d[size_t(m * nb + b)];
+        for (int64_t k = 32 * b; k < 32 * b + 32; ++k) {
+          const int code = k < K ? int(int8_t(w[size_t(n * (4 + K) + 4 + k)])) : 0, a = q[size_t(m * kpad + k)];
+          sum += dend * (code + 128) * a;  // the tile: unsigned codes, the pair's last scale
+          share += db * 128 * a;           // the zero point's share, per block (QActRow::zshare)
+          own += db * code * a;
+          bound += db * (std::abs(code) + 128) * std::abs(a);
+        }
+      }
+      const size_t i = size_t(m * N + n);
+      ASSERT_NEAR(pairs[i], wscale * (sum - share), 1e-5 * wscale * bound) << m << "," << n;
+      ASSERT_NEAR(blocks[i], wscale * own, 1e-5 * wscale * bound) << m << "," << n;
+      apart += std::fabs(pairs[i] - blocks[i]) > 1e-3 * wscale * bound;
+    }
+  EXPECT_GT(apart, M * N / 2);
 }
 
 // The first plan.M rows of x [*, plan.K] quantized by hand on the scale 1, then the packed

@@ -132,15 +132,15 @@ QMatmulPlan qmatmul_plan(QFormat f, int64_t M, int64_t N, int64_t K, QIsa isa, f
   // +-63. Static scales keep 127 levels (the uniform tiles' sign trick takes them).
   // int8-dynamic's rows (row_scale asked for: as coarse as the GEMM gains by) take one
   // scale per 64 values there (act_group 2), and the narrow tiles convert and scale each
-  // pair of blocks' sums once. Weight-only int8 (no row_scale) keeps a scale per 32 values:
-  // per 64 moved the largest logit error of a small random Llama from under 3% of the
-  // largest logit to 3.25% (test_quantize.py's bound for what weight-only int8 loses). Zen 4 held to AVX2 (ZENITH_NO_AVX512=1), two
-  // frozen int8-dynamic encoders alternated at seq 128: all-MiniLM-L6-v2 0.975x and 0.979x
-  // the time (60 and 100 rounds), BERT-base 0.989x; the 2-row tile alone in L1 at K 384
-  // 78 -> 99 GMAC/s, at K 1536 90 -> 92. Accuracy on all-MiniLM-L6-v2's real weights (120
-  // GPL-3 sentences against fp32): min cosine 0.99777 against 0.99832 per 32 values, mean
-  // 0.99864 against 0.99901 (issue 16's bar: 0.99). AVX-VNNI keeps a scale per 32 values
-  // (not measured there).
+  // pair of blocks' sums once. Zen 4 held to AVX2 (ZENITH_NO_AVX512=1), two frozen
+  // int8-dynamic encoders alternated at seq 128: all-MiniLM-L6-v2 0.975x and 0.979x the
+  // time (60 and 100 rounds), BERT-base 0.989x; the 2-row tile alone in L1 at K 384 78 ->
+  // 99 GMAC/s, at K 1536 90 -> 92. Accuracy on all-MiniLM-L6-v2's real weights (120 GPL-3
+  // sentences against fp32): min cosine 0.99777 against 0.99832 per 32 values, mean
+  // 0.99864 against 0.99901 (issue 16's bar: 0.99). Weight-only int8 (no row_scale) keeps
+  // a scale per 32 values: per 64 moved the largest logit error of a small random Llama
+  // from under 3% of the largest logit to 3.25% (test_quantize.py's bound for what
+  // weight-only int8 loses). AVX-VNNI keeps a scale per 32 values (not measured there).
   if (p.narrow_max == 63 && x_scale == 0.0f && M >= kQ8GemmRows && !codes8) {
     p.act_max = 63;
     if (row_scale) {
@@ -177,7 +177,7 @@ QMatmulPlan qmatmul_plan(QFormat f, int64_t M, int64_t N, int64_t K, QIsa isa, f
                                               : quantize_uniform_row_avx2;
   // One scale per row where it pays: AVX-512 VNNI (the uniform tiles, 1.08-1.28x the
   // per-block tiles' GFLOP/s at BERT-base's shapes) and the scalar reference. AVX2 and
-  // AVX-VNNI keep a scale per block (64 and 32 values): their per-block tiles are as fast as their
+  // AVX-VNNI keep a scale per block (AVX2 from 8 rows 64 values, else 32): their per-block tiles are as fast as their
   // uniform ones or faster, and AVX2's 7-bit codes on one scale per row cost accuracy
   // (all-MiniLM-L6-v2 on real text: min cosine to fp32 0.987 against 0.998 per block;
   // AVX-VNNI's 8-bit codes 0.9954 against 0.9988).

@@ -114,7 +114,7 @@ struct QMatmulPlan {
 constexpr int64_t lane_min_rows(QIsa isa) { return isa == QIsa::kAvx2 ? 64 : 8; }
 // Throws zenith::Error if K is not a whole number of the format's blocks.
 // x_scale > 0 (int8 weights only): activations quantized on that one scale (static INT8)
-// instead of per block of 32 (dynamic). codes8: the caller quantizes the rows itself, to
+// instead of per block (dynamic: 32 values, act_group x 32). codes8: the caller quantizes the rows itself, to
 // codes within +-127 (conv2d_int8), so act_max is 127 whatever the rows. row_scale (int8
 // weights, no x_scale): each row of x quantized on one scale of its own, max|x| / act_max
 // (act_row_scale), as dynamic INT8 per token does, where that pays (AVX-512 VNNI, and the

@@ -58,7 +58,7 @@ class QLinear(nn.Module):
     x is quantized per block of 32 values as it arrives, or, with `x_scale` (int8 weights:
     static INT8, from calibration), on that one scale, or, with `row_scale` (int8 weights:
     dynamic INT8), each row (token) on max|x| / 127 of its own where the CPU's int8 GEMM
-    gains by it (AVX-512 VNNI; per 64 values in AVX2's int8 GEMM, per 32 on AVX-VNNI). `x_smooth` (static
+    gains by it (AVX-512 VNNI; per 64 values on AVX2 from 8 rows, else per 32). `x_smooth` (static
     only), a float [in_features]: x is multiplied by it before it is quantized, and `weight` holds the
     float weight's columns divided by it (SmoothQuant: activation channels far larger than
     the rest moved into the weights, which are quantized per output channel)."""

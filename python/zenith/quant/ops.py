@@ -72,7 +72,7 @@ def qlinear(x: Tensor, w: Tensor, bias: Optional[Tensor], format: str, x_scale: 
             row_scale: bool = False, x_mul: Optional[Tensor] = None) -> Tensor:
     """x [..., K] (float) @ dequant(w [N, row_bytes] uint8)^T (+ bias [N]) -> [..., N], in
     x's dtype (computed in float32). x is quantized per block of 32 on the fly (with row_scale
-    64 in AVX2's int8 GEMM: _C.qmatmul_act_block), or, given
+    64 on AVX2 from 8 rows: _C.qmatmul_act_block), or, given
     x_scale (int8 weights), on that one scale (static INT8), or with row_scale (int8
     weights) each row on max|x| / 127 of its own (dynamic INT8 per token) where the CPU's
     int8 GEMM gains by it (AVX-512 VNNI; _C.qmatmul_row_scales()). x_mul (with x_scale):

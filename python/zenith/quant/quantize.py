@@ -55,7 +55,7 @@ class QuantLayer:
     bytes: int  # of the quantized weight (shared weights: counted at their first layer only)
     fp32_bytes: int  # the same weight in fp32 (shared: counted once too)
     # how the kernel takes x: "static" (int8 on x_scale, from calibration), "dynamic" (int8
-    # on scales of its own: per 32 values (int8-dynamic's in AVX2's int8 GEMM per 64:
+    # on scales of its own: per 32 values (int8-dynamic's on AVX2 from 8 rows per 64:
     # _C.qmatmul_act_block), or per image for convs), "dynamic per row"
     # (int8-dynamic's linear layers where this CPU's int8 GEMM takes one scale per row:
     # AVX-512 VNNI), "float" (nf4 reads x as it is), "none" (an embedding)
@@ -366,7 +366,7 @@ def quantize(model, scheme, *, group_size=None, symmetric=True, include_embeddin
     INT8 weights and activations, linear and nn.Conv2d layers (ungrouped, zero padding):
     "int8-dynamic": activation scales computed as each call runs (for linear layers per row,
     i.e. per token, as torchao's dynamic INT8 does, where the CPU's int8 GEMM gains by it:
-    AVX-512 VNNI; per 64 values in AVX2's int8 GEMM (8+ rows), per 32 on AVX-VNNI; per image for convs); "int8-static": one scale per layer from
+    AVX-512 VNNI; per 64 values on AVX2 from 8 rows, else per 32; per image for convs); "int8-static": one scale per layer from
     `calibration`, an iterable of model inputs (a tensor, a tuple of positional arguments
     or a dict of keyword arguments per batch), by `method`: "percentile" (default, of |x|:
     `percentile`, default 99.99), "minmax" or "entropy" (KL, as TensorRT). The first

@@ -137,7 +137,8 @@ def fake_quant_rows(x, qmax, per_row, block=32):
 
 def test_qlinear_row_scale_matches_reference():
     # int8-dynamic's linear layers: one activation scale per row where the CPU's int8
-    # GEMM profits (_C.qmatmul_row_scales()), else per 32 values; eager (the dot kernels)
+    # GEMM profits (_C.qmatmul_row_scales()), else per block (_C.qmatmul_act_block: 64
+    # values on AVX2 from 8 rows, else 32); eager (the dot kernels)
     # and compiled (18 rows: the packed GEMM) against the torch reference on the same codes
     torch.manual_seed(0)
     lin = torch.nn.Linear(100, 48)
