@@ -122,22 +122,23 @@ void init_quant(nb::module_& m) {
   m.def(
       "qmatmul_isa_supported", [](const std::string& name) { return qisa_supported(parse_qisa(name)); },
       nb::arg("isa"), "Whether this CPU runs qmatmul's kernels of `isa` ('scalar', 'avx2', 'avxvnni', 'avx512vnni').");
+  // The plan qmatmul makes for `rows` rows of one block's K in format f (the three questions below ask it).
+  const auto probe = [](QFormat f, int64_t rows, float x_scale, bool row_scale) {
+    const int64_t K = std::max<int64_t>(qformat_info(f).block_elems, 32);
+    return qmatmul_plan(f, rows, 1, K, qisa_for(f, rows, K), x_scale, false, row_scale);
+  };
   m.def(
       "qmatmul_act_max",
-      [](const std::string& format, int64_t rows, float x_scale) {
-        const QFormat f = format_of(format);
-        const int64_t K = std::max<int64_t>(qformat_info(f).block_elems, 32);
-        return qmatmul_plan(f, rows, 1, K, qisa_for(f, rows, K), x_scale).act_max;
+      [probe](const std::string& format, int64_t rows, float x_scale) {
+        return probe(format_of(format), rows, x_scale, false).act_max;
       },
       nb::arg("format"), nb::arg("rows"), nb::arg("x_scale") = 0.0f,
       "The largest activation code qmatmul writes for `rows` rows of x in `format` on this CPU: 127, or 63 where "
       "AVX2's int8 GEMM runs (int8 weights, 8 or more rows, dynamic activations; eager calls use the same codes).");
   m.def(
       "qmatmul_act_block",
-      [](const std::string& format, int64_t rows, bool row_scale) {
-        const QFormat f = format_of(format);
-        const int64_t K = std::max<int64_t>(qformat_info(f).block_elems, 32);
-        const QMatmulPlan p = qmatmul_plan(f, rows, 1, K, qisa_for(f, rows, K), 0.0f, false, row_scale);
+      [probe](const std::string& format, int64_t rows, bool row_scale) {
+        const QMatmulPlan p = probe(format_of(format), rows, 0.0f, row_scale);
         return p.row_scale || p.act == quant::ActKind::kF32 ? int64_t(0) : quant::act_block(p.act) * p.act_group;
       },
       nb::arg("format"), nb::arg("rows"), nb::arg("row_scale") = false,
@@ -147,10 +148,7 @@ void init_quant(nb::module_& m) {
       "(row_scale on AVX-512 VNNI and the scalar build) or x is read in float (nf4).");
   m.def(
       "qmatmul_row_scales",
-      [] {
-        return qmatmul_plan(QFormat::int8, 8, 1, 32, qisa_for(QFormat::int8, 8, 32), 0.0f, false, true).row_scale !=
-               nullptr;
-      },
+      [probe] { return probe(QFormat::int8, 8, 0.0f, true).row_scale != nullptr; },
       "Whether qmatmul's row_scale (int8-dynamic's linear layers) quantizes each row of x on one scale on this CPU: "
       "AVX-512 VNNI and the scalar reference do; AVX2 and AVX-VNNI keep a scale per block (qmatmul_act_block).");
   m.def(

@@ -177,8 +177,8 @@ QMatmulPlan qmatmul_plan(QFormat f, int64_t M, int64_t N, int64_t K, QIsa isa, f
                                               : quantize_uniform_row_avx2;
   // One scale per row where it pays: AVX-512 VNNI (the uniform tiles, 1.08-1.28x the
   // per-block tiles' GFLOP/s at BERT-base's shapes) and the scalar reference. AVX2 and
-  // AVX-VNNI keep a scale per block (AVX2 from 8 rows 64 values, else 32): their per-block tiles are as fast as their
-  // uniform ones or faster, and AVX2's 7-bit codes on one scale per row cost accuracy
+  // AVX-VNNI keep a scale per block (64 values on AVX2 from 8 rows, else 32): their
+  // per-block tiles are as fast as their uniform ones or faster, and AVX2's 7-bit codes on one scale per row cost accuracy
   // (all-MiniLM-L6-v2 on real text: min cosine to fp32 0.987 against 0.998 per block;
   // AVX-VNNI's 8-bit codes 0.9954 against 0.9988).
   if (row_scale && isa != QIsa::kAvx2 && isa != QIsa::kAvxVnni)
@@ -301,7 +301,8 @@ QActRows quantize_rows(const QMatmulPlan& p, const float* x, bool packed, const 
         const float scale = p.row_scale ? p.row_scale(xm, K, p.act_max) : p.x_scale;
         float* dm = d + m * p.nscales;
         p.quantize(xm, K, block * p.act_group, q + m * p.kpad, dm, s16 + m * p.nsums, scale, p.act_max);
-        for (int64_t b = p.nscales - 1; b > 0 && p.act_group > 1; --b) dm[b] = dm[b / p.act_group];  // one per 32
+        if (p.act_group > 1)  // one scale per 32 values, as every kernel reads them
+          for (int64_t b = p.nscales - 1; b > 0; --b) dm[b] = dm[b / p.act_group];
         if (p.zero_sums && !packed) p.zero_sums(q + m * p.kpad, p.kpad, p.zero, zs + m * nzs);  // the GEMM reads s16
         if (!uniform) continue;
         // The row's sum of codes (the VNNI tiles' zero-point share), made here on the

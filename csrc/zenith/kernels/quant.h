@@ -73,10 +73,9 @@ struct QMatmulPlan {
   const quant::QGemmTileFn* narrow_w7_tiles = nullptr;
   // Blocks of 32 values per activation scale where the plan quantizes its own rows per
   // block (not uniform): 2 (a scale per 64 values) for AVX2 int8 plans with act_max 63 and
-  // row_scale asked for (int8-dynamic), whose
-  // narrow tiles then scale each pair's sums once (narrow_pair_tiles); 1 elsewhere. The
-  // rows' d keeps one entry per 32 values (each scale repeated), so every kernel reading
-  // d per block reads them unchanged.
+  // row_scale asked for (int8-dynamic), whose narrow tiles then scale each pair's sums
+  // once (narrow_pair_tiles); 1 elsewhere. The rows' d keeps one entry per 32 values
+  // (each scale repeated), so every kernel reading d per block reads them unchanged.
   int act_group = 1;
   const quant::QGemmTileFn* narrow_pair_tiles = nullptr;     // narrow_tiles for rows of group 2
   const quant::QGemmTileFn* narrow_w7_pair_tiles = nullptr;  // narrow_w7_tiles for rows of group 2
@@ -114,13 +113,13 @@ struct QMatmulPlan {
 constexpr int64_t lane_min_rows(QIsa isa) { return isa == QIsa::kAvx2 ? 64 : 8; }
 // Throws zenith::Error if K is not a whole number of the format's blocks.
 // x_scale > 0 (int8 weights only): activations quantized on that one scale (static INT8)
-// instead of per block (dynamic: 32 values, act_group x 32). codes8: the caller quantizes the rows itself, to
-// codes within +-127 (conv2d_int8), so act_max is 127 whatever the rows. row_scale (int8
-// weights, no x_scale): each row of x quantized on one scale of its own, max|x| / act_max
-// (act_row_scale), as dynamic INT8 per token does, where that pays (AVX-512 VNNI, and the
-// scalar reference; AVX2 and AVX-VNNI keep a scale per block, act_group x 32 values: QMatmulPlan::row_scale
-// says which); with a packed weight the int8 GEMM then sums each row over all of K (the
-// uniform tiles).
+// instead of per block (dynamic: act_group x 32 values). codes8: the caller quantizes the
+// rows itself, to codes within +-127 (conv2d_int8), so act_max is 127 whatever the rows.
+// row_scale (int8 weights, no x_scale): each row of x quantized on one scale of its own,
+// max|x| / act_max (act_row_scale), as dynamic INT8 per token does, where that pays
+// (AVX-512 VNNI, and the scalar reference; AVX2 and AVX-VNNI keep a scale per act_group x
+// 32 values: QMatmulPlan::row_scale says which); with a packed weight the int8 GEMM then
+// sums each row over all of K (the uniform tiles).
 QMatmulPlan qmatmul_plan(QFormat f, int64_t M, int64_t N, int64_t K, QIsa isa, float x_scale = 0.0f,
                          bool codes8 = false, bool row_scale = false);
 // The plan in the ISA the runtime runs `f` in (qisa_for).

@@ -1,17 +1,10 @@
 # The int8 GEMM split by rows (ZENITH_EXP_BYROWS=1, read per call) against columns (unset), one frozen quantized
 # encoder (random init, seq 128), calls alternated; outputs compared. python byrows_ab.py minilm|bert SCHEME [rounds]
 import os, random, statistics, sys, time
-import torch, transformers, zenith
-torch.manual_seed(0); torch.set_num_threads(2)
+import torch, zenith
+from encoder import encoder
 name = sys.argv[1]; scheme = sys.argv[2]; rounds = int(sys.argv[3]) if len(sys.argv) > 3 else 40
-cfg = (transformers.BertConfig() if name == "bert" else
-       transformers.BertConfig(hidden_size=384, num_hidden_layers=6, num_attention_heads=12, intermediate_size=1536))
-m = transformers.BertModel(cfg).eval()
-ids = torch.randint(0, cfg.vocab_size, (1, 128))
-kw = {}
-if scheme == "int8-static":
-    kw = dict(calibration=[(torch.randint(0, cfg.vocab_size, (1, 128)),) for _ in range(4)], method="minmax", smooth=0.85)
-zenith.quantize(m, scheme, **kw)
+m, ids = encoder(name, scheme)
 f = zenith.freeze(m)
 def call(k):
     if k == "new": os.environ["ZENITH_EXP_BYROWS"] = "1"

@@ -3,13 +3,10 @@
 # group_switch.diff applied (the switch is read when a plan is made, so each copy keeps the group it compiled with).
 # python group_ab.py minilm|bert [rounds]
 import copy, os, random, statistics, sys, time
-import torch, transformers, zenith
-torch.manual_seed(0); torch.set_num_threads(2)
+import torch, zenith
+from encoder import encoder
 name = sys.argv[1] if len(sys.argv) > 1 else "minilm"; rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 40
-cfg = (transformers.BertConfig() if name == "bert" else
-       transformers.BertConfig(hidden_size=384, num_hidden_layers=6, num_attention_heads=12, intermediate_size=1536))
-base = transformers.BertModel(cfg).eval()
-ids = torch.randint(0, cfg.vocab_size, (1, 128))
+base, ids = encoder(name, "fp32")
 with torch.no_grad(): ref = base(ids).last_hidden_state
 m = zenith.quantize(copy.deepcopy(base), "int8-dynamic")
 fns, outs = {}, {}
