@@ -1792,6 +1792,73 @@ TEST(QuantKernels, Int8GemmPartsEqualSeparateGemms) {
   set_num_threads(1);
 }
 
+// The int8 GEMM split by rows (each thread quantizing its own) gives the values split by
+// columns gives, bit for bit: dynamic rows (per block, per row, AVX2's pairs), static rows
+// with and without x_mul, rows of no negative code (AVX2's nonneg tiles on one thread's
+// rows only), NaN rows, 7-bit weights, bias, per-value and per-row activations, output
+// parts, row counts that split unevenly and past one chunk. And the rule: from 32 rows a
+// thread, on weights of up to 1 MiB of codes, on more than one thread.
+TEST(QuantKernels, Int8GemmSplitByRowsEqualsSplitByColumns) {
+  unsigned seed = 2600;
+  set_num_threads(2);
+  for (QIsa isa : simd_isas())
+    for (int64_t M : {64, 67, 301})
+      for (int64_t K : {100, 416})
+        for (int v = 0; v < 6; ++v) {
+          const int64_t N = v % 2 ? 96 : 45;
+          // 0, 1: dynamic per row (AVX-512) or per block (AVX2: per 64 values); 2: per block,
+          // no row scale; 3: static; 4: static with x_mul; 5: static, x >= 0 in the first rows
+          const bool row_scale = v < 2, stat = v >= 3;
+          const Activation act = v == 1 ? Activation::kGelu : v == 3 ? Activation::kRelu : Activation::kNone;
+          auto w = random_weight(QFormat::int8, N, K, seed++);
+          if (v == 2)  // 7-bit codes
+            for (int64_t n = 0; n < N; ++n)
+              for (int64_t k = 0; k < K; ++k) {
+                uint8_t& c = w[size_t(n * (4 + K) + 4 + k)];
+                c = uint8_t(int8_t(std::max(-63, std::min(63, int(int8_t(c))))));
+              }
+          auto x = randn(size_t(M * K), seed++);
+          if (v == 5)
+            for (int64_t i = 0; i < (M / 2) * K; ++i) x[size_t(i)] = std::fabs(x[size_t(i)]);
+          else
+            x[size_t(3 * K + 5)] = NAN;  // row 3
+          const auto bias = randn(size_t(N), seed++);
+          const auto mul = positive_mul(K, seed++, 0.25f);
+          QMatmulPlan rows = qmatmul_plan(QFormat::int8, M, N, K, isa, stat ? 0.04f : 0.0f, false, row_scale);
+          ASSERT_TRUE(rows.split_rows) << qisa_name(isa) << " M " << M;
+          QMatmulPlan cols = rows;
+          cols.split_rows = false;
+          const PackedOperand packed = qmatmul_pack_int8(w.data(), N, K, isa);
+          const float* xm = v == 4 ? mul.data() : nullptr;
+          auto same = [&](const std::vector<float>& a, const std::vector<float>& b, const char* what) {
+            for (size_t i = 0; i < a.size(); ++i)
+              ASSERT_TRUE(a[i] == b[i] || (std::isnan(a[i]) && std::isnan(b[i])))
+                  << what << " " << qisa_name(isa) << " M " << M << " K " << K << " variant " << v << " at " << i
+                  << ": " << a[i] << " vs " << b[i];
+          };
+          std::vector<float> by_rows(size_t(M * N), -7.0f), by_cols(size_t(M * N), 7.0f);
+          qmatmul(rows, x.data(), w.data(), bias.data(), by_rows.data(), &packed, act, xm);
+          qmatmul(cols, x.data(), w.data(), bias.data(), by_cols.data(), &packed, act, xm);
+          same(by_rows, by_cols, "qmatmul");
+          if (N % 32) continue;
+          std::vector<float> a(size_t(M * 64)), b(size_t(M * 32)), ca(size_t(M * 64)), cb(size_t(M * 32));
+          qmatmul_parts(rows, x.data(), {{bias.data(), a.data(), 64}, {nullptr, b.data(), 32}}, packed, act, xm);
+          qmatmul_parts(cols, x.data(), {{bias.data(), ca.data(), 64}, {nullptr, cb.data(), 32}}, packed, act, xm);
+          same(a, ca, "parts");
+          same(b, cb, "parts");
+        }
+  if (qisa_default() != QIsa::kScalar) {
+    const QIsa isa = qisa_default();
+    EXPECT_FALSE(qmatmul_plan(QFormat::int8, 63, 384, 384, isa).split_rows);  // under 32 rows a thread
+    EXPECT_TRUE(qmatmul_plan(QFormat::int8, 64, 384, 1536, isa).split_rows);  // 576 KiB
+    EXPECT_TRUE(qmatmul_plan(QFormat::int8, 64, 1024, 1024, isa).split_rows);  // 1 MiB
+    EXPECT_FALSE(qmatmul_plan(QFormat::int8, 4096, 1024, 1056, isa).split_rows);
+    set_num_threads(1);
+    EXPECT_FALSE(qmatmul_plan(QFormat::int8, 4096, 384, 384, isa).split_rows);
+  }
+  set_num_threads(1);
+}
+
 // fuse_qmatmul_siblings: Q, K and V reading one x become one qmatmul with parts (the
 // outputs keep their ids); the runtime then gives what the separate qmatmuls give, bit
 // for bit, on the int8 GEMM (24 rows, weights constant) and on the dot kernels (2 rows:

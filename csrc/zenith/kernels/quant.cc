@@ -199,6 +199,20 @@ QMatmulPlan qmatmul_plan(QFormat f, int64_t M, int64_t N, int64_t K, QIsa isa, f
   p.n_grain = std::max<int64_t>(1, (int64_t(32) << 10) / std::max<int64_t>(1, p.row_bytes * std::min<int64_t>(M, 16)));
   p.n_block = (p.n_block + p.n_step - 1) / p.n_step * p.n_step;
   p.n_grain = (p.n_grain + p.n_step - 1) / p.n_step * p.n_step;
+  // Split the int8 GEMM by rows from 32 rows a thread on weights of up to 1 MiB of codes.
+  // Split by columns, every thread reads every row's codes, half of them written by the
+  // other core's quantizer, and writes part of every output row, which the next op (a
+  // LayerNorm, the next layer's quantizer: split by rows) then reads from that core.
+  // Split by rows, those stay on one core, and each core reads the whole weight (from
+  // L3) instead of its half. Zen 4 under KVM, seq 128, by rows over by columns (calls
+  // alternated): all-MiniLM-L6-v2 (weights of 144-576 KiB) 0.97-0.99x the time
+  // (int8-dynamic and -static, AVX2 and AVX-512), and 0.92x (AVX2) / 0.95x (AVX-512) in
+  // an hour when stores to lines the other core had read cost 2.5x (0.72 against 0.29
+  // ns a value for the quantizer); at seq 32 (16 rows a thread) 1.00x (AVX2) and 1.04x
+  // (AVX-512). BERT-base (1.7-2.3 MiB a weight, 85 MiB in all: past L3) by rows 1.07x
+  // (int8-static, AVX2) and 1.04x (int8-dynamic, AVX-512); with this rule (its 576 KiB
+  // attention output alone by rows) 0.99-1.00x.
+  p.split_rows = p.tiles && num_threads() > 1 && M >= 32 * num_threads() && N * p.kpad <= (int64_t(1) << 20);
   return p;
 }
 
@@ -249,83 +263,97 @@ PackedOperand qmatmul_pack_int8(const uint8_t* w, int64_t N, int64_t K, QIsa isa
 }
 
 namespace {
-// The quantized rows of x: codes, then scales, then zero sums (if the kernels read
-// them), then 16-sums, then (rows of one scale read by the int8 GEMM) each row's sum of
-// codes, in one per-thread buffer kept between calls (released past 1 MiB).
+// quantize_rows' buffer, kept between calls (released past 1 MiB).
 thread_local gemm_detail::AlignedBuf qmatmul_scratch;
 thread_local gemm_detail::AlignedBuf qmatmul_mul_row;  // one row of x * x_mul, on the thread quantizing it
-// x_mul: static INT8's per-channel multiplier (qmatmul), or null.
+// The quantized rows of x as plan p lays them out in qmatmul_scratch (no row filled
+// yet; nonneg unset). packed: the int8 GEMM reads them.
+QActRows act_rows(const QMatmulPlan& p, const float* x, bool packed) {
+  QActRows rows;
+  rows.x = x;
+  rows.kpad = p.kpad;
+  rows.nscales = p.nscales;
+  rows.nsums = p.nsums;
+  rows.K = p.K;
+  // Rows of one scale each (static, or dynamic per row): the GEMM sums over all of K.
+  rows.uniform = (p.x_scale > 0.0f || p.row_scale) && packed;
+  rows.group = rows.uniform ? 1 : int32_t(p.act_group);
+  if (p.act == ActKind::kF32) return rows;
+  const int64_t M = p.M, nzs = p.zero_sums ? p.kpad / 4 : 0;
+  const size_t floats = size_t(M * p.kpad / 4 + M * p.nscales + M * nzs + (M * p.nsums + 1) / 2 + M);
+  float* base = qmatmul_scratch.get(floats);
+  rows.q = reinterpret_cast<int8_t*>(base);
+  rows.d = base + M * p.kpad / 4;
+  int32_t* zs = reinterpret_cast<int32_t*>(base + M * p.kpad / 4 + M * p.nscales);
+  rows.zs = p.zero_sums ? zs : nullptr;
+  rows.s16 = reinterpret_cast<int16_t*>(zs + M * nzs);
+  if (rows.uniform) rows.totals = zs + M * nzs + (M * p.nsums + 1) / 2;
+  return rows;
+}
+
+// Quantizes rows [lo, hi) of x into `rows` (act_rows' layout). x_mul: static INT8's
+// per-channel multiplier (qmatmul), or null.
+void quantize_row_range(const QMatmulPlan& p, const float* x, const float* x_mul, bool packed, const QActRows& rows,
+                        int64_t lo, int64_t hi) {
+  const int64_t K = p.K, nzs = p.zero_sums ? p.kpad / 4 : 0, block = act_block(p.act);
+  // (act_rows' buffers are qmatmul_scratch's, written here: QActRows holds them read-only for the kernels.)
+  int8_t* q = const_cast<int8_t*>(rows.q);
+  float* d = const_cast<float*>(rows.d);
+  int16_t* s16 = const_cast<int16_t*>(rows.s16);
+  int32_t* zs = const_cast<int32_t*>(rows.zs);
+  int32_t* tot = const_cast<int32_t*>(rows.totals);
+  // Uniform rows in one pass each (quantize_uniform), unless a value is NaN or infinite
+  // or the scale's inverse is not a positive finite float: those rows go block by block.
+  // (Past K of 65536 the GEMM takes the per-block tiles, which read the 16-sums.)
+  const bool one_pass = rows.uniform && p.quantize_uniform && K == p.kpad && p.kpad <= 65536;
+  for (int64_t m = lo; m < hi; ++m) {
+    const float* xm = x + m * K;
+    if (one_pass) {  // (the per-block quantizer's multiplier for a block on this scale: 0 where none)
+      const float scale = p.row_scale ? p.row_scale(xm, K, p.act_max) : p.x_scale, top = float(p.act_max);
+      float ds;
+      const float id = act_block_multiplier(top * scale, true, scale, top, &ds);
+      if (id != 0.0f && p.quantize_uniform(xm, x_mul, K, id, p.act_max, q + m * p.kpad, tot + m)) {
+        std::fill_n(d + m * p.nscales, p.nscales, ds);
+        continue;
+      }
+    }
+    if (x_mul) {  // in L1 for the quantizer's pass just after
+      float* t = qmatmul_mul_row.get(size_t(K));
+      for (int64_t k = 0; k < K; ++k) t[k] = xm[k] * x_mul[k];
+      xm = t;
+    }
+    const float scale = p.row_scale ? p.row_scale(xm, K, p.act_max) : p.x_scale;
+    float* dm = d + m * p.nscales;
+    p.quantize(xm, K, block * p.act_group, q + m * p.kpad, dm, s16 + m * p.nsums, scale, p.act_max);
+    if (p.act_group > 1)  // one scale per 32 values, as every kernel reads them
+      for (int64_t b = p.nscales - 1; b > 0; --b) dm[b] = dm[b / p.act_group];
+    if (zs && !packed) p.zero_sums(q + m * p.kpad, p.kpad, p.zero, zs + m * nzs);  // the GEMM reads s16
+    if (!rows.uniform) continue;
+    // The row's sum of codes (the VNNI tiles' zero-point share), made here on the
+    // row's thread rather than by q8_gemm_packed on one; and a block with NaN or inf
+    // has a NaN scale: the whole row is NaN in float arithmetic, so its first block
+    // says so.
+    const int16_t* sr = s16 + m * p.nsums;
+    int32_t t = 0;
+    for (int64_t j = 0; j < p.nsums; ++j) t += sr[j];
+    tot[m] = t;
+    float* dr = d + m * p.nscales;
+    for (int64_t b = 1; b < p.nscales; ++b)
+      if (std::isnan(dr[b])) dr[0] = dr[b];
+  }
+}
+
+// The quantized rows of x: codes, then scales, then zero sums (if the kernels read
+// them), then 16-sums, then (rows of one scale read by the int8 GEMM) each row's sum of
+// codes, in one per-thread buffer kept between calls (released past 1 MiB); the rows
+// split between the threads.
 QActRows quantize_rows(const QMatmulPlan& p, const float* x, bool packed, const float* x_mul) {
   ZENITH_CHECK(!x_mul || (p.x_scale > 0.0f && p.act != ActKind::kF32),
                "qmatmul: x_mul needs static INT8 activations (x_scale)");
-  gemm_detail::AlignedBuf& scratch = qmatmul_scratch;
-  int8_t* q = nullptr;
-  float* d = nullptr;
-  int32_t* zs = nullptr;
-  int16_t* s16 = nullptr;
-  int32_t* tot = nullptr;
-  const int64_t nzs = p.zero_sums ? p.kpad / 4 : 0;
-  // Rows of one scale each (static, or dynamic per row): the GEMM sums over all of K.
-  const bool uniform = (p.x_scale > 0.0f || p.row_scale) && packed;
-  const int64_t M = p.M, K = p.K;
-  if (p.act != ActKind::kF32) {
-    const size_t floats = size_t(M * p.kpad / 4 + M * p.nscales + M * nzs + (M * p.nsums + 1) / 2 + M);
-    float* base = scratch.get(floats);
-    q = reinterpret_cast<int8_t*>(base);
-    d = base + M * p.kpad / 4;
-    zs = reinterpret_cast<int32_t*>(d + M * p.nscales);
-    s16 = reinterpret_cast<int16_t*>(zs + M * nzs);
-    tot = reinterpret_cast<int32_t*>(zs + M * nzs + (M * p.nsums + 1) / 2);
-    const int64_t block = act_block(p.act);
-    // Uniform rows in one pass each (quantize_uniform), unless a value is NaN or infinite
-    // or the scale's inverse is not a positive finite float: those rows go block by block.
-    // (Past K of 65536 the GEMM takes the per-block tiles, which read the 16-sums.)
-    const bool one_pass = uniform && p.quantize_uniform && K == p.kpad && p.kpad <= 65536;
-    parallel_for(M, 16, [&](int64_t lo, int64_t hi) {
-      for (int64_t m = lo; m < hi; ++m) {
-        const float* xm = x + m * K;
-        if (one_pass) {  // (the per-block quantizer's multiplier for a block on this scale: 0 where none)
-          const float scale = p.row_scale ? p.row_scale(xm, K, p.act_max) : p.x_scale, top = float(p.act_max);
-          float ds;
-          const float id = act_block_multiplier(top * scale, true, scale, top, &ds);
-          if (id != 0.0f && p.quantize_uniform(xm, x_mul, K, id, p.act_max, q + m * p.kpad, tot + m)) {
-            std::fill_n(d + m * p.nscales, p.nscales, ds);
-            continue;
-          }
-        }
-        if (x_mul) {  // in L1 for the quantizer's pass just after
-          float* t = qmatmul_mul_row.get(size_t(K));
-          for (int64_t k = 0; k < K; ++k) t[k] = xm[k] * x_mul[k];
-          xm = t;
-        }
-        const float scale = p.row_scale ? p.row_scale(xm, K, p.act_max) : p.x_scale;
-        float* dm = d + m * p.nscales;
-        p.quantize(xm, K, block * p.act_group, q + m * p.kpad, dm, s16 + m * p.nsums, scale, p.act_max);
-        if (p.act_group > 1)  // one scale per 32 values, as every kernel reads them
-          for (int64_t b = p.nscales - 1; b > 0; --b) dm[b] = dm[b / p.act_group];
-        if (p.zero_sums && !packed) p.zero_sums(q + m * p.kpad, p.kpad, p.zero, zs + m * nzs);  // the GEMM reads s16
-        if (!uniform) continue;
-        // The row's sum of codes (the VNNI tiles' zero-point share), made here on the
-        // row's thread rather than by q8_gemm_packed on one; and a block with NaN or inf
-        // has a NaN scale: the whole row is NaN in float arithmetic, so its first block
-        // says so.
-        const int16_t* sr = s16 + m * p.nsums;
-        int32_t t = 0;
-        for (int64_t j = 0; j < p.nsums; ++j) t += sr[j];
-        tot[m] = t;
-        float* dr = d + m * p.nscales;
-        for (int64_t b = 1; b < p.nscales; ++b)
-          if (std::isnan(dr[b])) dr[0] = dr[b];
-      }
-    });
-  }
-  QActRows rows{q, d, s16, p.zero_sums ? zs : nullptr, x, p.kpad, p.nscales, p.nsums, K};
-  rows.group = uniform ? 1 : int32_t(p.act_group);
-  if (uniform) {
-    rows.uniform = true;
-    rows.totals = tot;
-    rows.nonneg = p.uniform_nonneg_tiles && codes_nonnegative(q, M * p.kpad);
-  }
+  QActRows rows = act_rows(p, x, packed);
+  if (p.act != ActKind::kF32)
+    parallel_for(p.M, 16, [&](int64_t lo, int64_t hi) { quantize_row_range(p, x, x_mul, packed, rows, lo, hi); });
+  if (rows.uniform) rows.nonneg = p.uniform_nonneg_tiles && codes_nonnegative(rows.q, p.M * p.kpad);
   return rows;
 }
 
@@ -394,8 +422,13 @@ void qmatmul(const QMatmulPlan& p, const float* x, const uint8_t* w, const float
     finish_rows(0, M, 0, N);
     return;
   }
-  const QActRows rows = quantize_rows(p, x, packed != nullptr, x_mul);
   gemm_detail::AlignedBuf& scratch = qmatmul_scratch;
+  if (packed && p.split_rows) {  // the int8 GEMM, each thread quantizing its own rows
+    q8_gemm_by_rows(p, x, x_mul, *packed, y, finish, finish_rows);
+    scratch.trim(size_t(1) << 20);
+    return;
+  }
+  const QActRows rows = quantize_rows(p, x, packed != nullptr, x_mul);
   if (packed) {  // the int8 GEMM
     q8_gemm_packed(p, rows, *packed, y, finish, finish_rows);
     scratch.trim(size_t(1) << 20);
@@ -457,8 +490,8 @@ void qmatmul_parts(const QMatmulPlan& p, const float* x, const std::vector<QPart
     finish_rows(0, M, 0, N);
     return;
   }
-  const QActRows rows = quantize_rows(p, x, true, x_mul);
-  q8_gemm_packed(p, rows, packed, nullptr, finish, finish_rows, &out);
+  if (p.split_rows) q8_gemm_by_rows(p, x, x_mul, packed, nullptr, finish, finish_rows, &out);
+  else q8_gemm_packed(p, quantize_rows(p, x, true, x_mul), packed, nullptr, finish, finish_rows, &out);
   qmatmul_scratch.trim(size_t(1) << 20);
 }
 
@@ -527,6 +560,60 @@ void lanes_gemm(const QMatmulPlan& p, const QActRows& a, const uint8_t* w, float
   lane_buf.trim(size_t(1) << 20);
 }
 
+namespace {
+// Whether the int8 GEMM sums rows `a` over all of K on one scale (the uniform tiles): sums
+// over the whole K stay inside int32 (255 x 127 x K) up to K = 65536.
+bool q8_sums_all_of_k(const QMatmulPlan& p, const QActRows& a) { return a.uniform && p.kpad <= 65536; }
+
+struct Q8Tiles {
+  const QGemmTileFn* fns;  // for 1..rows rows of x
+  int rows;
+};
+// The int8 GEMM's tiles for rows `a` against `packed`.
+Q8Tiles q8_tiles(const QMatmulPlan& p, const QActRows& a, const PackedOperand& packed) {
+  const bool uniform = q8_sums_all_of_k(p, a);
+  const bool narrow = !uniform && p.act_max <= p.narrow_max && p.narrow_tiles;
+  // AVX2 on a weight of 7-bit codes (|code| <= 63): the w7 tiles, two quads' pairs summed in int16.
+  const bool w7 = packed.q8_max <= 63;
+  const bool nonneg = uniform && a.nonneg && p.uniform_nonneg_tiles;
+  // Rows of a scale per 64 values (group 2): the narrow tiles that scale each pair's sums
+  // once. (Every other tile reads d per block, where group 2 repeats each scale.)
+  const bool pairs = narrow && a.group == 2 && p.narrow_pair_tiles;
+  const QGemmTileFn* fns = nonneg    ? (w7 && p.uniform_w7_tiles ? p.uniform_w7_tiles : p.uniform_nonneg_tiles)
+                           : uniform ? p.uniform_tiles
+                           : pairs   ? (w7 ? p.narrow_w7_pair_tiles : p.narrow_pair_tiles)
+                           : narrow  ? (w7 && p.narrow_w7_tiles ? p.narrow_w7_tiles : p.narrow_tiles)
+                                     : p.tiles;
+  return {fns, uniform ? p.uniform_rows : narrow ? kMaxNarrowRows : p.tile_rows};
+}
+
+// Where block j of 32 columns of a split output goes (out[j]): its first column's place
+// in row 0, and the distance between rows.
+void q8_part_blocks(int64_t N, const std::vector<QOutPart>& parts, std::vector<std::pair<float*, int64_t>>& out) {
+  out.resize(static_cast<size_t>(q8_col_blocks(N)));
+  int64_t covered = 0;
+  for (const QOutPart& o : parts) {
+    ZENITH_CHECK(o.col0 == covered && o.col0 % 32 == 0 && o.cols > 0 && o.y,
+                 "qmatmul: output parts must cover the columns in order, from multiples of 32");
+    for (int64_t c = o.col0; c < o.col0 + o.cols; c += 32) out[size_t(c / 32)] = {o.y + (c - o.col0), o.cols};
+    covered += o.cols;
+  }
+  ZENITH_CHECK(covered == N, "qmatmul: output parts cover ", covered, " of ", N, " columns");
+}
+
+// A row's zero-point share in float (rows with a scale per block: QActRow::zshare) and its
+// integer sum of codes (uniform rows: QActRow::total), from its 16-sums.
+void q8_row_shares(const QMatmulPlan& p, const QActRow& r, float& z, int32_t& total) {
+  z = 0.0f;
+  total = 0;
+  for (int64_t b = 0; b < p.kpad / 32; ++b) {
+    const int32_t s = int32_t(r.s16[2 * b]) + r.s16[2 * b + 1];
+    z += r.d[b] * float(s);
+    total += s;
+  }
+}
+}  // namespace
+
 void q8_gemm_packed(const QMatmulPlan& p, const QActRows& a, const PackedOperand& packed, float* y,
                     const QBlockFn& block, const QBlockFn& rows, const std::vector<QOutPart>* parts,
                     const QCodesOut* codes) {
@@ -546,35 +633,10 @@ void q8_gemm_packed(const QMatmulPlan& p, const QActRows& a, const PackedOperand
   std::vector<std::pair<float*, int64_t>>& out = out_buf;
   std::vector<float>& zshare = zshare_buf;
   std::vector<int32_t>& total = total_buf;
-  // Split, where block j of 32 columns goes: its first column's place in row 0, and the
-  // distance between rows (else y + 32 j and N).
-  if (parts) {
-    out.resize(static_cast<size_t>(nb));
-    int64_t covered = 0;
-    for (const QOutPart& o : *parts) {
-      ZENITH_CHECK(o.col0 == covered && o.col0 % 32 == 0 && o.cols > 0 && o.y,
-                   "qmatmul: output parts must cover the columns in order, from multiples of 32");
-      for (int64_t c = o.col0; c < o.col0 + o.cols; c += 32) out[size_t(c / 32)] = {o.y + (c - o.col0), o.cols};
-      covered += o.cols;
-    }
-    ZENITH_CHECK(covered == N, "qmatmul: output parts cover ", covered, " of ", N, " columns");
-  }
+  if (parts) q8_part_blocks(N, *parts, out);
   const float* scale = packed.data.get() + nb * p.kpad * 32 / 4;
-  // Sums over the whole K stay inside int32 (255 x 127 x K) up to K = 65536.
-  const bool uniform = a.uniform && p.kpad <= 65536;
-  const bool narrow = !uniform && p.act_max <= p.narrow_max && p.narrow_tiles;
-  // AVX2 on a weight of 7-bit codes (|code| <= 63): the w7 tiles, two quads' pairs summed in int16.
-  const bool w7 = packed.q8_max <= 63;
-  const bool nonneg = uniform && a.nonneg && p.uniform_nonneg_tiles;
-  // Rows of a scale per 64 values (group 2): the narrow tiles that scale each pair's sums
-  // once. (Every other tile reads d per block, where group 2 repeats each scale.)
-  const bool pairs = narrow && a.group == 2 && p.narrow_pair_tiles;
-  const QGemmTileFn* tiles = nonneg    ? (w7 && p.uniform_w7_tiles ? p.uniform_w7_tiles : p.uniform_nonneg_tiles)
-                             : uniform ? p.uniform_tiles
-                             : pairs   ? (w7 ? p.narrow_w7_pair_tiles : p.narrow_pair_tiles)
-                             : narrow  ? (w7 && p.narrow_w7_tiles ? p.narrow_w7_tiles : p.narrow_tiles)
-                                       : p.tiles;
-  const int tile_rows = uniform ? p.uniform_rows : narrow ? kMaxNarrowRows : p.tile_rows;
+  const bool uniform = q8_sums_all_of_k(p, a);
+  const Q8Tiles tiles = q8_tiles(p, a, packed);
   ZENITH_CHECK(a.nseg == 1 || (uniform && a.totals && a.ptrs && p.isa == QIsa::kAvx512 && a.nseg > 0 &&
                                 p.kpad % (4 * int64_t(a.nseg)) == 0),
                "qmatmul: rows in runs need rows of one scale with their sums, AVX-512's tiles and whole quads a run");
@@ -589,14 +651,9 @@ void q8_gemm_packed(const QMatmulPlan& p, const QActRows& a, const PackedOperand
   total.resize(own_totals ? static_cast<size_t>(M) : 0);
   const int32_t* totals = own_totals ? total.data() : a.totals;
   for (int64_t m = 0; m < M && (!uniform || own_totals); ++m) {
-    const QActRow r = a.row(m);
-    float z = 0.0f;
-    int32_t t = 0;
-    for (int64_t b = 0; b < p.kpad / 32; ++b) {
-      const int32_t s = int32_t(r.s16[2 * b]) + r.s16[2 * b + 1];
-      z += r.d[b] * float(s);
-      t += s;
-    }
+    float z;
+    int32_t t;
+    q8_row_shares(p, a.row(m), z, t);
     if (uniform) total[size_t(m)] = t;
     else zshare[size_t(m)] = z;
   }
@@ -616,7 +673,7 @@ void q8_gemm_packed(const QMatmulPlan& p, const QActRows& a, const PackedOperand
       for (int64_t j = lo; j < hi; ++j) {
         const int nvalid = int(std::min<int64_t>(32, N - 32 * j));
         for (int64_t m = m0; m < m1;) {
-          const int r = int(std::min<int64_t>(tile_rows, m1 - m));
+          const int r = int(std::min<int64_t>(tiles.rows, m1 - m));
           if (codes) {  // the tile's corner of the codes
             QCodesOut o = *codes;
             o.scale += 32 * j;
@@ -628,12 +685,64 @@ void q8_gemm_packed(const QMatmulPlan& p, const QActRows& a, const PackedOperand
             continue;
           }
           const auto [yj, ld] = parts ? out[size_t(j)] : std::pair<float*, int64_t>{y + 32 * j, N};
-          tiles[r - 1](wcodes + j * p.kpad * 32, scale + 32 * j, p.kpad, t.data() + (m - m0), yj + m * ld, ld, nvalid);
+          tiles.fns[r - 1](wcodes + j * p.kpad * 32, scale + 32 * j, p.kpad, t.data() + (m - m0), yj + m * ld, ld,
+                           nvalid);
           m += r;
         }
         if (block) block(m0, m1, 32 * j, 32 * j + nvalid);
       }
       if (rows) rows(m0, m1, 32 * lo, std::min(N, 32 * hi));
+    }
+  });
+}
+
+void q8_gemm_by_rows(const QMatmulPlan& p, const float* x, const float* x_mul, const PackedOperand& packed, float* y,
+                     const QBlockFn& block, const QBlockFn& rows, const std::vector<QOutPart>* parts) {
+  const int64_t M = p.M, N = p.N, nb = q8_col_blocks(N);
+  ZENITH_CHECK(packed.side == PackedOperand::kQ8 && packed.isa == uint8_t(p.isa) && p.tiles && packed.rows == N &&
+                   packed.cols == p.K && p.act == ActKind::kQ8x32,
+               "qmatmul: the packed weight is not this int8 weight's, for this ISA");
+  ZENITH_CHECK(!x_mul || p.x_scale > 0.0f, "qmatmul: x_mul needs static INT8 activations (x_scale)");
+  const uint8_t* wcodes = reinterpret_cast<const uint8_t*>(packed.data.get());
+  const float* scale = packed.data.get() + nb * p.kpad * 32 / 4;
+  std::vector<std::pair<float*, int64_t>> out;  // as in q8_gemm_packed
+  if (parts) q8_part_blocks(N, *parts, out);
+  const QActRows all = act_rows(p, x, true);  // the calling thread's buffer; each thread fills its rows
+  const bool uniform = q8_sums_all_of_k(p, all);
+  parallel_for(M, 16, [&](int64_t lo, int64_t hi) {
+    quantize_row_range(p, x, x_mul, true, all, lo, hi);
+    QActRows a = all;  // the tiles by this thread's rows' codes alone
+    if (a.uniform) a.nonneg = p.uniform_nonneg_tiles && codes_nonnegative(a.q + lo * p.kpad, (hi - lo) * p.kpad);
+    const Q8Tiles tiles = q8_tiles(p, a, packed);
+    thread_local std::vector<QActRow> t;
+    for (int64_t m0 = lo; m0 < hi; m0 += p.row_chunk) {
+      const int64_t m1 = std::min(hi, m0 + p.row_chunk);
+      t.resize(static_cast<size_t>(m1 - m0));
+      for (int64_t m = m0; m < m1; ++m) {
+        QActRow& r = t[size_t(m - m0)];
+        r = a.row(m);
+        if (uniform && a.totals) {  // made by the quantizer
+          r.total = a.totals[m];
+          continue;
+        }
+        float z;
+        int32_t tot;
+        q8_row_shares(p, r, z, tot);
+        if (uniform) r.total = tot;
+        else r.zshare = z;
+      }
+      for (int64_t j = 0; j < nb; ++j) {
+        const int nvalid = int(std::min<int64_t>(32, N - 32 * j));
+        const auto [yj, ld] = parts ? out[size_t(j)] : std::pair<float*, int64_t>{y + 32 * j, N};
+        for (int64_t m = m0; m < m1;) {
+          const int r = int(std::min<int64_t>(tiles.rows, m1 - m));
+          tiles.fns[r - 1](wcodes + j * p.kpad * 32, scale + 32 * j, p.kpad, t.data() + (m - m0), yj + m * ld, ld,
+                           nvalid);
+          m += r;
+        }
+        if (block) block(m0, m1, 32 * j, 32 * j + nvalid);
+      }
+      if (rows) rows(m0, m1, 0, N);
     }
   });
 }

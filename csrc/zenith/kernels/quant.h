@@ -99,6 +99,10 @@ struct QMatmulPlan {
   int64_t n_block = 1;    // weight rows that stay in L1 while the tiles of rows of x pass
   int64_t n_grain = 1;    // fewest weight rows a thread takes
   int64_t n_step = 1;     // weight rows the dot kernels take at a time: blocks and shares are multiples of it
+  // The int8 GEMM (a packed weight) split by rows of x, each thread quantizing its own
+  // (q8_gemm_by_rows), rather than by blocks of columns (q8_gemm_packed): qmatmul_plan's
+  // rule, from the threads at planning time; the two give the same values.
+  bool split_rows = false;
   // The 4-bit lanes GEMM's tile (quant_formats.h) where it runs instead of the dot
   // kernels (a format lanes_format takes, lane_min_rows or more rows of x, a SIMD ISA),
   // else null; its rows of x per register and its weight columns.
@@ -208,6 +212,13 @@ struct QOutPart {
 void q8_gemm_packed(const QMatmulPlan& p, const QActRows& a, const PackedOperand& packed, float* y,
                     const QBlockFn& block, const QBlockFn& rows = {}, const std::vector<QOutPart>* parts = nullptr,
                     const quant::QCodesOut* codes = nullptr);
+// The int8 GEMM split by rows of x (QMatmulPlan::split_rows): each thread quantizes its
+// share of x's rows as qmatmul does (x_mul as for qmatmul) and multiplies them by every
+// block of columns, in one parallel region; `block` and `rows` then see that thread's
+// rows (`rows`: all N columns). The same tiles and values as qmatmul's quantizer then
+// q8_gemm_packed.
+void q8_gemm_by_rows(const QMatmulPlan& p, const float* x, const float* x_mul, const PackedOperand& packed, float* y,
+                     const QBlockFn& block, const QBlockFn& rows = {}, const std::vector<QOutPart>* parts = nullptr);
 // The 4-bit lanes GEMM over rows already quantized (kQ8x32): y[m * N + n] from the weight
 // w as it is stored (QMatmulPlan::lanes), each group of lane_cols weight rows unpacked
 // once per sweep over up to ~512 KiB of rows of x; `block` and `rows` as for q8_gemm_packed.
