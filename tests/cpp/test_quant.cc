@@ -14,8 +14,11 @@
 #include <cstring>
 #include <iterator>
 #include <limits>
+#include <mutex>
 #include <random>
+#include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "zenith/error.h"
@@ -1793,32 +1796,48 @@ TEST(QuantKernels, Int8GemmPartsEqualSeparateGemms) {
 }
 
 // The int8 GEMM split by rows (each thread quantizing its own) gives the values split by
-// columns gives, bit for bit: dynamic rows (per block, per row, AVX2's pairs), static rows
-// with and without x_mul, rows of no negative code (AVX2's nonneg tiles on one thread's
-// rows only), NaN rows, 7-bit weights, bias, per-value and per-row activations, output
-// parts, row counts that split unevenly and past one chunk. And the rule: from 32 rows a
-// thread, on weights of up to 1 MiB of codes, on more than one thread.
+// columns gives, bit for bit: dynamic rows (per row, per block, AVX2's pairs), static rows
+// with and without x_mul, rows of no negative code on one thread only (AVX2's nonneg
+// tiles there, the signed ones on the other), 8- and 7-bit weights (the w7 tiles), NaN
+// rows, ReLU / GELU, output parts, rows that split unevenly and threads with more than
+// one chunk of rows. The row path runs on both threads where parallel_for has two. And the
+// rule: from 32 rows a thread, on weights of up to 1 MiB of codes, on more than one thread.
 TEST(QuantKernels, Int8GemmSplitByRowsEqualsSplitByColumns) {
+  struct Threads {  // 2 for the test, 1 again however it ends
+    Threads() { set_num_threads(2); }
+    ~Threads() { set_num_threads(1); }
+  } threads;
+  // How many threads a parallel_for gets here (1 in a build without OpenMP).
+  auto ids_of = [](const std::function<void(const QBlockFn&)>& run) {
+    std::mutex mu;
+    std::set<std::thread::id> ids;
+    run([&](int64_t, int64_t, int64_t, int64_t) {
+      std::lock_guard<std::mutex> lock(mu);
+      ids.insert(std::this_thread::get_id());
+    });
+    return ids.size();
+  };
+  const size_t team = ids_of([](const QBlockFn& f) { parallel_for(2, 1, [&](int64_t, int64_t) { f(0, 0, 0, 0); }); });
   unsigned seed = 2600;
-  set_num_threads(2);
   for (QIsa isa : simd_isas())
-    for (int64_t M : {64, 67, 301})
+    for (int64_t M : {64, 67, 301, 601})
       for (int64_t K : {100, 416})
-        for (int v = 0; v < 6; ++v) {
+        for (int v = 0; v < 8; ++v) {
           const int64_t N = v % 2 ? 96 : 45;
-          // 0, 1: dynamic per row (AVX-512) or per block (AVX2: per 64 values); 2: per block,
-          // no row scale; 3: static; 4: static with x_mul; 5: static, x >= 0 in the first rows
-          const bool row_scale = v < 2, stat = v >= 3;
+          // 0, 1, 7: dynamic per row (AVX-512) or per block (AVX2: per 64 values, the pair
+          // tiles); 2: per block, no row scale; 3: static; 4: static with x_mul; 5, 6: static,
+          // x >= 0 in the first half of the rows (thread 0's)
+          const bool row_scale = v < 2 || v == 7, stat = v >= 3 && v <= 6, w7 = v == 2 || v == 6 || v == 7;
           const Activation act = v == 1 ? Activation::kGelu : v == 3 ? Activation::kRelu : Activation::kNone;
           auto w = random_weight(QFormat::int8, N, K, seed++);
-          if (v == 2)  // 7-bit codes
+          if (w7)
             for (int64_t n = 0; n < N; ++n)
               for (int64_t k = 0; k < K; ++k) {
                 uint8_t& c = w[size_t(n * (4 + K) + 4 + k)];
                 c = uint8_t(int8_t(std::max(-63, std::min(63, int(int8_t(c))))));
               }
           auto x = randn(size_t(M * K), seed++);
-          if (v == 5)
+          if (v == 5 || v == 6)
             for (int64_t i = 0; i < (M / 2) * K; ++i) x[size_t(i)] = std::fabs(x[size_t(i)]);
           else
             x[size_t(3 * K + 5)] = NAN;  // row 3
@@ -1829,6 +1848,7 @@ TEST(QuantKernels, Int8GemmSplitByRowsEqualsSplitByColumns) {
           QMatmulPlan cols = rows;
           cols.split_rows = false;
           const PackedOperand packed = qmatmul_pack_int8(w.data(), N, K, isa);
+          ASSERT_EQ(packed.q8_max <= 63, w7);
           const float* xm = v == 4 ? mul.data() : nullptr;
           auto same = [&](const std::vector<float>& a, const std::vector<float>& b, const char* what) {
             for (size_t i = 0; i < a.size(); ++i)
@@ -1840,6 +1860,11 @@ TEST(QuantKernels, Int8GemmSplitByRowsEqualsSplitByColumns) {
           qmatmul(rows, x.data(), w.data(), bias.data(), by_rows.data(), &packed, act, xm);
           qmatmul(cols, x.data(), w.data(), bias.data(), by_cols.data(), &packed, act, xm);
           same(by_rows, by_cols, "qmatmul");
+          if (v == 0) {  // the row path's blocks come from as many threads as parallel_for has
+            std::vector<float> y(size_t(M * N));
+            EXPECT_EQ(ids_of([&](const QBlockFn& f) { q8_gemm_by_rows(rows, x.data(), nullptr, packed, y.data(), f); }),
+                      team);
+          }
           if (N % 32) continue;
           std::vector<float> a(size_t(M * 64)), b(size_t(M * 32)), ca(size_t(M * 64)), cb(size_t(M * 32));
           qmatmul_parts(rows, x.data(), {{bias.data(), a.data(), 64}, {nullptr, b.data(), 32}}, packed, act, xm);
@@ -1856,7 +1881,6 @@ TEST(QuantKernels, Int8GemmSplitByRowsEqualsSplitByColumns) {
     set_num_threads(1);
     EXPECT_FALSE(qmatmul_plan(QFormat::int8, 4096, 384, 384, isa).split_rows);
   }
-  set_num_threads(1);
 }
 
 // fuse_qmatmul_siblings: Q, K and V reading one x become one qmatmul with parts (the

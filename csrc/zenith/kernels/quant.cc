@@ -199,17 +199,18 @@ QMatmulPlan qmatmul_plan(QFormat f, int64_t M, int64_t N, int64_t K, QIsa isa, f
   p.n_grain = std::max<int64_t>(1, (int64_t(32) << 10) / std::max<int64_t>(1, p.row_bytes * std::min<int64_t>(M, 16)));
   p.n_block = (p.n_block + p.n_step - 1) / p.n_step * p.n_step;
   p.n_grain = (p.n_grain + p.n_step - 1) / p.n_step * p.n_step;
-  // Split the int8 GEMM by rows from 32 rows a thread on weights of up to 1 MiB of codes.
+  // Split the int8 GEMM by rows from 32 rows a thread on weights of up to 1 MiB of codes
+  // (N x kpad).
   // Split by columns, every thread reads every row's codes, half of them written by the
   // other core's quantizer, and writes part of every output row, which the next op (a
   // LayerNorm, the next layer's quantizer: split by rows) then reads from that core.
   // Split by rows, those stay on one core, and each core reads the whole weight (from
   // L3) instead of its half. Zen 4 under KVM, seq 128, by rows over by columns (calls
   // alternated): all-MiniLM-L6-v2 (weights of 144-576 KiB) 0.97-0.99x the time
-  // (int8-dynamic and -static, AVX2 and AVX-512), and 0.92x (AVX2) / 0.95x (AVX-512) in
-  // an hour when stores to lines the other core had read cost 2.5x (0.72 against 0.29
-  // ns a value for the quantizer); at seq 32 (16 rows a thread) 1.00x (AVX2) and 1.04x
-  // (AVX-512). BERT-base (1.7-2.3 MiB a weight, 85 MiB in all: past L3) by rows 1.07x
+  // (int8-dynamic and -static, AVX2 and AVX-512; one run of int8-static on AVX2 1.016x),
+  // and 0.92x (AVX2) / 0.95x (AVX-512) in an hour when stores to lines the other core had
+  // read cost 2.5x (0.72 against 0.29 ns a value for the quantizer); at seq 32 (16 rows a
+  // thread) 1.00x (AVX2) and 1.04x (AVX-512). BERT-base (1.7-2.3 MiB a weight, 85 MiB in all: past L3) by rows 1.07x
   // (int8-static, AVX2) and 1.04x (int8-dynamic, AVX-512); with this rule (its 576 KiB
   // attention output alone by rows) 0.99-1.00x.
   p.split_rows = p.tiles && num_threads() > 1 && M >= 32 * num_threads() && N * p.kpad <= (int64_t(1) << 20);
@@ -263,7 +264,7 @@ PackedOperand qmatmul_pack_int8(const uint8_t* w, int64_t N, int64_t K, QIsa isa
 }
 
 namespace {
-// quantize_rows' buffer, kept between calls (released past 1 MiB).
+// The quantized rows of x (act_rows), the calling thread's, kept between calls (released past 1 MiB).
 thread_local gemm_detail::AlignedBuf qmatmul_scratch;
 thread_local gemm_detail::AlignedBuf qmatmul_mul_row;  // one row of x * x_mul, on the thread quantizing it
 // The quantized rows of x as plan p lays them out in qmatmul_scratch (no row filled

@@ -214,9 +214,10 @@ void q8_gemm_packed(const QMatmulPlan& p, const QActRows& a, const PackedOperand
                     const quant::QCodesOut* codes = nullptr);
 // The int8 GEMM split by rows of x (QMatmulPlan::split_rows): each thread quantizes its
 // share of x's rows as qmatmul does (x_mul as for qmatmul) and multiplies them by every
-// block of columns, in one parallel region; `block` and `rows` then see that thread's
-// rows (`rows`: all N columns). The same tiles and values as qmatmul's quantizer then
-// q8_gemm_packed.
+// block of columns, in one parallel region; `block` and `rows` then see chunks of up to
+// row_chunk of that thread's rows (`rows`: all N columns). The same values as qmatmul's
+// quantizer then q8_gemm_packed (the tiles may differ by thread: AVX2's nonneg tiles
+// where that thread's rows have no negative code).
 void q8_gemm_by_rows(const QMatmulPlan& p, const float* x, const float* x_mul, const PackedOperand& packed, float* y,
                      const QBlockFn& block, const QBlockFn& rows = {}, const std::vector<QOutPart>* parts = nullptr);
 // The 4-bit lanes GEMM over rows already quantized (kQ8x32): y[m * N + n] from the weight
