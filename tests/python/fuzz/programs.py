@@ -1069,9 +1069,25 @@ def _run64(prog, inputs):
         # output's error is the summation order's, not the implementation's
         periodic = st.op in ("sin", "cos") and not exact[st.args[0]] and vals[st.args[0]].numel() and \
             bool((vals[st.args[0]].abs().nan_to_num(0, 0, 0) > 8).any())
-        if big or periodic or _F64_OVERFLOW[0] or any(a in tainted for a in st.args):
+        if big or periodic or _F64_OVERFLOW[0] or _cancels_past_float32(st, vals, out) or \
+                any(a in tainted for a in st.args):
             tainted.add(n_in + k)
     return tuple(vals[i] for i in prog.outputs), tainted
+
+
+def _cancels_past_float32(st, vals, out):
+    """Whether a product's sums (linear, matmul, bmm, addmm) cancel so far that float32's
+    rounding of their terms, in any order, moves an output by more than a thousandth of
+    itself plus one: a 1e30 term and its negative beside terms of 1. Which small terms
+    survive is then the summation order's choice, and nudging the inputs cannot show it
+    where they are bfloat16 or float16 (a float32 ulp's nudge rounds back to them)."""
+    if st.op not in ("linear", "matmul", "bmm", "addmm") or out.dtype != torch.float64 or not out.numel():
+        return False
+    mags = [v.abs() if torch.is_tensor(v) and v.is_floating_point() else v for v in vals]
+    mag = apply(st, mags).abs()
+    k = max(vals[st.args[0]].shape[-2:], default=1)
+    noise = mag * k * 2.0 ** -24
+    return bool((noise > 1e-3 * (out.abs() + 1)).any())
 
 
 CURRENT_FILE = os.environ.get("ZENITH_FUZZ_CURRENT")  # set by test_fuzz.py for each worker

@@ -364,6 +364,24 @@ class _Mlp(nn.Module):
         return x
 
 
+def _act_rounding_bound(x, w, format):
+    """Per output, how far rounding x to the coarsest codes any kernel here uses (7 bits on
+    blocks of 256 values: every format's activation blocks are 256 values or a divisor, its
+    codes 7 or 8 bits) moves x @ dequantize(w)^T but with probability 1e-9, plus float32
+    summation's share. Hoeffding: each value's rounding error lies in a range of one step,
+    independently of the others, so the sum's stays within sqrt(sum_k (step_k w_k)^2 ln(2 / 1e-9) / 2).
+    For outputs that cancel to far below their terms, where an error relative to the largest
+    output (normalized_error) says nothing about the kernel."""
+    from zenith.quant.formats import dequantize
+
+    x2 = x.reshape(-1, x.shape[-1]).float()
+    k = x2.shape[1]
+    blocks = torch.nn.functional.pad(x2.abs(), (0, (-k) % 256)).reshape(x2.shape[0], -1, 256).amax(-1)
+    step = (blocks / 63).repeat_interleave(256, dim=1)[:, :k]
+    wd = dequantize(w, format).t()
+    return (step.square() @ wd.square() * 10.7).sqrt() + 1e-5 * (x2.abs() @ wd.abs()) + 1e-7
+
+
 def run_qmlp(net: QMlp):
     from quant_util import ACT_7BIT, KERNEL_TOL, has_7bit_layers, normalized_error
     from zenith.quant.modules import QLinear
@@ -411,7 +429,18 @@ def run_qmlp(net: QMlp):
         ok = ~ref.isnan()
         if ok.any():
             err = normalized_error(y[ok], ref[ok])
-            assert err <= tol, f"{mod.format} layer (x_scale {mod.x_scale}) vs torch's reference: {err:.3g} > {tol}"
+            # A few outputs (one row into a layer of one output, say) may all cancel far below their
+            # terms, and the largest of them says nothing of the kernel's error; those are held to
+            # what rounding the activations could do instead.
+            few = int(ok.sum()) < 16
+            if err > tol and few:
+                bound = _act_rounding_bound(xr, mod.weight, mod.format).reshape(y.shape)
+                assert ((y - ref).abs()[ok] <= bound[ok]).all(), (
+                    f"{mod.format} layer (x_scale {mod.x_scale}) vs torch's reference: {err:.3g} > {tol}, and past "
+                    f"what rounding the activations could do")
+                QCOUNTS["few_outputs_cancelling"] += 1
+            else:
+                assert err <= tol, f"{mod.format} layer (x_scale {mod.x_scale}) vs torch's reference: {err:.3g} > {tol}"
     with torch.no_grad():
         frozen, reports = _frozen(q, x)
         by_threads = [_frozen(q, x, threads=t)[0] for t in (1, 2, 3)]
