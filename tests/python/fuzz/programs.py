@@ -1077,17 +1077,18 @@ def _run64(prog, inputs):
 
 def _cancels_past_float32(st, vals, out):
     """Whether a product's sums (linear, matmul, bmm, addmm) cancel so far that float32's
-    rounding of their terms, in any order, moves an output by more than a thousandth of
-    itself plus one: a 1e30 term and its negative beside terms of 1. Which small terms
-    survive is then the summation order's choice, and nudging the inputs cannot show it
-    where they are bfloat16 or float16 (a float32 ulp's nudge rounds back to them)."""
+    rounding of their terms, in any order, moves a sum by more than a thousandth of itself
+    plus one: a 1e30 term and its negative beside terms of 1. Which small terms survive is
+    then the summation order's choice, and nudging the inputs cannot show it where they are
+    bfloat16 or float16 (a float32 ulp's nudge rounds back to them). (linear's activation
+    left out: a large negative sum that ReLU makes 0 cancels nothing.)"""
     if st.op not in ("linear", "matmul", "bmm", "addmm") or out.dtype != torch.float64 or not out.numel():
         return False
+    bare = Step(st.op, st.args, {**st.params, "act": None}) if st.op == "linear" else st
     mags = [v.abs() if torch.is_tensor(v) and v.is_floating_point() else v for v in vals]
-    mag = apply(st, mags).abs()
+    total, mag = apply(bare, vals), apply(bare, mags).abs()
     k = max(vals[st.args[0]].shape[-2:], default=1)
-    noise = mag * k * 2.0 ** -24
-    return bool((noise > 1e-3 * (out.abs() + 1)).any())
+    return bool((mag * k * 2.0 ** -24 > 1e-3 * (total.abs() + 1)).any())
 
 
 CURRENT_FILE = os.environ.get("ZENITH_FUZZ_CURRENT")  # set by test_fuzz.py for each worker
