@@ -938,12 +938,12 @@ int64_t unit_dot(const std::vector<uint8_t>& w, const std::vector<float>& x, int
   return exact;
 }
 
-// extreme_unit_rows as 7-bit codes: 127 -> 63, -128 -> -63 (every |code| <= 63).
+// w's int8 codes clamped to +-63 (extreme_unit_rows' 127 and -128 become 63 and -63): 7-bit weights.
 std::vector<uint8_t> seven_bit(std::vector<uint8_t> w, int64_t N, int64_t K) {
   for (int64_t n = 0; n < N; ++n)
     for (int64_t k = 0; k < K; ++k) {
       uint8_t& c = w[size_t(n * (4 + K) + 4 + k)];
-      if (c == 0x7F || c == 0x80) c = c == 0x7F ? 0x3F : 0xC1;
+      c = uint8_t(int8_t(std::max(-63, std::min(63, int(int8_t(c))))));
     }
   return w;
 }
@@ -1022,12 +1022,7 @@ TEST(QuantKernels, Avx2DynamicRowsShareAScalePer64Values) {
       ASSERT_EQ(plan.row_scale, nullptr);
       ASSERT_EQ(qmatmul_plan(QFormat::int8, M, N, K, QIsa::kAvx2).act_group, 1);  // weight-only int8: per 32
       auto w = random_weight(QFormat::int8, N, K, seed++);
-      if (w7)
-        for (int64_t n = 0; n < N; ++n)
-          for (int64_t k = 0; k < K; ++k) {
-            uint8_t& c = w[size_t(n * (4 + K) + 4 + k)];
-            c = uint8_t(int8_t(std::max(-63, std::min(63, int(int8_t(c))))));
-          }
+      if (w7) w = seven_bit(w, N, K);
       auto x = randn(size_t(M * K), seed++);
       for (int64_t i = 0; i < M * K; ++i) x[size_t(i)] *= (i % K) / 32 % 2 ? 8.0f : 0.1f;
       const auto wd = dequant(QFormat::int8, w, N, K);
@@ -1830,12 +1825,7 @@ TEST(QuantKernels, Int8GemmSplitByRowsEqualsSplitByColumns) {
           const bool row_scale = v < 2 || v == 7, stat = v >= 3 && v <= 6, w7 = v == 2 || v == 6 || v == 7;
           const Activation act = v == 1 ? Activation::kGelu : v == 3 ? Activation::kRelu : Activation::kNone;
           auto w = random_weight(QFormat::int8, N, K, seed++);
-          if (w7)
-            for (int64_t n = 0; n < N; ++n)
-              for (int64_t k = 0; k < K; ++k) {
-                uint8_t& c = w[size_t(n * (4 + K) + 4 + k)];
-                c = uint8_t(int8_t(std::max(-63, std::min(63, int(int8_t(c))))));
-              }
+          if (w7) w = seven_bit(w, N, K);
           auto x = randn(size_t(M * K), seed++);
           if (v == 5 || v == 6)
             for (int64_t i = 0; i < (M / 2) * K; ++i) x[size_t(i)] = std::fabs(x[size_t(i)]);

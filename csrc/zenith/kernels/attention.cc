@@ -187,8 +187,8 @@ struct TiledGeometry {
 // PV_TAIL, TAIL_ROWS: P @ V's kernel for a last chunk of at most TAIL_ROWS query rows (AVX2's
 // 16 rows go 6 + 6 + 4, where the 6-row kernel computed 6 and dropped 2, through a tile in
 // memory; the same values). Zen 4 held to AVX2, 12 heads, sdpa alone: 0.954-0.968x the
-// time at 100-512 tokens, head dim 32 and 64.
-template <int64_t MR, int64_t NR, MicroKernel QK, MicroKernel PV, MicroKernel PV_TAIL, int64_t TAIL_ROWS>
+// time at 100-512 tokens, head dim 32 and 64. (By default none: AVX-512's 32 rows are 4 x 8.)
+template <int64_t MR, int64_t NR, MicroKernel QK, MicroKernel PV, MicroKernel PV_TAIL = PV, int64_t TAIL_ROWS = MR>
 __attribute__((always_inline)) inline void attend_block(const Attn& a, const float* packed, const int64_t* bad,
                                                         int64_t t, BlockScratch& s) {
   using Geo = TiledGeometry<MR, NR>;
@@ -356,8 +356,7 @@ void block_avx2(const Attn& a, const float* packed, const int64_t* bad, int64_t 
 __attribute__((target("avx512f,prefer-vector-width=512"))) void block_avx512(const Attn& a, const float* packed,
                                                                               const int64_t* bad, int64_t t,
                                                                               BlockScratch& s) {
-  attend_block<8, 32, f32_gemm_8x32__avx512, f32_gemm_8x32__avx512_ka32, f32_gemm_8x32__avx512_ka32, 8>(a, packed,
-                                                                                                       bad, t, s);
+  attend_block<8, 32, f32_gemm_8x32__avx512, f32_gemm_8x32__avx512_ka32>(a, packed, bad, t, s);
 }
 #endif
 

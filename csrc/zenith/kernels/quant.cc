@@ -602,6 +602,23 @@ void q8_part_blocks(int64_t N, const std::vector<QOutPart>& parts, std::vector<s
   ZENITH_CHECK(covered == N, "qmatmul: output parts cover ", covered, " of ", N, " columns");
 }
 
+void check_packed_q8(const QMatmulPlan& p, const PackedOperand& packed) {
+  ZENITH_CHECK(packed.side == PackedOperand::kQ8 && packed.isa == uint8_t(p.isa) && p.tiles && packed.rows == p.N &&
+                   packed.cols == p.K && p.act == ActKind::kQ8x32,
+               "qmatmul: the packed weight is not this int8 weight's, for this ISA");
+}
+
+// Rows [m0, m1) (t: their QActRows from m0) times block j of the packed weight's 32
+// columns, into yj (row m at yj + m * ld), the tiles taking up to tiles.rows rows at a time.
+void q8_block_tiles(const QMatmulPlan& p, const Q8Tiles& tiles, const uint8_t* wcodes, const float* scale,
+                    const QActRow* t, int64_t m0, int64_t m1, int64_t j, float* yj, int64_t ld, int nvalid) {
+  for (int64_t m = m0; m < m1;) {
+    const int r = int(std::min<int64_t>(tiles.rows, m1 - m));
+    tiles.fns[r - 1](wcodes + j * p.kpad * 32, scale + 32 * j, p.kpad, t + (m - m0), yj + m * ld, ld, nvalid);
+    m += r;
+  }
+}
+
 // A row's zero-point share in float (rows with a scale per block: QActRow::zshare) and its
 // integer sum of codes (uniform rows: QActRow::total), from its 16-sums.
 void q8_row_shares(const QMatmulPlan& p, const QActRow& r, float& z, int32_t& total) {
@@ -619,9 +636,7 @@ void q8_gemm_packed(const QMatmulPlan& p, const QActRows& a, const PackedOperand
                     const QBlockFn& block, const QBlockFn& rows, const std::vector<QOutPart>* parts,
                     const QCodesOut* codes) {
   const int64_t M = p.M, N = p.N;
-  ZENITH_CHECK(packed.side == PackedOperand::kQ8 && packed.isa == uint8_t(p.isa) && p.tiles && packed.rows == N &&
-                   packed.cols == p.K && p.act == ActKind::kQ8x32,
-               "qmatmul: the packed weight is not this int8 weight's, for this ISA");
+  check_packed_q8(p, packed);
   const uint8_t* wcodes = reinterpret_cast<const uint8_t*>(packed.data.get());
   const int64_t nb = q8_col_blocks(N);
   // The per-call tables live in the calling thread's buffers, kept between calls; the
@@ -673,22 +688,19 @@ void q8_gemm_packed(const QMatmulPlan& p, const QActRows& a, const PackedOperand
       }
       for (int64_t j = lo; j < hi; ++j) {
         const int nvalid = int(std::min<int64_t>(32, N - 32 * j));
-        for (int64_t m = m0; m < m1;) {
+        for (int64_t m = m0; m < m1 && codes;) {  // each tile's corner of the codes
           const int r = int(std::min<int64_t>(tiles.rows, m1 - m));
-          if (codes) {  // the tile's corner of the codes
-            QCodesOut o = *codes;
-            o.scale += 32 * j;
-            o.shift += 32 * j;
-            if (o.res) o.res += m * o.ld + 32 * j;
-            o.y += m * o.ld + 32 * j;
-            p.codes_tiles[r - 1](wcodes + j * p.kpad * 32, scale + 32 * j, p.kpad, t.data() + (m - m0), o, nvalid);
-            m += r;
-            continue;
-          }
-          const auto [yj, ld] = parts ? out[size_t(j)] : std::pair<float*, int64_t>{y + 32 * j, N};
-          tiles.fns[r - 1](wcodes + j * p.kpad * 32, scale + 32 * j, p.kpad, t.data() + (m - m0), yj + m * ld, ld,
-                           nvalid);
+          QCodesOut o = *codes;
+          o.scale += 32 * j;
+          o.shift += 32 * j;
+          if (o.res) o.res += m * o.ld + 32 * j;
+          o.y += m * o.ld + 32 * j;
+          p.codes_tiles[r - 1](wcodes + j * p.kpad * 32, scale + 32 * j, p.kpad, t.data() + (m - m0), o, nvalid);
           m += r;
+        }
+        if (!codes) {
+          const auto [yj, ld] = parts ? out[size_t(j)] : std::pair<float*, int64_t>{y + 32 * j, N};
+          q8_block_tiles(p, tiles, wcodes, scale, t.data(), m0, m1, j, yj, ld, nvalid);
         }
         if (block) block(m0, m1, 32 * j, 32 * j + nvalid);
       }
@@ -700,13 +712,12 @@ void q8_gemm_packed(const QMatmulPlan& p, const QActRows& a, const PackedOperand
 void q8_gemm_by_rows(const QMatmulPlan& p, const float* x, const float* x_mul, const PackedOperand& packed, float* y,
                      const QBlockFn& block, const QBlockFn& rows, const std::vector<QOutPart>* parts) {
   const int64_t M = p.M, N = p.N, nb = q8_col_blocks(N);
-  ZENITH_CHECK(packed.side == PackedOperand::kQ8 && packed.isa == uint8_t(p.isa) && p.tiles && packed.rows == N &&
-                   packed.cols == p.K && p.act == ActKind::kQ8x32,
-               "qmatmul: the packed weight is not this int8 weight's, for this ISA");
+  check_packed_q8(p, packed);
   ZENITH_CHECK(!x_mul || p.x_scale > 0.0f, "qmatmul: x_mul needs static INT8 activations (x_scale)");
   const uint8_t* wcodes = reinterpret_cast<const uint8_t*>(packed.data.get());
   const float* scale = packed.data.get() + nb * p.kpad * 32 / 4;
-  std::vector<std::pair<float*, int64_t>> out;  // as in q8_gemm_packed
+  thread_local std::vector<std::pair<float*, int64_t>> out_buf;  // as in q8_gemm_packed: the caller's, kept
+  std::vector<std::pair<float*, int64_t>>& out = out_buf;
   if (parts) q8_part_blocks(N, *parts, out);
   const QActRows all = act_rows(p, x, true);  // the calling thread's buffer; each thread fills its rows
   const bool uniform = q8_sums_all_of_k(p, all);
@@ -722,25 +733,17 @@ void q8_gemm_by_rows(const QMatmulPlan& p, const float* x, const float* x_mul, c
       for (int64_t m = m0; m < m1; ++m) {
         QActRow& r = t[size_t(m - m0)];
         r = a.row(m);
-        if (uniform && a.totals) {  // made by the quantizer
+        if (uniform) {  // the sum of codes, made by the quantizer (act_rows' totals)
           r.total = a.totals[m];
           continue;
         }
-        float z;
-        int32_t tot;
-        q8_row_shares(p, r, z, tot);
-        if (uniform) r.total = tot;
-        else r.zshare = z;
+        int32_t unused;
+        q8_row_shares(p, r, r.zshare, unused);
       }
       for (int64_t j = 0; j < nb; ++j) {
         const int nvalid = int(std::min<int64_t>(32, N - 32 * j));
         const auto [yj, ld] = parts ? out[size_t(j)] : std::pair<float*, int64_t>{y + 32 * j, N};
-        for (int64_t m = m0; m < m1;) {
-          const int r = int(std::min<int64_t>(tiles.rows, m1 - m));
-          tiles.fns[r - 1](wcodes + j * p.kpad * 32, scale + 32 * j, p.kpad, t.data() + (m - m0), yj + m * ld, ld,
-                           nvalid);
-          m += r;
-        }
+        q8_block_tiles(p, tiles, wcodes, scale, t.data(), m0, m1, j, yj, ld, nvalid);
         if (block) block(m0, m1, 32 * j, 32 * j + nvalid);
       }
       if (rows) rows(m0, m1, 0, N);

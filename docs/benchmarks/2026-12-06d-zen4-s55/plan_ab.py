@@ -1,10 +1,11 @@
 # In-process A/B of a switch read when a plan is made: one frozen copy of a quantized encoder (random init, seq 128)
 # per value, each compiled under its value, calls alternated in shuffled rounds; outputs compared to the first's.
 # python plan_ab.py VAR minilm|bert SCHEME ROUNDS VALUE[,VALUE...] [SEQ]   ("-" = unset; the first is the baseline)
-import copy, os, random, statistics, sys, time
+import copy, os, random, sys, time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "2026-12-06c-zen4-s54"))
 import torch, zenith
 from encoder import encoder
+from ab_report import report
 var, name, scheme, rounds, values = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5].split(",")
 seq = int(sys.argv[6]) if len(sys.argv) > 6 else 128
 m, ids = encoder(name, scheme)
@@ -26,10 +27,4 @@ with torch.no_grad():
     for _ in range(rounds):
         for v in random.sample(values, len(values)):
             t = time.perf_counter(); fns[v](ids); res[v].append(time.perf_counter() - t)
-isa = "AVX2" if os.environ.get("ZENITH_NO_AVX512") else "default"
-base = res[values[0]]
-print(f"{name} s{seq} {scheme} {isa}: {var}={values[0]} {statistics.median(base)*1e3:.2f} ms")
-for v in values[1:]:
-    r = sorted(n / o for n, o in zip(res[v], base))
-    print(f"  {var}={v} {statistics.median(res[v])*1e3:.2f} ms, per round {statistics.median(r):.3f} "
-          f"[{r[len(r)//10]:.3f}, {r[-len(r)//10-1]:.3f}]")
+report(f"{name} s{seq} {scheme}", var, values, res)
