@@ -885,7 +885,7 @@ TEST(QuantKernels, Int8GemmMatchesScalarReference) {
   for (int threads : {1, 2}) {
     set_num_threads(threads);
     for (int64_t K : {1, 3, 31, 32, 33, 100, 256})
-      for (int64_t M : {1, 2, 3, 4, 5, 7, 8, 13})  // tiles of 1, 2, 3 and 4 rows (narrow: 1 and 2)
+      for (int64_t M : {1, 2, 3, 4, 5, 7, 8, 10, 11, 13})  // tiles of 1, 2, 3 and 4 rows (narrow from 8 rows: 4, then 2, 3, 1)
         for (int64_t N : {1, 12, 17, 29, 32, 33, 70}) {  // the narrow tiles' second 8 columns cut short too
           auto w = random_weight(QFormat::int8, N, K, seed++);
           auto x = randn(size_t(M * K), seed++);
@@ -962,13 +962,13 @@ TEST(QuantKernels, Int8GemmNarrowTilesDoNotSaturate) {
   for (bool w7 : {false, true}) {
     if (!qisa_supported(isa)) continue;
     const float top = isa == QIsa::kAvx2 ? 63.0f : 127.0f;
-    const int64_t N = 40, M = 9;  // tiles of 2 rows, then 1
+    const int64_t N = 40, M = 11;  // tiles of 4 rows, then 3
     const std::vector<uint8_t> w = w7 ? seven_bit(extreme_unit_rows(N, K, 0x3F), N, K) : extreme_unit_rows(N, K, 0x7F);
     std::vector<float> x(size_t(M * K));
     for (int64_t m = 0; m < M; ++m)
       for (int64_t k = 0; k < K; ++k) {
         const bool pos[] = {true, false, k % 2 == 0, (k / 2) % 2 == 0, k % 32 < 16, (k / 4) % 2 == 0,
-                            (k / 8) % 2 == 0, k % 3 == 0, true};
+                            (k / 8) % 2 == 0, k % 3 == 0, true, false, k % 5 < 2};
         x[size_t(m * K + k)] = pos[m] ? top : -top;
       }
     const PackedOperand packed = qmatmul_pack_int8(w.data(), N, K, isa);
@@ -1014,7 +1014,7 @@ TEST(QuantKernels, Avx2DynamicRowsShareAScalePer64Values) {
   unsigned seed = 700;
   for (bool w7 : {false, true})  // 7-bit weight codes: the w7 tiles of pairs
   for (int64_t K : {64, 96, 100, 256, 33})
-    for (int64_t M : {8, 9}) {
+    for (int64_t M : {8, 9, 10}) {
       const int64_t N = 20;
       const QMatmulPlan plan = qmatmul_plan(QFormat::int8, M, N, K, QIsa::kAvx2, 0.0f, false, true);
       ASSERT_EQ(plan.act_group, 2);

@@ -67,7 +67,7 @@ struct QMatmulPlan {
   int uniform_rows = 0;  // kMaxUniformRows, or kMaxUniformRowsAvx512 on AVX-512
   // AVX-512: the uniform tiles writing an int8 conv's codes (quant::QCodesOut), 1..uniform_rows
   const quant::QGemmCodesTileFn* codes_tiles = nullptr;
-  const quant::QGemmTileFn* narrow_tiles = nullptr;   // for activation codes within +-narrow_max, 1..2 rows
+  const quant::QGemmTileFn* narrow_tiles = nullptr;   // for activation codes within +-narrow_max, 1..kMaxNarrowRows rows
   int narrow_max = 0;  // 63 on AVX2 (maddubs' pair sums), 127 on AVX-VNNI
   // AVX2: the narrow tiles against a weight of 7-bit codes (PackedOperand::q8_max <= 63)
   const quant::QGemmTileFn* narrow_w7_tiles = nullptr;

@@ -814,12 +814,17 @@ void q8_gemm_tile_uniform(const uint8_t* wb, const float* ws, int64_t kpad, cons
 // an integer times a scale, so with unit scales the result is the exact integer dot
 // product while the sums of (c + 128) x q stay below 2^24 (K up to about 1000 at the
 // extreme 7-bit codes, 500 at 8-bit ones). On AVX-VNNI the same tile is one vpdpbusd per row and 32
-// multiply-adds, on 8-bit codes (nothing to saturate). MR (1, 2) rows by 16 columns,
-// every accumulator named (arrays of them spilled): each broadcast of 4 activation
-// codes serves two weight vectors. On Zen 4 (one thread, 128 x 3072 x 768 and 128 x 768
-// x 768) this shape ran 0.62-0.67x the time of 4 rows by 8 columns; 3 rows, 32
-// columns or the quad loop unrolled whole without the register pins below (it spilled)
-// were slower.
+// multiply-adds, on 8-bit codes (nothing to saturate). MR (1 to 4) rows by 16 columns,
+// every int32 sum named (arrays of them spilled): each broadcast of 4 activation codes
+// serves two weight vectors, each weight vector MR rows. On Zen 4 (one thread, 128 x
+// 3072 x 768 and 128 x 768 x 768) 2 rows by 16 ran 0.62-0.67x the time of 4 rows by 8
+// columns; 32 columns or the quad loop unrolled whole without the register pins below
+// (it spilled) were slower. 4 rows by 16, the float sums moved to memory to make room
+// (8 int32 sums + 2 weight vectors + broadcast + ones), read the weight's codes from L2
+// half as often as 2 rows: one thread over 128 rows and every column block (Zen 4 held
+// to AVX2, `u8tile4.cc`), 101-107 GMAC/s at BERT-base's shapes against 85-97 for 2 rows
+// (K 3072: 107 against 85), bit-identical; int8-dynamic frozen, calls alternated:
+// BERT-base 0.929x the time, all-MiniLM-L6-v2 0.946x at seq 128 and 0.903x at seq 32.
 // The narrower codes cost less accuracy than 7-bit weights would: on all-MiniLM-L6-v2
 // (real text) 1 - mean cosine to fp32 went 6.4e-4 -> 1.0e-3 with 7-bit activations per
 // 32 values, 3.3e-3 with the weights halved to 7 bits.
@@ -841,47 +846,50 @@ void q8_gemm_tile_uniform(const uint8_t* wb, const float* ws, int64_t kpad, cons
 template <int MR, bool W7 = false, int G = 1>
 void q8_gemm_tile_u8(const uint8_t* wb, const float* ws, int64_t kpad, const QActRow* a, float* y, int64_t ldy,
                      int nvalid) {
-  static_assert(MR == 1 || MR == 2);
+  static_assert(MR >= 1 && MR <= kMaxNarrowRows);
   static_assert(!W7 || !kVnni);
   static_assert(G == 1 || G == 2);
-  const QActRow& r0 = a[0];
-  const QActRow& r1 = a[MR - 1];
+  const int8_t* qr[4];  // the rows' codes; rows past MR read the last row's (their sums unused)
+  for (int r = 0; r < 4; ++r) qr[r] = a[std::min(r, MR - 1)].q;
   [[maybe_unused]] const __m256i off = _mm256_set1_epi8(64), ones = _mm256_set1_epi16(1);
   const int64_t nb = kpad / 32;
   for (int g = 0; 8 * g < nvalid; g += 2) {  // columns [8g, 8g + 16): bytes [32g, 32g + 64) of each quad
-    __m256 f00 = _mm256_setzero_ps(), f01 = f00, f10 = f00, f11 = f00;
-    __m256i s00 = _mm256_setzero_si256(), s01 = s00, s10 = s00, s11 = s00;
+    // The float sums in memory (L1): 8 int32 sums, two weight vectors, the broadcast and
+    // the ones fill AVX2's 16 registers, so the float sums are loaded, added to and
+    // stored once per group of G blocks (a conversion, a load, an FMA and a store per
+    // row and column vector beside the group's 16 G multiply-pipe instructions).
+    alignas(32) float f[MR][16] = {};
+    __m256i s00 = _mm256_setzero_si256(), s01 = s00, s10 = s00, s11 = s00, s20 = s00, s21 = s00, s30 = s00,
+            s31 = s00;
     for (int64_t b = 0; b < nb; ++b) {
       // the first block of a group starts the sums; the last (or the row's last) scales them
       const bool start = G == 1 || b % G == 0, end = G == 1 || b % G == G - 1 || b == nb - 1;
-      if (W7 && start) s00 = s01 = s10 = s11 = _mm256_setzero_si256();
+      if (W7 && start) s00 = s01 = s10 = s11 = s20 = s21 = s30 = s31 = _mm256_setzero_si256();
       const uint8_t* wq = wb + b * 8 * 128 + 32 * g;
-      const int8_t *q0 = r0.q + 32 * b, *q1 = r1.q + 32 * b;
+      const int64_t o = 32 * b;
       // The block's 8 quads in straight-line code, the first one starting the sums,
       // pinned in registers between quads (keep_in_registers; without it GCC computes
       // many quads' products first and spills them). GCC's loop of 2 quads a
       // step instead spent 4 register moves a step, and zeroed the sums to add into
-      // (about 190 instructions a block of the 2-row tile, now about 167). Bit-identical
+      // (about 190 instructions a block of the 2-row tile, then about 167). Bit-identical
       // (integer sums). Zen 3, paired rounds: in L1, one thread, 0.91-0.98x the time over
       // K 384-1536, 1.01-1.03x in one quiet minute; int8-dynamic models (frozen, 2
       // threads): in the host's busy minutes all-MiniLM-L6-v2 s128 0.926-0.931x, BERT-base
-      // 0.908x; in its calm ones 0.99x. Why busy minutes gain more is a guess, not
-      // measured: fewer instructions to issue matter most when another VM's thread shares
-      // the core. The AVX-VNNI build shares this code (dot4 = vpdpbusd onto zero):
-      // compiled and read, not run (no AVX-VNNI here).
+      // 0.908x; in its calm ones 0.99x. The AVX-VNNI build shares this code (dot4 =
+      // vpdpbusd onto zero): compiled and read, not run (no AVX-VNNI here).
       auto quad = [&](int q, bool first) {
         const __m256i w0 = loadu(wq + 128 * q), w1 = loadu(wq + 128 * q + 32);
-        int32_t v;
-        std::memcpy(&v, q0 + 4 * q, 4);
-        __m256i av = _mm256_set1_epi32(v);
-        s00 = first ? dot4(w0, av) : dot_acc(s00, w0, av);
-        s01 = first ? dot4(w1, av) : dot_acc(s01, w1, av);
-        if constexpr (MR == 2) {
-          std::memcpy(&v, q1 + 4 * q, 4);
-          av = _mm256_set1_epi32(v);
-          s10 = first ? dot4(w0, av) : dot_acc(s10, w0, av);
-          s11 = first ? dot4(w1, av) : dot_acc(s11, w1, av);
-        }
+        const auto row = [&](const int8_t* x, __m256i& t0, __m256i& t1) {
+          int32_t v;
+          std::memcpy(&v, x + o + 4 * q, 4);
+          const __m256i av = _mm256_set1_epi32(v);
+          t0 = first ? dot4(w0, av) : dot_acc(t0, w0, av);
+          t1 = first ? dot4(w1, av) : dot_acc(t1, w1, av);
+        };
+        row(qr[0], s00, s01);
+        if constexpr (MR > 1) row(qr[1], s10, s11);
+        if constexpr (MR > 2) row(qr[2], s20, s21);
+        if constexpr (MR > 3) row(qr[3], s30, s31);
       };
       // W7: quads q and q + 1 at a time, each pair summed in int16.
       [[maybe_unused]] auto quads = [&](int q) {
@@ -889,56 +897,54 @@ void q8_gemm_tile_u8(const uint8_t* wb, const float* ws, int64_t kpad, const QAc
                       w1 = _mm256_sub_epi8(loadu(wq + 128 * q + 32), off),
                       v0 = _mm256_sub_epi8(loadu(wq + 128 * q + 128), off),
                       v1 = _mm256_sub_epi8(loadu(wq + 128 * q + 160), off);
-        const auto row = [&](const int8_t* qr, __m256i& t0, __m256i& t1) {
+        const auto row = [&](const int8_t* x, __m256i& t0, __m256i& t1) {
           int32_t x0, x1;
-          std::memcpy(&x0, qr + 4 * q, 4);
-          std::memcpy(&x1, qr + 4 * q + 4, 4);
+          std::memcpy(&x0, x + o + 4 * q, 4);
+          std::memcpy(&x1, x + o + 4 * q + 4, 4);
           const __m256i a0 = _mm256_set1_epi32(x0), a1 = _mm256_set1_epi32(x1);
           t0 = _mm256_add_epi32(t0, _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(w0, a0),
                                                                        _mm256_maddubs_epi16(v0, a1)), ones));
           t1 = _mm256_add_epi32(t1, _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(w1, a0),
                                                                        _mm256_maddubs_epi16(v1, a1)), ones));
         };
-        row(q0, s00, s01);
-        if constexpr (MR == 2) row(q1, s10, s11);
+        row(qr[0], s00, s01);
+        if constexpr (MR > 1) row(qr[1], s10, s11);
+        if constexpr (MR > 2) row(qr[2], s20, s21);
+        if constexpr (MR > 3) row(qr[3], s30, s31);
       };
       if constexpr (W7) {
 #pragma GCC unroll 4
         for (int q = 0; q < 8; q += 2) {
-          keep_in_registers(s00, s01, s10, s11);
+          keep_in_registers(s00, s01, s10, s11, s20, s21, s30, s31);
           quads(q);
         }
       } else {
         if (start) quad(0, true);
         else {
-          keep_in_registers(s00, s01, s10, s11);
+          keep_in_registers(s00, s01, s10, s11, s20, s21, s30, s31);
           quad(0, false);
         }
 #pragma GCC unroll 8
         for (int q = 1; q < 8; ++q) {
-          keep_in_registers(s00, s01, s10, s11);
+          keep_in_registers(s00, s01, s10, s11, s20, s21, s30, s31);
           quad(q, false);
         }
       }
       if (!end) continue;
-      const float d0 = r0.d[b];
-      f00 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s00), _mm256_set1_ps(d0), f00);
-      f01 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s01), _mm256_set1_ps(d0), f01);
-      if constexpr (MR == 2) {
-        const float d1 = r1.d[b];
-        f10 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s10), _mm256_set1_ps(d1), f10);
-        f11 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s11), _mm256_set1_ps(d1), f11);
+      const __m256i s[4][2] = {{s00, s01}, {s10, s11}, {s20, s21}, {s30, s31}};
+      for (int r = 0; r < MR; ++r) {
+        const __m256 d = _mm256_set1_ps(a[r].d[b]);
+        for (int h = 0; h < 2; ++h)
+          _mm256_store_ps(f[r] + 8 * h, _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[r][h]), d, _mm256_load_ps(f[r] + 8 * h)));
       }
     }
     const int n0 = std::min(8, nvalid - 8 * g), n1 = std::min(8, nvalid - 8 * g - 8);
     const __m256 sc0 = _mm256_loadu_ps(ws + 8 * g), sc1 = _mm256_loadu_ps(ws + 8 * g + 8);
     constexpr float zero = W7 ? 64.0f : 128.0f;  // the packed codes' offset as the tile reads them
-    const __m256 zz0 = _mm256_set1_ps(zero * r0.zshare), zz1 = _mm256_set1_ps(zero * r1.zshare);
-    store_first(y + 8 * g, _mm256_mul_ps(_mm256_sub_ps(f00, zz0), sc0), n0);
-    if (n1 > 0) store_first(y + 8 * g + 8, _mm256_mul_ps(_mm256_sub_ps(f01, zz0), sc1), n1);
-    if constexpr (MR == 2) {
-      store_first(y + ldy + 8 * g, _mm256_mul_ps(_mm256_sub_ps(f10, zz1), sc0), n0);
-      if (n1 > 0) store_first(y + ldy + 8 * g + 8, _mm256_mul_ps(_mm256_sub_ps(f11, zz1), sc1), n1);
+    for (int r = 0; r < MR; ++r) {
+      const __m256 zz = _mm256_set1_ps(zero * a[r].zshare);
+      store_first(y + r * ldy + 8 * g, _mm256_mul_ps(_mm256_sub_ps(_mm256_load_ps(f[r]), zz), sc0), n0);
+      if (n1 > 0) store_first(y + r * ldy + 8 * g + 8, _mm256_mul_ps(_mm256_sub_ps(_mm256_load_ps(f[r] + 8), zz), sc1), n1);
     }
   }
 }
@@ -947,7 +953,11 @@ template <bool NONNEG, bool W7, size_t... R>
 constexpr std::array<QGemmTileFn, sizeof...(R)> uniform_tiles(std::index_sequence<R...>) {
   return {q8_gemm_tile_uniform<int(R) + 1, NONNEG, W7>...};
 }
-constexpr QGemmTileFn kU8Tiles[kMaxNarrowRows] = {q8_gemm_tile_u8<1>, q8_gemm_tile_u8<2>};
+template <bool W7, int G, size_t... R>
+constexpr std::array<QGemmTileFn, sizeof...(R)> u8_tiles(std::index_sequence<R...>) {
+  return {q8_gemm_tile_u8<int(R) + 1, W7, G>...};
+}
+constexpr auto kU8Tiles = u8_tiles<false, 1>(std::make_index_sequence<kMaxNarrowRows>());
 
 // The lanes tile (quant_formats.h) in 256 bits: 8 rows of x per register, kLaneColsAvx2
 // weight columns. Per 32-value block and column, 8 broadcast weight quads (unsigned codes
@@ -1013,7 +1023,7 @@ const QDotFn* dot_kernels(QFormat f) {
 }  // namespace
 
 #if ZENITH_QUANT_AVXVNNI
-const QGemmTileFn* q8_gemm_tiles_avxvnni() { return kU8Tiles; }
+const QGemmTileFn* q8_gemm_tiles_avxvnni() { return kU8Tiles.data(); }
 
 const QGemmTileFn* q8_gemm_tiles_uniform_avxvnni() {
   static constexpr auto kTiles = uniform_tiles<false, false>(std::make_index_sequence<kMaxUniformRows>());
@@ -1027,17 +1037,17 @@ void lanes_tile_avxvnni(const QLaneRows& a, const uint8_t* codes, const float* s
   lanes_tile8(a, codes, scales, K, out, next, next_lines);
 }
 #else
-const QGemmTileFn* q8_gemm_tiles_u8_avx2() { return kU8Tiles; }
+const QGemmTileFn* q8_gemm_tiles_u8_avx2() { return kU8Tiles.data(); }
 
 const QGemmTileFn* q8_gemm_tiles_u8_w7_avx2() {
-  static constexpr QGemmTileFn kTiles[kMaxNarrowRows] = {q8_gemm_tile_u8<1, true>, q8_gemm_tile_u8<2, true>};
-  return kTiles;
+  static constexpr auto kTiles = u8_tiles<true, 1>(std::make_index_sequence<kMaxNarrowRows>());
+  return kTiles.data();
 }
 
 const QGemmTileFn* q8_gemm_tiles_u8_pairs_avx2(bool w7) {
-  static constexpr QGemmTileFn k8[kMaxNarrowRows] = {q8_gemm_tile_u8<1, false, 2>, q8_gemm_tile_u8<2, false, 2>};
-  static constexpr QGemmTileFn k7[kMaxNarrowRows] = {q8_gemm_tile_u8<1, true, 2>, q8_gemm_tile_u8<2, true, 2>};
-  return w7 ? k7 : k8;
+  static constexpr auto k8 = u8_tiles<false, 2>(std::make_index_sequence<kMaxNarrowRows>());
+  static constexpr auto k7 = u8_tiles<true, 2>(std::make_index_sequence<kMaxNarrowRows>());
+  return w7 ? k7.data() : k8.data();
 }
 
 const QGemmTileFn* q8_gemm_tiles_avx2() {

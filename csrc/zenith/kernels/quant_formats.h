@@ -362,7 +362,7 @@ const QGemmTileFn* q8_gemm_tiles_avx2();
 // AVX2 tiles for activation codes in [-63, 63] only (quantize_act_row with qmax 63):
 // one maddubs of the unsigned weight codes by the activation codes, no sign trick; for
 // 1..kMaxNarrowRows rows.
-constexpr int kMaxNarrowRows = 2;
+constexpr int kMaxNarrowRows = 4;
 const QGemmTileFn* q8_gemm_tiles_u8_avx2();
 // The same tiles on AVX-VNNI (vpdpbusd: no saturation), for any codes within +-127;
 // 1..kMaxNarrowRows rows. Like every tile for rows with a scale per block but AVX2's
