@@ -948,6 +948,45 @@ std::vector<uint8_t> seven_bit(std::vector<uint8_t> w, int64_t N, int64_t K) {
   return w;
 }
 
+// AVX2's w7 narrow tiles (a weight of 7-bit codes, PackedOperand::q8_max <= 63), per 32
+// values (weight-only int8's rows) and per 64 (int8-dynamic's: the tiles of pairs), at
+// random scales against the scalar reference: 4-row tiles and tails of 1, 2 and 3 rows
+// (M 8..13), column tails, lone last blocks, one and two threads.
+TEST(QuantKernels, Int8GemmSevenBitWeightsMatchScalarReference) {
+  if (!qisa_supported(QIsa::kAvx2)) GTEST_SKIP() << "this CPU has no AVX2";
+  unsigned seed = 900;
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    for (bool row_scale : {false, true})
+      for (int64_t K : {33, 96, 100, 256})
+        for (int64_t M : {8, 9, 10, 11, 13})
+          for (int64_t N : {17, 40}) {
+            const auto w = seven_bit(random_weight(QFormat::int8, N, K, seed++), N, K);
+            const auto x = randn(size_t(M * K), seed++);
+            const PackedOperand packed = qmatmul_pack_int8(w.data(), N, K, QIsa::kAvx2);
+            ASSERT_LE(int(packed.q8_max), 63);
+            const QMatmulPlan plan = qmatmul_plan(QFormat::int8, M, N, K, QIsa::kAvx2, 0.0f, false, row_scale);
+            ASSERT_EQ(plan.act_max, 63);
+            ASSERT_EQ(plan.act_group, row_scale ? 2 : 1);
+            std::vector<float> fast(size_t(M * N), std::numeric_limits<float>::quiet_NaN());
+            qmatmul(plan, x.data(), w.data(), nullptr, fast.data(), &packed);
+            const auto ref = run_reference_of(plan, x, w, nullptr);
+            const auto wd = dequant(QFormat::int8, w, N, K);
+            for (int64_t m = 0; m < M; ++m)
+              for (int64_t n = 0; n < N; ++n) {
+                double bound = 0;
+                for (int64_t k = 0; k < K; ++k)
+                  bound += std::fabs(wd[size_t(n * K + k)]) * std::fabs(x[size_t(m * K + k)]);
+                const size_t i = size_t(m * N + n);
+                ASSERT_NEAR(fast[i], ref[i], 1e-5 * bound + 1e-6)
+                    << "row_scale " << row_scale << " threads " << threads << " M=" << M << " N=" << N << " K=" << K
+                    << " at " << m << "," << n;
+              }
+          }
+  }
+  set_num_threads(1);
+}
+
 // The narrow int8 GEMM tiles (unsigned weight codes times the activation codes) at their
 // worst case: weight codes 127, -128, -1, 0 (255, 0, 127, 128 unsigned) against
 // activation codes +-top in every sign pattern. AVX2 (one maddubs, 7-bit codes): top 63,

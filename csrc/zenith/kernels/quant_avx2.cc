@@ -839,17 +839,18 @@ void q8_gemm_tile_uniform(const uint8_t* wb, const float* ws, int64_t kpad, cons
 // way; equal up to float rounding).
 // G: blocks of 32 per activation scale (QActRows::group; the rows' d repeats each scale
 // per block): the int32 sums run over G blocks before one conversion and FMA by the
-// scale, so that per-value-block epilogue (a conversion and an FMA per row and column
-// vector, beside the 16 multiply-pipe instructions of a block) is paid once per G blocks.
+// scale, so that per-value-block epilogue (a conversion, a load, an FMA and a store of the
+// float sums per row and column vector, beside 16 multiply-pipe instructions a row of a
+// block) is paid once per G blocks.
 // A last short group (kpad / 32 not a multiple of G) is scaled as it ends. The sums of
 // 64 values stay far inside int32 (64 x 255 x 63).
 template <int MR, bool W7 = false, int G = 1>
 void q8_gemm_tile_u8(const uint8_t* wb, const float* ws, int64_t kpad, const QActRow* a, float* y, int64_t ldy,
                      int nvalid) {
-  static_assert(MR >= 1 && MR <= kMaxNarrowRows);
+  static_assert(MR >= 1 && MR <= kMaxNarrowRows && kMaxNarrowRows <= 4);  // 4 rows' sums below, named
   static_assert(!W7 || !kVnni);
   static_assert(G == 1 || G == 2);
-  const int8_t* qr[4];  // the rows' codes; rows past MR read the last row's (their sums unused)
+  const int8_t* qr[4];  // the rows' codes (entries past MR: the last row's, never read)
   for (int r = 0; r < 4; ++r) qr[r] = a[std::min(r, MR - 1)].q;
   [[maybe_unused]] const __m256i off = _mm256_set1_epi8(64), ones = _mm256_set1_epi16(1);
   const int64_t nb = kpad / 32;
