@@ -118,6 +118,14 @@ std::vector<float> run_reference_of(const QMatmulPlan& fast, const std::vector<f
   return y;
 }
 
+// The sum over k of |wd[n, k]| x |x[m, k]| (wd: a de-quantized weight [N, K]; x: [*, K]):
+// the scale of output (m, n)'s float-order error.
+double abs_dot(const std::vector<float>& wd, const std::vector<float>& x, int64_t K, int64_t n, int64_t m) {
+  double bound = 0;
+  for (int64_t k = 0; k < K; ++k) bound += std::fabs(wd[size_t(n * K + k)]) * std::fabs(x[size_t(m * K + k)]);
+  return bound;
+}
+
 // K values to test for a format: several blocks (int8: any K, tails of 32).
 std::vector<int64_t> test_ks(QFormat f) {
   int64_t be = qformat_info(f).block_elems;
@@ -380,8 +388,7 @@ TEST(QuantKernels, Int8GemmRowScaleMatchesScalarReference) {
               ASSERT_EQ(dots[i], bias[size_t(n)]);
               continue;
             }
-            double bound = 0;
-            for (int64_t k = 0; k < K; ++k) bound += std::fabs(wd[size_t(n * K + k)]) * std::fabs(x[size_t(m * K + k)]);
+            const double bound = abs_dot(wd, x, K, n, m);
             ASSERT_NEAR(fast[i], ref[i], 1e-5 * bound + 1e-6) << qisa_name(isa) << " K=" << K << " at " << m << "," << n;
             ASSERT_NEAR(dots[i], ref[i], 1e-5 * bound + 1e-6) << qisa_name(isa) << " K=" << K << " at " << m << "," << n;
           }
@@ -901,9 +908,7 @@ TEST(QuantKernels, Int8GemmMatchesScalarReference) {
           auto wd = dequant(QFormat::int8, w, N, K);
           for (int64_t m = 0; m < M; ++m)
             for (int64_t n = 0; n < N; ++n) {
-              double bound = 0;
-              for (int64_t k = 0; k < K; ++k)
-                bound += std::fabs(wd[size_t(n * K + k)]) * std::fabs(x[size_t(m * K + k)]);
+              const double bound = abs_dot(wd, x, K, n, m);
               const size_t i = size_t(m * N + n);
               ASSERT_NEAR(fast[i], ref[i], 1e-5 * bound + 1e-6) << qisa_name(isa) << " M=" << M << " N=" << N
                                                                 << " K=" << K << " at " << m << "," << n;
@@ -974,9 +979,7 @@ TEST(QuantKernels, Int8GemmSevenBitWeightsMatchScalarReference) {
             const auto wd = dequant(QFormat::int8, w, N, K);
             for (int64_t m = 0; m < M; ++m)
               for (int64_t n = 0; n < N; ++n) {
-                double bound = 0;
-                for (int64_t k = 0; k < K; ++k)
-                  bound += std::fabs(wd[size_t(n * K + k)]) * std::fabs(x[size_t(m * K + k)]);
+                const double bound = abs_dot(wd, x, K, n, m);
                 const size_t i = size_t(m * N + n);
                 ASSERT_NEAR(fast[i], ref[i], 1e-5 * bound + 1e-6)
                     << "row_scale " << row_scale << " threads " << threads << " M=" << M << " N=" << N << " K=" << K
@@ -1297,9 +1300,7 @@ TEST(QuantKernels, Int8GemmStaticScaleMatchesScalarReference) {
             // Float sums in another order (and past 65536 the per-block tiles' zero share,
             // 128 x the row's codes in float, off sums of unsigned codes): a bound from the
             // magnitudes summed.
-            double bound = 0;
-            for (int64_t k = 0; k < K; ++k)
-              bound += std::fabs(wd[size_t(n * K + k)]) * std::fabs(x[size_t(m * K + k)]);
+            const double bound = abs_dot(wd, x, K, n, m);
             ASSERT_NEAR(fast[i], ref[i], 1e-5 * bound + 1e-6)
                 << qisa_name(isa) << " K=" << K << " at " << m << "," << n;
           }

@@ -688,17 +688,18 @@ void q8_gemm_packed(const QMatmulPlan& p, const QActRows& a, const PackedOperand
       }
       for (int64_t j = lo; j < hi; ++j) {
         const int nvalid = int(std::min<int64_t>(32, N - 32 * j));
-        for (int64_t m = m0; m < m1 && codes;) {  // each tile's corner of the codes
-          const int r = int(std::min<int64_t>(tiles.rows, m1 - m));
-          QCodesOut o = *codes;
-          o.scale += 32 * j;
-          o.shift += 32 * j;
-          if (o.res) o.res += m * o.ld + 32 * j;
-          o.y += m * o.ld + 32 * j;
-          p.codes_tiles[r - 1](wcodes + j * p.kpad * 32, scale + 32 * j, p.kpad, t.data() + (m - m0), o, nvalid);
-          m += r;
-        }
-        if (!codes) {
+        if (codes) {
+          for (int64_t m = m0; m < m1;) {  // each tile's corner of the codes
+            const int r = int(std::min<int64_t>(tiles.rows, m1 - m));
+            QCodesOut o = *codes;
+            o.scale += 32 * j;
+            o.shift += 32 * j;
+            if (o.res) o.res += m * o.ld + 32 * j;
+            o.y += m * o.ld + 32 * j;
+            p.codes_tiles[r - 1](wcodes + j * p.kpad * 32, scale + 32 * j, p.kpad, t.data() + (m - m0), o, nvalid);
+            m += r;
+          }
+        } else {
           const auto [yj, ld] = parts ? out[size_t(j)] : std::pair<float*, int64_t>{y + 32 * j, N};
           q8_block_tiles(p, tiles, wcodes, scale, t.data(), m0, m1, j, yj, ld, nvalid);
         }

@@ -855,10 +855,7 @@ void q8_gemm_tile_u8(const uint8_t* wb, const float* ws, int64_t kpad, const QAc
   [[maybe_unused]] const __m256i off = _mm256_set1_epi8(64), ones = _mm256_set1_epi16(1);
   const int64_t nb = kpad / 32;
   for (int g = 0; 8 * g < nvalid; g += 2) {  // columns [8g, 8g + 16): bytes [32g, 32g + 64) of each quad
-    // The float sums in memory (L1): 8 int32 sums, two weight vectors, the broadcast and
-    // the ones fill AVX2's 16 registers, so the float sums are loaded, added to and
-    // stored once per group of G blocks (a conversion, a load, an FMA and a store per
-    // row and column vector beside the group's 16 G multiply-pipe instructions).
+    // The float sums in memory (L1; the registers hold the int32 sums, see above).
     alignas(32) float f[MR][16] = {};
     __m256i s00 = _mm256_setzero_si256(), s01 = s00, s10 = s00, s11 = s00, s20 = s00, s21 = s00, s30 = s00,
             s31 = s00;
