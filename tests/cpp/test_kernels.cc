@@ -507,6 +507,44 @@ TEST(Kernels, SgemmEpilogueKeepsSignedZeroAndNaNAlongTheRow) {
     }
 }
 
+TEST(Kernels, SgemmTransposedXMatchesRowMajorBitForBit) {
+  // x @ W^T with x given transposed (x^T's rows lda apart, as a feed-forward pair's down
+  // projection reads h^T) against the same x row-major, bit for bit: the weight-rows
+  // driver reads x^T's whole panels in place where it takes them (AVX-512: up to 64 rows)
+  // and packs the rest (a last, partial panel; every panel of longer x), and packing
+  // splits a panel's k block across threads where there are fewer blocks than threads.
+  // Rows in whole panels and not, one to three k blocks, lda = M and more, accumulating
+  // and with a bias, 1 and 2 threads; and against the scalar reference.
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    for (int64_t M : {16, 32, 45, 64, 65, 96})
+      for (int64_t K : {9, 800, 1700})
+        for (int64_t pad : {0, 5})
+          for (bool acc : {false, true}) {
+            const int64_t N = 25, lda = M + pad;
+            auto x = randn(size_t(M * K), unsigned(M * 7 + K)), w = randn(size_t(N * K), unsigned(K));
+            auto bias = randn(size_t(N), 3);
+            std::vector<float> xt(size_t(K * lda), std::nanf(""));  // padding past M: never read
+            for (int64_t m = 0; m < M; ++m)
+              for (int64_t k = 0; k < K; ++k) xt[size_t(k * lda + m)] = x[size_t(m * K + k)];
+            GemmEpilogue ep;
+            ep.col_shift = bias.data();
+            auto c = randn(size_t(M * N), 4);
+            auto ct = c, r = c;
+            sgemm(M, N, K, 1.0f, x.data(), K, 1, w.data(), 1, K, c.data(), N, acc, nullptr, acc ? nullptr : &ep);
+            sgemm(M, N, K, 1.0f, xt.data(), 1, lda, w.data(), 1, K, ct.data(), N, acc, nullptr, acc ? nullptr : &ep);
+            ref_sgemm(M, N, K, 1.0f, x.data(), K, 1, w.data(), 1, K, r.data(), N, acc);
+            for (int64_t i = 0; i < M * N; ++i) {
+              ASSERT_EQ(std::memcmp(&ct[size_t(i)], &c[size_t(i)], sizeof(float)), 0)
+                  << M << "x" << N << "x" << K << " lda " << lda << (acc ? " accumulate" : "") << " at " << i
+                  << " threads " << threads;
+              ASSERT_NEAR(c[size_t(i)], r[size_t(i)] + (acc ? 0.0f : bias[size_t(i % N)]), 1e-4f * std::sqrt(float(K)) * 4);
+            }
+          }
+  }
+  set_num_threads(1);
+}
+
 TEST(Kernels, SgemmTransposedOutputIsSgemmTransposed) {
   // sgemm_ct writes C^T (ct[n * ldct + m]) with the values sgemm writes to C, bit for bit,
   // epilogue included, and matches the scalar reference. Where the weight-rows driver

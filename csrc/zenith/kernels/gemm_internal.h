@@ -240,12 +240,13 @@ struct F32Vec {
 
 // The MR x NR tile of C (NR a multiple of L) over kc steps of k, MR * NR / L vector
 // accumulators: A's value for row r at step k is a(k, r) (how A is laid out is the
-// kernel's), B's columns at bp + k * KB (NR < KB: the panel's first NR columns).
+// kernel's), B's columns at bp + k * ldb (NR < ldb: the panel's first NR columns; ldb
+// is KB for a packed panel, more for a matrix read in place as panels).
 // Every loop over r and v is unrolled so the accumulators stay in registers; the
 // edges (mr < MR or nr < NR) go through a tile in memory.
 template <int L, int MR, int NR, int KB, class AAt>
-ZENITH_UK_INLINE void f32_gemm_tile(int64_t kc, AAt a, const float* bp, float* c, int64_t ldc, int64_t mr,
-                                    int64_t nr, bool add) {
+ZENITH_UK_INLINE void f32_gemm_tile(int64_t kc, AAt a, const float* bp, int64_t ldb, float* c, int64_t ldc,
+                                    int64_t mr, int64_t nr, bool add) {
   using Vec = F32Vec<L>;
   using V = typename Vec::V;
   static_assert(NR % L == 0 && NR <= KB, "the tile is whole vectors of B's panel");
@@ -258,7 +259,7 @@ ZENITH_UK_INLINE void f32_gemm_tile(int64_t kc, AAt a, const float* bp, float* c
   for (int64_t k = 0; k < kc; ++k) {
     V b[NV];
 #pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) Vec::load(b[v], bp + k * KB + L * v);
+    for (int v = 0; v < NV; ++v) Vec::load(b[v], bp + k * ldb + L * v);
 #pragma GCC unroll 16
     for (int r = 0; r < MR; ++r) {
       const float x = a(k, r);
@@ -343,12 +344,14 @@ inline bool avx512_in_halves() {
 #endif
 
 // A packed kernel: (kc, ap, bp, c, ldc, mr, nr, add); a rows kernel reads A in place:
-// (kc, w, ldw, bp, c, ldc, mr, nr, add, ahead). mr <= MR, nr <= NR; add: C += the tile.
+// (kc, w, ldw, bp, ldb, c, ldc, mr, nr, add, ahead), B's rows ldb apart (KB for a packed
+// panel; the weight-rows GEMM reads X^T in place where it is laid out so, ldb its rows'
+// length). mr <= MR, nr <= NR; add: C += the tile.
 // ahead: 0, or how many floats past its own each row's values for the next tile are
 // (that tile's rows, MR * ldw on), which the kernel prefetches (prefetch_rows_ahead).
 using MicroKernel = void (*)(int64_t, const float*, const float*, float*, int64_t, int64_t, int64_t, bool);
-using RowsMicroKernel = void (*)(int64_t, const float*, int64_t, const float*, float*, int64_t, int64_t, int64_t, bool,
-                                 int64_t);
+using RowsMicroKernel = void (*)(int64_t, const float*, int64_t, const float*, int64_t, float*, int64_t, int64_t,
+                                 int64_t, bool, int64_t);
 
 // A rows kernel's prefetch at step k: one cache line, of row k % 16 (where the tile has
 // that row: MR of every 16 steps ask) at k + ahead. Over 16 steps every row's next 16
@@ -366,16 +369,17 @@ ZENITH_UK_INLINE void prefetch_rows_ahead(const float* const (&row)[MR], int64_t
   ZENITH_UK_TARGET_##isa inline void name(int64_t kc, const float* ap, const float* bp, float* c, int64_t ldc,     \
                                           int64_t mr, int64_t nr, bool add) {                                    \
     f32_gemm_tile<gemm_lanes(GemmIsa::isa), MR, NR, KB>(                                                         \
-        kc, [ap](int64_t k, int r) { return ap[k * KA + r]; }, bp, c, ldc, mr, nr, add);                         \
+        kc, [ap](int64_t k, int r) { return ap[k * KA + r]; }, bp, KB, c, ldc, mr, nr, add);                     \
   }
 #define ZENITH_UK_DEFINE_rows(name, isa, MR, NR, KA, KB)                                                          \
-  ZENITH_UK_TARGET_##isa inline void name(int64_t kc, const float* w, int64_t ldw, const float* bp, float* c,      \
-                                          int64_t ldc, int64_t mr, int64_t nr, bool add, int64_t ahead) {        \
+  ZENITH_UK_TARGET_##isa inline void name(int64_t kc, const float* w, int64_t ldw, const float* bp, int64_t ldb,   \
+                                          float* c, int64_t ldc, int64_t mr, int64_t nr, bool add,               \
+                                          int64_t ahead) {                                                       \
     const float* row[MR];                                                                                        \
     for (int r = 0; r < MR; ++r) row[r] = w + (r < mr ? r : 0) * ldw;                                            \
     if (ahead == 0) {                                                                                            \
       f32_gemm_tile<gemm_lanes(GemmIsa::isa), MR, NR, KB>(                                                       \
-          kc, [&row](int64_t k, int r) { return row[r][k]; }, bp, c, ldc, mr, nr, add);                          \
+          kc, [&row](int64_t k, int r) { return row[r][k]; }, bp, ldb, c, ldc, mr, nr, add);                     \
       return;                                                                                                    \
     }                                                                                                            \
     f32_gemm_tile<gemm_lanes(GemmIsa::isa), MR, NR, KB>(                                                         \
@@ -384,7 +388,7 @@ ZENITH_UK_INLINE void prefetch_rows_ahead(const float* const (&row)[MR], int64_t
           if (r == 0) prefetch_rows_ahead<MR>(row, k, ahead);                                                    \
           return row[r][k];                                                                                      \
         },                                                                                                       \
-        bp, c, ldc, mr, nr, add);                                                                                \
+        bp, ldb, c, ldc, mr, nr, add);                                                                           \
   }
 #define GEMM_UKERNEL(name, isa, MR, NR, a, KA, KB) ZENITH_UK_DEFINE_##a(name, isa, MR, NR, KA, KB)
 #include "zenith/kernels/gemm_ukernels.def"

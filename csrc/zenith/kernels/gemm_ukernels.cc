@@ -88,7 +88,7 @@ void GemmUkernelCase::run(float* c, int64_t ldc, bool accumulate) const {
         float* ct = c + i0 * ldc + j0;
         bool add = accumulate || pc > 0;
         if (u.a == GemmA::rows)
-          u.rows(kc, a_.get() + i0 * lda_ + pc, lda_, bp, ct, ldc, mr, nr, add, 0);
+          u.rows(kc, a_.get() + i0 * lda_ + pc, lda_, bp, u.kb, ct, ldc, mr, nr, add, 0);
         else
           u.packed(kc, a_.get() + (i0 / u.mr * K_ + pc) * u.ka, bp, ct, ldc, mr, nr, add);
       }
