@@ -524,7 +524,7 @@ TEST(Kernels, SgemmTransposedXMatchesRowMajorBitForBit) {
             const int64_t N = 25, lda = M + pad;
             auto x = randn(size_t(M * K), unsigned(M * 7 + K)), w = randn(size_t(N * K), unsigned(K));
             auto bias = randn(size_t(N), 3);
-            std::vector<float> xt(size_t(K * lda), std::nanf(""));  // padding past M: never read
+            std::vector<float> xt(size_t(K * lda), std::nanf(""));  // padding past M: not in C
             for (int64_t m = 0; m < M; ++m)
               for (int64_t k = 0; k < K; ++k) xt[size_t(k * lda + m)] = x[size_t(m * K + k)];
             GemmEpilogue ep;
@@ -538,7 +538,8 @@ TEST(Kernels, SgemmTransposedXMatchesRowMajorBitForBit) {
               ASSERT_EQ(std::memcmp(&ct[size_t(i)], &c[size_t(i)], sizeof(float)), 0)
                   << M << "x" << N << "x" << K << " lda " << lda << (acc ? " accumulate" : "") << " at " << i
                   << " threads " << threads;
-              ASSERT_NEAR(c[size_t(i)], r[size_t(i)] + (acc ? 0.0f : bias[size_t(i % N)]), 1e-4f * std::sqrt(float(K)) * 4);
+              const float want = r[size_t(i)] + (acc ? 0.0f : bias[size_t(i % N)]);
+              ASSERT_NEAR(c[size_t(i)], want, 1e-4f * std::sqrt(float(K)) * 4);
             }
           }
   }

@@ -549,8 +549,8 @@ void finish_strip(const GemmEpilogue* ep, float* strip, int64_t width, int64_t r
 // MR rows of it at a time (the ISA's weight-rows tile, gemm_weight_rows_mr), and X^T
 // packed per call into NR-column panels (all k blocks, laid out as pack_b_whole lays B
 // out, with weight_rows_kc's k block for KC), or, where X comes transposed and short,
-// its whole panels read in place (see in_place below). Threads split W's rows, so each streams
-// its own part of W once per block of X. A W row panel's k blocks sum into a per-thread
+// its whole panels read in place (see in_place below). Threads split W's rows, so each
+// streams its own part of W once per block of X. A W row panel's k blocks sum into a per-thread
 // MR x (rows of X) strip, written to C transposed, times alpha, epilogue applied.
 // X's rows go in blocks (weight_rows_x_panels) that every W panel sweeps in turn. A last
 // panel of X with at most NR / 2 rows runs a half-width kernel (less padding: 33 rows
@@ -650,31 +650,33 @@ void sgemm_weight_rows(int64_t M, int64_t K, float alpha, const float* a, int64_
   const bool prefetch_w = K <= kPrefetchWRowsMaxK;
   // X given transposed (a_rs 1: X^T's rows a_cs apart, each contiguous over X's rows; a
   // feed-forward pair's h^T, gemm_handoff_transposed) is read in place on AVX-512's
-  // 32-wide panels up to 2 of them: a whole panel of it is NR values per k, a_cs apart,
-  // what packing would copy NR apart. A last, partial panel is packed (a tile reads NR
-  // values per k). Measured on AMD Zen 4 (family 25 model 17), 2 threads, x @ W^T with W
-  // cold, M x N x K time in place / packed: 32 x 384 x 1536 0.93-0.94, 48 x 384 x 1536
-  // 0.96, 64 x 384 x 1536 0.91-0.96, 32 x 768 x 3072 0.97; all-MiniLM-L6-v2 seq 32 0.995
-  // (in-process A/B). Longer rows of X^T lost (128 x 768 x 3072 1.025; 4-8 lines a k
-  // apart), and AVX2's 16-wide panels lost or won by K: 32 x 768 x 3072 1.10, 32 x 384
-  // x 1536 0.95, 128 x 384 x 1536 1.2-1.25: those stay packed.
-  const int64_t in_place = a_rs == 1 && NR >= 32 && M <= 2 * NR ? M / NR : 0;  // panels [0, in_place)
+  // 32-wide panels where X^T's rows are at most two panels apart: a whole panel of it is
+  // NR values per k, a_cs apart, what packing would copy NR apart. A last, partial panel
+  // is packed (a tile reads NR values per k). Measured on AMD Zen 4 (family 25 model 17),
+  // 2 threads, x @ W^T with W cold, M x N x K time in place / packed: 32 x 384 x 1536
+  // 0.93-0.94, 45 x 384 x 1536 (rows off cache lines) 0.97-0.99, 48 x 384 x 1536 0.96,
+  // 64 x 384 x 1536 0.91-0.96, 32 x 768 x 3072 0.97; all-MiniLM-L6-v2 seq 32
+  // 0.988-0.994 and BERT-base seq 32 0.976 (in-process A/Bs, frozen). Rows further apart
+  // lost (128 x 768 x 3072: 8 lines a k apart, 1.025), and AVX2's 16-wide panels lost or
+  // won by K: 32 x 768 x 3072 1.10, 32 x 384 x 1536 0.95, 128 x 384 x 1536 1.2-1.25:
+  // those stay packed.
+  const int64_t in_place = a_rs == 1 && NR >= 32 && a_cs >= M && a_cs <= 2 * NR ? M / NR : 0;  // [0, in_place)
   const int64_t packed_panels = xpanels - in_place;
   float* xp = packed_panels ? xbuf.get(size_t(packed_panels * kblocks * kcw * NR)) : nullptr;
+  auto packed_at = [&](int64_t p, int64_t pc) { return xp + packed_b_panel<NR>(p - in_place, pc, kblocks, kcw); };
   // X^T's panel p, k block starting at pc, and how far apart its rows (k) are: in place,
   // or laid out as a packed B, in blocks of kcw.
-  auto xpanel = [&](int64_t p, int64_t pc) {
-    return p < in_place ? a + pc * a_cs + p * NR : xp + packed_b_panel<NR>(p - in_place, pc, kblocks, kcw);
-  };
+  auto xpanel = [&](int64_t p, int64_t pc) { return p < in_place ? a + pc * a_cs + p * NR : packed_at(p, pc); };
   auto xpanel_ld = [&](int64_t p) { return p < in_place ? a_cs : NR; };
   // Each (panel, k block) to pack as `split` runs of k, so that every thread packs where
   // there are fewer of them than threads (32 rows of X on AVX-512: one panel, one k block,
   // which one thread packed while the other waited). Runs go to threads in k order, as
   // the layers before this one mostly split X's columns (heads, W's rows). Zen 4, 2
-  // threads: 32 x 384 x 384 0.98x the time; all-MiniLM-L6-v2 seq 32 0.992x (in-process
-  // A/B, [p25, p75] [0.976, 1.002]); on AVX2 (two 16-wide panels) within noise.
+  // threads: 32 x 384 x 384 0.98x the time; all-MiniLM-L6-v2 seq 32 0.992x and 0.999x,
+  // BERT-base seq 32 0.994x (in-process A/Bs, [p25, p75] [0.988, 0.999]); on AVX2 (two
+  // 16-wide panels) within noise.
   const int64_t jobs = packed_panels * kblocks, threads = num_threads();
-  const int64_t split = jobs > 0 && jobs < 2 * threads ? (2 * threads + jobs - 1) / jobs : 1;
+  const int64_t split = threads > 1 && jobs > 0 && jobs < 2 * threads ? (2 * threads + jobs - 1) / jobs : 1;
   const int64_t krun = ((kcw + split - 1) / split + 7) / 8 * 8;
   if (jobs)
     parallel_for(jobs * split, 1, [&](int64_t lo, int64_t hi) {
@@ -683,7 +685,7 @@ void sgemm_weight_rows(int64_t M, int64_t K, float alpha, const float* a, int64_
         const int64_t k0 = pc + (t % split) * krun, k1 = std::min({pc + kcw, K, k0 + krun});
         if (k0 < k1)
           pack_b<NR>(k1 - k0, std::min(NR, M - p * NR), a + p * NR * a_rs + k0 * a_cs, a_cs, a_rs,
-                     xp + packed_b_panel<NR>(p - in_place, pc, kblocks, kcw) + (k0 - pc) * NR);
+                     packed_at(p, pc) + (k0 - pc) * NR);
       }
     });
   const int64_t kBlockPanels = weight_rows_x_panels<MR, NR>(kcw);

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <type_traits>
 
 #if defined(__x86_64__)
 #include <cpuid.h>
@@ -240,8 +241,8 @@ struct F32Vec {
 
 // The MR x NR tile of C (NR a multiple of L) over kc steps of k, MR * NR / L vector
 // accumulators: A's value for row r at step k is a(k, r) (how A is laid out is the
-// kernel's), B's columns at bp + k * ldb (NR < ldb: the panel's first NR columns; ldb
-// is KB for a packed panel, more for a matrix read in place as panels).
+// kernel's), B's columns at bp + k * ldb (NR <= ldb; NR < ldb: the first NR columns;
+// ldb is KB for a packed panel, or the row stride of a matrix read in place as panels).
 // Every loop over r and v is unrolled so the accumulators stay in registers; the
 // edges (mr < MR or nr < NR) go through a tile in memory.
 template <int L, int MR, int NR, int KB, class AAt>
@@ -345,8 +346,8 @@ inline bool avx512_in_halves() {
 
 // A packed kernel: (kc, ap, bp, c, ldc, mr, nr, add); a rows kernel reads A in place:
 // (kc, w, ldw, bp, ldb, c, ldc, mr, nr, add, ahead), B's rows ldb apart (KB for a packed
-// panel; the weight-rows GEMM reads X^T in place where it is laid out so, ldb its rows'
-// length). mr <= MR, nr <= NR; add: C += the tile.
+// panel, which the kernel then steps by as a constant; the weight-rows GEMM reads some
+// X^T in place, ldb its row stride). mr <= MR, nr <= NR; add: C += the tile.
 // ahead: 0, or how many floats past its own each row's values for the next tile are
 // (that tile's rows, MR * ldw on), which the kernel prefetches (prefetch_rows_ahead).
 using MicroKernel = void (*)(int64_t, const float*, const float*, float*, int64_t, int64_t, int64_t, bool);
@@ -365,6 +366,28 @@ ZENITH_UK_INLINE void prefetch_rows_ahead(const float* const (&row)[MR], int64_t
   if (r < MR) __builtin_prefetch(row[r] + k + ahead, 0, 3);
 }
 
+// A rows kernel's tile: A's MR rows in place, the next tile's rows prefetched `ahead`
+// floats on (0: none), B's rows `ldb` apart (an int64_t, or a std::integral_constant for
+// a packed panel's constant width). Always inlined into the kernel, so it is compiled
+// for the kernel's ISA (a lambda there would be a function of its own, built for the
+// file's baseline ISA: AVX-512's 16-float vectors then ran some 30x slower).
+template <int L, int MR, int NR, int KB, class Stride>
+ZENITH_UK_INLINE void rows_tile(int64_t kc, const float* const (&row)[MR], int64_t ahead, const float* bp, Stride ldb,
+                                float* c, int64_t ldc, int64_t mr, int64_t nr, bool add) {
+  if (ahead == 0) {
+    f32_gemm_tile<L, MR, NR, KB>(kc, [&row](int64_t k, int r) { return row[r][k]; }, bp, int64_t(ldb), c, ldc, mr, nr,
+                                 add);
+    return;
+  }
+  f32_gemm_tile<L, MR, NR, KB>(
+      kc,
+      [&row, ahead](int64_t k, int r) {
+        if (r == 0) prefetch_rows_ahead<MR>(row, k, ahead);
+        return row[r][k];
+      },
+      bp, int64_t(ldb), c, ldc, mr, nr, add);
+}
+
 #define ZENITH_UK_DEFINE_packed(name, isa, MR, NR, KA, KB)                                                        \
   ZENITH_UK_TARGET_##isa inline void name(int64_t kc, const float* ap, const float* bp, float* c, int64_t ldc,     \
                                           int64_t mr, int64_t nr, bool add) {                                    \
@@ -377,18 +400,12 @@ ZENITH_UK_INLINE void prefetch_rows_ahead(const float* const (&row)[MR], int64_t
                                           int64_t ahead) {                                                       \
     const float* row[MR];                                                                                        \
     for (int r = 0; r < MR; ++r) row[r] = w + (r < mr ? r : 0) * ldw;                                            \
-    if (ahead == 0) {                                                                                            \
-      f32_gemm_tile<gemm_lanes(GemmIsa::isa), MR, NR, KB>(                                                       \
-          kc, [&row](int64_t k, int r) { return row[r][k]; }, bp, ldb, c, ldc, mr, nr, add);                     \
-      return;                                                                                                    \
-    }                                                                                                            \
-    f32_gemm_tile<gemm_lanes(GemmIsa::isa), MR, NR, KB>(                                                         \
-        kc,                                                                                                      \
-        [&row, ahead](int64_t k, int r) {                                                                        \
-          if (r == 0) prefetch_rows_ahead<MR>(row, k, ahead);                                                    \
-          return row[r][k];                                                                                      \
-        },                                                                                                       \
-        bp, ldb, c, ldc, mr, nr, add);                                                                           \
+    /* a packed panel keeps the constant stride its loop was tuned with */                                      \
+    if (ldb == KB)                                                                                               \
+      rows_tile<gemm_lanes(GemmIsa::isa), MR, NR, KB>(kc, row, ahead, bp, std::integral_constant<int64_t, KB>{},  \
+                                                      c, ldc, mr, nr, add);                                      \
+    else                                                                                                         \
+      rows_tile<gemm_lanes(GemmIsa::isa), MR, NR, KB>(kc, row, ahead, bp, ldb, c, ldc, mr, nr, add);             \
   }
 #define GEMM_UKERNEL(name, isa, MR, NR, a, KA, KB) ZENITH_UK_DEFINE_##a(name, isa, MR, NR, KA, KB)
 #include "zenith/kernels/gemm_ukernels.def"
