@@ -652,8 +652,9 @@ TEST(Passes, GemmHandoffTransposed) {
   // shape: handed over transposed, the reshapes left to dce. Left alone: %h2, also
   // returned; %h3, read by two nodes; %h4, 4 rows (the skinny kernels: no weight-rows
   // strips to write as they are); %h5, reshaped to another shape; %h6, a bias per row and
-  // column; %h7, a weight computed in the graph.
-  Graph g = parse_graph(R"(graph(%x: f32[40, 16], %x4: f32[4, 16], %w1: f32[24, 16], %b1: f32[24], %w2: f32[8, 24], %b2: f32[8], %w5: f32[8, 48], %bb: f32[40, 24]) {
+  // column; %h7, a weight computed in the graph. %h8 goes transposed but not as panels:
+  // its reader's bias is per row and column (it is no x @ W^T + bias in place).
+  Graph g = parse_graph(R"(graph(%x: f32[40, 16], %x4: f32[4, 16], %w1: f32[24, 16], %b1: f32[24], %w2: f32[8, 24], %b2: f32[8], %w5: f32[8, 48], %bb: f32[40, 24], %bb8: f32[40, 8]) {
   %h: f32[40, 24] = addmm(%b1, %x, %w1) {trans_b=[1], activation=gelu}
   %r: f32[1, 40, 24] = reshape(%h) {shape=[1, 40, 24]}
   %s: f32[40, 24] = reshape(%r) {shape=[40, 24]}
@@ -673,20 +674,28 @@ TEST(Passes, GemmHandoffTransposed) {
   %w7: f32[24, 16] = relu(%w1)
   %h7: f32[40, 24] = addmm(%b1, %x, %w7) {trans_b=[1]}
   %y7: f32[40, 8] = addmm(%b2, %h7, %w2) {trans_b=[1]}
-  return (%y, %y2, %h2, %y3, %z3, %y4, %y5, %y6, %y7)
+  %h8: f32[40, 24] = addmm(%b1, %x, %w1) {trans_b=[1]}
+  %y8: f32[40, 8] = addmm(%bb8, %h8, %w2) {trans_b=[1]}
+  return (%y, %y2, %h2, %y3, %z3, %y4, %y5, %y6, %y7, %y8)
 })");
-  EXPECT_EQ(gemm_handoff_transposed(g), 1);
+  EXPECT_EQ(gemm_handoff_transposed(g), 2);
   verify(g);  // before dce too: the pipeline verifies after every pass
   dead_code_elimination(g);
   verify(g);
   const std::string out = print_graph(g);
-  EXPECT_NE(out.find("%h: f32[24, 40] = addmm(%b1, %x, %w1) {activation=gelu, trans_b=[1], trans_c=[1]}"),
+  EXPECT_NE(out.find("%h: f32[24, 40] = addmm(%b1, %x, %w1) {activation=gelu, panels=[1], trans_b=[1], trans_c=[1]}"),
             std::string::npos)
       << out;
-  EXPECT_NE(out.find("%y: f32[40, 8] = addmm(%b2, %h, %w2) {trans_a=[1], trans_b=[1]}"), std::string::npos) << out;
+  EXPECT_NE(out.find("%y: f32[40, 8] = addmm(%b2, %h, %w2) {panels=[1], trans_a=[1], trans_b=[1]}"), std::string::npos)
+      << out;
+  EXPECT_NE(out.find("%h8: f32[24, 40] = addmm(%b1, %x, %w1) {trans_b=[1], trans_c=[1]}"), std::string::npos) << out;
+  EXPECT_NE(out.find("%y8: f32[40, 8] = addmm(%bb8, %h8, %w2) {trans_a=[1], trans_b=[1]}"), std::string::npos) << out;
   EXPECT_EQ(out.find("%r:"), std::string::npos) << out;
-  EXPECT_EQ(out.find("trans_c", out.find("trans_c") + 1), std::string::npos) << out;  // once
-  EXPECT_EQ(out.find("trans_a"), out.rfind("trans_a")) << out;
+  size_t trans_c = 0, trans_a = 0;
+  for (size_t at = out.find("trans_c"); at != std::string::npos; at = out.find("trans_c", at + 1)) ++trans_c;
+  for (size_t at = out.find("trans_a"); at != std::string::npos; at = out.find("trans_a", at + 1)) ++trans_a;
+  EXPECT_EQ(trans_c, 2u) << out;  // %h and %h8 only
+  EXPECT_EQ(trans_a, 2u) << out;
 }
 
 TEST(Passes, FuseAddmmSiblings) {

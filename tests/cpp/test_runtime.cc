@@ -879,39 +879,43 @@ TEST(Runtime, AttentionInProjectionLayoutMatchesPermutedOps) {
 TEST(Runtime, GemmHandoffTransposedMatchesRowMajor) {
   // A feed-forward pair with its hand-off transposed (gemm_handoff_transposed) gives what
   // the row-major pair gives, bit for bit: rows of X in whole panels and not, 1 and 2
-  // threads. And addmm's trans_c with a bias per row and column and beta 0.5 (C made
-  // whole, then transposed) against the same addmm row-major and a permute.
+  // threads; with H hidden values where the hand-off goes as the second GEMM's X^T panels
+  // (sgemm_handoff_panels: rows in whole panels, H in whole k blocks: 96, and 1536 in two
+  // blocks) and where it goes plainly transposed (H 100; 5, 33 rows; 48 rows on AVX-512's
+  // 32-row panels). And addmm's trans_c with a bias per row and column and beta 0.5 (C
+  // made whole, then transposed) against the same addmm row-major and a permute.
   for (int threads : {1, 2}) {
     set_num_threads(threads);
-    for (int64_t M : {5, 33, 64}) {
-      const std::string m = std::to_string(M);
-      const std::string text = "graph(%x: f32[" + m + ", 40], %w1: f32[100, 40], %b1: f32[100], %w2: f32[36, 100], "
-          "%b2: f32[36], %bb: f32[" + m + ", 100]) {\n"
-          "  %h: f32[" + m + ", 100] = addmm(%b1, %x, %w1) {trans_b=[1], activation=gelu}\n"
-          "  %r: f32[1, " + m + ", 100] = reshape(%h) {shape=[1, " + m + ", 100]}\n"
-          "  %s: f32[" + m + ", 100] = reshape(%r) {shape=[" + m + ", 100]}\n"
+    for (auto [M, H] : {std::pair<int64_t, int64_t>{5, 100}, {33, 100}, {64, 100}, {64, 96}, {48, 96}, {96, 1536}}) {
+      const std::string m = std::to_string(M), h = std::to_string(H);
+      const std::string text = "graph(%x: f32[" + m + ", 40], %w1: f32[" + h + ", 40], %b1: f32[" + h +
+          "], %w2: f32[36, " + h + "], %b2: f32[36], %bb: f32[" + m + ", " + h + "]) {\n"
+          "  %h: f32[" + m + ", " + h + "] = addmm(%b1, %x, %w1) {trans_b=[1], activation=gelu}\n"
+          "  %r: f32[1, " + m + ", " + h + "] = reshape(%h) {shape=[1, " + m + ", " + h + "]}\n"
+          "  %s: f32[" + m + ", " + h + "] = reshape(%r) {shape=[" + m + ", " + h + "]}\n"
           "  %y: f32[" + m + ", 36] = addmm(%b2, %s, %w2) {trans_b=[1]}\n"
-          "  %u: f32[" + m + ", 100] = addmm(%bb, %x, %w1) {trans_b=[1], beta=f[0.5]}\n"
-          "  %ut: f32[100, " + m + "] = permute(%u) {perm=[1, 0]}\n"
-          "  %v: f32[100, " + m + "] = addmm(%bb, %x, %w1) {trans_b=[1], beta=f[0.5], trans_c=[1]}\n"
+          "  %u: f32[" + m + ", " + h + "] = addmm(%bb, %x, %w1) {trans_b=[1], beta=f[0.5]}\n"
+          "  %ut: f32[" + h + ", " + m + "] = permute(%u) {perm=[1, 0]}\n"
+          "  %v: f32[" + h + ", " + m + "] = addmm(%bb, %x, %w1) {trans_b=[1], beta=f[0.5], trans_c=[1]}\n"
           "  return (%y, %ut, %v)\n}";
       Graph handed = parse_graph(text);
       ASSERT_EQ(gemm_handoff_transposed(handed), 1);
+      ASSERT_NE(print_graph(handed).find("panels=[1]"), std::string::npos);  // the kernels decide which
       dead_code_elimination(handed);
       Executable a(parse_graph(text)), b(std::move(handed));
-      auto x = iota(size_t(M * 40), -20.0f), w1 = iota(4000, -1000.0f), b1 = iota(100, -50.0f);
-      auto w2 = iota(3600, -1800.0f), b2 = iota(36, -10.0f), bb = iota(size_t(M * 100), -7.0f);
+      auto x = iota(size_t(M * 40), -20.0f), w1 = iota(size_t(H * 40), -1000.0f), b1 = iota(size_t(H), -50.0f);
+      auto w2 = iota(size_t(36 * H), -1800.0f), b2 = iota(36, -10.0f), bb = iota(size_t(M * H), -7.0f);
       for (auto& t : x) t = std::sin(t);
       for (auto& t : w1) t = 0.1f * std::cos(t);
       for (auto& t : w2) t = 0.1f * std::sin(0.7f * t);
       for (auto& t : bb) t = std::cos(t);
-      std::vector<InTensor> ins{{x.data(), DType::f32, {M, 40}},  {w1.data(), DType::f32, {100, 40}},
-                                {b1.data(), DType::f32, {100}},    {w2.data(), DType::f32, {36, 100}},
-                                {b2.data(), DType::f32, {36}},     {bb.data(), DType::f32, {M, 100}}};
+      std::vector<InTensor> ins{{x.data(), DType::f32, {M, 40}},  {w1.data(), DType::f32, {H, 40}},
+                                {b1.data(), DType::f32, {H}},     {w2.data(), DType::f32, {36, H}},
+                                {b2.data(), DType::f32, {36}},    {bb.data(), DType::f32, {M, H}}};
       auto ra = a.run(ins, {}), rb = b.run(ins, {});
       for (int64_t i = 0; i < M * 36; ++i)
-        ASSERT_EQ(std::memcmp(f(ra[0]) + i, f(rb[0]) + i, sizeof(float)), 0) << "M=" << M << " at " << i;
-      for (int64_t i = 0; i < M * 100; ++i) ASSERT_EQ(f(ra[1])[i], f(ra[2])[i]) << "M=" << M << " at " << i;
+        ASSERT_EQ(std::memcmp(f(ra[0]) + i, f(rb[0]) + i, sizeof(float)), 0) << "M=" << M << " H=" << H << " at " << i;
+      for (int64_t i = 0; i < M * H; ++i) ASSERT_EQ(f(ra[1])[i], f(ra[2])[i]) << "M=" << M << " at " << i;
     }
   }
   set_num_threads(1);

@@ -602,7 +602,6 @@ constexpr int64_t kStripGroup = 8;
 // 128 x 768 x 3072 0.99x (blocks of 512 there 0.95x, of 1024-3072 within noise of 768);
 // BERT-base seq 128 0.979x and all-MiniLM-L6-v2 seq 128 0.965x the time (in-process A/B),
 // seq 32 1.00x. Their blocks of X keep KC's size (weight_rows_x_panels).
-template <int64_t MR>
 int64_t weight_rows_kc(int64_t K) {
   constexpr int64_t kMost = 768;
   const int64_t blocks = (K + kMost - 1) / kMost;
@@ -632,16 +631,21 @@ struct WeightRowsPart {
   float* c;
   int64_t ldc;
   const GemmEpilogue* ep;
+  // With c_trans, 0: C^T's rows ldc apart; else C^T as the next GEMM's X^T panels
+  // (sgemm_ct_panels): the NR rows of C from p * NR at c + p * panel_stride, C^T's rows
+  // NR apart within (ldc unused).
+  int64_t panel_stride = 0;
 };
 
 template <int64_t MR, int64_t NR, RowsMicroKernel UK, RowsMicroKernel UK_HALF>
 void sgemm_weight_rows(int64_t M, int64_t K, float alpha, const float* a, int64_t a_rs, int64_t a_cs, int64_t ldw,
-                       const WeightRowsPart* parts, int64_t nparts, bool accumulate, bool c_trans) {
+                       const WeightRowsPart* parts, int64_t nparts, bool accumulate, bool c_trans,
+                       bool a_panels) {
   ZENITH_CHECK(nparts >= 1 && nparts <= kWeightRowsMaxParts && K > 0 && !(c_trans && accumulate),
                "sgemm: the weight-rows driver takes 1 to ", kWeightRowsMaxParts, " weights, K > 0 and no "
                "accumulation into a transposed C; got ", nparts, ", K ", K);
   thread_local AlignedBuf xbuf;
-  const int64_t kcw = weight_rows_kc<MR>(K);
+  const int64_t kcw = weight_rows_kc(K);
   int64_t xpanels = (M + NR - 1) / NR, kblocks = (K + kcw - 1) / kcw;
   // The W panels of all parts in turn: part i's are [first[i], first[i + 1]).
   int64_t first[kWeightRowsMaxParts + 1] = {0};
@@ -660,14 +664,19 @@ void sgemm_weight_rows(int64_t M, int64_t K, float alpha, const float* a, int64_
   // lost (128 x 768 x 3072: 8 lines a k apart, 1.025), and AVX2's 16-wide panels lost or
   // won by K: 32 x 768 x 3072 1.10, 32 x 384 x 1536 0.95, 128 x 384 x 1536 1.2-1.25:
   // those stay packed.
-  const int64_t in_place = a_rs == 1 && NR >= 32 && a_cs >= M && a_cs <= 2 * NR ? M / NR : 0;  // [0, in_place)
+  // a_panels: X comes as X^T's panels already (sgemm_panels_a), every one read in place.
+  ZENITH_CHECK(!a_panels || (M % NR == 0 && K % kcw == 0), "sgemm: X^T panels need whole panels and k blocks");
+  const int64_t in_place =
+      a_panels ? xpanels : a_rs == 1 && NR >= 32 && a_cs >= M && a_cs <= 2 * NR ? M / NR : 0;  // [0, in_place)
   const int64_t packed_panels = xpanels - in_place;
   float* xp = packed_panels ? xbuf.get(size_t(packed_panels * kblocks * kcw * NR)) : nullptr;
   auto packed_at = [&](int64_t p, int64_t pc) { return xp + packed_b_panel<NR>(p - in_place, pc, kblocks, kcw); };
   // X^T's panel p, k block starting at pc, and how far apart its rows (k) are: in place,
   // or laid out as a packed B, in blocks of kcw.
-  auto xpanel = [&](int64_t p, int64_t pc) { return p < in_place ? a + pc * a_cs + p * NR : packed_at(p, pc); };
-  auto xpanel_ld = [&](int64_t p) { return p < in_place ? a_cs : NR; };
+  auto xpanel = [&](int64_t p, int64_t pc) {
+    return a_panels ? a + p * K * NR + pc * NR : p < in_place ? a + pc * a_cs + p * NR : packed_at(p, pc);
+  };
+  auto xpanel_ld = [&](int64_t p) { return !a_panels && p < in_place ? a_cs : NR; };
   // Each (panel, k block) to pack as `split` runs of k, so that every thread packs where
   // there are fewer of them than threads (32 rows of X on AVX-512: one panel, one k block,
   // which one thread packed while the other waited). Runs go to threads in k order, as
@@ -707,22 +716,30 @@ void sgemm_weight_rows(int64_t M, int64_t K, float alpha, const float* a, int64_
         // kPrefetchWRowsMaxK.
         const int64_t ahead = prefetch_w && q + 1 < hi && n0 + 2 * MR <= pt.n ? MR * ldw : 0;
         // The strip: a row of `ld` per W row; with c_trans C's rows n0.. from column m0.
+        // As panels (c_trans, pt.panel_stride) each panel of X has its own: NR wide.
+        const bool as_panels = c_trans && pt.panel_stride;
         float* strip = c_trans ? pt.c + n0 * pt.ldc + m0 : strips + (q - q0) * MR * width;
-        const int64_t ld = c_trans ? pt.ldc : width;
+        const int64_t ld = as_panels ? NR : c_trans ? pt.ldc : width;
+        auto tile_out = [&](int64_t p) {
+          return as_panels ? pt.c + p * pt.panel_stride + n0 * NR : strip + (p - p0) * NR;
+        };
         for (int64_t pc = 0; pc < K; pc += kcw) {
           int64_t kc = std::min(kcw, K - pc);
           for (int64_t p = p0; p < p1; ++p) {
             const int64_t cols = std::min(NR, M - p * NR);
             const bool half = cols <= NR / 2;  // a last panel with at most NR / 2 rows of X
             // (into the strip buffer the whole tile, padding too; into C^T only its columns)
-            (half ? UK_HALF : UK)(kc, wq + pc, ldw, xpanel(p, pc), xpanel_ld(p), strip + (p - p0) * NR, ld, mr,
+            (half ? UK_HALF : UK)(kc, wq + pc, ldw, xpanel(p, pc), xpanel_ld(p), tile_out(p), ld, mr,
                                   c_trans ? cols : half ? NR / 2 : NR, pc > 0, p == p0 ? ahead : 0);
           }
         }
         // Finished on the strip, then (but for C^T) written transposed. Accumulating calls
         // add C's old values first, so their epilogue runs on C (rows of MR values,
         // scalar: GELU there cost 6.8 ms on 512 x 1536 x 384 against 2.7 ms on the strip).
-        finish_strip(accumulate ? nullptr : pt.ep, strip, ld, rows, mr, alpha, m0, n0);
+        if (as_panels)
+          for (int64_t p = p0; p < p1; ++p) finish_strip(pt.ep, tile_out(p), NR, NR, mr, alpha, p * NR, n0);
+        else
+          finish_strip(accumulate ? nullptr : pt.ep, strip, ld, rows, mr, alpha, m0, n0);
         if (c_trans) continue;
         float* cq = pt.c + m0 * pt.ldc + n0;
         if (!accumulate) {
@@ -777,7 +794,7 @@ using Driver = void (*)(int64_t, int64_t, int64_t, float, const float*, int64_t,
                         const GemmEpilogue*);
 using Packer = std::shared_ptr<float> (*)(int64_t, int64_t, const float*, int64_t, int64_t);
 using WeightRowsDriver = void (*)(int64_t, int64_t, float, const float*, int64_t, int64_t, int64_t,
-                                  const WeightRowsPart*, int64_t, bool, bool);
+                                  const WeightRowsPart*, int64_t, bool, bool, bool);
 
 // The GEMM this machine runs: the driver and the packers share its panel sizes.
 // weight_rows (x @ W^T reading W in place) is there where its kernel is.
@@ -956,7 +973,7 @@ void sgemm(int64_t M, int64_t N, int64_t K, float alpha, const float* a, int64_t
   }
   if (!packed && weight_in_place(M, b_rs, b_cs)) {
     const WeightRowsPart part{b, N, c, ldc, ep};
-    weight_rows_driver(b_cs)(M, K, alpha, a, a_rs, a_cs, b_cs, &part, 1, accumulate, false);
+    weight_rows_driver(b_cs)(M, K, alpha, a, a_rs, a_cs, b_cs, &part, 1, accumulate, false, false);
     return;
   }
   const float *pa = nullptr, *pb = nullptr;
@@ -987,7 +1004,7 @@ void sgemm_ct(int64_t M, int64_t N, int64_t K, float alpha, const float* a, int6
   if (ep && ep->empty()) ep = nullptr;
   if (K > 0 && !packed && weight_in_place(M, b_rs, b_cs)) {
     const WeightRowsPart part{b, N, ct, ldct, ep};
-    weight_rows_driver(b_cs)(M, K, alpha, a, a_rs, a_cs, b_cs, &part, 1, false, true);
+    weight_rows_driver(b_cs)(M, K, alpha, a, a_rs, a_cs, b_cs, &part, 1, false, true, false);
     return;
   }
   thread_local AlignedBuf cbuf;  // C as sgemm writes it, then transposed
@@ -995,6 +1012,30 @@ void sgemm_ct(int64_t M, int64_t N, int64_t K, float alpha, const float* a, int6
   sgemm(M, N, K, alpha, a, a_rs, a_cs, b, b_rs, b_cs, cm, N, false, packed, ep);
   transpose_out(cm, M, N, ct, ldct);
   cbuf.trim(size_t(16) << 20);
+}
+
+bool sgemm_handoff_panels(int64_t M, int64_t K) {
+  return K > 0 && weight_in_place(M, 1, K) && M % isa().nr == 0 && K % weight_rows_kc(K) == 0;
+}
+
+void sgemm_ct_panels(int64_t M, int64_t N, int64_t K, float alpha, const float* a, int64_t a_rs, int64_t a_cs,
+                     const float* w, int64_t ldw, float* ct, const GemmEpilogue* ep) {
+  ZENITH_CHECK(sgemm_handoff_panels(M, N) && weight_in_place(M, 1, ldw), "sgemm_ct_panels: ", M, " rows into ", N,
+               " outputs do not go as panels");
+  if (ep && ep->empty()) ep = nullptr;
+  WeightRowsPart part{w, N, ct, 0, ep};
+  part.panel_stride = N * isa().nr;
+  weight_rows_driver(ldw)(M, K, alpha, a, a_rs, a_cs, ldw, &part, 1, false, true, false);
+}
+
+void sgemm_panels_a(int64_t M, int64_t N, int64_t K, const float* xt, const float* w, int64_t ldw, float* c,
+                    int64_t ldc, bool accumulate, const GemmEpilogue* ep) {
+  ZENITH_CHECK(sgemm_handoff_panels(M, K) && weight_in_place(M, 1, ldw), "sgemm_panels_a: ", M, " rows over ", K,
+               " inputs do not come as panels");
+  if (N == 0) return;
+  if (ep && ep->empty()) ep = nullptr;
+  const WeightRowsPart part{w, N, c, ldc, ep};
+  weight_rows_driver(ldw)(M, K, 1.0f, xt, 1, M, ldw, &part, 1, accumulate, false, true);
 }
 
 void sgemm_parts(int64_t M, int64_t K, const float* x, int64_t ldx, const GemmPart* parts, int64_t nparts) {
@@ -1018,7 +1059,7 @@ void sgemm_parts(int64_t M, int64_t K, const float* x, int64_t ldx, const GemmPa
       wp[used] = {parts[i].w, parts[i].n, parts[i].c, parts[i].n, parts[i].bias ? &eps[used] : nullptr};
       ++used;
     }
-    if (used) weight_rows_driver(K)(M, K, 1.0f, x, ldx, 1, K, wp, used, false, false);
+    if (used) weight_rows_driver(K)(M, K, 1.0f, x, ldx, 1, K, wp, used, false, false, false);
   }
 }
 
@@ -1156,6 +1197,19 @@ void run_addmm(const KernelCtx& c) {
   // scalar, beta != 1) is broadcast into the output first, the product added on top.
   bool col_bias = beta == 1.0f && br == 1 && bc == N;
   const GemmStrides& st = gs.st;
+  // A hand-off as panels (`panels`, gemm_handoff_transposed): the writer and the reader
+  // both ask sgemm_handoff_panels of the same M and hand-off width, so they agree.
+  const bool panels_out = at.panels && at.trans_c && sgemm_handoff_panels(M, N);
+  const bool panels_in = at.panels && at.trans_a && sgemm_handoff_panels(M, K);
+  ZENITH_CHECK(!panels_out || (col_bias && st.b_rs == 1 && !c.packed),
+               "addmm: a hand-off written as panels needs x @ W^T, a bias per column and beta 1");
+  ZENITH_CHECK(!panels_in || (st.b_rs == 1 && alpha == 1.0f && !at.trans_c && !c.packed),
+               "addmm: a hand-off read as panels needs x @ W^T, alpha 1 and a row-major result");
+  if (panels_out) {
+    ep.col_shift = pb;
+    sgemm_ct_panels(M, N, K, alpha, a.as<float>(), st.a_rs, st.a_cs, b.as<float>(), st.b_cs, o.as<float>(), &ep);
+    return;
+  }
   if (at.trans_c && col_bias) {  // the output [N, M]: sgemm writes it so
     ep.col_shift = pb;
     sgemm_ct(M, N, K, alpha, a.as<float>(), st.a_rs, st.a_cs, b.as<float>(), st.b_rs, st.b_cs, o.as<float>(), M,
@@ -1182,8 +1236,11 @@ void run_addmm(const KernelCtx& c) {
       }
     });
   }
-  sgemm(M, N, K, alpha, a.as<float>(), st.a_rs, st.a_cs, b.as<float>(), st.b_rs, st.b_cs, po, N, !col_bias,
-        c.packed, &ep);
+  if (panels_in)
+    sgemm_panels_a(M, N, K, a.as<float>(), b.as<float>(), st.b_cs, po, N, !col_bias, &ep);
+  else
+    sgemm(M, N, K, alpha, a.as<float>(), st.a_rs, st.a_cs, b.as<float>(), st.b_rs, st.b_cs, po, N, !col_bias,
+          c.packed, &ep);
   if (at.trans_c) {
     transpose_out(po, M, N, o.as<float>(), M);
     cbuf.trim(size_t(16) << 20);

@@ -173,6 +173,21 @@ bool sgemm_reads_weight_in_place(int64_t M, int64_t b_rs, int64_t b_cs);
 void sgemm_ct(int64_t M, int64_t N, int64_t K, float alpha, const float* a, int64_t a_rs, int64_t a_cs, const float* b,
               int64_t b_rs, int64_t b_cs, float* ct, int64_t ldct, const PackedOperand* packed = nullptr,
               const GemmEpilogue* ep = nullptr);
+// A feed-forward pair's hand-off as panels (gemm_handoff_transposed's `panels`): h, M x K,
+// written by x @ W1^T and read by h @ W2^T (both W in place), laid out as the second
+// GEMM's weight-rows driver reads X^T: panel p (h's rows [p * NR, p * NR + NR), NR the
+// ISA's GEMM tile width) at p * K * NR, h^T's rows within it NR apart. The same M * K
+// floats as h, where this says it goes so: the weight-rows driver, whole panels, and K
+// whole k blocks of that driver. The first GEMM writes it (sgemm_ct_panels, in place of
+// sgemm_ct), the second reads it with no packing (sgemm_panels_a).
+bool sgemm_handoff_panels(int64_t M, int64_t K);
+// C = alpha * A @ W^T (W [N, K] rows ldw apart), epilogue applied, stored as the panels of
+// an M x N hand-off.
+void sgemm_ct_panels(int64_t M, int64_t N, int64_t K, float alpha, const float* a, int64_t a_rs, int64_t a_cs,
+                     const float* w, int64_t ldw, float* ct, const GemmEpilogue* ep = nullptr);
+// C (+)= X @ W^T with X (M x K) given as the panels of a hand-off; C row-major, ldc.
+void sgemm_panels_a(int64_t M, int64_t N, int64_t K, const float* xt, const float* w, int64_t ldw, float* c,
+                    int64_t ldc, bool accumulate, const GemmEpilogue* ep = nullptr);
 // C_i = x @ W_i^T + bias_i for weights sharing x (a transformer's Q, K and V; addmm_parts):
 // W_i [n, K] row-major, read in place, C_i [M, n], bias_i [n] or null. Where sgemm reads
 // W in place as rows, one GEMM over all the weights' rows: x^T is packed once, one split
