@@ -139,6 +139,41 @@ void verify(const Graph& g) {
   }
   for (int v : g.outputs)
     ZENITH_CHECK(v >= 0 && size_t(v) < g.values.size() && defined[size_t(v)], "graph output ", v, " is not defined");
+  // A hand-off as panels (addmm's `panels`, gemm_handoff_transposed) holds its values in
+  // an order only its pair knows: the writer's result is no graph output and is read, as
+  // its A, by one addmm marked to read it so (and otherwise only by reshapes the pass left
+  // to dce); that reader's A comes from such a writer.
+  auto panels = [&](const Node& n, const char* side) {
+    return n.op == Op::addmm && n.i("panels", 0) && n.i(side, 0);
+  };
+  std::vector<int> producer(g.values.size(), -1);
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    for (int v : g.nodes[i].outputs) producer[size_t(v)] = int(i);
+  std::vector<int> panel_readers(g.values.size(), 0);
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& n = g.nodes[i];
+    if (n.op == Op::addmm && n.i("panels", 0))
+      ZENITH_CHECK(bool(n.i("trans_c", 0)) != bool(n.i("trans_a", 0)), "node ", i,
+                   " (addmm): panels needs trans_c (the writer) or trans_a (the reader)");
+    if (panels(n, "trans_a")) {
+      const int w = producer[size_t(n.inputs[1])];
+      ZENITH_CHECK(w >= 0 && panels(g.nodes[size_t(w)], "trans_c"), "node ", i,
+                   " (addmm): reads panels its A's producer does not write");
+      ZENITH_CHECK(++panel_readers[size_t(n.inputs[1])] == 1, "node ", i, " (addmm): %",
+                   g.value_name(n.inputs[1]), ", a hand-off as panels, has a second reader");
+    }
+    for (size_t s = 0; s < n.inputs.size(); ++s) {
+      const int w = producer[size_t(n.inputs[s])];
+      if (w < 0 || !panels(g.nodes[size_t(w)], "trans_c") || n.op == Op::reshape) continue;
+      ZENITH_CHECK(panels(n, "trans_a") && s == 1, "node ", i, " (", op_info(n.op).name, "): reads %",
+                   g.value_name(n.inputs[s]), ", a hand-off as panels only its addmm reads");
+    }
+  }
+  for (int v : g.outputs) {
+    const int w = producer[size_t(v)];
+    ZENITH_CHECK(w < 0 || !panels(g.nodes[size_t(w)], "trans_c"), "graph output %", g.value_name(v),
+                 " is a hand-off as panels");
+  }
 }
 
 }  // namespace zenith

@@ -698,6 +698,48 @@ TEST(Passes, GemmHandoffTransposed) {
   EXPECT_EQ(trans_a, 2u) << out;
 }
 
+TEST(Passes, GemmHandoffPanelsOnlyForItsPair) {
+  // ZENITH_GEMM_HANDOFF=transposed hands h over transposed, not as panels. verify holds
+  // a graph to the panels' contract: the writer's result read by one reader marked so, as
+  // its A, and no graph output; panels on an addmm that is neither writer nor reader.
+  const std::string head = "graph(%x: f32[32, 16], %w1: f32[24, 16], %b1: f32[24], %w2: f32[8, 24], %b2: f32[8]) {\n";
+  const std::string pair = head +
+      "  %h: f32[32, 24] = addmm(%b1, %x, %w1) {trans_b=[1]}\n"
+      "  %y: f32[32, 8] = addmm(%b2, %h, %w2) {trans_b=[1]}\n"
+      "  return (%y)\n}";
+  setenv("ZENITH_GEMM_HANDOFF", "transposed", 1);
+  Graph g = parse_graph(pair);
+  const int rewritten = gemm_handoff_transposed(g);
+  unsetenv("ZENITH_GEMM_HANDOFF");
+  EXPECT_EQ(rewritten, 1);
+  EXPECT_EQ(print_graph(g).find("panels"), std::string::npos) << print_graph(g);
+  Graph p = parse_graph(pair);
+  EXPECT_EQ(gemm_handoff_transposed(p), 1);
+  EXPECT_NE(print_graph(p).find("panels"), std::string::npos) << print_graph(p);
+  const std::string writer = "  %h: f32[24, 32] = addmm(%b1, %x, %w1) {trans_b=[1], trans_c=[1], panels=[1]}\n";
+  const std::string reader = "  %y: f32[32, 8] = addmm(%b2, %h, %w2) {trans_a=[1], trans_b=[1], panels=[1]}\n";
+  const std::string plain = "  %y: f32[32, 8] = addmm(%b2, %h, %w2) {trans_a=[1], trans_b=[1]}\n";
+  const std::string second = "  %z: f32[32, 8] = addmm(%b2, %h, %w2) {trans_a=[1], trans_b=[1], panels=[1]}\n";
+  EXPECT_NO_THROW(verify(parse_graph(head + writer + reader + "  return (%y)\n}")));
+  for (const auto& [text, says] : {std::pair<std::string, std::string>{head + writer + plain + "  return (%y)\n}",
+                                                                      "only its addmm reads"},
+                                   {head + writer + reader + second + "  return (%y, %z)\n}", "second reader"},
+                                   {head + writer + reader + "  return (%y, %h)\n}", "is a hand-off as panels"},
+                                   {head + "  %h: f32[24, 32] = addmm(%b1, %x, %w1) {trans_b=[1], trans_c=[1]}\n" +
+                                        reader + "  return (%y)\n}",
+                                    "does not write"},
+                                   {head + "  %h: f32[32, 24] = addmm(%b1, %x, %w1) {trans_b=[1], panels=[1]}\n" +
+                                        "  return (%h)\n}",
+                                    "needs trans_c"}}) {
+    try {
+      verify(parse_graph(text));
+      ADD_FAILURE() << "accepted:\n" << text;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(Passes, FuseAddmmSiblings) {
   // %q, %k and %v read %x as x @ W^T: one addmm_parts, outputs keeping their ids. Apart:
   // %g (an activation), %o (another x), %s (a weight computed in the graph), %t (alpha 2),

@@ -879,14 +879,20 @@ TEST(Runtime, AttentionInProjectionLayoutMatchesPermutedOps) {
 TEST(Runtime, GemmHandoffTransposedMatchesRowMajor) {
   // A feed-forward pair with its hand-off transposed (gemm_handoff_transposed) gives what
   // the row-major pair gives, bit for bit: rows of X in whole panels and not, 1 and 2
-  // threads; with H hidden values where the hand-off goes as the second GEMM's X^T panels
-  // (sgemm_handoff_panels: rows in whole panels, H in whole k blocks: 96, and 1536 in two
-  // blocks) and where it goes plainly transposed (H 100; 5, 33 rows; 48 rows on AVX-512's
-  // 32-row panels). And addmm's trans_c with a bias per row and column and beta 0.5 (C
-  // made whole, then transposed) against the same addmm row-major and a permute.
+  // threads; where the hand-off goes as the second GEMM's X^T panels (sgemm_handoff_panels:
+  // rows in whole panels, 32 on AVX-512, 16 on AVX2: 64, 96, 288, and 48 on AVX2) and where
+  // it goes plainly transposed (5, 33 rows; 48 on AVX-512). H: 100 and 104 (the first
+  // GEMM's last W panel short of its tile's rows), 96, 1536 (the second's k in two
+  // blocks), 2048 (three, the last shorter), 1024 (W2's rows 4 KiB apart: the short
+  // tile), 288 rows in two blocks of X's panels. And addmm's trans_c with a bias per row
+  // and column and beta 0.5 (C made whole, then transposed) against the same addmm
+  // row-major and a permute.
+  const int64_t nr = std::string(sgemm_isa()) == "avx512" ? 32 : 16;
   for (int threads : {1, 2}) {
     set_num_threads(threads);
-    for (auto [M, H] : {std::pair<int64_t, int64_t>{5, 100}, {33, 100}, {64, 100}, {64, 96}, {48, 96}, {96, 1536}}) {
+    for (auto [M, H] : {std::pair<int64_t, int64_t>{5, 100}, {33, 100}, {64, 100}, {64, 104}, {64, 96}, {48, 96},
+                        {96, 1536}, {32, 2048}, {64, 1024}, {288, 96}}) {
+      ASSERT_EQ(sgemm_handoff_panels(M, H), M % nr == 0) << M << " rows, " << H;
       const std::string m = std::to_string(M), h = std::to_string(H);
       const std::string text = "graph(%x: f32[" + m + ", 40], %w1: f32[" + h + ", 40], %b1: f32[" + h +
           "], %w2: f32[36, " + h + "], %b2: f32[36], %bb: f32[" + m + ", " + h + "]) {\n"

@@ -665,7 +665,7 @@ void sgemm_weight_rows(int64_t M, int64_t K, float alpha, const float* a, int64_
   // won by K: 32 x 768 x 3072 1.10, 32 x 384 x 1536 0.95, 128 x 384 x 1536 1.2-1.25:
   // those stay packed.
   // a_panels: X comes as X^T's panels already (sgemm_panels_a), every one read in place.
-  ZENITH_CHECK(!a_panels || (M % NR == 0 && K % kcw == 0), "sgemm: X^T panels need whole panels and k blocks");
+  ZENITH_CHECK(!a_panels || M % NR == 0, "sgemm: X^T as panels needs whole panels");
   const int64_t in_place =
       a_panels ? xpanels : a_rs == 1 && NR >= 32 && a_cs >= M && a_cs <= 2 * NR ? M / NR : 0;  // [0, in_place)
   const int64_t packed_panels = xpanels - in_place;
@@ -1014,9 +1014,7 @@ void sgemm_ct(int64_t M, int64_t N, int64_t K, float alpha, const float* a, int6
   cbuf.trim(size_t(16) << 20);
 }
 
-bool sgemm_handoff_panels(int64_t M, int64_t K) {
-  return K > 0 && weight_in_place(M, 1, K) && M % isa().nr == 0 && K % weight_rows_kc(K) == 0;
-}
+bool sgemm_handoff_panels(int64_t M, int64_t K) { return K > 0 && weight_in_place(M, 1, K) && M % isa().nr == 0; }
 
 void sgemm_ct_panels(int64_t M, int64_t N, int64_t K, float alpha, const float* a, int64_t a_rs, int64_t a_cs,
                      const float* w, int64_t ldw, float* ct, const GemmEpilogue* ep) {

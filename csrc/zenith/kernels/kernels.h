@@ -177,9 +177,9 @@ void sgemm_ct(int64_t M, int64_t N, int64_t K, float alpha, const float* a, int6
 // written by x @ W1^T and read by h @ W2^T (both W in place), laid out as the second
 // GEMM's weight-rows driver reads X^T: panel p (h's rows [p * NR, p * NR + NR), NR the
 // ISA's GEMM tile width) at p * K * NR, h^T's rows within it NR apart. The same M * K
-// floats as h, where this says it goes so: the weight-rows driver, whole panels, and K
-// whole k blocks of that driver. The first GEMM writes it (sgemm_ct_panels, in place of
-// sgemm_ct), the second reads it with no packing (sgemm_panels_a).
+// floats as h, where this says it goes so: the weight-rows driver and h's rows in whole
+// panels. The first GEMM writes it (sgemm_ct_panels, in place of sgemm_ct), the second
+// reads it with no packing (sgemm_panels_a).
 bool sgemm_handoff_panels(int64_t M, int64_t K);
 // C = alpha * A @ W^T (W [N, K] rows ldw apart), epilogue applied, stored as the panels of
 // an M x N hand-off.

@@ -21,10 +21,10 @@
 // it off (for A/B measurement).
 //
 // Where C is an x @ W^T reading its weight in place as well (linear_reading_weight_in_place
-// before it reads h transposed), both get `panels`: h^T is then laid out as C's X^T
-// panels where the kernels' sgemm_handoff_panels says it can be (rows in whole panels,
-// h's width in whole k blocks), so C reads it with no packing at all. The same bytes, in
-// another order that only P and C see. Measured on AMD Zen 4 (family 25 model 17), 2
+// before it reads h transposed) and P sums over some inputs, both get `panels`: h^T is
+// then laid out as C's X^T panels where the kernels' sgemm_handoff_panels says it can be
+// (h's rows in whole panels), so C reads it with no packing at all. The same bytes, in
+// another order that only P and C see (verify holds a graph to that). Measured on AMD Zen 4 (family 25 model 17), 2
 // threads, frozen, in-process A/B against h^T plain (ZENITH_GEMM_HANDOFF=transposed),
 // per round, median [p25, p75]: all-MiniLM-L6-v2 seq 128 0.986 [0.956, 1.008], seq 32
 // 0.987 [0.951, 1.009], BERT-base seq 128 0.974 [0.941, 0.988]; AVX2 (ZENITH_NO_AVX512)
@@ -63,7 +63,8 @@ int gemm_handoff_transposed(Graph& g) {
       continue;
     // Where C reads its weight in place too, h may go as C's X^T panels (`panels`: the
     // kernels decide by sgemm_handoff_panels, both the same way).
-    const bool panels = linear_reading_weight_in_place(g, c) && !no_panels;
+    const bool panels =
+        linear_reading_weight_in_place(g, c) && !no_panels && g.type(p.inputs[1]).shape[1].value() > 0;
     p.set_int("trans_c", 1);
     g.values[size_t(h)].type = op_info(p.op).infer(g, p)[0];
     c.inputs[1] = h;
