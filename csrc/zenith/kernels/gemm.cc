@@ -550,8 +550,9 @@ void finish_strip(const GemmEpilogue* ep, float* strip, int64_t width, int64_t r
 // packed per call into NR-column panels (all k blocks, laid out as pack_b_whole lays B
 // out, with weight_rows_kc's k block for KC), or, where X comes transposed and short,
 // its whole panels read in place (see in_place below). Threads split W's rows, so each
-// streams its own part of W once per block of X. A W row panel's k blocks sum into a per-thread
-// MR x (rows of X) strip, written to C transposed, times alpha, epilogue applied.
+// streams its own part of W once per block of X. A W row panel's k blocks sum into a
+// per-thread MR x (rows of X) strip, written to C transposed, times alpha, epilogue
+// applied.
 // X's rows go in blocks (weight_rows_x_panels) that every W panel sweeps in turn. A last
 // panel of X with at most NR / 2 rows runs a half-width kernel (less padding: 33 rows
 // compute 40, not 48). Several weights reading one X (parts: sgemm_parts) run as one
