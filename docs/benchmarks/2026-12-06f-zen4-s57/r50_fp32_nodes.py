@@ -1,6 +1,6 @@
 # ResNet-50 fp32 (random init) frozen, per-node kernel time (zenith.profile, median of 15 calls) with each conv's
 # GMAC/s (direct-conv MACs / time), sorted by time; totals by kind. python r50_fp32_nodes.py BATCH
-import sys, collections, statistics, torch, torchvision, zenith
+import sys, collections, torch, torchvision, zenith
 torch.manual_seed(0); torch.set_num_threads(2)
 b = int(sys.argv[1])
 m = torchvision.models.resnet50().eval(); x = torch.randn(b, 3, 224, 224)
@@ -10,18 +10,8 @@ shapes = []
 hooks = [c.register_forward_hook(lambda mod, i, o: shapes.append((mod, tuple(o.shape)))) for c in convs]
 with torch.no_grad(): m(x)
 for h in hooks: h.remove()
-f = zenith.freeze(m)
-per = collections.defaultdict(list)
-with torch.no_grad():
-    for _ in range(3): f(x)
-    for _ in range(15):
-        with zenith.profile(trace="/dev/null") as p:
-            f(x)
-        call = collections.defaultdict(float)
-        for op, node, graph, tid, ts, dur, shape in p.events:
-            call[(node, op)] += dur
-        for k, v in call.items(): per[k].append(v)
-med = {k: statistics.median(v) for k, v in per.items()}
+from node_times import node_medians
+med = node_medians(zenith.freeze(m), x, 15, lambda op, node, shape: (node, op))
 conv_nodes = sorted([k for k in med if k[1].startswith("conv")], key=lambda k: k[0])
 tot = sum(med.values())
 print(f"total {tot/1e3:.2f} ms over {len(med)} nodes; {len(conv_nodes)} conv nodes, {len(shapes)} convs")
