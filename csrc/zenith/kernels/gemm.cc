@@ -1088,11 +1088,21 @@ namespace {
 struct GemmState {
   int64_t M, N, K;
   GemmStrides st;
+  // addmm's hand-off as panels (`panels`, gemm_handoff_transposed): this node writes its
+  // output as the reader's X^T panels, or reads its A so. Writer and reader each ask
+  // sgemm_handoff_panels of the same M and hand-off width, so they agree.
+  bool panels_out = false, panels_in = false;
 };
 std::shared_ptr<const PackedOperand> pack_gemm_b(const void* state, const void* const* src) {
   const auto& s = *static_cast<const GemmState*>(state);
   return std::make_shared<const PackedOperand>(
       sgemm_pack_b(s.K, s.N, static_cast<const float*>(src[0]), s.st.b_rs, s.st.b_cs));
+}
+// One bias value per column (nn.Linear's) at beta 1: the epilogue's column shift.
+bool column_bias(const TensorRef& bias, double beta, int64_t N) {
+  const int64_t br = bias.rank() == 2 ? bias.shape[0] : 1;
+  const int64_t bc = bias.rank() >= 1 ? bias.shape[size_t(bias.rank() - 1)] : 1;
+  return float(beta) == 1.0f && br == 1 && bc == N;
 }
 // B (input `slot`) is offered packed when it is a float32 matrix that sgemm's blocked
 // driver would pack on every call at these sizes (few rows stream B in place instead).
@@ -1117,8 +1127,18 @@ void prepare_matmul(const PrepareCtx& c, PreparedOp* p) {
 void prepare_addmm(const PrepareCtx& c, PreparedOp* p) {
   const auto& at = c.a<attrs::addmm>();
   const auto& o = c.out[0].shape;  // [M, N], or [N, M] with trans_c
-  prepare_gemm(c, p, 2, at.trans_a, at.trans_b, o[at.trans_c ? 1 : 0], o[at.trans_c ? 0 : 1],
-               c.in[1].shape[at.trans_a ? 0 : 1]);
+  const int64_t M = o[at.trans_c ? 1 : 0], N = o[at.trans_c ? 0 : 1], K = c.in[1].shape[at.trans_a ? 0 : 1];
+  prepare_gemm(c, p, 2, at.trans_a, at.trans_b, M, N, K);
+  if (!at.panels) return;
+  auto s = std::make_shared<GemmState>(*static_cast<const GemmState*>(p->state.get()));
+  s->panels_out = at.trans_c && sgemm_handoff_panels(M, N);
+  s->panels_in = at.trans_a && sgemm_handoff_panels(M, K);
+  const bool unpacked = p->weight.slots.empty() && s->st.b_rs == 1;
+  ZENITH_CHECK(!s->panels_out || (column_bias(c.in[0], at.beta, N) && unpacked),
+               "addmm: a hand-off written as panels needs x @ W^T, a bias per column and beta 1");
+  ZENITH_CHECK(!s->panels_in || (unpacked && float(at.alpha) == 1.0f && !at.trans_c),
+               "addmm: a hand-off read as panels needs x @ W^T, alpha 1 and a row-major result");
+  p->state = std::move(s);
 }
 
 // ---- matmul: a[..., M, K] @ b[..., K, N] with broadcast batch dims ----
@@ -1187,24 +1207,16 @@ void run_addmm(const KernelCtx& c) {
   const int64_t M = gs.M, N = gs.N, K = gs.K;
   float alpha = float(at.alpha), beta = float(at.beta);
   const float* pb = bias.as<float>();
-  int64_t br = bias.rank() == 2 ? bias.shape[0] : 1;
-  int64_t bc = bias.rank() >= 1 ? bias.shape[size_t(bias.rank() - 1)] : 1;
+  const int64_t br = bias.rank() == 2 ? bias.shape[0] : 1;
+  const int64_t bc = bias.rank() >= 1 ? bias.shape[size_t(bias.rank() - 1)] : 1;
   GemmEpilogue ep;
   ep.act = at.activation;  // fused activation, if any
-  // One bias value per column (nn.Linear's) at beta 1 is the epilogue's column shift,
-  // added to each tile once its sum is complete. Any other bias (per row and column, a
-  // scalar, beta != 1) is broadcast into the output first, the product added on top.
-  bool col_bias = beta == 1.0f && br == 1 && bc == N;
+  // A bias per column is the epilogue's column shift, added to each tile once its sum is
+  // complete. Any other bias (per row and column, a scalar, beta != 1) is broadcast into
+  // the output first, the product added on top.
+  const bool col_bias = column_bias(bias, at.beta, N);
   const GemmStrides& st = gs.st;
-  // A hand-off as panels (`panels`, gemm_handoff_transposed): the writer and the reader
-  // both ask sgemm_handoff_panels of the same M and hand-off width, so they agree.
-  const bool panels_out = at.panels && at.trans_c && sgemm_handoff_panels(M, N);
-  const bool panels_in = at.panels && at.trans_a && sgemm_handoff_panels(M, K);
-  ZENITH_CHECK(!panels_out || (col_bias && st.b_rs == 1 && !c.packed),
-               "addmm: a hand-off written as panels needs x @ W^T, a bias per column and beta 1");
-  ZENITH_CHECK(!panels_in || (st.b_rs == 1 && alpha == 1.0f && !at.trans_c && !c.packed),
-               "addmm: a hand-off read as panels needs x @ W^T, alpha 1 and a row-major result");
-  if (panels_out) {
+  if (gs.panels_out) {  // prepare_addmm chose it, and checked col_bias
     ep.col_shift = pb;
     sgemm_ct_panels(M, N, K, alpha, a.as<float>(), st.a_rs, st.a_cs, b.as<float>(), st.b_cs, o.as<float>(), &ep);
     return;
@@ -1235,7 +1247,7 @@ void run_addmm(const KernelCtx& c) {
       }
     });
   }
-  if (panels_in)
+  if (gs.panels_in)
     sgemm_panels_a(M, N, K, a.as<float>(), b.as<float>(), st.b_cs, po, N, !col_bias, &ep);
   else
     sgemm(M, N, K, alpha, a.as<float>(), st.a_rs, st.a_cs, b.as<float>(), st.b_rs, st.b_cs, po, N, !col_bias,
