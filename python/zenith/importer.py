@@ -551,8 +551,21 @@ def _conv(L, node):
     if transposed:
         raise Unsupported("transposed convolution")
     _float_only(node, "convolution")
+    if meta(x).dim() == 3:  # conv1d (Whisper's and wav2vec2's front ends): a conv2d over one row
+        one = lambda v, what: [1, *static_ints(v if isinstance(v, (list, tuple)) else [v], what)]  # noqa: E731
+        stride, padding, dilation = one(stride, "stride"), one(padding, "padding"), one(dilation, "dilation")
+        if len(stride) != 2 or len(padding) != 2 or len(dilation) != 2:
+            raise Unsupported("conv1d with more than one stride, padding or dilation value")
+        padding[0] = 0
+        xs, ws = [sym_str(d) for d in meta(x).shape], [sym_str(d) for d in meta(w).shape]
+        ins = [L.emit("reshape", [L.val(x)], shape=[xs[0], xs[1], 1, xs[2]]),
+               L.emit("reshape", [L.val(w)], shape=[ws[0], ws[1], 1, ws[2]])]
+        ins.append(L.val(b) if b is not None else ins[1])
+        y = L.emit("conv2d", ins, stride=stride, padding=padding, dilation=dilation, groups=groups,
+                   has_bias=int(b is not None))
+        return L.emit("reshape", [y], shape=out_shape(node))
     if meta(x).dim() != 4:
-        raise Unsupported(f"convolution over {meta(x).dim() - 2}-d input (only 2-d)")
+        raise Unsupported(f"convolution over {meta(x).dim() - 2}-d input (only 1-d and 2-d)")
     ins = [L.val(x), L.val(w)]
     ins.append(L.val(b) if b is not None else ins[1])
     return L.emit("conv2d", ins, stride=_pair(stride), padding=_pair(padding), dilation=_pair(dilation),

@@ -376,6 +376,39 @@ def test_conv2d():
                 check(lambda x, w, b: F.conv2d(x, w, b, **kw), [make(c["x"], dtype), w, b], covers=["conv2d"], tol=tol)
 
 
+def test_conv1d():
+    """conv1d (Whisper's and wav2vec2's front ends) runs as a conv2d over one row: a
+    reshape of x and w, the conv with stride, padding and dilation on the width, a reshape
+    back. Cases: Whisper's k3 pair (the second stride 2), wav2vec2's first layer (1
+    channel, k10 / 5) and its grouped positional conv (k128, padding 64, 16 groups, an
+    output one longer than the input), depthwise, dilation with an odd length, no bias;
+    then a chain with GELU (passes on), against eager in float32 and bfloat16."""
+    cases = [
+        dict(x=(1, 80, 50), w=(64, 80, 3), stride=1, padding=1),
+        dict(x=(2, 64, 51), w=(64, 64, 3), stride=2, padding=1),
+        dict(x=(1, 1, 400), w=(16, 1, 10), stride=5, padding=0, bias=False),
+        dict(x=(1, 32, 37), w=(32, 2, 128), stride=1, padding=64, groups=16),
+        dict(x=(2, 12, 29), w=(12, 1, 5), stride=1, padding=2, groups=12),
+        dict(x=(1, 9, 31), w=(7, 9, 3), stride=3, padding=4, dilation=2, bias=False),
+    ]
+    for dtype in [f32, bf16]:
+        tol = {f32: dict(rtol=1e-4, atol=1e-4)}.get(dtype)
+        for c in cases:
+            w = make(c["w"], dtype)
+            kw = dict(stride=c["stride"], padding=c["padding"], dilation=c.get("dilation", 1), groups=c.get("groups", 1))
+            if c.get("bias", True):
+                check(lambda x, w, b: F.conv1d(x, w, b, **kw), [make(c["x"], dtype), w, make((c["w"][0],), dtype)],
+                      covers=["conv2d"], tol=tol)
+            else:
+                check(lambda x, w: F.conv1d(x, w, None, **kw), [make(c["x"], dtype), w], covers=["conv2d"], tol=tol)
+
+    def front(x, w1, b1, w2, b2):  # Whisper's encoder front end
+        return F.gelu(F.conv1d(F.gelu(F.conv1d(x, w1, b1, padding=1)), w2, b2, stride=2, padding=1)).transpose(1, 2)
+
+    check(front, [make((1, 20, 33), f32), make((24, 20, 3), f32), make((24,), f32), make((24, 24, 3), f32),
+                  make((24,), f32)], covers=["conv2d"], passes=True, tol=dict(rtol=1e-4, atol=1e-4))
+
+
 def test_sdpa():
     COVERED.add("sdpa")
     # Few queries run whole score rows; from 8 (6 with AVX2) the tiled kernel, whose key
