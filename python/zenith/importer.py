@@ -272,10 +272,14 @@ def _gelu(L, node):
     return L.emit("gelu", [L.val(x)], approximate=1 if approx == "tanh" else 0)
 
 
-@register(aten.clamp.default, aten.hardtanh.default)
+@register(aten.clamp.default, aten.hardtanh.default, aten.clamp_min.default, aten.clamp_max.default)
 def _clamp(L, node):
     if node.target is aten.hardtanh.default:
         x, lo, hi = args_of(node, ("self", None), ("min_val", -1.0), ("max_val", 1.0))
+    elif node.target is aten.clamp_min.default:  # F.normalize's norm.clamp_min(eps)
+        (x, lo), hi = args_of(node, ("self", None), ("min", None)), None
+    elif node.target is aten.clamp_max.default:
+        (x, hi), lo = args_of(node, ("self", None), ("max", None)), None
     else:
         x, lo, hi = args_of(node, ("self", None), ("min", None), ("max", None))
     attrs = {}
@@ -351,6 +355,22 @@ def _div(L, node):
         mode = "floor"
     rounding = {None: 0, "floor": 1, "trunc": 2}[mode]
     return L.emit("div", [L.operand(node.args[0], dt), L.operand(node.args[1], dt)], rounding=rounding)
+
+
+@register(aten.fmod.Scalar)
+def _fmod(L, node):
+    # On integers (Swin's window indices, (i + shift) % size): a - trunc(a / b) * b, exact
+    # for a divisor of magnitude 2+ (b = +-1 gives 0, without trunc's INT_MIN / -1). Float
+    # fmod is C's fmod, which a - trunc(a / b) * b does not round like: left to PyTorch.
+    x, b = node.args[0], node.args[1]
+    dt = out_dtype(node)
+    if dt not in ("i64", "i32") or isinstance(b, (torch.SymInt, torch.fx.Node)) or b != int(b) or b == 0:
+        raise Unsupported("fmod other than of integers by a nonzero integer")
+    if abs(int(b)) == 1:
+        return _full_like_emit(L, node, 0)
+    a, vb = L.operand(x, dt), L.scalar(int(b), dt)
+    q = L.emit("div", [a, vb], rounding=2)
+    return L.emit("sub", [a, L.emit("mul", [q, vb])])
 
 
 @register(aten.pow.Tensor_Tensor)
@@ -705,6 +725,64 @@ def _slice(L, node):
     return _slice_emit(L, xv, dim, [start], [end], step, [out_shape(node)[dim]])
 
 
+@register(aten.slice_scatter.default)
+def _slice_scatter(L, node):
+    # base with base[start:end] along dim replaced by src (a functionalized `x[a:b] = y`):
+    # the slices of base either side, concatenated around src
+    base, src, dim, start, end, step = args_of(node, ("self", None), ("src", None), ("dim", 0), ("start", None),
+                                               ("end", None), ("step", 1))
+    dim = norm_dim(dim, meta(base).dim())
+    size = sym_str(meta(base).shape[dim])
+    start = 0 if start is None else sym_str(start)
+    end = size if end is None else sym_str(end)
+    if step != 1 or not all(isinstance(v, int) for v in (size, start, end)):
+        raise Unsupported("slice_scatter with a step or a symbolic bound")
+    start, end = (min(max(v + size if v < 0 else v, 0), size) for v in (start, end))
+    end = max(end, start)
+    dt = out_dtype(node)
+    b = L.cast(L.val(base), dt)
+    parts = [_slice_emit(L, b, dim, [0], [start], 1, [start])] if start > 0 else []
+    if end > start:
+        parts.append(L.cast(L.val(src), dt))
+    if end < size:
+        parts.append(_slice_emit(L, b, dim, [end], [size], 1, [size - end]))
+    if len(parts) == 1:
+        return L.emit("copy", parts)
+    return L.emit("cat", parts, dim=dim, out_size=[size])
+
+
+@register(aten.as_strided.default)
+def _as_strided(L, node):
+    # Only the case that is a reshape: a contiguous x read with the contiguous strides of
+    # the new size (dims of size 1 may carry any stride), from x's first element.
+    x, size, stride, offset = args_of(node, ("self", None), ("size", None), ("stride", None),
+                                      ("storage_offset", None))
+    m = meta(x)
+    size, stride = static_ints(size, "size"), static_ints(stride, "stride")
+    want, acc = [0] * len(size), 1
+    for d in reversed(range(len(size))):
+        want[d], acc = acc, acc * size[d]
+    if (offset not in (None, 0) or m.storage_offset() != 0 or not m.is_contiguous() or acc != m.numel()
+            or any(n != 1 and st != w for n, st, w in zip(size, stride, want))):
+        raise Unsupported("as_strided other than a reshape of a contiguous tensor")
+    return L.emit("reshape", [L.val(x)], shape=size)
+
+
+@register(aten.repeat.default)
+def _repeat(L, node):
+    # x tiled reps[d] times along each dim: x as [1, s0, 1, s1, ...], expanded to
+    # [r0, s0, r1, s1, ...], then merged pairwise
+    x, reps = node.args[0], static_ints(node.args[1], "repeats")
+    xs = [sym_str(d) for d in meta(x).shape]
+    if len(reps) < len(xs):
+        raise Unsupported("repeat with fewer repeats than dims")
+    xs = [1] * (len(reps) - len(xs)) + xs
+    inner = [v for d in xs for v in (1, d)]
+    tiled = [v for r, d in zip(reps, xs) for v in (r, d)]
+    v = L.emit("reshape", [L.val(x)], shape=inner)
+    return L.emit("reshape", [L.emit("expand", [v], shape=tiled)], shape=out_shape(node))
+
+
 @register(aten.select.int)
 def _select(L, node):
     x, dim, index = node.args[:3]
@@ -886,7 +964,7 @@ def _full(L, node):
 
 
 @register(aten.zeros.default, aten.new_zeros.default, aten.zeros_like.default, aten.empty.memory_format,
-          aten.new_empty.default, aten.empty_like.default)
+          aten.new_empty.default, aten.empty_like.default, aten.zero.default)
 def _zeros(L, node):
     return _full_like_emit(L, node, 0.0)
 
@@ -899,6 +977,29 @@ def _ones(L, node):
 @register(aten.full_like.default, aten.fill.Scalar)
 def _full_like(L, node):
     return _full_like_emit(L, node, node.args[1])
+
+
+@register(aten.copy.default)
+def _copy_into(L, node):
+    # aten.copy(x, src): src broadcast to x's shape in x's dtype (a functionalized
+    # `x[a:b] = y`, before the slice_scatter that puts it back)
+    v = L.cast(L.val(node.args[1]), out_dtype(node))
+    if [sym_str(d) for d in meta(node.args[1]).shape] == out_shape(node):
+        return L.emit("copy", [v])
+    return L.emit("expand", [v], shape=out_shape(node))
+
+
+@register(aten.fill.Tensor)
+def _fill_tensor(L, node):
+    # x.fill_(t) with a one-element t (Swin's mask regions, `mask[a:b] = count`): t
+    # broadcast to x's shape in x's dtype
+    x, value = node.args[0], node.args[1]
+    if meta(value).numel() != 1:
+        raise Unsupported("fill with a tensor of more than one element")
+    v = L.cast(L.val(value), out_dtype(node))
+    if meta(value).dim() > 0:
+        v = L.emit("reshape", [v], shape=[])
+    return L.emit("expand", [v], shape=out_shape(node))
 
 
 @register(aten.scalar_tensor.default)

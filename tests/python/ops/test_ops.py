@@ -487,6 +487,54 @@ def test_slice_select_split():
         check(lambda t: t[1:3, 1:], [transposed((5, 6), dtype)], covers=["slice"])
 
 
+def test_slice_writes_and_swin_masks():
+    """Writes into slices (functionalized to aten.copy / fill.Tensor + slice_scatter) run as
+    slices and a cat: Swin's shifted-window mask (a zeros map, regions filled with a
+    count), `y[:, a:b] = v` with negative and past-the-end bounds, a write covering the
+    whole dim and an empty one; zero_(), clamp_min / clamp_max (F.normalize), integer fmod
+    (Swin's (i + shift) % size, negative operands, divisor +-1), repeat (BLOOM's ALiBi)
+    and an as_strided that is a reshape."""
+    def swin_mask(x):
+        m = x.new_zeros(9, 10)
+        c = 0
+        for h in (slice(0, -3), slice(-3, -1), slice(-1, None)):
+            for w in (slice(0, -4), slice(-4, -2), slice(-2, None)):
+                m[h, w] = c
+                c += 1
+        return m.reshape(3, 3, 5, 2) + x.sum()
+
+    # functionalized as AOTAutograd does (make_fx alone would keep fill_ and copy_)
+    fn = torch.func.functionalize
+    check(fn(swin_mask), [make((3,), f32)], covers=["cat"])
+    for dtype in [f32, i64, b8]:
+        x, v = make((4, 6, 5), dtype), make((4, 2, 5), dtype)
+
+        def writes(t, u):
+            y = t.clone()
+            y[:, 1:3] = u
+            y[..., -2:] = t[..., :2]
+            y[:, 4:100] = t[:, :2]
+            y[1:1] = t[:0]
+            return y
+
+        def whole(t, u):
+            y = t.clone()
+            y[:, :] = t[[3, 2, 1, 0]]
+            return y
+
+        check(fn(writes), [x, v], covers=["cat"])
+        check(fn(whole), [x, v])
+        check(lambda t: t.repeat(2, 1, 3), [x])
+        check(lambda t: t.repeat(2, 3, 1, 2), [x])
+    for dtype in [i64, i32]:
+        i = torch.arange(-13, 13, dtype=dtype)
+        check(lambda t: torch.fmod(t + 3, 5) + torch.fmod(t - 7, -4) + torch.fmod(t, 1) + torch.fmod(t, -1), [i])
+    x = make((4, 6, 5), f32)
+    check(lambda t: F.normalize(t, dim=-1) + t.clamp_max(0.5) + t.clamp_min(-0.25), [x], covers=["clamp"])
+    check(fn(lambda t: torch.zero_(t.clone()[1:]) + t[:3]), [x])
+    check(lambda t: torch.as_strided(t.mean(2, keepdim=True) * 2, (4, 6, 1, 1), (6, 1, 6, 6)) + 1, [x])
+
+
 def test_cat_stack_pad():
     COVERED.update(["cat", "pad"])
     for dtype in [f32, i64, b8]:
