@@ -443,6 +443,58 @@ def _reduce(L, node):
     return L.emit(op, [x], dims=dims, keepdim=int(bool(keep)))
 
 
+# What torch's reference decompositions leave (var_mean / var / std and so GroupNorm,
+# through torch._refs): prims with explicit dims, where an empty list reduces nothing.
+def _prims_dims(node, rank):
+    dims = node.args[1] if len(node.args) > 1 else node.kwargs.get("dims")
+    return list(range(rank)) if dims is None else [norm_dim(d, rank) for d in dims]
+
+
+@register(torch.ops.prims.sum.default)
+def _prims_sum(L, node):
+    x = L.cast(L.val(node.args[0]), out_dtype(node))
+    dims = _prims_dims(node, meta(node.args[0]).dim())
+    return L.emit("reduce_sum", [x], dims=dims, keepdim=0) if dims else L.emit("copy", [x])
+
+
+@register(torch.ops.prims.var.default)
+def _prims_var(L, node):
+    # sum((x - mean)^2) / (n - correction) over dims, in float32 for 16-bit inputs
+    m = meta(node.args[0])
+    dims = _prims_dims(node, m.dim())
+    correction = node.args[2] if len(node.args) > 2 else node.kwargs.get("correction", 1)
+    n = 1
+    for d in dims:
+        n *= m.shape[d]
+    if not dims or not isinstance(n, int) or correction is None:
+        raise Unsupported("prims.var over no dims or a symbolic count")
+    dt = out_dtype(node)
+    x = L.cast(L.val(node.args[0]), "f32" if dt in ("f16", "bf16") else dt)
+    d = L.emit("sub", [x, L.emit("reduce_mean", [x], dims=dims, keepdim=1)])
+    ss = L.emit("reduce_sum", [L.emit("mul", [d, d])], dims=dims, keepdim=0)
+    return L.cast(L.emit("div", [ss, L.scalar(float(max(n - correction, 0)), L.dtype(x))], rounding=0), dt)
+
+
+@register(torch.ops.prims.broadcast_in_dim.default)
+def _prims_broadcast_in_dim(L, node):
+    a, shape, bdims = node.args[:3]
+    inner = [1] * len(shape)
+    for i, d in enumerate(bdims):
+        inner[d] = sym_str(meta(a).shape[i])
+    v = L.emit("reshape", [L.val(a)], shape=inner)
+    return v if inner == out_shape(node) else L.emit("expand", [v], shape=out_shape(node))
+
+
+@register(torch.ops.prims.div.default)
+def _prims_div(L, node):
+    # true division on floats; on integers prims.div truncates
+    dt = out_dtype(node)
+    rounding = 2 if dt in ("i64", "i32") else 0
+    if dt not in ("f32", "f16", "bf16", "i64", "i32"):
+        raise Unsupported(f"prims.div on {dt}")
+    return L.emit("div", [L.operand(node.args[0], dt), L.operand(node.args[1], dt)], rounding=rounding)
+
+
 @register(aten.max.dim, aten.min.dim)
 def _max_dim(L, node):
     x = L.val(node.args[0])
@@ -1045,6 +1097,7 @@ DECOMPOSE = [
     aten.squeeze.dims, aten.unbind.int, aten.native_dropout.default, aten._unsafe_index.Tensor, aten.upsample_nearest2d.vec,
     aten.log_sigmoid_forward.default, aten.threshold_backward.default, aten.mv.default, aten.dot.default,
     aten.nan_to_num.default, aten.sign.default, aten.roll.default, aten.rot90.default, aten.masked_fill_.Scalar,
+    aten._weight_norm_interface.default,
 ]
 
 

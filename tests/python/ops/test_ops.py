@@ -535,6 +535,25 @@ def test_slice_writes_and_swin_masks():
     check(lambda t: torch.as_strided(t.mean(2, keepdim=True) * 2, (4, 6, 1, 1), (6, 1, 6, 6)) + 1, [x])
 
 
+def test_var_std_group_norm_weight_norm():
+    """What torch's reference decompositions leave for var / std / var_mean and so for
+    GroupNorm (prims.var, prims.sum, prims.broadcast_in_dim, prims.div) runs natively:
+    corrections 0, 1 and 2, several dims, all dims, 16-bit inputs (computed in float32);
+    GroupNorm over 4-d and 3-d inputs (wav2vec2's, one channel a group), with a channel
+    count not a multiple of 8; weight norm (wav2vec2's positional conv) decomposed."""
+    for dtype in [f32, bf16]:
+        tol = {f32: dict(rtol=1e-5, atol=1e-5)}.get(dtype)
+        x = make((4, 6, 5), dtype)
+        check(lambda t: t.var(1) + t.std(-2, correction=0), [x], tol=tol)
+        check(lambda t: torch.var_mean(t, (0, 2), correction=2)[0] * torch.var_mean(t, (0, 2))[1], [x], tol=tol)
+        check(lambda t: t.std() + t.var(dim=None, correction=0), [x], tol=tol)
+    for shape, groups in [((2, 12, 5, 7), 4), ((1, 16, 50), 16), ((3, 10, 9), 5)]:
+        x, g, b = make(shape, f32), make((shape[1],), f32), make((shape[1],), f32)
+        check(lambda t, w, c: F.group_norm(t, groups, w, c, eps=1e-5), [x, g, b], tol=dict(rtol=1e-4, atol=1e-4))
+    v, gain = make((6, 4, 3), f32), make((1, 1, 3), f32)
+    check(lambda t, s: torch._weight_norm(t, s, dim=2), [v, gain], tol=dict(rtol=1e-5, atol=1e-5))
+
+
 def test_cat_stack_pad():
     COVERED.update(["cat", "pad"])
     for dtype in [f32, i64, b8]:
