@@ -820,6 +820,21 @@ def _as_strided(L, node):
     return L.emit("reshape", [L.val(x)], shape=size)
 
 
+@register(aten.flip.default)
+def _flip(L, node):
+    # one index_select a dim, by the indices n-1 .. 0
+    v = L.val(node.args[0])
+    m = meta(node.args[0])
+    for d in sorted({norm_dim(d, m.dim()) for d in node.args[1]}):
+        n = sym_str(m.shape[d])
+        if not isinstance(n, int):
+            raise Unsupported("flip of a symbolic dim")
+        if n > 1:
+            idx = L.emit("arange", [], start=float(n - 1), step=-1.0, size=[n], dtype=DTYPE_CODES["i64"])
+            v = L.emit("index_select", [v, idx], dim=d, negative=0)
+    return v if v != L.val(node.args[0]) else L.emit("copy", [v])
+
+
 @register(aten.repeat.default)
 def _repeat(L, node):
     # x tiled reps[d] times along each dim: x as [1, s0, 1, s1, ...], expanded to

@@ -493,7 +493,7 @@ def test_slice_writes_and_swin_masks():
     count), `y[:, a:b] = v` with negative and past-the-end bounds, a write covering the
     whole dim and an empty one; zero_(), clamp_min / clamp_max (F.normalize), integer fmod
     (Swin's (i + shift) % size, negative operands, divisor +-1), repeat (BLOOM's ALiBi)
-    and an as_strided that is a reshape."""
+    an as_strided that is a reshape, and flip (size-1 and empty dims included)."""
     def swin_mask(x):
         m = x.new_zeros(9, 10)
         c = 0
@@ -526,6 +526,7 @@ def test_slice_writes_and_swin_masks():
         check(fn(whole), [x, v])
         check(lambda t: t.repeat(2, 1, 3), [x])
         check(lambda t: t.repeat(2, 3, 1, 2), [x])
+        check(lambda t: (t.flip(0), t.flip((-1, 1)), t[:1].flip(0), t[:, :0].flip(1)), [x])
     for dtype in [i64, i32]:
         i = torch.arange(-13, 13, dtype=dtype)
         check(lambda t: torch.fmod(t + 3, 5) + torch.fmod(t - 7, -4) + torch.fmod(t, 1) + torch.fmod(t, -1), [i])
