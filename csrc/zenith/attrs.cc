@@ -12,6 +12,7 @@ const char* const kActivationNames[] = {"none", "relu", "gelu", "gelu_tanh", "si
 const char* const kGeluNames[] = {"none", "tanh"};
 const char* const kRoundingNames[] = {"true", "floor", "trunc"};
 const char* const kLayoutNames[] = {"bhle", "blhe"};
+const char* const kResizeNames[] = {"nearest", "bilinear", "nearest_exact"};
 template <size_t N> EnumNames names_of(const char* const (&a)[N]) { return {a, int(N)}; }
 const QFormatInfo kQFormats[] = {
 #define QFORMAT(name, elems, bytes) {#name, elems, bytes},
@@ -54,6 +55,7 @@ template <> EnumNames enum_names<Activation>() { return names_of(kActivationName
 template <> EnumNames enum_names<GeluApprox>() { return names_of(kGeluNames); }
 template <> EnumNames enum_names<Rounding>() { return names_of(kRoundingNames); }
 template <> EnumNames enum_names<SdpaLayout>() { return names_of(kLayoutNames); }
+template <> EnumNames enum_names<Resize>() { return names_of(kResizeNames); }
 template <> EnumNames enum_names<QFormat>() { return names_of(kQFormatNames); }
 
 namespace {

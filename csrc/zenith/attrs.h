@@ -33,6 +33,7 @@ enum class Activation : int64_t {
 };
 enum class GeluApprox : int64_t { kNone = 0, kTanh = 1 };           // gelu's `approximate`
 enum class Rounding : int64_t { kTrue = 0, kFloor = 1, kTrunc = 2 };  // div's `rounding`
+enum class Resize : int64_t { kNearest = 0, kBilinear = 1, kNearestExact = 2 };  // upsample2d's `mode`
 enum class SdpaLayout : int64_t {                                     // sdpa's `layout`
   kBHLE = 0,  // q, k, v and the output are (batch, heads, length, head dim)
   kBLHE = 1,  // all are (batch, length, heads, head dim): read and written in place

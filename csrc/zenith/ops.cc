@@ -730,6 +730,18 @@ Types infer_adaptive_pool(const Graph& g, const Node& n) {
   return {t};
 }
 
+Types infer_upsample2d(const Graph& g, const Node& n) {
+  TensorType t = in(g, n, 0);
+  auto os = n.ints("size");
+  int r = t.rank();
+  ZENITH_CHECK(r >= 3 && os.size() == 2, "upsample2d: needs (N)CHW input and 2 output sizes");
+  ZENITH_CHECK(is_float(t.dtype), "upsample2d: needs a floating input");
+  for (const auto& o : os) ZENITH_CHECK(!o.is_const() || o.value() >= 0, "upsample2d: negative output size ", o.value());
+  t.shape[size_t(r - 2)] = os[0];
+  t.shape[size_t(r - 1)] = os[1];
+  return {t};
+}
+
 Types infer_sdpa(const Graph& g, const Node& n) {
   const auto& q = in(g, n, 0);
   const auto& k = in(g, n, 1);
@@ -1052,6 +1064,7 @@ Types infer_arange(const Graph&, const Node& n) {
 #define INFER_max_pool2d_codes infer_max_pool2d_codes
 #define INFER_avg_pool2d infer_pool
 #define INFER_adaptive_avg_pool2d infer_adaptive_pool
+#define INFER_upsample2d infer_upsample2d
 #define INFER_reshape infer_reshape
 #define INFER_copy same_as_input
 #define INFER_permute infer_permute

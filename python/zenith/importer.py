@@ -720,6 +720,31 @@ def _adaptive_pool(L, node):
     return L.emit("adaptive_avg_pool2d", [L.val(node.args[0])], output_size=[sym_str(s) for s in node.args[1]])
 
 
+@register(aten.upsample_nearest2d.default, aten.upsample_nearest2d.vec, aten._upsample_nearest_exact2d.default,
+          aten._upsample_nearest_exact2d.vec, aten.upsample_bilinear2d.default, aten.upsample_bilinear2d.vec)
+def _upsample(L, node):
+    # F.interpolate(mode="nearest" | "nearest-exact" | "bilinear") on NCHW: the output size
+    # from the node, the scale factors (which torch's index arithmetic reads) where given
+    _float_only(node, "upsample")
+    name = node.target.overloadpacket.__name__
+    mode = "bilinear" if "bilinear" in name else "nearest_exact" if "exact" in name else "nearest"
+    args = list(node.args)
+    align = bool(args.pop(2)) if mode == "bilinear" else False
+    if node.target.__name__.endswith("vec"):
+        factors = args[2] if len(args) > 2 else node.kwargs.get("scale_factors")
+        scales = list(factors) if factors else [None, None]
+    else:
+        scales = (args[2:4] + [None, None])[:2]
+    attrs = {"mode": {"nearest": 0, "bilinear": 1, "nearest_exact": 2}[mode], "align_corners": int(align),
+             "size": out_shape(node)[-2:]}
+    for k, v in zip(("scale_h", "scale_w"), scales):
+        if v is not None:
+            if isinstance(v, (torch.SymFloat, torch.fx.Node)):
+                raise Unsupported("symbolic upsample scale")
+            attrs[k] = float(v)
+    return L.emit("upsample2d", [L.val(node.args[0])], **attrs)
+
+
 # -- data movement --
 @register(aten.view.default, aten._unsafe_view.default, aten.reshape.default, aten.unsqueeze.default,
           aten.squeeze.dim, aten.squeeze.dims, aten.squeeze.default, aten.flatten.using_ints)
@@ -1109,7 +1134,7 @@ DECOMPOSE = [
     aten.addcmul.default, aten.addcdiv.default, aten.leaky_relu.default, aten.elu.default, aten.softplus.default,
     aten.baddbmm.default, aten.logsumexp.default, aten.silu_backward.default, aten.mish.default,
     aten.hardswish_backward.default, aten.hardsigmoid_backward.default, aten.glu.default, aten.linalg_vector_norm.default,
-    aten.squeeze.dims, aten.unbind.int, aten.native_dropout.default, aten._unsafe_index.Tensor, aten.upsample_nearest2d.vec,
+    aten.squeeze.dims, aten.unbind.int, aten.native_dropout.default, aten._unsafe_index.Tensor,
     aten.log_sigmoid_forward.default, aten.threshold_backward.default, aten.mv.default, aten.dot.default,
     aten.nan_to_num.default, aten.sign.default, aten.roll.default, aten.rot90.default, aten.masked_fill_.Scalar,
     aten._weight_norm_interface.default,

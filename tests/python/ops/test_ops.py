@@ -409,6 +409,35 @@ def test_conv1d():
                   make((24,), f32)], covers=["conv2d"], passes=True, tol=dict(rtol=1e-4, atol=1e-4))
 
 
+def test_upsample2d():
+    """F.interpolate's nearest, nearest-exact and bilinear (align_corners both ways) on
+    NCHW maps, by size and by scale factor, against eager: up and down, integer and
+    fractional factors (torch's index arithmetic reads the factor, not only the size),
+    twice and the same size (nearest's special cases), one-pixel outputs and inputs,
+    odd sizes, recompute_scale_factor, a batch; bfloat16 through float32."""
+    COVERED.add("upsample2d")
+    cases = [dict(size=(17, 23)), dict(size=(1, 5)), dict(size=(9, 9)), dict(size=(18, 20)), dict(scale_factor=2.0),
+             dict(scale_factor=0.5), dict(scale_factor=1.7), dict(scale_factor=(3.0, 0.75)),
+             dict(scale_factor=1.3, recompute_scale_factor=True), dict(scale_factor=1.0),
+             dict(scale_factor=2.05)]  # 9 x 10 -> 18 x 20: twice the size, not by a factor of 2
+    for dtype in [f32, bf16]:
+        for shape in [(2, 3, 9, 10), (1, 4, 2, 7)]:
+            x = make(shape, dtype)
+            for mode in ["nearest", "nearest-exact", "bilinear"]:
+                for kw in cases:
+                    for align in ([False, True] if mode == "bilinear" else [None]):
+                        extra = {} if align is None else {"align_corners": align}
+                        check(lambda t: F.interpolate(t, mode=mode, **kw, **extra), [x], covers=["upsample2d"],
+                              tol={f32: dict(rtol=1e-5, atol=1e-6)}.get(dtype))
+    for mode, extra in [("nearest", {}), ("nearest-exact", {}), ("bilinear", {"align_corners": False}),
+                        ("bilinear", {"align_corners": True})]:  # a one-pixel input
+        check(lambda t: F.interpolate(t, size=(3, 4), mode=mode, **extra), [make((1, 2, 1, 1), f32)],
+              covers=["upsample2d"])
+    # a segmentation head's: 1x1 conv logits up to the image, then an argmax
+    check(lambda t, w: F.interpolate(F.conv2d(t, w), size=(40, 36), mode="bilinear", align_corners=False).argmax(1),
+          [make((1, 8, 10, 9), f32), make((5, 8, 1, 1), f32)], covers=["upsample2d"])
+
+
 def test_sdpa():
     COVERED.add("sdpa")
     # Few queries run whole score rows; from 8 (6 with AVX2) the tiled kernel, whose key
