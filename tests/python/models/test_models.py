@@ -163,6 +163,38 @@ def test_vit_b_16():
     compile_and_compare(m, torch.randn(1, 3, 224, 224), tol=dict(rtol=1e-4, atol=2e-5))
 
 
+def test_swin_t():
+    # Shifted windows: the attention mask built by slice writes (fill + slice_scatter),
+    # window indices by integer fmod, the pooled features through as_strided; one segment.
+    m = torchvision.models.swin_t()
+    torch.nn.init.normal_(m.head.weight, std=m.head.in_features ** -0.5)
+    compile_and_compare(m, torch.randn(1, 3, 224, 224), tol=dict(rtol=1e-4, atol=2e-5))
+
+
+def test_lraspp_segmentation():
+    # MobileNet V3 features, an attention branch, and bilinear upsampling to the image (upsample2d)
+    m = calibrate_batch_norm(torchvision.models.segmentation.lraspp_mobilenet_v3_large(
+        weights=None, weights_backbone=None), (2, 3, 128, 128))
+    compile_and_compare(m, torch.randn(1, 3, 128, 128), pick=lambda o: o["out"], tol=dict(rtol=1e-4, atol=2e-5))
+
+
+def test_wav2vec2_and_whisper_encoder():
+    # conv1d front ends (a conv2d over one row), wav2vec2's GroupNorm (prims.var) and its
+    # weight-normed grouped positional conv; Whisper's two GELU conv1ds. Small configs.
+    cfg = transformers.Wav2Vec2Config(hidden_size=96, num_hidden_layers=2, num_attention_heads=4,
+                                      intermediate_size=192, conv_dim=(64, 64, 64), conv_stride=(5, 2, 2),
+                                      conv_kernel=(10, 3, 3), num_conv_pos_embeddings=16,
+                                      num_conv_pos_embedding_groups=4)
+    compile_and_compare(transformers.Wav2Vec2Model(cfg), torch.randn(1, 4000),
+                        pick=lambda o: o.last_hidden_state, tol=dict(rtol=1e-4, atol=2e-5))
+    from transformers.models.whisper.modeling_whisper import WhisperEncoder
+
+    wcfg = transformers.WhisperConfig(d_model=96, encoder_layers=2, encoder_attention_heads=4, encoder_ffn_dim=192,
+                                      num_mel_bins=20, max_source_positions=40)
+    compile_and_compare(WhisperEncoder(wcfg), torch.randn(1, 20, 80), pick=lambda o: o.last_hidden_state,
+                        tol=dict(rtol=1e-4, atol=2e-5))
+
+
 @pytest.mark.parametrize("scheme", ["fp32", "int8-static", "int8-dynamic"])
 def test_resnet18_batch_slices(monkeypatch, tmp_path, scheme):
     """Batch slices (the runtime running the first stages a few images a pass where a
