@@ -464,6 +464,11 @@ std::shared_ptr<const Plan> Executable::build_plan(std::vector<int64_t> key, con
   // algorithm, and which weight input (if any) it reads packed when that input is constant.
   std::vector<int> input_pos(g.values.size(), -1);
   for (size_t i = 0; i < g.inputs.size(); ++i) input_pos[size_t(g.inputs[i])] = int(i);
+  // A reshape shares its input's memory: a weight reshaped on its way to a kernel (conv1d's
+  // [OC, C, K] filters read as [OC, C, 1, K]) is still that graph input, packed once.
+  for (const Node& n : g.nodes)
+    if (n.op == Op::reshape && input_pos[size_t(n.inputs[0])] >= 0)
+      input_pos[size_t(n.outputs[0])] = input_pos[size_t(n.inputs[0])];
   std::vector<const BatchSlice*> slice_of(g.nodes.size(), nullptr);
   for (const BatchSlice& r : plan->slices)
     for (int ni = r.first; ni <= r.last; ++ni) slice_of[size_t(ni)] = &r;

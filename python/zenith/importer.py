@@ -366,6 +366,8 @@ def _fmod(L, node):
     dt = out_dtype(node)
     if dt not in ("i64", "i32") or isinstance(b, (torch.SymInt, torch.fx.Node)) or b != int(b) or b == 0:
         raise Unsupported("fmod other than of integers by a nonzero integer")
+    if abs(int(b)) > (2**31 - 1 if dt == "i32" else 2**53):  # scalars travel as doubles; i32's range
+        raise Unsupported("fmod by an integer past the scalar's exact range")
     if abs(int(b)) == 1:
         return _full_like_emit(L, node, 0)
     a, vb = L.operand(x, dt), L.scalar(int(b), dt)
@@ -802,16 +804,30 @@ def _slice(L, node):
     return _slice_emit(L, xv, dim, [start], [end], step, [out_shape(node)[dim]])
 
 
-@register(aten.slice_scatter.default)
+@register(aten.slice_scatter.default, aten.select_scatter.default)
 def _slice_scatter(L, node):
-    # base with base[start:end] along dim replaced by src (a functionalized `x[a:b] = y`):
-    # the slices of base either side, concatenated around src
-    base, src, dim, start, end, step = args_of(node, ("self", None), ("src", None), ("dim", 0), ("start", None),
-                                               ("end", None), ("step", 1))
-    dim = norm_dim(dim, meta(base).dim())
-    size = sym_str(meta(base).shape[dim])
-    start = 0 if start is None else sym_str(start)
-    end = size if end is None else sym_str(end)
+    # base with base[start:end] along dim replaced by src (a functionalized `x[a:b] = y`;
+    # select_scatter's `x[i] = y` is the slice i:i+1 with src given that dim): the slices
+    # of base either side, concatenated around src
+    if node.target is aten.select_scatter.default:
+        base, src, dim, index = node.args[:4]
+        dim, step = norm_dim(dim, meta(base).dim()), 1
+        index = sym_str(index)
+        if not isinstance(index, int):
+            raise Unsupported("select_scatter at a symbolic index")
+        size = sym_str(meta(base).shape[dim])
+        start = index + size if isinstance(size, int) and index < 0 else index
+        end = start + 1
+        shape = [sym_str(d) for d in meta(src).shape]
+        src_v = L.emit("reshape", [L.val(src)], shape=shape[:dim] + [1] + shape[dim:])
+    else:
+        base, src, dim, start, end, step = args_of(node, ("self", None), ("src", None), ("dim", 0), ("start", None),
+                                                   ("end", None), ("step", 1))
+        dim = norm_dim(dim, meta(base).dim())
+        size = sym_str(meta(base).shape[dim])
+        start = 0 if start is None else sym_str(start)
+        end = size if end is None else sym_str(end)
+        src_v = None
     if step != 1 or not all(isinstance(v, int) for v in (size, start, end)):
         raise Unsupported("slice_scatter with a step or a symbolic bound")
     start, end = (min(max(v + size if v < 0 else v, 0), size) for v in (start, end))
@@ -820,7 +836,7 @@ def _slice_scatter(L, node):
     b = L.cast(L.val(base), dt)
     parts = [_slice_emit(L, b, dim, [0], [start], 1, [start])] if start > 0 else []
     if end > start:
-        parts.append(L.cast(L.val(src), dt))
+        parts.append(L.cast(src_v if src_v is not None else L.val(src), dt))
     if end < size:
         parts.append(_slice_emit(L, b, dim, [end], [size], 1, [size - end]))
     if len(parts) == 1:
@@ -850,6 +866,8 @@ def _flip(L, node):
     # one index_select a dim, by the indices n-1 .. 0
     v = L.val(node.args[0])
     m = meta(node.args[0])
+    if m.dim() == 0:  # flip([0]) of a scalar is the scalar
+        return L.emit("copy", [v])
     for d in sorted({norm_dim(d, m.dim()) for d in node.args[1]}):
         n = sym_str(m.shape[d])
         if not isinstance(n, int):

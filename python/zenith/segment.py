@@ -16,7 +16,8 @@ from zenith.importer import CONVERTERS, Lowering
 _VIEW_OPS = {torch.ops.aten.t.default, torch.ops.aten.permute.default, torch.ops.aten.transpose.int}
 # Ops whose output is a view of their first input (one tensor; split's tuples aside).
 VIEWS = {getattr(torch.ops.aten, name).default for name in (
-    "t", "permute", "expand", "alias", "view", "_unsafe_view", "squeeze", "unsqueeze", "view_as_real")} | {
+    "t", "permute", "expand", "alias", "view", "_unsafe_view", "squeeze", "unsqueeze", "view_as_real",
+    "as_strided")} | {
     torch.ops.aten.transpose.int, torch.ops.aten.slice.Tensor, torch.ops.aten.select.int,
     torch.ops.aten.squeeze.dim, torch.ops.aten.squeeze.dims, torch.ops.aten.narrow.default,
     torch.ops.aten.diagonal.default, torch.ops.aten.unfold.default, torch.ops.aten.detach.default}

@@ -438,7 +438,7 @@ def test_outputs_that_are_views_of_outputs_stay_views():
     # (chains of views too, a base with eager's channels_last strides, symbolic sizes).
     def f(a):
         y = a * 2
-        return y, y[:, 1], y.t(), y.t()[1:], y[1:, :2].unsqueeze(0), (y + 1).sum(1)
+        return y, y[:, 1], y.t(), y.t()[1:], y[1:, :2].unsqueeze(0), (y + 1).sum(1), y.as_strided((y.numel(),), (1,))
     conv = torch.nn.Conv2d(3, 4, 1).eval()
     def g(a):
         y = torch.relu(conv(a))

@@ -48,7 +48,8 @@ std::vector<Tap> taps(Resize mode, bool align_corners, std::optional<double> sca
       t[size_t(o)] = {o, o, 1.0f, 0.0f};
       continue;
     }
-    float src = align_corners ? s * float(o) : s * (float(o) + 0.5f) - 0.5f;
+    // one rounding, as ATen's build contracts scale * (o + 0.5) - 0.5 into an FMA
+    float src = align_corners ? s * float(o) : std::fma(s, float(o) + 0.5f, -0.5f);
     if (!align_corners && src < 0.0f) src = 0.0f;
     const int64_t i0 = std::min(int64_t(std::floor(src)), in - 1);
     const float l1 = std::min(std::max(src - float(i0), 0.0f), 1.0f);
@@ -84,7 +85,8 @@ void run_upsample2d(const KernelCtx& c) {
         continue;
       }
       const float* r1 = xp + (p * H + th.i1) * W;
-      // as PyTorch's separable interpolation sums: each source row across, then down
+      // in the order of ATen's generic Interpolate<2> (each source row across, then down);
+      // its other CPU paths agree to rounding
       for (int64_t ow = 0; ow < OW; ++ow) {
         const Tap& tw = cols[size_t(ow)];
         const float t0 = r0[tw.i0] * tw.l0 + r0[tw.i1] * tw.l1;
