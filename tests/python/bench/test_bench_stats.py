@@ -258,6 +258,12 @@ def test_running_threads_reads_names_that_are_not_utf8():
     th.start()
     named.wait()
     try:
+        # The worker may still be runnable between set() and sleeping in wait() (on a loaded
+        # host, for a while): its state reads R until then, S after. A name misparsed would
+        # keep the count wrong (or raise), so it must reach 0 within the deadline.
+        deadline = time.monotonic() + 5.0
+        while stats.running_threads() != 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
         assert stats.running_threads() == 0
     finally:
         done.set()
