@@ -717,30 +717,22 @@ Types infer_max_pool2d_codes(const Graph& g, const Node& n) {
   return {TensorType{DType::u8, {x.shape[0], p.shape[2], p.shape[3], x.shape[3]}}};
 }
 
-Types infer_adaptive_pool(const Graph& g, const Node& n) {
+// [..., H, W] -> [..., size[0], size[1]] from the int list `attr` (adaptive_avg_pool2d's
+// output_size, upsample2d's size), floating inputs only.
+Types infer_resized_planes(const Graph& g, const Node& n, const char* attr) {
   TensorType t = in(g, n, 0);
-  auto os = n.ints("output_size");
+  auto os = n.ints(attr);
   int r = t.rank();
-  ZENITH_CHECK(r >= 3 && os.size() == 2, "adaptive_avg_pool2d: needs (N)CHW input and 2 output sizes");
-  ZENITH_CHECK(is_float(t.dtype), "adaptive_avg_pool2d: needs a floating input");
-  for (const auto& o : os)
-    ZENITH_CHECK(!o.is_const() || o.value() >= 0, "adaptive_avg_pool2d: negative output size ", o.value());
+  const char* op = op_info(n.op).name;
+  ZENITH_CHECK(r >= 3 && os.size() == 2, op, ": needs (N)CHW input and 2 output sizes");
+  ZENITH_CHECK(is_float(t.dtype), op, ": needs a floating input");
+  for (const auto& o : os) ZENITH_CHECK(!o.is_const() || o.value() >= 0, op, ": negative output size ", o.value());
   t.shape[size_t(r - 2)] = os[0];
   t.shape[size_t(r - 1)] = os[1];
   return {t};
 }
-
-Types infer_upsample2d(const Graph& g, const Node& n) {
-  TensorType t = in(g, n, 0);
-  auto os = n.ints("size");
-  int r = t.rank();
-  ZENITH_CHECK(r >= 3 && os.size() == 2, "upsample2d: needs (N)CHW input and 2 output sizes");
-  ZENITH_CHECK(is_float(t.dtype), "upsample2d: needs a floating input");
-  for (const auto& o : os) ZENITH_CHECK(!o.is_const() || o.value() >= 0, "upsample2d: negative output size ", o.value());
-  t.shape[size_t(r - 2)] = os[0];
-  t.shape[size_t(r - 1)] = os[1];
-  return {t};
-}
+Types infer_adaptive_pool(const Graph& g, const Node& n) { return infer_resized_planes(g, n, "output_size"); }
+Types infer_upsample2d(const Graph& g, const Node& n) { return infer_resized_planes(g, n, "size"); }
 
 Types infer_sdpa(const Graph& g, const Node& n) {
   const auto& q = in(g, n, 0);
