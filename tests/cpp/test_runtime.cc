@@ -506,6 +506,97 @@ TEST(Runtime, FusedElementwiseMatchesSeparateOps) {
   set_num_threads(2);
 }
 
+TEST(Runtime, FusedShortRowsMatchSeparateOps) {
+  // A batch-norm backward's shape of chain: per-channel statistics [1, C, 1, 1] and a
+  // per-pixel map [N, 1, H, W] broadcast over [N, C, H, W] with H * W = 6, so each row of
+  // the output is shorter than a tile and the broadcast inputs are gathered across rows
+  // (tiles and thread chunks start mid-row). Fused and unfused give identical values.
+  const char* text = R"(graph(%x: f32[5, 67, 2, 3], %g: f32[5, 67, 2, 3], %m: f32[1, 67, 1, 1], %s: f32[67, 1, 1], %p: f32[5, 1, 2, 3], %w: f32[67]) {
+  %k: f32[] = constant() {dtype=[0], shape=[]} data=0000003f
+  %d: f32[5, 67, 2, 3] = sub(%x, %m)
+  %h: f32[5, 67, 2, 3] = mul(%d, %s)
+  %a: f32[5, 67, 2, 3] = mul(%h, %p)
+  %b: f32[5, 67, 2, 3] = sub(%g, %a)
+  %c: f32[5, 67, 2, 3] = mul(%b, %k)
+  %e: f32[5, 67, 2, 3] = tanh(%c)
+  %o: f32[5, 67, 2, 3] = add(%e, %m)
+  return (%o)
+})";
+  Graph fused = parse_graph(text);
+  EXPECT_EQ(fuse_elementwise(fused), 1);
+  dead_code_elimination(fused);
+  Executable a(parse_graph(text)), b(std::move(fused));
+  const size_t n = 5 * 67 * 6;
+  auto x = iota(n, -900.0f), g = iota(n, 300.0f), m = iota(67, -30.0f), sc = iota(67, 1.0f), px = iota(30, -15.0f),
+       w = iota(67);
+  for (auto& v : x) v = std::sin(v);
+  for (auto& v : g) v = std::cos(v * 0.3f);
+  for (auto& v : sc) v = 1.0f / v;
+  x[7] = NAN;
+  std::vector<InTensor> ins{{x.data(), DType::f32, {5, 67, 2, 3}}, {g.data(), DType::f32, {5, 67, 2, 3}},
+                            {m.data(), DType::f32, {1, 67, 1, 1}},  {sc.data(), DType::f32, {67, 1, 1}},
+                            {px.data(), DType::f32, {5, 1, 2, 3}},  {w.data(), DType::f32, {67}}};
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    auto ra = a.run(ins, {}), rb = b.run(ins, {});
+    for (size_t i = 0; i < n; ++i) {
+      // the reference by hand: the gather is what is under test
+      size_t c = (i / 6) % 67, pix = (i / (67 * 6)) * 6 + i % 6;
+      float want = std::tanh((g[i] - (x[i] - m[c]) * sc[c] * px[pix]) * 0.5f) + m[c];
+      float u = f(ra[0])[i], v = f(rb[0])[i];
+      if (std::isnan(want)) {
+        EXPECT_TRUE(std::isnan(u) && std::isnan(v)) << i;
+      } else {
+        EXPECT_EQ(u, v) << i;
+        EXPECT_NEAR(v, want, 1e-5f) << i;
+      }
+    }
+  }
+  set_num_threads(2);
+}
+
+TEST(Runtime, WhereBroadcastsEveryOperand) {
+  // where over 4-byte elements (branch-free, each operand full or broadcast) and over
+  // 8-byte ones, against the element-by-element definition; 1 and 2 threads.
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    for (int mask = 0; mask < 7; ++mask) {  // bit k: operand k is [9, 1, 1] (not all three)
+      auto dims = [&](int bit) { return (mask >> bit) & 1 ? std::string("[9, 1, 1]") : std::string("[9, 7, 300]"); };
+      for (const char* dt : {"f32", "i64"}) {
+        std::string text = "graph(%c: b8" + dims(0) + ", %a: " + dt + dims(1) + ", %b: " + dt + dims(2) + ") {\n  %o: " +
+                           dt + "[9, 7, 300] = where(%c, %a, %b)\n  return (%o)\n}";
+        Executable e(parse_graph(text));
+        auto size = [&](int bit) { return (mask >> bit) & 1 ? size_t(9) : size_t(9 * 7 * 300); };
+        auto shape = [&](int bit) {
+          return (mask >> bit) & 1 ? std::vector<int64_t>{9, 1, 1} : std::vector<int64_t>{9, 7, 300};
+        };
+        std::vector<uint8_t> cond(size(0));
+        for (size_t i = 0; i < cond.size(); ++i) cond[i] = uint8_t((i * 7919u) % 3 == 0 ? (i % 5) + 1 : 0);
+        bool f32 = dt[0] == 'f';
+        std::vector<float> af(size(1)), bf(size(2));
+        std::vector<int64_t> ai(size(1)), bi(size(2));
+        for (size_t i = 0; i < af.size(); ++i) af[i] = float(i) + 0.5f, ai[i] = int64_t(i) + (int64_t(1) << 40);
+        for (size_t i = 0; i < bf.size(); ++i) bf[i] = -float(i), bi[i] = -int64_t(i);
+        std::vector<InTensor> ins{{cond.data(), DType::b8, shape(0)},
+                                  {f32 ? (void*)af.data() : (void*)ai.data(), f32 ? DType::f32 : DType::i64, shape(1)},
+                                  {f32 ? (void*)bf.data() : (void*)bi.data(), f32 ? DType::f32 : DType::i64, shape(2)}};
+        auto r = e.run(ins, {});
+        for (size_t i = 0; i < size_t(9 * 7 * 300); ++i) {
+          size_t row = i / (7 * 300);
+          auto at = [&](int bit) { return (mask >> bit) & 1 ? row : i; };
+          bool cv = cond[at(0)] != 0;
+          if (f32) {
+            ASSERT_EQ(f(r[0])[i], cv ? af[at(1)] : bf[at(2)]) << mask << " " << i;
+          } else {
+            ASSERT_EQ(static_cast<const int64_t*>(r[0].data)[i], cv ? ai[at(1)] : bi[at(2)]) << mask << " " << i;
+          }
+        }
+      }
+    }
+  }
+  set_num_threads(2);
+}
+
 TEST(Runtime, ResidualLayerNormMatchesSeparateOps) {
   // layer_norm(x + y) with the add folded into the norm: identical values (the kernel
   // adds as the add kernel does), rows of 37 and 384 (lane tails), 1 and 2 threads.

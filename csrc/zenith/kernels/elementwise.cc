@@ -18,54 +18,99 @@ namespace {
 
 // ---- broadcast iteration ----
 // Walks the output in row-major order, calling body(out_offset, in_offsets..., inner_len,
-// inner_strides...) once per contiguous inner run.
-struct BroadcastIter {
-  std::vector<int64_t> shape;                 // output shape
-  std::vector<std::vector<int64_t>> strides;  // per input, in elements (0 where broadcast)
+// inner_strides...) once per contiguous inner run, the runs split over the threads.
+// Dims are coalesced first: size-1 dims dropped, and a dim merged into the next inner one
+// wherever every input steps through both as through one (a [1, C, 1, 1] bias over
+// [N, C, H, W] walks [N, C, H * W]), so runs are as long as the layouts allow.
+constexpr int64_t kElemChunk = 1 << 14;  // elements per thread chunk, below which loops stay serial
 
-  BroadcastIter(const std::vector<int64_t>& out_shape, const std::vector<const TensorRef*>& ins) : shape(out_shape) {
-    int r = int(shape.size());
+struct BroadcastIter {
+  std::vector<int64_t> shape;                 // output shape, coalesced (rank >= 1)
+  std::vector<std::vector<int64_t>> strides;  // per input, in elements over `shape` (0 where broadcast)
+  int64_t numel = 1;
+
+  BroadcastIter(const std::vector<int64_t>& out_shape, const std::vector<const TensorRef*>& ins) {
+    int r = int(out_shape.size());
+    std::vector<std::vector<int64_t>> full;
     for (const TensorRef* t : ins) {
       std::vector<int64_t> s(size_t(r), 0);
       std::vector<int64_t> cs = contiguous_strides(t->shape);
       int off = r - t->rank();
       for (int d = 0; d < t->rank(); ++d) s[size_t(off + d)] = t->shape[size_t(d)] == 1 ? 0 : cs[size_t(d)];
-      strides.push_back(std::move(s));
+      full.push_back(std::move(s));
+    }
+    strides.resize(ins.size());
+    for (int d = 0; d < r; ++d) {
+      int64_t n = out_shape[size_t(d)];
+      numel *= n;
+      if (n == 1) continue;
+      bool merge = !shape.empty();
+      for (size_t k = 0; k < ins.size() && merge; ++k) merge = strides[k].back() == full[k][size_t(d)] * n;
+      if (merge) {
+        shape.back() *= n;
+        for (size_t k = 0; k < ins.size(); ++k) strides[k].back() = full[k][size_t(d)];
+      } else {
+        shape.push_back(n);
+        for (size_t k = 0; k < ins.size(); ++k) strides[k].push_back(full[k][size_t(d)]);
+      }
+    }
+    if (shape.empty()) {  // one element
+      shape.push_back(1);
+      for (auto& s : strides) s.push_back(0);
+    }
+  }
+
+  int rank() const { return int(shape.size()); }
+  int64_t inner() const { return shape.back(); }
+
+  // Offsets of each input at the start of row `row` (a row: one run of the last dim).
+  void row_offsets(int64_t row, std::vector<int64_t>& offs, std::vector<int64_t>& idx) const {
+    int r = rank();
+    std::fill(offs.begin(), offs.end(), 0);
+    idx.assign(size_t(r), 0);
+    for (int d = r - 2; d >= 0; --d) {
+      size_t du = size_t(d);
+      idx[du] = row % shape[du];
+      row /= shape[du];
+      for (size_t k = 0; k < offs.size(); ++k) offs[k] += idx[du] * strides[k][du];
+    }
+  }
+
+  // Steps offs / idx from one row to the next.
+  void next_row(std::vector<int64_t>& offs, std::vector<int64_t>& idx) const {
+    for (int d = rank() - 2; d >= 0; --d) {
+      size_t du = size_t(d);
+      ++idx[du];
+      for (size_t k = 0; k < offs.size(); ++k) offs[k] += strides[k][du];
+      if (idx[du] < shape[du]) return;
+      for (size_t k = 0; k < offs.size(); ++k) offs[k] -= strides[k][du] * shape[du];
+      idx[du] = 0;
     }
   }
 
   template <typename F>
   void run(F&& body) const {
-    int r = int(shape.size());
-    size_t n_in = strides.size();
-    int64_t numel = 1;
-    for (int64_t d : shape) numel *= d;
     if (numel == 0) return;
-    std::vector<int64_t> offs(n_in, 0);
-    if (r == 0) {
-      std::vector<int64_t> inner(n_in, 0);
-      body(int64_t(0), offs, int64_t(1), inner);
-      return;
-    }
-    int64_t inner = shape[size_t(r - 1)];
+    size_t n_in = strides.size();
+    int64_t inner = this->inner();
     std::vector<int64_t> inner_s(n_in);
-    for (size_t k = 0; k < n_in; ++k) inner_s[k] = strides[k][size_t(r - 1)];
-    std::vector<int64_t> idx(size_t(r), 0);
-    for (int64_t o = 0; o < numel; o += inner) {
-      body(o, offs, inner, inner_s);
-      for (int d = r - 2; d >= 0; --d) {
-        size_t du = size_t(d);
-        ++idx[du];
-        for (size_t k = 0; k < n_in; ++k) offs[k] += strides[k][du];
-        if (idx[du] < shape[du]) break;
-        for (size_t k = 0; k < n_in; ++k) offs[k] -= strides[k][du] * shape[du];
-        idx[du] = 0;
+    for (size_t k = 0; k < n_in; ++k) inner_s[k] = strides[k].back();
+    // chunks of elements, not rows: one long row (a coalesced same-shape op) splits too
+    parallel_for(numel, kElemChunk, [&](int64_t lo, int64_t hi) {
+      std::vector<int64_t> offs(n_in), at(n_in), idx;
+      int64_t row = lo / inner, i = lo % inner;
+      row_offsets(row, offs, idx);
+      for (int64_t o = lo; o < hi;) {
+        int64_t len = std::min(inner - i, hi - o);
+        for (size_t k = 0; k < n_in; ++k) at[k] = offs[k] + i * inner_s[k];
+        body(o, at, len, inner_s);
+        o += len;
+        i = 0;
+        if (o < hi) next_row(offs, idx);
       }
-    }
+    });
   }
 };
-
-constexpr int64_t kElemChunk = 1 << 14;  // elements per thread chunk, below which loops stay serial
 
 bool same_shape(const TensorRef& a, const TensorRef& b) { return a.shape == b.shape; }
 
@@ -469,6 +514,17 @@ void run_logical_or(const KernelCtx& c) {
   binary_map<bool, bool>(c.in[0], c.in[1], c.out[0], [](bool a, bool b) { return a || b; });
 }
 
+// A branch-free select of 4-byte elements (a data-dependent branch mispredicts on half of
+// a backward mask's elements): the mask widened to all-ones or zero, the bits blended.
+// Strides are 0 (broadcast) or 1; the loops vectorize.
+template <int SM, int SX, int SY>
+void where4(const uint8_t* m, const uint32_t* x, const uint32_t* y, uint32_t* z, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t k = 0u - uint32_t(m[i * SM] != 0);
+    z[i] = (x[i * SX] & k) | (y[i * SY] & ~k);
+  }
+}
+
 // where() moves elements of any dtype: it works on element bytes.
 void run_where(const KernelCtx& c) {
   const TensorRef &cond = c.in[0], &a = c.in[1], &b = c.in[2];
@@ -480,12 +536,21 @@ void run_where(const KernelCtx& c) {
   char* po = static_cast<char*>(o.data);
   BroadcastIter it(o.shape, {&cond, &a, &b});
   it.run([&](int64_t oo, const std::vector<int64_t>& offs, int64_t len, const std::vector<int64_t>& s) {
-    if (es == 4) {
-      const float* x = reinterpret_cast<const float*>(pa) + offs[1];
-      const float* y = reinterpret_cast<const float*>(pb) + offs[2];
-      float* z = reinterpret_cast<float*>(po) + oo;
-      const bool* m = pc + offs[0];
-      for (int64_t i = 0; i < len; ++i) z[i] = m[i * s[0]] ? x[i * s[1]] : y[i * s[2]];
+    if (es == 4 && s[0] <= 1 && s[1] <= 1 && s[2] <= 1) {
+      const uint8_t* m = reinterpret_cast<const uint8_t*>(pc + offs[0]);
+      const uint32_t* x = reinterpret_cast<const uint32_t*>(pa) + offs[1];
+      const uint32_t* y = reinterpret_cast<const uint32_t*>(pb) + offs[2];
+      uint32_t* z = reinterpret_cast<uint32_t*>(po) + oo;
+      switch (s[0] * 4 + s[1] * 2 + s[2]) {
+        case 0: where4<0, 0, 0>(m, x, y, z, len); break;
+        case 1: where4<0, 0, 1>(m, x, y, z, len); break;
+        case 2: where4<0, 1, 0>(m, x, y, z, len); break;
+        case 3: where4<0, 1, 1>(m, x, y, z, len); break;
+        case 4: where4<1, 0, 0>(m, x, y, z, len); break;
+        case 5: where4<1, 0, 1>(m, x, y, z, len); break;
+        case 6: where4<1, 1, 0>(m, x, y, z, len); break;
+        default: where4<1, 1, 1>(m, x, y, z, len); break;
+      }
       return;
     }
     for (int64_t i = 0; i < len; ++i) {
@@ -583,13 +648,16 @@ void run_fused(const KernelCtx& c) {
   for (const TensorRef& t : c.in) ins.push_back(&t);
   BroadcastIter it(o.shape, ins);  // only its per-input strides over the output
   float* po = o.as<float>();
-  // One span of `len` output elements: input k starts at off[k] with stride s[k].
+  std::vector<const float*> in_base;
+  for (const TensorRef& t : c.in) in_base.push_back(t.as<float>());
+  // One span of `len` output elements: input k starts at in[k] + off[k] with stride s[k].
   // reg: n_reg pointers, scratch: n_reg tiles, both the calling thread's.
-  auto span = [&](const int64_t* off, const int64_t* s, int64_t len, float* out, float* scratch, const float** reg) {
+  auto span = [&](const float* const* in, const int64_t* off, const int64_t* s, int64_t len, float* out,
+                  float* scratch, const float** reg) {
     for (int64_t t0 = 0; t0 < len; t0 += kTile) {
       int64_t n = std::min(kTile, len - t0);
       for (int k = 0; k < n_in; ++k) {
-        const float* src = c.in[size_t(k)].as<float>() + off[k] + t0 * s[k];
+        const float* src = in[k] + off[k] + t0 * s[k];
         if (s[k] == 1) {
           reg[k] = src;
           continue;
@@ -612,8 +680,7 @@ void run_fused(const KernelCtx& c) {
   thread_local std::vector<float> scratch_buf;
   bool flat = true;  // every input full-size or a single element: one span over all elements
   for (const TensorRef& t : c.in) flat = flat && (t.numel() == numel || t.numel() == 1);
-  int r = o.rank();
-  if (flat || r == 0) {
+  if (flat) {
     parallel_for(numel, kElemChunk / 4, [&](int64_t lo, int64_t hi) {
       scratch_buf.resize(size_t(n_reg) * kTile);
       std::vector<const float*> reg(static_cast<size_t>(n_reg));
@@ -623,25 +690,80 @@ void run_fused(const KernelCtx& c) {
         off[size_t(k)] = full ? lo : 0;
         s[size_t(k)] = full ? 1 : 0;
       }
-      span(off.data(), s.data(), hi - lo, po + lo, scratch_buf.data(), reg.data());
+      span(in_base.data(), off.data(), s.data(), hi - lo, po + lo, scratch_buf.data(), reg.data());
     });
     return;
   }
-  // Broadcasting inputs: rows of the last dim, each input's offset from the row index.
-  int64_t inner = o.shape[size_t(r - 1)], rows = numel / inner;
-  parallel_for(rows, std::max<int64_t>(1, kElemChunk / 4 / std::max<int64_t>(inner, 1)), [&](int64_t lo, int64_t hi) {
-    scratch_buf.resize(size_t(n_reg) * kTile);
-    std::vector<const float*> reg(static_cast<size_t>(n_reg));
-    std::vector<int64_t> off(static_cast<size_t>(n_in)), s(static_cast<size_t>(n_in));
-    for (int k = 0; k < n_in; ++k) s[size_t(k)] = it.strides[size_t(k)][size_t(r - 1)];
-    for (int64_t row = lo; row < hi; ++row) {
-      std::fill(off.begin(), off.end(), 0);
-      for (int64_t d = r - 2, q = row; d >= 0; --d) {
-        int64_t idx = q % o.shape[size_t(d)];
-        q /= o.shape[size_t(d)];
-        for (int k = 0; k < n_in; ++k) off[size_t(k)] += idx * it.strides[size_t(k)][size_t(d)];
+  int64_t inner = it.inner(), rows = numel / inner;
+  if (inner >= kTile) {
+    // Broadcasting inputs over long rows: each row a span, each input's run read in place.
+    parallel_for(rows, std::max<int64_t>(1, kElemChunk / 4 / inner), [&](int64_t lo, int64_t hi) {
+      scratch_buf.resize(size_t(n_reg) * kTile);
+      std::vector<const float*> reg(static_cast<size_t>(n_reg));
+      std::vector<int64_t> off(static_cast<size_t>(n_in)), s(static_cast<size_t>(n_in)), idx;
+      for (int k = 0; k < n_in; ++k) s[size_t(k)] = it.strides[size_t(k)].back();
+      it.row_offsets(lo, off, idx);
+      for (int64_t row = lo; row < hi; ++row) {
+        span(in_base.data(), off.data(), s.data(), inner, po + row * inner, scratch_buf.data(), reg.data());
+        it.next_row(off, idx);
       }
-      span(off.data(), s.data(), inner, po + row * inner, scratch_buf.data(), reg.data());
+    });
+    return;
+  }
+  // Short rows (a per-channel statistic over a 7x7 map): the output walked in tiles of kTile
+  // across rows, each broadcast input gathered into its tile row by row, so the steps run
+  // over whole tiles instead of one short row at a time.
+  int r = it.rank();
+  int64_t outer_n = r >= 2 ? it.shape[size_t(r - 2)] : 1;
+  // Input k's values at output elements [t0, t0 + n) into dst: rows step by the input's
+  // stride over the next dim out, the full offset recomputed only where that dim wraps.
+  auto gather = [&](int k, int64_t t0, int64_t n, float* dst) {
+    const float* src = c.in[size_t(k)].as<float>();
+    const std::vector<int64_t>& st = it.strides[size_t(k)];
+    int64_t si = st.back(), so = r >= 2 ? st[size_t(r - 2)] : 0;
+    int64_t row = t0 / inner, i = t0 % inner, j = row % outer_n, off = 0;
+    auto locate = [&] {
+      off = 0;
+      for (int64_t d = r - 2, q = row; d >= 0; --d) {
+        off += (q % it.shape[size_t(d)]) * st[size_t(d)];
+        q /= it.shape[size_t(d)];
+      }
+    };
+    locate();
+    for (int64_t done = 0; done < n;) {
+      int64_t m = std::min(inner - i, n - done);
+      const float* p = src + off + i * si;
+      if (si == 0) std::fill_n(dst + done, m, *p);
+      else std::copy_n(p, m, dst + done);  // si == 1: inputs are contiguous
+      done += m;
+      i = 0;
+      ++row;
+      if (++j == outer_n) {
+        j = 0;
+        locate();
+      } else {
+        off += so;
+      }
+    }
+  };
+  parallel_for(numel, kElemChunk / 4, [&](int64_t lo, int64_t hi) {
+    scratch_buf.resize(size_t(2 * n_reg) * kTile);
+    float* gathered = scratch_buf.data() + size_t(n_reg) * kTile;  // the inputs' tiles
+    std::vector<const float*> reg(static_cast<size_t>(n_reg)), base(static_cast<size_t>(n_in));
+    std::vector<int64_t> zero(static_cast<size_t>(n_in), 0), one(static_cast<size_t>(n_in), 1);
+    for (int64_t t0 = lo; t0 < hi; t0 += kTile) {
+      int64_t n = std::min(kTile, hi - t0);
+      for (int k = 0; k < n_in; ++k) {
+        const TensorRef& t = c.in[size_t(k)];
+        if (t.numel() == numel) {
+          base[size_t(k)] = t.as<float>() + t0;  // read in place: the output's layout
+        } else {
+          float* dst = gathered + int64_t(k) * kTile;
+          gather(k, t0, n, dst);
+          base[size_t(k)] = dst;
+        }
+      }
+      span(base.data(), zero.data(), one.data(), n, po + t0, scratch_buf.data(), reg.data());
     }
   });
 }
