@@ -960,6 +960,23 @@ Types infer_index(const Graph& g, const Node& n) {
   return {t};
 }
 
+Types infer_index_put(const Graph& g, const Node& n) {
+  const auto& x = in(g, n, 0);
+  const auto& idx = in(g, n, 1);
+  const auto& v = in(g, n, 2);
+  ZENITH_CHECK(idx.dtype == DType::i64 || idx.dtype == DType::i32, "index_put: index must be integer");
+  ZENITH_CHECK(x.rank() >= 1, "index_put: needs rank >= 1");
+  ZENITH_CHECK(v.dtype == x.dtype, "index_put: values are ", dtype_name(v.dtype), ", the tensor ", dtype_name(x.dtype));
+  ZENITH_CHECK(!n.i("accumulate", 0) || x.dtype == DType::f32 || x.dtype == DType::i64 || x.dtype == DType::i32,
+               "index_put: accumulate takes f32, i64 or i32, not ", dtype_name(x.dtype));
+  std::vector<SymInt> want = idx.shape;
+  want.insert(want.end(), x.shape.begin() + 1, x.shape.end());
+  bool same = want.size() == v.shape.size();
+  for (size_t k = 0; same && k < want.size(); ++k) same = want[k].same(v.shape[k]);
+  ZENITH_CHECK(same, "index_put: values must have the index's shape followed by the tensor's trailing dims");
+  return {x};
+}
+
 Types infer_tril(const Graph& g, const Node& n) {
   const auto& x = in(g, n, 0);
   ZENITH_CHECK(x.rank() >= 2, "tril: needs rank >= 2");
@@ -1068,6 +1085,7 @@ Types infer_arange(const Graph&, const Node& n) {
 #define INFER_index_select infer_index_select
 #define INFER_gather infer_gather
 #define INFER_index infer_index
+#define INFER_index_put infer_index_put
 #define INFER_tril infer_tril
 #define INFER_constant infer_constant
 #define INFER_full infer_constant

@@ -541,16 +541,32 @@ def _ones_or(L, n, shape_dims, value, dtype):
     return L.emit("full", [], shape=shape_dims, value=float(value), dtype=DTYPE_CODES[dtype])
 
 
+def _outputs_used(node):
+    return {u.args[1] for u in node.users if u.target is operator.getitem and u.users}
+
+
 @register(aten.native_layer_norm.default)
 def _layer_norm(L, node):
-    only_first_output_used(node, "native_layer_norm")
     x, shape, w, b, eps = node.args[:5]
     xv = L.val(x)
     dt = L.dtype(xv)
     norm_shape = [sym_str(s) for s in shape]
     wv = _ones_or(L, w, norm_shape, 1.0, dt)
     bv = _ones_or(L, b, norm_shape, 0.0, dt)
-    return (L.emit("layer_norm", [xv, wv, bv], normalized_ndim=len(shape), eps=float(eps)), None, None)
+    y = L.emit("layer_norm", [xv, wv, bv], normalized_ndim=len(shape), eps=float(eps))
+    if not _outputs_used(node) & {1, 2}:
+        return (y, None, None)
+    # Training: the backward reads each row's mean and 1 / sqrt(biased variance + eps),
+    # shaped [*batch, 1, ...] as ATen saves them, computed in float32.
+    rank = meta(x).dim()
+    dims = list(range(rank - len(shape), rank))
+    xf = L.cast(xv, "f32")
+    mean = L.emit("reduce_mean", [xf], dims=dims, keepdim=1)
+    d = L.emit("sub", [xf, mean])
+    var = L.emit("reduce_mean", [L.emit("mul", [d, d])], dims=dims, keepdim=1)
+    rstd = L.emit("rsqrt", [L.emit("add", [var, L.scalar(float(eps), "f32")])])
+    stat_dt = DTYPES[out_meta(node)[1].dtype]
+    return (y, L.cast(mean, stat_dt), L.cast(rstd, stat_dt))
 
 
 @register(aten._native_batch_norm_legit_no_training.default, aten.native_batch_norm.default)
@@ -983,6 +999,33 @@ def _index(L, node):
     return L.emit("index", [L.val(x)] + [L.val(indices[i]) for i in present], dims=present)
 
 
+@register(aten.index_put.default, aten._unsafe_index_put.default)
+def _index_put(L, node):
+    # x[idx] = values / x[idx] += values with one index tensor on dim 0: rows written in
+    # index order (an embedding's gradient is index_put(zeros, [ids], grad, accumulate=True))
+    x, indices, values, accumulate = args_of(node, ("self", None), ("indices", None), ("values", None),
+                                             ("accumulate", False))
+    if len(indices) != 1 or indices[0] is None:
+        raise Unsupported("index_put other than with one index tensor on dim 0")
+    idx = indices[0]
+    if meta(idx).dtype not in (torch.int64, torch.int32):
+        raise Unsupported("index_put with a boolean or non-integer index")
+    mx = meta(x)
+    if mx.dim() == 0:
+        raise Unsupported("index_put into a 0-d tensor")
+    dt = out_dtype(node)
+    if accumulate and dt not in ("f32", "i64", "i32"):
+        raise Unsupported(f"index_put accumulating {dt} (Zenith accumulates f32, i64 and i32)")
+    shape = [sym_str(d) for d in meta(idx).shape] + [sym_str(d) for d in mx.shape[1:]]
+    v = L.operand(values, dt)
+    mv = meta(values) if isinstance(values, torch.fx.Node) else None
+    if mv is None or [sym_str(d) for d in mv.shape] != shape:
+        if mv is not None and mv.dim() > len(shape):
+            raise Unsupported("index_put values of higher rank than the indexed rows")
+        v = L.emit("expand", [v], shape=shape)
+    return L.emit("index_put", [L.val(x), L.val(idx), v], accumulate=int(bool(accumulate)))
+
+
 @register(aten.tril.default, aten.triu.default)
 def _tril(L, node):
     diag = node.args[1] if len(node.args) > 1 else node.kwargs.get("diagonal", 0)
@@ -1156,6 +1199,14 @@ DECOMPOSE = [
     aten.log_sigmoid_forward.default, aten.threshold_backward.default, aten.mv.default, aten.dot.default,
     aten.nan_to_num.default, aten.sign.default, aten.roll.default, aten.rot90.default, aten.masked_fill_.Scalar,
     aten._weight_norm_interface.default,
+    # training: backward ops and training-mode forwards whose decompositions are Zenith ops
+    aten.tanh_backward.default, aten.gelu_backward.default, aten.hardtanh_backward.default,
+    aten.sigmoid_backward.default, aten.leaky_relu_backward.default, aten.elu_backward.default,
+    aten._softmax_backward_data.default, aten._log_softmax_backward_data.default,
+    aten.native_dropout_backward.default, aten.select_backward.default, aten.slice_backward.default,
+    aten._safe_softmax.default, aten.native_layer_norm_backward.default, aten.native_batch_norm_backward.default,
+    aten._native_batch_norm_legit_functional.default, aten.mse_loss_backward.default,
+    aten.embedding_dense_backward.default, aten._unsafe_masked_index_put_accumulate.default,
 ]
 
 

@@ -71,6 +71,8 @@ def _check_node(node):
     """None if Zenith can run `node`, else the reason it cannot."""
     conv = CONVERTERS.get(node.target)
     if conv is None:
+        if torch.Tag.nondeterministic_seeded in getattr(node.target, "tags", ()):
+            return "random numbers come from PyTorch's generator (torch.manual_seed holds)"
         return "no Zenith kernel for this op"
     L = Lowering()
     try:

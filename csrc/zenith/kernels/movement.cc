@@ -234,6 +234,41 @@ void run_gather(const KernelCtx& c) {
   }
 }
 
+// out = x, then row ids[i] of out (dim 0) set to, or with accumulate increased by, row i of
+// values, i in index order. Threads split the row's columns, so every column sums its
+// contributions in index order whatever the thread count (eager's serial order).
+void run_index_put(const KernelCtx& c) {
+  const TensorRef &x = c.in[0], &idx = c.in[1], &v = c.in[2];
+  TensorRef& o = c.out[0];
+  size_t es = dtype_size(x.dtype);
+  if (o.data != x.data) std::memcpy(o.data, x.data, size_t(x.numel()) * es);
+  int64_t rows = x.shape[0], d = rows ? x.numel() / rows : 0, n = idx.numel();
+  std::vector<int64_t> ids(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) ids[size_t(i)] = check_index(load_index(idx, i), rows, "index_put");
+  if (d == 0 || n == 0) return;
+  const bool accumulate = c.a<attrs::index_put>().accumulate;
+  auto cols = [&](auto* out, const auto* val) {
+    parallel_for(d, std::max<int64_t>(1, (1 << 14) / n), [&](int64_t lo, int64_t hi) {
+      for (int64_t i = 0; i < n; ++i) {
+        auto* dst = out + ids[size_t(i)] * d;
+        const auto* src = val + i * d;
+        if (accumulate)
+          for (int64_t j = lo; j < hi; ++j) dst[j] += src[j];
+        else
+          for (int64_t j = lo; j < hi; ++j) dst[j] = src[j];
+      }
+    });
+  };
+  if (x.dtype == DType::f32) return cols(o.as<float>(), v.as<float>());
+  if (x.dtype == DType::i64) return cols(o.as<int64_t>(), v.as<int64_t>());
+  if (x.dtype == DType::i32) return cols(o.as<int32_t>(), v.as<int32_t>());
+  ZENITH_CHECK(!accumulate, "index_put: accumulate on ", dtype_name(x.dtype));
+  char* out = static_cast<char*>(o.data);
+  const char* val = static_cast<const char*>(v.data);
+  size_t rb = size_t(d) * es;
+  for (int64_t i = 0; i < n; ++i) std::memcpy(out + size_t(ids[size_t(i)]) * rb, val + size_t(i) * rb, rb);
+}
+
 // Advanced indexing, see infer_index for the output layout. Walks output positions,
 // maps each to a source offset, and copies the trailing dims after the last indexed
 // dim (when they stay trailing) as one block.

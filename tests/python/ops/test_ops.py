@@ -1231,6 +1231,43 @@ def test_quantized_ops_in_a_graph():
         g.add_node("add", [wv, wv], {})
 
 
+def test_index_put_rows():
+    """index_put with one index on dim 0, set and accumulated: duplicate and negative
+    indices (applied in index order), values broadcast to the rows, int64 and a 3-d
+    tensor; an embedding's gradient (embedding_dense_backward's decomposition: masked,
+    clamped indices, padding_idx) runs through it too. Out-of-range indices are an error."""
+    COVERED.add("index_put")
+    x, idx = make((10, 7), f32), torch.tensor([1, 3, 1, -1, 9, 3, 3])
+    v = make((7, 7), f32)
+    for acc in (True, False):
+        check(lambda t, i, u: torch.index_put(t, (i,), u, accumulate=acc), [x, idx, v], covers=["index_put"])
+    check(lambda t, i, u: torch.index_put(t, (i,), u, accumulate=True), [x, idx, make((7,), f32)],
+          covers=["index_put"])  # a row broadcast to every indexed row
+    check(lambda t, i, u: t.index_put((i,), u, accumulate=True), [make((6, 2, 3), i64), torch.tensor([[0, 5], [5, 2]]),
+          make((2, 2, 2, 3), i64)], covers=["index_put"])
+    check(lambda t, i, u: torch.index_put(t, (i,), u), [make((5, 4), bf16), torch.tensor([4, 0], dtype=i32),
+          make((2, 4), bf16)], covers=["index_put"])  # setting moves any dtype's bytes
+    # more rows than one thread's chunk: columns split across threads, sums in index order
+    big_idx = torch.randint(0, 40, (3000,))
+    check(lambda t, i, u: torch.index_put(t, (i,), u, accumulate=True), [make((40, 96), f32), big_idx,
+          make((3000, 96), f32)], covers=["index_put"], tol=dict(rtol=1e-5, atol=1e-4))
+    ids = torch.tensor([[0, 4, 4, 2], [3, 0, 1, 4]])
+    check(lambda g, i: torch.ops.aten.embedding_dense_backward(g, i, 6, 0, False), [make((2, 4, 5), f32), ids],
+          covers=["index_put"])
+    with pytest.raises(Exception, match="index 10 is out of bounds"):
+        compile_fn(lambda t, i, u: torch.index_put(t, (i,), u), [x, torch.tensor([10]), make((1, 7), f32)])(
+            [x, torch.tensor([10]), make((1, 7), f32)])
+
+
+def test_layer_norm_training_statistics():
+    """native_layer_norm's mean and 1 / std outputs (what a training graph saves for the
+    backward) computed natively, against eager's, over one and two normalized dims."""
+    x = make((3, 5, 8), f32)
+    w, b = make((8,), f32), make((8,), f32)
+    check(lambda t, w, b: torch.ops.aten.native_layer_norm(t, [8], w, b, 1e-5), [x, w, b], covers=["layer_norm"])
+    check(lambda t: torch.ops.aten.native_layer_norm(t, [5, 8], None, None, 1e-3), [x], covers=["layer_norm"])
+
+
 def test_every_op_is_covered():
     """Runs after every op test above it: every op in the C++ table was exercised."""
     missing = set(_C.op_names()) - COVERED
