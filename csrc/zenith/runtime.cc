@@ -129,6 +129,8 @@ Executable::Executable(Graph g, Device device, std::vector<std::string> symbol_i
   }
   constant_.assign(graph_.inputs.size(), false);
   kept_.resize(graph_.nodes.size());
+  const char* per_call = std::getenv("ZENITH_PACK_PER_CALL");
+  pack_per_call_ = !(per_call && std::string(per_call) == "0");
   // Nodes whose operands all have constant shapes and whose attributes are constant:
   // verify() inferred their outputs already, and every plan prepares them alike.
   static_node_.assign(graph_.nodes.size(), false);
@@ -582,12 +584,20 @@ void Executable::bind_packed(const std::shared_ptr<const Plan>& bound, const std
     ctx.packed_src[ni].clear();
     ctx.packed_for[ni] = &np;
     const std::vector<int>& positions = np.weight_inputs;
-    // Weights that are not all constant are read as they are.
-    if (positions.empty() ||
-        !std::all_of(positions.begin(), positions.end(), [&](int pos) { return bool(constant_[size_t(pos)]); }))
-      continue;
+    if (positions.empty()) continue;
     std::vector<const void*> src;
     for (int pos : positions) src.push_back(inputs[size_t(pos)].data);
+    if (!std::all_of(positions.begin(), positions.end(), [&](int pos) { return bool(constant_[size_t(pos)]); })) {
+      // A conv's filters that change between calls (a training step's): packed for this
+      // call alone, so the kernel runs the algorithm it chose (Winograd's transformed
+      // filters, GEMM panels) on this call's values instead of its unpacked fallbacks
+      // (Winograd transforming them image by image). Unbound, so the next call packs again.
+      if (pack_per_call_ && np.node->op == Op::conv2d) {
+        ctx.packed[ni] = np.op.weight.pack(np.op.state.get(), src.data());
+        ctx.packed_for[ni] = nullptr;
+      }
+      continue;  // other weights that are not all constant are read as they are
+    }
     const WeightPack& w = np.op.weight;
     auto& kept = kept_[ni];
     auto it = std::find_if(kept.begin(), kept.end(), [&](const Kept& k) { return k.slot == slot; });

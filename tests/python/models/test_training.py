@@ -111,3 +111,33 @@ def test_cnn_training_step(arch):
     allowed = {"aten.convolution_backward.default", "aten.max_pool2d_with_indices.default",
                "aten.max_pool2d_with_indices_backward.default"}
     train_step(model, (torch.randn(2, 3, 40, 40),), lambda o: o.pow(2).mean(), allowed)
+
+
+def test_conv_filters_updated_in_place_are_read_each_step():
+    """A training forward packs its convs' filters once per call (they are not constant):
+    an optimizer's in-place update at the same address must reach the next step. Three
+    SGD steps of a conv net (a Winograd-sized 3x3 conv, a 1x1, a strided one) against
+    eager's losses and weights."""
+    torch.manual_seed(0)
+    nn = torch.nn
+    # batch norms between the convs, as in ResNet: NCHW conv2d (the blocked layout takes
+    # conv-to-conv chains, whose filters it packs itself)
+    model = nn.Sequential(nn.Conv2d(3, 64, 3, padding=1), nn.BatchNorm2d(64), nn.ReLU(),
+                          nn.Conv2d(64, 64, 3, padding=1), nn.BatchNorm2d(64), nn.ReLU(), nn.Conv2d(64, 32, 1),
+                          nn.BatchNorm2d(32), nn.ReLU(), nn.Conv2d(32, 16, 3, stride=2), nn.Flatten(), nn.LazyLinear(4))
+    x = torch.randn(2, 3, 56, 56)  # ResNet's first stage: Winograd's and the packed GEMMs' sizes
+    model(x)  # materializes the lazy layer
+    ref, mod = model, copy.deepcopy(model)
+    c = torch.compile(mod, backend="zenith")
+    opts = [torch.optim.SGD(m.parameters(), lr=1e-3) for m in (ref, mod)]  # larger steps make it chaotic, eager too
+    for _ in range(3):
+        losses = []
+        for m, opt in zip((ref, c), opts):
+            opt.zero_grad()
+            loss = m(x).pow(2).mean()
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+        assert abs(losses[1] - losses[0]) <= 1e-4 * abs(losses[0]), losses
+    for p, q in zip(ref.parameters(), mod.parameters()):
+        torch.testing.assert_close(q, p, rtol=1e-4, atol=1e-5)
