@@ -961,10 +961,24 @@ Types infer_index(const Graph& g, const Node& n) {
 }
 
 Types infer_index_put(const Graph& g, const Node& n) {
-  const auto& x = in(g, n, 0);
-  const auto& idx = in(g, n, 1);
-  const auto& v = in(g, n, 2);
+  const bool zeros = n.has("zeros_rows");
+  ZENITH_CHECK(n.inputs.size() == (zeros ? 2u : 3u), "index_put: takes (x, idx, values), or (idx, values) with "
+               "zeros_rows");
+  const size_t first = zeros ? 0 : 1;
+  const auto& idx = in(g, n, first);
+  const auto& v = in(g, n, first + 1);
   ZENITH_CHECK(idx.dtype == DType::i64 || idx.dtype == DType::i32, "index_put: index must be integer");
+  TensorType x;
+  if (zeros) {
+    int64_t rows = n.i("zeros_rows");
+    ZENITH_CHECK(rows >= 0, "index_put: negative zeros_rows ", rows);
+    ZENITH_CHECK(v.rank() >= idx.rank(), "index_put: values of lower rank than the index");
+    x.dtype = v.dtype;
+    x.shape.push_back(SymInt(rows));
+    x.shape.insert(x.shape.end(), v.shape.begin() + idx.rank(), v.shape.end());
+  } else {
+    x = in(g, n, 0);
+  }
   ZENITH_CHECK(x.rank() >= 1, "index_put: needs rank >= 1");
   ZENITH_CHECK(v.dtype == x.dtype, "index_put: values are ", dtype_name(v.dtype), ", the tensor ", dtype_name(x.dtype));
   ZENITH_CHECK(!n.i("accumulate", 0) || x.dtype == DType::f32 || x.dtype == DType::i64 || x.dtype == DType::i32,

@@ -1023,7 +1023,22 @@ def _index_put(L, node):
         if mv is not None and mv.dim() > len(shape):
             raise Unsupported("index_put values of higher rank than the indexed rows")
         v = L.emit("expand", [v], shape=shape)
+    rows = sym_str(mx.shape[0])
+    if _zeros_only_here(x, node) and isinstance(rows, int):  # an embedding's gradient: written once
+        return L.emit("index_put", [L.val(idx), v], accumulate=int(bool(accumulate)), zeros_rows=rows)
     return L.emit("index_put", [L.val(x), L.val(idx), v], accumulate=int(bool(accumulate)))
+
+
+def _zeros_only_here(x, user):
+    """x is a tensor of zeros made for `user` alone (embedding_dense_backward's new_zeros)."""
+    if not isinstance(x, torch.fx.Node) or x.op != "call_function" or list(x.users) != [user]:
+        return False
+    if x.target in (aten.zeros.default, aten.new_zeros.default, aten.zeros_like.default):
+        return True
+    if x.target in (aten.full.default, aten.new_full.default, aten.full_like.default):
+        value = x.args[1] if x.target is not aten.new_full.default else x.args[2]
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and value == 0
+    return False
 
 
 @register(aten.tril.default, aten.triu.default)

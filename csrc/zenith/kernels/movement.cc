@@ -238,11 +238,20 @@ void run_gather(const KernelCtx& c) {
 // values, i in index order. Threads split the row's columns, so every column sums its
 // contributions in index order whatever the thread count (eager's serial order).
 void run_index_put(const KernelCtx& c) {
-  const TensorRef &x = c.in[0], &idx = c.in[1], &v = c.in[2];
+  const bool zeros = c.a<attrs::index_put>().zeros_rows.has_value();
+  const TensorRef &idx = c.in[zeros ? 0 : 1], &v = c.in[zeros ? 1 : 2];
   TensorRef& o = c.out[0];
-  size_t es = dtype_size(x.dtype);
-  if (o.data != x.data) std::memcpy(o.data, x.data, size_t(x.numel()) * es);
-  int64_t rows = x.shape[0], d = rows ? x.numel() / rows : 0, n = idx.numel();
+  size_t es = dtype_size(o.dtype);
+  int64_t rows = o.shape[0], d = rows ? o.numel() / rows : 0, n = idx.numel();
+  {
+    char* out = static_cast<char*>(o.data);
+    const char* src = zeros ? nullptr : static_cast<const char*>(c.in[0].data);
+    const size_t rb = size_t(d) * es;
+    parallel_for(rows, std::max<int64_t>(1, (int64_t(1) << 16) / std::max<int64_t>(d, 1)), [&](int64_t lo, int64_t hi) {
+      if (zeros) std::memset(out + size_t(lo) * rb, 0, size_t(hi - lo) * rb);
+      else if (src != out) std::memcpy(out + size_t(lo) * rb, src + size_t(lo) * rb, size_t(hi - lo) * rb);
+    });
+  }
   std::vector<int64_t> ids(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) ids[size_t(i)] = check_index(load_index(idx, i), rows, "index_put");
   if (d == 0 || n == 0) return;
@@ -259,10 +268,10 @@ void run_index_put(const KernelCtx& c) {
       }
     });
   };
-  if (x.dtype == DType::f32) return cols(o.as<float>(), v.as<float>());
-  if (x.dtype == DType::i64) return cols(o.as<int64_t>(), v.as<int64_t>());
-  if (x.dtype == DType::i32) return cols(o.as<int32_t>(), v.as<int32_t>());
-  ZENITH_CHECK(!accumulate, "index_put: accumulate on ", dtype_name(x.dtype));
+  if (o.dtype == DType::f32) return cols(o.as<float>(), v.as<float>());
+  if (o.dtype == DType::i64) return cols(o.as<int64_t>(), v.as<int64_t>());
+  if (o.dtype == DType::i32) return cols(o.as<int32_t>(), v.as<int32_t>());
+  ZENITH_CHECK(!accumulate, "index_put: accumulate on ", dtype_name(o.dtype));
   char* out = static_cast<char*>(o.data);
   const char* val = static_cast<const char*>(v.data);
   size_t rb = size_t(d) * es;
