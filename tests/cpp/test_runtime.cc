@@ -511,31 +511,31 @@ TEST(Runtime, FusedShortRowsMatchSeparateOps) {
   // per-pixel map [N, 1, H, W] broadcast over [N, C, H, W] with H * W = 6, so each row of
   // the output is shorter than a tile and the broadcast inputs are gathered across rows
   // (tiles and thread chunks start mid-row). Fused and unfused give identical values.
-  const char* text = R"(graph(%x: f32[5, 67, 2, 3], %g: f32[5, 67, 2, 3], %m: f32[1, 67, 1, 1], %s: f32[67, 1, 1], %p: f32[5, 1, 2, 3], %w: f32[67]) {
+  const char* text = R"(graph(%x: f32[13, 67, 2, 3], %g: f32[13, 67, 2, 3], %m: f32[1, 67, 1, 1], %s: f32[67, 1, 1], %p: f32[13, 1, 2, 3], %w: f32[67]) {
   %k: f32[] = constant() {dtype=[0], shape=[]} data=0000003f
-  %d: f32[5, 67, 2, 3] = sub(%x, %m)
-  %h: f32[5, 67, 2, 3] = mul(%d, %s)
-  %a: f32[5, 67, 2, 3] = mul(%h, %p)
-  %b: f32[5, 67, 2, 3] = sub(%g, %a)
-  %c: f32[5, 67, 2, 3] = mul(%b, %k)
-  %e: f32[5, 67, 2, 3] = tanh(%c)
-  %o: f32[5, 67, 2, 3] = add(%e, %m)
+  %d: f32[13, 67, 2, 3] = sub(%x, %m)
+  %h: f32[13, 67, 2, 3] = mul(%d, %s)
+  %a: f32[13, 67, 2, 3] = mul(%h, %p)
+  %b: f32[13, 67, 2, 3] = sub(%g, %a)
+  %c: f32[13, 67, 2, 3] = mul(%b, %k)
+  %e: f32[13, 67, 2, 3] = tanh(%c)
+  %o: f32[13, 67, 2, 3] = add(%e, %m)
   return (%o)
 })";
   Graph fused = parse_graph(text);
   EXPECT_EQ(fuse_elementwise(fused), 1);
   dead_code_elimination(fused);
   Executable a(parse_graph(text)), b(std::move(fused));
-  const size_t n = 5 * 67 * 6;
-  auto x = iota(n, -900.0f), g = iota(n, 300.0f), m = iota(67, -30.0f), sc = iota(67, 1.0f), px = iota(30, -15.0f),
+  const size_t n = 13 * 67 * 6;  // 5226: two threads split it mid-row (2613 % 6 = 3)
+  auto x = iota(n, -900.0f), g = iota(n, 300.0f), m = iota(67, -30.0f), sc = iota(67, 1.0f), px = iota(13 * 6, -39.0f),
        w = iota(67);
   for (auto& v : x) v = std::sin(v);
   for (auto& v : g) v = std::cos(v * 0.3f);
   for (auto& v : sc) v = 1.0f / v;
   x[7] = NAN;
-  std::vector<InTensor> ins{{x.data(), DType::f32, {5, 67, 2, 3}}, {g.data(), DType::f32, {5, 67, 2, 3}},
+  std::vector<InTensor> ins{{x.data(), DType::f32, {13, 67, 2, 3}}, {g.data(), DType::f32, {13, 67, 2, 3}},
                             {m.data(), DType::f32, {1, 67, 1, 1}},  {sc.data(), DType::f32, {67, 1, 1}},
-                            {px.data(), DType::f32, {5, 1, 2, 3}},  {w.data(), DType::f32, {67}}};
+                            {px.data(), DType::f32, {13, 1, 2, 3}},  {w.data(), DType::f32, {67}}};
   for (int threads : {1, 2}) {
     set_num_threads(threads);
     auto ra = a.run(ins, {}), rb = b.run(ins, {});

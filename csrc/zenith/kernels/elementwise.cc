@@ -531,6 +531,7 @@ void run_where(const KernelCtx& c) {
   TensorRef& o = c.out[0];
   size_t es = dtype_size(o.dtype);
   const bool* pc = cond.as<bool>();
+  const uint8_t* pm = reinterpret_cast<const uint8_t*>(pc);  // a mask byte's truth: != 0
   const char* pa = static_cast<const char*>(a.data);
   const char* pb = static_cast<const char*>(b.data);
   char* po = static_cast<char*>(o.data);
@@ -554,7 +555,7 @@ void run_where(const KernelCtx& c) {
       return;
     }
     for (int64_t i = 0; i < len; ++i) {
-      const char* src = pc[offs[0] + i * s[0]] ? pa + size_t(offs[1] + i * s[1]) * es : pb + size_t(offs[2] + i * s[2]) * es;
+      const char* src = pm[offs[0] + i * s[0]] ? pa + size_t(offs[1] + i * s[1]) * es : pb + size_t(offs[2] + i * s[2]) * es;
       std::memcpy(po + size_t(oo + i) * es, src, es);
     }
   });
