@@ -6,21 +6,11 @@ import copy
 import os
 import statistics as st
 import sys
-import time
 
 import torch
 import torchvision
 
-
-def compiled(mod):
-    """mod compiled through a wrapper with a code object of its own: Dynamo caches graphs
-    per code object and, with nn.Modules inlined, a second deep copy of one model would
-    reuse the first copy's compiled graph (its parameters are graph inputs)."""
-    def f(*a):
-        return mod(*a)
-
-    f.__code__ = f.__code__.replace()
-    return torch.compile(f, backend="zenith")
+import train_ab
 
 
 def main():
@@ -34,39 +24,21 @@ def main():
             mod.p = 0.0
     x = torch.randn(batch, 3, size, size)
 
-    def step(run):
-        mod, fn = run
-        mod.zero_grad(set_to_none=True)
-        loss = fn(x).pow(2).mean()
-        loss.backward()
-        return loss.item()
-
+    step = train_ab.stepper(x, lambda o: o.pow(2).mean())
     want = step((m, m))
     runs = {"eager": (m, m)}
     for label, env in (("unpacked", "0"), ("packed per call", "1")):
         os.environ["ZENITH_PACK_PER_CALL"] = env
         c = copy.deepcopy(m)
-        runs[label] = (c, compiled(c))
+        runs[label] = (c, train_ab.compiled(c))
         got = step(runs[label])  # compiles: its executables read the variable now
         assert abs(got - want) <= 1e-4 * abs(want) + 1e-6, (label, got, want)
     os.environ.pop("ZENITH_PACK_PER_CALL")
-    for _ in range(2):
-        for run in runs.values():
-            step(run)
-    t = {k: [] for k in runs}
-    for _ in range(rounds):
-        for k, run in runs.items():
-            t0 = time.perf_counter()
-            step(run)
-            t[k].append(time.perf_counter() - t0)
+    t = train_ab.interleave(runs, step, rounds)
     print(f"{name} batch {batch} {size} px, {torch.get_num_threads()} threads, {rounds} rounds")
     for k, v in t.items():
-        r = sorted(b / a for a, b in zip(t["eager"], v))
-        print(f"  {k:16s} {st.median(v) * 1e3:8.1f} ms   / eager {st.median(r):.3f} [{r[len(r) // 4]:.3f}, "
-              f"{r[3 * len(r) // 4]:.3f}]")
-    r = sorted(b / a for a, b in zip(t["unpacked"], t["packed per call"]))
-    print(f"  packed / unpacked per round {st.median(r):.3f} [{r[len(r) // 4]:.3f}, {r[3 * len(r) // 4]:.3f}]")
-
+        print(f"  {k:16s} {st.median(v) * 1e3:8.1f} ms   / eager {train_ab.ratio(v, t['eager'])}")
+    print(f"  packed / unpacked per round {train_ab.ratio(t['packed per call'], t['unpacked'])}")
 
 if __name__ == "__main__":
     main()

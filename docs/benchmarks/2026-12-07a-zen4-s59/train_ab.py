@@ -5,7 +5,6 @@ statistics refused), rounds alternating the three. Dropout off (its masks are Py
 either way). Usage: train_ab.py MODEL ROUNDS [BATCH SIZE]; MODEL in bert, gpt2, llama,
 resnet18, mobilenet_v2. Prints median ms and the per-round ratio to eager, median [p25, p75]."""
 import copy
-import operator
 import statistics as st
 import sys
 import time
@@ -80,31 +79,19 @@ def compiled(mod):
     return torch.compile(f, backend="zenith")
 
 
-def main():
-    name, rounds = sys.argv[1], int(sys.argv[2])
-    cnn = name not in ("bert", "gpt2", "llama")
-    batch = int(sys.argv[3]) if len(sys.argv) > 3 else (8 if cnn else 4)
-    size = int(sys.argv[4]) if len(sys.argv) > 4 else (112 if cnn else 128)
-    torch.manual_seed(0)
-    m, x, loss_of = model_and_inputs(name, batch, size)
-    m.train()
-
+def stepper(x, loss_of):
+    """One training step of a (module, callable) pair: zero_grad, forward, backward; the loss."""
     def step(run):
         mod, fn = run
         mod.zero_grad(set_to_none=True)
         loss = loss_of(fn(x))
         loss.backward()
         return loss.item()
+    return step
 
-    ma, mb = copy.deepcopy(m), copy.deepcopy(m)
-    after = (ma, compiled(ma))
-    want = step((m, m))
-    assert abs(step(after) - want) <= 1e-4 * abs(want) + 1e-6
-    saved = before_state()
-    before = (mb, compiled(mb))
-    assert abs(step(before) - want) <= 1e-4 * abs(want) + 1e-6
-    restore(saved)
-    runs = {"eager": (m, m), "zenith before": before, "zenith after": after}
+
+def interleave(runs, step, rounds):
+    """Two warm-up rounds, then `rounds` rounds each timing every run once, in turn."""
     for _ in range(2):
         for run in runs.values():
             step(run)
@@ -114,14 +101,39 @@ def main():
             t0 = time.perf_counter()
             step(run)
             t[k].append(time.perf_counter() - t0)
+    return t
+
+
+def ratio(num, den):
+    """Per-round num / den as "median [p25, p75]"."""
+    r = sorted(b / a for a, b in zip(den, num))
+    return f"{st.median(r):.3f} [{r[len(r) // 4]:.3f}, {r[3 * len(r) // 4]:.3f}]"
+
+
+def main():
+    name, rounds = sys.argv[1], int(sys.argv[2])
+    cnn = name not in ("bert", "gpt2", "llama")
+    batch = int(sys.argv[3]) if len(sys.argv) > 3 else (8 if cnn else 4)
+    size = int(sys.argv[4]) if len(sys.argv) > 4 else (112 if cnn else 128)
+    torch.manual_seed(0)
+    m, x, loss_of = model_and_inputs(name, batch, size)
+    m.train()
+
+    step = stepper(x, loss_of)
+    ma, mb = copy.deepcopy(m), copy.deepcopy(m)
+    after = (ma, compiled(ma))
+    want = step((m, m))
+    assert abs(step(after) - want) <= 1e-4 * abs(want) + 1e-6
+    saved = before_state()
+    before = (mb, compiled(mb))
+    assert abs(step(before) - want) <= 1e-4 * abs(want) + 1e-6
+    restore(saved)
+    runs = {"eager": (m, m), "zenith before": before, "zenith after": after}
+    t = interleave(runs, step, rounds)
     print(f"{name} batch {batch} {'px' if cnn else 'tokens'} {size}, {torch.get_num_threads()} threads, {rounds} rounds")
     for k, v in t.items():
-        r = sorted(b / a for a, b in zip(t["eager"], v))
-        print(f"  {k:14s} {st.median(v) * 1e3:8.1f} ms   / eager {st.median(r):.3f} [{r[len(r) // 4]:.3f}, "
-              f"{r[3 * len(r) // 4]:.3f}]")
-    r = sorted(b / a for a, b in zip(t["zenith before"], t["zenith after"]))
-    print(f"  after / before per round {st.median(r):.3f} [{r[len(r) // 4]:.3f}, {r[3 * len(r) // 4]:.3f}]")
-
+        print(f"  {k:14s} {st.median(v) * 1e3:8.1f} ms   / eager {ratio(v, t['eager'])}")
+    print(f"  after / before per round {ratio(t['zenith after'], t['zenith before'])}")
 
 if __name__ == "__main__":
     main()

@@ -4,7 +4,6 @@ alternating. Usage: train_parts_ab.py MODEL ROUNDS (MODEL as train_ab.py's)."""
 import copy
 import statistics as st
 import sys
-import time
 
 import torch
 
@@ -42,12 +41,7 @@ def main():
     m, x, loss_of = train_ab.model_and_inputs(name, 8 if cnn else 4, 112 if cnn else 128)
     m.train()
 
-    def step(run):
-        mod, fn = run
-        mod.zero_grad(set_to_none=True)
-        loss = loss_of(fn(x))
-        loss.backward()
-        return loss.item()
+    step = train_ab.stepper(x, loss_of)
 
     runs = {}
     for label in ["all"] + [f"without {g}" for g in GROUPS]:
@@ -57,20 +51,10 @@ def main():
         step(runs[label])
         if saved:
             train_ab.restore(saved)
-    for _ in range(2):
-        for run in runs.values():
-            step(run)
-    t = {k: [] for k in runs}
-    for _ in range(rounds):
-        for k, run in runs.items():
-            t0 = time.perf_counter()
-            step(run)
-            t[k].append(time.perf_counter() - t0)
+    t = train_ab.interleave(runs, step, rounds)
     print(f"{name}, {rounds} rounds: each variant / all, per round, median [p25, p75]")
     for k, v in t.items():
-        r = sorted(b / a for a, b in zip(t["all"], v))
-        print(f"  {k:28s} {st.median(v) * 1e3:8.1f} ms  {st.median(r):.3f} [{r[len(r) // 4]:.3f}, {r[3 * len(r) // 4]:.3f}]")
-
+        print(f"  {k:28s} {st.median(v) * 1e3:8.1f} ms  {train_ab.ratio(v, t['all'])}")
 
 if __name__ == "__main__":
     main()
