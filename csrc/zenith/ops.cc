@@ -486,6 +486,76 @@ Types infer_conv2d(const Graph& g, const Node& n) {
   return {t};
 }
 
+// A transposed convolution's output size along one dim: (i - 1) * s - 2p + d(k - 1) + op + 1.
+SymInt conv_transpose_out(const SymInt& i, int64_t k, int64_t s, int64_t p, int64_t d, int64_t op) {
+  ZENITH_CHECK(k >= 1 && s >= 1 && d >= 1 && p >= 0 && op >= 0 && op < std::max(s, d),
+               "conv_transpose2d: kernel ", k, ", stride ", s, ", dilation ", d, " must be positive, padding ", p,
+               " not negative and output_padding ", op, " below the stride or the dilation");
+  const int64_t c = -2 * p + d * (k - 1) + op + 1;
+  if (!i.is_const()) return sym_add_const(sym_mul(i, SymInt(s)), c - s);
+  const int64_t o = (i.value() - 1) * s + c;
+  ZENITH_CHECK(o >= 1, "conv_transpose2d: output size ", o, " is not positive (input ", i.value(), ")");
+  return SymInt(o);
+}
+
+Types infer_conv_transpose2d(const Graph& g, const Node& n) {
+  const auto& x = in(g, n, 0);
+  const auto& w = in(g, n, 1);
+  ZENITH_CHECK(x.rank() == 4 && w.rank() == 4,
+               "conv_transpose2d: needs NCHW input and a weight [in, out / groups, KH, KW]");
+  ZENITH_CHECK(w.is_static(), "conv_transpose2d: weight shape must be static");
+  ZENITH_CHECK(is_float(x.dtype) && w.dtype == x.dtype, "conv_transpose2d: needs input and weight of one floating dtype");
+  const auto st = pair_attr(n, "stride", 1), pd = pair_attr(n, "padding", 0), dl = pair_attr(n, "dilation", 1),
+             op = pair_attr(n, "output_padding", 0);
+  const int64_t groups = n.i("groups", 1), IC = w.shape[0].value(), OC = w.shape[1].value() * groups;
+  ZENITH_CHECK(groups >= 1 && IC % groups == 0, "conv_transpose2d: ", IC, " input channels do not split into ",
+               groups, " groups");
+  ZENITH_CHECK(x.shape[1].is_const() && x.shape[1].value() == IC, "conv_transpose2d: input channels ",
+               x.shape[1].str(g.symbols), " != the weight's ", IC);
+  if (n.i("has_bias", 0)) {
+    const auto& b = in(g, n, 2);
+    ZENITH_CHECK(b.rank() == 1 && b.shape[0].is_const() && b.shape[0].value() == OC && b.dtype == x.dtype,
+                 "conv_transpose2d: bias must be [", OC, "] of the input's dtype");
+  }
+  TensorType t;
+  t.dtype = x.dtype;
+  t.shape = {x.shape[0], SymInt(OC), conv_transpose_out(x.shape[2], w.shape[2].value(), st[0], pd[0], dl[0], op[0]),
+             conv_transpose_out(x.shape[3], w.shape[3].value(), st[1], pd[1], dl[1], op[1])};
+  return {t};
+}
+
+Types infer_conv2d_weight_grad(const Graph& g, const Node& n) {
+  const auto& gy = in(g, n, 0);
+  const auto& x = in(g, n, 1);
+  ZENITH_CHECK(gy.rank() == 4 && x.rank() == 4 && is_float(x.dtype) && gy.dtype == x.dtype,
+               "conv2d_weight_grad: needs an NCHW output gradient and input of one floating dtype");
+  ZENITH_CHECK(gy.shape[1].is_const() && x.shape[1].is_const(), "conv2d_weight_grad: channel counts must be static");
+  const auto st = pair_attr(n, "stride", 1), pd = pair_attr(n, "padding", 0), dl = pair_attr(n, "dilation", 1),
+             k = pair_attr(n, "kernel", 1);
+  const int64_t groups = n.i("groups", 1), OC = gy.shape[1].value(), C = x.shape[1].value();
+  ZENITH_CHECK(groups >= 1 && OC % groups == 0 && C % groups == 0, "conv2d_weight_grad: ", C, " input and ", OC,
+               " output channels do not split into ", groups, " groups");
+  bool same = gy.shape[0].same(x.shape[0]);
+  for (int d = 0; d < 2; ++d)
+    same = same && gy.shape[size_t(2 + d)].same(conv_out(x.shape[size_t(2 + d)], k[size_t(d)], st[size_t(d)],
+                                                          pd[size_t(d)], dl[size_t(d)], false));
+  ZENITH_CHECK(same, "conv2d_weight_grad: the output gradient's shape is not the conv's output shape for this input");
+  TensorType t;
+  t.dtype = x.dtype;
+  t.shape = {SymInt(OC), SymInt(C / groups), SymInt(k[0]), SymInt(k[1])};
+  return {t};
+}
+
+Types infer_flip_filters(const Graph& g, const Node& n) {
+  const auto& w = in(g, n, 0);
+  ZENITH_CHECK(w.rank() == 4 && w.is_static(), "flip_filters: needs filters [A, B, KH, KW] of static shape");
+  const int64_t groups = n.i("groups", 1), A = w.shape[0].value();
+  ZENITH_CHECK(groups >= 1 && A % groups == 0, "flip_filters: ", A, " filters do not split into ", groups, " groups");
+  TensorType t = w;
+  t.shape = {SymInt(groups * w.shape[1].value()), SymInt(A / groups), w.shape[2], w.shape[3]};
+  return {t};
+}
+
 // to_nchwc: float32 [N, C, H, W] (C static) -> [N, ceil(C / block), H, W, block].
 Types infer_to_nchwc(const Graph& g, const Node& n) {
   const auto& x = in(g, n, 0);
@@ -1079,6 +1149,9 @@ Types infer_arange(const Graph&, const Node& n) {
 #define INFER_to_nchwc infer_to_nchwc
 #define INFER_from_nchwc infer_from_nchwc
 #define INFER_conv2d_nchwc infer_conv2d_nchwc
+#define INFER_conv_transpose2d infer_conv_transpose2d
+#define INFER_conv2d_weight_grad infer_conv2d_weight_grad
+#define INFER_flip_filters infer_flip_filters
 #define INFER_sdpa infer_sdpa
 #define INFER_qmatmul infer_qmatmul
 #define INFER_qembedding infer_qembedding

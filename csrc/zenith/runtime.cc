@@ -101,9 +101,7 @@ struct Context {
   std::shared_ptr<const Plan> packed_plan;
   uint64_t packed_generation = 0;
   int packed_slot = 0;  // the weight slot they were bound for
-  std::vector<size_t> per_call;  // nodes whose `packed` entry was packed for this call alone
   void release_packed() {
-    per_call.clear();
     packed.clear();
     packed_src.clear();
     packed_for.clear();
@@ -131,8 +129,6 @@ Executable::Executable(Graph g, Device device, std::vector<std::string> symbol_i
   }
   constant_.assign(graph_.inputs.size(), false);
   kept_.resize(graph_.nodes.size());
-  const char* per_call = std::getenv("ZENITH_PACK_PER_CALL");
-  pack_per_call_ = !(per_call && std::string(per_call) == "0");
   // Nodes whose operands all have constant shapes and whose attributes are constant:
   // verify() inferred their outputs already, and every plan prepares them alike.
   static_node_.assign(graph_.nodes.size(), false);
@@ -577,7 +573,6 @@ void Executable::bind_packed(const std::shared_ptr<const Plan>& bound, const std
   if (test_hooks::bind_packed_before_lock) test_hooks::bind_packed_before_lock();
   std::unique_lock<std::mutex> lock(pack_mu_);
   const uint64_t generation = pack_generation_.load(std::memory_order_relaxed);
-  std::vector<std::pair<size_t, std::vector<const void*>>> per_call;  // packed below, outside the lock
   // Weights dropped or the constant set changed since the check above: nothing held holds.
   if (generation != seen) std::fill(ctx.packed_for.begin(), ctx.packed_for.end(), nullptr);
   for (size_t ni = 0; ni < nn; ++ni) {
@@ -590,18 +585,10 @@ void Executable::bind_packed(const std::shared_ptr<const Plan>& bound, const std
     if (positions.empty()) continue;
     std::vector<const void*> src;
     for (int pos : positions) src.push_back(inputs[size_t(pos)].data);
-    if (!std::all_of(positions.begin(), positions.end(), [&](int pos) { return bool(constant_[size_t(pos)]); })) {
-      // A conv's filters that change between calls (a training step's): packed for this
-      // call alone, so the kernel runs the algorithm it chose (Winograd's transformed
-      // filters, GEMM panels) on this call's values instead of its unpacked fallbacks
-      // (Winograd transforming them image by image). Unbound, so the next call packs
-      // again, and released when this call ends (run_with).
-      if (pack_per_call_ && np.node->op == Op::conv2d) {
-        ctx.packed_for[ni] = nullptr;
-        per_call.emplace_back(ni, std::move(src));
-      }
-      continue;  // other weights that are not all constant are read as they are
-    }
+    // Weights that are not all constant are read as they are (a conv2d packs its
+    // filters for the call itself where its algorithm reads them packed).
+    if (!std::all_of(positions.begin(), positions.end(), [&](int pos) { return bool(constant_[size_t(pos)]); }))
+      continue;
     const WeightPack& w = np.op.weight;
     auto& kept = kept_[ni];
     auto it = std::find_if(kept.begin(), kept.end(), [&](const Kept& k) { return k.slot == slot; });
@@ -617,13 +604,6 @@ void Executable::bind_packed(const std::shared_ptr<const Plan>& bound, const std
   }
   ctx.packed_generation = generation;
   ctx.packed_slot = slot;
-  lock.unlock();  // a per-call pack is this context's alone: concurrent calls pack at once
-  ctx.per_call.clear();
-  for (auto& [ni, src] : per_call) {
-    const NodePlan& np = *plan.nodes[ni];
-    ctx.packed[ni] = np.op.weight.pack(np.op.state.get(), src.data());
-    ctx.per_call.push_back(ni);
-  }
 }
 
 std::vector<OutTensor> Executable::run(const std::vector<InTensor>& inputs, const std::vector<int64_t>& symbol_values,
@@ -771,9 +751,6 @@ void Executable::run_with(Context& ctx, const std::vector<InTensor>& inputs, con
       for (ni = size_t(r.first); ni <= size_t(r.last); ++ni) run_node(ni, pass);
   }
   for (; ni < plan->nodes.size(); ++ni) run_node(ni, 0);
-  // Per-call packs (a conv's filters that are not constant) are not held between calls.
-  for (size_t k : ctx.per_call) ctx.packed[k].reset();
-  ctx.per_call.clear();
   // Weights dropped during this call: let go of them now.
   if (ctx.packed_generation != pack_generation_.load(std::memory_order_acquire)) ctx.release_packed();
   result.reserve(g.outputs.size());

@@ -142,9 +142,6 @@ class Executable {
   mutable std::atomic<bool> hot_busy_{false};
   mutable std::mutex pack_mu_;        // guards constant_, kept_
   std::vector<bool> constant_;        // per graph input: marked constant by set_constant_inputs
-  // A conv's filters that are not constant packed per call (ZENITH_PACK_PER_CALL=0: read
-  // unpacked; read when the executable is built)
-  bool pack_per_call_ = true;
   mutable std::vector<std::vector<Kept>> kept_;  // per node, at most one copy per weight slot
   // Bumped whenever packed weights are dropped or the constant set changes: a context's
   // cached packed pointers are valid only while it is unchanged.

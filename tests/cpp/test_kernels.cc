@@ -1542,3 +1542,59 @@ TEST(Kernels, IntegerDivisionByMinusOneAndZero) {
   check(std::numeric_limits<int64_t>::lowest(), "i64");
   check(std::numeric_limits<int32_t>::lowest(), "i32");
 }
+
+TEST(Kernels, ConvBackwardMatchesScalarReference) {
+  // conv2d_input_grad (GEMM + col2im; depthwise directly) and conv2d_weight_grad (GEMM
+  // over chunks of images; depthwise directly) against their double-summing scalar
+  // references: one and several groups, depthwise, strides 1 to 3, padding, dilation,
+  // odd sizes, an input wider than the windows reach (output_padding: the rows no
+  // window reads get only the bias), small maps (several images per weight-gradient
+  // GEMM), maps of 512 pixels or more (one image per GEMM, the gradient read in place)
+  // and pointwise convs (one image's im2col is the image itself); output rows narrower
+  // than 32 (the weight gradient reads a padded copy) and wider (runs along the rows). Two threads: planes and rows
+  // split across them.
+  struct Case {
+    int64_t N, C, OC, H, W, K, s, p, d, G;
+  };
+  const Case cases[] = {
+      {2, 5, 7, 9, 11, 3, 1, 1, 1, 1},   {3, 6, 4, 13, 10, 3, 2, 1, 1, 1}, {2, 4, 6, 9, 9, 3, 3, 0, 1, 2},
+      {2, 8, 8, 11, 12, 3, 2, 1, 1, 8}, {3, 6, 6, 7, 7, 5, 1, 2, 2, 6},   {2, 7, 9, 6, 5, 1, 1, 0, 1, 1},
+      {5, 16, 12, 4, 3, 3, 1, 1, 1, 1},  {2, 6, 3, 10, 9, 1, 2, 0, 1, 3},  {2, 4, 4, 12, 12, 2, 2, 0, 1, 4},
+      {1, 3, 5, 8, 6, 4, 2, 1, 1, 1},   {1, 7, 9, 6, 5, 1, 1, 0, 1, 1},  {2, 3, 4, 24, 24, 3, 1, 1, 1, 1},
+      {2, 4, 6, 23, 25, 1, 1, 0, 1, 2},  {2, 3, 5, 6, 37, 3, 1, 1, 1, 1},  {2, 4, 3, 9, 70, 3, 2, 1, 1, 1}};
+  unsigned seed = 900;
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    for (const Case& t : cases)
+      for (int64_t extra : {0, 1}) {  // extra: input rows and columns past the last window
+        const int64_t OH = (t.H + 2 * t.p - t.d * (t.K - 1) - 1) / t.s + 1,
+                      OW = (t.W + 2 * t.p - t.d * (t.K - 1) - 1) / t.s + 1;
+        const int64_t H = t.H + (t.s > 1 ? extra : 0), W = t.W + (t.s > 1 ? extra : 0);
+        const ConvGradGeom g{t.N, t.C, H, W, t.OC, OH, OW, t.K, t.K, t.s, t.s, t.p, t.p, t.d, t.d, t.G};
+        const size_t nx = size_t(t.N * t.C * H * W), ny = size_t(t.N * t.OC * OH * OW),
+                     nw = size_t(t.OC * (t.C / t.G) * t.K * t.K);
+        auto x = randn(nx, seed++), gy = randn(ny, seed++), w = randn(nw, seed++), bias = randn(size_t(t.C), seed++);
+        const size_t guard = 24;
+        std::vector<float> dx(nx + guard, 7.0f), dx_ref(nx), dw(nw + guard, 7.0f), dw_ref(nw);
+        for (bool with_bias : {false, true}) {
+          conv2d_input_grad(g, gy.data(), w.data(), with_bias ? bias.data() : nullptr, dx.data());
+          ref_conv2d_input_grad(g, gy.data(), w.data(), with_bias ? bias.data() : nullptr, dx_ref.data());
+          for (size_t i = 0; i < nx; ++i)
+            ASSERT_NEAR(dx[i], dx_ref[i], 1e-4f * (1.0f + std::fabs(dx_ref[i])))
+                << "input grad N" << t.N << " C" << t.C << " OC" << t.OC << " " << H << "x" << W << " k" << t.K
+                << " s" << t.s << " p" << t.p << " d" << t.d << " G" << t.G << " bias " << with_bias << " at " << i;
+        }
+        conv2d_weight_grad(g, gy.data(), x.data(), dw.data());
+        ref_conv2d_weight_grad(g, gy.data(), x.data(), dw_ref.data());
+        for (size_t i = 0; i < nw; ++i)
+          ASSERT_NEAR(dw[i], dw_ref[i], 1e-4f * (1.0f + std::fabs(dw_ref[i])))
+              << "weight grad N" << t.N << " C" << t.C << " OC" << t.OC << " " << H << "x" << W << " k" << t.K
+              << " s" << t.s << " p" << t.p << " d" << t.d << " G" << t.G << " at " << i;
+        for (size_t i = 0; i < guard; ++i) {
+          ASSERT_EQ(dx[nx + i], 7.0f) << "input grad written past its end";
+          ASSERT_EQ(dw[nw + i], 7.0f) << "weight grad written past its end";
+        }
+      }
+  }
+  set_num_threads(1);
+}

@@ -21,10 +21,6 @@ namespace zenith {
 using gemm_detail::AlignedBuf;
 using gemm_detail::transpose_block;
 
-namespace {
-// dst[t] = the image's (ih, iw + t * sw) for t < len, 0 outside the image (the
-// padding): one row of im2col columns, a strided copy of one image row clipped at the
-// edges.
 void image_row_strided(const float* plane, int64_t H, int64_t W, int64_t ih, int64_t iw, int64_t sw, int64_t len,
                        float* dst) {
   if (ih < 0 || ih >= H) {
@@ -49,6 +45,7 @@ void image_row_strided(const float* plane, int64_t H, int64_t W, int64_t ih, int
   std::fill_n(dst + hi, len - hi, 0.0f);
 }
 
+namespace {
 // The im2col matrix of one image and group, or of a batch's images side by side
 // (rows: input channel, kernel row, kernel column; columns: output pixels) as a
 // GemmBSource: the driver asks for one packed
@@ -122,6 +119,7 @@ struct ConvState {
   int64_t N, C, H, W, OC, ICg, KH, KW, OH, OW, G, OCg;
   int64_t rows, cols;  // the GEMM's depth (ICg * KH * KW) and output pixels per image
   bool pointwise;      // 1x1, stride 1, no padding: the image is B as it is
+  bool packs_filters = false;  // the algorithm reads its filters packed (pack_filters)
   std::array<int64_t, 2> st, pd, dl;
 };
 
@@ -234,11 +232,11 @@ void prepare_conv2d(const PrepareCtx& c, PreparedOp* p) {
   // Constant filters, kept packed in the form the chosen path reads: transformed
   // (Winograd), as B (pixels as rows), or as the GEMM's A where the blocked driver would
   // pack A on every call. Grouped and depthwise convs read their filters in place.
-  const bool f32 = w.dtype == DType::f32 && o.dtype == DType::f32;
-  if (f32 && q.G == 1 && q.algo != ConvState::kDepthwise && q.algo != ConvState::kDepthwiseGroups &&
-      q.algo != ConvState::kDirect &&
-      ((q.algo != ConvState::kPerImage && q.algo != ConvState::kBatchedColumns) ||
-       sgemm_reads_packed(q.OC, gemm_b_rs, 1)))
+  q.packs_filters = q.G == 1 && q.algo != ConvState::kDepthwise && q.algo != ConvState::kDepthwiseGroups &&
+                    q.algo != ConvState::kDirect &&
+                    ((q.algo != ConvState::kPerImage && q.algo != ConvState::kBatchedColumns) ||
+                     sgemm_reads_packed(q.OC, gemm_b_rs, 1));
+  if (q.packs_filters && w.dtype == DType::f32 && o.dtype == DType::f32)
     p->weight = WeightPack{{1}, {int64_t(packed_form(q.algo)), q.OC, q.C, q.rows}, pack_filters};
   p->state = std::move(s);
 }
@@ -260,10 +258,20 @@ void run_conv2d(const KernelCtx& c) {
                 at.has_residual ? c.in.back().as<float>() : nullptr, o.as<float>());
     return;
   }
-  // Pixels as rows pays only with the filters packed in advance as B (a weight that is
-  // not constant, or computed through float32 for half types, arrives unpacked): else the
-  // GEMM per image runs, which packs A itself.
-  const ConvState::Algo algo = q.algo == ConvState::kPixelRows && !c.packed ? ConvState::kPerImage : q.algo;
+  // Filters that arrive unpacked (not constant: a training step's; computed in the graph,
+  // as a stride-1 input gradient's flipped filters are; computed through float32 for half
+  // types) are packed here, for this call alone, where the chosen algorithm reads them
+  // packed and would otherwise redo the work per image: Winograd transforming them image
+  // by image, a GEMM per image packing them each time. An optimizer's in-place update
+  // is read on the next call. (One GEMM over the batch packs them once itself.)
+  std::shared_ptr<const PackedOperand> own;
+  const PackedOperand* packed_w = c.packed;
+  if (!packed_w && q.packs_filters &&
+      (q.algo == ConvState::kWinograd || q.algo == ConvState::kPixelRows || (q.algo == ConvState::kPerImage && q.N > 1))) {
+    own = pack_filters(&q, &w.data);
+    packed_w = own.get();
+  }
+  const ConvState::Algo algo = q.algo == ConvState::kPixelRows && !packed_w ? ConvState::kPerImage : q.algo;
   const int64_t N = q.N, C = q.C, H = q.H, W = q.W, OC = q.OC, ICg = q.ICg, KH = q.KH, KW = q.KW, OH = q.OH,
                 OW = q.OW, G = q.G, OCg = q.OCg, rows = q.rows, cols = q.cols;
   const auto &st = q.st, &pd = q.pd, &dl = q.dl;
@@ -339,7 +347,7 @@ void run_conv2d(const KernelCtx& c) {
     });
   };
   thread_local AlignedBuf col_buf, out_buf;  // reused across calls: no allocation or zero-fill per conv
-  // c.packed, when given, is what pack_filters made for this algorithm.
+  // packed_w, when given, is what pack_filters made for this algorithm.
   if (algo == ConvState::kBatchedColumns) {
     int64_t ncols = N * cols;
     float* out = out_buf.get(size_t(OC * ncols));
@@ -356,11 +364,11 @@ void run_conv2d(const KernelCtx& c) {
     // of A's rows.
     if (!pointwise && sgemm_packs_b_once(OC, ncols)) {
       ConvColumns cc{px, H, W, KH, KW, OW, st[0], st[1], pd[0], pd[1], dl[0], dl[1], cols, C * H * W};
-      sgemm_b_source(OC, ncols, rows, pw, rows, 1, GemmBSource{ConvColumns::pack, &cc}, out, ncols, c.packed, &e);
+      sgemm_b_source(OC, ncols, rows, pw, rows, 1, GemmBSource{ConvColumns::pack, &cc}, out, ncols, packed_w, &e);
     } else {
       float* col = col_buf.get(size_t(rows * ncols));
       for (int64_t n = 0; n < N; ++n) im2col(n, 0, col + n * cols, ncols);
-      sgemm(OC, ncols, rows, 1.0f, pw, rows, 1, col, ncols, 1, out, ncols, false, c.packed, &e);
+      sgemm(OC, ncols, rows, 1.0f, pw, rows, 1, col, ncols, 1, out, ncols, false, packed_w, &e);
     }
     parallel_for(OC, 1, [&](int64_t lo, int64_t hi) {
       for (int64_t oc = lo; oc < hi; ++oc) {
@@ -386,7 +394,7 @@ void run_conv2d(const KernelCtx& c) {
   // Winograd for the GEMM on the raw filters (see nonfinite_images).
   std::vector<uint8_t> nonfinite;
   if (algo == ConvState::kWinograd)
-    nonfinite = (c.packed ? c.packed->winograd_unsafe : nonfinite_images(pw, 1, OC * C * 9, kWinogradLimit)[0])
+    nonfinite = (packed_w ? packed_w->winograd_unsafe : nonfinite_images(pw, 1, OC * C * 9, kWinogradLimit)[0])
                     ? std::vector<uint8_t>(size_t(N), 1)
                     : nonfinite_images(px, N, C * H * W, kWinogradLimit);
   for (int64_t n = 0; n < N; ++n)
@@ -394,13 +402,13 @@ void run_conv2d(const KernelCtx& c) {
       const float* xg = px + (n * C + g * ICg) * H * W;
       float* og = po + (n * OC + g * OCg) * cols;
       GemmEpilogue eg = group_epilogue(n, g);
-      const PackedOperand* packed = c.packed;
+      const PackedOperand* packed = packed_w;
       if (algo == ConvState::kWinograd) {
         if (!nonfinite[size_t(n)]) {
-          conv3x3_winograd(xg, C, H, W, pw, OC, og, eg, c.packed);
+          conv3x3_winograd(xg, C, H, W, pw, OC, og, eg, packed_w);
           continue;
         }
-        packed = nullptr;  // c.packed holds the transformed filters
+        packed = nullptr;  // packed_w holds the transformed filters
       }
       if (algo == ConvState::kPixelRows) {
         // Pixels as rows: C^T [cols x OC] = columns^T W^T, then written transposed into

@@ -1272,6 +1272,63 @@ def test_layer_norm_training_statistics():
     check(lambda t: torch.ops.aten.native_layer_norm(t, [5, 8], None, None, 1e-3), [x], covers=["layer_norm"])
 
 
+CONV_BACKWARD_CASES = [  # x, w, stride, padding, dilation, groups, transposed, output_padding
+    ((2, 6, 11, 10), (8, 6, 3, 3), 1, 1, 1, 1, False, 0),  # 110 input pixels: flip_filters + conv2d
+    ((2, 6, 7, 9), (8, 6, 3, 3), 1, 1, 1, 1, False, 0),  # 63: conv_transpose2d
+    ((3, 6, 11, 10), (8, 6, 3, 3), 2, 1, 1, 1, False, 0),  # the last input row and column unread
+    ((2, 6, 13, 12), (6, 2, 3, 3), 3, 0, 1, 3, False, 0),
+    ((2, 6, 12, 12), (6, 1, 3, 3), 2, 1, 1, 6, False, 0),  # depthwise
+    ((2, 6, 12, 12), (6, 1, 3, 3), 1, 2, 2, 6, False, 0),  # depthwise, dilated
+    ((2, 6, 12, 12), (4, 6, 1, 1), 1, 0, 1, 1, False, 0),
+    ((2, 6, 13), (4, 6, 5), 2, 2, 1, 1, False, 0),  # conv1d
+    ((2, 6, 5, 4), (6, 4, 3, 3), 2, 1, 1, 1, True, 1),  # ConvTranspose2d's backward
+    ((2, 6, 10, 10), (6, 2, 3, 3), 1, 1, 1, 3, True, 0),
+]
+
+
+@pytest.mark.parametrize("case", CONV_BACKWARD_CASES, ids=lambda c: f"x{c[0]}-w{c[1]}-s{c[2]}-g{c[5]}-t{int(c[6])}")
+def test_convolution_backward(case):
+    """aten.convolution_backward (the input's, the filters' and the bias's gradients, all
+    three and each alone) against eager's: conv_transpose2d or flip_filters + conv2d for
+    the input, conv2d_weight_grad for the filters, a sum for the bias."""
+    COVERED.update(["conv_transpose2d", "conv2d_weight_grad", "flip_filters"])
+    xs, ws, stride, pad, dil, groups, transposed, out_pad = case
+    d = len(xs) - 2
+    x, w = make(xs, f32), make(ws, f32)
+    if transposed:
+        fwd = (F.conv_transpose1d if d == 1 else F.conv_transpose2d)(x, w, None, stride, pad, out_pad, groups, dil)
+    else:
+        fwd = (F.conv1d if d == 1 else F.conv2d)(x, w, None, stride, pad, dil, groups)
+    gy = make(tuple(fwd.shape), f32)
+    bias = [fwd.shape[1]]
+    for mask in ([True, True, True], [True, False, False], [False, True, False], [False, False, True]):
+        def fn(g, t, k, mask=mask):
+            outs = torch.ops.aten.convolution_backward(g, t, k, bias, [stride] * d, [pad] * d, [dil] * d, transposed,
+                                                       [out_pad] * d, groups, mask)
+            return tuple(o for o, m in zip(outs, mask) if m)
+        check(fn, [gy, x, w], tol=dict(rtol=1e-4, atol=1e-4))
+
+
+def test_conv_transpose_forward():
+    """ConvTranspose1d / 2d at inference (aten.convolution with transposed=True), with and
+    without bias: conv_transpose2d (strided, output_padding, groups, dilation, small maps)
+    or, at stride 1 on larger maps, conv2d over flipped filters; half types through float32."""
+    for x, w, kw in [((2, 8, 9, 7), (8, 6, 3, 3), dict(stride=2, padding=1, output_padding=1)),
+                     ((2, 8, 9, 7), (8, 3, 3, 3), dict(stride=1, padding=1, groups=2)),
+                     ((1, 8, 12, 12), (8, 3, 3, 3), dict(stride=1, padding=0, groups=2, dilation=2)),
+                     ((2, 4, 5, 5), (4, 1, 2, 2), dict(stride=2, groups=4)),
+                     ((2, 4, 6, 5), (4, 5, 4, 4), dict(stride=3, padding=2, output_padding=2, dilation=1))]:
+        x, w, b = make(x, f32), make(w, f32), make((w[1] * kw.get("groups", 1),), f32)
+        check(lambda t, k, c: F.conv_transpose2d(t, k, c, **kw), [x, w, b], tol=dict(rtol=1e-4, atol=1e-4))
+        check(lambda t, k: F.conv_transpose2d(t, k, None, **kw), [x, w], tol=dict(rtol=1e-4, atol=1e-4))
+    check(lambda t, k, c: F.conv_transpose1d(t, k, c, stride=2, padding=1), [make((2, 4, 13), f32),
+          make((4, 5, 4), f32), make((5,), f32)], covers=["conv_transpose2d"], tol=dict(rtol=1e-4, atol=1e-4))
+    check(lambda t, k: F.conv_transpose2d(t, k, stride=2), [make((1, 4, 6, 6), bf16), make((4, 3, 2, 2), bf16)],
+          covers=["conv_transpose2d"])
+    check(lambda t, k: F.conv_transpose2d(t, k, padding=1), [make((1, 4, 12, 12), f32), make((4, 3, 3, 3), f32)],
+          covers=["flip_filters", "conv2d"], tol=dict(rtol=1e-4, atol=1e-4))
+
+
 def test_every_op_is_covered():
     """Runs after every op test above it: every op in the C++ table was exercised."""
     missing = set(_C.op_names()) - COVERED

@@ -1,0 +1,386 @@
+// The two halves of a convolution's backward: the gradient of its input
+// (conv2d_input_grad: op conv_transpose2d, which is also ConvTranspose2d's forward) and
+// of its filters (conv2d_weight_grad). Both are written in the forward conv's terms
+// (ConvGradGeom): its input [N, C, H, W], its output gradient [N, OC, OH, OW], its
+// filters [OC, C / G, KH, KW].
+//
+// The input gradient scatters: each output pixel's gradient, times the filters, lands on
+// the KH x KW window of input pixels it read. Per image and group one GEMM makes the
+// columns col = W_g^T gy_g ([C/G * KH * KW, OH * OW]: what each tap sends to each
+// input pixel), then col2im adds each column row into the input plane it lands on, a
+// thread per plane. A stride-1 input gradient does not come here: the importer gives it
+// to conv2d as a convolution with the filters flipped (flip_filters), where Winograd
+// and the packed GEMMs run it.
+// The filters' gradient gathers: dW_g = gy_g im2col(x_g)^T summed over images, a GEMM
+// per chunk of images, chunks wide enough that the GEMM's sum is not a handful of
+// pixels on small maps.
+// Depthwise convs (one input and one output channel per group) run directly, plane by
+// plane; a GEMM per channel would be 1-row GEMMs.
+// ref_conv2d_input_grad and ref_conv2d_weight_grad are the scalar references: each
+// term of the definition in turn, summed in double.
+#include <algorithm>
+#include <array>
+#include <cstring>
+
+#include "zenith/error.h"
+#include "zenith/kernels/gemm_internal.h"
+#include "zenith/kernels/kernels.h"
+#include "zenith/threadpool.h"
+
+namespace zenith {
+
+using gemm_detail::AlignedBuf;
+
+namespace {
+// The columns t in [*lo, *hi) of a run whose t-th value sits at off + t * s lie in
+// [0, n) (t < len).
+void span_inside(int64_t off, int64_t s, int64_t len, int64_t n, int64_t* lo, int64_t* hi) {
+  *lo = off >= 0 ? 0 : std::min(len, (-off + s - 1) / s);
+  *hi = std::max(*lo, std::min(len, n - off > 0 ? (n - off + s - 1) / s : 0));
+}
+
+// dst[off + t * s] += a * src[t] over the t that land inside [0, n).
+inline void scatter_row(float* dst, int64_t n, int64_t off, int64_t s, const float* src, int64_t len, float a) {
+  int64_t lo, hi;
+  span_inside(off, s, len, n, &lo, &hi);
+  float* d = dst + off;
+  if (s == 1)
+    for (int64_t t = lo; t < hi; ++t) d[t] += a * src[t];
+  else if (s == 2)  // a constant stride: the loop vectorizes
+    for (int64_t t = lo; t < hi; ++t) d[2 * t] += a * src[t];
+  else
+    for (int64_t t = lo; t < hi; ++t) d[t * s] += a * src[t];
+}
+
+void fill_planes(float* dst, const float* bias, int64_t c0, int64_t nch, int64_t plane) {
+  for (int64_t c = 0; c < nch; ++c) std::fill_n(dst + c * plane, plane, bias ? bias[c0 + c] : 0.0f);
+}
+
+void depthwise_input_grad(const ConvGradGeom& g, const float* gy, const float* w, const float* bias, float* dx) {
+  const int64_t HW = g.H * g.W, OHW = g.OH * g.OW, taps = g.KH * g.KW;
+  parallel_for(g.N * g.C, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t nc = lo; nc < hi; ++nc) {
+      const int64_t c = nc % g.C;
+      float* plane = dx + nc * HW;
+      fill_planes(plane, bias, c, 1, HW);
+      const float* src = gy + nc * OHW;
+      for (int64_t ky = 0; ky < g.KH; ++ky)
+        for (int64_t kx = 0; kx < g.KW; ++kx) {
+          const float a = w[c * taps + ky * g.KW + kx];
+          for (int64_t oy = 0; oy < g.OH; ++oy) {
+            const int64_t iy = oy * g.sh - g.ph + ky * g.dh;
+            if (iy < 0 || iy >= g.H) continue;
+            scatter_row(plane + iy * g.W, g.W, kx * g.dw - g.pw, g.sw, src + oy * g.OW, g.OW, a);
+          }
+        }
+    }
+  });
+}
+
+void depthwise_weight_grad(const ConvGradGeom& g, const float* gy, const float* x, float* dw) {
+  const int64_t HW = g.H * g.W, OHW = g.OH * g.OW, taps = g.KH * g.KW;
+  parallel_for(g.C, 1, [&](int64_t lo, int64_t hi) {
+    // Per tap, one running sum per output column: the products along a row add
+    // lane-wise (the loop vectorizes), summed across once at the end.
+    std::vector<float> acc(size_t(g.OW));
+    for (int64_t c = lo; c < hi; ++c)
+      for (int64_t ky = 0; ky < g.KH; ++ky)
+        for (int64_t kx = 0; kx < g.KW; ++kx) {
+          std::fill(acc.begin(), acc.end(), 0.0f);
+          const int64_t off = kx * g.dw - g.pw;
+          int64_t t0, t1;
+          span_inside(off, g.sw, g.OW, g.W, &t0, &t1);
+          for (int64_t n = 0; n < g.N; ++n) {
+            const float* xp = x + (n * g.C + c) * HW;
+            const float* gp = gy + (n * g.C + c) * OHW;
+            for (int64_t oy = 0; oy < g.OH; ++oy) {
+              const int64_t iy = oy * g.sh - g.ph + ky * g.dh;
+              if (iy < 0 || iy >= g.H) continue;
+              const float* xr = xp + iy * g.W + off;
+              const float* gr = gp + oy * g.OW;
+              float* a = acc.data();
+              if (g.sw == 1)
+                for (int64_t t = t0; t < t1; ++t) a[t] += gr[t] * xr[t];
+              else if (g.sw == 2)
+                for (int64_t t = t0; t < t1; ++t) a[t] += gr[t] * xr[2 * t];
+              else
+                for (int64_t t = t0; t < t1; ++t) a[t] += gr[t] * xr[t * g.sw];
+            }
+          }
+          double s = 0;
+          for (float v : acc) s += v;
+          dw[c * taps + ky * g.KW + kx] = float(s);
+        }
+  });
+}
+}  // namespace
+
+void conv2d_input_grad(const ConvGradGeom& g, const float* gy, const float* w, const float* bias, float* dx) {
+  const int64_t Cg = g.C / g.G, OCg = g.OC / g.G, taps = g.KH * g.KW, HW = g.H * g.W, OHW = g.OH * g.OW;
+  if (g.N * g.C * HW == 0) return;
+  if (OHW == 0 || g.OC == 0) {
+    for (int64_t n = 0; n < g.N; ++n) fill_planes(dx + n * g.C * HW, bias, 0, g.C, HW);
+    return;
+  }
+  if (Cg == 1 && OCg == 1) return depthwise_input_grad(g, gy, w, bias, dx);
+  const int64_t rows = Cg * taps;
+  // Images per GEMM: on small maps one image's columns are a narrow GEMM (7 x 7: 49),
+  // so a chunk of images runs as one, its gradient planes gathered side by side.
+  const int64_t nb = std::max<int64_t>(
+      1, std::min({g.N, (512 + OHW - 1) / OHW, (int64_t(8) << 20) / std::max<int64_t>(1, rows * OHW)}));
+  thread_local AlignedBuf col_buf, gy_buf;
+  for (int64_t n0 = 0; n0 < g.N; n0 += nb) {
+    const int64_t nn = std::min(nb, g.N - n0), ld = nn * OHW;
+    float* col = col_buf.get(size_t(rows * ld));
+    for (int64_t gi = 0; gi < g.G; ++gi) {
+      // col (rows x ld) = W_g^T gy_g: A(m, k) = w[(g * OCg + k) * rows + m], B the
+      // chunk's gradient planes of this group (in place for one image).
+      const float* b = gy + (n0 * g.OC + gi * OCg) * OHW;
+      if (nn > 1) {
+        float* buf = gy_buf.get(size_t(OCg * ld));
+        parallel_for(OCg, 1, [&](int64_t lo, int64_t hi) {
+          for (int64_t oc = lo; oc < hi; ++oc)
+            for (int64_t i = 0; i < nn; ++i)
+              std::memcpy(buf + oc * ld + i * OHW, b + (i * g.OC + oc) * OHW, size_t(OHW) * sizeof(float));
+        });
+        b = buf;
+      }
+      sgemm(rows, ld, OCg, 1.0f, w + gi * OCg * rows, 1, rows, b, ld, 1, col, ld, false);
+      // col2im: each input plane of the chunk gathers its taps' rows
+      parallel_for(nn * Cg, 1, [&](int64_t lo, int64_t hi) {
+        for (int64_t ic = lo; ic < hi; ++ic) {
+          const int64_t i = ic / Cg, c = ic % Cg;
+          float* plane = dx + ((n0 + i) * g.C + gi * Cg + c) * HW;
+          fill_planes(plane, bias, gi * Cg + c, 1, HW);
+          for (int64_t ky = 0; ky < g.KH; ++ky)
+            for (int64_t kx = 0; kx < g.KW; ++kx) {
+              const float* row = col + (c * taps + ky * g.KW + kx) * ld + i * OHW;
+              for (int64_t oy = 0; oy < g.OH; ++oy) {
+                const int64_t iy = oy * g.sh - g.ph + ky * g.dh;
+                if (iy < 0 || iy >= g.H) continue;
+                scatter_row(plane + iy * g.W, g.W, kx * g.dw - g.pw, g.sw, row + oy * g.OW, g.OW, 1.0f);
+              }
+            }
+        }
+      });
+    }
+  }
+  gy_buf.trim(size_t(16) << 20);
+  col_buf.trim(size_t(16) << 20);
+}
+
+namespace {
+// B of the filters' gradient GEMM, dW_g = gy_g B (B: the batch's output pixels by the
+// filter taps), built panel by panel from the images, so the im2col matrix (every
+// pixel by every tap, 9x the input for a 3x3 conv) is never written out whole:
+// B(k, j) is the input value tap j (input channel, kernel row, kernel column of this
+// group) reads for output pixel k (image k / (OH * OW)), 0 in the padding. A panel is
+// built tap by tap, each tap's kc values as runs along output rows (strided copies of
+// one input row, image_row_strided), then transposed into the panel's layout.
+// Narrow output rows (7 x 7 maps: runs of 7) make those runs mostly bookkeeping: there
+// the input is first copied with its padding (xpad, Hp x Wp planes), and each value is
+// read at a pixel's offset plus a tap's, no edge to clip.
+struct WeightGradColumns {
+  const ConvGradGeom* g;
+  const float* x;     // the group's first input channel of image 0
+  const float* xpad;  // or, when given, the same in the padded copy
+  int64_t Hp = 0, Wp = 0;
+  static void pack(const void* self, int64_t k0, int64_t kc, int64_t n0, int64_t nr, int64_t nr_max, float* dst) {
+    const auto& s = *static_cast<const WeightGradColumns*>(self);
+    const ConvGradGeom& g = *s.g;
+    const int64_t OHW = g.OH * g.OW, taps = g.KH * g.KW, HW = g.H * g.W;
+    if (s.xpad) {
+      thread_local std::vector<int64_t> off, toff;
+      const int64_t plane = s.Hp * s.Wp;
+      off.resize(size_t(kc));
+      toff.resize(size_t(nr));
+      for (int64_t k = 0; k < kc; ++k) {
+        const int64_t n = (k0 + k) / OHW, pix = (k0 + k) % OHW;
+        off[size_t(k)] = n * g.C * plane + pix / g.OW * g.sh * s.Wp + pix % g.OW * g.sw;
+      }
+      for (int64_t j = 0; j < nr; ++j) {
+        const int64_t r = n0 + j;
+        toff[size_t(j)] = r / taps * plane + (r / g.KW) % g.KH * g.dh * s.Wp + r % g.KW * g.dw;
+      }
+      for (int64_t k = 0; k < kc; ++k) {
+        const float* base = s.xpad + off[size_t(k)];
+        float* d = dst + k * nr_max;
+        for (int64_t j = 0; j < nr; ++j) d[j] = base[toff[size_t(j)]];
+        std::fill(d + nr, d + nr_max, 0.0f);
+      }
+      return;
+    }
+    thread_local std::vector<float> tmp;
+    thread_local std::vector<int64_t> runs;  // per run: first k, image, output row, output column
+    tmp.resize(size_t(nr * kc));
+    runs.clear();
+    for (int64_t k = 0; k < kc;) {
+      const int64_t n = (k0 + k) / OHW, pix = (k0 + k) % OHW, oy = pix / g.OW, ox = pix % g.OW;
+      runs.insert(runs.end(), {k, n, oy, ox});
+      k += std::min(kc - k, g.OW - ox);
+    }
+    const size_t nruns = runs.size() / 4;
+    for (int64_t j = 0; j < nr; ++j) {
+      const int64_t r = n0 + j, c = r / taps, ky = (r / g.KW) % g.KH, kx = r % g.KW;
+      float* row = tmp.data() + j * kc;
+      for (size_t i = 0; i < nruns; ++i) {
+        const int64_t* u = runs.data() + 4 * i;
+        const int64_t len = (i + 1 < nruns ? u[4] : kc) - u[0];
+        image_row_strided(s.x + (u[1] * g.C + c) * HW, g.H, g.W, u[2] * g.sh - g.ph + ky * g.dh,
+                          u[3] * g.sw - g.pw + kx * g.dw, g.sw, len, row + u[0]);
+      }
+    }
+    gemm_detail::transpose_block(tmp.data(), kc, dst, nr_max, nr, kc);
+    if (nr < nr_max)
+      for (int64_t k = 0; k < kc; ++k) std::fill_n(dst + k * nr_max + nr, nr_max - nr, 0.0f);
+  }
+};
+}  // namespace
+
+void conv2d_weight_grad(const ConvGradGeom& g, const float* gy, const float* x, float* dw) {
+  const int64_t Cg = g.C / g.G, OCg = g.OC / g.G, taps = g.KH * g.KW, HW = g.H * g.W, OHW = g.OH * g.OW;
+  const int64_t rows = Cg * taps;  // dW_g is OCg x rows
+  if (g.OC * rows == 0) return;
+  if (g.N * OHW == 0) {
+    std::fill_n(dw, g.OC * rows, 0.0f);
+    return;
+  }
+  if (Cg == 1 && OCg == 1) return depthwise_weight_grad(g, gy, x, dw);
+  // One GEMM per group over the whole batch's pixels: A is the group's gradient planes
+  // side by side (read in place for one image, else gathered: one pass over gy).
+  const int64_t K = g.N * OHW;
+  thread_local AlignedBuf gy_buf, pad_buf;
+  const bool padded = g.OW < 32;  // in-process on Zen 4: 28 x 28 0.9x the time, 56 x 56 1.15x
+  const int64_t Hp = g.H + 2 * g.ph, Wp = g.W + 2 * g.pw;
+  if (padded) {
+    float* xp = pad_buf.get(size_t(g.N * g.C * Hp * Wp));
+    parallel_for(g.N * g.C, 1, [&](int64_t lo, int64_t hi) {
+      for (int64_t p = lo; p < hi; ++p) {
+        float* d = xp + p * Hp * Wp;
+        std::fill_n(d, g.ph * Wp, 0.0f);
+        for (int64_t y = 0; y < g.H; ++y) {
+          float* r = d + (g.ph + y) * Wp;
+          std::fill_n(r, g.pw, 0.0f);
+          std::memcpy(r + g.pw, x + p * HW + y * g.W, size_t(g.W) * sizeof(float));
+          std::fill_n(r + g.pw + g.W, g.pw, 0.0f);
+        }
+        std::fill_n(d + (g.ph + g.H) * Wp, g.ph * Wp, 0.0f);
+      }
+    });
+  }
+  for (int64_t gi = 0; gi < g.G; ++gi) {
+    const float* a = gy + gi * OCg * OHW;
+    if (g.N > 1) {
+      float* buf = gy_buf.get(size_t(OCg * K));
+      parallel_for(OCg, 1, [&](int64_t lo, int64_t hi) {
+        for (int64_t oc = lo; oc < hi; ++oc)
+          for (int64_t n = 0; n < g.N; ++n)
+            std::memcpy(buf + oc * K + n * OHW, a + (n * g.OC + oc) * OHW, size_t(OHW) * sizeof(float));
+      });
+      a = buf;
+    }
+    WeightGradColumns src{&g, x + gi * Cg * HW, padded ? pad_buf.p + gi * Cg * Hp * Wp : nullptr, Hp, Wp};
+    sgemm_b_source(OCg, rows, K, a, K, 1, GemmBSource{WeightGradColumns::pack, &src}, dw + gi * OCg * rows, rows);
+  }
+  gy_buf.trim(size_t(16) << 20);
+  pad_buf.trim(size_t(16) << 20);
+}
+
+void ref_conv2d_input_grad(const ConvGradGeom& g, const float* gy, const float* w, const float* bias, float* dx) {
+  const int64_t Cg = g.C / g.G, OCg = g.OC / g.G;
+  std::vector<double> acc(size_t(g.N * g.C * g.H * g.W), 0.0);
+  for (int64_t n = 0; n < g.N; ++n)
+    for (int64_t oc = 0; oc < g.OC; ++oc)
+      for (int64_t ci = 0; ci < Cg; ++ci)
+        for (int64_t ky = 0; ky < g.KH; ++ky)
+          for (int64_t kx = 0; kx < g.KW; ++kx)
+            for (int64_t oy = 0; oy < g.OH; ++oy)
+              for (int64_t ox = 0; ox < g.OW; ++ox) {
+                const int64_t iy = oy * g.sh - g.ph + ky * g.dh, ix = ox * g.sw - g.pw + kx * g.dw;
+                if (iy < 0 || iy >= g.H || ix < 0 || ix >= g.W) continue;
+                const int64_t c = oc / OCg * Cg + ci;
+                acc[size_t(((n * g.C + c) * g.H + iy) * g.W + ix)] +=
+                    double(w[((oc * Cg + ci) * g.KH + ky) * g.KW + kx]) *
+                    gy[((n * g.OC + oc) * g.OH + oy) * g.OW + ox];
+              }
+  for (int64_t i = 0; i < int64_t(acc.size()); ++i)
+    dx[i] = float(acc[size_t(i)] + (bias ? bias[(i / (g.H * g.W)) % g.C] : 0.0f));
+}
+
+void ref_conv2d_weight_grad(const ConvGradGeom& g, const float* gy, const float* x, float* dw) {
+  const int64_t Cg = g.C / g.G, OCg = g.OC / g.G;
+  for (int64_t oc = 0; oc < g.OC; ++oc)
+    for (int64_t ci = 0; ci < Cg; ++ci)
+      for (int64_t ky = 0; ky < g.KH; ++ky)
+        for (int64_t kx = 0; kx < g.KW; ++kx) {
+          double s = 0;
+          const int64_t c = oc / OCg * Cg + ci;
+          for (int64_t n = 0; n < g.N; ++n)
+            for (int64_t oy = 0; oy < g.OH; ++oy)
+              for (int64_t ox = 0; ox < g.OW; ++ox) {
+                const int64_t iy = oy * g.sh - g.ph + ky * g.dh, ix = ox * g.sw - g.pw + kx * g.dw;
+                if (iy < 0 || iy >= g.H || ix < 0 || ix >= g.W) continue;
+                s += double(gy[((n * g.OC + oc) * g.OH + oy) * g.OW + ox]) * x[((n * g.C + c) * g.H + iy) * g.W + ix];
+              }
+          dw[((oc * Cg + ci) * g.KH + ky) * g.KW + kx] = float(s);
+        }
+}
+
+namespace {
+ConvGradGeom grad_geom(const TensorRef& big, const TensorRef& small, int64_t OC, int64_t KH, int64_t KW,
+                       const std::array<int64_t, 2>& st, const std::array<int64_t, 2>& pd, const std::array<int64_t, 2>& dl,
+                       int64_t groups) {
+  return ConvGradGeom{big.shape[0], big.shape[1], big.shape[2], big.shape[3], OC, small.shape[2], small.shape[3],
+                      KH, KW, st[0], st[1], pd[0], pd[1], dl[0], dl[1], groups};
+}
+}  // namespace
+
+void run_conv_transpose2d(const KernelCtx& c) {
+  const auto& at = c.a<attrs::conv_transpose2d>();
+  const TensorRef &x = c.in[0], &w = c.in[1];
+  const ConvGradGeom g = grad_geom(c.out[0], x, x.shape[1], w.shape[2], w.shape[3], at.stride, at.padding,
+                                   at.dilation, at.groups);
+  conv2d_input_grad(g, x.as<float>(), w.as<float>(), at.has_bias ? c.in[2].as<float>() : nullptr,
+                    c.out[0].as<float>());
+}
+
+void run_conv2d_weight_grad(const KernelCtx& c) {
+  const auto& at = c.a<attrs::conv2d_weight_grad>();
+  const TensorRef &gy = c.in[0], &x = c.in[1];
+  const ConvGradGeom g = grad_geom(x, gy, gy.shape[1], at.kernel[0], at.kernel[1], at.stride, at.padding,
+                                   at.dilation, at.groups);
+  conv2d_weight_grad(g, gy.as<float>(), x.as<float>(), c.out[0].as<float>());
+}
+
+void run_flip_filters(const KernelCtx& c) {
+  // [A, B, KH, KW] in G groups of A -> [G * B, A / G, KH, KW], each filter turned half a
+  // turn: out[(g, b), a, ky, kx] = in[(g, a), b, KH - 1 - ky, KW - 1 - kx]. A transpose of
+  // KH * KW-value cells, done in tiles of kT x kT cells so that both sides are read and
+  // written along their rows.
+  const TensorRef& w = c.in[0];
+  const int64_t G = c.a<attrs::flip_filters>().groups, A = w.shape[0], B = w.shape[1], taps = w.shape[2] * w.shape[3];
+  const int64_t Ag = A / G;
+  const size_t es = dtype_size(w.dtype);
+  const auto* src = static_cast<const uint8_t*>(w.data);
+  auto* dst = static_cast<uint8_t*>(c.out[0].data);
+  constexpr int64_t kT = 16;
+  const int64_t bt = (B + kT - 1) / kT, at = (Ag + kT - 1) / kT;
+  auto cell = [&](int64_t gi, int64_t a, int64_t b) {
+    const uint8_t* s = src + (((gi * Ag + a) * B + b) * taps) * es;
+    uint8_t* d = dst + (((gi * B + b) * Ag + a) * taps) * es;
+    if (es == 4)
+      for (int64_t t = 0; t < taps; ++t) std::memcpy(d + t * 4, s + (taps - 1 - t) * 4, 4);
+    else
+      for (int64_t t = 0; t < taps; ++t) std::memcpy(d + t * es, s + (taps - 1 - t) * es, es);
+  };
+  parallel_for(G * bt * at, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t tile = lo; tile < hi; ++tile) {
+      const int64_t gi = tile / (bt * at), b0 = (tile / at) % bt * kT, a0 = tile % at * kT;
+      const int64_t b1 = std::min(B, b0 + kT), a1 = std::min(Ag, a0 + kT);
+      for (int64_t b = b0; b < b1; ++b)
+        for (int64_t a = a0; a < a1; ++a) cell(gi, a, b);
+    }
+  });
+}
+
+}  // namespace zenith
