@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <type_traits>
 
 #include "zenith/error.h"
 #include "zenith/kernels/gemm_internal.h"
@@ -365,22 +366,33 @@ void run_flip_filters(const KernelCtx& c) {
   auto* dst = static_cast<uint8_t*>(c.out[0].data);
   constexpr int64_t kT = 16;
   const int64_t bt = (B + kT - 1) / kT, at = (Ag + kT - 1) / kT;
-  auto cell = [&](int64_t gi, int64_t a, int64_t b) {
-    const uint8_t* s = src + (((gi * Ag + a) * B + b) * taps) * es;
-    uint8_t* d = dst + (((gi * B + b) * Ag + a) * taps) * es;
-    if (es == 4)
-      for (int64_t t = 0; t < taps; ++t) std::memcpy(d + t * 4, s + (taps - 1 - t) * 4, 4);
-    else
-      for (int64_t t = 0; t < taps; ++t) std::memcpy(d + t * es, s + (taps - 1 - t) * es, es);
+  // One cell: taps values reversed (a fixed count for 3x3 and 1x1 filters, unrolled).
+  auto tiles = [&](auto cell) {
+    parallel_for(G * bt * at, 1, [&](int64_t lo, int64_t hi) {
+      for (int64_t tile = lo; tile < hi; ++tile) {
+        const int64_t gi = tile / (bt * at), b0 = (tile / at) % bt * kT, a0 = tile % at * kT;
+        const int64_t b1 = std::min(B, b0 + kT), a1 = std::min(Ag, a0 + kT);
+        for (int64_t b = b0; b < b1; ++b)
+          for (int64_t a = a0; a < a1; ++a)
+            cell(src + (((gi * Ag + a) * B + b) * taps) * es, dst + (((gi * B + b) * Ag + a) * taps) * es);
+      }
+    });
   };
-  parallel_for(G * bt * at, 1, [&](int64_t lo, int64_t hi) {
-    for (int64_t tile = lo; tile < hi; ++tile) {
-      const int64_t gi = tile / (bt * at), b0 = (tile / at) % bt * kT, a0 = tile % at * kT;
-      const int64_t b1 = std::min(B, b0 + kT), a1 = std::min(Ag, a0 + kT);
-      for (int64_t b = b0; b < b1; ++b)
-        for (int64_t a = a0; a < a1; ++a) cell(gi, a, b);
-    }
-  });
+  auto reversed = [&](auto n) {
+    return [](const uint8_t* s, uint8_t* d) {
+      float v[decltype(n)::value];
+      std::memcpy(v, s, sizeof(v));
+      for (int t = 0; t < decltype(n)::value; ++t) std::memcpy(d + 4 * t, &v[decltype(n)::value - 1 - t], 4);
+    };
+  };
+  if (es == 4 && taps == 9)
+    tiles(reversed(std::integral_constant<int, 9>()));
+  else if (es == 4 && taps == 1)
+    tiles(reversed(std::integral_constant<int, 1>()));
+  else
+    tiles([&](const uint8_t* s, uint8_t* d) {
+      for (int64_t t = 0; t < taps; ++t) std::memcpy(d + t * es, s + (taps - 1 - t) * es, es);
+    });
 }
 
 }  // namespace zenith
