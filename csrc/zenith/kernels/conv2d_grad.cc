@@ -171,65 +171,85 @@ void conv2d_input_grad(const ConvGradGeom& g, const float* gy, const float* w, c
 }
 
 namespace {
+// The input of a filters' gradient, copied once per call with its padding and split by
+// column phase: plane (image, channel) holds sw phases, phase f the padded columns f,
+// f + sw, f + 2 sw, ... as rows of Wq. The value tap (ky, kx) reads for output pixel
+// (oy, ox) is then at a pixel's offset plus a tap's, with nothing to clip:
+//   pixel: (oy * sh) * Wq + ox          tap: phase (kx * dw) % sw, row ky * dh, column (kx * dw) / sw
+// and along an output row the values are contiguous, whatever the stride.
+struct PhasedInput {
+  int64_t Hp, Wq, sw, plane;  // plane: sw * Hp * Wq floats per (image, channel)
+  PhasedInput(const ConvGradGeom& g)
+      : Hp(g.H + 2 * g.ph), Wq((g.W + 2 * g.pw + g.sw - 1) / g.sw), sw(g.sw), plane(g.sw * Hp * Wq) {}
+  int64_t pixel(int64_t oy, int64_t ox, int64_t sh) const { return oy * sh * Wq + ox; }
+  int64_t tap(int64_t c, int64_t ky, int64_t kx, int64_t dh, int64_t dw) const {
+    return c * plane + (kx * dw) % sw * Hp * Wq + ky * dh * Wq + kx * dw / sw;
+  }
+  void build(const ConvGradGeom& g, const float* x, float* dst) const {
+    parallel_for(g.N * g.C, 1, [&](int64_t lo, int64_t hi) {
+      for (int64_t p = lo; p < hi; ++p) {
+        const float* src = x + p * g.H * g.W;
+        for (int64_t f = 0; f < sw; ++f)
+          for (int64_t y = 0; y < Hp; ++y) {
+            float* d = dst + p * plane + (f * Hp + y) * Wq;
+            const int64_t iy = y - g.ph;
+            if (iy < 0 || iy >= g.H) {
+              std::fill_n(d, Wq, 0.0f);
+              continue;
+            }
+            // column q holds input column q * sw + f - pw: inside for q in [lo, hi)
+            int64_t q0, q1;
+            span_inside(f - g.pw, sw, Wq, g.W, &q0, &q1);
+            std::fill_n(d, q0, 0.0f);
+            const float* r = src + iy * g.W + f - g.pw;
+            if (sw == 1)
+              std::memcpy(d + q0, r + q0, size_t(q1 - q0) * sizeof(float));
+            else
+              for (int64_t q = q0; q < q1; ++q) d[q] = r[q * sw];
+            std::fill(d + q1, d + Wq, 0.0f);
+          }
+      }
+    });
+  }
+};
+
 // B of the filters' gradient GEMM, dW_g = gy_g B (B: the batch's output pixels by the
-// filter taps), built panel by panel from the images, so the im2col matrix (every
-// pixel by every tap, 9x the input for a 3x3 conv) is never written out whole:
-// B(k, j) is the input value tap j (input channel, kernel row, kernel column of this
-// group) reads for output pixel k (image k / (OH * OW)), 0 in the padding. A panel is
-// built tap by tap, each tap's kc values as runs along output rows (strided copies of
-// one input row, image_row_strided), then transposed into the panel's layout.
-// Narrow output rows (7 x 7 maps: runs of 7) make those runs mostly bookkeeping: there
-// the input is first copied with its padding (xpad, Hp x Wp planes), and each value is
-// read at a pixel's offset plus a tap's, no edge to clip.
+// filter taps), built panel by panel from the phased input, so the im2col matrix (every
+// pixel by every tap, 9x the input for a 3x3 conv) is never written out whole: B(k, j)
+// is the input value tap j (input channel, kernel row, kernel column of this group)
+// reads for output pixel k (image k / (OH * OW)), 0 in the padding: each tap's kc
+// values as runs along output rows (contiguous copies: nothing to clip), then
+// transposed into the panel's layout. (Reading value by value along the panel's rows
+// instead, at a pixel's offset plus a tap's, took 1.1-1.2x the time on 28 x 28 and
+// 14 x 14 maps, the same on smaller ones: in-process on Zen 4.)
 struct WeightGradColumns {
   const ConvGradGeom* g;
-  const float* x;     // the group's first input channel of image 0
-  const float* xpad;  // or, when given, the same in the padded copy
-  int64_t Hp = 0, Wp = 0;
+  const PhasedInput* in;
+  const float* xp;  // the group's first channel of image 0 in the phased input
   static void pack(const void* self, int64_t k0, int64_t kc, int64_t n0, int64_t nr, int64_t nr_max, float* dst) {
     const auto& s = *static_cast<const WeightGradColumns*>(self);
     const ConvGradGeom& g = *s.g;
-    const int64_t OHW = g.OH * g.OW, taps = g.KH * g.KW, HW = g.H * g.W;
-    if (s.xpad) {
-      thread_local std::vector<int64_t> off, toff;
-      const int64_t plane = s.Hp * s.Wp;
-      off.resize(size_t(kc));
-      toff.resize(size_t(nr));
-      for (int64_t k = 0; k < kc; ++k) {
-        const int64_t n = (k0 + k) / OHW, pix = (k0 + k) % OHW;
-        off[size_t(k)] = n * g.C * plane + pix / g.OW * g.sh * s.Wp + pix % g.OW * g.sw;
-      }
-      for (int64_t j = 0; j < nr; ++j) {
-        const int64_t r = n0 + j;
-        toff[size_t(j)] = r / taps * plane + (r / g.KW) % g.KH * g.dh * s.Wp + r % g.KW * g.dw;
-      }
-      for (int64_t k = 0; k < kc; ++k) {
-        const float* base = s.xpad + off[size_t(k)];
-        float* d = dst + k * nr_max;
-        for (int64_t j = 0; j < nr; ++j) d[j] = base[toff[size_t(j)]];
-        std::fill(d + nr, d + nr_max, 0.0f);
-      }
-      return;
+    const PhasedInput& in = *s.in;
+    const int64_t OHW = g.OH * g.OW, taps = g.KH * g.KW;
+    thread_local std::vector<int64_t> off, toff;
+    off.resize(size_t(kc));
+    toff.resize(size_t(nr));
+    for (int64_t k = 0; k < kc; ++k) {
+      const int64_t n = (k0 + k) / OHW, pix = (k0 + k) % OHW;
+      off[size_t(k)] = n * g.C * in.plane + in.pixel(pix / g.OW, pix % g.OW, g.sh);
+    }
+    for (int64_t j = 0; j < nr; ++j) {
+      const int64_t r = n0 + j;
+      toff[size_t(j)] = in.tap(r / taps, (r / g.KW) % g.KH, r % g.KW, g.dh, g.dw);
     }
     thread_local std::vector<float> tmp;
-    thread_local std::vector<int64_t> runs;  // per run: first k, image, output row, output column
     tmp.resize(size_t(nr * kc));
-    runs.clear();
-    for (int64_t k = 0; k < kc;) {
-      const int64_t n = (k0 + k) / OHW, pix = (k0 + k) % OHW, oy = pix / g.OW, ox = pix % g.OW;
-      runs.insert(runs.end(), {k, n, oy, ox});
-      k += std::min(kc - k, g.OW - ox);
-    }
-    const size_t nruns = runs.size() / 4;
-    for (int64_t j = 0; j < nr; ++j) {
-      const int64_t r = n0 + j, c = r / taps, ky = (r / g.KW) % g.KH, kx = r % g.KW;
-      float* row = tmp.data() + j * kc;
-      for (size_t i = 0; i < nruns; ++i) {
-        const int64_t* u = runs.data() + 4 * i;
-        const int64_t len = (i + 1 < nruns ? u[4] : kc) - u[0];
-        image_row_strided(s.x + (u[1] * g.C + c) * HW, g.H, g.W, u[2] * g.sh - g.ph + ky * g.dh,
-                          u[3] * g.sw - g.pw + kx * g.dw, g.sw, len, row + u[0]);
-      }
+    for (int64_t k = 0; k < kc;) {  // runs along one output row each
+      const int64_t len = std::min(kc - k, g.OW - (k0 + k) % OHW % g.OW);
+      const float* base = s.xp + off[size_t(k)];
+      for (int64_t j = 0; j < nr; ++j)
+        std::memcpy(tmp.data() + j * kc + k, base + toff[size_t(j)], size_t(len) * sizeof(float));
+      k += len;
     }
     gemm_detail::transpose_block(tmp.data(), kc, dst, nr_max, nr, kc);
     if (nr < nr_max)
@@ -239,7 +259,7 @@ struct WeightGradColumns {
 }  // namespace
 
 void conv2d_weight_grad(const ConvGradGeom& g, const float* gy, const float* x, float* dw) {
-  const int64_t Cg = g.C / g.G, OCg = g.OC / g.G, taps = g.KH * g.KW, HW = g.H * g.W, OHW = g.OH * g.OW;
+  const int64_t Cg = g.C / g.G, OCg = g.OC / g.G, taps = g.KH * g.KW, OHW = g.OH * g.OW;
   const int64_t rows = Cg * taps;  // dW_g is OCg x rows
   if (g.OC * rows == 0) return;
   if (g.N * OHW == 0) {
@@ -248,26 +268,34 @@ void conv2d_weight_grad(const ConvGradGeom& g, const float* gy, const float* x, 
   }
   if (Cg == 1 && OCg == 1) return depthwise_weight_grad(g, gy, x, dw);
   // One GEMM per group over the whole batch's pixels: A is the group's gradient planes
-  // side by side (read in place for one image, else gathered: one pass over gy).
+  // side by side (read in place for one image, else gathered: one pass over gy), B built
+  // from the phased input.
   const int64_t K = g.N * OHW;
-  thread_local AlignedBuf gy_buf, pad_buf;
-  const bool padded = g.OW < 32;  // in-process on Zen 4: 28 x 28 0.9x the time, 56 x 56 1.15x
-  const int64_t Hp = g.H + 2 * g.ph, Wp = g.W + 2 * g.pw;
-  if (padded) {
-    float* xp = pad_buf.get(size_t(g.N * g.C * Hp * Wp));
-    parallel_for(g.N * g.C, 1, [&](int64_t lo, int64_t hi) {
-      for (int64_t p = lo; p < hi; ++p) {
-        float* d = xp + p * Hp * Wp;
-        std::fill_n(d, g.ph * Wp, 0.0f);
-        for (int64_t y = 0; y < g.H; ++y) {
-          float* r = d + (g.ph + y) * Wp;
-          std::fill_n(r, g.pw, 0.0f);
-          std::memcpy(r + g.pw, x + p * HW + y * g.W, size_t(g.W) * sizeof(float));
-          std::fill_n(r + g.pw + g.W, g.pw, 0.0f);
-        }
-        std::fill_n(d + (g.ph + g.H) * Wp, g.ph * Wp, 0.0f);
+  thread_local AlignedBuf gy_buf, in_buf;
+  const PhasedInput in(g);
+  float* xp = in_buf.get(size_t(g.N * g.C * in.plane));
+  in.build(g, x, xp);
+  // Images of 512+ output pixels: a GEMM per image reading its gradient planes in place,
+  // each image's sum added into dW (which is then small next to the planes); this saves
+  // the gathered copy, two passes over gy (a ResNet stem's 6.4 MB at 112 x 112).
+  if (g.N > 1 && OHW >= 512) {
+    thread_local AlignedBuf part_buf;
+    float* part = part_buf.get(size_t(OCg * rows));
+    for (int64_t gi = 0; gi < g.G; ++gi) {
+      float* dwg = dw + gi * OCg * rows;
+      for (int64_t n = 0; n < g.N; ++n) {
+        WeightGradColumns src{&g, &in, xp + (n * g.C + gi * Cg) * in.plane};
+        sgemm_b_source(OCg, rows, OHW, gy + (n * g.OC + gi * OCg) * OHW, OHW, 1,
+                       GemmBSource{WeightGradColumns::pack, &src}, n ? part : dwg, rows);
+        if (n)
+          parallel_for(OCg, 1, [&](int64_t lo, int64_t hi) {
+            for (int64_t i = lo * rows; i < hi * rows; ++i) dwg[i] += part[i];
+          });
       }
-    });
+    }
+    part_buf.trim(size_t(16) << 20);
+    in_buf.trim(size_t(16) << 20);
+    return;
   }
   for (int64_t gi = 0; gi < g.G; ++gi) {
     const float* a = gy + gi * OCg * OHW;
@@ -280,11 +308,11 @@ void conv2d_weight_grad(const ConvGradGeom& g, const float* gy, const float* x, 
       });
       a = buf;
     }
-    WeightGradColumns src{&g, x + gi * Cg * HW, padded ? pad_buf.p + gi * Cg * Hp * Wp : nullptr, Hp, Wp};
+    WeightGradColumns src{&g, &in, xp + gi * Cg * in.plane};
     sgemm_b_source(OCg, rows, K, a, K, 1, GemmBSource{WeightGradColumns::pack, &src}, dw + gi * OCg * rows, rows);
   }
   gy_buf.trim(size_t(16) << 20);
-  pad_buf.trim(size_t(16) << 20);
+  in_buf.trim(size_t(16) << 20);
 }
 
 void ref_conv2d_input_grad(const ConvGradGeom& g, const float* gy, const float* w, const float* bias, float* dx) {
