@@ -729,13 +729,18 @@ def _conv_backward(L, node):
     if not meta(gy).dtype.is_floating_point:
         raise Unsupported("integer convolution_backward")
     stride, padding, dilation, out_pad = _conv_geometry(meta(x), stride, padding, dilation, out_pad)
+    if transposed and any(o >= s for o, s in zip(out_pad, stride)):
+        # (dilation > stride allows it) the input's gradient, a conv2d of the output's,
+        # would have rows past the input's
+        raise Unsupported("transposed convolution_backward with output_padding >= stride")
     one_d = meta(x).dim() == 3
-    gv, xv, wv = _as_2d(L, gy), _as_2d(L, x), _as_2d(L, w)
+    gv = _as_2d(L, gy)  # only the operands the asked-for gradients read become inputs
     wshape = _filter_shape(w)
     back = (lambda v, t: L.emit("reshape", [v], shape=[sym_str(d) for d in meta(t).shape])) if one_d else \
         (lambda v, t: v)
     grads = [None, None, None]
     if mask[0]:
+        wv = _as_2d(L, w)
         if transposed:
             gi = L.emit("conv2d", [gv, wv, wv], stride=stride, padding=padding, dilation=dilation, groups=groups)
         else:
@@ -749,6 +754,7 @@ def _conv_backward(L, node):
             gi = _conv_transpose_emit(L, gv, wv, None, wshape, stride, padding, op, dilation, groups, xs)
         grads[0] = back(gi, x)
     if mask[1]:
+        xv = _as_2d(L, x)
         a, b_ = (xv, gv) if transposed else (gv, xv)
         grads[1] = back(L.emit("conv2d_weight_grad", [a, b_], stride=stride, padding=padding, dilation=dilation,
                                groups=groups, kernel=wshape[2:]), w)

@@ -1544,15 +1544,15 @@ TEST(Kernels, IntegerDivisionByMinusOneAndZero) {
 }
 
 TEST(Kernels, ConvBackwardMatchesScalarReference) {
-  // conv2d_input_grad (GEMM + col2im; depthwise directly) and conv2d_weight_grad (GEMM
-  // over chunks of images; depthwise directly) against their double-summing scalar
-  // references: one and several groups, depthwise, strides 1 to 3, padding, dilation,
-  // odd sizes, an input wider than the windows reach (output_padding: the rows no
-  // window reads get only the bias), small maps (several images per weight-gradient
-  // GEMM), maps of 512 pixels or more (one image per GEMM, the gradient read in place)
-  // and pointwise convs (one image's im2col is the image itself); output rows narrower
-  // than 32 (the weight gradient reads a padded copy) and wider (runs along the rows). Two threads: planes and rows
-  // split across them.
+  // conv2d_input_grad (GEMM per chunk of images + col2im; depthwise directly) and
+  // conv2d_weight_grad (B built from the padded, phase-split input: one GEMM over the
+  // batch, or one per image on maps of 512+ output pixels; depthwise directly) against
+  // their double-summing scalar references: one and several groups, depthwise, strides
+  // 1 to 3, padding, dilation (with strides: taps in every column phase), odd sizes, an
+  // input wider than the windows reach (output_padding: the rows no window reads get
+  // only the bias), small maps (several images per input-gradient GEMM), maps of 512+
+  // pixels (one image per GEMM, the gradient read in place, grouped and strided too)
+  // and pointwise convs. Two threads: planes and rows split across them.
   struct Case {
     int64_t N, C, OC, H, W, K, s, p, d, G;
   };
@@ -1561,7 +1561,8 @@ TEST(Kernels, ConvBackwardMatchesScalarReference) {
       {2, 8, 8, 11, 12, 3, 2, 1, 1, 8}, {3, 6, 6, 7, 7, 5, 1, 2, 2, 6},   {2, 7, 9, 6, 5, 1, 1, 0, 1, 1},
       {5, 16, 12, 4, 3, 3, 1, 1, 1, 1},  {2, 6, 3, 10, 9, 1, 2, 0, 1, 3},  {2, 4, 4, 12, 12, 2, 2, 0, 1, 4},
       {1, 3, 5, 8, 6, 4, 2, 1, 1, 1},   {1, 7, 9, 6, 5, 1, 1, 0, 1, 1},  {2, 3, 4, 24, 24, 3, 1, 1, 1, 1},
-      {2, 4, 6, 23, 25, 1, 1, 0, 1, 2},  {2, 3, 5, 6, 37, 3, 1, 1, 1, 1},  {2, 4, 3, 9, 70, 3, 2, 1, 1, 1}};
+      {2, 4, 6, 23, 25, 1, 1, 0, 1, 2},  {2, 3, 5, 6, 37, 3, 1, 1, 1, 1},  {2, 4, 3, 9, 70, 3, 2, 1, 1, 1},
+      {2, 4, 6, 11, 13, 3, 2, 1, 2, 1},  {2, 3, 3, 14, 16, 3, 3, 2, 2, 1}, {2, 4, 6, 48, 50, 3, 2, 1, 1, 2}};
   unsigned seed = 900;
   for (int threads : {1, 2}) {
     set_num_threads(threads);

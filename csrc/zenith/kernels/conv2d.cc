@@ -21,6 +21,10 @@ namespace zenith {
 using gemm_detail::AlignedBuf;
 using gemm_detail::transpose_block;
 
+namespace {
+// dst[t] = the image's (ih, iw + t * sw) for t < len, 0 outside the image (the
+// padding): one row of im2col columns, a strided copy of one image row clipped at the
+// edges.
 void image_row_strided(const float* plane, int64_t H, int64_t W, int64_t ih, int64_t iw, int64_t sw, int64_t len,
                        float* dst) {
   if (ih < 0 || ih >= H) {
@@ -45,7 +49,6 @@ void image_row_strided(const float* plane, int64_t H, int64_t W, int64_t ih, int
   std::fill_n(dst + hi, len - hi, 0.0f);
 }
 
-namespace {
 // The im2col matrix of one image and group, or of a batch's images side by side
 // (rows: input channel, kernel row, kernel column; columns: output pixels) as a
 // GemmBSource: the driver asks for one packed

@@ -5,15 +5,15 @@
 // filters [OC, C / G, KH, KW].
 //
 // The input gradient scatters: each output pixel's gradient, times the filters, lands on
-// the KH x KW window of input pixels it read. Per image and group one GEMM makes the
-// columns col = W_g^T gy_g ([C/G * KH * KW, OH * OW]: what each tap sends to each
-// input pixel), then col2im adds each column row into the input plane it lands on, a
-// thread per plane. A stride-1 input gradient does not come here: the importer gives it
-// to conv2d as a convolution with the filters flipped (flip_filters), where Winograd
-// and the packed GEMMs run it.
-// The filters' gradient gathers: dW_g = gy_g im2col(x_g)^T summed over images, a GEMM
-// per chunk of images, chunks wide enough that the GEMM's sum is not a handful of
-// pixels on small maps.
+// the KH x KW window of input pixels it read. Per chunk of images and group one GEMM
+// makes the columns col = W_g^T gy_g ([C/G * KH * KW, pixels]: what each tap sends to
+// each input pixel), then col2im adds each column row into the input plane it lands
+// on, a thread per plane. Stride-1 input gradients on maps of 100+ pixels (and 1x1
+// ones) do not come here: the importer gives them to conv2d as a convolution with the
+// filters flipped (flip_filters), where Winograd and the packed GEMMs run them.
+// The filters' gradient gathers: dW_g = gy_g B, B the output pixels by the filter taps
+// built panel by panel from a padded, phase-split copy of the input (PhasedInput), one
+// GEMM per group over the batch's pixels, or per image on maps of 512+ pixels.
 // Depthwise convs (one input and one output channel per group) run directly, plane by
 // plane; a GEMM per channel would be 1-row GEMMs.
 // ref_conv2d_input_grad and ref_conv2d_weight_grad are the scalar references: each
@@ -273,18 +273,24 @@ void conv2d_weight_grad(const ConvGradGeom& g, const float* gy, const float* x, 
   const int64_t K = g.N * OHW;
   thread_local AlignedBuf gy_buf, in_buf;
   const PhasedInput in(g);
-  float* xp = in_buf.get(size_t(g.N * g.C * in.plane));
-  in.build(g, x, xp);
   // Images of 512+ output pixels: a GEMM per image reading its gradient planes in place,
   // each image's sum added into dW (which is then small next to the planes); this saves
-  // the gathered copy, two passes over gy (a ResNet stem's 6.4 MB at 112 x 112).
+  // the gathered copy, two passes over gy (a ResNet stem's 6.4 MB at 112 x 112). The
+  // phased copy is made an image at a time.
   if (g.N > 1 && OHW >= 512) {
     thread_local AlignedBuf part_buf;
     float* part = part_buf.get(size_t(OCg * rows));
-    for (int64_t gi = 0; gi < g.G; ++gi) {
-      float* dwg = dw + gi * OCg * rows;
-      for (int64_t n = 0; n < g.N; ++n) {
-        WeightGradColumns src{&g, &in, xp + (n * g.C + gi * Cg) * in.plane};
+    float* xp = in_buf.get(size_t(g.C * in.plane));
+    const ConvGradGeom one = [&] {
+      ConvGradGeom o = g;
+      o.N = 1;
+      return o;
+    }();
+    for (int64_t n = 0; n < g.N; ++n) {
+      in.build(one, x + n * g.C * g.H * g.W, xp);
+      for (int64_t gi = 0; gi < g.G; ++gi) {
+        float* dwg = dw + gi * OCg * rows;
+        WeightGradColumns src{&g, &in, xp + gi * Cg * in.plane};
         sgemm_b_source(OCg, rows, OHW, gy + (n * g.OC + gi * OCg) * OHW, OHW, 1,
                        GemmBSource{WeightGradColumns::pack, &src}, n ? part : dwg, rows);
         if (n)
@@ -297,6 +303,8 @@ void conv2d_weight_grad(const ConvGradGeom& g, const float* gy, const float* x, 
     in_buf.trim(size_t(16) << 20);
     return;
   }
+  float* xp = in_buf.get(size_t(g.N * g.C * in.plane));
+  in.build(g, x, xp);
   for (int64_t gi = 0; gi < g.G; ++gi) {
     const float* a = gy + gi * OCg * OHW;
     if (g.N > 1) {

@@ -368,12 +368,6 @@ bool conv2d_direct_fits(int64_t C, int64_t KH, int64_t KW, int64_t groups);
 void conv2d_direct(const DepthwiseGeom& g, int64_t C, int64_t OC, const float* x, const float* w, float* out,
                    const GemmEpilogue* ep = nullptr);
 
-// dst[t] = the image plane's (ih, iw + t * sw) for t < len, 0 outside the plane (the
-// padding): one row of im2col columns, a strided copy of one image row clipped at the
-// edges (conv2d.cc; conv2d_grad.cc's im2col too).
-void image_row_strided(const float* plane, int64_t H, int64_t W, int64_t ih, int64_t iw, int64_t sw, int64_t len,
-                       float* dst);
-
 // A convolution's backward (conv2d_grad.cc), in the forward conv's terms: input x
 // [N, C, H, W], output gradient gy [N, OC, OH, OW], filters w [OC, C / G, KH, KW].
 // conv2d_input_grad: dx [N, C, H, W] = the gradient of x, plus bias[c] when given (it is

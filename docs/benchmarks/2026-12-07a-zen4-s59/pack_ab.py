@@ -1,7 +1,9 @@
 """Training step of a torchvision CNN in one process: eager, Zenith with a conv's
 non-constant filters read unpacked (ZENITH_PACK_PER_CALL=0 when its executables were
 built: the state before), and Zenith packing them once per call; rounds alternate the
-three. Usage: pack_ab.py MODEL ROUNDS [BATCH SIZE]. Prints median ms and per-round ratios."""
+three. Usage: pack_ab.py MODEL ROUNDS [BATCH SIZE]. Prints median ms and per-round ratios.
+Historical: the sixtieth session moved this packing into conv2d's kernel and removed
+ZENITH_PACK_PER_CALL, so at later commits both arms pack and measure the same thing."""
 import copy
 import os
 import statistics as st

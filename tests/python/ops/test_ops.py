@@ -1272,27 +1272,31 @@ def test_layer_norm_training_statistics():
     check(lambda t: torch.ops.aten.native_layer_norm(t, [5, 8], None, None, 1e-3), [x], covers=["layer_norm"])
 
 
-CONV_BACKWARD_CASES = [  # x, w, stride, padding, dilation, groups, transposed, output_padding
-    ((2, 6, 11, 10), (8, 6, 3, 3), 1, 1, 1, 1, False, 0),  # 110 input pixels: flip_filters + conv2d
-    ((2, 6, 7, 9), (8, 6, 3, 3), 1, 1, 1, 1, False, 0),  # 63: conv_transpose2d
-    ((3, 6, 11, 10), (8, 6, 3, 3), 2, 1, 1, 1, False, 0),  # the last input row and column unread
-    ((2, 6, 13, 12), (6, 2, 3, 3), 3, 0, 1, 3, False, 0),
-    ((2, 6, 12, 12), (6, 1, 3, 3), 2, 1, 1, 6, False, 0),  # depthwise
-    ((2, 6, 12, 12), (6, 1, 3, 3), 1, 2, 2, 6, False, 0),  # depthwise, dilated
-    ((2, 6, 12, 12), (4, 6, 1, 1), 1, 0, 1, 1, False, 0),
-    ((2, 6, 13), (4, 6, 5), 2, 2, 1, 1, False, 0),  # conv1d
-    ((2, 6, 5, 4), (6, 4, 3, 3), 2, 1, 1, 1, True, 1),  # ConvTranspose2d's backward
-    ((2, 6, 10, 10), (6, 2, 3, 3), 1, 1, 1, 3, True, 0),
+FLIP, COLS, WGRAD = ["flip_filters", "conv2d"], ["conv_transpose2d"], ["conv2d_weight_grad"]
+CONV_BACKWARD_CASES = [  # x, w, stride, padding, dilation, groups, transposed, output_padding, the ops it runs as
+    ((2, 6, 11, 10), (8, 6, 3, 3), 1, 1, 1, 1, False, 0, FLIP + WGRAD),  # 110 input pixels
+    ((2, 6, 7, 9), (8, 6, 3, 3), 1, 1, 1, 1, False, 0, COLS + WGRAD),  # 63: the columns
+    ((3, 6, 11, 10), (8, 6, 3, 3), 2, 1, 1, 1, False, 0, COLS + WGRAD),  # the last input row and column unread
+    ((2, 6, 13, 12), (6, 2, 3, 3), 3, 0, 1, 3, False, 0, COLS + WGRAD),
+    ((2, 6, 15, 13), (6, 3, 3, 3), 2, 2, 2, 2, False, 0, COLS + WGRAD),  # stride and dilation together
+    ((2, 6, 12, 12), (6, 1, 3, 3), 2, 1, 1, 6, False, 0, COLS + WGRAD),  # depthwise
+    ((2, 6, 12, 12), (6, 1, 3, 3), 1, 2, 2, 6, False, 0, FLIP + WGRAD),  # depthwise, dilated
+    ((2, 6, 12, 12), (4, 6, 1, 1), 1, 0, 1, 1, False, 0, FLIP + WGRAD),
+    ((2, 6, 12, 12), (4, 6, 5, 5), 1, 2, 1, 1, False, 0, FLIP + WGRAD),  # 25 taps a filter
+    ((2, 3, 50, 48), (4, 3, 3, 3), 2, 1, 1, 1, False, 0, COLS + WGRAD),  # 600 output pixels: a GEMM per image
+    ((2, 6, 13), (4, 6, 5), 2, 2, 1, 1, False, 0, COLS + WGRAD),  # conv1d
+    ((2, 6, 5, 4), (6, 4, 3, 3), 2, 1, 1, 1, True, 1, ["conv2d"] + WGRAD),  # ConvTranspose2d's backward
+    ((2, 6, 10, 10), (6, 2, 3, 3), 1, 1, 1, 3, True, 0, ["conv2d"] + WGRAD),
 ]
 
 
-@pytest.mark.parametrize("case", CONV_BACKWARD_CASES, ids=lambda c: f"x{c[0]}-w{c[1]}-s{c[2]}-g{c[5]}-t{int(c[6])}")
+@pytest.mark.parametrize("case", CONV_BACKWARD_CASES, ids=lambda c: f"x{c[0]}-w{c[1]}-s{c[2]}-d{c[4]}-g{c[5]}-t{int(c[6])}")
 def test_convolution_backward(case):
     """aten.convolution_backward (the input's, the filters' and the bias's gradients, all
     three and each alone) against eager's: conv_transpose2d or flip_filters + conv2d for
     the input, conv2d_weight_grad for the filters, a sum for the bias."""
     COVERED.update(["conv_transpose2d", "conv2d_weight_grad", "flip_filters"])
-    xs, ws, stride, pad, dil, groups, transposed, out_pad = case
+    xs, ws, stride, pad, dil, groups, transposed, out_pad, runs_as = case
     d = len(xs) - 2
     x, w = make(xs, f32), make(ws, f32)
     if transposed:
@@ -1306,7 +1310,18 @@ def test_convolution_backward(case):
             outs = torch.ops.aten.convolution_backward(g, t, k, bias, [stride] * d, [pad] * d, [dil] * d, transposed,
                                                        [out_pad] * d, groups, mask)
             return tuple(o for o, m in zip(outs, mask) if m)
-        check(fn, [gy, x, w], tol=dict(rtol=1e-4, atol=1e-4))
+        check(fn, [gy, x, w], covers=runs_as if all(mask) else (), tol=dict(rtol=1e-4, atol=1e-4))
+
+
+def test_convolution_backward_half():
+    """bfloat16 gradients run through float32 (flip_filters moves the 2-byte values
+    themselves), within bfloat16's tolerance of eager's."""
+    x, w = make((2, 4, 12, 11), bf16), make((6, 4, 3, 3), bf16)
+    for stride, runs_as in ((1, FLIP), (2, COLS)):
+        gy = make(tuple(F.conv2d(x, w, stride=stride, padding=1).shape), bf16)
+        check(lambda g, t, k: torch.ops.aten.convolution_backward(g, t, k, [6], [stride] * 2, [1, 1], [1, 1], False,
+                                                                  [0, 0], 1, [True, True, True]),
+              [gy, x, w], covers=runs_as + WGRAD, tol=dict(rtol=2e-2, atol=5e-2))
 
 
 def test_conv_transpose_forward():
