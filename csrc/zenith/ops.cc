@@ -762,6 +762,23 @@ Types infer_pool_of(const Graph& g, const Node& n, const TensorType& x) {  // po
 }
 Types infer_pool(const Graph& g, const Node& n) { return infer_pool_of(g, n, in(g, n, 0)); }
 
+Types infer_max_pool2d_with_indices(const Graph& g, const Node& n) {
+  Types t = infer_pool(g, n);
+  t.push_back(TensorType{DType::i64, t[0].shape});
+  return t;
+}
+
+Types infer_max_pool2d_backward(const Graph& g, const Node& n) {
+  const auto &gy = in(g, n, 0), &x = in(g, n, 1), &idx = in(g, n, 2);
+  bool ok = (x.rank() == 4 || x.rank() == 3) && gy.rank() == x.rank() && idx.rank() == x.rank() &&
+            is_float(x.dtype) && gy.dtype == x.dtype && idx.dtype == DType::i64;
+  for (int d = 0; ok && d < x.rank() - 2; ++d) ok = gy.shape[size_t(d)].same(x.shape[size_t(d)]);
+  for (int d = 0; ok && d < x.rank(); ++d) ok = idx.shape[size_t(d)].same(gy.shape[size_t(d)]);
+  ZENITH_CHECK(ok, "max_pool2d_backward: takes (gy, x, indices): gy and x of one floating dtype and (N)CHW, the "
+               "indices i64 of gy's shape");
+  return {x};
+}
+
 // max_pool2d_nchwc: float32 [N, CB, H, W, L] -> [N, CB, OH, OW, L], OH and OW as max_pool2d's.
 Types infer_max_pool2d_nchwc(const Graph& g, const Node& n) {
   const auto& x = in(g, n, 0);
@@ -1156,6 +1173,8 @@ Types infer_arange(const Graph&, const Node& n) {
 #define INFER_qmatmul infer_qmatmul
 #define INFER_qembedding infer_qembedding
 #define INFER_max_pool2d infer_pool
+#define INFER_max_pool2d_with_indices infer_max_pool2d_with_indices
+#define INFER_max_pool2d_backward infer_max_pool2d_backward
 #define INFER_max_pool2d_nchwc infer_max_pool2d_nchwc
 #define INFER_max_pool2d_codes infer_max_pool2d_codes
 #define INFER_avg_pool2d infer_pool

@@ -806,17 +806,32 @@ def _sdpa_emit(L, q, k, v, mask, causal, scale):
 
 
 # -- pooling --
+def _max_pool_attrs(kernel, stride, padding, dilation, ceil_mode):
+    kernel = _pair(kernel, "kernel")
+    return dict(kernel=kernel, stride=_pair(stride, "stride") if stride else kernel, padding=_pair(padding, "padding"),
+                dilation=_pair(dilation, "dilation"), ceil_mode=int(bool(ceil_mode)))
+
+
 @register(aten.max_pool2d_with_indices.default)
 def _max_pool(L, node):
-    only_first_output_used(node, "max_pool2d")
+    # the indices (a training forward saves them for the backward) only where read
     _float_only(node, "max_pool2d")
     x, kernel, stride, padding, dilation, ceil_mode = args_of(
         node, ("self", None), ("kernel_size", None), ("stride", []), ("padding", 0), ("dilation", 1),
         ("ceil_mode", False))
-    kernel = _pair(kernel, "kernel")
-    stride = _pair(stride, "stride") if stride else kernel
-    return (L.emit("max_pool2d", [L.val(x)], kernel=kernel, stride=stride, padding=_pair(padding, "padding"),
-                   dilation=_pair(dilation, "dilation"), ceil_mode=int(bool(ceil_mode))), None)
+    attrs = _max_pool_attrs(kernel, stride, padding, dilation, ceil_mode)
+    if any(u.target is operator.getitem and u.args[1] == 1 and u.users for u in node.users):
+        return L.emit("max_pool2d_with_indices", [L.val(x)], **attrs)
+    return (L.emit("max_pool2d", [L.val(x)], **attrs), None)
+
+
+@register(aten.max_pool2d_with_indices_backward.default)
+def _max_pool_backward(L, node):
+    # each output's gradient added at the input its window took
+    gy, x, _kernel, _stride, _padding, _dilation, _ceil_mode, indices = node.args[:8]
+    if not meta(x).dtype.is_floating_point:
+        raise Unsupported("integer max_pool2d backward")
+    return L.emit("max_pool2d_backward", [L.val(gy), L.val(x), L.val(indices)])
 
 
 @register(aten.avg_pool2d.default)

@@ -1,6 +1,7 @@
 // Data movement, indexing, sources and pooling. Movement kernels work on element
 // bytes, so every dtype goes through the same code.
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -514,6 +515,76 @@ void run_max_pool2d(const KernelCtx& c) {
       }
     }
   });
+}
+
+// max_pool2d_with_indices: each window's taps in order, keeping the first maximum (a
+// later tap replaces it only when greater, or NaN: the last NaN), as PyTorch's CPU kernel
+// does; the index starts at the window's first tap inside the input (all -inf: that one).
+// Planes split across threads.
+void run_max_pool2d_with_indices(const KernelCtx& c) {
+  const PoolGeom g = geom(c.in[0], c.out[0]);
+  const MaxPoolParams q = max_pool_params<attrs::max_pool2d_with_indices>(c);
+  const float* x = c.in[0].as<float>();
+  float* o = c.out[0].as<float>();
+  int64_t* idx = c.out[1].as<int64_t>();
+  parallel_for(g.planes, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t p = lo; p < hi; ++p) {
+      const float* xi = x + p * g.H * g.W;
+      for (int64_t oh = 0; oh < g.OH; ++oh) {
+        int64_t kh0, kh1;
+        pool_taps<0>(q, oh, g.H, &kh0, &kh1);
+        for (int64_t ow = 0; ow < g.OW; ++ow) {
+          int64_t kw0, kw1;
+          pool_taps<1>(q, ow, g.W, &kw0, &kw1);
+          const int64_t ih0 = oh * q.st[0] - q.pd[0], iw0 = ow * q.st[1] - q.pd[1];
+          float m = -INFINITY;
+          int64_t at = (ih0 + kh0 * q.dl[0]) * g.W + iw0 + kw0 * q.dl[1];
+          for (int64_t kh = kh0; kh < kh1; ++kh) {
+            const int64_t row = (ih0 + kh * q.dl[0]) * g.W;
+            for (int64_t kw = kw0; kw < kw1; ++kw) {
+              const int64_t i = row + iw0 + kw * q.dl[1];
+              const float v = xi[i];
+              if (v > m || v != v) {
+                m = v;
+                at = i;
+              }
+            }
+          }
+          o[(p * g.OH + oh) * g.OW + ow] = m;
+          idx[(p * g.OH + oh) * g.OW + ow] = at;
+        }
+      }
+    }
+  });
+}
+
+// max_pool2d_backward: dx zeroed, then each output's gradient added at its index, plane
+// by plane (a plane's sums in output order; planes split across threads). An index
+// outside its plane is an error, not a write elsewhere.
+void run_max_pool2d_backward(const KernelCtx& c) {
+  const PoolGeom g = geom(c.in[1], c.in[0]);
+  const float* gy = c.in[0].as<float>();
+  const int64_t* idx = c.in[2].as<int64_t>();
+  float* dx = c.out[0].as<float>();
+  const int64_t plane = g.H * g.W, oplane = g.OH * g.OW;
+  std::atomic<bool> any_bad{false};
+  std::atomic<int64_t> bad{0};
+  parallel_for(g.planes, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t p = lo; p < hi; ++p) {
+      float* d = dx + p * plane;
+      std::fill_n(d, plane, 0.0f);
+      for (int64_t j = 0; j < oplane; ++j) {
+        const int64_t i = idx[p * oplane + j];
+        if (i < 0 || i >= plane) {
+          bad.store(i);
+          any_bad.store(true);
+          continue;
+        }
+        d[i] += gy[p * oplane + j];
+      }
+    }
+  });
+  ZENITH_CHECK(!any_bad.load(), "max_pool2d_backward: index ", bad.load(), " outside an input plane of ", plane);
 }
 
 // ---- max_pool2d over the blocked layout [N, CB, H, W, L] ----

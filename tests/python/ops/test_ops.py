@@ -1344,6 +1344,35 @@ def test_conv_transpose_forward():
           covers=["flip_filters", "conv2d"], tol=dict(rtol=1e-4, atol=1e-4))
 
 
+def test_max_pool_indices_and_backward():
+    """max_pool2d_with_indices' values and indices (the first maximum in window order,
+    ties included; the last NaN; a window of -inf keeps its first tap) and its backward
+    (each gradient added at its index; overlapping windows add up), against eager:
+    padding, dilation, ceil_mode, a 3-d input. An index outside its plane is an error."""
+    COVERED.update(["max_pool2d_with_indices", "max_pool2d_backward"])
+    aten = torch.ops.aten
+    ties = torch.randint(0, 3, (2, 3, 9, 11)).float()  # many equal maxima
+    nans = make((2, 3, 9, 11), f32)
+    nans[0, 0, 2, 3] = nans[0, 0, 2, 5] = nans[1, 2, 7, 7] = float("nan")
+    infs = torch.full((1, 2, 6, 6), -float("inf"))
+    for x in (ties, nans, infs, make((3, 10, 12), f32)):
+        for k, st, pd, dl, ceil in (([3, 3], [2, 2], [1, 1], [1, 1], False), ([2, 3], [1, 2], [0, 1], [2, 1], True),
+                                    ([3, 3], [3, 3], [0, 0], [1, 1], True)):
+            check(lambda t: aten.max_pool2d_with_indices(t, k, st, pd, dl, ceil), [x],
+                  covers=["max_pool2d_with_indices"])
+            y, idx = aten.max_pool2d_with_indices(x, k, st, pd, dl, ceil)
+            gy = make(tuple(y.shape), f32)
+            check(lambda g, t, i: aten.max_pool2d_with_indices_backward(g, t, k, st, pd, dl, ceil, i), [gy, x, idx],
+                  covers=["max_pool2d_backward"], tol=dict(rtol=1e-5, atol=1e-5))
+    x = make((1, 2, 6, 6), f32)
+    y, idx = aten.max_pool2d_with_indices(x, [2, 2], [2, 2])
+    bad = idx.clone()
+    bad[0, 1, 1, 1] = 36
+    fn = lambda g, t, i: aten.max_pool2d_with_indices_backward(g, t, [2, 2], [2, 2], [0, 0], [1, 1], False, i)  # noqa: E731
+    with pytest.raises(Exception, match="index 36 outside an input plane of 36"):
+        compile_fn(fn, [y, x, bad])([y, x, bad])
+
+
 def test_every_op_is_covered():
     """Runs after every op test above it: every op in the C++ table was exercised."""
     missing = set(_C.op_names()) - COVERED
