@@ -40,17 +40,21 @@ void span_inside(int64_t off, int64_t s, int64_t len, int64_t n, int64_t* lo, in
   *hi = std::max(*lo, std::min(len, n - off > 0 ? (n - off + s - 1) / s : 0));
 }
 
-// dst[off + t * s] += a * src[t] over the t that land inside [0, n).
+// dst[off + t * s] += a * src[t] over the t that land inside [0, n) (pointers formed
+// from the first of them: none before the row).
 inline void scatter_row(float* dst, int64_t n, int64_t off, int64_t s, const float* src, int64_t len, float a) {
   int64_t lo, hi;
   span_inside(off, s, len, n, &lo, &hi);
-  float* d = dst + off;
+  if (hi <= lo) return;
+  float* d = dst + off + lo * s;
+  const float* v = src + lo;
+  const int64_t m = hi - lo;
   if (s == 1)
-    for (int64_t t = lo; t < hi; ++t) d[t] += a * src[t];
+    for (int64_t t = 0; t < m; ++t) d[t] += a * v[t];
   else if (s == 2)  // a constant stride: the loop vectorizes
-    for (int64_t t = lo; t < hi; ++t) d[2 * t] += a * src[t];
+    for (int64_t t = 0; t < m; ++t) d[2 * t] += a * v[t];
   else
-    for (int64_t t = lo; t < hi; ++t) d[t * s] += a * src[t];
+    for (int64_t t = 0; t < m; ++t) d[t * s] += a * v[t];
 }
 
 void fill_planes(float* dst, const float* bias, int64_t c0, int64_t nch, int64_t plane) {
@@ -97,15 +101,18 @@ void depthwise_weight_grad(const ConvGradGeom& g, const float* gy, const float* 
             for (int64_t oy = 0; oy < g.OH; ++oy) {
               const int64_t iy = oy * g.sh - g.ph + ky * g.dh;
               if (iy < 0 || iy >= g.H) continue;
-              const float* xr = xp + iy * g.W + off;
-              const float* gr = gp + oy * g.OW;
-              float* a = acc.data();
+              if (t1 <= t0) continue;
+              // from the first column inside: xr[t] is column off + (t0 + t) * sw
+              const float* xr = xp + iy * g.W + off + t0 * g.sw;
+              const float* gr = gp + oy * g.OW + t0;
+              float* a = acc.data() + t0;
+              const int64_t m = t1 - t0;
               if (g.sw == 1)
-                for (int64_t t = t0; t < t1; ++t) a[t] += gr[t] * xr[t];
+                for (int64_t t = 0; t < m; ++t) a[t] += gr[t] * xr[t];
               else if (g.sw == 2)
-                for (int64_t t = t0; t < t1; ++t) a[t] += gr[t] * xr[2 * t];
+                for (int64_t t = 0; t < m; ++t) a[t] += gr[t] * xr[2 * t];
               else
-                for (int64_t t = t0; t < t1; ++t) a[t] += gr[t] * xr[t * g.sw];
+                for (int64_t t = 0; t < m; ++t) a[t] += gr[t] * xr[t * g.sw];
             }
           }
           double s = 0;
