@@ -218,6 +218,15 @@ void sgemm_b_source(int64_t M, int64_t N, int64_t K, const float* a, int64_t a_r
 void conv3x3_winograd(const float* x, int64_t C, int64_t H, int64_t W, const float* w, int64_t OC, float* out,
                       const GemmEpilogue& ep, const PackedOperand* filters = nullptr);
 PackedOperand conv3x3_winograd_pack(int64_t OC, int64_t C, const float* w);
+// Whether conv2d runs a conv that conv2d_uses_winograd, over N images of H x W, by
+// Winograd when its filters arrive unpacked (not constant: transformed for the call);
+// else by a GEMM. The importer asks it too (an input gradient as a conv2d or not).
+bool conv2d_winograd_per_call(int64_t N, int64_t H, int64_t W);
+// One (output, input) channel pair's Winograd filters U = G g G^T from its 9 taps g,
+// row-major over the transformed tile: F(2x2, 3x3)'s 16 values (winograd.cc), F(4x4,
+// 3x3)'s 36, summed in double (conv2d_nchwc.cc).
+void winograd_filter_f2(const float* g, float* u);
+void winograd_filter_f4(const float* g, float* u);
 // Which of N images of `image` floats each (x + n * image) hold a NaN or a value of
 // magnitude over `limit` (FLT_MAX: the infinities): flags[n] = 1 for those (both threads
 // scan). Winograd's transforms add and subtract a patch's inputs, so one non-finite input
@@ -262,10 +271,22 @@ void conv2d_nchwc(const NchwcConvGeom& g, const float* x, const PackedOperand& w
                   const float* shift, const float* res, Activation act, float* out);
 // The same conv (3x3, stride 1, padding 1, C and OC whole blocks) by Winograd's
 // F(m x m, 3x3) over the blocked layout, m 2 or 4, the filters transformed and packed
-// once by conv3x3_winograd_nchwc_pack (which m the packed filters say).
-PackedOperand conv3x3_winograd_nchwc_pack(const NchwcConvGeom& g, const float* w, int m = 2);
+// once by conv3x3_winograd_nchwc_pack (which m the packed filters say). `into`, when
+// given, holds winograd_nchwc_packed_floats(g, m) floats and keeps the packed filters
+// (the PackedOperand does not own it); else they are allocated.
+PackedOperand conv3x3_winograd_nchwc_pack(const NchwcConvGeom& g, const float* w, int m = 2, float* into = nullptr);
+int64_t winograd_nchwc_packed_floats(const NchwcConvGeom& g, int m);
 void conv3x3_winograd_nchwc(const NchwcConvGeom& g, const float* x, const PackedOperand& w, const float* scale,
                             const float* shift, const float* res, Activation act, float* out);
+// The same, except that images holding a NaN, an infinity or a huge value (all of them
+// where the filters do: w.winograd_unsafe) run by the direct conv over `raw`, the
+// filters as OIHW, packed for this call (see nonfinite_images).
+void conv3x3_winograd_nchwc_checked(const NchwcConvGeom& g, const float* x, const PackedOperand& w, const float* raw,
+                                    const float* scale, const float* shift, const float* res, Activation act,
+                                    float* out);
+// Whether a blocked Winograd conv of this geometry runs F(4x4, 3x3) rather than F(2x2,
+// 3x3): where the products it saves outweigh the filters it reads on top (conv2d_nchwc.cc).
+bool winograd4_pays(const NchwcConvGeom& g);
 // The depthwise conv (groups == C == OC) over the blocked layout, the filters packed
 // once by depthwise_nchwc_pack; the epilogue as conv2d_nchwc's.
 PackedOperand depthwise_nchwc_pack(const NchwcConvGeom& g, const float* w);

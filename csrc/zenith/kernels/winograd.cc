@@ -27,25 +27,40 @@
 
 namespace zenith {
 
+void winograd_filter_f2(const float* g, float* u) {
+  float t[4][3];  // G g, G = [1 0 0; .5 .5 .5; .5 -.5 .5; 0 0 1]
+  for (int c = 0; c < 3; ++c) {
+    t[0][c] = g[c];
+    t[1][c] = 0.5f * (g[c] + g[3 + c] + g[6 + c]);
+    t[2][c] = 0.5f * (g[c] - g[3 + c] + g[6 + c]);
+    t[3][c] = g[6 + c];
+  }
+  for (int r = 0; r < 4; ++r) {  // (G g) G^T
+    u[r * 4 + 0] = t[r][0];
+    u[r * 4 + 1] = 0.5f * (t[r][0] + t[r][1] + t[r][2]);
+    u[r * 4 + 2] = 0.5f * (t[r][0] - t[r][1] + t[r][2]);
+    u[r * 4 + 3] = t[r][2];
+  }
+}
+
 namespace {
-// U[xi][oc][ic] = (G g G^T)[xi], G = [1 0 0; .5 .5 .5; .5 -.5 .5; 0 0 1].
+// U[xi][oc][ic] = (G g G^T)[xi]. An output channel's 16 rows go through a small tile
+// (rows C + 16 floats apart, so its 16 write streams do not share a cache set) and are
+// copied out whole: written pair by pair straight into U, the 16 destinations lie a
+// whole U[xi] apart (a multiple of 4 KiB for ResNet's channel counts) and kept 16 partly
+// written lines in one set. Zen 4, 2 threads, 512 x 512 filters: 5.5-6.9 -> 4.8 ms.
 void transform_filters(int64_t OC, int64_t C, const float* w, float* U) {
+  const int64_t rs = C + 16;
   parallel_for(OC, 1, [&](int64_t lo, int64_t hi) {
-    for (int64_t oc = lo; oc < hi; ++oc)
+    std::vector<float> tile(size_t(16 * rs));
+    for (int64_t oc = lo; oc < hi; ++oc) {
       for (int64_t ic = 0; ic < C; ++ic) {
-        const float* g = w + (oc * C + ic) * 9;
-        float t[4][3];  // G g
-        for (int c = 0; c < 3; ++c) {
-          t[0][c] = g[c];
-          t[1][c] = 0.5f * (g[c] + g[3 + c] + g[6 + c]);
-          t[2][c] = 0.5f * (g[c] - g[3 + c] + g[6 + c]);
-          t[3][c] = g[6 + c];
-        }
-        for (int r = 0; r < 4; ++r) {  // (G g) G^T
-          float u[4] = {t[r][0], 0.5f * (t[r][0] + t[r][1] + t[r][2]), 0.5f * (t[r][0] - t[r][1] + t[r][2]), t[r][2]};
-          for (int c = 0; c < 4; ++c) U[((r * 4 + c) * OC + oc) * C + ic] = u[c];
-        }
+        float u[16];
+        winograd_filter_f2(w + (oc * C + ic) * 9, u);
+        for (int xi = 0; xi < 16; ++xi) tile[size_t(xi * rs + ic)] = u[xi];
       }
+      for (int xi = 0; xi < 16; ++xi) std::copy_n(tile.data() + xi * rs, C, U + (xi * OC + oc) * C);
+    }
   });
 }
 }  // namespace
