@@ -2,6 +2,7 @@
 // without copies in both directions (DLPack); the GIL is released while kernels run.
 #include <algorithm>
 
+#include <nanobind/stl/array.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
@@ -33,6 +34,14 @@ void init_runtime(nb::module_& m) {
   m.def("set_num_threads", &set_num_threads, "Size of Zenith's kernel thread pool.");
   m.def("num_threads", &num_threads);
   m.def("sgemm_isa", &sgemm_isa, "The SGEMM micro-kernel chosen for this CPU.");
+  m.def("conv2d_uses_winograd",
+        [](int64_t groups, int64_t kh, int64_t kw, std::array<int64_t, 2> stride, std::array<int64_t, 2> padding,
+           std::array<int64_t, 2> dilation, int64_t c, int64_t h, int64_t w, int64_t oc) {
+          return conv2d_uses_winograd(groups, kh, kw, stride, padding, dilation, c, h, w, oc);
+        },
+        "Whether conv2d runs a conv of these shapes by Winograd (with constant filters).");
+  m.def("conv2d_winograd_per_call", &conv2d_winograd_per_call,
+        "Whether conv2d runs a Winograd conv of N images of H x W by Winograd when its filters are not constant.");
   m.def(
       "isa_mac_rates",
       [](int64_t iters, int runs) {

@@ -666,32 +666,56 @@ def _filter_shape(w):
     return s if len(s) == 4 else [s[0], s[1], 1, s[2]]
 
 
-# Output maps of at least this many pixels take a stride-1 transposed convolution to
-# conv2d with flipped filters; smaller ones, conv_transpose2d. In-process on Zen 4, 2
-# threads, batch 8, a 3x3 conv's input gradient, flip + conv2d / conv_transpose2d:
-# 28 x 28 (64 channels) 0.76x the time, 14 x 14 (128) 0.85x, 7 x 7 (256) 1.33x, 4 x 4
-# (512) 1.34x; 1x1 convs 0.52x at 28 x 28 (their flip is a transpose).
+# A stride-1 transposed convolution (an input's gradient) runs as conv2d with flipped
+# filters where conv2d runs it by Winograd with the filters transformed for the call
+# (_C.conv2d_winograd_per_call: enough tiles in the call), and for 1x1 filters (their
+# flip is a transpose); else, on output maps of at least _FLIP_MIN_PIXELS pixels where
+# Winograd does not apply. Smaller calls take conv_transpose2d (a GEMM, then col2im).
+# In-process on Zen 4, 2 threads, a 3x3 conv's input gradient, flip + conv2d /
+# conv_transpose2d: batch 8, 28 x 28 (64 channels) 0.76x the time, 14 x 14 (128) 0.85x
+# (2026-12-07, sixtieth session); batch 8 on 7 x 7, with the blocked Winograd and its
+# vector filter transform (sixty-first session), 256 channels 0.72-0.83x, 512
+# 0.68-0.78x; where the call's tiles are too few for Winograd, by the GEMM: 7 x 7 at
+# batches 1-2 1.3-1.8x, batch 4 0.88-1.23x, 14 x 14 at batch 1 1.2x (flip_micro.txt);
+# 4 x 4 (512) 0.95-1.08x; 1x1 convs 0.52x at 28 x 28.
 _FLIP_MIN_PIXELS = 100
 
 
-def _conv_transpose_emit(L, x, w, b, wshape, stride, padding, out_pad, dilation, groups, out_hw):
+def _flip_pays(wshape, padding, dilation, groups, out_hw, batch):
+    """Whether a stride-1 transposed convolution with filters [A, B, KH, KW] (groups) onto
+    maps out_hw (None: symbolic) of `batch` images (None: symbolic) runs as a conv2d."""
+    if wshape[2:] == [1, 1] or out_hw is None:
+        return True
+    pad = [dilation[i] * (wshape[2 + i] - 1) - padding[i] for i in range(2)]
+    if _C.conv2d_uses_winograd(groups, wshape[2], wshape[3], [1, 1], pad, list(dilation), wshape[0], out_hw[0],
+                               out_hw[1], wshape[1] * groups):
+        return batch is None or _C.conv2d_winograd_per_call(batch, out_hw[0], out_hw[1])
+    return out_hw[0] * out_hw[1] >= _FLIP_MIN_PIXELS
+
+
+def _conv_transpose_emit(L, x, w, b, wshape, stride, padding, out_pad, dilation, groups, out_hw, batch):
     """ConvTranspose2d(x) with filters w [A, B, KH, KW], which is also the gradient of a
     conv2d's input (x its output's gradient, w its filters); out_hw its output's static
-    (height, width), or None. At stride 1 on maps that are not small, and for 1x1
-    filters, it is the convolution of x with the filters turned half a turn
+    (height, width), or None; batch x's images (None: symbolic). At stride 1 where it
+    pays (_flip_pays), it is the convolution of x with the filters turned half a turn
     (flip_filters), padded by the windows' reach less the padding: conv2d's kernels
     (Winograd, packed GEMMs) run it. Otherwise conv_transpose2d (a GEMM, then the
     columns added into place)."""
     reach = [dilation[0] * (wshape[2] - 1), dilation[1] * (wshape[3] - 1)]
-    big = out_hw is None or out_hw[0] * out_hw[1] >= _FLIP_MIN_PIXELS or wshape[2:] == [1, 1]
     if (list(stride) == [1, 1] and list(out_pad) == [0, 0] and all(p <= r for p, r in zip(padding, reach))
-            and big):
+            and _flip_pays(wshape, padding, dilation, groups, out_hw, batch)):
         wf = L.emit("flip_filters", [w], groups=groups)
         return L.emit("conv2d", [x, wf, b if b is not None else wf], stride=[1, 1],
                       padding=[r - p for r, p in zip(reach, padding)], dilation=list(dilation), groups=groups,
                       has_bias=int(b is not None))
     return L.emit("conv_transpose2d", [x, w, b if b is not None else w], stride=list(stride), padding=list(padding),
                   output_padding=list(out_pad), dilation=list(dilation), groups=groups, has_bias=int(b is not None))
+
+
+def _static_batch(t):
+    """t's first dim (its images) as an int, or None if symbolic."""
+    n = meta(t).shape[0]
+    return n if isinstance(n, int) else None
 
 
 def _static_hw(t):
@@ -710,7 +734,7 @@ def _conv(L, node):
     bv = L.val(b) if b is not None else None
     if transposed:
         y = _conv_transpose_emit(L, xv, wv, bv, _filter_shape(w), stride, padding, out_pad, dilation, groups,
-                                 _static_hw(node))
+                                 _static_hw(node), _static_batch(x))
     else:
         y = L.emit("conv2d", [xv, wv, bv if bv is not None else wv], stride=stride, padding=padding,
                    dilation=dilation, groups=groups, has_bias=int(b is not None))
@@ -751,7 +775,8 @@ def _conv_backward(L, node):
             xs, ys = ([1] + xs, [1] + ys) if one_d else (xs, ys)
             op = [xs[i] - ((ys[i] - 1) * stride[i] - 2 * padding[i] + dilation[i] * (wshape[2 + i] - 1) + 1)
                   for i in range(2)]
-            gi = _conv_transpose_emit(L, gv, wv, None, wshape, stride, padding, op, dilation, groups, xs)
+            gi = _conv_transpose_emit(L, gv, wv, None, wshape, stride, padding, op, dilation, groups, xs,
+                                      _static_batch(gy))
         grads[0] = back(gi, x)
     if mask[1]:
         xv = _as_2d(L, x)

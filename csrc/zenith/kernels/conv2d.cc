@@ -1,13 +1,16 @@
 // conv2d: an implicit GEMM per image and group against the filters (gemm.cc's sgemm),
-// Winograd F(2x2, 3x3) for 3x3 stride-1 convs with enough channels (winograd.cc), a
+// Winograd for 3x3 stride-1 convs with enough channels (over the blocked layout where
+// the channels are whole blocks, conv2d_nchwc.cc; else F(2x2, 3x3) in NCHW, winograd.cc), a
 // direct loop for depthwise convs, per plane or per group of channels (depthwise.cc),
 // and a direct conv for few input channels (conv2d_direct.cc). prepare_conv2d chooses the algorithm
 // once per plan and says how it wants constant filters packed; run_conv2d executes that
 // choice. The GEMM paths are held to ref_sgemm through the GEMM and to PyTorch by the
 // op tests.
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <string>
 
 #include "zenith/error.h"
 #include "zenith/kernels/activation.h"
@@ -117,12 +120,18 @@ struct ConvState {
     kPerImage,         // a GEMM per image and group, B built panel by panel or in memory
     kInt8,             // an int8 weight: conv2d_int8 (conv2d_int8.cc)
     kDirect,           // few input channels (stems): conv2d_direct per image (conv2d_direct.cc)
+    kNchwcWinograd,    // Winograd over the blocked layout (conv3x3_winograd_nchwc), the
+                       // image and output converted: channels in whole blocks
   } algo = kPerImage;
+  // The algorithm where the filters arrive unpacked (not constant: a training step's) and
+  // a Winograd algo would transform them for too few tiles (conv2d_winograd_per_call).
+  Algo unpacked = kPerImage;
+  NchwcConvGeom ng;  // kNchwcWinograd: its geometry, and F(m x m)'s m for constant filters
+  int wino_m = 2;
   QIsa isa = QIsa::kScalar;  // kInt8: the int8 GEMM's instruction set
   int64_t N, C, H, W, OC, ICg, KH, KW, OH, OW, G, OCg;
   int64_t rows, cols;  // the GEMM's depth (ICg * KH * KW) and output pixels per image
   bool pointwise;      // 1x1, stride 1, no padding: the image is B as it is
-  bool packs_filters = false;  // the algorithm reads its filters packed (pack_filters)
   std::array<int64_t, 2> st, pd, dl;
 };
 
@@ -136,19 +145,25 @@ PackedOperand::Side packed_form(ConvState::Algo a) {
                                                                                            : PackedOperand::kA;
 }
 
-std::shared_ptr<const PackedOperand> pack_filters(const void* state, const void* const* srcs) {
-  const auto& s = *static_cast<const ConvState*>(state);
-  const void* src = srcs[0];
-  if (s.algo == ConvState::kInt8)
+// The filters packed as `algo` reads them (kNchwcWinograd: F(m x m)'s).
+std::shared_ptr<const PackedOperand> pack_for(const ConvState& s, ConvState::Algo algo, const void* src, int m) {
+  if (algo == ConvState::kInt8)
     return std::make_shared<const PackedOperand>(
         conv2d_int8_pack(int8_geom(s), static_cast<const uint8_t*>(src), s.isa));
   const float* w = static_cast<const float*>(src);
-  switch (s.algo) {
+  switch (algo) {
+    case ConvState::kNchwcWinograd:
+      return std::make_shared<const PackedOperand>(conv3x3_winograd_nchwc_pack(s.ng, w, m));
     case ConvState::kWinograd: return std::make_shared<const PackedOperand>(conv3x3_winograd_pack(s.OC, s.C, w));
     case ConvState::kPixelRows:  // B = W^T: rows x OC
       return std::make_shared<const PackedOperand>(sgemm_pack_b(s.rows, s.OC, w, 1, s.rows));
     default: return std::make_shared<const PackedOperand>(sgemm_pack_a(s.OC, s.rows, w, s.rows, 1));
   }
+}
+
+std::shared_ptr<const PackedOperand> pack_filters(const void* state, const void* const* srcs) {
+  const auto& s = *static_cast<const ConvState*>(state);
+  return pack_for(s, s.algo, srcs[0], s.wino_m);
 }
 }  // namespace
 
@@ -177,6 +192,68 @@ GemmEpilogue conv_channel_epilogue(const std::vector<TensorRef>& in, size_t bias
   return ep;
 }
 
+namespace {
+// Winograd transforms unpacked filters for a call of this many F(2x2) tiles or more: the
+// transform costs per channel pair what a few hundred products do. Zen 4, 2 threads, a
+// 3x3 conv with its filters an input, Zenith / PyTorch, Winograd against the GEMM:
+// 512 channels on 7 x 7 at batch 8 (128 tiles) 1.44 / 1.51, batch 4 1.94 / 1.18, batch
+// 1 4.9 / 1.43; 256 on 14 x 14 at batch 8 0.93 / 1.29, batch 2 (98 tiles) 1.35 / 1.29;
+// 128 on 28 x 28 at batch 1 (196 tiles) 1.02 / 1.48 (docs/benchmarks, 2026-12-07).
+constexpr int64_t kWinogradPerCallTiles = 128;
+
+// The algorithm for ConvState's shapes (winograd: whether conv2d_uses_winograd).
+ConvState::Algo choose_conv_algo(const ConvState& q, bool winograd) {
+  if (q.G == q.C && q.ICg == 1 && q.OCg == 1) {
+    // Output rows narrower than 32 columns run a group of channels at a time, vectors
+    // across the channels of a pixel: along a 7- or 14-wide row most of a vector is
+    // padding. In-process A/B on Zen 4, 2 threads, 3x3 + bn + ReLU6, channels / plane
+    // time: 7 x 7 outputs 0.36-0.42x (AVX-512), 0.43-0.59x (AVX2); 14 x 14 0.63-0.67x,
+    // 0.84-0.91x; 28 x 28 0.84-0.96x, 0.73-0.88x; 56 x 56 1.1-1.2x.
+    // (Planes of at most 128 x 128: a group's buffers are 8 or 16 planes.)
+    return q.OW < 32 && q.H * q.W <= 16384 ? ConvState::kDepthwiseGroups : ConvState::kDepthwise;
+  }
+  if (winograd) {
+    // Whole channel blocks run over the blocked layout, converting the image and the
+    // output (and a residual): its passes over several images read the transformed
+    // filters once a pass where the NCHW Winograd reads them per image, and its
+    // transforms are vector code. ZENITH_CONV_NCHWC_WINOGRAD=0 keeps the NCHW one.
+    const char* v = std::getenv("ZENITH_CONV_NCHWC_WINOGRAD");  // (read per plan: A/B in one process)
+    const bool nchw = v && std::string(v) == "0";
+    return !nchw && q.C % q.ng.L == 0 && q.OC % q.ng.L == 0 ? ConvState::kNchwcWinograd : ConvState::kWinograd;
+  }
+  if (conv2d_direct_fits(q.C, q.KH, q.KW, q.G) && !q.pointwise && q.cols >= 1024) {
+    // Stems (3 channels, 7x7 or 3x3, stride 2, on 224 x 224): direct from the image,
+    // no im2col columns. In-process A/B on Zen 4, 2 threads, + bn + ReLU, direct / GEMM
+    // time: ResNet's 7x7 0.77-0.84x (AVX-512), 0.58-0.67x (AVX2); MobileNets' 3x3
+    // 0.84-1.03x, 0.75-0.92x. Fewer than 1024 output pixels keep the GEMM (its one
+    // fork and join against the copy's and the tiles': up to 1.25x on 28 x 28).
+    return ConvState::kDirect;
+  }
+  if (q.G == 1 && q.N > 1 && q.cols < 512) {
+    // Small feature maps (14 x 14, 7 x 7) of a batch run as one GEMM over every image's
+    // columns: a per-image GEMM that narrow wastes panel width and parallelism (256 x 196
+    // x 2304: 139 GFLOP/s; 256 x 1568 x 2304: 191). Costs a copy of the output into the
+    // (N, OC, OH, OW) layout, and of the input's columns where B is not built from the
+    // images (run_conv2d).
+    return ConvState::kBatchedColumns;
+  }
+  return conv2d_pixel_rows(q.N, q.G, q.cols, false) ? ConvState::kPixelRows : ConvState::kPerImage;
+}
+
+// Whether `algo` reads its filters packed (pack_for), where they can be packed once.
+bool reads_packed(const ConvState& q, ConvState::Algo algo) {
+  if (q.G != 1 || algo == ConvState::kDepthwise || algo == ConvState::kDepthwiseGroups || algo == ConvState::kDirect)
+    return false;
+  if (algo != ConvState::kPerImage && algo != ConvState::kBatchedColumns) return true;
+  return sgemm_reads_packed(q.OC, algo == ConvState::kBatchedColumns ? q.N * q.cols : q.cols, 1);
+}
+
+}  // namespace
+
+bool conv2d_winograd_per_call(int64_t N, int64_t H, int64_t W) {
+  return N * ((H + 1) / 2) * ((W + 1) / 2) >= kWinogradPerCallTiles;
+}
+
 void prepare_conv2d(const PrepareCtx& c, PreparedOp* p) {
   const auto& at = c.a<attrs::conv2d>();
   const TensorRef &x = c.in[0], &w = c.in[1], &o = c.out[0];
@@ -201,46 +278,24 @@ void prepare_conv2d(const PrepareCtx& c, PreparedOp* p) {
   }
   q.pointwise = q.KH == 1 && q.KW == 1 && q.st[0] == 1 && q.st[1] == 1 && q.pd[0] == 0 && q.pd[1] == 0;
   // 3x3 stride-1 same-padding convs on maps of 49+ pixels with enough channels run as
-  // Winograd F(2x2, 3x3), image by image: 2.25x fewer multiplies; smaller maps waste tiles.
+  // Winograd F(2x2, 3x3): 2.25x fewer multiplies; smaller maps waste tiles.
   const bool winograd = conv2d_uses_winograd(q.G, q.KH, q.KW, q.st, q.pd, q.dl, q.C, q.H, q.W, q.OC);
-  int64_t gemm_b_rs = q.cols;  // B's row stride in the GEMM that reads packed filters
-  if (q.G == q.C && q.ICg == 1 && q.OCg == 1) {
-    // Output rows narrower than 32 columns run a group of channels at a time, vectors
-    // across the channels of a pixel: along a 7- or 14-wide row most of a vector is
-    // padding. In-process A/B on Zen 4, 2 threads, 3x3 + bn + ReLU6, channels / plane
-    // time: 7 x 7 outputs 0.36-0.42x (AVX-512), 0.43-0.59x (AVX2); 14 x 14 0.63-0.67x,
-    // 0.84-0.91x; 28 x 28 0.84-0.96x, 0.73-0.88x; 56 x 56 1.1-1.2x.
-    // (Planes of at most 128 x 128: a group's buffers are 8 or 16 planes.)
-    q.algo = q.OW < 32 && q.H * q.W <= 16384 ? ConvState::kDepthwiseGroups : ConvState::kDepthwise;
-  } else if (winograd) {
-    q.algo = ConvState::kWinograd;
-  } else if (conv2d_direct_fits(q.C, q.KH, q.KW, q.G) && !q.pointwise && q.cols >= 1024) {
-    // Stems (3 channels, 7x7 or 3x3, stride 2, on 224 x 224): direct from the image,
-    // no im2col columns. In-process A/B on Zen 4, 2 threads, + bn + ReLU, direct / GEMM
-    // time: ResNet's 7x7 0.77-0.84x (AVX-512), 0.58-0.67x (AVX2); MobileNets' 3x3
-    // 0.84-1.03x, 0.75-0.92x. Fewer than 1024 output pixels keep the GEMM (its one
-    // fork and join against the copy's and the tiles': up to 1.25x on 28 x 28).
-    q.algo = ConvState::kDirect;
-  } else if (q.G == 1 && q.N > 1 && q.cols < 512) {
-    // Small feature maps (14 x 14, 7 x 7) of a batch run as one GEMM over every image's
-    // columns: a per-image GEMM that narrow wastes panel width and parallelism (256 x 196
-    // x 2304: 139 GFLOP/s; 256 x 1568 x 2304: 191). Costs a copy of the output into the
-    // (N, OC, OH, OW) layout, and of the input's columns where B is not built from the
-    // images (run_conv2d).
-    q.algo = ConvState::kBatchedColumns;
-    gemm_b_rs = q.N * q.cols;
-  } else if (conv2d_pixel_rows(q.N, q.G, q.cols, false)) {
-    q.algo = ConvState::kPixelRows;
-  }
+  q.ng.N = q.N, q.ng.C = q.C, q.ng.H = q.H, q.ng.W = q.W, q.ng.OC = q.OC, q.ng.OH = q.OH, q.ng.OW = q.OW;
+  q.ng.KH = q.KH, q.ng.KW = q.KW, q.ng.L = nchwc_block(), q.ng.st = q.st, q.ng.pd = q.pd, q.ng.dl = q.dl;
+  q.algo = choose_conv_algo(q, winograd);
+  q.unpacked = choose_conv_algo(q, false);
+  if (q.algo == ConvState::kNchwcWinograd) q.wino_m = winograd4_pays(q.ng) ? 4 : 2;
   // Constant filters, kept packed in the form the chosen path reads: transformed
-  // (Winograd), as B (pixels as rows), or as the GEMM's A where the blocked driver would
+  // (Winograd; over the blocked layout with conv2d_nchwc's key, so the two share a
+  // pack), as B (pixels as rows), or as the GEMM's A where the blocked driver would
   // pack A on every call. Grouped and depthwise convs read their filters in place.
-  q.packs_filters = q.G == 1 && q.algo != ConvState::kDepthwise && q.algo != ConvState::kDepthwiseGroups &&
-                    q.algo != ConvState::kDirect &&
-                    ((q.algo != ConvState::kPerImage && q.algo != ConvState::kBatchedColumns) ||
-                     sgemm_reads_packed(q.OC, gemm_b_rs, 1));
-  if (q.packs_filters && w.dtype == DType::f32 && o.dtype == DType::f32)
-    p->weight = WeightPack{{1}, {int64_t(packed_form(q.algo)), q.OC, q.C, q.rows}, pack_filters};
+  if (reads_packed(q, q.algo) && w.dtype == DType::f32 && o.dtype == DType::f32)
+    p->weight = q.algo == ConvState::kNchwcWinograd
+                    ? WeightPack{{1},
+                                 {int64_t(q.wino_m == 4 ? PackedOperand::kWinograd4 : PackedOperand::kWinograd), q.OC,
+                                  q.C, 9, q.ng.L},
+                                 pack_filters}
+                    : WeightPack{{1}, {int64_t(packed_form(q.algo)), q.OC, q.C, q.rows}, pack_filters};
   p->state = std::move(s);
 }
 
@@ -266,15 +321,25 @@ void run_conv2d(const KernelCtx& c) {
   // types) are packed here, for this call alone, where the chosen algorithm reads them
   // packed and would otherwise redo the work per image: Winograd transforming them image
   // by image, a GEMM per image packing them each time. An optimizer's in-place update
-  // is read on the next call. (One GEMM over the batch packs them once itself.)
+  // is read on the next call. (One GEMM over the batch packs them once itself.) Winograd
+  // gives way to the GEMM where the call has too few tiles to repay the transform.
+  thread_local AlignedBuf wino_buf;  // per-call blocked Winograd filters, their pages reused
   std::shared_ptr<const PackedOperand> own;
   const PackedOperand* packed_w = c.packed;
-  if (!packed_w && q.packs_filters &&
-      (q.algo == ConvState::kWinograd || q.algo == ConvState::kPixelRows || (q.algo == ConvState::kPerImage && q.N > 1))) {
-    own = pack_filters(&q, &w.data);
+  ConvState::Algo algo = q.algo;
+  if (!packed_w && (algo == ConvState::kWinograd || algo == ConvState::kNchwcWinograd) &&
+      !conv2d_winograd_per_call(q.N, q.H, q.W))
+    algo = q.unpacked;
+  if (!packed_w && reads_packed(q, algo) &&
+      (algo == ConvState::kWinograd || algo == ConvState::kNchwcWinograd || algo == ConvState::kPixelRows ||
+       (algo == ConvState::kPerImage && q.N > 1))) {
+    own = algo == ConvState::kNchwcWinograd
+              ? std::make_shared<const PackedOperand>(conv3x3_winograd_nchwc_pack(
+                    q.ng, w.as<float>(), 2, wino_buf.get(size_t(winograd_nchwc_packed_floats(q.ng, 2)))))
+              : pack_for(q, algo, w.data, 2);
     packed_w = own.get();
   }
-  const ConvState::Algo algo = q.algo == ConvState::kPixelRows && !packed_w ? ConvState::kPerImage : q.algo;
+  if (algo == ConvState::kPixelRows && !packed_w) algo = ConvState::kPerImage;
   const int64_t N = q.N, C = q.C, H = q.H, W = q.W, OC = q.OC, ICg = q.ICg, KH = q.KH, KW = q.KW, OH = q.OH,
                 OW = q.OW, G = q.G, OCg = q.OCg, rows = q.rows, cols = q.cols;
   const auto &st = q.st, &pd = q.pd, &dl = q.dl;
@@ -300,6 +365,23 @@ void run_conv2d(const KernelCtx& c) {
     }
     return e;
   };
+  thread_local AlignedBuf col_buf, out_buf, res_buf;  // reused across calls: no allocation or zero-fill per conv
+  auto trim = [&] {
+    for (AlignedBuf* b : {&col_buf, &out_buf, &res_buf, &wino_buf}) b->trim(size_t(16) << 20);
+  };
+  if (algo == ConvState::kNchwcWinograd) {
+    // The image (and a residual) into the blocked layout, the conv, the output back.
+    const int64_t L = q.ng.L;
+    float* xb = col_buf.get(size_t(N * C * H * W));
+    nchw_to_nchwc(px, N, C, H * W, L, xb);
+    float* rb = nullptr;
+    if (res) nchw_to_nchwc(res, N, OC, cols, L, rb = res_buf.get(size_t(N * OC * cols)));
+    float* ob = out_buf.get(size_t(N * OC * cols));
+    conv3x3_winograd_nchwc_checked(q.ng, xb, *packed_w, pw, ep.row_scale, ep.row_shift, rb, ep.act, ob);
+    nchwc_to_nchw(ob, N, OC, cols, L, po);
+    trim();
+    return;
+  }
   if (algo == ConvState::kDepthwise || algo == ConvState::kDepthwiseGroups) {
     const DepthwiseGeom dg{H, W, KH, KW, OH, OW, st[0], st[1], pd[0], pd[1], dl[0], dl[1]};
     if (algo == ConvState::kDepthwiseGroups) {
@@ -349,7 +431,6 @@ void run_conv2d(const KernelCtx& c) {
       }
     });
   };
-  thread_local AlignedBuf col_buf, out_buf;  // reused across calls: no allocation or zero-fill per conv
   // packed_w, when given, is what pack_filters made for this algorithm.
   if (algo == ConvState::kBatchedColumns) {
     int64_t ncols = N * cols;
@@ -389,8 +470,7 @@ void run_conv2d(const KernelCtx& c) {
         }
       }
     });
-    col_buf.trim(size_t(16) << 20);
-    out_buf.trim(size_t(16) << 20);
+    trim();
     return;
   }
   // Images holding a NaN, an infinity or a huge value (all, where the filters do) skip
@@ -444,8 +524,7 @@ void run_conv2d(const KernelCtx& c) {
       sgemm_b_source(OCg, cols, rows, pw + g * OCg * rows, rows, 1, GemmBSource{ConvColumns::pack, &cc}, og, cols,
                      packed, &eg);
     }
-  col_buf.trim(size_t(16) << 20);
-  out_buf.trim(size_t(16) << 20);
+  trim();
 }
 
 }  // namespace zenith

@@ -9,6 +9,7 @@ import torch.nn.functional as F
 
 from harness import check, compile_fn
 
+import zenith
 from zenith import _C
 
 f32, f16, bf16, i64, i32, b8 = torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.int32, torch.bool
@@ -345,10 +346,14 @@ def test_conv2d():
         dict(x=(2, 3, 70, 66), w=(13, 3, 7, 7), stride=2, padding=3),
         dict(x=(1, 3, 64, 64), w=(10, 3, 3, 3), stride=2, padding=1, bias=False),
         dict(x=(1, 2, 40, 50), w=(5, 2, 5, 5), stride=1, padding=2, dilation=(1, 2)),
-        # 3x3, stride 1, padding 1, 128+ channels on a 13 x 12 map: Winograd F(2x2, 3x3)
-        # (odd height: a clipped last row of tiles). Sums of 1152 products (outputs up to
-        # ~100): 5e-4 absolute is about 5 ulp of the largest.
+        # 3x3, stride 1, padding 1, 64+ channels on a 13 x 12 map: Winograd F(2x2, 3x3)
+        # (odd height: a clipped last row of tiles) where the call has 128+ tiles, its
+        # filters (an input here) transformed for the call: 130 output channels in NCHW,
+        # 64 over the blocked layout; one image (42 tiles): the GEMM. Sums of 1152
+        # products (outputs up to ~100): 5e-4 absolute is about 5 ulp of the largest.
         dict(x=(1, 128, 13, 12), w=(130, 128, 3, 3), stride=1, padding=1, atol=5e-4),
+        dict(x=(4, 128, 13, 12), w=(130, 128, 3, 3), stride=1, padding=1, atol=5e-4),
+        dict(x=(4, 64, 13, 12), w=(64, 64, 3, 3), stride=1, padding=1, atol=5e-4),
         # Batches with small maps run as one GEMM over all images' columns; 24 x 24
         # (576 columns) per image.
         dict(x=(3, 5, 7, 7), w=(6, 5, 1, 1), stride=1, padding=0),
@@ -678,6 +683,39 @@ def test_conv_batch_norm_relu_batched():
     for shape in [(5, 4, 7, 7), (1, 4, 7, 7)]:
         cg = check(f, [make(shape, f32)] + params, covers=["conv2d"], passes=True, tol=dict(rtol=1e-4, atol=1e-4))
         assert "batch_norm" not in cg.report.zenith_ops and "relu" not in cg.report.zenith_ops  # all in the conv
+
+
+def test_conv2d_winograd_over_the_blocked_layout():
+    """A lone 3x3 stride-1 conv on whole channel blocks (64 channels) runs conv2d's
+    Winograd over the blocked layout, the image, the residual and the output converted:
+    with batch-norm, a residual and ReLU in its epilogue, its filters an input (transformed
+    for the call: 4 images of 13 x 12, 168 tiles; one image of 9 x 9 runs the GEMM) and
+    constant (transformed once, any batch); a NaN and an infinity kept to their windows
+    (those images by the direct conv). Against eager."""
+    c = 64
+    bn = [make((c,), f32), make((c,), f32).abs() + 0.5, make((c,), f32), make((c,), f32)]
+
+    def block(x, w, mean, var, g, beta):
+        y = F.batch_norm(F.conv2d(x, w, None, padding=1), mean, var, g, beta, training=False, eps=1e-5)
+        return torch.relu(y + x)
+
+    tol = dict(rtol=1e-4, atol=5e-4)
+    for shape in [(4, c, 13, 12), (1, c, 9, 9)]:
+        x = make(shape, f32)
+        cg = check(block, [x, make((c, c, 3, 3), f32)] + bn, covers=["conv2d"], passes=True, tol=tol)
+        assert set(cg.report.zenith_ops) == {"conv2d"}, cg.report.zenith_ops  # bn, add and relu in its epilogue
+    x = make((4, c, 13, 12), f32)
+    x[0, 5, 3, 9], x[2, 60, 12, 0] = float("nan"), float("inf")
+    check(block, [x, make((c, c, 3, 3), f32)] + bn, covers=["conv2d"], passes=True, tol=tol)
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Conv2d(c, c, 3, padding=1), torch.nn.BatchNorm2d(c), torch.nn.ReLU()).eval()
+    m[1].running_mean.normal_()
+    m[1].running_var.uniform_(0.5, 2.0)
+    f = zenith.freeze(m)
+    for x in (make((1, c, 9, 9), f32), make((3, c, 14, 14), f32)):
+        assert set(zenith.explain(m, x).zenith_ops) == {"conv2d"}
+        with torch.no_grad():
+            torch.testing.assert_close(f(x), m(x), **tol)
 
 
 def test_conv_residual_add_relu():
@@ -1276,6 +1314,11 @@ FLIP, COLS, WGRAD = ["flip_filters", "conv2d"], ["conv_transpose2d"], ["conv2d_w
 CONV_BACKWARD_CASES = [  # x, w, stride, padding, dilation, groups, transposed, output_padding, the ops it runs as
     ((2, 6, 11, 10), (8, 6, 3, 3), 1, 1, 1, 1, False, 0, FLIP + WGRAD),  # 110 input pixels
     ((2, 6, 7, 9), (8, 6, 3, 3), 1, 1, 1, 1, False, 0, COLS + WGRAD),  # 63: the columns
+    # 64 channels, where conv2d would run the flipped conv by Winograd: with 128+ tiles
+    # (filters transformed for the call); with fewer, the columns, however many pixels
+    ((8, 64, 7, 7), (64, 64, 3, 3), 1, 1, 1, 1, False, 0, FLIP + WGRAD),
+    ((2, 64, 7, 7), (64, 64, 3, 3), 1, 1, 1, 1, False, 0, COLS + WGRAD),
+    ((1, 64, 12, 12), (64, 64, 3, 3), 1, 1, 1, 1, False, 0, COLS + WGRAD),
     ((3, 6, 11, 10), (8, 6, 3, 3), 2, 1, 1, 1, False, 0, COLS + WGRAD),  # the last input row and column unread
     ((2, 6, 13, 12), (6, 2, 3, 3), 3, 0, 1, 3, False, 0, COLS + WGRAD),
     ((2, 6, 15, 13), (6, 3, 3, 3), 2, 2, 2, 2, False, 0, COLS + WGRAD),  # stride and dilation together
