@@ -677,15 +677,17 @@ def _filter_shape(w):
 # vector filter transform (sixty-first session), 256 channels 0.72-0.83x, 512
 # 0.68-0.78x; where the call's tiles are too few for Winograd, by the GEMM: 7 x 7 at
 # batches 1-2 1.3-1.8x, batch 4 0.88-1.23x, 14 x 14 at batch 1 1.2x (flip_micro.txt);
-# 4 x 4 (512) 0.95-1.08x; 1x1 convs 0.52x at 28 x 28.
+# 4 x 4 (512) 0.95-1.08x; 1x1 convs 0.52x at 28 x 28; depthwise 3x3 convs (MobileNet V2's,
+# batch 8; conv2d's depthwise kernels run vectors across channels on small maps) 0.17x on
+# 4 x 4 to 0.43x on 56 x 56 (dw_micro.txt).
 _FLIP_MIN_PIXELS = 100
 
 
 def _flip_pays(wshape, padding, dilation, groups, out_hw, batch):
     """Whether a stride-1 transposed convolution with filters [A, B, KH, KW] (groups) onto
     maps out_hw (None: symbolic) of `batch` images (None: symbolic) runs as a conv2d."""
-    if wshape[2:] == [1, 1] or out_hw is None:
-        return True
+    if wshape[2:] == [1, 1] or out_hw is None or (groups > 1 and wshape[0] == groups and wshape[1] == 1):
+        return True  # (a depthwise conv: conv2d's depthwise kernels, vectors across channels on small maps)
     pad = [dilation[i] * (wshape[2 + i] - 1) - padding[i] for i in range(2)]
     if _C.conv2d_uses_winograd(groups, wshape[2], wshape[3], [1, 1], pad, list(dilation), wshape[0], out_hw[0],
                                out_hw[1], wshape[1] * groups):
