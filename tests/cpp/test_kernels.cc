@@ -1552,7 +1552,9 @@ TEST(Kernels, ConvBackwardMatchesScalarReference) {
   // input wider than the windows reach (output_padding: the rows no window reads get
   // only the bias), small maps (several images per input-gradient GEMM), maps of 512+
   // pixels (one image per GEMM, the gradient read in place, grouped and strided too)
-  // and pointwise convs. Two threads: planes and rows split across them.
+  // and pointwise convs; depthwise convs on small maps (16 channels in the lanes: 20
+  // channels make a part group) and on rows of 20+ columns (plane by plane, row by row).
+  // Two threads: planes and rows split across them.
   struct Case {
     int64_t N, C, OC, H, W, K, s, p, d, G;
   };
@@ -1563,7 +1565,8 @@ TEST(Kernels, ConvBackwardMatchesScalarReference) {
       {1, 3, 5, 8, 6, 4, 2, 1, 1, 1},   {1, 7, 9, 6, 5, 1, 1, 0, 1, 1},  {2, 3, 4, 24, 24, 3, 1, 1, 1, 1},
       {2, 4, 6, 23, 25, 1, 1, 0, 1, 2},  {2, 3, 5, 6, 37, 3, 1, 1, 1, 1},  {2, 4, 3, 9, 70, 3, 2, 1, 1, 1},
       {2, 4, 6, 11, 13, 3, 2, 1, 2, 1},  {2, 3, 3, 14, 16, 3, 3, 2, 2, 1}, {2, 4, 6, 48, 50, 3, 2, 1, 1, 2},
-      {2, 5, 5, 13, 11, 3, 3, 2, 2, 5}};  // (depthwise, stride and dilation: taps in every phase)
+      {2, 5, 5, 13, 11, 3, 3, 2, 2, 5},  // (depthwise, stride and dilation: taps in every phase)
+      {2, 20, 20, 9, 8, 3, 2, 1, 1, 20}, {2, 3, 3, 5, 47, 3, 1, 1, 1, 3}, {2, 3, 3, 6, 44, 3, 2, 1, 1, 3}};
   unsigned seed = 900;
   for (int threads : {1, 2}) {
     set_num_threads(threads);
