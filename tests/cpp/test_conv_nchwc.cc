@@ -485,7 +485,8 @@ TEST(Kernels, NchwcWinogradMatchesNchwWinogradAndReference) {
     int64_t N, C, OC, H, W;
   };
   const Case cases[] = {{3, 64, 80, 9, 7},     {2, 32, 48, 1, 1},     {2, 16, 32, 4, 5},
-                        {1, 64, 64, 56, 56},   {2, 128, 144, 3, 5},   {10, 128, 144, 14, 14}};
+                        {1, 64, 64, 56, 56},   {2, 128, 144, 3, 5},   {10, 128, 144, 14, 14},
+                        {2, 24, 40, 9, 7}};  // (24 channels: a part chunk of the packer's 16; 5 blocks of 8)
   for (int m : {2, 4})
   for (int64_t L : {8, 16})
     for (const Case& k : cases)

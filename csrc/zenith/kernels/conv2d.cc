@@ -126,8 +126,7 @@ struct ConvState {
   // The algorithm where the filters arrive unpacked (not constant: a training step's) and
   // a Winograd algo would transform them for too few tiles (conv2d_winograd_per_call).
   Algo unpacked = kPerImage;
-  NchwcConvGeom ng;  // kNchwcWinograd: its geometry, and F(m x m)'s m for constant filters
-  int wino_m = 2;
+  NchwcConvGeom ng;  // kNchwcWinograd: its geometry (F(2x2))
   QIsa isa = QIsa::kScalar;  // kInt8: the int8 GEMM's instruction set
   int64_t N, C, H, W, OC, ICg, KH, KW, OH, OW, G, OCg;
   int64_t rows, cols;  // the GEMM's depth (ICg * KH * KW) and output pixels per image
@@ -145,15 +144,15 @@ PackedOperand::Side packed_form(ConvState::Algo a) {
                                                                                            : PackedOperand::kA;
 }
 
-// The filters packed as `algo` reads them (kNchwcWinograd: F(m x m)'s).
-std::shared_ptr<const PackedOperand> pack_for(const ConvState& s, ConvState::Algo algo, const void* src, int m) {
+// The filters packed as `algo` reads them.
+std::shared_ptr<const PackedOperand> pack_for(const ConvState& s, ConvState::Algo algo, const void* src) {
   if (algo == ConvState::kInt8)
     return std::make_shared<const PackedOperand>(
         conv2d_int8_pack(int8_geom(s), static_cast<const uint8_t*>(src), s.isa));
   const float* w = static_cast<const float*>(src);
   switch (algo) {
     case ConvState::kNchwcWinograd:
-      return std::make_shared<const PackedOperand>(conv3x3_winograd_nchwc_pack(s.ng, w, m));
+      return std::make_shared<const PackedOperand>(conv3x3_winograd_nchwc_pack(s.ng, w, 2));
     case ConvState::kWinograd: return std::make_shared<const PackedOperand>(conv3x3_winograd_pack(s.OC, s.C, w));
     case ConvState::kPixelRows:  // B = W^T: rows x OC
       return std::make_shared<const PackedOperand>(sgemm_pack_b(s.rows, s.OC, w, 1, s.rows));
@@ -163,7 +162,7 @@ std::shared_ptr<const PackedOperand> pack_for(const ConvState& s, ConvState::Alg
 
 std::shared_ptr<const PackedOperand> pack_filters(const void* state, const void* const* srcs) {
   const auto& s = *static_cast<const ConvState*>(state);
-  return pack_for(s, s.algo, srcs[0], s.wino_m);
+  return pack_for(s, s.algo, srcs[0]);
 }
 }  // namespace
 
@@ -195,7 +194,7 @@ GemmEpilogue conv_channel_epilogue(const std::vector<TensorRef>& in, size_t bias
 namespace {
 // Winograd transforms unpacked filters for a call of this many F(2x2) tiles or more: the
 // transform costs per channel pair what a few hundred products do. Zen 4, 2 threads, a
-// 3x3 conv with its filters an input, Zenith / PyTorch, Winograd against the GEMM:
+// 3x3 conv with its filters an input, its time over PyTorch's by Winograd / by the GEMM:
 // 512 channels on 7 x 7 at batch 8 (128 tiles) 1.44 / 1.51, batch 4 1.94 / 1.18, batch
 // 1 4.9 / 1.43; 256 on 14 x 14 at batch 8 0.93 / 1.29, batch 2 (98 tiles) 1.35 / 1.29;
 // 128 on 28 x 28 at batch 1 (196 tiles) 1.02 / 1.48 (docs/benchmarks, 2026-12-07).
@@ -278,23 +277,22 @@ void prepare_conv2d(const PrepareCtx& c, PreparedOp* p) {
   }
   q.pointwise = q.KH == 1 && q.KW == 1 && q.st[0] == 1 && q.st[1] == 1 && q.pd[0] == 0 && q.pd[1] == 0;
   // 3x3 stride-1 same-padding convs on maps of 49+ pixels with enough channels run as
-  // Winograd F(2x2, 3x3): 2.25x fewer multiplies; smaller maps waste tiles.
+  // Winograd F(2x2, 3x3): 2.25x fewer multiplies; smaller maps waste tiles. (F(2x2) over
+  // the blocked layout too: winograd4_pays depends on the batch, and a symbolic batch
+  // alternating across its threshold would re-transform constant filters at each
+  // change; F(4x4) is for chains of blocked convs, conv2d_nchwc.)
   const bool winograd = conv2d_uses_winograd(q.G, q.KH, q.KW, q.st, q.pd, q.dl, q.C, q.H, q.W, q.OC);
   q.ng.N = q.N, q.ng.C = q.C, q.ng.H = q.H, q.ng.W = q.W, q.ng.OC = q.OC, q.ng.OH = q.OH, q.ng.OW = q.OW;
   q.ng.KH = q.KH, q.ng.KW = q.KW, q.ng.L = nchwc_block(), q.ng.st = q.st, q.ng.pd = q.pd, q.ng.dl = q.dl;
   q.algo = choose_conv_algo(q, winograd);
   q.unpacked = choose_conv_algo(q, false);
-  if (q.algo == ConvState::kNchwcWinograd) q.wino_m = winograd4_pays(q.ng) ? 4 : 2;
   // Constant filters, kept packed in the form the chosen path reads: transformed
-  // (Winograd; over the blocked layout with conv2d_nchwc's key, so the two share a
-  // pack), as B (pixels as rows), or as the GEMM's A where the blocked driver would
-  // pack A on every call. Grouped and depthwise convs read their filters in place.
+  // (Winograd; over the blocked layout keyed as conv2d_nchwc keys the same layout), as B
+  // (pixels as rows), or as the GEMM's A where the blocked driver would pack A on every
+  // call. Grouped and depthwise convs read their filters in place.
   if (reads_packed(q, q.algo) && w.dtype == DType::f32 && o.dtype == DType::f32)
     p->weight = q.algo == ConvState::kNchwcWinograd
-                    ? WeightPack{{1},
-                                 {int64_t(q.wino_m == 4 ? PackedOperand::kWinograd4 : PackedOperand::kWinograd), q.OC,
-                                  q.C, 9, q.ng.L},
-                                 pack_filters}
+                    ? WeightPack{{1}, {int64_t(PackedOperand::kWinograd), q.OC, q.C, 9, q.ng.L}, pack_filters}
                     : WeightPack{{1}, {int64_t(packed_form(q.algo)), q.OC, q.C, q.rows}, pack_filters};
   p->state = std::move(s);
 }
@@ -336,7 +334,7 @@ void run_conv2d(const KernelCtx& c) {
     own = algo == ConvState::kNchwcWinograd
               ? std::make_shared<const PackedOperand>(conv3x3_winograd_nchwc_pack(
                     q.ng, w.as<float>(), 2, wino_buf.get(size_t(winograd_nchwc_packed_floats(q.ng, 2)))))
-              : pack_for(q, algo, w.data, 2);
+              : pack_for(q, algo, w.data);
     packed_w = own.get();
   }
   if (algo == ConvState::kPixelRows && !packed_w) algo = ConvState::kPerImage;

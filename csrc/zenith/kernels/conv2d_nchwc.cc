@@ -1084,7 +1084,7 @@ void pack_winograd_filters(const NchwcConvGeom& g, const float* w, float* d, int
       const int64_t oc0 = grp * J, nj = std::min(J, g.OC - oc0);
       for (int64_t ic0 = 0; ic0 < C; ic0 += kChunk) {
         const int64_t nc = std::min(kChunk, C - ic0);
-        if constexpr (m == 4) {  // (constant filters: once per weight)
+        if constexpr (m == 4) {  // (a blocked chain's F(4x4): mostly constant filters, packed once)
           if (nj < J) std::fill(tile.begin(), tile.end(), 0.0f);  // a last group of one block
           for (int64_t j = 0; j < nj; ++j)
             for (int64_t i = 0; i < nc; ++i) {

@@ -1324,6 +1324,7 @@ CONV_BACKWARD_CASES = [  # x, w, stride, padding, dilation, groups, transposed, 
     ((2, 6, 15, 13), (6, 3, 3, 3), 2, 2, 2, 2, False, 0, COLS + WGRAD),  # stride and dilation together
     ((2, 6, 12, 12), (6, 1, 3, 3), 2, 1, 1, 6, False, 0, COLS + WGRAD),  # depthwise
     ((2, 6, 12, 12), (6, 1, 3, 3), 1, 2, 2, 6, False, 0, FLIP + WGRAD),  # depthwise, dilated
+    ((2, 20, 7, 7), (20, 1, 3, 3), 1, 1, 1, 20, False, 0, FLIP + WGRAD),  # depthwise on 49 pixels: flipped too
     ((2, 6, 12, 12), (4, 6, 1, 1), 1, 0, 1, 1, False, 0, FLIP + WGRAD),
     ((2, 6, 12, 12), (4, 6, 5, 5), 1, 2, 1, 1, False, 0, FLIP + WGRAD),  # 25 taps a filter
     ((2, 3, 50, 48), (4, 3, 3, 3), 2, 1, 1, 1, False, 0, COLS + WGRAD),  # 600 output pixels: a GEMM per image
