@@ -142,22 +142,17 @@ struct DepthwiseLanes {
       : g(geom), Hp(geom.H + 2 * geom.ph), Wp(geom.W + 2 * geom.pw), HW(geom.H * geom.W), OHW(geom.OH * geom.OW) {}
   // Where input pixel (iy, ix) sits in the padded pixel-major buffer (in lanes' units).
   int64_t at(int64_t iy, int64_t ix) const { return ((iy + g.ph) * Wp + ix + g.pw) * kDwLanes; }
-  // Channels [c0, c0 + nc) of image n's planes (src: [N, C, rows x cols]) into dst
-  // [pixel][kDwLanes]; lanes past nc zero.
+  // Channels [c0, c0 + nc) of image n's gradient planes into dst [pixel][kDwLanes], lanes
+  // past nc zero: one block of the blocked layout.
   void gather_gy(const float* gy, int64_t n, int64_t c0, int64_t nc, float* dst) const {
-    if (nc < kDwLanes) std::fill_n(dst, OHW * kDwLanes, 0.0f);
-    for (int64_t l = 0; l < nc; ++l) {
-      const float* src = gy + (n * g.C + c0 + l) * OHW;
-      for (int64_t p = 0; p < OHW; ++p) dst[p * kDwLanes + l] = src[p];
-    }
+    nchw_to_nchwc(gy + (n * g.C + c0) * OHW, 1, nc, OHW, kDwLanes, dst);
   }
+  // The same channels of image n's input, zero-padded: a register transpose per row.
   void gather_x(const float* x, int64_t n, int64_t c0, int64_t nc, float* dst) const {
     std::fill_n(dst, Hp * Wp * kDwLanes, 0.0f);
-    for (int64_t l = 0; l < nc; ++l) {
-      const float* src = x + (n * g.C + c0 + l) * HW;
-      for (int64_t iy = 0; iy < g.H; ++iy)
-        for (int64_t ix = 0; ix < g.W; ++ix) dst[at(iy, ix) + l] = src[iy * g.W + ix];
-    }
+    const float* src = x + (n * g.C + c0) * HW;
+    for (int64_t iy = 0; iy < g.H; ++iy)
+      gemm_detail::transpose_block(src + iy * g.W, HW, dst + at(iy, 0), kDwLanes, nc, g.W);
   }
   // The padded-buffer offset of output pixel (oy, 0)'s tap (ky, kx).
   int64_t tap(int64_t oy, int64_t ky, int64_t kx) const {
@@ -224,12 +219,14 @@ void depthwise_input_grad_lanes(const ConvGradGeom& g, const float* gy, const fl
               for (int l = 0; l < L; ++l) dr[ox * xs + l] += gr[ox * L + l] * wv[l];
           }
         }
-      for (int64_t l = 0; l < nc; ++l) {
-        float* plane = dx + (n * g.C + c0 + l) * D.HW;
-        const float b = bias ? bias[c0 + l] : 0.0f;
-        for (int64_t iy = 0; iy < g.H; ++iy)
-          for (int64_t ix = 0; ix < g.W; ++ix) plane[iy * g.W + ix] = dxt[D.at(iy, ix) + l] + b;
-      }
+      float* planes = dx + (n * g.C + c0) * D.HW;
+      for (int64_t iy = 0; iy < g.H; ++iy)  // the padded buffer's rows back into the planes
+        gemm_detail::transpose_block(dxt + D.at(iy, 0), L, planes + iy * g.W, D.HW, g.W, nc);
+      if (bias)
+        for (int64_t l = 0; l < nc; ++l) {
+          float* plane = planes + l * D.HW;
+          for (int64_t i = 0; i < D.HW; ++i) plane[i] += bias[c0 + l];
+        }
     }
     buf.trim(size_t(1) << 20);
   });
