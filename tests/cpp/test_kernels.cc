@@ -1545,8 +1545,9 @@ TEST(Kernels, IntegerDivisionByMinusOneAndZero) {
 
 TEST(Kernels, ConvBackwardMatchesScalarReference) {
   // conv2d_input_grad (GEMM per chunk of images + col2im; depthwise directly) and
-  // conv2d_weight_grad (B built from the padded, phase-split input: one GEMM over the
-  // batch, or one per image on maps of 512+ output pixels; depthwise directly) against
+  // conv2d_weight_grad (B built from the padded input, channels last for groups of 16+
+  // channels, else phase-split: one GEMM over the batch, or one per image on maps of
+  // 512+ output pixels, the images split across threads; depthwise directly) against
   // their double-summing scalar references: one and several groups, depthwise, strides
   // 1 to 3, padding, dilation (with strides: taps in every column phase), odd sizes, an
   // input wider than the windows reach (output_padding: the rows no window reads get
@@ -1566,7 +1567,13 @@ TEST(Kernels, ConvBackwardMatchesScalarReference) {
       {2, 4, 6, 23, 25, 1, 1, 0, 1, 2},  {2, 3, 5, 6, 37, 3, 1, 1, 1, 1},  {2, 4, 3, 9, 70, 3, 2, 1, 1, 1},
       {2, 4, 6, 11, 13, 3, 2, 1, 2, 1},  {2, 3, 3, 14, 16, 3, 3, 2, 2, 1}, {2, 4, 6, 48, 50, 3, 2, 1, 1, 2},
       {2, 5, 5, 13, 11, 3, 3, 2, 2, 5},  // (depthwise, stride and dilation: taps in every phase)
-      {2, 20, 20, 9, 8, 3, 2, 1, 1, 20}, {2, 3, 3, 5, 47, 3, 1, 1, 1, 3}, {2, 3, 3, 6, 44, 3, 2, 1, 1, 3}};
+      {2, 20, 20, 9, 8, 3, 2, 1, 1, 20}, {2, 3, 3, 5, 47, 3, 1, 1, 1, 3}, {2, 3, 3, 6, 44, 3, 2, 1, 1, 3},
+      // groups of 16+ channels (B from the channels-last input): 19 channels (a panel's
+      // row in runs of two taps), stride 2; two groups of 16 with dilation; maps of 512+
+      // pixels (images split across threads: 3 images make chunks of 1 and 2), 3x3 and
+      // 1x1, one group and two
+      {2, 19, 8, 6, 7, 3, 2, 1, 1, 1},   {2, 32, 6, 7, 6, 3, 1, 2, 2, 2}, {3, 17, 5, 24, 24, 3, 1, 1, 1, 1},
+      {3, 16, 4, 23, 25, 1, 1, 0, 1, 1}, {2, 32, 4, 23, 23, 3, 1, 1, 1, 2}, {3, 5, 4, 24, 22, 3, 1, 1, 1, 1}};
   unsigned seed = 900;
   for (int threads : {1, 2}) {
     set_num_threads(threads);

@@ -12,8 +12,14 @@
 // ones) do not come here: the importer gives them to conv2d as a convolution with the
 // filters flipped (flip_filters), where Winograd and the packed GEMMs run them.
 // The filters' gradient gathers: dW_g = gy_g B, B the output pixels by the filter taps
-// built panel by panel from a padded, phase-split copy of the input (PhasedInput), one
-// GEMM per group over the batch's pixels, or per image on maps of 512+ pixels.
+// built panel by panel from a padded copy of the input: channels last where a group has
+// 16+ channels (ChannelsLastInput; B's columns tap-major, so a panel's row is a run of
+// channels, and the sums are reordered into the filters' layout after), else
+// phase-split (PhasedInput; runs along output rows, transposed). One GEMM per group over
+// the batch's pixels, or on maps of 512+ pixels one per image, the images split across
+// threads (sum_images). ZENITH_WGRAD_CL=0 takes the phase-split copy everywhere and
+// ZENITH_WGRAD_SPLIT=0 splits each image's GEMM across threads instead (both read per
+// call, for A/B measurements).
 // Depthwise convs (one input and one output channel per group) run directly, plane by
 // plane, row by row, or on rows under 20 columns 16 channels at a time in the vector
 // lanes (DepthwiseLanes); a GEMM per channel would be 1-row GEMMs.
@@ -21,6 +27,7 @@
 // term of the definition in turn, summed in double.
 #include <algorithm>
 #include <array>
+#include <cstdlib>
 #include <cstring>
 #include <type_traits>
 
@@ -374,72 +381,224 @@ struct WeightGradColumns {
       for (int64_t k = 0; k < kc; ++k) std::fill_n(dst + k * nr_max + nr, nr_max - nr, 0.0f);
   }
 };
+
+// The input of a filters' gradient copied once channels last, with its padding: value
+// (image n, padded row y, padded column x, channel c) at ((n * Hp + y) * Wp + x) * C + c.
+// Tap (ky, kx) of output pixel (oy, ox) reads the whole run of channels at a pixel's
+// offset plus a tap's, whatever the stride, dilation or map size.
+struct ChannelsLastInput {
+  int64_t Hp, Wp, C;
+  explicit ChannelsLastInput(const ConvGradGeom& g) : Hp(g.H + 2 * g.ph), Wp(g.W + 2 * g.pw), C(g.C) {}
+  int64_t pixel(const ConvGradGeom& g, int64_t n, int64_t oy, int64_t ox) const {
+    return ((n * Hp + oy * g.sh) * Wp + ox * g.sw) * C;
+  }
+  int64_t tap(const ConvGradGeom& g, int64_t ky, int64_t kx) const { return (ky * g.dh * Wp + kx * g.dw) * C; }
+  // Images [0, g.N) of x into dst, a thread per padded row.
+  void build(const ConvGradGeom& g, const float* x, float* dst) const {
+    parallel_for(g.N * Hp, 1, [&](int64_t lo, int64_t hi) {
+      for (int64_t p = lo; p < hi; ++p) {
+        float* d = dst + p * Wp * C;
+        const int64_t n = p / Hp, iy = p % Hp - g.ph;
+        if (iy < 0 || iy >= g.H) {
+          std::fill_n(d, Wp * C, 0.0f);
+          continue;
+        }
+        std::fill_n(d, g.pw * C, 0.0f);
+        gemm_detail::transpose_block(x + n * C * g.H * g.W + iy * g.W, g.H * g.W, d + g.pw * C, C, C, g.W);
+        std::fill(d + (g.pw + g.W) * C, d + Wp * C, 0.0f);
+      }
+    });
+  }
+};
+
+// B of the filters' gradient GEMM with its columns tap-major, B(k, tap * Cg + c): the
+// value channel c of the group reads at tap for output pixel k. Each row of a panel is
+// one or a few runs of channels copied from the channels-last input (one where the
+// group's channels fill whole panels): no clipping, no transposes. dW comes out as
+// [OCg, taps, Cg] and is reordered to the filters' [OCg, Cg, taps] afterwards.
+struct WeightGradTaps {
+  const ConvGradGeom* g;
+  const ChannelsLastInput* in;
+  const float* xh;  // the group's first channel of image 0 in the channels-last input
+  int64_t Cg;
+  static void pack(const void* self, int64_t k0, int64_t kc, int64_t n0, int64_t nr, int64_t nr_max, float* dst) {
+    const auto& s = *static_cast<const WeightGradTaps*>(self);
+    const ConvGradGeom& g = *s.g;
+    const ChannelsLastInput& in = *s.in;
+    struct Run {
+      int64_t j, len, off;
+    };
+    thread_local std::vector<Run> runs;
+    runs.clear();
+    for (int64_t j = 0; j < nr;) {
+      const int64_t col = n0 + j, t = col / s.Cg, c = col % s.Cg, len = std::min(s.Cg - c, nr - j);
+      runs.push_back({j, len, in.tap(g, t / g.KW, t % g.KW) + c});
+      j += len;
+    }
+    const int64_t OHW = g.OH * g.OW;
+    int64_t n = k0 / OHW, oy = k0 % OHW / g.OW, ox = k0 % g.OW;
+    const bool whole = runs.size() == 1 && nr == nr_max;
+    const int64_t off0 = runs[0].off;
+    for (int64_t k = 0; k < kc; ++k) {
+      const float* base = s.xh + in.pixel(g, n, oy, ox);
+      float* d = dst + k * nr_max;
+      if (whole && nr_max == 32)
+        std::memcpy(d, base + off0, 32 * sizeof(float));
+      else if (whole && nr_max == 16)
+        std::memcpy(d, base + off0, 16 * sizeof(float));
+      else {
+        for (const Run& r : runs) std::memcpy(d + r.j, base + r.off, size_t(r.len) * sizeof(float));
+        std::fill(d + nr, d + nr_max, 0.0f);
+      }
+      if (++ox == g.OW) {
+        ox = 0;
+        if (++oy == g.OH) oy = 0, ++n;
+      }
+    }
+  }
+};
+
+// dwg[oc * ldw + c * taps + t] = t_major[oc, t, c] (t_major: OCg x taps x Cg).
+void taps_to_filters(const float* t_major, int64_t OCg, int64_t Cg, int64_t taps, float* dwg, int64_t ldw) {
+  parallel_for(OCg, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t oc = lo; oc < hi; ++oc)
+      gemm_detail::transpose_block(t_major + oc * taps * Cg, Cg, dwg + oc * ldw, taps, taps, Cg);
+  });
+}
+
+// Whether the filters' gradient builds B from the channels-last input (else the phased
+// one). Read per call: A/B in one process.
+bool wants_channels_last(const ConvGradGeom& g) {
+  const char* v = std::getenv("ZENITH_WGRAD_CL");
+  if (v && v[0] == '0') return false;
+  return g.C / g.G >= 16;
+}
+
+// The batch's images split across threads, each thread adding its images' products
+// (image(n, sum, first): image n's GEMMs for every group, into `size` floats at sum,
+// overwriting them when `first`) into its own sum with single-threaded GEMMs (nested in
+// this loop), then the sums added into out. Used on maps of 512+ output pixels, where a
+// GEMM per image has K enough and dW is small next to the image: no fork and join per
+// GEMM, and no split of few column panels across threads (a ResNet stem's 147 columns
+// are 5 panels of 32).
+template <class Image>
+void sum_images(int64_t N, int64_t size, float* out, const Image& image) {
+  const char* v = std::getenv("ZENITH_WGRAD_SPLIT");  // (read per call: A/B in one process)
+  const int64_t chunks = v && v[0] == '0' ? 1 : std::min<int64_t>(num_threads(), N);
+  thread_local AlignedBuf sums_buf;
+  float* sums = sums_buf.get(size_t(std::max<int64_t>(chunks - 1, 1) * size));
+  parallel_for(chunks, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t t = lo; t < hi; ++t)
+      for (int64_t n = t * N / chunks; n < (t + 1) * N / chunks; ++n)
+        image(n, t ? sums + (t - 1) * size : out, n == t * N / chunks);
+  });
+  if (chunks > 1)
+    parallel_for(size, 4096, [&](int64_t lo, int64_t hi) {
+      for (int64_t t = 1; t < chunks; ++t)
+        for (int64_t i = lo; i < hi; ++i) out[i] += sums[(t - 1) * size + i];
+    });
+  sums_buf.trim(size_t(16) << 20);
+}
+
+// The gradient planes of group gi, [OCg, N * OHW]: read in place for one image, else
+// gathered into buf (one pass over gy).
+const float* group_planes(const ConvGradGeom& g, const float* gy, int64_t gi, AlignedBuf& buf) {
+  const int64_t OCg = g.OC / g.G, OHW = g.OH * g.OW, K = g.N * OHW;
+  const float* a = gy + gi * OCg * OHW;
+  if (g.N == 1) return a;
+  float* d = buf.get(size_t(OCg * K));
+  parallel_for(OCg, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t oc = lo; oc < hi; ++oc)
+      for (int64_t n = 0; n < g.N; ++n)
+        std::memcpy(d + oc * K + n * OHW, a + (n * g.OC + oc) * OHW, size_t(OHW) * sizeof(float));
+  });
+  return d;
+}
+
+// dW with B from the channels-last input, its columns tap-major (WeightGradTaps); with
+// taps > 1 the sums are reordered into the filters' layout after (a pass over dW).
+void weight_grad_channels_last(const ConvGradGeom& g, const float* gy, const float* x, float* dw) {
+  const int64_t Cg = g.C / g.G, OCg = g.OC / g.G, taps = g.KH * g.KW, OHW = g.OH * g.OW;
+  const int64_t rows = Cg * taps;
+  const ChannelsLastInput in(g);
+  thread_local AlignedBuf gy_buf, in_buf, t_buf;
+  float* sums = taps > 1 ? t_buf.get(size_t(g.OC * rows)) : dw;  // [G][OCg][rows]
+  if (g.N > 1 && OHW >= 512) {
+    ConvGradGeom one = g;
+    one.N = 1;
+    sum_images(g.N, g.OC * rows, sums, [&](int64_t n, float* sum, bool first) {
+      thread_local AlignedBuf img_buf;
+      float* xh = img_buf.get(size_t(in.Hp * in.Wp * g.C));
+      in.build(one, x + n * g.C * g.H * g.W, xh);
+      for (int64_t gi = 0; gi < g.G; ++gi) {
+        WeightGradTaps src{&g, &in, xh + gi * Cg, Cg};
+        sgemm_b_source(OCg, rows, OHW, gy + (n * g.OC + gi * OCg) * OHW, OHW, 1, GemmBSource{WeightGradTaps::pack, &src},
+                       sum + gi * OCg * rows, rows, nullptr, nullptr, !first);
+      }
+      img_buf.trim(size_t(16) << 20);
+    });
+  } else {
+    float* xh = in_buf.get(size_t(g.N * in.Hp * in.Wp * g.C));
+    in.build(g, x, xh);
+    for (int64_t gi = 0; gi < g.G; ++gi) {
+      WeightGradTaps src{&g, &in, xh + gi * Cg, Cg};
+      sgemm_b_source(OCg, rows, g.N * OHW, group_planes(g, gy, gi, gy_buf), g.N * OHW, 1,
+                     GemmBSource{WeightGradTaps::pack, &src}, sums + gi * OCg * rows, rows);
+    }
+  }
+  if (taps > 1)
+    for (int64_t gi = 0; gi < g.G; ++gi) taps_to_filters(sums + gi * OCg * rows, OCg, Cg, taps, dw + gi * OCg * rows, rows);
+  for (AlignedBuf* b : {&gy_buf, &in_buf, &t_buf}) b->trim(size_t(16) << 20);
+}
+
+// dW with B from the phased input (WeightGradColumns).
+void weight_grad_phased(const ConvGradGeom& g, const float* gy, const float* x, float* dw) {
+  const int64_t Cg = g.C / g.G, OCg = g.OC / g.G, OHW = g.OH * g.OW, rows = Cg * g.KH * g.KW;
+  const PhasedInput in(g);
+  thread_local AlignedBuf gy_buf, in_buf;
+  if (g.N > 1 && OHW >= 512) {
+    ConvGradGeom one = g;
+    one.N = 1;
+    sum_images(g.N, g.OC * rows, dw, [&](int64_t n, float* sum, bool first) {
+      thread_local AlignedBuf img_buf;
+      float* xp = img_buf.get(size_t(g.C * in.plane));
+      in.build(one, x + n * g.C * g.H * g.W, xp);
+      for (int64_t gi = 0; gi < g.G; ++gi) {
+        WeightGradColumns src{&g, &in, xp + gi * Cg * in.plane};
+        sgemm_b_source(OCg, rows, OHW, gy + (n * g.OC + gi * OCg) * OHW, OHW, 1,
+                       GemmBSource{WeightGradColumns::pack, &src}, sum + gi * OCg * rows, rows, nullptr, nullptr,
+                       !first);
+      }
+      img_buf.trim(size_t(16) << 20);
+    });
+  } else {
+    float* xp = in_buf.get(size_t(g.N * g.C * in.plane));
+    in.build(g, x, xp);
+    for (int64_t gi = 0; gi < g.G; ++gi) {
+      WeightGradColumns src{&g, &in, xp + gi * Cg * in.plane};
+      sgemm_b_source(OCg, rows, g.N * OHW, group_planes(g, gy, gi, gy_buf), g.N * OHW, 1,
+                     GemmBSource{WeightGradColumns::pack, &src}, dw + gi * OCg * rows, rows);
+    }
+  }
+  gy_buf.trim(size_t(16) << 20);
+  in_buf.trim(size_t(16) << 20);
+}
 }  // namespace
 
 void conv2d_weight_grad(const ConvGradGeom& g, const float* gy, const float* x, float* dw) {
-  const int64_t Cg = g.C / g.G, OCg = g.OC / g.G, taps = g.KH * g.KW, OHW = g.OH * g.OW;
-  const int64_t rows = Cg * taps;  // dW_g is OCg x rows
+  const int64_t Cg = g.C / g.G, OCg = g.OC / g.G, rows = Cg * g.KH * g.KW;
   if (g.OC * rows == 0) return;
-  if (g.N * OHW == 0) {
+  if (g.N * g.OH * g.OW == 0) {
     std::fill_n(dw, g.OC * rows, 0.0f);
     return;
   }
   if (Cg == 1 && OCg == 1)
     return g.OW < kLaneRows ? depthwise_weight_grad_lanes(g, gy, x, dw) : depthwise_weight_grad(g, gy, x, dw);
-  // One GEMM per group over the whole batch's pixels: A is the group's gradient planes
-  // side by side (read in place for one image, else gathered: one pass over gy), B built
-  // from the phased input.
-  const int64_t K = g.N * OHW;
-  thread_local AlignedBuf gy_buf, in_buf;
-  const PhasedInput in(g);
-  // Images of 512+ output pixels: a GEMM per image reading its gradient planes in place,
-  // each image's sum added into dW (which is then small next to the planes); this saves
-  // the gathered copy, two passes over gy (a ResNet stem's 6.4 MB at 112 x 112). The
-  // phased copy is made an image at a time.
-  if (g.N > 1 && OHW >= 512) {
-    thread_local AlignedBuf part_buf;
-    float* part = part_buf.get(size_t(OCg * rows));
-    float* xp = in_buf.get(size_t(g.C * in.plane));
-    const ConvGradGeom one = [&] {
-      ConvGradGeom o = g;
-      o.N = 1;
-      return o;
-    }();
-    for (int64_t n = 0; n < g.N; ++n) {
-      in.build(one, x + n * g.C * g.H * g.W, xp);
-      for (int64_t gi = 0; gi < g.G; ++gi) {
-        float* dwg = dw + gi * OCg * rows;
-        WeightGradColumns src{&g, &in, xp + gi * Cg * in.plane};
-        sgemm_b_source(OCg, rows, OHW, gy + (n * g.OC + gi * OCg) * OHW, OHW, 1,
-                       GemmBSource{WeightGradColumns::pack, &src}, n ? part : dwg, rows);
-        if (n)
-          parallel_for(OCg, 1, [&](int64_t lo, int64_t hi) {
-            for (int64_t i = lo * rows; i < hi * rows; ++i) dwg[i] += part[i];
-          });
-      }
-    }
-    part_buf.trim(size_t(16) << 20);
-    in_buf.trim(size_t(16) << 20);
-    return;
-  }
-  float* xp = in_buf.get(size_t(g.N * g.C * in.plane));
-  in.build(g, x, xp);
-  for (int64_t gi = 0; gi < g.G; ++gi) {
-    const float* a = gy + gi * OCg * OHW;
-    if (g.N > 1) {
-      float* buf = gy_buf.get(size_t(OCg * K));
-      parallel_for(OCg, 1, [&](int64_t lo, int64_t hi) {
-        for (int64_t oc = lo; oc < hi; ++oc)
-          for (int64_t n = 0; n < g.N; ++n)
-            std::memcpy(buf + oc * K + n * OHW, a + (n * g.OC + oc) * OHW, size_t(OHW) * sizeof(float));
-      });
-      a = buf;
-    }
-    WeightGradColumns src{&g, &in, xp + gi * Cg * in.plane};
-    sgemm_b_source(OCg, rows, K, a, K, 1, GemmBSource{WeightGradColumns::pack, &src}, dw + gi * OCg * rows, rows);
-  }
-  gy_buf.trim(size_t(16) << 20);
-  in_buf.trim(size_t(16) << 20);
+  // One GEMM per group over the whole batch's pixels (A: the group's gradient planes
+  // side by side), or on maps of 512+ pixels one per image, the images split across
+  // threads (sum_images), each reading its gradient planes in place.
+  if (wants_channels_last(g)) return weight_grad_channels_last(g, gy, x, dw);
+  weight_grad_phased(g, gy, x, dw);
 }
 
 void ref_conv2d_input_grad(const ConvGradGeom& g, const float* gy, const float* w, const float* bias, float* dx) {

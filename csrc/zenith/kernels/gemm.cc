@@ -1063,11 +1063,12 @@ void sgemm_parts(int64_t M, int64_t K, const float* x, int64_t ldx, const GemmPa
 }
 
 void sgemm_b_source(int64_t M, int64_t N, int64_t K, const float* a, int64_t a_rs, int64_t a_cs, const GemmBSource& b,
-                    float* c, int64_t ldc, const PackedOperand* packed_a, const GemmEpilogue* ep) {
+                    float* c, int64_t ldc, const PackedOperand* packed_a, const GemmEpilogue* ep, bool accumulate) {
   if (M == 0 || N == 0) return;
   if (ep && ep->empty()) ep = nullptr;
   if (K == 0) {
-    for (int64_t m = 0; m < M; ++m) std::fill_n(c + m * ldc, N, 0.0f);
+    if (!accumulate)
+      for (int64_t m = 0; m < M; ++m) std::fill_n(c + m * ldc, N, 0.0f);
     if (ep) apply_epilogue(*ep, c, ldc, 0, 0, M, N);
     return;
   }
@@ -1078,7 +1079,7 @@ void sgemm_b_source(int64_t M, int64_t N, int64_t K, const float* a, int64_t a_r
                  "sgemm: the packed A was made for another operand");
     pa = packed_a->data.get();
   }
-  isa().driver(M, N, K, 1.0f, a, a_rs, a_cs, nullptr, 0, 0, c, ldc, false, pa, nullptr, &b, ep);
+  isa().driver(M, N, K, 1.0f, a, a_rs, a_cs, nullptr, 0, 0, c, ldc, accumulate, pa, nullptr, &b, ep);
 }
 
 // ---- matmul and addmm: prepared once per plan ----

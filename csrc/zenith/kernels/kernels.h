@@ -207,9 +207,11 @@ struct GemmBSource {
   void (*pack)(const void* self, int64_t k0, int64_t kc, int64_t n0, int64_t nr, int64_t nr_max, float* dst);
   const void* self;
 };
-// C = A @ B (alpha 1, C overwritten) with B from `b`; A may be packed in advance.
+// C = A @ B (alpha 1; C overwritten, or added to with `accumulate`) with B from `b`; A
+// may be packed in advance.
 void sgemm_b_source(int64_t M, int64_t N, int64_t K, const float* a, int64_t a_rs, int64_t a_cs, const GemmBSource& b,
-                    float* c, int64_t ldc, const PackedOperand* packed_a = nullptr, const GemmEpilogue* ep = nullptr);
+                    float* c, int64_t ldc, const PackedOperand* packed_a = nullptr, const GemmEpilogue* ep = nullptr,
+                    bool accumulate = false);
 // A 3x3, stride-1, padding-1 convolution of one image (x: C x H x W, w: OC x C x 3 x 3,
 // out: OC x H x W) by Winograd's F(2x2, 3x3) (winograd.cc); `ep` as sgemm's, one row per
 // output channel (residual rows ld_residual apart). `filters`, when given, is w made by
