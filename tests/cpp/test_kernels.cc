@@ -1408,6 +1408,60 @@ TEST(Kernels, MaxPool2dNchwcMatchesReferences) {
   set_num_threads(2);
 }
 
+TEST(Kernels, MaxPool2dWithIndicesMatchesReference) {
+  // max_pool2d_with_indices (a training graph's pool: its windows inside the columns run
+  // along each output row in vector lanes, the rest one by one) against its scalar
+  // reference, values and indices equal: ties everywhere (values from {0, 1, 2}: the first
+  // maximum in the window's order is kept, which decides where the backward sends the
+  // gradient), NaN (the last one wins) and -inf (a window of only -inf keeps its first
+  // tap), odd sizes, kernels 1..3 by 1..3, strides 1 to 3, padding, dilation 2, ceil mode,
+  // 1 and 2 threads.
+  unsigned seed = 23;
+  const int64_t N = 2, C = 3;
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    for (auto [H, W] : {std::pair<int64_t, int64_t>{1, 1}, {7, 9}, {12, 5}, {16, 33}, {5, 75}})
+      for (int64_t kh = 1; kh <= 3; ++kh)
+        for (int64_t kw = 1; kw <= 3; ++kw)
+          for (int64_t s : {1, 2, 3})
+            for (int64_t d : {1, 2})
+              for (bool ceil : {false, true}) {
+                const int64_t ph = kh / 2, pw = kw / 2;
+                const int64_t OH = max_pool_out(H, kh, ph, s, d, ceil), OW = max_pool_out(W, kw, pw, s, d, ceil);
+                if (OH <= 0 || OW <= 0 || H + 2 * ph < d * (kh - 1) + 1 || W + 2 * pw < d * (kw - 1) + 1) continue;
+                std::vector<float> x(size_t(N * C * H * W));
+                std::mt19937 rng(seed++);
+                for (float& v : x) v = float(rng() % 3);
+                x[size_t(rng() % x.size())] = NAN;
+                x[size_t(rng() % x.size())] = NAN;
+                std::fill_n(x.begin() + int64_t(rng() % x.size() / 2), std::min<int64_t>(H * W, 12), -INFINITY);
+                Node n = max_pool_node(Op::max_pool2d_with_indices, kh, kw, s, ph, pw, d);
+                n.set_int("ceil_mode", ceil);
+                const size_t no = size_t(N * C * OH * OW);
+                std::vector<float> got(no + 8, 7.0f), want(no);
+                std::vector<int64_t> gi(no + 8, -7), wi(no);
+                std::vector<TensorRef> in = {{x.data(), DType::f32, {N, C, H, W}}};
+                std::vector<TensorRef> out = {{got.data(), DType::f32, {N, C, OH, OW}},
+                                              {gi.data(), DType::i64, {N, C, OH, OW}}};
+                run_node(n, in, out);
+                std::vector<TensorRef> rout = {{want.data(), DType::f32, {N, C, OH, OW}},
+                                               {wi.data(), DType::i64, {N, C, OH, OW}}};
+                ref_max_pool2d_with_indices(prepare_node(n, in, rout).ctx(n, in, rout));
+                for (size_t i = 0; i < no; ++i) {
+                  ASSERT_EQ(gi[i], wi[i]) << H << "x" << W << " k" << kh << "x" << kw << " s" << s << " d" << d
+                                          << " ceil " << ceil << " index at " << i;
+                  if (std::isnan(want[i])) ASSERT_TRUE(std::isnan(got[i])) << i;
+                  else ASSERT_EQ(got[i], want[i]) << i;
+                }
+                for (size_t i = no; i < no + 8; ++i) {
+                  ASSERT_EQ(got[i], 7.0f) << "written past the output";
+                  ASSERT_EQ(gi[i], -7) << "written past the indices";
+                }
+              }
+  }
+  set_num_threads(2);
+}
+
 // max_pool2d over int8 codes (chain_int8's, after a ReLU): against its scalar reference,
 // and against max_pool2d on the values the codes stand for (code x scale, NaN for the mark
 // -128), quantized back: channel counts below, at and past a 32-code vector and with a

@@ -409,6 +409,9 @@ void ref_conv2d_weight_grad(const ConvGradGeom& g, const float* gy, const float*
 void ref_sdpa(const KernelCtx& c);
 // Scalar reference of run_max_pool2d (movement.cc): each window's taps in turn.
 void ref_max_pool2d(const KernelCtx& c);
+// Scalar reference of run_max_pool2d_with_indices (movement.cc): each output's window in
+// turn, the first maximum (or the last NaN) and its index in the plane.
+void ref_max_pool2d_with_indices(const KernelCtx& c);
 // Scalar reference of run_max_pool2d_nchwc (movement.cc): each value's window in turn.
 void ref_max_pool2d_nchwc(const KernelCtx& c);
 // Scalar reference of run_max_pool2d_codes (movement.cc): each code's window in turn.

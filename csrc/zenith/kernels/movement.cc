@@ -520,39 +520,117 @@ void run_max_pool2d(const KernelCtx& c) {
 // max_pool2d_with_indices: each window's taps in order, keeping the first maximum (a
 // later tap replaces it only when greater, or NaN: the last NaN), as PyTorch's CPU kernel
 // does; the index starts at the window's first tap inside the input (all -inf: that one).
-// Planes split across threads.
-void run_max_pool2d_with_indices(const KernelCtx& c) {
+// The scalar reference: every output on its own.
+void ref_max_pool2d_with_indices(const KernelCtx& c) {
   const PoolGeom g = geom(c.in[0], c.out[0]);
   const MaxPoolParams q = max_pool_params<attrs::max_pool2d_with_indices>(c);
   const float* x = c.in[0].as<float>();
   float* o = c.out[0].as<float>();
   int64_t* idx = c.out[1].as<int64_t>();
+  for (int64_t p = 0; p < g.planes; ++p) {
+    const float* xi = x + p * g.H * g.W;
+    for (int64_t oh = 0; oh < g.OH; ++oh) {
+      int64_t kh0, kh1;
+      pool_taps<0>(q, oh, g.H, &kh0, &kh1);
+      for (int64_t ow = 0; ow < g.OW; ++ow) {
+        int64_t kw0, kw1;
+        pool_taps<1>(q, ow, g.W, &kw0, &kw1);
+        const int64_t ih0 = oh * q.st[0] - q.pd[0], iw0 = ow * q.st[1] - q.pd[1];
+        float m = -INFINITY;
+        int64_t at = (ih0 + kh0 * q.dl[0]) * g.W + iw0 + kw0 * q.dl[1];
+        for (int64_t kh = kh0; kh < kh1; ++kh)
+          for (int64_t kw = kw0; kw < kw1; ++kw) {
+            const int64_t i = (ih0 + kh * q.dl[0]) * g.W + iw0 + kw * q.dl[1];
+            if (xi[i] > m || xi[i] != xi[i]) m = xi[i], at = i;
+          }
+        o[(p * g.OH + oh) * g.OW + ow] = m;
+        idx[(p * g.OH + oh) * g.OW + ow] = at;
+      }
+    }
+  }
+}
+
+namespace {
+// Outputs [0, n) of a run of an output row whose windows lie inside the input's columns,
+// the first window's first tap at x[first], taps in the reference's order (rows
+// [kh0, kh1), then columns), each tap one pass along the run in a loop that vectorizes:
+// the max and its index (int32, as the lanes of a float) side by side, selected together.
+// S is the column stride as a constant (1, 2: strided loads become permutes) or 0.
+template <int S>
+void windows_with_indices(const float* x, int64_t W, const MaxPoolParams& q, int64_t first, int64_t kh0, int64_t kh1,
+                          int64_t n, float* m, int32_t* at) {
+  const int32_t s = int32_t(S > 0 ? S : q.st[1]);
+  for (int64_t j = 0; j < n; ++j) {
+    m[j] = -INFINITY;
+    at[j] = int32_t(first + kh0 * q.dl[0] * W) + int32_t(j) * s;
+  }
+  for (int64_t kh = kh0; kh < kh1; ++kh)
+    for (int64_t kw = 0; kw < q.k[1]; ++kw) {
+      const int32_t off = int32_t(first + kh * q.dl[0] * W + kw * q.dl[1]);
+      const float* r = x + off;
+      for (int32_t j = 0; j < int32_t(n); ++j) {
+        const float v = r[j * s];
+        const bool take = v > m[j] || v != v;
+        m[j] = take ? v : m[j];
+        at[j] = take ? off + j * s : at[j];
+      }
+    }
+}
+}  // namespace
+
+// Per output row: the windows that hang over the row's ends one by one (as the
+// reference), the rest by windows_with_indices. Planes split across threads. Planes of
+// 2^31 values or more take the reference's loops (the runs keep int32 indices).
+void run_max_pool2d_with_indices(const KernelCtx& c) {
+  const PoolGeom g = geom(c.in[0], c.out[0]);
+  const MaxPoolParams q = max_pool_params<attrs::max_pool2d_with_indices>(c);
+  if (g.H * g.W >= (int64_t(1) << 31)) return ref_max_pool2d_with_indices(c);
+  const float* x = c.in[0].as<float>();
+  float* o = c.out[0].as<float>();
+  int64_t* idx = c.out[1].as<int64_t>();
+  // the windows inside the columns: [ow_in, ow_end)
+  int64_t ow_in = 0;
+  while (ow_in < g.OW && ow_in * q.st[1] - q.pd[1] < 0) ++ow_in;
+  int64_t ow_end = ow_in;
+  while (ow_end < g.OW && ow_end * q.st[1] - q.pd[1] + (q.k[1] - 1) * q.dl[1] < g.W) ++ow_end;
   parallel_for(g.planes, 1, [&](int64_t lo, int64_t hi) {
+    thread_local std::vector<float> mbuf;
+    thread_local std::vector<int32_t> abuf;
+    mbuf.resize(size_t(g.OW));
+    abuf.resize(size_t(g.OW));
     for (int64_t p = lo; p < hi; ++p) {
       const float* xi = x + p * g.H * g.W;
       for (int64_t oh = 0; oh < g.OH; ++oh) {
         int64_t kh0, kh1;
         pool_taps<0>(q, oh, g.H, &kh0, &kh1);
-        for (int64_t ow = 0; ow < g.OW; ++ow) {
+        const int64_t ih0 = oh * q.st[0] - q.pd[0];
+        float* orow = o + (p * g.OH + oh) * g.OW;
+        int64_t* irow = idx + (p * g.OH + oh) * g.OW;
+        auto edge = [&](int64_t ow) {
           int64_t kw0, kw1;
           pool_taps<1>(q, ow, g.W, &kw0, &kw1);
-          const int64_t ih0 = oh * q.st[0] - q.pd[0], iw0 = ow * q.st[1] - q.pd[1];
+          const int64_t iw0 = ow * q.st[1] - q.pd[1];
           float m = -INFINITY;
           int64_t at = (ih0 + kh0 * q.dl[0]) * g.W + iw0 + kw0 * q.dl[1];
-          for (int64_t kh = kh0; kh < kh1; ++kh) {
-            const int64_t row = (ih0 + kh * q.dl[0]) * g.W;
+          for (int64_t kh = kh0; kh < kh1; ++kh)
             for (int64_t kw = kw0; kw < kw1; ++kw) {
-              const int64_t i = row + iw0 + kw * q.dl[1];
-              const float v = xi[i];
-              if (v > m || v != v) {
-                m = v;
-                at = i;
-              }
+              const int64_t i = (ih0 + kh * q.dl[0]) * g.W + iw0 + kw * q.dl[1];
+              if (xi[i] > m || xi[i] != xi[i]) m = xi[i], at = i;
             }
-          }
-          o[(p * g.OH + oh) * g.OW + ow] = m;
-          idx[(p * g.OH + oh) * g.OW + ow] = at;
+          orow[ow] = m;
+          irow[ow] = at;
+        };
+        for (int64_t ow = 0; ow < ow_in; ++ow) edge(ow);
+        const int64_t n = ow_end - ow_in;
+        if (n > 0) {
+          const int64_t first = ih0 * g.W + ow_in * q.st[1] - q.pd[1];
+          if (q.st[1] == 1) windows_with_indices<1>(xi, g.W, q, first, kh0, kh1, n, mbuf.data(), abuf.data());
+          else if (q.st[1] == 2) windows_with_indices<2>(xi, g.W, q, first, kh0, kh1, n, mbuf.data(), abuf.data());
+          else windows_with_indices<0>(xi, g.W, q, first, kh0, kh1, n, mbuf.data(), abuf.data());
+          std::copy_n(mbuf.data(), n, orow + ow_in);
+          for (int64_t j = 0; j < n; ++j) irow[ow_in + j] = abuf[size_t(j)];
         }
+        for (int64_t ow = std::max(ow_end, ow_in); ow < g.OW; ++ow) edge(ow);
       }
     }
   });
