@@ -8,6 +8,7 @@
 #include <nanobind/stl/vector.h>
 
 #include "convert.h"
+#include "zenith/buffer_cache.h"
 #include "zenith/runtime.h"
 #include "zenith/kernels/gemm_ukernels.h"
 #include "zenith/kernels/kernels.h"
@@ -34,6 +35,9 @@ void init_runtime(nb::module_& m) {
   m.def("set_num_threads", &set_num_threads, "Size of Zenith's kernel thread pool.");
   m.def("num_threads", &num_threads);
   m.def("sgemm_isa", &sgemm_isa, "The SGEMM micro-kernel chosen for this CPU.");
+  m.def("buffer_cache_bytes", &buffer_cache_bytes, "Bytes of freed output buffers kept for reuse.");
+  m.def("buffer_cache_limit", &buffer_cache_limit, "The most the output buffer cache holds (ZENITH_OUTPUT_CACHE_MB).");
+  m.def("release_buffer_cache", &release_buffer_cache, "Frees the output buffers kept for reuse.");
   m.def("conv2d_uses_winograd",
         [](int64_t groups, int64_t kh, int64_t kw, std::array<int64_t, 2> stride, std::array<int64_t, 2> padding,
            std::array<int64_t, 2> dilation, int64_t c, int64_t h, int64_t w, int64_t oc) {

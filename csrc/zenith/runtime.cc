@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "zenith/batch_slices.h"
+#include "zenith/buffer_cache.h"
 #include "zenith/error.h"
 #include "zenith/kernels/kernels.h"
 #include "zenith/planner.h"
@@ -19,19 +20,6 @@ void cast_buffer(const void* src, DType sd, void* dst, DType dd, int64_t n);  //
 
 namespace {
 constexpr size_t kAlign = kArenaAlign;
-
-std::shared_ptr<void> aligned_buffer(size_t bytes) {
-#ifdef __SANITIZE_ADDRESS__
-  // The exact size, so that ASan sees a kernel run past an output or the arena's end
-  // (aligned_alloc wants a multiple of the alignment, which would hide up to 63 bytes).
-  void* p = nullptr;
-  if (posix_memalign(&p, kAlign, std::max<size_t>(bytes, 1)) != 0) p = nullptr;
-#else
-  void* p = std::aligned_alloc(kAlign, arena_align_up(std::max<size_t>(bytes, 1)));
-#endif
-  if (!p) fail_alloc("zenith runtime: out of memory allocating ", bytes, " bytes");
-  return std::shared_ptr<void>(p, std::free);
-}
 
 bool is_half(DType d) { return d == DType::f16 || d == DType::bf16; }
 
@@ -696,7 +684,7 @@ void Executable::run_with(Context& ctx, const std::vector<InTensor>& inputs, con
       case Storage::kInput: base[i] = const_cast<void*>(inputs[size_t(s.index)].data); break;
       case Storage::kConst: base[i] = const_cast<void*>(g.nodes[size_t(s.index)].constant->data); break;
       case Storage::kOutput:
-        out_bufs[size_t(s.index)] = aligned_buffer(s.bytes);
+        out_bufs[size_t(s.index)] = cached_buffer(s.bytes);
         base[i] = out_bufs[size_t(s.index)].get();
         break;
     }
@@ -729,14 +717,14 @@ void Executable::run_with(Context& ctx, const std::vector<InTensor>& inputs, con
     std::vector<std::shared_ptr<void>> temps;
     for (auto& t : fin)
       if (is_half(t.dtype)) {
-        temps.push_back(aligned_buffer(size_t(t.numel()) * 4));
+        temps.push_back(cached_buffer(size_t(t.numel()) * 4));
         cast_buffer(t.data, t.dtype, temps.back().get(), DType::f32, t.numel());
         t.data = temps.back().get();
         t.dtype = DType::f32;
       }
     for (auto& t : fout)
       if (is_half(t.dtype)) {
-        temps.push_back(aligned_buffer(size_t(t.numel()) * 4));
+        temps.push_back(cached_buffer(size_t(t.numel()) * 4));
         t.data = temps.back().get();
         t.dtype = DType::f32;
       }
@@ -773,7 +761,7 @@ void Executable::run_with(Context& ctx, const std::vector<InTensor>& inputs, con
       int64_t n = 1;
       for (int64_t d : o.shape) n *= d;
       size_t bytes = size_t(n) * dtype_size(o.dtype);
-      o.storage = aligned_buffer(bytes);
+      o.storage = cached_buffer(bytes);
       o.data = o.storage.get();
       std::memcpy(o.data, base[size_t(mem.output_storage[i])], bytes);
     }

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 from zenith import _C  # noqa: F401  (the native core; fails loudly if the build is missing)
 from zenith import logs as _logs
-from zenith.api import Report, compile, explain, reset_stats, stats  # noqa: A004
+from zenith.api import Report, compile, empty_cache, explain, reset_stats, stats  # noqa: A004
 from zenith.backend import make_backend, zenith_backend
 from zenith.freeze import freeze
 from zenith.profiler import _enable_from_env, profile
 from zenith.quant import load_gguf, load_quantized, quantize, save_quantized
 
-__all__ = ["compile", "freeze", "explain", "stats", "reset_stats", "profile", "Report", "make_backend", "zenith_backend",
-           "quantize", "load_gguf", "save_quantized", "load_quantized"]
+__all__ = ["compile", "freeze", "explain", "stats", "reset_stats", "empty_cache", "profile", "Report", "make_backend",
+           "zenith_backend", "quantize", "load_gguf", "save_quantized", "load_quantized"]
 __version__ = "0.1.0"
 
 

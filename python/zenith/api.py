@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from zenith import _C
 from zenith import backend as _backend
 from zenith.options import help_text, resolve
 from zenith.partition import STATS
@@ -162,3 +163,14 @@ def stats():
 def reset_stats():
     for k in STATS:
         STATS[k] = 0
+
+
+def empty_cache():
+    """Frees the buffers of earlier calls' outputs that Zenith keeps for reuse, and returns
+    how many bytes that was. A graph's outputs (a training step's gradients and saved
+    activations) go back to this cache when PyTorch frees them, so that the next call of
+    the same sizes reuses their pages instead of faulting fresh ones in; it holds at most
+    ZENITH_OUTPUT_CACHE_MB (default 512; 0 turns it off)."""
+    held = _C.buffer_cache_bytes()
+    _C.release_buffer_cache()
+    return held

@@ -12,6 +12,7 @@
 #include <set>
 #include <thread>
 
+#include "zenith/buffer_cache.h"
 #include "zenith/error.h"
 #include "zenith/passes/passes.h"
 #include "zenith/profiler.h"
@@ -77,6 +78,78 @@ TEST(Runtime, EachOutputHasABufferOfItsOwn) {
     }
     EXPECT_EQ(out[3].shape, (std::vector<int64_t>{2, 3}));
   }
+}
+
+TEST(Runtime, OutputBuffersAreReusedOnceFreed) {
+  // A call's large outputs return to the buffer cache when their last owner lets go and
+  // the next call of the same sizes gets them back (their pages faulted in once); two
+  // outputs alive at once never share one; small buffers are not cached; the cache holds
+  // at most its limit, oldest evicted first; release_buffer_cache empties it; buffers
+  // taken and freed from several threads at once (TSan's run checks the locking).
+  if (buffer_cache_limit() == 0) GTEST_SKIP() << "no cache (an ASan build, or ZENITH_OUTPUT_CACHE_MB=0)";
+  release_buffer_cache();
+  const int64_t n = 100000;  // 400 KB: cached
+  Executable exe(parse_graph(R"(graph(%x: f32[100000]) {
+  %a: f32[100000] = exp(%x)
+  %b: f32[100000] = neg(%a)
+  return (%a, %b)
+})"));
+  std::vector<float> x(size_t(n), 0.5f);
+  std::set<const void*> first;
+  {
+    auto out = exe.run({{x.data(), DType::f32, {n}}}, {});
+    ASSERT_NE(out[0].data, out[1].data);
+    first = {out[0].data, out[1].data};
+    EXPECT_EQ(buffer_cache_bytes(), 0u);
+  }
+  const size_t page_rounded = (size_t(n) * 4 + 4095) / 4096 * 4096;
+  EXPECT_EQ(buffer_cache_bytes(), 2 * page_rounded);
+  {
+    auto out = exe.run({{x.data(), DType::f32, {n}}}, {});
+    EXPECT_EQ((std::set<const void*>{out[0].data, out[1].data}), first) << "the freed buffers were not reused";
+    EXPECT_EQ(buffer_cache_bytes(), 0u);
+    for (int64_t i = 0; i < n; i += 9973) {
+      EXPECT_FLOAT_EQ(f(out[0])[i], std::exp(0.5f));
+      EXPECT_FLOAT_EQ(f(out[1])[i], -std::exp(0.5f));
+    }
+  }
+  {
+    auto small = cached_buffer(kMinCachedBytes - 1);
+    auto odd = cached_buffer(size_t(n) * 4 + 4096);  // another size: a new buffer
+    EXPECT_EQ(first.count(odd.get()), 0u);
+  }
+  EXPECT_EQ(buffer_cache_bytes(), 2 * page_rounded + page_rounded + 4096);
+  // Over the limit: three buffers of 0.4 of it each, freed in turn; the oldest goes.
+  const size_t big = buffer_cache_limit() / 5 * 2 / 4096 * 4096;
+  release_buffer_cache();
+  EXPECT_EQ(buffer_cache_bytes(), 0u);
+  {
+    auto a = cached_buffer(big), b = cached_buffer(big), c = cached_buffer(big);
+    const void* pa = a.get();
+    const void* pc = c.get();
+    a.reset();
+    b.reset();
+    EXPECT_EQ(buffer_cache_bytes(), 2 * big);
+    c.reset();  // a evicted
+    EXPECT_EQ(buffer_cache_bytes(), 2 * big);
+    auto again = cached_buffer(big);  // the newest: c's
+    EXPECT_EQ(again.get(), pc);
+    EXPECT_NE(again.get(), pa);
+    EXPECT_EQ(buffer_cache_bytes(), big);
+  }
+  release_buffer_cache();
+  std::vector<std::thread> ts;
+  for (int t = 0; t < 4; ++t)
+    ts.emplace_back([t] {
+      for (int i = 0; i < 200; ++i) {
+        auto p = cached_buffer(size_t(kMinCachedBytes) * size_t(1 + (i + t) % 3));
+        static_cast<char*>(p.get())[0] = char(i);
+      }
+    });
+  for (auto& t : ts) t.join();
+  EXPECT_LE(buffer_cache_bytes(), buffer_cache_limit());
+  release_buffer_cache();
+  EXPECT_EQ(buffer_cache_bytes(), 0u);
 }
 
 TEST(Runtime, SymbolicShapesPlanPerSignature) {

@@ -1,4 +1,5 @@
 """The public API, the backend registration, and behaviour on bad or unusual input."""
+import copy
 import logging
 import subprocess
 import sys
@@ -817,3 +818,35 @@ def test_a_non_cpu_tensor_never_reaches_a_segment():
     t = torch.randn(3, 4).t()  # non-contiguous: a contiguous copy is made and kept alive
     ptr, code, shape = callpath._raw(t, keep)
     assert len(keep) == 1 and ptr == keep[0].data_ptr() and shape == (4, 3) and code == 0
+
+
+def test_outputs_buffers_are_reused_and_empty_cache_frees_them():
+    """A training step's large outputs (gradients, saved activations) go back to Zenith's
+    buffer cache when PyTorch frees them, and the next step's outputs of the same sizes
+    take them (no page faults: ZENITH_OUTPUT_CACHE_MB); zenith.empty_cache frees what it
+    holds and says how much. The gradients match eager's either way."""
+    if _C.buffer_cache_limit() == 0:
+        pytest.skip("no buffer cache (an ASan build, or ZENITH_OUTPUT_CACHE_MB=0)")
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(), torch.nn.Linear(512, 256))
+    ref = copy.deepcopy(m)
+    c = torch.compile(m, backend="zenith")
+    x = torch.randn(64, 256)
+    zenith.empty_cache()
+    for _ in range(3):
+        m.zero_grad(set_to_none=True)
+        ref.zero_grad(set_to_none=True)
+        c(x).pow(2).mean().backward()
+        ref(x).pow(2).mean().backward()
+        for p, q in zip(m.parameters(), ref.parameters()):
+            torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-5)
+    ptr = m[0].weight.grad.data_ptr()  # 512 KB: a cached size
+    m.zero_grad(set_to_none=True)
+    assert _C.buffer_cache_bytes() >= 512 * 1024
+    c(x).pow(2).mean().backward()
+    assert m[0].weight.grad.data_ptr() == ptr, "the freed gradient's buffer was not reused"
+    m.zero_grad(set_to_none=True)
+    held = _C.buffer_cache_bytes()
+    assert held > 0
+    assert zenith.empty_cache() == held
+    assert _C.buffer_cache_bytes() == 0
