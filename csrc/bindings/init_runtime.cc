@@ -37,7 +37,7 @@ void init_runtime(nb::module_& m) {
   m.def("sgemm_isa", &sgemm_isa, "The SGEMM micro-kernel chosen for this CPU.");
   m.def("buffer_cache_bytes", &buffer_cache_bytes, "Bytes of freed output buffers kept for reuse.");
   m.def("buffer_cache_limit", &buffer_cache_limit, "The most the output buffer cache holds (ZENITH_OUTPUT_CACHE_MB).");
-  m.def("release_buffer_cache", &release_buffer_cache, "Frees the output buffers kept for reuse.");
+  m.def("release_buffer_cache", &release_buffer_cache, "Frees the output buffers kept for reuse; their bytes.");
   m.def("conv2d_uses_winograd",
         [](int64_t groups, int64_t kh, int64_t kw, std::array<int64_t, 2> stride, std::array<int64_t, 2> padding,
            std::array<int64_t, 2> dilation, int64_t c, int64_t h, int64_t w, int64_t oc) {

@@ -2,10 +2,9 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <iterator>
 #include <list>
 #include <mutex>
-#include <utility>
+#include <unordered_map>
 #include <vector>
 
 #include "zenith/error.h"
@@ -17,15 +16,47 @@ namespace {
 constexpr size_t kPage = 4096;
 
 struct Cache {
+  struct Entry {
+    size_t bytes;
+    void* p;
+  };
   std::mutex mu;
-  std::list<std::pair<size_t, void*>> held;  // (bytes, buffer), oldest first
+  std::list<Entry> held;  // oldest first
+  // each size's entries in `held`, newest last
+  std::unordered_map<size_t, std::vector<std::list<Entry>::iterator>> by_size;
   size_t bytes = 0;
   size_t limit = 0;
   Cache() {
 #ifndef __SANITIZE_ADDRESS__
-    const char* v = std::getenv("ZENITH_OUTPUT_CACHE_MB");
-    limit = (v && *v ? size_t(std::max(0L, std::strtol(v, nullptr, 10))) : size_t(512)) << 20;
+    size_t mb = 512;
+    if (const char* v = std::getenv("ZENITH_OUTPUT_CACHE_MB"); v && *v) {
+      char* end = nullptr;
+      const long long n = std::strtoll(v, &end, 10);
+      if (end != v) mb = size_t(std::clamp<long long>(n, 0, 1 << 20));  // (unparsable: the default)
+    }
+    limit = mb << 20;
 #endif
+  }
+  // The newest buffer of `size` bytes, taken out, or null. Under mu.
+  void* take(size_t size) {
+    auto it = by_size.find(size);
+    if (it == by_size.end() || it->second.empty()) return nullptr;
+    auto e = it->second.back();
+    it->second.pop_back();
+    void* p = e->p;
+    bytes -= e->bytes;
+    held.erase(e);
+    return p;
+  }
+  // The oldest buffer, taken out (held not empty). Under mu.
+  void* take_oldest() {
+    auto e = held.begin();
+    auto& v = by_size[e->bytes];
+    v.erase(std::find(v.begin(), v.end(), e));
+    void* p = e->p;
+    bytes -= e->bytes;
+    held.erase(e);
+    return p;
   }
 };
 // Never destroyed: a tensor may free its buffer after static destructors have run.
@@ -34,24 +65,37 @@ Cache& cache() {
   return *c;
 }
 
-void give_back(void* p, size_t bytes) {
+// The deleter of cached buffers (from any thread; nanobind's capsule destructors are
+// noexcept, so nothing here may throw: a buffer the cache cannot record is freed).
+void give_back(void* p, size_t bytes) noexcept {
   Cache& c = cache();
-  std::vector<void*> evicted;  // freed outside the lock
   {
     std::lock_guard<std::mutex> lock(c.mu);
-    if (bytes > c.limit) {
-      evicted.push_back(p);
-    } else {
-      c.held.emplace_back(bytes, p);
-      c.bytes += bytes;
-      while (c.bytes > c.limit) {
-        evicted.push_back(c.held.front().second);
-        c.bytes -= c.held.front().first;
-        c.held.pop_front();
+    if (bytes <= c.limit) {
+      try {
+        c.held.push_back({bytes, p});
+        try {
+          c.by_size[bytes].push_back(std::prev(c.held.end()));
+        } catch (...) {
+          c.held.pop_back();
+          throw;
+        }
+        c.bytes += bytes;
+        p = nullptr;
+      } catch (...) {  // (out of memory: p is freed below)
       }
     }
   }
-  for (void* q : evicted) std::free(q);
+  if (p) std::free(p);
+  for (;;) {  // evict the oldest until within the limit, freeing outside the lock
+    void* q = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(c.mu);
+      if (c.bytes > c.limit) q = c.take_oldest();
+    }
+    if (!q) break;
+    std::free(q);
+  }
 }
 }  // namespace
 
@@ -75,15 +119,13 @@ std::shared_ptr<void> cached_buffer(size_t bytes) {
   void* p = nullptr;
   {
     std::lock_guard<std::mutex> lock(c.mu);
-    for (auto it = c.held.rbegin(); it != c.held.rend(); ++it)
-      if (it->first == size) {
-        p = it->second;
-        c.bytes -= size;
-        c.held.erase(std::next(it).base());
-        break;
-      }
+    p = c.take(size);
   }
   if (!p) p = std::aligned_alloc(kPage, size);
+  if (!p && buffer_cache_bytes() > 0) {  // out of memory with buffers held: give them back, try again
+    release_buffer_cache();
+    p = std::aligned_alloc(kPage, size);
+  }
   if (!p) fail_alloc("zenith runtime: out of memory allocating ", bytes, " bytes");
   // (should the control block's allocation throw, shared_ptr calls the deleter)
   return std::shared_ptr<void>(p, [size](void* q) { give_back(q, size); });
@@ -97,15 +139,19 @@ size_t buffer_cache_bytes() {
 
 size_t buffer_cache_limit() { return cache().limit; }
 
-void release_buffer_cache() {
+size_t release_buffer_cache() {
   Cache& c = cache();
-  std::list<std::pair<size_t, void*>> held;
+  std::list<Cache::Entry> held;
+  size_t bytes = 0;
   {
     std::lock_guard<std::mutex> lock(c.mu);
     held.swap(c.held);
+    c.by_size.clear();
+    bytes = c.bytes;
     c.bytes = 0;
   }
-  for (auto& h : held) std::free(h.second);
+  for (auto& h : held) std::free(h.p);
+  return bytes;
 }
 
 }  // namespace zenith

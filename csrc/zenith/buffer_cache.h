@@ -1,5 +1,5 @@
-// Buffers for what a graph call hands out (its outputs) and its float16 temporaries,
-// kept for reuse once their last owner lets go. A training step's outputs (every
+// Buffers for what a graph call hands out (its outputs) and the float32 staging buffers
+// of its float16 / bfloat16 tensors, kept for reuse once their last owner lets go. A training step's outputs (every
 // parameter's gradient, the activations the backward reads) are freed by PyTorch
 // before the next step asks for the same sizes again. Freed with std::free, glibc gave
 // the large ones back to the system (munmap, or trimming the heap's top), and each step
@@ -9,9 +9,12 @@
 //
 // Buffers of kMinCachedBytes or more (sizes rounded up to 4 KiB) return to the cache
 // from any thread; a request takes the most recently returned buffer of its exact size,
-// else allocates. The cache holds at most ZENITH_OUTPUT_CACHE_MB (default 512; 0: no
-// cache) and evicts its oldest buffers first. Under ASan there is no cache and every
-// buffer has its exact size, so that a kernel running past an output is reported.
+// else allocates (and, out of memory, frees the cache and tries again). The cache holds
+// at most ZENITH_OUTPUT_CACHE_MB (default 512; 0: no cache) for the process's life and
+// evicts its oldest buffers first; PyTorch's own allocations cannot take it back, so
+// zenith.empty_cache() is there for a process done with a model. Under ASan there is no
+// cache and every buffer has its exact size, so that a kernel running past an output is
+// reported.
 #pragma once
 #include <cstddef>
 #include <memory>
@@ -29,7 +32,8 @@ std::shared_ptr<void> aligned_buffer(size_t bytes);
 // What the cache holds now, in bytes, and its limit.
 size_t buffer_cache_bytes();
 size_t buffer_cache_limit();
-// Frees every buffer the cache holds (buffers in use return to it later as usual).
-void release_buffer_cache();
+// Frees every buffer the cache holds (buffers in use return to it later as usual) and
+// returns their bytes.
+size_t release_buffer_cache();
 
 }  // namespace zenith

@@ -171,6 +171,4 @@ def empty_cache():
     activations) go back to this cache when PyTorch frees them, so that the next call of
     the same sizes reuses their pages instead of faulting fresh ones in; it holds at most
     ZENITH_OUTPUT_CACHE_MB (default 512; 0 turns it off)."""
-    held = _C.buffer_cache_bytes()
-    _C.release_buffer_cache()
-    return held
+    return _C.release_buffer_cache()

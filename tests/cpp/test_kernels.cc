@@ -1601,7 +1601,8 @@ TEST(Kernels, ConvBackwardMatchesScalarReference) {
   // conv2d_input_grad (GEMM per chunk of images + col2im; depthwise directly) and
   // conv2d_weight_grad (B built from the padded input, channels last for groups of 16+
   // channels, else phase-split: one GEMM over the batch, or one per image on maps of
-  // 512+ output pixels, the images split across threads; depthwise directly) against
+  // 512+ output pixels, the images split across threads where they share out evenly;
+  // depthwise directly) against
   // their double-summing scalar references: one and several groups, depthwise, strides
   // 1 to 3, padding, dilation (with strides: taps in every column phase), odd sizes, an
   // input wider than the windows reach (output_padding: the rows no window reads get
@@ -1623,11 +1624,15 @@ TEST(Kernels, ConvBackwardMatchesScalarReference) {
       {2, 5, 5, 13, 11, 3, 3, 2, 2, 5},  // (depthwise, stride and dilation: taps in every phase)
       {2, 20, 20, 9, 8, 3, 2, 1, 1, 20}, {2, 3, 3, 5, 47, 3, 1, 1, 1, 3}, {2, 3, 3, 6, 44, 3, 2, 1, 1, 3},
       // groups of 16+ channels (B from the channels-last input): 19 channels (a panel's
-      // row in runs of two taps), stride 2; two groups of 16 with dilation; maps of 512+
-      // pixels (images split across threads: 3 images make chunks of 1 and 2), 3x3 and
-      // 1x1, one group and two
-      {2, 19, 8, 6, 7, 3, 2, 1, 1, 1},   {2, 32, 6, 7, 6, 3, 1, 2, 2, 2}, {3, 17, 5, 24, 24, 3, 1, 1, 1, 1},
-      {3, 16, 4, 23, 25, 1, 1, 0, 1, 1}, {2, 32, 4, 23, 23, 3, 1, 1, 1, 2}, {3, 5, 4, 24, 22, 3, 1, 1, 1, 1}};
+      // row in runs of two taps), stride 2; two groups of 16 with dilation; 32 and 40
+      // channels (whole panel rows of AVX-512's 32 columns, and 40 = 32 + 8); maps of 512+
+      // pixels: images split across threads (4 images: two a thread, the second added
+      // in; 2 images: one each), or one at a time with each GEMM split (3 images on 2
+      // threads share out unevenly), 3x3 and 1x1, stride 2, one group and two
+      {2, 19, 8, 6, 7, 3, 2, 1, 1, 1},   {2, 32, 6, 7, 6, 3, 1, 2, 2, 2},    {2, 32, 5, 5, 6, 3, 1, 1, 1, 1},
+      {2, 40, 7, 6, 5, 3, 2, 1, 1, 1},   {4, 17, 5, 24, 24, 3, 1, 1, 1, 1},  {3, 17, 5, 24, 24, 3, 1, 1, 1, 1},
+      {3, 16, 4, 23, 25, 1, 1, 0, 1, 1}, {2, 32, 4, 23, 23, 3, 1, 1, 1, 2},  {4, 16, 4, 48, 48, 3, 2, 1, 1, 1},
+      {4, 5, 4, 24, 22, 3, 1, 1, 1, 1},  {3, 5, 4, 24, 22, 3, 1, 1, 1, 1}};
   unsigned seed = 900;
   for (int threads : {1, 2}) {
     set_num_threads(threads);

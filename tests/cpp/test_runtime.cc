@@ -137,16 +137,32 @@ TEST(Runtime, OutputBuffersAreReusedOnceFreed) {
     EXPECT_NE(again.get(), pa);
     EXPECT_EQ(buffer_cache_bytes(), big);
   }
-  release_buffer_cache();
+  EXPECT_EQ(release_buffer_cache(), 2 * big);  // b and c (again) returned
+  // Four threads each keeping up to 6 buffers of 3 sizes alive, filled with a pattern of
+  // their own and checked before letting go, while the others take and return theirs:
+  // a buffer handed to two owners at once shows as a pattern overwritten.
   std::vector<std::thread> ts;
+  std::atomic<int> bad{0};
   for (int t = 0; t < 4; ++t)
-    ts.emplace_back([t] {
-      for (int i = 0; i < 200; ++i) {
-        auto p = cached_buffer(size_t(kMinCachedBytes) * size_t(1 + (i + t) % 3));
-        static_cast<char*>(p.get())[0] = char(i);
+    ts.emplace_back([t, &bad] {
+      std::vector<std::pair<std::shared_ptr<void>, size_t>> live;
+      for (int i = 0; i < 300; ++i) {
+        const size_t words = kMinCachedBytes / 4 * size_t(1 + (i + t) % 3);
+        auto p = cached_buffer(words * 4);
+        auto* w = static_cast<uint32_t*>(p.get());
+        for (size_t k = 0; k < words; k += 97) w[k] = uint32_t(t * 100000 + i);
+        live.emplace_back(std::move(p), size_t(i) << 32 | words);
+        if (live.size() > 6) {
+          const auto& [q, tag] = live.front();
+          const auto* v = static_cast<const uint32_t*>(q.get());
+          for (size_t k = 0; k < (tag & 0xffffffffu); k += 97)
+            if (v[k] != uint32_t(t * 100000 + int(tag >> 32))) ++bad;
+          live.erase(live.begin());
+        }
       }
     });
   for (auto& t : ts) t.join();
+  EXPECT_EQ(bad.load(), 0) << "a buffer was handed to two owners at once";
   EXPECT_LE(buffer_cache_bytes(), buffer_cache_limit());
   release_buffer_cache();
   EXPECT_EQ(buffer_cache_bytes(), 0u);

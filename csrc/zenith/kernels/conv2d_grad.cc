@@ -478,13 +478,21 @@ bool wants_channels_last(const ConvGradGeom& g) {
 // (image(n, sum, first): image n's GEMMs for every group, into `size` floats at sum,
 // overwriting them when `first`) into its own sum with single-threaded GEMMs (nested in
 // this loop), then the sums added into out. Used on maps of 512+ output pixels, where a
-// GEMM per image has K enough and dW is small next to the image: no fork and join per
-// GEMM, and no split of few column panels across threads (a ResNet stem's 147 columns
-// are 5 panels of 32).
+// GEMM per image has K enough: no fork and join per GEMM, and no split of few column
+// panels across threads (a ResNet stem's 147 columns are 5 panels of 32, which two
+// threads split 3 / 2). Where the images do not share out evenly (under 85% of the
+// threads' time busy: 3 images on 2 threads, 9 on 8) or the extra sums would take more
+// than kSplitSumBytes, the images go one at a time, each GEMM split across the threads
+// (also with ZENITH_WGRAD_SPLIT=0; read per call for A/B measurements, not meant to
+// change while another thread runs a gradient).
 template <class Image>
 void sum_images(int64_t N, int64_t size, float* out, const Image& image) {
-  const char* v = std::getenv("ZENITH_WGRAD_SPLIT");  // (read per call: A/B in one process)
-  const int64_t chunks = v && v[0] == '0' ? 1 : std::min<int64_t>(num_threads(), N);
+  constexpr int64_t kSplitSumBytes = int64_t(32) << 20;
+  const char* v = std::getenv("ZENITH_WGRAD_SPLIT");
+  const int64_t T = num_threads(), rounds = (N + T - 1) / T;
+  const bool split = !(v && v[0] == '0') && T > 1 && N * 100 >= 85 * T * rounds &&
+                     (T - 1) * size * int64_t(sizeof(float)) <= kSplitSumBytes;
+  const int64_t chunks = split ? std::min(T, N) : 1;
   thread_local AlignedBuf sums_buf;
   float* sums = sums_buf.get(size_t(std::max<int64_t>(chunks - 1, 1) * size));
   parallel_for(chunks, 1, [&](int64_t lo, int64_t hi) {
