@@ -520,6 +520,27 @@ void run_max_pool2d(const KernelCtx& c) {
 // max_pool2d_with_indices: each window's taps in order, keeping the first maximum (a
 // later tap replaces it only when greater, or NaN: the last NaN), as PyTorch's CPU kernel
 // does; the index starts at the window's first tap inside the input (all -inf: that one).
+namespace {
+// Output (oh, ow) of a plane: the window's taps inside it in order, the first maximum
+// (or the last NaN) into *m, its index in the plane into *at.
+void window_with_index(const float* xi, int64_t H, int64_t W, const MaxPoolParams& q, int64_t oh, int64_t ow, float* m,
+                       int64_t* at) {
+  int64_t kh0, kh1, kw0, kw1;
+  pool_taps<0>(q, oh, H, &kh0, &kh1);
+  pool_taps<1>(q, ow, W, &kw0, &kw1);
+  const int64_t ih0 = oh * q.st[0] - q.pd[0], iw0 = ow * q.st[1] - q.pd[1];
+  float v = -INFINITY;
+  int64_t i = (ih0 + kh0 * q.dl[0]) * W + iw0 + kw0 * q.dl[1];
+  for (int64_t kh = kh0; kh < kh1; ++kh)
+    for (int64_t kw = kw0; kw < kw1; ++kw) {
+      const int64_t t = (ih0 + kh * q.dl[0]) * W + iw0 + kw * q.dl[1];
+      if (xi[t] > v || xi[t] != xi[t]) v = xi[t], i = t;
+    }
+  *m = v;
+  *at = i;
+}
+}  // namespace
+
 // The scalar reference: every output on its own.
 void ref_max_pool2d_with_indices(const KernelCtx& c) {
   const PoolGeom g = geom(c.in[0], c.out[0]);
@@ -527,27 +548,12 @@ void ref_max_pool2d_with_indices(const KernelCtx& c) {
   const float* x = c.in[0].as<float>();
   float* o = c.out[0].as<float>();
   int64_t* idx = c.out[1].as<int64_t>();
-  for (int64_t p = 0; p < g.planes; ++p) {
-    const float* xi = x + p * g.H * g.W;
-    for (int64_t oh = 0; oh < g.OH; ++oh) {
-      int64_t kh0, kh1;
-      pool_taps<0>(q, oh, g.H, &kh0, &kh1);
+  for (int64_t p = 0; p < g.planes; ++p)
+    for (int64_t oh = 0; oh < g.OH; ++oh)
       for (int64_t ow = 0; ow < g.OW; ++ow) {
-        int64_t kw0, kw1;
-        pool_taps<1>(q, ow, g.W, &kw0, &kw1);
-        const int64_t ih0 = oh * q.st[0] - q.pd[0], iw0 = ow * q.st[1] - q.pd[1];
-        float m = -INFINITY;
-        int64_t at = (ih0 + kh0 * q.dl[0]) * g.W + iw0 + kw0 * q.dl[1];
-        for (int64_t kh = kh0; kh < kh1; ++kh)
-          for (int64_t kw = kw0; kw < kw1; ++kw) {
-            const int64_t i = (ih0 + kh * q.dl[0]) * g.W + iw0 + kw * q.dl[1];
-            if (xi[i] > m || xi[i] != xi[i]) m = xi[i], at = i;
-          }
-        o[(p * g.OH + oh) * g.OW + ow] = m;
-        idx[(p * g.OH + oh) * g.OW + ow] = at;
+        const int64_t j = (p * g.OH + oh) * g.OW + ow;
+        window_with_index(x + p * g.H * g.W, g.H, g.W, q, oh, ow, o + j, idx + j);
       }
-    }
-  }
 }
 
 namespace {
@@ -580,11 +586,10 @@ void windows_with_indices(const float* x, int64_t W, const MaxPoolParams& q, int
 
 // Per output row: the windows that hang over the row's ends one by one (as the
 // reference), the rest by windows_with_indices. Planes split across threads. Planes of
-// 2^31 values or more take the reference's loops (the runs keep int32 indices).
+// 2^31 values or more go window by window (the runs keep int32 indices).
 void run_max_pool2d_with_indices(const KernelCtx& c) {
   const PoolGeom g = geom(c.in[0], c.out[0]);
   const MaxPoolParams q = max_pool_params<attrs::max_pool2d_with_indices>(c);
-  if (g.H * g.W >= (int64_t(1) << 31)) return ref_max_pool2d_with_indices(c);
   const float* x = c.in[0].as<float>();
   float* o = c.out[0].as<float>();
   int64_t* idx = c.out[1].as<int64_t>();
@@ -593,6 +598,7 @@ void run_max_pool2d_with_indices(const KernelCtx& c) {
   while (ow_in < g.OW && ow_in * q.st[1] - q.pd[1] < 0) ++ow_in;
   int64_t ow_end = ow_in;
   while (ow_end < g.OW && ow_end * q.st[1] - q.pd[1] + (q.k[1] - 1) * q.dl[1] < g.W) ++ow_end;
+  if (g.H * g.W >= (int64_t(1) << 31)) ow_in = ow_end = g.OW;  // (one by one: the runs keep int32 indices)
   parallel_for(g.planes, 1, [&](int64_t lo, int64_t hi) {
     thread_local std::vector<float> mbuf;
     thread_local std::vector<int32_t> abuf;
@@ -606,20 +612,7 @@ void run_max_pool2d_with_indices(const KernelCtx& c) {
         const int64_t ih0 = oh * q.st[0] - q.pd[0];
         float* orow = o + (p * g.OH + oh) * g.OW;
         int64_t* irow = idx + (p * g.OH + oh) * g.OW;
-        auto edge = [&](int64_t ow) {
-          int64_t kw0, kw1;
-          pool_taps<1>(q, ow, g.W, &kw0, &kw1);
-          const int64_t iw0 = ow * q.st[1] - q.pd[1];
-          float m = -INFINITY;
-          int64_t at = (ih0 + kh0 * q.dl[0]) * g.W + iw0 + kw0 * q.dl[1];
-          for (int64_t kh = kh0; kh < kh1; ++kh)
-            for (int64_t kw = kw0; kw < kw1; ++kw) {
-              const int64_t i = (ih0 + kh * q.dl[0]) * g.W + iw0 + kw * q.dl[1];
-              if (xi[i] > m || xi[i] != xi[i]) m = xi[i], at = i;
-            }
-          orow[ow] = m;
-          irow[ow] = at;
-        };
+        auto edge = [&](int64_t ow) { window_with_index(xi, g.H, g.W, q, oh, ow, orow + ow, irow + ow); };
         for (int64_t ow = 0; ow < ow_in; ++ow) edge(ow);
         const int64_t n = ow_end - ow_in;
         if (n > 0) {
