@@ -9,6 +9,14 @@
 
 #include "zenith/error.h"
 #include "zenith/planner.h"
+#ifdef __SANITIZE_ADDRESS__
+#include <sanitizer/asan_interface.h>
+#define ZENITH_POISON(p, n) ASAN_POISON_MEMORY_REGION(p, n)
+#define ZENITH_UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION(p, n)
+#else
+#define ZENITH_POISON(p, n) ((void)(p), (void)(n))
+#define ZENITH_UNPOISON(p, n) ((void)(p), (void)(n))
+#endif
 
 namespace zenith {
 
@@ -27,7 +35,6 @@ struct Cache {
   size_t bytes = 0;
   size_t limit = 0;
   Cache() {
-#ifndef __SANITIZE_ADDRESS__
     size_t mb = 512;
     if (const char* v = std::getenv("ZENITH_OUTPUT_CACHE_MB"); v && *v) {
       char* end = nullptr;
@@ -35,7 +42,6 @@ struct Cache {
       if (end != v) mb = size_t(std::clamp<long long>(n, 0, 1 << 20));  // (unparsable: the default)
     }
     limit = mb << 20;
-#endif
   }
   // The newest buffer of `size` bytes, taken out, or null. Under mu.
   void* take(size_t size) {
@@ -48,15 +54,15 @@ struct Cache {
     held.erase(e);
     return p;
   }
-  // The oldest buffer, taken out (held not empty). Under mu.
-  void* take_oldest() {
+  // The oldest entry, taken out (held not empty). Under mu.
+  Entry take_oldest() {
     auto e = held.begin();
-    auto& v = by_size[e->bytes];
+    auto& v = by_size.find(e->bytes)->second;
     v.erase(std::find(v.begin(), v.end(), e));
-    void* p = e->p;
+    const Entry out = *e;
     bytes -= e->bytes;
     held.erase(e);
-    return p;
+    return out;
   }
 };
 // Never destroyed: a tensor may free its buffer after static destructors have run.
@@ -69,6 +75,7 @@ Cache& cache() {
 // noexcept, so nothing here may throw: a buffer the cache cannot record is freed).
 void give_back(void* p, size_t bytes) noexcept {
   Cache& c = cache();
+  ZENITH_POISON(p, bytes);  // (under ASan: a read or write of a cached buffer is reported)
   {
     std::lock_guard<std::mutex> lock(c.mu);
     if (bytes <= c.limit) {
@@ -86,15 +93,19 @@ void give_back(void* p, size_t bytes) noexcept {
       }
     }
   }
-  if (p) std::free(p);
+  if (p) {
+    ZENITH_UNPOISON(p, bytes);
+    std::free(p);
+  }
   for (;;) {  // evict the oldest until within the limit, freeing outside the lock
-    void* q = nullptr;
+    Cache::Entry e{0, nullptr};
     {
       std::lock_guard<std::mutex> lock(c.mu);
-      if (c.bytes > c.limit) q = c.take_oldest();
+      if (c.bytes > c.limit) e = c.take_oldest();
     }
-    if (!q) break;
-    std::free(q);
+    if (!e.p) break;
+    ZENITH_UNPOISON(e.p, e.bytes);
+    std::free(e.p);
   }
 }
 }  // namespace
@@ -127,6 +138,10 @@ std::shared_ptr<void> cached_buffer(size_t bytes) {
     p = std::aligned_alloc(kPage, size);
   }
   if (!p) fail_alloc("zenith runtime: out of memory allocating ", bytes, " bytes");
+  // The caller's bytes usable, the rounding past them poisoned under ASan (a kernel
+  // running past an output is reported, as with an exact-size buffer).
+  ZENITH_UNPOISON(p, bytes);
+  ZENITH_POISON(static_cast<char*>(p) + bytes, size - bytes);
   // (should the control block's allocation throw, shared_ptr calls the deleter)
   return std::shared_ptr<void>(p, [size](void* q) { give_back(q, size); });
 }
@@ -150,7 +165,10 @@ size_t release_buffer_cache() {
     bytes = c.bytes;
     c.bytes = 0;
   }
-  for (auto& h : held) std::free(h.p);
+  for (auto& h : held) {
+    ZENITH_UNPOISON(h.p, h.bytes);
+    std::free(h.p);
+  }
   return bytes;
 }
 

@@ -12,9 +12,9 @@
 // else allocates (and, out of memory, frees the cache and tries again). The cache holds
 // at most ZENITH_OUTPUT_CACHE_MB (default 512; 0: no cache) for the process's life and
 // evicts its oldest buffers first; PyTorch's own allocations cannot take it back, so
-// zenith.empty_cache() is there for a process done with a model. Under ASan there is no
-// cache and every buffer has its exact size, so that a kernel running past an output is
-// reported.
+// zenith.empty_cache() is there for a process done with a model. Under ASan a cached
+// buffer is poisoned, and a buffer handed out poisoned past the bytes asked for, so that
+// a kernel running past an output, or touching one after its owner let go, is reported.
 #pragma once
 #include <cstddef>
 #include <memory>

@@ -86,7 +86,7 @@ TEST(Runtime, OutputBuffersAreReusedOnceFreed) {
   // outputs alive at once never share one; small buffers are not cached; the cache holds
   // at most its limit, oldest evicted first; release_buffer_cache empties it; buffers
   // taken and freed from several threads at once (TSan's run checks the locking).
-  if (buffer_cache_limit() == 0) GTEST_SKIP() << "no cache (an ASan build, or ZENITH_OUTPUT_CACHE_MB=0)";
+  if (buffer_cache_limit() == 0) GTEST_SKIP() << "no cache (ZENITH_OUTPUT_CACHE_MB=0)";
   release_buffer_cache();
   const int64_t n = 100000;  // 400 KB: cached
   Executable exe(parse_graph(R"(graph(%x: f32[100000]) {
