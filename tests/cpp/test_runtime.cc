@@ -80,7 +80,7 @@ TEST(Runtime, EachOutputHasABufferOfItsOwn) {
   }
 }
 
-TEST(Runtime, OutputBuffersAreReusedOnceFreed) {
+TEST(Runtime, OutputBuffersReusedAndReturnedConcurrently) {
   // A call's large outputs return to the buffer cache when their last owner lets go and
   // the next call of the same sizes gets them back (their pages faulted in once); two
   // outputs alive at once never share one; small buffers are not cached; the cache holds
