@@ -11,7 +11,6 @@ import statistics as st
 import sys
 
 import torch
-import torchvision
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "2026-12-07a-zen4-s59"))
 import train_ab  # noqa: E402
@@ -25,12 +24,9 @@ def main():
     batch = int(sys.argv[3]) if len(sys.argv) > 3 else 8
     size = int(sys.argv[4]) if len(sys.argv) > 4 else 112
     torch.manual_seed(0)
-    m = getattr(torchvision.models, name)(num_classes=1000).train()
-    for mod in m.modules():
-        if isinstance(mod, torch.nn.Dropout):
-            mod.p = 0.0
-    x = torch.randn(batch, 3, size, size)
-    plain = train_ab.stepper(x, lambda o: o.pow(2).mean())
+    m, x, loss_of = train_ab.model_and_inputs(name, batch, size)
+    m.train()
+    plain = train_ab.stepper(x, loss_of)
 
     def step(run):
         for k, v in run[2].items():
