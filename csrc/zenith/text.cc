@@ -36,7 +36,7 @@ std::string float_str(double v) {
 
 }  // namespace
 
-std::string print_graph(const Graph& g) {
+std::string print_graph(const Graph& g, std::vector<ExternalConstant>* external) {
   std::ostringstream os;
   auto val = [&](int v) { return "%" + g.value_name(v); };
   os << "graph(";
@@ -87,6 +87,10 @@ std::string print_graph(const Graph& g) {
           os << hex;
         }
         if (n.constant->nbytes == 0) os << "-";
+      } else if (external) {
+        std::string key = "const/" + std::to_string(external->size());
+        os << " data=@" << key;
+        external->push_back({std::move(key), g.type(n.outputs[0]), n.constant});
       } else {
         os << " data=opaque";
       }
@@ -103,6 +107,7 @@ namespace {
 
 struct TextParser {
   const std::string& s;
+  const ConstantResolver* resolve = nullptr;
   size_t i = 0;
   Graph g;
   std::map<std::string, int> ids;
@@ -268,9 +273,19 @@ struct TextParser {
       TensorType t;
       t.dtype = DType(tmp.i("dtype"));
       t.shape = tmp.ints("shape");
+      if (!t.is_static()) error("a constant's shape must be static");
       size_t nbytes = size_t(t.static_numel()) * dtype_size(t.dtype);
       std::vector<unsigned char> bytes(nbytes, 0);
-      if (eat("opaque")) {
+      if (eat("@")) {  // bytes kept outside the text (print_graph's `external`)
+        size_t j = i;
+        while (j < s.size() && !std::isspace((unsigned char)s[j])) ++j;
+        const std::string key = s.substr(i, j - i);
+        i = j;
+        if (!resolve || !*resolve) error("constant data @" + key + " is kept outside the text, and no store was given");
+        std::shared_ptr<ConstData> cd = (*resolve)(key, t);
+        if (!cd || cd->nbytes != nbytes) error("constant data @" + key + " does not hold the constant's bytes");
+        vs = {g.add_constant(t, cd->data, cd->nbytes, cd->owner)};
+      } else if (eat("opaque")) {
         // Large constants do not round-trip; they parse as zeros.
       } else if (!eat("-")) {
         ws();
@@ -280,7 +295,7 @@ struct TextParser {
           i += 2;
         }
       }
-      vs = {g.add_owned_constant(t, bytes.data(), nbytes)};
+      if (vs.empty()) vs = {g.add_owned_constant(t, bytes.data(), nbytes)};
     } else {
       vs = g.add_node(op, ins, attrs);
     }
@@ -296,8 +311,8 @@ struct TextParser {
 
 }  // namespace
 
-Graph parse_graph(const std::string& text) {
-  TextParser p{text};
+Graph parse_graph(const std::string& text, const ConstantResolver& resolve) {
+  TextParser p{text, &resolve, 0, {}, {}};
   p.parse();
   return std::move(p.g);
 }

@@ -1,0 +1,212 @@
+// Model files (model_file.h) and the safetensors reader and writer under them: a graph
+// with a weight and a large constant saved, loaded and run against the same graph's
+// Executable; every kind of damaged or mismatched file a clear zenith::Error.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "zenith/error.h"
+#include "zenith/model_file.h"
+#include "zenith/safetensors.h"
+
+using namespace zenith;
+
+namespace {
+
+// relu(x @ w + c): x [3, 4] the model's input, w [4, 160] bound, c [160] a constant of
+// 640 bytes (past the text's inline limit, so it goes to the file as const/0).
+struct Case {
+  std::vector<float> w = std::vector<float>(4 * 160), c = std::vector<float>(160), x = std::vector<float>(12);
+  Graph g;
+  Case() {
+    for (size_t i = 0; i < w.size(); ++i) w[i] = float(int(i % 7) - 3) * 0.25f;
+    for (size_t i = 0; i < c.size(); ++i) c[i] = float(int(i % 5) - 2);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = float(i) * 0.5f - 2.0f;
+    TensorType xt{DType::f32, {SymInt(3), SymInt(4)}}, wt{DType::f32, {SymInt(4), SymInt(160)}};
+    const int xv = g.add_input("x", xt), wv = g.add_input("w", wt);
+    const int cv = g.add_constant(TensorType{DType::f32, {SymInt(160)}}, c.data(), c.size() * 4, nullptr);
+    const int y = g.add_node(Op::matmul, {xv, wv})[0];
+    const int z = g.add_node(Op::add, {y, cv})[0];
+    g.outputs = {g.add_node(Op::relu, {z})[0]};
+  }
+  std::map<std::string, InTensor> bound() const { return {{"w", InTensor{w.data(), DType::f32, {4, 160}}}}; }
+  float expect(int r, int j) const {
+    float s = 0;
+    for (int k = 0; k < 4; ++k) s += x[size_t(r * 4 + k)] * w[size_t(k * 160 + j)];
+    s += c[size_t(j)];
+    return s > 0 ? s : 0;
+  }
+};
+
+std::string temp_path(const std::string& name) { return ::testing::TempDir() + "zenith_model_" + name; }
+
+std::string read_all(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+void write_all(const std::string& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary).write(bytes.data(), std::streamsize(bytes.size()));
+}
+
+// The zenith::Error a load of `path` raises (fails the test if it loads).
+std::string load_error(const std::string& path) {
+  try {
+    Model m(path);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << path << " loaded";
+  return "";
+}
+
+}  // namespace
+
+TEST(ModelFile, SavedGraphLoadsAndRunsAsTheGraph) {
+  Case k;
+  const std::string path = temp_path("roundtrip.zenith");
+  save_model(path, k.g, k.bound(), {{"zenith.note", "test"}});
+  const Model m(path);
+  ASSERT_EQ(m.inputs().size(), 1u);
+  EXPECT_EQ(m.inputs()[0].name, "x");
+  EXPECT_EQ(m.inputs()[0].shape, (std::vector<int64_t>{3, 4}));
+  EXPECT_EQ(m.metadata().at("zenith.note"), "test");
+  EXPECT_EQ(m.metadata().at("zenith.format"), kModelFormat);
+  for (int call = 0; call < 2; ++call) {  // the second reads the weight packed
+    auto out = m.run({{k.x.data(), DType::f32, {3, 4}}});
+    ASSERT_EQ(out.size(), 1u);
+    ASSERT_EQ(out[0].shape, (std::vector<int64_t>{3, 160}));
+    const float* o = static_cast<const float*>(out[0].data);
+    for (int r = 0; r < 3; ++r)
+      for (int j = 0; j < 160; ++j) ASSERT_NEAR(o[r * 160 + j], k.expect(r, j), 1e-5f) << r << "," << j;
+  }
+  // Any safetensors reader sees the weight and the constant with their types.
+  const SafeTensorsFile f = read_safetensors(path);
+  ASSERT_EQ(f.tensors.count("input/w"), 1u);
+  ASSERT_EQ(f.tensors.count("const/0"), 1u);
+  EXPECT_EQ(f.tensors.at("const/0").shape, (std::vector<int64_t>{160}));
+  EXPECT_EQ(0, std::memcmp(f.tensors.at("input/w").data, k.w.data(), k.w.size() * 4));
+  std::remove(path.c_str());
+}
+
+TEST(ModelFile, WrongInputsAreClearErrors) {
+  Case k;
+  const std::string path = temp_path("inputs.zenith");
+  save_model(path, k.g, k.bound(), {});
+  const Model m(path);
+  std::vector<float> big(20);
+  auto run_error = [&](const std::vector<InTensor>& ins) -> std::string {
+    try {
+      m.run(ins);
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "ran";
+  };
+  EXPECT_NE(run_error({}).find("0 inputs given, the model takes 1"), std::string::npos);
+  EXPECT_NE(run_error({{big.data(), DType::f32, {4, 5}}}).find("(x) is f32[4, 5], the model takes f32[3, 4]"),
+            std::string::npos);
+  EXPECT_NE(run_error({{big.data(), DType::i32, {3, 4}}}).find("is i32[3, 4]"), std::string::npos);
+  EXPECT_NE(run_error({{nullptr, DType::f32, {3, 4}}}).find("has no data"), std::string::npos);
+  std::remove(path.c_str());
+}
+
+TEST(ModelFile, SaveChecksWhatItIsGiven) {
+  Case k;
+  std::vector<float> small(4);
+  EXPECT_THROW(save_model(temp_path("x"), k.g, {{"v", InTensor{k.w.data(), DType::f32, {4, 160}}}}, {}), Error);
+  EXPECT_THROW(save_model(temp_path("x"), k.g, {{"w", InTensor{small.data(), DType::f32, {2, 2}}}}, {}), Error);
+  EXPECT_THROW(save_model("/nonexistent-dir/m.zenith", k.g, k.bound(), {}), Error);
+}
+
+TEST(ModelFile, DamagedFilesAreClearErrors) {
+  Case k;
+  const std::string good = temp_path("good.zenith"), bad = temp_path("bad.zenith");
+  save_model(good, k.g, k.bound(), {});
+  const std::string bytes = read_all(good);
+  auto expect_error = [&](const std::string& content, const char* says) {
+    write_all(bad, content);
+    const std::string e = load_error(bad);
+    EXPECT_NE(e.find(says), std::string::npos) << "error: " << e << "\nwanted: " << says;
+  };
+  EXPECT_NE(load_error(temp_path("missing.zenith")).find("cannot open"), std::string::npos);
+  expect_error("", "too short");
+  expect_error(bytes.substr(0, bytes.size() / 2), "fall outside");                  // truncated data
+  expect_error(bytes.substr(0, 40), "does not fit");                                // truncated header
+  std::string huge = bytes;
+  huge[7] = char(0x7f);
+  expect_error(huge, "does not fit");
+  std::string not_json = bytes;
+  not_json[8] = 'x';
+  expect_error(not_json, "not valid JSON");
+  std::string graph_text = bytes;  // an op name the parser does not know
+  const size_t at = graph_text.find("relu(");
+  ASSERT_NE(at, std::string::npos);
+  graph_text.replace(at, 4, "relv");
+  expect_error(graph_text, "its graph does not load");
+
+  // Files whose tensors do not match their graph, written as valid safetensors.
+  std::vector<float> w2(4 * 160);
+  const std::string text = read_safetensors(good).metadata.at("zenith.graph");
+  const std::map<std::string, std::string> meta{{"zenith.format", "1"}, {"zenith.graph", text}, {"zenith.inputs", "x"}};
+  auto with = [&](const std::vector<SafeTensorOut>& ts, std::map<std::string, std::string> m, const char* says) {
+    write_safetensors(bad, ts, m);
+    const std::string e = load_error(bad);
+    EXPECT_NE(e.find(says), std::string::npos) << "error: " << e << "\nwanted: " << says;
+  };
+  const SafeTensorOut w{"input/w", DType::f32, {4, 160}, k.w.data()}, c{"const/0", DType::f32, {160}, k.c.data()};
+  with({w, c}, {}, "not a Zenith model file");
+  with({w, c}, {{"zenith.format", "2"}}, "model file format 2");
+  with({w}, meta, "constant @const/0 has no tensor");
+  with({c}, meta, "a weight's tensor is missing");
+  with({{"input/w", DType::f32, {160, 4}, k.w.data()}, c}, meta, "is f32[160, 4], the graph's input f32[4, 160]");
+  with({w, {"const/0", DType::f32, {16, 10}, k.c.data()}}, meta, "the graph's constant f32[160]");
+  with({w, c, {"extra", DType::f32, {4}, k.c.data()}}, meta, "tensor extra is read by no part of the graph");
+  auto m2 = meta;
+  m2.erase("zenith.graph");
+  with({w, c}, m2, "has no zenith.graph");
+  std::remove(good.c_str());
+  std::remove(bad.c_str());
+}
+
+TEST(Safetensors, HeaderChecks) {
+  const std::string path = temp_path("st.safetensors");
+  auto header_file = [&](const std::string& json, size_t data_bytes) {
+    std::string s(8, '\0');
+    for (int b = 0; b < 8; ++b) s[size_t(b)] = char(uint64_t(json.size()) >> (8 * b));
+    write_all(path, s + json + std::string(data_bytes, '\0'));
+  };
+  auto error = [&]() -> std::string {
+    try {
+      read_safetensors(path);
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "read";
+  };
+  header_file(R"({"a": {"dtype": "F64", "shape": [1], "data_offsets": [0, 8]}})", 8);
+  EXPECT_NE(error().find("dtype F64 is not one Zenith reads"), std::string::npos);
+  header_file(R"({"a": {"dtype": "F32", "shape": [3], "data_offsets": [0, 8]}})", 8);
+  EXPECT_NE(error().find("holds 8 bytes, its dtype and shape need 12"), std::string::npos);
+  header_file(R"({"a": {"dtype": "F32", "shape": [-2], "data_offsets": [0, 8]}})", 8);
+  EXPECT_NE(error().find("negative dimension"), std::string::npos);
+  header_file(R"({"a": {"dtype": "F32", "shape": [2], "data_offsets": [8, 0]}})", 8);
+  EXPECT_NE(error().find("fall outside"), std::string::npos);
+  header_file(R"({"a": {"dtype": "F32", "shape": [2]}})", 8);
+  EXPECT_NE(error().find("needs dtype"), std::string::npos);
+  header_file(R"({"__metadata__": {"k": 3}})", 0);
+  EXPECT_NE(error().find("metadata k is not a string"), std::string::npos);
+  header_file(R"([1, 2])", 0);
+  EXPECT_NE(error().find("not a JSON object"), std::string::npos);
+  // A misaligned tensor (another writer's layout) is read through an aligned copy.
+  header_file(R"({"a": {"dtype": "U8", "shape": [1], "data_offsets": [0, 1]}, "b": {"dtype": "F32", "shape": [1], "data_offsets": [1, 5]}})",
+              5);
+  const SafeTensorsFile f = read_safetensors(path);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(f.tensors.at("b").data) % 4, 0u);
+  EXPECT_EQ((f.names), (std::vector<std::string>{"a", "b"}));
+  std::remove(path.c_str());
+}
