@@ -93,5 +93,6 @@ inline nb::object to_torch(std::shared_ptr<void> storage, void* data, DType dtyp
 void init_ir(nb::module_& m);
 void init_runtime(nb::module_& m);
 void init_quant(nb::module_& m);
+void init_model(nb::module_& m);
 
 }  // namespace zenith::py

@@ -17,4 +17,5 @@ NB_MODULE(_C, m) {
   zenith::py::init_ir(m);
   zenith::py::init_runtime(m);
   zenith::py::init_quant(m);
+  zenith::py::init_model(m);
 }

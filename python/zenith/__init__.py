@@ -3,6 +3,7 @@
     import zenith
     model = torch.compile(model, backend="zenith")   # or zenith.compile(model)
     model = zenith.freeze(model.eval())               # inference, weights bound once, no Dynamo
+    zenith.export(model.eval(), (x,), "m.zenith")     # one file the C++ runtime runs without Python
 """
 from __future__ import annotations
 
@@ -10,12 +11,13 @@ from zenith import _C  # noqa: F401  (the native core; fails loudly if the build
 from zenith import logs as _logs
 from zenith.api import Report, compile, empty_cache, explain, reset_stats, stats  # noqa: A004
 from zenith.backend import make_backend, zenith_backend
+from zenith.model_file import export, load
 from zenith.freeze import freeze
 from zenith.profiler import _enable_from_env, profile
 from zenith.quant import load_gguf, load_quantized, quantize, save_quantized
 
 __all__ = ["compile", "freeze", "explain", "stats", "reset_stats", "empty_cache", "profile", "Report", "make_backend",
-           "zenith_backend", "quantize", "load_gguf", "save_quantized", "load_quantized"]
+           "zenith_backend", "quantize", "load_gguf", "save_quantized", "load_quantized", "export", "load"]
 __version__ = "0.1.0"
 
 

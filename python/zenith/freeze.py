@@ -70,49 +70,57 @@ def _leaf_key(x):
     return ("value", type(x), x)
 
 
+def capture(model, args, kwargs, who):
+    """The whole model through torch.export (non-strict) and Zenith's decompositions:
+    (the ExportedProgram, its ATen graph, the tensors bound to the graph's first inputs:
+    parameters, buffers and constants, as of now). `who` names the caller in errors."""
+    # Weights made under torch.inference_mode are inference tensors, which export can
+    # fakify only inside it (outside: "Setting requires_grad=True on inference tensor").
+    inference = any(t.is_inference() for t in (*model.parameters(), *model.buffers()))
+    try:
+        with torch.inference_mode() if inference else torch.no_grad():
+            ep = torch.export.export(model, args, kwargs, strict=False)
+    except Exception as e:
+        raise RuntimeError(f"{who}: torch.export could not capture the model ({type(e).__name__}: "
+                           f"{str(e).strip().splitlines()[0] if str(e).strip() else ''}); "
+                           'torch.compile(model, backend="zenith") takes graph breaks instead') from e
+    sig = ep.graph_signature
+    if any(s.kind != OutputKind.USER_OUTPUT for s in sig.output_specs):  # (a functional export's form)
+        raise RuntimeError(f"{who}: the model writes into its buffers or inputs when it runs; "
+                           "a frozen model must not")
+    bound, user = [], []
+    for i, spec in enumerate(sig.input_specs):
+        if spec.kind in _BOUND_KINDS:
+            t = ep.state_dict[spec.target] if spec.target in ep.state_dict else ep.constants[spec.target]
+            bound.append(t.detach())  # the storage as of now; in-place changes still show
+        elif spec.kind == InputKind.USER_INPUT:
+            user.append(i)
+        else:
+            raise RuntimeError(f"{who}: cannot bind the model's input {spec.arg} ({spec.kind.name})")
+    if user != list(range(len(bound), len(sig.input_specs))):
+        raise RuntimeError(f"{who}: the exported graph does not list its weights before the inputs")
+    for t in bound:
+        if t.device.type != "cpu":
+            raise RuntimeError(f"{who}: runs on CPU; a weight is on {t.device.type} "
+                               '(torch.compile(model, backend="zenith") falls back to PyTorch for it)')
+    # Zenith's decompositions over export's ATen graph, on its fake tensors; what still
+    # writes is a buffer a forward updates, or the caller's tensor.
+    with torch.no_grad():  # (an inference tensor must not meet autograd here either)
+        gm = aten_trace(ep.graph_module,
+                        [n.meta["val"] for n in ep.graph_module.graph.find_nodes(op="placeholder")])
+    written = writes(gm)
+    if written:
+        raise RuntimeError(f"{who}: the model writes into its buffers or inputs ({', '.join(written)}) "
+                           "when it runs; a frozen model must not")
+    return ep, gm, bound
+
+
 class _Frozen:
     """One captured signature: the compiled graph and the tensors bound to it."""
 
     def __init__(self, model, args, kwargs, options):
         t0 = time.perf_counter()
-        # Weights made under torch.inference_mode are inference tensors, which export can
-        # fakify only inside it (outside: "Setting requires_grad=True on inference tensor").
-        inference = any(t.is_inference() for t in (*model.parameters(), *model.buffers()))
-        try:
-            with torch.inference_mode() if inference else torch.no_grad():
-                ep = torch.export.export(model, args, kwargs, strict=False)
-        except Exception as e:
-            raise RuntimeError(f"zenith.freeze: torch.export could not capture the model ({type(e).__name__}: "
-                               f"{str(e).strip().splitlines()[0] if str(e).strip() else ''}); "
-                               'torch.compile(model, backend="zenith") takes graph breaks instead') from e
-        sig = ep.graph_signature
-        if any(s.kind != OutputKind.USER_OUTPUT for s in sig.output_specs):  # (a functional export's form)
-            raise RuntimeError("zenith.freeze: the model writes into its buffers or inputs when it runs; "
-                               "a frozen model must not")
-        bound, user = [], []
-        for i, spec in enumerate(sig.input_specs):
-            if spec.kind in _BOUND_KINDS:
-                t = ep.state_dict[spec.target] if spec.target in ep.state_dict else ep.constants[spec.target]
-                bound.append(t.detach())  # the storage as of now; in-place changes still show
-            elif spec.kind == InputKind.USER_INPUT:
-                user.append(i)
-            else:
-                raise RuntimeError(f"zenith.freeze: cannot bind the model's input {spec.arg} ({spec.kind.name})")
-        if user != list(range(len(bound), len(sig.input_specs))):
-            raise RuntimeError("zenith.freeze: the exported graph does not list its weights before the inputs")
-        for t in bound:
-            if t.device.type != "cpu":
-                raise RuntimeError(f"zenith.freeze: runs on CPU; a weight is on {t.device.type} "
-                                   '(torch.compile(model, backend="zenith") falls back to PyTorch for it)')
-        # Zenith's decompositions over export's ATen graph, on its fake tensors; what still
-        # writes is a buffer a forward updates, or the caller's tensor.
-        with torch.no_grad():  # (an inference tensor must not meet autograd here either)
-            gm = aten_trace(ep.graph_module,
-                            [n.meta["val"] for n in ep.graph_module.graph.find_nodes(op="placeholder")])
-        written = writes(gm)
-        if written:
-            raise RuntimeError(f"zenith.freeze: the model writes into its buffers or inputs ({', '.join(written)}) "
-                               "when it runs; a frozen model must not")
+        ep, gm, bound = capture(model, args, kwargs, "zenith.freeze")
         self.graph = CompiledGraph(gm, {**options.compiler_options(), "inference": True},
                                    static_inputs=range(len(bound)))
         self.graph.report.aten_trace = "export"

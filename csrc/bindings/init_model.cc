@@ -1,0 +1,69 @@
+// Bindings for model files (model_file.h): zenith.export writes one, zenith.load runs one.
+#include <nanobind/stl/map.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include "convert.h"
+#include "zenith/model_file.h"
+
+namespace zenith::py {
+
+namespace {
+InTensor in_tensor(const CpuArray& a, const std::string& what) {
+  require_contiguous(a, what);
+  InTensor t{a.data(), dtype_from_dlpack(a.dtype()), {}};
+  for (size_t d = 0; d < a.ndim(); ++d) t.shape.push_back(int64_t(a.shape(d)));
+  return t;
+}
+}  // namespace
+
+void init_model(nb::module_& m) {
+  m.def(
+      "save_model",
+      [](const Graph& g, const std::string& path, const std::map<std::string, CpuArray>& bound,
+         const std::map<std::string, std::string>& metadata) {
+        std::map<std::string, InTensor> b;
+        for (const auto& [name, a] : bound) b.emplace(name, in_tensor(a, "weight " + name));
+        nb::gil_scoped_release nogil;
+        save_model(path, g, b, metadata);
+      },
+      nb::arg("graph"), nb::arg("path"), nb::arg("bound"), nb::arg("metadata"),
+      "Writes a model file: the graph (before passes) and the arrays bound to its inputs, by input name.");
+  nb::class_<Model>(m, "Model", "A model file loaded by the C++ runtime (the same code zenith-run runs).")
+      .def(
+          "__init__",
+          [](Model* self, const std::string& path) {
+            nb::gil_scoped_release nogil;
+            new (self) Model(path);
+          },
+          nb::arg("path"))
+      .def_prop_ro("inputs",
+                   [](const Model& md) {
+                     nb::list l;
+                     for (const auto& in : md.inputs())
+                       l.append(nb::make_tuple(in.name, std::string(dtype_name(in.dtype)), nb::cast(in.shape)));
+                     return l;
+                   },
+                   "The model's inputs: (name, dtype name, shape) each.")
+      .def_prop_ro("metadata", &Model::metadata)
+      .def_prop_ro("num_outputs", &Model::num_outputs)
+      .def_prop_ro("graph_text", [](const Model& md) { return print_graph(md.executable().graph()); },
+                   "The graph after this machine's passes.")
+      .def(
+          "run",
+          [](const Model& md, const std::vector<CpuArray>& arrays) {
+            std::vector<InTensor> ins;
+            for (size_t i = 0; i < arrays.size(); ++i) ins.push_back(in_tensor(arrays[i], "input " + std::to_string(i)));
+            std::vector<OutTensor> outs;
+            {
+              nb::gil_scoped_release nogil;
+              outs = md.run(ins);
+            }
+            nb::list result;
+            for (auto& o : outs) result.append(to_torch(o.storage, o.data, o.dtype, o.shape));
+            return result;
+          },
+          nb::arg("inputs"), "Runs on dense CPU arrays (DLPack), in the inputs' order; outputs are torch tensors.");
+}
+
+}  // namespace zenith::py

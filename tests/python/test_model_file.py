@@ -1,0 +1,179 @@
+"""Model files: zenith.export writes, zenith.load and the zenith-run binary (no Python)
+run them. Every output is compared with eager's (tolerance 1e-4 relative to the output's
+scale; exact for integers); refusals and damaged input each have a case."""
+import os
+import subprocess
+import threading
+
+import pytest
+import torch
+import torch.nn as nn
+import torchvision
+import transformers
+from safetensors.torch import load_file, save_file
+
+import zenith
+from zenith.model_file import RUN_BINARY
+
+
+def close(a, b, tol=1e-4):
+    assert a.shape == b.shape and a.dtype == b.dtype, (a.shape, a.dtype, b.shape, b.dtype)
+    if not b.is_floating_point():
+        assert torch.equal(a, b)
+        return
+    scale = max(1.0, b.abs().max().item())
+    assert (a - b).abs().max().item() <= tol * scale, (a - b).abs().max().item()
+
+
+def run_binary(*args):
+    """zenith-run with an empty environment: no PYTHONPATH, no Python anywhere near it."""
+    return subprocess.run([str(RUN_BINARY), *map(str, args)], capture_output=True, text=True, env={}, timeout=300)
+
+
+def test_the_binary_links_no_python():
+    assert RUN_BINARY.is_file()
+    libs = subprocess.run(["ldd", str(RUN_BINARY)], capture_output=True, text=True, check=True).stdout
+    assert "python" not in libs.lower(), libs
+
+
+def test_resnet_file_runs_in_python_and_in_the_binary(tmp_path):
+    torch.manual_seed(0)
+    model = torchvision.models.resnet18(num_classes=10).eval()
+    x = torch.randn(2, 3, 64, 64)
+    path = tmp_path / "resnet18.zenith"
+    loaded = zenith.export(model, (x,), path)
+    with torch.no_grad():
+        ref = model(x)
+    assert loaded.inputs == [("x", torch.float32, (2, 3, 64, 64))]
+    x2 = torch.randn(2, 3, 64, 64)  # other values than the example's
+    with torch.no_grad():
+        close(zenith.load(path)(x2), model(x2))
+    # The binary, from safetensors in and out.
+    save_file({"x": x}, tmp_path / "in.safetensors")
+    r = run_binary(path, "--input", tmp_path / "in.safetensors", "--output", tmp_path / "out.safetensors",
+                   "--threads", 2, "--iterations", 2)
+    assert r.returncode == 0, r.stderr
+    assert "median" in r.stdout and "output 0: f32[2, 10]" in r.stdout
+    close(load_file(tmp_path / "out.safetensors")["0"], ref)
+    # Without inputs it describes the model.
+    r = run_binary(path)
+    assert r.returncode == 0 and "input x: f32[2, 3, 64, 64]" in r.stdout, r.stdout + r.stderr
+    r = run_binary(path, "--random")
+    assert r.returncode == 0, r.stderr
+
+
+def test_transformer_with_keyword_inputs_keeps_its_output_structure(tmp_path):
+    torch.manual_seed(0)
+    cfg = transformers.BertConfig(num_hidden_layers=2, hidden_size=64, num_attention_heads=4, intermediate_size=128,
+                                  vocab_size=500)
+    model = transformers.BertModel(cfg).eval()
+    ids = torch.randint(0, cfg.vocab_size, (2, 12))
+    mask = torch.ones(2, 12, dtype=torch.int64)
+    mask[1, 7:] = 0
+    loaded = zenith.export(model, (ids,), tmp_path / "bert.zenith", kwargs={"attention_mask": mask})
+    assert [n for n, _, _ in loaded.inputs] == ["input_ids", "attention_mask"]
+    out = loaded(ids, mask)
+    with torch.no_grad():
+        ref = model(ids, attention_mask=mask)
+    assert type(out) is type(ref)
+    close(out.last_hidden_state, ref.last_hidden_state)
+    close(out.pooler_output, ref.pooler_output)
+    # The binary reads the inputs by name; a missing one is named in the error.
+    save_file({"input_ids": ids, "attention_mask": mask}, tmp_path / "in.safetensors")
+    r = run_binary(tmp_path / "bert.zenith", "--input", tmp_path / "in.safetensors", "--output", tmp_path / "o.st")
+    assert r.returncode == 0, r.stderr
+    outs = load_file(tmp_path / "o.st")
+    close(outs["0"], ref.last_hidden_state)
+    close(outs["1"], ref.pooler_output)
+    save_file({"input_ids": ids}, tmp_path / "part.safetensors")
+    r = run_binary(tmp_path / "bert.zenith", "--input", tmp_path / "part.safetensors")
+    assert r.returncode == 1 and "no tensor named attention_mask" in r.stderr, r.stderr
+
+
+def test_inputs_come_in_call_order_whatever_the_graph_reads_first(tmp_path):
+    class M(nn.Module):
+        def forward(self, a, b):
+            return (b * 2).sum(1, keepdim=True) + a
+
+    a, b = torch.randn(3, 1), torch.randn(3, 5)
+    loaded = zenith.export(M().eval(), (a, b), tmp_path / "m.zenith")
+    assert [n for n, _, _ in loaded.inputs] == ["a", "b"]
+    close(loaded(a, b), M()(a, b))
+
+
+def test_quantized_model_exports(tmp_path):
+    torch.manual_seed(0)
+    cfg = transformers.BertConfig(num_hidden_layers=1, hidden_size=64, num_attention_heads=2, intermediate_size=128,
+                                  vocab_size=300)
+    model = zenith.quantize(transformers.BertModel(cfg).eval(), "int8-dynamic")
+    ids = torch.randint(0, cfg.vocab_size, (1, 16))
+    loaded = zenith.export(model, (ids,), tmp_path / "q.zenith")
+    with torch.no_grad():
+        ref = model(ids).last_hidden_state
+    close(loaded(ids).last_hidden_state, ref, tol=1e-3)  # the quantized model's eager form rounds alike
+    assert "qmatmul" in loaded.graph_text
+
+
+def test_concurrent_calls_agree(tmp_path):
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(32, 64), nn.GELU(), nn.Linear(64, 8)).eval()
+    loaded = zenith.export(model, (torch.randn(4, 32),), tmp_path / "mlp.zenith")
+    xs = [torch.randn(4, 32) for _ in range(8)]
+    with torch.no_grad():
+        refs = [model(x) for x in xs]
+    errors = []
+
+    def work(k):
+        try:
+            for _ in range(20):
+                close(loaded(xs[k]), refs[k])
+        except Exception as e:  # noqa: BLE001  (reported below)
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(len(xs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[0]
+
+
+def test_refusals_are_clear(tmp_path):
+    class Det(nn.Module):
+        def forward(self, x):
+            return torch.linalg.det(x)
+
+    with pytest.raises(RuntimeError, match="native graphs only.*det"):
+        zenith.export(Det().eval(), (torch.randn(3, 3),), tmp_path / "d.zenith")
+    assert not (tmp_path / "d.zenith").exists()
+    with pytest.raises(RuntimeError, match="training mode"):
+        zenith.export(nn.Dropout(0.5), (torch.randn(3),), tmp_path / "t.zenith")
+    with pytest.raises(TypeError, match="nn.Module"):
+        zenith.export(lambda x: x, (torch.randn(3),), tmp_path / "f.zenith")
+
+
+def test_wrong_inputs_and_damaged_files_are_clear_errors(tmp_path):
+    model = nn.Linear(8, 4).eval()
+    path = tmp_path / "lin.zenith"
+    loaded = zenith.export(model, (torch.randn(2, 8),), path)
+    with pytest.raises(TypeError, match="takes 1 tensors"):
+        loaded()
+    with pytest.raises(RuntimeError, match=r"torch.float32\[3, 8\], the model takes torch.float32\[2, 8\]"):
+        loaded(torch.randn(3, 8))
+    with pytest.raises(RuntimeError, match="the model takes"):
+        loaded(torch.randn(2, 8, dtype=torch.float64))
+    data = path.read_bytes()
+    (tmp_path / "cut.zenith").write_bytes(data[: len(data) - 16])
+    with pytest.raises(RuntimeError, match="fall outside"):
+        zenith.load(tmp_path / "cut.zenith")
+    save_file({"w": torch.zeros(2)}, tmp_path / "plain.safetensors")
+    with pytest.raises(RuntimeError, match="not a Zenith model file"):
+        zenith.load(tmp_path / "plain.safetensors")
+    r = run_binary(tmp_path / "cut.zenith")
+    assert r.returncode == 1 and "fall outside" in r.stderr
+    r = run_binary(path, "--bogus")
+    assert r.returncode == 2 and "unknown option" in r.stderr
+    # The file is a plain safetensors file too: the weight under its state-dict name.
+    tensors = load_file(path)
+    close(tensors["input/weight"], model.weight.detach())
+    os.remove(path)
