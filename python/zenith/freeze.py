@@ -87,7 +87,7 @@ def capture(model, args, kwargs, who):
     sig = ep.graph_signature
     if any(s.kind != OutputKind.USER_OUTPUT for s in sig.output_specs):  # (a functional export's form)
         raise RuntimeError(f"{who}: the model writes into its buffers or inputs when it runs; "
-                           "a frozen model must not")
+                           f"{who} takes models that do not")
     bound, user = [], []
     for i, spec in enumerate(sig.input_specs):
         if spec.kind in _BOUND_KINDS:
@@ -111,7 +111,7 @@ def capture(model, args, kwargs, who):
     written = writes(gm)
     if written:
         raise RuntimeError(f"{who}: the model writes into its buffers or inputs ({', '.join(written)}) "
-                           "when it runs; a frozen model must not")
+                           f"when it runs; {who} takes models that do not")
     return ep, gm, bound
 
 
