@@ -87,7 +87,9 @@ Model::Model(const std::string& path) : file_(read_safetensors(path)) {
   try {
     g = parse_graph(text->second, resolve);
     verify(g);
-  } catch (const Error& e) {
+  } catch (const std::bad_alloc&) {
+    throw;
+  } catch (const std::exception& e) {  // zenith::Error, or a number the text's parser could not take
     fail(path, ": its graph does not load: ", e.what());
   }
   for (size_t i = 0; i < g.inputs.size(); ++i) {

@@ -271,11 +271,19 @@ struct TextParser {
       Node tmp;
       tmp.attrs = attrs;
       TensorType t;
-      t.dtype = DType(tmp.i("dtype"));
+      if (!tmp.has("dtype") || !tmp.has("shape")) error("a constant needs dtype and shape");
+      const int64_t code = tmp.i("dtype");
+      if (code < 0 || code >= kNumDTypes) error("a constant's dtype code " + std::to_string(code) + " names no dtype");
+      t.dtype = DType(code);
       t.shape = tmp.ints("shape");
       if (!t.is_static()) error("a constant's shape must be static");
-      size_t nbytes = size_t(t.static_numel()) * dtype_size(t.dtype);
-      std::vector<unsigned char> bytes(nbytes, 0);
+      uint64_t nbytes = dtype_size(t.dtype);
+      for (const SymInt& d : t.shape) {  // (text may come from a file: no overflow, no negative sizes)
+        if (d.value() < 0 || (d.value() && nbytes > (uint64_t(1) << 48) / uint64_t(d.value())))
+          error("a constant's shape is negative or too large");
+        nbytes *= uint64_t(d.value());
+      }
+      std::vector<unsigned char> bytes;
       if (eat("@")) {  // bytes kept outside the text (print_graph's `external`)
         size_t j = i;
         while (j < s.size() && !std::isspace((unsigned char)s[j])) ++j;
@@ -286,16 +294,24 @@ struct TextParser {
         if (!cd || cd->nbytes != nbytes) error("constant data @" + key + " does not hold the constant's bytes");
         vs = {g.add_constant(t, cd->data, cd->nbytes, cd->owner)};
       } else if (eat("opaque")) {
-        // Large constants do not round-trip; they parse as zeros.
+        // Large constants do not round-trip; they parse as zeros, except where the bytes
+        // are kept outside the text (a model file), which must not load zeros silently.
+        if (resolve && *resolve) error("a constant printed opaque has no data (a model file keeps it as @const/<i>)");
+        bytes.assign(nbytes, 0);
       } else if (!eat("-")) {
         ws();
-        for (size_t b = 0; b < nbytes; ++b) {
-          if (i + 2 > s.size()) error("constant data too short");
-          bytes[b] = (unsigned char)std::stoul(s.substr(i, 2), nullptr, 16);
-          i += 2;
-        }
+        size_t j = i;
+        while (j < s.size() && std::isxdigit((unsigned char)s[j])) ++j;
+        if (j - i != 2 * nbytes)
+          error("constant data holds " + std::to_string((j - i) / 2) + " bytes, its type needs " +
+                std::to_string(nbytes));
+        bytes.resize(nbytes);
+        auto hex = [](char c) { return c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10; };
+        for (size_t b = 0; b < nbytes; ++b, i += 2) bytes[b] = (unsigned char)(hex(s[i]) << 4 | hex(s[i + 1]));
+      } else if (nbytes) {
+        error("constant data '-' (no bytes) for a constant of " + std::to_string(nbytes) + " bytes");
       }
-      if (vs.empty()) vs = {g.add_owned_constant(t, bytes.data(), nbytes)};
+      if (vs.empty()) vs = {g.add_owned_constant(t, bytes.data(), size_t(nbytes))};
     } else {
       vs = g.add_node(op, ins, attrs);
     }

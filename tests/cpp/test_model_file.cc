@@ -169,6 +169,27 @@ TEST(ModelFile, DamagedFilesAreClearErrors) {
   auto m2 = meta;
   m2.erase("zenith.graph");
   with({w, c}, m2, "has no zenith.graph");
+  auto edited = [&](const std::string& from, const std::string& to) {
+    auto m3 = meta;
+    std::string& t = m3["zenith.graph"];
+    const size_t at = t.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    if (at != std::string::npos) t.replace(at, from.size(), to);
+    return m3;
+  };
+  // A constant printed opaque would load as zeros: a model file refuses it.
+  with({w, c}, edited("data=@const/0", "data=opaque"), "printed opaque has no data");
+  // Inline constant data that is short, not hexadecimal, or missing; a bad dtype code.
+  with({w, c}, edited("return", "%k: f32[2] = constant() {dtype=f32, shape=[2]} data=0000\n  return"),
+       "constant data holds 2 bytes, its type needs 8");
+  with({w, c}, edited("return", "%k: f32[1] = constant() {dtype=f32, shape=[1]} data=zz000000\n  return"),
+       "constant data holds 0 bytes, its type needs 4");
+  with({w, c}, edited("return", "%k: f32[1] = constant() {dtype=f32, shape=[1]} data=-\n  return"),
+       "no bytes");
+  with({w, c}, edited("return", "%k: f32[1] = constant() {dtype=[9], shape=[1]} data=-\n  return"),
+       "names no dtype");
+  with({w, c}, edited("return", "%k: f32[1] = constant() {dtype=f32, shape=[1099511627776, 1099511627776]} data=opaque\n  return"),
+       "too large");
   std::remove(good.c_str());
   std::remove(bad.c_str());
 }
