@@ -92,6 +92,15 @@ Model::Model(const std::string& path) : file_(read_safetensors(path)) {
   } catch (const std::exception& e) {  // zenith::Error, or a number the text's parser could not take
     fail(path, ": its graph does not load: ", e.what());
   }
+  // Every value's size, before a pass or the planner multiplies them unchecked.
+  for (const Value& v : g.values) {
+    uint64_t bytes = dtype_size(v.type.dtype);
+    for (const SymInt& d : v.type.shape) {
+      if (!d.is_const() || d.value() < 0 || (d.value() && bytes > (uint64_t(1) << 48) / uint64_t(d.value())))
+        fail(path, ": value %", v.name, " has a shape that is symbolic, negative or past 2^48 bytes");
+      bytes *= uint64_t(d.value());
+    }
+  }
   for (size_t i = 0; i < g.inputs.size(); ++i) {
     const int v = g.inputs[i];
     const std::string name = g.value_name(v);
@@ -120,8 +129,12 @@ Model::Model(const std::string& path) : file_(read_safetensors(path)) {
          "): a weight's tensor is missing");
   for (const auto& [name, u] : used)
     if (!u) fail(path, ": tensor ", name, " is read by no part of the graph (a file from another graph?)");
-  run_default_pipeline(g);
-  exe_ = std::make_unique<Executable>(std::move(g));
+  try {
+    run_default_pipeline(g);
+    exe_ = std::make_unique<Executable>(std::move(g));
+  } catch (const Error& e) {
+    fail(path, ": its graph does not compile: ", e.what());
+  }
   std::vector<int> weights;
   for (size_t i = 0; i < all_.size(); ++i)
     if (all_[i].data) weights.push_back(int(i));

@@ -1,5 +1,5 @@
 // Zenith model files: a graph and its weights in one safetensors file (safetensors.h),
-// run by the C++ runtime with no Python: `zenith-run` (tools/zenith_run.cc) or Model below.
+// run by the C++ runtime with no Python: `zenith-run` (csrc/tools/zenith_run.cc) or Model below.
 // Python writes them (zenith.export); any safetensors reader opens them.
 //
 //   __metadata__ "zenith.format": kModelFormat. "zenith.inputs": the model's input names,

@@ -181,9 +181,12 @@ void write_safetensors(const std::string& path, const std::vector<SafeTensorOut>
     header[t.name] = {{"dtype", safetensors_dtype_name(t.dtype)}, {"shape", t.shape}, {"data_offsets", {at, at + sizes[i]}}};
     at += sizes[i];
   }
-  std::string text = header.dump();
+  // (invalid UTF-8 in a name or value is replaced, not thrown as nlohmann's own error)
+  std::string text = header.dump(-1, ' ', false, json::error_handler_t::replace);
   text.append((64 - (8 + text.size()) % 64) % 64, ' ');  // the data starts 64-byte aligned
-  const std::string tmp = path + ".tmp";
+  if (text.size() > kMaxHeaderBytes)
+    fail(path, ": a header of ", text.size(), " bytes, past the ", kMaxHeaderBytes, " readers accept");
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());  // one per writing process
   FILE* out = std::fopen(tmp.c_str(), "wb");
   if (!out) fail(path, ": cannot write (", std::strerror(errno), ")");
   unsigned char size_le[8];
@@ -193,8 +196,9 @@ void write_safetensors(const std::string& path, const std::vector<SafeTensorOut>
     if (ok && sizes[i]) ok = std::fwrite(tensors[i].data, 1, sizes[i], out) == sizes[i];
   ok = std::fclose(out) == 0 && ok;
   if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
     std::remove(tmp.c_str());
-    fail(path, ": writing failed (", std::strerror(errno), ")");
+    fail(path, ": writing failed (", std::strerror(err), ")");
   }
 }
 

@@ -7,7 +7,9 @@
 //
 // Reading maps the file (no copy); every offset, size and dtype is checked against the
 // file before a tensor is handed out, and a bad file is a zenith::Error naming the
-// problem and the file, never a crash.
+// problem and the file, never a crash. (The mapping shares the file's pages: a file
+// truncated or rewritten in place by another process while mapped is not detected, and
+// a read past a truncation is SIGBUS; writers here write a new file and rename it.)
 #pragma once
 #include <cstdint>
 #include <map>

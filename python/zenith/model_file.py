@@ -35,8 +35,11 @@ _DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16, "
 
 
 def _ident(name, taken):
-    """`name` as an IR value name (letters, digits, '_' and '.'), unique among `taken`."""
-    base = re.sub(r"[^A-Za-z0-9_.]", "_", name) or "v"
+    """`name` as an IR value name (letters, digits, '_' and '.'), unique among `taken`,
+    and never of the form v<digits> (the names the IR gives unnamed values)."""
+    base = re.sub(r"[^A-Za-z0-9_.]", "_", name) or "input"
+    if re.fullmatch(r"v\d+", base):
+        base = "_" + base
     out, k = base, 1
     while out in taken:
         out, k = f"{base}_{k}", k + 1
@@ -44,28 +47,88 @@ def _ident(name, taken):
     return out
 
 
-def _close(out, ref):
-    """None if `out` matches eager's `ref`, else what differs. Floats within 1e-3 of the
-    reference's largest magnitude (at least 1): what Winograd and reordered sums may move."""
+def _close(out, ref, rtol, atol):
+    """None if `out` matches eager's `ref`, else what differs. Integers and booleans exactly;
+    floats element by element, |out - ref| <= atol + rtol |ref| over the finite values (as
+    export's docstring gives the defaults: what Winograd and reordered sums move), and NaN
+    and infinities where eager has them."""
     if out.dtype != ref.dtype or out.shape != ref.shape:
         return f"{out.dtype}{list(out.shape)} where eager gives {ref.dtype}{list(ref.shape)}"
     if not ref.is_floating_point():
         return None if torch.equal(out, ref) else "values differ"
-    o, r = out.float(), ref.float()
-    if not torch.equal(o.isnan(), r.isnan()):
-        return "NaN where eager has none, or none where it has"
-    err = (o - r).nan_to_num(0.0).abs().max().item() if r.numel() else 0.0
-    bound = 1e-3 * max(1.0, r.nan_to_num(0.0).abs().max().item() if r.numel() else 0.0)
-    return None if err <= bound else f"max abs error {err:.3g} > {bound:.3g}"
+    o, r = out.double(), ref.double()
+    finite = r.isfinite()
+    if not torch.equal(o.isnan(), r.isnan()) or not torch.equal(o[~finite & ~r.isnan()], r[~finite & ~r.isnan()]):
+        return "NaN or infinities where eager has none, or none where it has them"
+    if not finite.any():
+        return None
+    half = ref.dtype in (torch.float16, torch.bfloat16)  # one rounding: ~4e-3 for bfloat16
+    rtol = (1e-2 if half else 1e-3) if rtol is None else rtol
+    if atol is None:
+        atol = (1e-2 if half else 1e-3) * r[finite].abs().max().item()
+    excess = (o[finite] - r[finite]).abs() - (atol + rtol * r[finite].abs())
+    if excess.max().item() > 0:
+        k = int(excess.argmax())
+        return (f"|{o[finite][k].item():.6g} - {r[finite][k].item():.6g}| exceeds atol {atol:.3g} + "
+                f"rtol {rtol:g} x |eager|")
+    return None
 
 
-def export(model, args, path, *, kwargs=None, check=True):
+def _out_spec_text(spec):
+    """The output tree as text (torch's treespec JSON), or None for a tree whose node types
+    pytree cannot serialize (load then returns the outputs as a tuple)."""
+    try:
+        return pytree.treespec_dumps(spec)
+    except Exception:  # noqa: BLE001  (an unregistered or unserializable node type)
+        return None
+
+
+def _out_spec(text):
+    """The output tree from _out_spec_text's text. A node type pytree knows only once its
+    module is imported (transformers' ModelOutputs register on import) is imported by the
+    module its serialized name gives; None if that fails too."""
+    import importlib
+    import json
+
+    try:
+        return pytree.treespec_loads(text)
+    except Exception:  # noqa: BLE001  (tried again below after importing the types' modules)
+        pass
+
+    def types(node):
+        if isinstance(node, dict):
+            if isinstance(node.get("type"), str):
+                yield node["type"]
+            for v in node.values():
+                yield from types(v)
+        elif isinstance(node, list):
+            for v in node:
+                yield from types(v)
+
+    for name in set(types(json.loads(text))):
+        parts = name.split(".")
+        for k in range(len(parts) - 1, 0, -1):
+            try:
+                importlib.import_module(".".join(parts[:k]))
+                break
+            except Exception:  # noqa: BLE001  (a prefix that is no module)
+                continue
+    try:
+        return pytree.treespec_loads(text)
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def export(model, args, path, *, kwargs=None, check=True, rtol=None, atol=None):
     """Writes `model` (an nn.Module in eval mode) called on `args` (a tuple; `kwargs`
     optional) to `path` as a Zenith model file, for the example inputs' shapes and dtypes.
-    The file's inputs are the call's tensors in order (positional, then keyword);
-    non-tensor arguments are fixed at their example values. With check=True (default) the
-    file is loaded and run on the example inputs, and an output outside 1e-3 of eager's
-    (relative to its largest magnitude) removes the file and raises. Returns the
+    The file's inputs are the call's tensors in order (positional, then keyword, in the
+    order given); non-tensor arguments are fixed at their example values. With check=True
+    (default) the file is loaded and run on the example inputs and compared with eager,
+    element by element: |zenith - eager| <= atol + rtol |eager|; by default rtol 1e-3 and atol
+    1e-3 of the output's largest finite magnitude (1e-2 for float16 / bfloat16 outputs, one
+    rounding of theirs); integers exactly, NaN and infinities in place. A
+    mismatch, or any failure to load or run the file, removes it and raises. Returns the
     LoadedModel (check=True) or None."""
     from zenith.freeze import _check_eval, capture
 
@@ -128,23 +191,31 @@ def export(model, args, path, *, kwargs=None, check=True):
         weights[name] = (bound[i] if perm is None else bound[i].permute(perm)).contiguous()
     from zenith import __version__
 
-    meta = {"zenith.version": __version__, "zenith.torch": torch.__version__,
-            "zenith.out_spec": pytree.treespec_dumps(ep.call_spec.out_spec)}
+    meta = {"zenith.version": __version__, "zenith.torch": torch.__version__}
+    spec = _out_spec_text(ep.call_spec.out_spec)
+    if spec is not None:
+        meta["zenith.out_spec"] = spec
     path = os.fspath(path)
     _C.save_model(L.g, path, weights, meta)
     if not check:
         return None
-    loaded = load(path)
-    user = [t for t in pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
-    with torch.no_grad():
-        ref = pytree.tree_leaves(model(*args, **kwargs))
-        got = pytree.tree_leaves(loaded(*user))
-    for k, (o, r) in enumerate(zip(got, ref)):
-        why = _close(o, r) if isinstance(r, torch.Tensor) else None
-        if why:
-            os.remove(path)
-            raise RuntimeError(f"zenith.export: output {k} of the written file does not match eager ({why}); "
+    try:
+        loaded = load(path)
+        user = [t for t in pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
+        with torch.no_grad():
+            ref = [t for t in pytree.tree_leaves(model(*args, **kwargs)) if isinstance(t, torch.Tensor)]
+            got = pytree.tree_leaves(loaded(*user))
+        if len(got) != len(ref):
+            raise RuntimeError(f"zenith.export: the written file gives {len(got)} outputs, eager {len(ref)}; "
                                "the file is removed")
+        for k, (o, r) in enumerate(zip(got, ref)):
+            why = _close(o, r, rtol, atol)
+            if why:
+                raise RuntimeError(f"zenith.export: output {k} of the written file does not match eager ({why}); "
+                                   "the file is removed")
+    except BaseException:
+        os.remove(path)
+        raise
     return loaded
 
 
@@ -159,7 +230,7 @@ class LoadedModel:
         self.inputs = [(name, _DTYPES[dt], tuple(shape)) for name, dt, shape in self._model.inputs]
         self.metadata = dict(self._model.metadata)
         spec = self.metadata.get("zenith.out_spec")
-        self._out_spec = pytree.treespec_loads(spec) if spec else None
+        self._out_spec = _out_spec(spec) if spec else None  # None: outputs as a tuple
 
     @property
     def graph_text(self):

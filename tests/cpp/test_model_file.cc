@@ -1,9 +1,10 @@
 // Model files (model_file.h) and the safetensors reader and writer under them: a graph
-// with a weight and a large constant saved, loaded and run against the same graph's
-// Executable; every kind of damaged or mismatched file a clear zenith::Error.
+// with a weight and a large constant saved, loaded and run against a scalar reference;
+// every kind of damaged or mismatched file a clear zenith::Error.
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <iterator>
 #include <string>
@@ -76,7 +77,7 @@ TEST(ModelFile, SavedGraphLoadsAndRunsAsTheGraph) {
   EXPECT_EQ(m.inputs()[0].shape, (std::vector<int64_t>{3, 4}));
   EXPECT_EQ(m.metadata().at("zenith.note"), "test");
   EXPECT_EQ(m.metadata().at("zenith.format"), kModelFormat);
-  for (int call = 0; call < 2; ++call) {  // the second reads the weight packed
+  for (int call = 0; call < 2; ++call) {  // (a second call reuses the first's plan)
     auto out = m.run({{k.x.data(), DType::f32, {3, 4}}});
     ASSERT_EQ(out.size(), 1u);
     ASSERT_EQ(out[0].shape, (std::vector<int64_t>{3, 160}));
@@ -190,6 +191,14 @@ TEST(ModelFile, DamagedFilesAreClearErrors) {
        "names no dtype");
   with({w, c}, edited("return", "%k: f32[1] = constant() {dtype=f32, shape=[1099511627776, 1099511627776]} data=opaque\n  return"),
        "too large");
+  // Sizes are integer literals: no symbols, no expressions to recurse on, none past int64.
+  with({w, c}, edited("f32[3, 4]", "f32[s0, 4]"), "'s0' is not an integer");
+  with({w, c}, edited("f32[3, 4]", "f32[" + std::string(5000, '(') + "3" + std::string(5000, ')') + ", 4]"),
+       "is not an integer");
+  with({w, c}, edited("f32[3, 4]", "f32[99999999999999999999, 4]"), "out of range");
+  // Sizes that fit int64 but not memory are refused before any pass or plan multiplies them.
+  with({w, c}, edited("f32[4, 160]) {", "f32[4, 160], %big: f32[4611686018427387904, 4]) {"),
+       "past 2^48 bytes");
   std::remove(good.c_str());
   std::remove(bad.c_str());
 }
@@ -224,10 +233,20 @@ TEST(Safetensors, HeaderChecks) {
   header_file(R"([1, 2])", 0);
   EXPECT_NE(error().find("not a JSON object"), std::string::npos);
   // A misaligned tensor (another writer's layout) is read through an aligned copy.
-  header_file(R"({"a": {"dtype": "U8", "shape": [1], "data_offsets": [0, 1]}, "b": {"dtype": "F32", "shape": [1], "data_offsets": [1, 5]}})",
-              5);
+  {
+    const std::string json =
+        R"({"a": {"dtype": "U8", "shape": [1], "data_offsets": [0, 1]}, "b": {"dtype": "F32", "shape": [1], "data_offsets": [1, 5]}})";
+    std::string s(8, '\0');
+    for (int b = 0; b < 8; ++b) s[size_t(b)] = char(uint64_t(json.size()) >> (8 * b));
+    const float value = 3.25f;
+    std::string data(5, '\7');
+    std::memcpy(&data[1], &value, 4);
+    write_all(path, s + json + data);
+  }
   const SafeTensorsFile f = read_safetensors(path);
   EXPECT_EQ(reinterpret_cast<uintptr_t>(f.tensors.at("b").data) % 4, 0u);
+  EXPECT_EQ(*static_cast<const float*>(f.tensors.at("b").data), 3.25f);
+  EXPECT_EQ(*static_cast<const uint8_t*>(f.tensors.at("a").data), 7u);
   EXPECT_EQ((f.names), (std::vector<std::string>{"a", "b"}));
   std::remove(path.c_str());
 }

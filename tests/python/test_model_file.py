@@ -3,6 +3,7 @@ run them. Every output is compared with eager's (tolerance 1e-4 relative to the 
 scale; exact for integers); refusals and damaged input each have a case."""
 import os
 import subprocess
+import sys
 import threading
 
 import pytest
@@ -177,3 +178,61 @@ def test_wrong_inputs_and_damaged_files_are_clear_errors(tmp_path):
     tensors = load_file(path)
     close(tensors["input/weight"], model.weight.detach())
     os.remove(path)
+
+
+def test_a_file_that_does_not_match_eager_is_removed(tmp_path, monkeypatch):
+    # A softmax over many classes: every value ~1e-4, so a check against the largest
+    # magnitude with a floor at 1 would pass an all-zero output.
+    model = nn.Sequential(nn.Linear(16, 10000), nn.Softmax(-1)).eval()
+    x = torch.randn(2, 16)
+    real_call = zenith.model_file.LoadedModel.__call__
+    monkeypatch.setattr(zenith.model_file.LoadedModel, "__call__", lambda self, *a: torch.zeros_like(real_call(self, *a)))
+    with pytest.raises(RuntimeError, match="does not match eager.*removed"):
+        zenith.export(model, (x,), tmp_path / "s.zenith")
+    assert not (tmp_path / "s.zenith").exists()
+    monkeypatch.setattr(zenith.model_file.LoadedModel, "__call__", lambda self, *a: real_call(self, *a) * 1.01)
+    with pytest.raises(RuntimeError, match="does not match eager"):
+        zenith.export(model, (x,), tmp_path / "s.zenith")
+    monkeypatch.undo()
+    zenith.export(model, (x,), tmp_path / "s.zenith")  # and the real file passes
+    assert (tmp_path / "s.zenith").exists()
+
+
+def test_permuted_weight_and_half_precision_storage(tmp_path):
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(torch.randn(8, 4).t())  # [4, 8], stored transposed
+
+        def forward(self, x):
+            return torch.relu(x @ self.w)
+
+    model = M().eval()
+    x = torch.randn(3, 4)
+    close(zenith.export(model, (x,), tmp_path / "p.zenith")(x), model(x).detach())
+    for dtype in (torch.float16, torch.bfloat16):
+        lin = nn.Sequential(nn.Linear(32, 16), nn.ReLU(), nn.Linear(16, 8)).to(dtype).eval()
+        xh = torch.randn(4, 32).to(dtype)
+        out = zenith.export(lin, (xh,), tmp_path / "h.zenith")(xh)
+        assert out.dtype == dtype
+        with torch.no_grad():
+            close(out.float(), lin(xh).float(), tol=2e-2)
+
+
+def test_keyword_inputs_keep_the_order_given_and_a_fresh_process_restores_the_outputs(tmp_path):
+    torch.manual_seed(0)
+    cfg = transformers.BertConfig(num_hidden_layers=1, hidden_size=32, num_attention_heads=2, intermediate_size=64,
+                                  vocab_size=200)
+    model = transformers.BertModel(cfg).eval()
+    ids = torch.randint(0, 200, (1, 8))
+    mask = torch.ones(1, 8, dtype=torch.int64)
+    types = torch.zeros(1, 8, dtype=torch.int64)
+    path = tmp_path / "b.zenith"
+    loaded = zenith.export(model, (ids,), path, kwargs={"token_type_ids": types, "attention_mask": mask})
+    assert [n for n, _, _ in loaded.inputs] == ["input_ids", "token_type_ids", "attention_mask"]
+    # A process that has not imported transformers: the output type is imported from its name.
+    code = ("import sys, torch, zenith; m = zenith.load(sys.argv[1]); "
+            "print('transformers' in sys.modules, type(m(*[torch.zeros(s, dtype=d) for _, d, s in m.inputs])).__name__)")
+    r = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split()[-1] == "BaseModelOutputWithPoolingAndCrossAttentions", r.stdout
