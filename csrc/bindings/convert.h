@@ -2,6 +2,7 @@
 // translating between Python objects and core types.
 #pragma once
 #include <memory>
+#include <string>
 #include <vector>
 
 #include <nanobind/nanobind.h>
@@ -9,6 +10,7 @@
 
 #include "zenith/error.h"
 #include "zenith/ir.h"
+#include "zenith/runtime.h"
 
 namespace zenith::py {
 namespace nb = nanobind;
@@ -68,6 +70,14 @@ inline void require_contiguous(const CpuArray& a, const std::string& what) {
     if (a.shape(d) != 1 && a.stride(d) != expect) fail(what, ": tensor is not contiguous");
     expect *= int64_t(a.shape(d));
   }
+}
+
+// A dense CPU array as a runtime input (checked contiguous, named `what` on failure).
+inline InTensor in_tensor(const CpuArray& a, const std::string& what) {
+  require_contiguous(a, what);
+  InTensor t{a.data(), dtype_from_dlpack(a.dtype()), {}};
+  for (size_t d = 0; d < a.ndim(); ++d) t.shape.push_back(int64_t(a.shape(d)));
+  return t;
 }
 
 // torch.utils.dlpack.from_dlpack, looked up once. Held for the life of the process

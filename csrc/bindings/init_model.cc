@@ -8,15 +8,6 @@
 
 namespace zenith::py {
 
-namespace {
-InTensor in_tensor(const CpuArray& a, const std::string& what) {
-  require_contiguous(a, what);
-  InTensor t{a.data(), dtype_from_dlpack(a.dtype()), {}};
-  for (size_t d = 0; d < a.ndim(); ++d) t.shape.push_back(int64_t(a.shape(d)));
-  return t;
-}
-}  // namespace
-
 void init_model(nb::module_& m) {
   m.def(
       "save_model",

@@ -144,13 +144,7 @@ void init_runtime(nb::module_& m) {
           [](const Executable& exe, const std::vector<CpuArray>& arrays, const std::vector<int64_t>& ints) {
             std::vector<InTensor> ins;
             ins.reserve(arrays.size());
-            for (size_t i = 0; i < arrays.size(); ++i) {
-              const CpuArray& a = arrays[i];
-              require_contiguous(a, "input " + std::to_string(i));
-              InTensor t{a.data(), dtype_from_dlpack(a.dtype()), {}};
-              for (size_t d = 0; d < a.ndim(); ++d) t.shape.push_back(int64_t(a.shape(d)));
-              ins.push_back(std::move(t));
-            }
+            for (size_t i = 0; i < arrays.size(); ++i) ins.push_back(in_tensor(arrays[i], "input " + std::to_string(i)));
             return run_and_wrap(exe, ins, ints);
           },
           nb::arg("inputs"), nb::arg("ints") = std::vector<int64_t>{},

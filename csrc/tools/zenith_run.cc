@@ -28,18 +28,6 @@ namespace {
 
 using namespace zenith;
 
-std::string shape_str(const std::vector<int64_t>& s) {
-  std::string r = "[";
-  for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
-  return r + "]";
-}
-
-int64_t numel(const std::vector<int64_t>& s) {
-  int64_t n = 1;
-  for (int64_t d : s) n *= d;
-  return n;
-}
-
 [[noreturn]] void usage(const char* why) {
   std::fprintf(stderr,
                "zenith-run: %s\nusage: zenith-run MODEL [--input IN.safetensors] [--output OUT.safetensors] "
@@ -89,7 +77,7 @@ int run(int argc, char** argv) {
     std::printf("%s: Zenith model file format %s, %zu input(s), %zu output(s)\n", model_path.c_str(),
                 model.metadata().at("zenith.format").c_str(), model.inputs().size(), model.num_outputs());
     for (const auto& in : model.inputs())
-      std::printf("  input %s: %s%s\n", in.name.c_str(), dtype_name(in.dtype), shape_str(in.shape).c_str());
+      std::printf("  input %s: %s%s\n", in.name.c_str(), dtype_name(in.dtype), dims_str(in.shape).c_str());
     return 0;
   }
 
@@ -111,10 +99,12 @@ int run(int argc, char** argv) {
     std::mt19937 gen(0);
     std::uniform_real_distribution<float> u(-1.0f, 1.0f);
     for (const auto& want : model.inputs()) {
-      made.emplace_back(size_t(numel(want.shape)) * dtype_size(want.dtype), 0);
+      int64_t numel = 1;
+      for (int64_t d : want.shape) numel *= d;
+      made.emplace_back(size_t(numel) * dtype_size(want.dtype), 0);
       if (want.dtype == DType::f32) {
         float* p = reinterpret_cast<float*>(made.back().data());
-        for (int64_t k = 0; k < numel(want.shape); ++k) p[k] = u(gen);
+        for (int64_t k = 0; k < numel; ++k) p[k] = u(gen);
       } else if (is_float(want.dtype)) {
         fail("--random fills float32 inputs only; give input ", want.name, " (", dtype_name(want.dtype),
              ") with --input");
@@ -143,7 +133,7 @@ int run(int argc, char** argv) {
     write_safetensors(out_path, ts, {{"zenith.model", model_path}});
   }
   for (size_t k = 0; k < outs.size(); ++k)
-    std::printf("output %zu: %s%s\n", k, dtype_name(outs[k].dtype), shape_str(outs[k].shape).c_str());
+    std::printf("output %zu: %s%s\n", k, dtype_name(outs[k].dtype), dims_str(outs[k].shape).c_str());
   return 0;
 }
 

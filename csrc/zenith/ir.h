@@ -64,7 +64,15 @@ struct TensorType {
   int rank() const { return int(shape.size()); }
   bool is_static() const;
   int64_t static_numel() const;  // requires is_static()
+  std::vector<int64_t> static_dims() const;  // requires is_static()
 };
+
+// The bytes of a type whose dims are constants >= 0 and whose size is at most `limit`, in
+// *bytes; false if it is not (a type read from a file, checked before anything multiplies
+// its dims unchecked).
+bool bounded_nbytes(const TensorType& t, uint64_t limit, uint64_t* bytes);
+// "[3, 4]": dims as error messages print them.
+std::string dims_str(const std::vector<int64_t>& dims);
 
 // A node attribute: a list of symbolic ints, a float list, or a string.
 struct Attr {

@@ -8,18 +8,6 @@ namespace {
 
 const std::string kInputPrefix = "input/";
 
-std::string shape_str(const std::vector<int64_t>& s) {
-  std::string r = "[";
-  for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
-  return r + "]";
-}
-
-std::vector<int64_t> static_shape(const Graph& g, int v) {
-  std::vector<int64_t> s;
-  for (const SymInt& d : g.type(v).shape) s.push_back(d.value());
-  return s;
-}
-
 }  // namespace
 
 void save_model(const std::string& path, const Graph& g, const std::map<std::string, InTensor>& bound,
@@ -39,9 +27,9 @@ void save_model(const std::string& path, const Graph& g, const std::map<std::str
     auto it = input_of.find(name);
     if (it == input_of.end()) fail("save_model: a value is bound to ", name, ", which is no graph input");
     const TensorType& want = g.type(it->second);
-    if (t.dtype != want.dtype || t.shape != static_shape(g, it->second))
-      fail("save_model: the value bound to %", name, " is ", dtype_name(t.dtype), shape_str(t.shape),
-           ", the graph's input ", dtype_name(want.dtype), shape_str(static_shape(g, it->second)));
+    if (t.dtype != want.dtype || t.shape != want.static_dims())
+      fail("save_model: the value bound to %", name, " is ", dtype_name(t.dtype), dims_str(t.shape),
+           ", the graph's input ", dtype_name(want.dtype), dims_str(want.static_dims()));
     tensors.push_back({kInputPrefix + name, t.dtype, t.shape, t.data});
   }
   std::vector<ExternalConstant> external;
@@ -49,11 +37,7 @@ void save_model(const std::string& path, const Graph& g, const std::map<std::str
   meta["zenith.format"] = kModelFormat;
   meta["zenith.inputs"] = model_inputs;
   meta["zenith.graph"] = print_graph(g, &external);
-  for (const ExternalConstant& c : external) {
-    std::vector<int64_t> shape;
-    for (const SymInt& d : c.type.shape) shape.push_back(d.value());
-    tensors.push_back({c.key, c.type.dtype, shape, c.data->data});
-  }
+  for (const ExternalConstant& c : external) tensors.push_back({c.key, c.type.dtype, c.type.static_dims(), c.data->data});
   write_safetensors(path, tensors, meta);
 }
 
@@ -71,11 +55,9 @@ Model::Model(const std::string& path) : file_(read_safetensors(path)) {
     auto it = file_.tensors.find(key);
     if (it == file_.tensors.end()) fail(path, ": the graph's constant @", key, " has no tensor in the file");
     const SafeTensor& st = it->second;
-    std::vector<int64_t> shape;
-    for (const SymInt& d : t.shape) shape.push_back(d.value());
-    if (st.dtype != t.dtype || st.shape != shape)
-      fail(path, ": tensor ", key, " is ", dtype_name(st.dtype), shape_str(st.shape), ", the graph's constant ",
-           dtype_name(t.dtype), shape_str(shape));
+    if (st.dtype != t.dtype || st.shape != t.static_dims())
+      fail(path, ": tensor ", key, " is ", dtype_name(st.dtype), dims_str(st.shape), ", the graph's constant ",
+           dtype_name(t.dtype), dims_str(t.static_dims()));
     used[key] = true;
     auto cd = std::make_shared<ConstData>();
     cd->data = st.data;
@@ -93,19 +75,14 @@ Model::Model(const std::string& path) : file_(read_safetensors(path)) {
     fail(path, ": its graph does not load: ", e.what());
   }
   // Every value's size, before a pass or the planner multiplies them unchecked.
-  for (const Value& v : g.values) {
-    uint64_t bytes = dtype_size(v.type.dtype);
-    for (const SymInt& d : v.type.shape) {
-      if (!d.is_const() || d.value() < 0 || (d.value() && bytes > (uint64_t(1) << 48) / uint64_t(d.value())))
-        fail(path, ": value %", v.name, " has a shape that is symbolic, negative or past 2^48 bytes");
-      bytes *= uint64_t(d.value());
-    }
-  }
+  uint64_t bytes;
+  for (const Value& v : g.values)
+    if (!bounded_nbytes(v.type, uint64_t(1) << 48, &bytes))
+      fail(path, ": value %", v.name, " has a shape that is symbolic, negative or past 2^48 bytes");
   for (size_t i = 0; i < g.inputs.size(); ++i) {
     const int v = g.inputs[i];
     const std::string name = g.value_name(v);
-    if (!g.type(v).is_static()) fail(path, ": input %", name, " has a symbolic shape; model files hold static shapes");
-    const std::vector<int64_t> shape = static_shape(g, v);
+    const std::vector<int64_t> shape = g.type(v).static_dims();  // (every size checked above)
     auto it = file_.tensors.find(kInputPrefix + name);
     if (it == file_.tensors.end()) {  // the model's input
       inputs_.push_back({name, g.type(v).dtype, shape});
@@ -115,8 +92,8 @@ Model::Model(const std::string& path) : file_(read_safetensors(path)) {
     }
     const SafeTensor& st = it->second;
     if (st.dtype != g.type(v).dtype || st.shape != shape)
-      fail(path, ": tensor ", it->first, " is ", dtype_name(st.dtype), shape_str(st.shape), ", the graph's input ",
-           dtype_name(g.type(v).dtype), shape_str(shape));
+      fail(path, ": tensor ", it->first, " is ", dtype_name(st.dtype), dims_str(st.shape), ", the graph's input ",
+           dtype_name(g.type(v).dtype), dims_str(shape));
     used[it->first] = true;
     all_.push_back(InTensor{st.data, st.dtype, shape});
   }
@@ -149,8 +126,8 @@ std::vector<OutTensor> Model::run(const std::vector<InTensor>& inputs) const {
     const Input& want = inputs_[k];
     const InTensor& t = inputs[k];
     if (t.dtype != want.dtype || t.shape != want.shape)
-      fail("model: input ", k, " (", want.name, ") is ", dtype_name(t.dtype), shape_str(t.shape), ", the model takes ",
-           dtype_name(want.dtype), shape_str(want.shape));
+      fail("model: input ", k, " (", want.name, ") is ", dtype_name(t.dtype), dims_str(t.shape), ", the model takes ",
+           dtype_name(want.dtype), dims_str(want.shape));
     int64_t numel = 1;
     for (int64_t d : t.shape) numel *= d;
     if (!t.data && numel) fail("model: input ", k, " (", want.name, ") has no data");

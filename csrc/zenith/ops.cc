@@ -1327,4 +1327,27 @@ int64_t TensorType::static_numel() const {
   return n;
 }
 
+std::vector<int64_t> TensorType::static_dims() const {
+  std::vector<int64_t> dims;
+  dims.reserve(shape.size());
+  for (const auto& d : shape) dims.push_back(d.value());
+  return dims;
+}
+
+bool bounded_nbytes(const TensorType& t, uint64_t limit, uint64_t* bytes) {
+  uint64_t n = dtype_size(t.dtype);
+  for (const SymInt& d : t.shape) {
+    if (!d.is_const() || d.value() < 0 || (d.value() && n > limit / uint64_t(d.value()))) return false;
+    n *= uint64_t(d.value());
+  }
+  *bytes = n;
+  return true;
+}
+
+std::string dims_str(const std::vector<int64_t>& dims) {
+  std::string r = "[";
+  for (size_t i = 0; i < dims.size(); ++i) r += (i ? ", " : "") + std::to_string(dims[i]);
+  return r + "]";
+}
+
 }  // namespace zenith

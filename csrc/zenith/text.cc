@@ -114,6 +114,9 @@ struct TextParser {
   Graph g;
   std::map<std::string, int> ids;
 
+  // With a resolver the text comes from a file (a model file): see parse_graph.
+  bool from_file() const { return resolve && *resolve; }
+
   [[noreturn]] void error(const std::string& what) {
     size_t line = 1;
     for (size_t k = 0; k < i && k < s.size(); ++k) line += s[k] == '\n';
@@ -166,7 +169,7 @@ struct TextParser {
     if (eat("]")) return r;
     do {
       const std::string item = list_item();
-      if (resolve && *resolve) {  // a model file's text: integer literals only (static, and no nesting to recurse on)
+      if (from_file()) {  // integer literals only (static, and no nesting to recurse on)
         size_t k = item[0] == '-' ? 1 : 0;
         if (item.size() <= k || item.size() > 20 || item.find_first_not_of("0123456789", k) != std::string::npos)
           error("'" + item.substr(0, 40) + "' is not an integer (a model file holds static sizes)");
@@ -291,26 +294,22 @@ struct TextParser {
       t.dtype = DType(code);
       t.shape = tmp.ints("shape");
       if (!t.is_static()) error("a constant's shape must be static");
-      uint64_t nbytes = dtype_size(t.dtype);
-      for (const SymInt& d : t.shape) {  // (text may come from a file: no overflow, no negative sizes)
-        if (d.value() < 0 || (d.value() && nbytes > (uint64_t(1) << 48) / uint64_t(d.value())))
-          error("a constant's shape is negative or too large");
-        nbytes *= uint64_t(d.value());
-      }
+      uint64_t nbytes = 0;  // (text may come from a file: no overflow, no negative sizes)
+      if (!bounded_nbytes(t, uint64_t(1) << 48, &nbytes)) error("a constant's shape is negative or too large");
       std::vector<unsigned char> bytes;
       if (eat("@")) {  // bytes kept outside the text (print_graph's `external`)
         size_t j = i;
         while (j < s.size() && !std::isspace((unsigned char)s[j])) ++j;
         const std::string key = s.substr(i, j - i);
         i = j;
-        if (!resolve || !*resolve) error("constant data @" + key + " is kept outside the text, and no store was given");
+        if (!from_file()) error("constant data @" + key + " is kept outside the text, and no store was given");
         std::shared_ptr<ConstData> cd = (*resolve)(key, t);
         if (!cd || cd->nbytes != nbytes) error("constant data @" + key + " does not hold the constant's bytes");
         vs = {g.add_constant(t, cd->data, cd->nbytes, cd->owner)};
       } else if (eat("opaque")) {
         // Large constants do not round-trip; they parse as zeros, except where the bytes
         // are kept outside the text (a model file), which must not load zeros silently.
-        if (resolve && *resolve) error("a constant printed opaque has no data (a model file keeps it as @const/<i>)");
+        if (from_file()) error("a constant printed opaque has no data (a model file keeps it as @const/<i>)");
         bytes.assign(nbytes, 0);
       } else if (!eat("-")) {
         ws();

@@ -24,14 +24,13 @@ from torch.export.graph_signature import InputKind
 from torch.utils import _pytree as pytree
 
 from zenith import _C
-from zenith.importer import CONVERTERS, Lowering
+from zenith.importer import CONVERTERS, DTYPES, Lowering
 from zenith.partition import partition
 
 # zenith-run, installed beside the extension (CMakeLists.txt).
 RUN_BINARY = Path(__file__).parent / "bin" / "zenith-run"
 
-_DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16, "i64": torch.int64,
-           "i32": torch.int32, "b8": torch.bool, "u8": torch.uint8}
+_TORCH_DTYPES = {name: dtype for dtype, name in DTYPES.items()}  # the IR dtype names back to torch's
 
 
 def _ident(name, taken):
@@ -227,7 +226,7 @@ class LoadedModel:
     def __init__(self, path):
         self.path = os.fspath(path)
         self._model = _C.Model(self.path)
-        self.inputs = [(name, _DTYPES[dt], tuple(shape)) for name, dt, shape in self._model.inputs]
+        self.inputs = [(name, _TORCH_DTYPES[dt], tuple(shape)) for name, dt, shape in self._model.inputs]
         self.metadata = dict(self._model.metadata)
         spec = self.metadata.get("zenith.out_spec")
         self._out_spec = _out_spec(spec) if spec else None  # None: outputs as a tuple
