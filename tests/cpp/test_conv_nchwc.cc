@@ -445,7 +445,7 @@ void expect_same_outputs(Graph before, Graph after, const std::vector<std::vecto
 }
 }  // namespace
 
-// layout_nchwc (static batches; ZENITH_NCHWC=0 off): a chain of convs passes
+// layout_nchwc (on by default; ZENITH_NCHWC=0 off): a chain of convs passes
 // blocked tensors (one to_nchwc, for x; the residual is a blocked conv's output; one
 // from_nchwc out), and the graph computes what it did.
 TEST(Passes, LayoutNchwcChainsBlockedConvs) {
@@ -545,7 +545,7 @@ TEST(Kernels, NchwcWinogradMatchesNchwWinogradAndReference) {
 // A Winograd conv (3x3, 64 channels, an 8 x 8 map) joins the blocked chain on whole
 // blocks: no conv2d and one conversion each way remain, and the results are unchanged.
 TEST(Passes, LayoutNchwcRunsWinogradConvsBlocked) {
-  // Batch 1, then a symbolic batch (blocked only when ZENITH_NCHWC=1) run at batch 2.
+  // Batch 1, then a symbolic batch (blocked as well) run at batch 2.
   for (const std::string n : {"1", "s0"}) {
     const std::string text = "graph(%x: f32[" + n + R"(, 64, 8, 8], %w1: f32[64, 64, 3, 3], %w2: f32[64, 64, 1, 1], %b: f32[64]) {
   %a: f32[)" + n + R"(, 64, 8, 8] = conv2d(%x, %w1, %b) {stride=[1, 1], padding=[1, 1], dilation=[1, 1], groups=[1], has_bias=[1], activation=[1]}
@@ -556,12 +556,7 @@ TEST(Passes, LayoutNchwcRunsWinogradConvsBlocked) {
     ASSERT_EQ(setenv("ZENITH_NCHWC", "0", 1), 0);
     EXPECT_EQ(layout_nchwc(g), 0);  // turned off
     unsetenv("ZENITH_NCHWC");
-    if (n == "s0") {
-      EXPECT_EQ(layout_nchwc(g), 0);  // a symbolic batch: only when asked for
-      ASSERT_EQ(setenv("ZENITH_NCHWC", "1", 1), 0);
-    }
-    EXPECT_EQ(layout_nchwc(g), 2);  // on by default at batch 1
-    unsetenv("ZENITH_NCHWC");
+    EXPECT_EQ(layout_nchwc(g), 2);  // on by default, at batch 1 and for a symbolic batch
     dead_code_elimination(g);
     verify(g);
     std::map<Op, int> ops;

@@ -483,6 +483,29 @@ TEST(Passes, FuseConvResidual) {
 })"));
 }
 
+// A symbolic batch fuses as a static one: the residual's shape is the same expressions
+// (s0, not another symbol that may differ), and the MobileNet block's map is static.
+TEST(Passes, FusionsTakeASymbolicBatch) {
+  Graph g = parse_graph(R"(graph(%x: f32[s0, 8, 28, 28], %y: f32[s1, 8, 28, 28], %w: f32[8, 8, 1, 1], %k: f32[8, 1, 3, 3], %b: f32[8]) {
+  %a: f32[s0, 8, 28, 28] = conv2d(%x, %w, %w) {stride=[1, 1], padding=[0, 0], dilation=[1, 1], groups=[1], has_bias=[0]}
+  %s: f32[s0, 8, 28, 28] = add(%a, %x)
+  %c: f32[s0, 8, 28, 28] = conv2d(%s, %w, %w) {stride=[1, 1], padding=[0, 0], dilation=[1, 1], groups=[1], has_bias=[0]}
+  %t: f32[s0, 8, 28, 28] = add(%c, %y)
+  %e: f32[s0, 8, 28, 28] = conv2d(%t, %w, %w) {stride=[1, 1], padding=[0, 0], dilation=[1, 1], groups=[1], has_bias=[0]}
+  %d: f32[s0, 8, 28, 28] = conv2d(%e, %k, %b) {stride=[1, 1], padding=[1, 1], dilation=[1, 1], groups=[8], has_bias=[1]}
+  return (%d)
+})");
+  EXPECT_EQ(fuse_conv_residual(g), 1);  // %a + %x; not %c + %y (s1 may differ from s0 at run time)
+  EXPECT_EQ(fuse_conv_pw_dw(g), 1);     // %e -> %d
+  dead_code_elimination(g);
+  verify(g);
+  std::map<Op, int> ops;
+  for (const Node& n : g.nodes) ++ops[n.op];
+  EXPECT_EQ(ops[Op::add], 1);
+  EXPECT_EQ(ops[Op::conv2d], 2);
+  EXPECT_EQ(ops[Op::conv2d_pw_dw], 1);
+}
+
 TEST(Passes, FuseAttentionLayout) {
   // Self-attention as transformers write it: fused. A second sdpa whose result is also
   // returned in (B, H, L, E) is left alone.

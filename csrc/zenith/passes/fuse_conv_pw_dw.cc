@@ -9,12 +9,12 @@
 // (expand=0: MobileNet V2's first block). Each conv keeps its own epilogue (bias, batch-norm, activation): runs
 // after fuse_conv_bn, fuse_conv_residual and fuse_epilogue, and after layout_nchwc: the
 // blocks it made blocked (conv2d_nchwc over a blocked input) fuse as blocked
-// conv2d_pw_dw nodes (conv2d_pw_dw_nchwc), the blocks it left NCHW (a symbolic batch; a
+// conv2d_pw_dw nodes (conv2d_pw_dw_nchwc), the blocks it left NCHW (ZENITH_NCHWC=0; a
 // squeeze-excitation) as NCHW ones. Blocked, MobileNet V2 on Zen 4 (family 25 model 17,
 // 2 threads, interleaved in one process): batch 8 34.5 against 38.2 ms unfused, batch 1
 // 6.04 against 6.05; maps from 56 x 56 only, batch 8 34.8 (docs/benchmarks, 2026-11-28,
 // twentieth session).
-// Leaves alone: maps under 28 x 28 or of symbolic size (the expanded tensor of a small
+// Leaves alone: maps under 28 x 28 or of symbolic size, a symbolic batch aside (the expanded tensor of a small
 // map stays in cache anyway), expand and depthwise convs with a fused residual, padding
 // at least the depthwise window's reach, and non-float32 convs.
 #include "zenith/passes/passes.h"
@@ -45,10 +45,12 @@ bool pointwise(const Graph& g, const Node& n, bool residual_ok) {
          dl[0] == 1 && dl[1] == 1;
 }
 
-// The depthwise conv2d of float32 values over a static map of at least kMinPixels,
+// The depthwise conv2d of float32 values over a static map of at least kMinPixels (any batch),
 // without a residual, its padding inside the window's reach.
 bool depthwise(const Graph& g, const Node& n) {
-  if (!conv(n) || n.i("has_residual", 0) || !all_f32(g, n) || !g.type(n.inputs[0]).is_static()) return false;
+  if (!conv(n) || n.i("has_residual", 0) || !all_f32(g, n)) return false;
+  for (size_t d = 1; d < g.type(n.inputs[0]).shape.size(); ++d)  // (a symbolic batch is fine)
+    if (!g.type(n.inputs[0]).shape[d].is_const()) return false;
   const Shape &x = g.type(n.inputs[0]).shape, &w = g.type(n.inputs[1]).shape;
   const int64_t C = w[0].value();  // (a blocked input's blocks hold C: infer_conv2d_nchwc checks)
   std::array<int64_t, 2> pd, dl;

@@ -1,5 +1,6 @@
 // Convolution + residual add fusion: add(conv2d(...), r), where the conv result is read
-// only by that add and r has the add's exact shape (no broadcast), becomes the conv with
+// only by that add and r has the add's exact shape (no broadcast; a symbolic dim the same
+// expression), becomes the conv with
 // r as its last input (`has_residual`): its epilogue adds r to each output tile after the
 // bias / folded batch-norm and before its activation, so a ResNet block's
 // relu(bn(conv(x)) + identity) is one kernel and the separate pass over the output (read
@@ -14,15 +15,6 @@
 #include "zenith/passes/passes.h"
 
 namespace zenith {
-
-namespace {
-bool same_static_shape(const TensorType& a, const TensorType& b) {
-  if (a.rank() != b.rank() || !a.is_static() || !b.is_static()) return false;
-  for (int d = 0; d < a.rank(); ++d)
-    if (a.shape[size_t(d)].value() != b.shape[size_t(d)].value()) return false;
-  return true;
-}
-}  // namespace
 
 int fuse_conv_residual(Graph& g) {
   g.reindex();
@@ -42,7 +34,7 @@ int fuse_conv_residual(Graph& g) {
       if (p < 0 || uses[size_t(v)] != 1 || v == r) continue;
       const Node& conv = g.nodes[size_t(p)];
       if (conv.op != Op::conv2d || conv.i("activation", 0) != 0 || conv.i("has_residual", 0) != 0) continue;
-      if (!same_static_shape(g.type(v), out) || !same_static_shape(g.type(r), out) || g.type(r).dtype != DType::f32)
+      if (!same_shape(g.type(v).shape, out.shape) || !same_shape(g.type(r).shape, out.shape) || g.type(r).dtype != DType::f32)
         continue;
       if (g.values[size_t(r)].producer >= p) continue;  // r is not ready when the conv runs
       if (p > best) {

@@ -5,8 +5,11 @@
 // residual read through to_nchwc only where their producer is not one of them), and
 // from_nchwc converts back only where an NCHW reader remains (an average pooling, a
 // graph output); dce drops the conversions nobody reads.
-// Where: convs whose batch is static (ZENITH_NCHWC=1 also a symbolic batch,
-// ZENITH_NCHWC=0 none; read when a graph is compiled). Measured on an Intel Xeon (family
+// Where: every such conv, whatever its batch (ZENITH_NCHWC=0: none; read when a graph
+// is compiled). A symbolic batch joined in the sixty-fourth session: a model file with
+// a symbolic batch on AMD EPYC Zen 4 (family 25 model 17, 2 threads, interleaved in one
+// process), blocked against NCHW, ResNet-50 0.92x the time at batch 1 and 0.94x at
+// batch 4, MobileNet V2 0.74x and 0.69x (docs/benchmarks, 2026-12-07). Measured on an Intel Xeon (family
 // 6 model 167), 2 threads, ResNet-50 end to end, 3 interleaved processes each, after
 // Winograd over the blocked layout (vector transforms) and tail tiles for a map's last
 // pixels: batch 1 0.80-0.98x the NCHW time (AVX-512) and 0.90-0.94x (AVX2), ResNet-18
@@ -48,12 +51,10 @@ namespace {
 constexpr int64_t kMinChannels = 16;
 constexpr int64_t kMinPixels = 16;
 
-// ZENITH_NCHWC: "1" every batch, "0" none, else (unset) static batches.
-enum class Mode { kAuto, kAll, kOff };
-Mode nchwc_mode() {
+// ZENITH_NCHWC=0 turns the layout off (for comparisons); any other value, or none, on.
+bool nchwc_off() {
   const char* v = std::getenv("ZENITH_NCHWC");
-  if (!v) return Mode::kAuto;
-  return std::string(v) == "1" ? Mode::kAll : std::string(v) == "0" ? Mode::kOff : Mode::kAuto;
+  return v && std::string(v) == "0";
 }
 
 // A depthwise conv2d: groups == C == OC, filters [C, 1, KH, KW].
@@ -70,9 +71,9 @@ bool int8_conv(const Graph& g, const Node& n) {
   return n.op == Op::conv2d && n.inputs.size() > 1 && g.type(n.inputs[1]).dtype == DType::u8;
 }
 
-// A float32 conv2d, or an int8 one, of static geometry (a static batch unless
-// ZENITH_NCHWC=1) whose output map holds a tile's pixels: the convs conv2d_nchwc may run.
-bool static_conv(const Graph& g, const Node& n, Mode mode) {
+// A float32 conv2d, or an int8 one, of static geometry (any batch) whose output map
+// holds a tile's pixels: the convs conv2d_nchwc may run.
+bool static_conv(const Graph& g, const Node& n) {
   if (n.op != Op::conv2d) return false;
   if (!int8_conv(g, n)) {
     if (n.has("x_scale") || n.has("kernel")) return false;
@@ -83,7 +84,6 @@ bool static_conv(const Graph& g, const Node& n, Mode mode) {
   if (x.rank() != 4 || w.rank() != (int8_conv(g, n) ? 2 : 4) || !x.shape[1].is_const() || !x.shape[2].is_const() ||
       !x.shape[3].is_const())
     return false;
-  if (mode == Mode::kAuto && !x.shape[0].is_const()) return false;
   std::array<int64_t, 2> st, pd, dl;
   if (!const_pair(n, "stride", 1, st) || !const_pair(n, "padding", 0, pd) || !const_pair(n, "dilation", 1, dl))
     return false;
@@ -92,8 +92,8 @@ bool static_conv(const Graph& g, const Node& n, Mode mode) {
   return o.shape[2].is_const() && o.shape[3].is_const() && o.shape[2].value() * o.shape[3].value() >= kMinPixels;
 }
 
-bool blocked(const Graph& g, const Node& n, Mode mode) {
-  if (!static_conv(g, n, mode) || (n.i("groups", 1) != 1 && !depthwise(g, n))) return false;
+bool blocked(const Graph& g, const Node& n) {
+  if (!static_conv(g, n) || (n.i("groups", 1) != 1 && !depthwise(g, n))) return false;
   const TensorType &x = g.type(n.inputs[0]), &w = g.type(n.inputs[1]);
   // An int8 conv: conv2d_int8 over the blocked layout (no Winograd).
   if (int8_conv(g, n)) return x.shape[1].value() >= kMinChannels;
@@ -109,14 +109,13 @@ bool blocked(const Graph& g, const Node& n, Mode mode) {
 }  // namespace
 
 int layout_nchwc(Graph& g) {
-  const Mode mode = nchwc_mode();
-  if (mode == Mode::kOff) return 0;
+  if (nchwc_off()) return 0;
   // Candidates, then those in a chain: a candidate's input or residual is another's
   // output. A lone conv between NCHW ops (a training graph's conv -> batch_norm) would
   // only pay the conversions both ways.
   g.reindex();
   std::vector<char> cand(g.nodes.size(), 0), chained(g.nodes.size(), 0);
-  for (size_t i = 0; i < g.nodes.size(); ++i) cand[i] = blocked(g, g.nodes[i], mode);
+  for (size_t i = 0; i < g.nodes.size(); ++i) cand[i] = blocked(g, g.nodes[i]);
   // Nor a conv next to a conv that stays NCHW (a depthwise conv reading its output or
   // writing its input): the conversion would move the block's largest
   // tensor (MobileNet V3 batch 8: 2.9 ms of conversions in a 30 ms call), and the chain
@@ -172,7 +171,7 @@ int layout_nchwc(Graph& g) {
       if (next_to_nchw) cand[i] = 0, again = true;
     }
   }
-  // A max pooling that can run blocked (max_pool2d_nchwc): static, float32, and every
+  // A max pooling that can run blocked (max_pool2d_nchwc): static (any batch), float32, and every
   // window holding a tap of the image, since one wholly in the padding would write -inf
   // into the zero channels past C and the next conv would multiply them by its zero
   // filter rows (NaN). Undilated suffices: max_pool2d's own rule (infer_pool) keeps the
@@ -183,7 +182,8 @@ int layout_nchwc(Graph& g) {
     if (n.op != Op::max_pool2d) return false;
     const TensorType& x = g.type(n.inputs[0]);
     std::array<int64_t, 2> dl;
-    return x.rank() == 4 && x.dtype == DType::f32 && x.is_static() && const_pair(n, "dilation", 1, dl) &&
+    return x.rank() == 4 && x.dtype == DType::f32 && x.shape[1].is_const() && x.shape[2].is_const() &&
+           x.shape[3].is_const() && const_pair(n, "dilation", 1, dl) &&
            dl[0] == 1 && dl[1] == 1;
   };
   auto through_pool = [&](int p) {  // the producer of a blockable pool's input, else p
@@ -204,7 +204,7 @@ int layout_nchwc(Graph& g) {
   // output, and no image padded to a block of channels.
   auto stem_ok = [&](size_t i) {
     const Node& n = g.nodes[i];
-    return !cand[i] && stem(int(i)) && n.i("groups", 1) == 1 && !n.i("has_residual", 0) && static_conv(g, n, mode);
+    return !cand[i] && stem(int(i)) && n.i("groups", 1) == 1 && !n.i("has_residual", 0) && static_conv(g, n);
   };
   // Such a pool between a chained conv or such a stem and a chained conv (ResNet's stem ->
   // max_pool2d -> layer 1) runs blocked: no NCHW pooling, and no to_nchwc after it.
