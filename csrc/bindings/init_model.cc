@@ -31,11 +31,24 @@ void init_model(nb::module_& m) {
       .def_prop_ro("inputs",
                    [](const Model& md) {
                      nb::list l;
-                     for (const auto& in : md.inputs())
-                       l.append(nb::make_tuple(in.name, std::string(dtype_name(in.dtype)), nb::cast(in.shape)));
+                     for (const auto& in : md.inputs()) {
+                       nb::list dims;  // a static dim as an int, a symbolic one as its text ("s0")
+                       for (size_t d = 0; d < in.shape.size(); ++d)
+                         dims.append(in.shape[d] >= 0 ? nb::object(nb::int_(in.shape[d])) : nb::str(in.dims[d].c_str()));
+                       l.append(nb::make_tuple(in.name, std::string(dtype_name(in.dtype)), nb::tuple(dims)));
+                     }
                      return l;
                    },
-                   "The model's inputs: (name, dtype name, shape) each.")
+                   "The model's inputs: (name, dtype name, dims) each; a symbolic dim is its text (\"s0\").")
+      .def_prop_ro("symbols",
+                   [](const Model& md) {
+                     nb::dict d;
+                     for (const auto& s : md.symbols())
+                       d[s.name.c_str()] = nb::make_tuple(s.bound_by, s.min, s.max >= 0 ? nb::object(nb::int_(s.max))
+                                                                                         : nb::none());
+                     return d;
+                   },
+                   "Each symbolic size: name -> (the input dim that binds it, min, max or None).")
       .def_prop_ro("metadata", &Model::metadata)
       .def_prop_ro("num_outputs", &Model::num_outputs)
       .def_prop_ro("graph_text", [](const Model& md) { return print_graph(md.executable().graph()); },

@@ -1,12 +1,13 @@
 // zenith-run: runs a Zenith model file (zenith.export) with the C++ runtime alone, no Python.
 //
 //   zenith-run MODEL [--input IN.safetensors] [--output OUT.safetensors] [--random]
-//              [--threads T] [--iterations N] [--warmup W]
+//              [--dim SYMBOL=N ...] [--threads T] [--iterations N] [--warmup W]
 //
 // --threads defaults to the CPUs this process may run on.
 // Without --input or --random it prints the model's inputs and outputs. Inputs come from a
 // safetensors file by the model's input names (--random: floats uniform in [-1, 1), integers
-// and booleans zero, a fixed seed). Outputs go to a safetensors file as "0", "1", ...
+// and booleans zero, a fixed seed; a model with symbolic dims takes each symbol's size from
+// --dim, e.g. --dim s0=8). Outputs go to a safetensors file as "0", "1", ...
 // --iterations N times N calls after W warm-up calls (default 3) and prints the median and
 // the 10th / 90th percentiles in ms. Exit status 0, or 1 with the error on stderr.
 #include <algorithm>
@@ -14,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
@@ -31,7 +33,7 @@ using namespace zenith;
 [[noreturn]] void usage(const char* why) {
   std::fprintf(stderr,
                "zenith-run: %s\nusage: zenith-run MODEL [--input IN.safetensors] [--output OUT.safetensors] "
-               "[--random] [--threads T] [--iterations N] [--warmup W]\n",
+               "[--random] [--dim SYMBOL=N ...] [--threads T] [--iterations N] [--warmup W]\n",
                why);
   std::exit(2);
 }
@@ -40,6 +42,7 @@ int run(int argc, char** argv) {
   std::string model_path, in_path, out_path;
   bool random = false;
   int threads = 0, iterations = 0, warmup = 3;
+  std::map<std::string, int64_t> dims;  // --dim: symbol -> size
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto value = [&]() -> std::string {
@@ -56,6 +59,15 @@ int run(int argc, char** argv) {
     if (a == "--input") in_path = value();
     else if (a == "--output") out_path = value();
     else if (a == "--random") random = true;
+    else if (a == "--dim") {
+      const std::string v = value();
+      const size_t eq = v.find('=');
+      char* end = nullptr;
+      const long long n = eq == std::string::npos ? -1 : std::strtoll(v.c_str() + eq + 1, &end, 10);
+      if (eq == 0 || eq == std::string::npos || eq + 1 == v.size() || *end || n < 0)
+        usage(("--dim takes SYMBOL=N with N a whole number, got " + v).c_str());
+      dims[v.substr(0, eq)] = n;
+    }
     else if (a == "--threads") threads = count(1);
     else if (a == "--iterations") iterations = count(0);
     else if (a == "--warmup") warmup = count(0);
@@ -66,6 +78,7 @@ int run(int argc, char** argv) {
   }
   if (model_path.empty()) usage("no model file given");
   if (!in_path.empty() && random) usage("--input and --random exclude each other");
+  if (!dims.empty() && !random) usage("--dim sizes --random's inputs");
   if (!threads) {  // the CPUs this process may run on, as OpenMP and PyTorch default to
     cpu_set_t set;
     threads = sched_getaffinity(0, sizeof set, &set) == 0 ? std::max(1, CPU_COUNT(&set)) : 1;
@@ -76,8 +89,10 @@ int run(int argc, char** argv) {
   if (in_path.empty() && !random) {
     std::printf("%s: Zenith model file format %s, %zu input(s), %zu output(s)\n", model_path.c_str(),
                 model.metadata().at("zenith.format").c_str(), model.inputs().size(), model.num_outputs());
-    for (const auto& in : model.inputs())
-      std::printf("  input %s: %s%s\n", in.name.c_str(), dtype_name(in.dtype), dims_str(in.shape).c_str());
+    for (const auto& in : model.inputs()) std::printf("  input %s: %s\n", in.name.c_str(), in.type_str().c_str());
+    for (const auto& s : model.symbols())
+      std::printf("  symbol %s (%s): sizes %lld..%s\n", s.name.c_str(), s.bound_by.c_str(), (long long)s.min,
+                  s.max >= 0 ? std::to_string(s.max).c_str() : "");
     return 0;
   }
 
@@ -98,9 +113,23 @@ int run(int argc, char** argv) {
   } else {
     std::mt19937 gen(0);
     std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    std::map<std::string, bool> used;
+    for (const auto& [name, n] : dims) used[name] = false;
     for (const auto& want : model.inputs()) {
+      std::vector<int64_t> shape = want.shape;
       int64_t numel = 1;
-      for (int64_t d : want.shape) numel *= d;
+      for (size_t d = 0; d < shape.size(); ++d) {
+        if (shape[d] < 0) {  // symbolic: a symbol's size from --dim (an expression: an error)
+          auto it = dims.find(want.dims[d]);
+          if (it == dims.end())
+            fail("input ", want.name, " is ", want.type_str(), ": give --dim ", want.dims[d],
+                 "=N for --random (or inputs with --input)");
+          shape[d] = it->second;
+          used[it->first] = true;
+        }
+        if (shape[d] && numel > (int64_t(1) << 40) / shape[d]) fail("input ", want.name, " would be too large");
+        numel *= shape[d];
+      }
       made.emplace_back(size_t(numel) * dtype_size(want.dtype), 0);
       if (want.dtype == DType::f32) {
         float* p = reinterpret_cast<float*>(made.back().data());
@@ -109,8 +138,10 @@ int run(int argc, char** argv) {
         fail("--random fills float32 inputs only; give input ", want.name, " (", dtype_name(want.dtype),
              ") with --input");
       }
-      ins.push_back({made.back().data(), want.dtype, want.shape});
+      ins.push_back({made.back().data(), want.dtype, shape});
     }
+    for (const auto& [name, u] : used)
+      if (!u) fail("--dim ", name, ": no input dim is that symbol");
   }
 
   std::vector<OutTensor> outs = model.run(ins);

@@ -154,8 +154,8 @@ struct ExternalConstant {
 };
 std::string print_graph(const Graph& g, std::vector<ExternalConstant>* external = nullptr);
 // The bytes of constant `key` of type t (null or a wrong size: a parse error). With a
-// resolver the text is taken to come from a file (a model file): sizes and int
-// attributes must be integer literals, and an opaque constant is an error.
+// resolver the text is taken to come from a file (a model file): an opaque constant is
+// an error. (Sizes may be symbolic: parse_symint bounds what a file's text can nest.)
 using ConstantResolver = std::function<std::shared_ptr<ConstData>(const std::string& key, const TensorType& t)>;
 Graph parse_graph(const std::string& text, const ConstantResolver& resolve = {});
 

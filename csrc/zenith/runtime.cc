@@ -422,7 +422,15 @@ std::shared_ptr<const Plan> Executable::build_plan(std::vector<int64_t> key, con
     for (size_t k = 0; k < n->outputs.size(); ++k) cg.values[size_t(n->outputs[k])].type = std::move(types[k]);
   }
   for (size_t i = 0; i < dynamic_values_.size(); ++i) {
-    const auto& dims = cg.values[size_t(dynamic_values_[i])].type.shape;
+    const TensorType& t = cg.values[size_t(dynamic_values_[i])].type;
+    const auto& dims = t.shape;
+    // No machine holds a value past 2^48 bytes: an OutOfMemory now, before any size is
+    // multiplied unchecked (a graph from a file may size a value by any expression of
+    // the inputs' sizes). A value no node writes, left by a pass, keeps its symbolic type.
+    uint64_t bytes;
+    if (t.is_static() && !bounded_nbytes(t, uint64_t(1) << 48, &bytes))
+      fail_alloc("zenith runtime: out of memory allocating value %", g.value_name(dynamic_values_[i]),
+                 ": past 2^48 bytes with these input sizes");
     plan->shapes[i].resize(dims.size());
     for (size_t d = 0; d < dims.size(); ++d) plan->shapes[i][d] = dims[d].value();
   }

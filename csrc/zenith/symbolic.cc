@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
+#include <cstdlib>
 #include <limits>
 
 #include "zenith/error.h"
@@ -31,27 +33,38 @@ int64_t floordiv(int64_t a, int64_t b) {
   return q;
 }
 
+// a op b, or an error if it overflows int64.
+template <typename Op>
+int64_t checked(int64_t a, int64_t b, Op op) {
+  int64_t r;
+  ZENITH_CHECK(!op(a, b, &r), "symbolic expression overflows int64");
+  return r;
+}
+constexpr auto add = [](int64_t a, int64_t b, int64_t* r) { return __builtin_add_overflow(a, b, r); };
+constexpr auto sub = [](int64_t a, int64_t b, int64_t* r) { return __builtin_sub_overflow(a, b, r); };
+constexpr auto mul = [](int64_t a, int64_t b, int64_t* r) { return __builtin_mul_overflow(a, b, r); };
+
 int64_t eval_expr(const SymExpr& e, const std::vector<int64_t>& bind) {
   switch (e.kind) {
     case SymExpr::kConst: return e.value;
     case SymExpr::kSym:
       ZENITH_CHECK(size_t(e.value) < bind.size(), "symbol ", e.value, " is unbound");
       return bind[size_t(e.value)];
-    case SymExpr::kAdd: return eval_expr(*e.a, bind) + eval_expr(*e.b, bind);
-    case SymExpr::kSub: return eval_expr(*e.a, bind) - eval_expr(*e.b, bind);
-    case SymExpr::kMul: return eval_expr(*e.a, bind) * eval_expr(*e.b, bind);
+    case SymExpr::kAdd: return checked(eval_expr(*e.a, bind), eval_expr(*e.b, bind), add);
+    case SymExpr::kSub: return checked(eval_expr(*e.a, bind), eval_expr(*e.b, bind), sub);
+    case SymExpr::kMul: return checked(eval_expr(*e.a, bind), eval_expr(*e.b, bind), mul);
     case SymExpr::kFloorDiv: return floordiv(eval_expr(*e.a, bind), eval_expr(*e.b, bind));
     case SymExpr::kMod: {
       int64_t b = eval_expr(*e.b, bind);
       int64_t a = eval_expr(*e.a, bind);
       ZENITH_CHECK(b != 0, "symbolic expression divides by zero");
       if (b == -1) return 0;  // (a % -1 traps at the lowest a)
-      const int64_t r = a % b;
-      return r != 0 && ((r < 0) != (b < 0)) ? r + b : r;
+      const int64_t m = a % b;
+      return m != 0 && ((m < 0) != (b < 0)) ? m + b : m;
     }
     case SymExpr::kMax: return std::max(eval_expr(*e.a, bind), eval_expr(*e.b, bind));
     case SymExpr::kMin: return std::min(eval_expr(*e.a, bind), eval_expr(*e.b, bind));
-    case SymExpr::kNeg: return -eval_expr(*e.a, bind);
+    case SymExpr::kNeg: return checked(0, eval_expr(*e.a, bind), sub);
   }
   return 0;
 }
@@ -92,10 +105,27 @@ SymExprPtr make(SymExpr::Kind k, SymExprPtr a, SymExprPtr b = nullptr) {
 
 // Recursive descent over: expr := term (('+'|'-') term)*; term := unary (('*'|'//'|'%'|'/') unary)*;
 // unary := '-' unary | atom; atom := int | name | name '(' expr ',' expr ')' | '(' expr ')'.
+// The text may come from a file (a model file's graph): nesting and the tree's size are
+// bounded, so neither this parser nor the recursive walks over the tree (evaluation,
+// printing, destruction) can exhaust the stack. PyTorch's expressions are far smaller.
+constexpr int kMaxNesting = 64;
+constexpr int kMaxNodes = 1024;
 struct Parser {
   const std::string& s;
   size_t i = 0;
   SymbolTable* t;
+  int depth = 0, nodes = 0;
+  struct Nest {  // one level of '(' or unary '-' for the scope's life
+    Parser& p;
+    explicit Nest(Parser& q) : p(q) {
+      if (++p.depth > kMaxNesting) p.error("nests deeper than 64 levels");
+    }
+    ~Nest() { --p.depth; }
+  };
+  SymExprPtr node(SymExpr::Kind k, SymExprPtr a, SymExprPtr b = nullptr) {
+    if (++nodes > kMaxNodes) error("more than 1024 terms");
+    return make(k, std::move(a), std::move(b));
+  }
 
   void ws() {
     while (i < s.size() && std::isspace((unsigned char)s[i])) ++i;
@@ -109,33 +139,39 @@ struct Parser {
     }
     return false;
   }
-  [[noreturn]] void error(const char* what) { fail("cannot parse symbolic int '", s, "' at ", i, ": ", what); }
+  [[noreturn]] void error(const char* what) {
+    fail("cannot parse symbolic int '", s.size() > 80 ? s.substr(0, 80) + "..." : s, "' at ", i, ": ", what);
+  }
 
   SymExprPtr expr() {
     SymExprPtr l = term();
     for (;;) {
-      if (eat("+")) l = make(SymExpr::kAdd, l, term());
-      else if (eat("-")) l = make(SymExpr::kSub, l, term());
+      if (eat("+")) l = node(SymExpr::kAdd, l, term());
+      else if (eat("-")) l = node(SymExpr::kSub, l, term());
       else return l;
     }
   }
   SymExprPtr term() {
     SymExprPtr l = unary();
     for (;;) {
-      if (eat("//")) l = make(SymExpr::kFloorDiv, l, unary());
-      else if (eat("*")) l = make(SymExpr::kMul, l, unary());
-      else if (eat("%")) l = make(SymExpr::kMod, l, unary());
-      else if (eat("/")) l = make(SymExpr::kFloorDiv, l, unary());  // only exact divisions reach us
+      if (eat("//")) l = node(SymExpr::kFloorDiv, l, unary());
+      else if (eat("*")) l = node(SymExpr::kMul, l, unary());
+      else if (eat("%")) l = node(SymExpr::kMod, l, unary());
+      else if (eat("/")) l = node(SymExpr::kFloorDiv, l, unary());  // only exact divisions reach us
       else return l;
     }
   }
   SymExprPtr unary() {
-    if (eat("-")) return make(SymExpr::kNeg, unary());
+    if (eat("-")) {
+      Nest n(*this);
+      return node(SymExpr::kNeg, unary());
+    }
     return atom();
   }
   SymExprPtr atom() {
     ws();
     if (eat("(")) {
+      Nest n(*this);
       SymExprPtr e = expr();
       if (!eat(")")) error("expected ')'");
       return e;
@@ -145,7 +181,9 @@ struct Parser {
       while (j < s.size() && std::isdigit((unsigned char)s[j])) ++j;
       auto e = std::make_shared<SymExpr>();
       e->kind = SymExpr::kConst;
-      e->value = std::stoll(s.substr(i, j - i));
+      errno = 0;
+      e->value = std::strtoll(s.c_str() + i, nullptr, 10);
+      if (errno == ERANGE) error("number out of range");
       i = j;
       return e;
     }
@@ -155,6 +193,7 @@ struct Parser {
       std::string name = s.substr(i, j - i);
       i = j;
       if (eat("(")) {
+        Nest n(*this);
         SymExpr::Kind k;
         if (name == "Max") k = SymExpr::kMax;
         else if (name == "Min") k = SymExpr::kMin;
@@ -165,7 +204,7 @@ struct Parser {
         if (!eat(",")) error("expected ','");
         SymExprPtr b = expr();
         if (!eat(")")) error("expected ')'");
-        return make(k, a, b);
+        return node(k, a, b);
       }
       auto e = std::make_shared<SymExpr>();
       e->kind = SymExpr::kSym;

@@ -7,7 +7,6 @@
 // Int attributes print as [a, b] (entries may be symbolic), float attributes as f[a, b],
 // enum and dtype attributes (attrs.h) by name: {activation=relu6, dtype=f16}.
 #include <cctype>
-#include <cerrno>
 #include <cstdlib>
 #include <cstdio>
 #include <cstring>
@@ -169,17 +168,7 @@ struct TextParser {
     if (eat("]")) return r;
     do {
       const std::string item = list_item();
-      if (from_file()) {  // integer literals only (static, and no nesting to recurse on)
-        size_t k = item[0] == '-' ? 1 : 0;
-        if (item.size() <= k || item.size() > 20 || item.find_first_not_of("0123456789", k) != std::string::npos)
-          error("'" + item.substr(0, 40) + "' is not an integer (a model file holds static sizes)");
-        errno = 0;
-        const long long v = std::strtoll(item.c_str(), nullptr, 10);
-        if (errno == ERANGE) error("'" + item + "' is out of range");
-        r.push_back(SymInt(int64_t(v)));
-      } else {
-        r.push_back(parse_symint(item, &g.symbols));
-      }
+      r.push_back(parse_symint(item, &g.symbols));  // (bounded: the text may come from a file)
     } while (eat(","));
     expect("]");
     return r;

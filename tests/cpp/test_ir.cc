@@ -28,6 +28,33 @@ TEST(Symbolic, ParseEvalPrint) {
   EXPECT_THROW(parse_symint("foo(1, 2)", &t), Error);
 }
 
+// Text from a file (a model file's graph) cannot exhaust the stack or overflow silently.
+TEST(Symbolic, LimitsOnTextFromFiles) {
+  SymbolTable t;
+  auto error = [&](const std::string& text, std::vector<int64_t> bind = {}) -> std::string {
+    try {
+      parse_symint(text, &t).eval(bind);
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  const std::string deep = std::string(100, '(') + "s0" + std::string(100, ')');
+  EXPECT_NE(error(deep).find("nests deeper than 64 levels"), std::string::npos);
+  EXPECT_NE(error(std::string(100, '-') + "3").find("nests deeper than 64 levels"), std::string::npos);
+  EXPECT_LT(error(deep).size(), 300u);  // the message quotes the text's start only
+  std::string chain = "s0";
+  for (int k = 0; k < 2000; ++k) chain += "+s0";
+  EXPECT_NE(error(chain).find("more than 1024 terms"), std::string::npos);
+  EXPECT_NE(error("99999999999999999999").find("number out of range"), std::string::npos);
+  EXPECT_EQ(parse_symint(std::string(60, '(') + "s0" + std::string(60, ')'), &t).eval({7}), 7);
+  // Arithmetic that leaves int64 is an error, not a wrapped size.
+  EXPECT_NE(error("s0*s0*s0*s0*s0", {int64_t(1) << 16}).find("overflows int64"), std::string::npos);
+  EXPECT_NE(error("s0 + 9223372036854775807", {1}).find("overflows int64"), std::string::npos);
+  EXPECT_NE(error("-s0 - 9223372036854775807", {2}).find("overflows int64"), std::string::npos);
+  EXPECT_EQ(parse_symint("s0*s0*s0", &t).eval({int64_t(1) << 20}), int64_t(1) << 60);
+}
+
 TEST(IR, BuildInfersTypes) {
   Graph g;
   SymbolTable& s = g.symbols;

@@ -18,16 +18,17 @@ using namespace zenith;
 
 namespace {
 
-// relu(x @ w + c): x [3, 4] the model's input, w [4, 160] bound, c [160] a constant of
-// 640 bytes (past the text's inline limit, so it goes to the file as const/0).
+// relu(x @ w + c): x [3, 4] the model's input (rows s0 if symbolic), w [4, 160] bound, c
+// [160] a constant of 640 bytes (past the text's inline limit, so it goes to the file as const/0).
 struct Case {
   std::vector<float> w = std::vector<float>(4 * 160), c = std::vector<float>(160), x = std::vector<float>(12);
   Graph g;
-  Case() {
+  explicit Case(bool symbolic = false) {
     for (size_t i = 0; i < w.size(); ++i) w[i] = float(int(i % 7) - 3) * 0.25f;
     for (size_t i = 0; i < c.size(); ++i) c[i] = float(int(i % 5) - 2);
     for (size_t i = 0; i < x.size(); ++i) x[i] = float(i) * 0.5f - 2.0f;
-    TensorType xt{DType::f32, {SymInt(3), SymInt(4)}}, wt{DType::f32, {SymInt(4), SymInt(160)}};
+    const SymInt rows = symbolic ? parse_symint("s0", &g.symbols) : SymInt(3);
+    TensorType xt{DType::f32, {rows, SymInt(4)}}, wt{DType::f32, {SymInt(4), SymInt(160)}};
     const int xv = g.add_input("x", xt), wv = g.add_input("w", wt);
     const int cv = g.add_constant(TensorType{DType::f32, {SymInt(160)}}, c.data(), c.size() * 4, nullptr);
     const int y = g.add_node(Op::matmul, {xv, wv})[0];
@@ -35,9 +36,10 @@ struct Case {
     g.outputs = {g.add_node(Op::relu, {z})[0]};
   }
   std::map<std::string, InTensor> bound() const { return {{"w", InTensor{w.data(), DType::f32, {4, 160}}}}; }
-  float expect(int r, int j) const {
+  float expect(int r, int j) const { return expect(x.data(), r, j); }
+  float expect(const float* xs, int r, int j) const {
     float s = 0;
-    for (int k = 0; k < 4; ++k) s += x[size_t(r * 4 + k)] * w[size_t(k * 160 + j)];
+    for (int k = 0; k < 4; ++k) s += xs[r * 4 + k] * w[size_t(k * 160 + j)];
     s += c[size_t(j)];
     return s > 0 ? s : 0;
   }
@@ -191,11 +193,13 @@ TEST(ModelFile, DamagedFilesAreClearErrors) {
        "names no dtype");
   with({w, c}, edited("return", "%k: f32[1] = constant() {dtype=f32, shape=[1099511627776, 1099511627776]} data=opaque\n  return"),
        "too large");
-  // Sizes are integer literals: no symbols, no expressions to recurse on, none past int64.
-  with({w, c}, edited("f32[3, 4]", "f32[s0, 4]"), "'s0' is not an integer");
+  // Sizes: nesting bounded (no recursion without limit), numbers within int64, every
+  // symbol a whole dim of some model input (else nothing binds it).
   with({w, c}, edited("f32[3, 4]", "f32[" + std::string(5000, '(') + "3" + std::string(5000, ')') + ", 4]"),
-       "is not an integer");
-  with({w, c}, edited("f32[3, 4]", "f32[99999999999999999999, 4]"), "out of range");
+       "nests deeper than 64 levels");
+  with({w, c}, edited("f32[3, 4]", "f32[99999999999999999999, 4]"), "number out of range");
+  with({w, c}, edited("f32[4, 160]) {", "f32[4, 160], %extra: f32[(2*s5)]) {"),
+       "symbol s5 is no whole dim of any model input");
   // Sizes that fit int64 but not memory are refused before any pass or plan multiplies them.
   with({w, c}, edited("f32[4, 160]) {", "f32[4, 160], %big: f32[4611686018427387904, 4]) {"),
        "past 2^48 bytes");
@@ -248,5 +252,130 @@ TEST(Safetensors, HeaderChecks) {
   EXPECT_EQ(*static_cast<const float*>(f.tensors.at("b").data), 3.25f);
   EXPECT_EQ(*static_cast<const uint8_t*>(f.tensors.at("a").data), 7u);
   EXPECT_EQ((f.names), (std::vector<std::string>{"a", "b"}));
+  std::remove(path.c_str());
+}
+
+// One file for every batch size in the range torch.export gave: the symbol binds from the
+// input's dim, each size runs, sizes outside the range and conflicting bindings are errors.
+TEST(ModelFile, SymbolicDimsRunEverySizeInTheirRange) {
+  Case k(/*symbolic=*/true);
+  const std::string path = temp_path("symbolic.zenith");
+  save_model(path, k.g, k.bound(), {{"zenith.symbols", R"({"s0": {"min": 1, "max": 8}})"}});
+  const Model m(path);
+  ASSERT_EQ(m.inputs().size(), 1u);
+  EXPECT_EQ(m.inputs()[0].shape, (std::vector<int64_t>{-1, 4}));
+  EXPECT_EQ(m.inputs()[0].type_str(), "f32[s0, 4]");
+  ASSERT_EQ(m.symbols().size(), 1u);
+  EXPECT_EQ(m.symbols()[0].name, "s0");
+  EXPECT_EQ(m.symbols()[0].bound_by, "x dim 0");
+  EXPECT_EQ(m.symbols()[0].min, 1);
+  EXPECT_EQ(m.symbols()[0].max, 8);
+  for (int rows : {1, 3, 8, 5, 3}) {
+    std::vector<float> x(size_t(rows) * 4);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = float(int(i * 7 % 11) - 5) * 0.5f;
+    auto out = m.run({{x.data(), DType::f32, {rows, 4}}});
+    ASSERT_EQ(out[0].shape, (std::vector<int64_t>{rows, 160}));
+    const float* o = static_cast<const float*>(out[0].data);
+    for (int r = 0; r < rows; ++r)
+      for (int j = 0; j < 160; ++j) ASSERT_NEAR(o[r * 160 + j], k.expect(x.data(), r, j), 1e-5f) << rows;
+  }
+  std::vector<float> big(9 * 5);
+  auto run_error = [&](std::vector<int64_t> shape) -> std::string {
+    try {
+      m.run({{big.data(), DType::f32, shape}});
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "ran";
+  };
+  EXPECT_NE(run_error({9, 4}).find("its dim 0 (s0) takes sizes 1..8"), std::string::npos);
+  EXPECT_NE(run_error({0, 4}).find("its dim 0 (s0) takes sizes 1..8"), std::string::npos);
+  EXPECT_NE(run_error({3, 5}).find("is f32[3, 5], the model takes f32[s0, 4]"), std::string::npos);
+  EXPECT_NE(run_error({3}).find("the model takes f32[s0, 4]"), std::string::npos);
+  std::remove(path.c_str());
+}
+
+TEST(ModelFile, SymbolsAreCheckedWhenSavedLoadedAndRun) {
+  const std::string path = temp_path("symbols.zenith");
+  // Two inputs sharing a symbol: the second must agree with what the first bound.
+  const Graph two = parse_graph(R"(graph(%x: f32[s0, 4], %y: f32[s0, 4]) {
+  %z: f32[s0, 4] = add(%x, %y)
+  return (%z)
+}
+)");
+  save_model(path, two, {}, {});
+  {
+    const Model m(path);
+    EXPECT_EQ(m.symbols()[0].max, -1);  // not listed: any size
+    std::vector<float> a(12, 1.0f), b(12, 2.0f);
+    auto out = m.run({{a.data(), DType::f32, {3, 4}}, {b.data(), DType::f32, {3, 4}}});
+    EXPECT_EQ(static_cast<const float*>(out[0].data)[11], 3.0f);
+    try {
+      m.run({{a.data(), DType::f32, {3, 4}}, {b.data(), DType::f32, {2, 4}}});
+      ADD_FAILURE() << "ran";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("its dim 0 is s0, which x dim 0 made 3"), std::string::npos) << e.what();
+    }
+  }
+  auto save_error = [&](const Graph& g, const std::string& symbols) -> std::string {
+    try {
+      save_model(path, g, {}, {{"zenith.symbols", symbols}});
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "saved";
+  };
+  EXPECT_NE(save_error(two, "{").find("not valid JSON"), std::string::npos);
+  EXPECT_NE(save_error(two, "[1]").find("not a JSON object"), std::string::npos);
+  EXPECT_NE(save_error(two, R"({"s7": {}})").find("names s7, which is no symbol of the graph"), std::string::npos);
+  EXPECT_NE(save_error(two, R"({"s0": {"min": 5, "max": 2}})").find("max 2 below min 5"), std::string::npos);
+  EXPECT_NE(save_error(two, R"({"s0": {"min": -1}})").find("whole number >= 0"), std::string::npos);
+  EXPECT_NE(save_error(two, R"({"s0": {"max": "9"}})").find("whole number >= 0"), std::string::npos);
+  EXPECT_NE(save_error(parse_graph("graph(%x: f32[(2*s0), 4]) {\n  %y: f32[(2*s0), 4] = relu(%x)\n  return (%y)\n}\n"),
+                       "{}")
+                .find("symbol s0 is no whole dim of any model input"),
+            std::string::npos);
+  // The loader checks a file's ranges as the writer does.
+  write_safetensors(path, {}, {{"zenith.format", "1"}, {"zenith.inputs", "x,y"}, {"zenith.graph", print_graph(two)},
+                               {"zenith.symbols", R"({"s0": {"min": 4, "max": 3}})"}});
+  try {
+    Model m(path);
+    ADD_FAILURE() << "loaded";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("max 3 below min 4"), std::string::npos) << e.what();
+  }
+  std::remove(path.c_str());
+}
+
+// A graph may size its values by any expression of the inputs' sizes: one past 2^48 bytes
+// is an OutOfMemory (Python's MemoryError) when the sizes are known, before anything is
+// allocated for them.
+TEST(ModelFile, SizesFromSymbolsAreBoundedAtRunTime) {
+  const std::string path = temp_path("cube.zenith");
+  const Graph cube = parse_graph(R"(graph(%x: f32[s0]) {
+  %a: f32[s0, 1, 1] = reshape(%x) {shape=[s0, 1, 1]}
+  %b: f32[1, s0, 1] = reshape(%x) {shape=[1, s0, 1]}
+  %c: f32[1, 1, s0] = reshape(%x) {shape=[1, 1, s0]}
+  %ab: f32[s0, s0, 1] = mul(%a, %b)
+  %abc: f32[s0, s0, s0] = mul(%ab, %c)
+  return (%abc)
+}
+)");
+  save_model(path, cube, {}, {});
+  const Model m(path);
+  std::vector<float> x{1.0f, 2.0f, 3.0f};
+  auto out = m.run({{x.data(), DType::f32, {3}}});
+  ASSERT_EQ(out[0].shape, (std::vector<int64_t>{3, 3, 3}));
+  EXPECT_EQ(static_cast<const float*>(out[0].data)[26], 27.0f);
+  EXPECT_EQ(static_cast<const float*>(out[0].data)[5], 1.0f * 2.0f * 3.0f);  // [0][1][2]
+  std::vector<float> wide(65537, 1.0f);  // 65537^3 floats: past 2^48 bytes
+  try {
+    m.run({{wide.data(), DType::f32, {65537}}});
+    ADD_FAILURE() << "ran";
+  } catch (const OutOfMemory& e) {
+    EXPECT_NE(std::string(e.what()).find("value %abc: past 2^48 bytes with these input sizes"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(m.run({{x.data(), DType::f32, {3}}})[0].shape, (std::vector<int64_t>{3, 3, 3}));  // (and runs after)
   std::remove(path.c_str());
 }
