@@ -70,20 +70,39 @@ def _leaf_key(x):
     return ("value", type(x), x)
 
 
-def capture(model, args, kwargs, who):
+def _linear(x, w, b=None):
+    """aten.linear as its own CompositeImplicitAutograd form computes it: addmm with the
+    bias for 2-D inputs and contiguous 3-D ones (flattened to rows), else matmul (+ bias)."""
+    if b is not None and x.dim() == 2:
+        return torch.addmm(b, x, w.t())
+    if b is not None and x.dim() == 3 and x.is_contiguous():
+        return torch.addmm(b, x.flatten(0, 1), w.t()).view(x.shape[0], x.shape[1], w.shape[0])
+    y = torch.matmul(x, w.t())
+    return y if b is None else y + b
+
+
+def capture(model, args, kwargs, who, dynamic_shapes=None):
     """The whole model through torch.export (non-strict) and Zenith's decompositions:
     (the ExportedProgram, its ATen graph, the tensors bound to the graph's first inputs:
-    parameters, buffers and constants, as of now). `who` names the caller in errors."""
+    parameters, buffers and constants, as of now). `who` names the caller in errors;
+    dynamic_shapes is torch.export's."""
     # Weights made under torch.inference_mode are inference tensors, which export can
     # fakify only inside it (outside: "Setting requires_grad=True on inference tensor").
     inference = any(t.is_inference() for t in (*model.parameters(), *model.buffers()))
     try:
         with torch.inference_mode() if inference else torch.no_grad():
-            ep = torch.export.export(model, args, kwargs, strict=False)
+            ep = torch.export.export(model, args, kwargs, strict=False, dynamic_shapes=dynamic_shapes)
+            if dynamic_shapes is not None:
+                # aten_trace's functionalize runs aten.linear through functorch's linear_hack,
+                # which reads the input's sizes as plain ints and so fixes a symbolic batch at
+                # the example's. linear decomposed first, as linear itself computes, keeps it.
+                ep = ep.run_decompositions({torch.ops.aten.linear.default: _linear})
     except Exception as e:
+        hint = ('torch.compile(model, backend="zenith") takes graph breaks instead' if dynamic_shapes is None else
+                "with dynamic_shapes, give examples whose symbolic dims are 2 or more (torch.export fixes sizes 0 "
+                "and 1) and see torch.export's message below")
         raise RuntimeError(f"{who}: torch.export could not capture the model ({type(e).__name__}: "
-                           f"{str(e).strip().splitlines()[0] if str(e).strip() else ''}); "
-                           'torch.compile(model, backend="zenith") takes graph breaks instead') from e
+                           f"{str(e).strip().splitlines()[0] if str(e).strip() else ''}); {hint}") from e
     sig = ep.graph_signature
     if any(s.kind != OutputKind.USER_OUTPUT for s in sig.output_specs):  # (a functional export's form)
         raise RuntimeError(f"{who}: the model writes into its buffers or inputs when it runs; "

@@ -8,10 +8,12 @@
 The file is a safetensors file (csrc/zenith/model_file.h has the layout): the weights as
 tensors, the graph as Zenith IR text in its metadata, as imported, before the passes: the
 loader runs them for the CPU it runs on. The model is captured as zenith.freeze captures it
-(torch.export, non-strict, inference), with the example inputs' shapes: one input signature
-per file. Every op must run natively (the C++ runtime has no PyTorch to fall back to): an
-op without a Zenith kernel is an error naming it. By default the written file is loaded
-and run on the example inputs and its outputs checked against eager before export returns.
+(torch.export, non-strict, inference), with the example inputs' shapes, or with the
+dims torch.export's `dynamic_shapes` makes symbolic: one file for every batch or sequence
+length in their ranges. Every op must run natively (the C++ runtime has no PyTorch to
+fall back to): an op without a Zenith kernel is an error naming it. By default the written
+file is loaded and run on the example inputs and its outputs checked against eager before
+export returns.
 """
 from __future__ import annotations
 
@@ -118,17 +120,42 @@ def _out_spec(text):
         return None
 
 
-def export(model, args, path, *, kwargs=None, check=True, rtol=None, atol=None):
+def _symbol_ranges(ep, placeholders, names):
+    """The symbols that size the model's inputs, as the file's zenith.symbols JSON: each
+    symbol's range from torch.export (max null: unbounded). An input dim sized by an
+    expression of symbols (a derived Dim) is refused: each symbolic dim of a file's input
+    is one symbol, which the runtime binds from it."""
+    import json
+
+    ranges = {}
+    for p, name in zip(placeholders, names):
+        for d, size in enumerate(p.meta["val"].shape):
+            if not isinstance(size, torch.SymInt):
+                continue
+            expr = size.node.expr
+            if not expr.is_symbol:
+                raise RuntimeError(f"zenith.export: input {name} dim {d} is sized by an expression ({expr}); a model "
+                                   "file's symbolic dims are one symbol each (give that dim its own Dim)")
+            vr = ep.range_constraints.get(expr)
+            lo = int(vr.lower) if vr is not None and vr.lower.is_finite else 0
+            hi = int(vr.upper) if vr is not None and vr.upper.is_finite else None
+            ranges[str(expr)] = {"min": max(lo, 0), "max": hi}
+    return json.dumps(ranges, sort_keys=True)
+
+
+def export(model, args, path, *, kwargs=None, dynamic_shapes=None, check=True, rtol=None, atol=None):
     """Writes `model` (an nn.Module in eval mode) called on `args` (a tuple; `kwargs`
-    optional) to `path` as a Zenith model file, for the example inputs' shapes and dtypes.
+    optional) to `path` as a Zenith model file, for the example inputs' shapes and dtypes,
+    except the dims `dynamic_shapes` makes symbolic (torch.export's argument, e.g.
+    `({0: torch.export.Dim("batch", max=64)},)`): the file runs any size in their ranges.
     The file's inputs are the call's tensors in order (positional, then keyword, in the
     order given); non-tensor arguments are fixed at their example values. With check=True
     (default) the file is loaded and run on the example inputs and compared with eager,
     element by element: |zenith - eager| <= atol + rtol |eager|; by default rtol 1e-3 and atol
     1e-3 of the output's largest finite magnitude (1e-2 for float16 / bfloat16 outputs, one
     rounding of theirs); integers exactly, NaN and infinities in place. A
-    mismatch, or any failure to load or run the file, removes it and raises. Returns the
-    LoadedModel (check=True) or None."""
+    mismatch, or any failure to load or run the file, removes it and raises (the check runs
+    the example inputs' sizes only). Returns the LoadedModel (check=True) or None."""
     from zenith.freeze import _check_eval, capture
 
     if not isinstance(model, torch.nn.Module):
@@ -141,7 +168,7 @@ def export(model, args, path, *, kwargs=None, check=True, rtol=None, atol=None):
     for t in pytree.tree_leaves((args, kwargs)):
         if isinstance(t, torch.Tensor) and t.device.type != "cpu":
             raise RuntimeError(f"zenith.export: runs on CPU; an input is on {t.device.type}")
-    ep, gm, bound = capture(model, args, kwargs, "zenith.export")
+    ep, gm, bound = capture(model, args, kwargs, "zenith.export", dynamic_shapes=dynamic_shapes)
     gm.graph.eliminate_dead_code()
     nodes = list(gm.graph.nodes)
     part = partition(nodes, {"inference": True})
@@ -162,10 +189,13 @@ def export(model, args, path, *, kwargs=None, check=True, rtol=None, atol=None):
     L = Lowering(gm)
     taken = set()
     # The model's tensor inputs first, in call order (the graph would list them by first use).
+    user_inputs, user_names = [], []
     for p, spec in zip(placeholders[len(bound):], specs[len(bound):]):
         if spec.kind == InputKind.USER_INPUT and isinstance(p.meta.get("val"), torch.Tensor):
             L.val(p)
-            L.g.set_name(L.env[p], _ident(spec.arg.name, taken))
+            user_inputs.append(p)
+            user_names.append(_ident(spec.arg.name, taken))
+            L.g.set_name(L.env[p], user_names[-1])
     for n in nodes:  # the scalar nodes no tensor reads are left out, as segments leave them
         if n.op == "call_function" and n not in part.sym_nodes:
             L.env[n] = CONVERTERS[n.target](L, n)
@@ -190,7 +220,8 @@ def export(model, args, path, *, kwargs=None, check=True, rtol=None, atol=None):
         weights[name] = (bound[i] if perm is None else bound[i].permute(perm)).contiguous()
     from zenith import __version__
 
-    meta = {"zenith.version": __version__, "zenith.torch": torch.__version__}
+    meta = {"zenith.version": __version__, "zenith.torch": torch.__version__,
+            "zenith.symbols": _symbol_ranges(ep, user_inputs, user_names)}
     spec = _out_spec_text(ep.call_spec.out_spec)
     if spec is not None:
         meta["zenith.out_spec"] = spec
@@ -226,7 +257,10 @@ class LoadedModel:
     def __init__(self, path):
         self.path = os.fspath(path)
         self._model = _C.Model(self.path)
+        # (name, dtype, dims): a symbolic dim is its symbol's name, e.g. ("x", torch.float32, ("s0", 8))
         self.inputs = [(name, _TORCH_DTYPES[dt], tuple(shape)) for name, dt, shape in self._model.inputs]
+        # symbol -> (the input dim that binds it, min, max or None)
+        self.symbols = dict(self._model.symbols)
         self.metadata = dict(self._model.metadata)
         spec = self.metadata.get("zenith.out_spec")
         self._out_spec = _out_spec(spec) if spec else None  # None: outputs as a tuple
@@ -245,9 +279,10 @@ class LoadedModel:
                 raise TypeError(f"zenith.load: input {name} must be a tensor, got {type(t).__name__}")
             if t.device.type != "cpu":
                 raise RuntimeError(f"zenith.load: runs on CPU; input {name} is on {t.device.type}")
-            if t.dtype != dtype or tuple(t.shape) != shape:
+            if t.dtype != dtype or t.dim() != len(shape) or any(
+                    isinstance(want, int) and got != want for got, want in zip(t.shape, shape)):
                 raise RuntimeError(f"zenith.load: input {name} is {t.dtype}{list(t.shape)}, the model takes "
-                                   f"{dtype}{list(shape)}")
+                                   f"{dtype}[{', '.join(map(str, shape))}]")
         outs = self._model.run([t.detach().contiguous() for t in tensors])
         if self._out_spec is None or self._out_spec.num_leaves != len(outs):
             return outs[0] if len(outs) == 1 else tuple(outs)

@@ -236,3 +236,90 @@ def test_keyword_inputs_keep_the_order_given_and_a_fresh_process_restores_the_ou
     r = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     assert r.stdout.split()[-1] == "BaseModelOutputWithPoolingAndCrossAttentions", r.stdout
+
+
+def test_symbolic_batch_and_length_one_file_for_every_size(tmp_path):
+    """dynamic_shapes makes the batch and sequence length symbols: one file runs every size
+    in their ranges (torch.export's), in Python and in the binary (--dim sizes --random's
+    inputs); a size out of range, or two inputs disagreeing on a symbol, is a clear error."""
+    from torch.export import Dim
+
+    torch.manual_seed(0)
+    cfg = transformers.BertConfig(num_hidden_layers=2, hidden_size=64, num_attention_heads=4, intermediate_size=128,
+                                  vocab_size=500)
+    model = transformers.BertModel(cfg).eval()
+    ids = torch.randint(0, cfg.vocab_size, (2, 12))
+    mask = torch.ones(2, 12, dtype=torch.int64)
+    batch, length = Dim("batch", max=16), Dim("length", min=2, max=64)
+    path = tmp_path / "bert.zenith"
+    loaded = zenith.export(model, (ids,), path, kwargs={"attention_mask": mask},
+                           dynamic_shapes={"input_ids": {0: batch, 1: length}, "attention_mask": {0: batch, 1: length}})
+    (_, _, (b, s)), (_, _, dims) = loaded.inputs
+    assert isinstance(b, str) and isinstance(s, str) and dims == (b, s), loaded.inputs
+    assert loaded.symbols == {b: ("input_ids dim 0", 0, 16), s: ("input_ids dim 1", 2, 64)}, loaded.symbols
+    fresh = zenith.load(path)
+    for n, L in ((1, 2), (3, 37), (16, 64), (2, 12)):
+        i = torch.randint(0, cfg.vocab_size, (n, L))
+        m = torch.ones(n, L, dtype=torch.int64)
+        m[0, L // 2:] = 0
+        with torch.no_grad():
+            ref = model(i, attention_mask=m)
+        out = fresh(i, m)
+        close(out.last_hidden_state, ref.last_hidden_state)
+        close(out.pooler_output, ref.pooler_output)
+    with pytest.raises(RuntimeError, match=rf"dim 1 \({s}\) takes sizes 2..64"):
+        fresh(torch.zeros(1, 65, dtype=torch.int64), torch.ones(1, 65, dtype=torch.int64))
+    with pytest.raises(RuntimeError, match=rf"its dim 1 is {s}, which input_ids dim 1 made 5"):
+        fresh(torch.zeros(1, 5, dtype=torch.int64), torch.ones(1, 6, dtype=torch.int64))
+    with pytest.raises(RuntimeError, match=rf"the model takes torch.int64\[{b}, {s}\]"):
+        fresh(torch.zeros(1, 5, 1, dtype=torch.int64), torch.ones(1, 5, dtype=torch.int64))
+    r = run_binary(path)
+    assert r.returncode == 0 and f"input input_ids: i64[{b}, {s}]" in r.stdout, r.stdout + r.stderr
+    assert f"symbol {s} (input_ids dim 1): sizes 2..64" in r.stdout, r.stdout
+    r = run_binary(path, "--random", "--dim", f"{b}=3", "--dim", f"{s}=20")
+    assert r.returncode == 0 and "output 0: f32[3, 20, 64]" in r.stdout, r.stdout + r.stderr
+    r = run_binary(path, "--random", "--dim", f"{b}=3")
+    assert r.returncode == 1 and f"give --dim {s}=N" in r.stderr, r.stderr
+    r = run_binary(path, "--random", "--dim", f"{b}=3", "--dim", f"{s}=99")
+    assert r.returncode == 1 and "takes sizes 2..64" in r.stderr, r.stderr
+    r = run_binary(path, "--random", "--dim", f"{b}=3", "--dim", f"{s}=9", "--dim", "s999=1")
+    assert r.returncode == 1 and "--dim s999: no input dim is that symbol" in r.stderr, r.stderr
+
+
+def test_symbolic_batch_cnn_keeps_the_blocked_layout_and_fusions(tmp_path):
+    """A CNN with a symbolic batch compiles as a static one does: its convs in the blocked
+    layout (max pooling too), residual adds in the convs, MobileNet's blocks fused; every
+    batch matches eager."""
+    from torch.export import Dim
+
+    torch.manual_seed(0)
+    for model, want in ((torchvision.models.resnet18(num_classes=10), ("conv2d_nchwc", "max_pool2d_nchwc")),
+                        (torchvision.models.mobilenet_v2(num_classes=10), ("conv2d_nchwc", "conv2d_pw_dw"))):
+        model = model.eval()
+        loaded = zenith.export(model, (torch.randn(2, 3, 112, 112),), tmp_path / "cnn.zenith",
+                               dynamic_shapes=({0: Dim("batch", max=8)},))
+        text = loaded.graph_text
+        assert all(f"= {op}(" in text for op in want), text
+        assert "= conv2d(" not in text and "= add(" not in text and "= max_pool2d(" not in text, text
+        for n in (1, 3, 8):
+            x = torch.randn(n, 3, 112, 112)
+            with torch.no_grad():
+                close(loaded(x), model(x))
+
+
+def test_a_dim_sized_by_an_expression_is_refused(tmp_path):
+    from torch.export import Dim
+
+    class M(nn.Module):
+        def forward(self, a, b):
+            return a.reshape(-1) + b
+
+    half = Dim("half", min=1, max=32)
+    with pytest.raises(RuntimeError, match="input b dim 0 is sized by an expression"):
+        zenith.export(M().eval(), (torch.randn(3, 2), torch.randn(6)), tmp_path / "m.zenith",
+                      dynamic_shapes=({0: half}, {0: 2 * half}))
+    assert not (tmp_path / "m.zenith").exists()
+    # An example of size 1 on a symbolic dim: torch.export fixes it, and export says how to avoid that.
+    with pytest.raises(RuntimeError, match="give examples whose symbolic dims are 2 or more"):
+        zenith.export(nn.Linear(4, 3).eval(), (torch.randn(1, 4),), tmp_path / "m.zenith",
+                      dynamic_shapes=({0: Dim("batch")},))
