@@ -1107,6 +1107,55 @@ TEST(Runtime, GemmHandoffTransposedMatchesRowMajor) {
   set_num_threads(1);
 }
 
+TEST(Runtime, SymbolicRowsTakeTheSiblingsAndTheHandoff) {
+  // Rows of x symbolic (a sequence length): Q, K, V fuse and the feed-forward pair hands
+  // over transposed, and every row count then gives what the plain graph gives, bit for
+  // bit: 1 and 2 rows (too few for the weight-rows driver: sgemm_parts part by part,
+  // sgemm_ct through a transpose, the skinny kernel copying h^T to rows), 5 and 33 (no
+  // whole panels), 64 and 96 (panels).
+  const std::string text = R"(graph(%x: f32[s0, 40], %wq: f32[24, 40], %wk: f32[13, 40], %wv: f32[100, 40], %bq: f32[24], %bk: f32[13], %bv: f32[100], %w2: f32[36, 100], %b2: f32[36]) {
+  %q: f32[s0, 24] = addmm(%bq, %x, %wq) {trans_b=[1]}
+  %k: f32[s0, 13] = addmm(%bk, %x, %wk) {trans_b=[1]}
+  %v: f32[s0, 100] = addmm(%bv, %x, %wv) {trans_b=[1]}
+  %h: f32[s0, 100] = addmm(%bv, %x, %wv) {trans_b=[1], activation=gelu}
+  %r: f32[1, s0, 100] = reshape(%h) {shape=[1, s0, 100]}
+  %t: f32[s0, 100] = reshape(%r) {shape=[s0, 100]}
+  %y: f32[s0, 36] = addmm(%b2, %t, %w2) {trans_b=[1]}
+  return (%q, %k, %v, %y)
+}
+)";
+  Graph g = parse_graph(text);
+  EXPECT_EQ(fuse_addmm_siblings(g), 1);
+  EXPECT_EQ(gemm_handoff_transposed(g), 1);
+  dead_code_elimination(g);
+  verify(g);
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    Graph copy = g;
+    Executable a(parse_graph(text)), b(std::move(copy));
+    for (int64_t M : {1, 2, 5, 33, 64, 96, 1}) {
+      auto x = iota(size_t(M * 40), -20.0f), wq = iota(960, -400.0f), wk = iota(520, -200.0f);
+      auto wv = iota(4000, -2000.0f), bq = iota(24, -10.0f), bk = iota(13, -6.0f), bv = iota(100, -50.0f);
+      auto w2 = iota(3600, -1800.0f), b2 = iota(36, -18.0f);
+      for (auto* v : {&x, &wq, &wk, &wv, &w2}) for (auto& t : *v) t = std::sin(0.37f * t);
+      std::vector<InTensor> ins{{x.data(), DType::f32, {M, 40}},   {wq.data(), DType::f32, {24, 40}},
+                                {wk.data(), DType::f32, {13, 40}},  {wv.data(), DType::f32, {100, 40}},
+                                {bq.data(), DType::f32, {24}},      {bk.data(), DType::f32, {13}},
+                                {bv.data(), DType::f32, {100}},     {w2.data(), DType::f32, {36, 100}},
+                                {b2.data(), DType::f32, {36}}};
+      auto ra = a.run(ins, {}), rb = b.run(ins, {});
+      const int64_t cols[] = {24, 13, 100, 36};
+      for (int k = 0; k < 4; ++k) {
+        ASSERT_EQ(rb[size_t(k)].shape, (std::vector<int64_t>{M, cols[k]}));
+        for (int64_t i = 0; i < M * cols[k]; ++i)
+          ASSERT_EQ(std::memcmp(f(ra[size_t(k)]) + i, f(rb[size_t(k)]) + i, sizeof(float)), 0)
+              << "M=" << M << " output " << k << " at " << i;
+      }
+    }
+  }
+  set_num_threads(1);
+}
+
 TEST(Runtime, AddmmSiblingsMatchSeparateAddmms) {
   // Q, K and V as one addmm_parts (fuse_addmm_siblings) give what the three addmms give,
   // bit for bit: parts of 24, 13 and 100 rows (the weight-rows tile's panels of 12 / 6

@@ -314,6 +314,17 @@ void split_k_rows(int64_t M, int64_t N, int64_t K, float alpha, const float* a, 
 void sgemm_skinny(int64_t M, int64_t N, int64_t K, float alpha, const float* a, int64_t a_rs, int64_t a_cs,
                   const float* b, int64_t b_rs, int64_t b_cs, float* c, int64_t ldc, bool accumulate) {
   int threads = num_threads();
+  // Against B^T, an A whose k are not contiguous (a hand-off's h^T, gemm_handoff_transposed,
+  // when a symbolic row count turns out this small) is copied to rows first, so the dot
+  // products take their vector path: the same sums, bit for bit. Read in place, BERT-base
+  // at 3 tokens took 2.6x the time (docs/benchmarks, 2026-12-07, sixty-fourth session).
+  thread_local AlignedBuf a_rows;
+  if (a_cs != 1 && b_rs == 1 && b_cs != 1) {
+    float* r = a_rows.get(size_t(M * K));
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t k = 0; k < K; ++k) r[m * K + k] = a[m * a_rs + k * a_cs];
+    a = r, a_rs = K, a_cs = 1;
+  }
   if (b_cs == 1 && threads > 1 && K >= 64 * threads && N >= 64) {
     split_k_rows(M, N, K, alpha, a, a_rs, a_cs, b, b_rs, c, ldc, accumulate, threads);
     return;

@@ -8,7 +8,8 @@
 // 768 0.93x. Models (frozen, in-process A/B): all-MiniLM-L6-v2 seq 128 0.991x the time,
 // seq 32 0.984x, BERT-base 0.994x.
 // Fused: addmms that linear_reading_weight_in_place accepts (x @ W^T, f32, static rows
-// of x that sgemm reads W in place for: more than the skinny kernels take), with no
+// of x that sgemm reads W in place for: more than the skinny kernels take; or symbolic
+// rows, which sgemm_parts runs part by part when they turn out few), with no
 // activation and their weights and biases graph inputs (defined before the fused node,
 // which sits where the first sibling was). Runs after fuse_epilogue: a projection that
 // carries an activation stays apart. ZENITH_ADDMM_SIBLINGS=0 turns it off (for A/B measurement).

@@ -13,7 +13,8 @@
 // tile (ZENITH_NO_AVX512) MiniLM 0.993x.
 //
 // Rewritten: an addmm P that linear_reading_weight_in_place accepts (x @ W^T, f32, W a
-// graph input, a bias per column, static rows sgemm reads W in place for) whose result,
+// graph input, a bias per column, static rows sgemm reads W in place for, or symbolic
+// rows) whose result,
 // through reshapes back to its own shape, is read by nothing but the A operand of one
 // addmm C that is not transposed already. P's result is not a graph output, and
 // neither is any of the reshapes (their readers then go away with them: dce).

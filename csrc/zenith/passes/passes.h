@@ -49,9 +49,9 @@ bool const_pair(const Node& n, const char* key, int64_t dflt, std::array<int64_t
 // norm joins) relies on it. Throws on a cycle.
 bool restore_topological_order(Graph& g);
 // An f32 addmm x @ W^T as nn.Linear gives it (trans_b only, alpha and beta 1, W a graph
-// input, a bias of one value per output column, static shapes) with rows for which sgemm
-// reads W in place (sgemm_reads_weight_in_place): what fuse_addmm_siblings and
-// gemm_handoff_transposed rewrite. Any activation.
+// input, a bias of one value per output column, static columns) with rows for which sgemm
+// reads W in place (sgemm_reads_weight_in_place), or symbolic rows: what
+// fuse_addmm_siblings and gemm_handoff_transposed rewrite. Any activation.
 bool linear_reading_weight_in_place(const Graph& g, const Node& n);
 // Sibling GEMM nodes reading one x (members, in node order; each one output) become the
 // first of them with parts: inputs (x, the members' weights[, their biases]), taken from

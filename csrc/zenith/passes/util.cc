@@ -85,11 +85,15 @@ bool linear_reading_weight_in_place(const Graph& g, const Node& n) {
       n.f("alpha", 1.0) != 1.0 || n.f("beta", 1.0) != 1.0)
     return false;
   const TensorType &bias = g.type(n.inputs[0]), &x = g.type(n.inputs[1]), &w = g.type(n.inputs[2]);
-  if (x.dtype != DType::f32 || !x.is_static() || !w.is_static() || g.values[size_t(n.inputs[2])].producer >= 0)
+  if (x.dtype != DType::f32 || x.rank() != 2 || !x.shape[1].is_const() || !w.is_static() ||
+      g.values[size_t(n.inputs[2])].producer >= 0)
     return false;
   const int64_t N = w.shape[0].value(), K = w.shape[1].value();
+  // Symbolic rows (a batch or sequence length) are taken: the rewritten kernels fall back
+  // at run time where the rows are too few (sgemm_parts part by part, sgemm_ct through a
+  // transpose, panels only where sgemm_handoff_panels holds).
   return bias.rank() == 1 && bias.shape[0].is_const() && bias.shape[0].value() == N &&
-         sgemm_reads_weight_in_place(x.shape[0].value(), 1, K);
+         (!x.shape[0].is_const() || sgemm_reads_weight_in_place(x.shape[0].value(), 1, K));
 }
 
 Node& merge_siblings(Graph& g, const std::vector<size_t>& members, int x, int w_slot, int b_slot,

@@ -24,6 +24,7 @@ import zenith
 from zenith.demo import load_minilm
 
 ROUNDS = int(sys.argv[1]) if len(sys.argv) > 1 else 8
+ONLY = set(sys.argv[2:]) or {"resnet50", "mobilenet_v2", "minilm"}
 torch.set_num_threads(2)
 zenith._C.set_num_threads(2)
 torch.manual_seed(0)
@@ -92,9 +93,12 @@ def minilm(shapes):
 
 
 def workloads():
-    yield from cnn("resnet50", torchvision.models.resnet50().eval(), (1, 4))
-    yield from cnn("mobilenet_v2", torchvision.models.mobilenet_v2().eval(), (1, 4))
-    yield from minilm(((1, 32), (1, 128), (4, 64)))
+    if "resnet50" in ONLY:
+        yield from cnn("resnet50", torchvision.models.resnet50().eval(), (1, 4))
+    if "mobilenet_v2" in ONLY:
+        yield from cnn("mobilenet_v2", torchvision.models.mobilenet_v2().eval(), (1, 4))
+    if "minilm" in ONLY:
+        yield from minilm(((1, 32), (1, 128), (4, 64)))
 
 
 for name, model, args, arms in workloads():
