@@ -63,13 +63,18 @@ def test_resnet_file_runs_in_python_and_in_the_binary(tmp_path):
     assert r.returncode == 0, r.stderr
 
 
-def test_transformer_with_keyword_inputs_keeps_its_output_structure(tmp_path):
+def tiny_bert():
+    """A 2-layer BERT (random init, seed 0) and example inputs: ids and a mask, [2, 12]."""
     torch.manual_seed(0)
     cfg = transformers.BertConfig(num_hidden_layers=2, hidden_size=64, num_attention_heads=4, intermediate_size=128,
                                   vocab_size=500)
-    model = transformers.BertModel(cfg).eval()
     ids = torch.randint(0, cfg.vocab_size, (2, 12))
-    mask = torch.ones(2, 12, dtype=torch.int64)
+    return transformers.BertModel(cfg).eval(), ids, torch.ones(2, 12, dtype=torch.int64)
+
+
+def test_transformer_with_keyword_inputs_keeps_its_output_structure(tmp_path):
+    model, ids, mask = tiny_bert()
+    cfg = model.config
     mask[1, 7:] = 0
     loaded = zenith.export(model, (ids,), tmp_path / "bert.zenith", kwargs={"attention_mask": mask})
     assert [n for n, _, _ in loaded.inputs] == ["input_ids", "attention_mask"]
@@ -244,12 +249,8 @@ def test_symbolic_batch_and_length_one_file_for_every_size(tmp_path):
     inputs); a size out of range, or two inputs disagreeing on a symbol, is a clear error."""
     from torch.export import Dim
 
-    torch.manual_seed(0)
-    cfg = transformers.BertConfig(num_hidden_layers=2, hidden_size=64, num_attention_heads=4, intermediate_size=128,
-                                  vocab_size=500)
-    model = transformers.BertModel(cfg).eval()
-    ids = torch.randint(0, cfg.vocab_size, (2, 12))
-    mask = torch.ones(2, 12, dtype=torch.int64)
+    model, ids, mask = tiny_bert()
+    cfg = model.config
     batch, length = Dim("batch", max=16), Dim("length", min=2, max=64)
     path = tmp_path / "bert.zenith"
     loaded = zenith.export(model, (ids,), path, kwargs={"attention_mask": mask},
