@@ -138,9 +138,10 @@ struct Graph {
 };
 
 // Checks structure (ids, order, arity, single definition) and that every node's
-// recorded output types agree with inference. Throws zenith::Error describing the
-// first problem found.
-void verify(const Graph& g);
+// recorded output types agree with inference: their static dims, or with `exact` every
+// dim, a symbolic one the same expression (a graph read from a file, whose stated types
+// the runtime plans by). Throws zenith::Error describing the first problem found.
+void verify(const Graph& g, bool exact = false);
 
 // The text form. print() output parses back with parse_graph() into an equal graph,
 // except that a constant over 512 bytes prints as an opaque blob (which parses as

@@ -127,7 +127,7 @@ Model::Model(const std::string& path) : file_(read_safetensors(path)) {
   Graph g;
   try {
     g = parse_graph(text->second, resolve);
-    verify(g);
+    verify(g, /*exact=*/true);  // every stated size as inference gives it: the runtime plans by them
   } catch (const std::bad_alloc&) {
     throw;
   } catch (const std::exception& e) {  // zenith::Error, or a number the text's parser could not take

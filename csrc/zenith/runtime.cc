@@ -344,8 +344,17 @@ MemoryPlan Executable::memory_plan_for(const std::vector<int64_t>& bind, const P
   }
   if (!top) {
     std::vector<std::vector<int64_t>> at_top(g.values.size());
-    for (size_t v = 0; v < g.values.size(); ++v)
-      for (const SymInt& d : g.values[v].type.shape) at_top[v].push_back(std::max<int64_t>(0, d.eval(bucket)));
+    try {
+      for (size_t v = 0; v < g.values.size(); ++v) {
+        for (const SymInt& d : g.values[v].type.shape) at_top[v].push_back(std::max<int64_t>(0, d.eval(bucket)));
+        uint64_t bytes;  // (sized by an expression, a value may outgrow memory at the bucket's top only)
+        ZENITH_CHECK(bounded_nbytes(TensorType{g.type(int(v)).dtype, {at_top[v].begin(), at_top[v].end()}},
+                                    uint64_t(1) << 48, &bytes),
+                     "too large at the bucket's top");
+      }
+    } catch (const Error&) {  // (or an expression overflows there): plan these sizes exactly
+      return plan_memory(g, all_shapes(plan));
+    }
     top = std::make_shared<const MemoryPlan>(plan_memory(g, at_top));
     std::lock_guard<std::mutex> lock(mu_);
     if (mem_plans_.size() >= 64) mem_plans_.clear();
@@ -419,18 +428,31 @@ std::shared_ptr<const Plan> Executable::build_plan(std::vector<int64_t> key, con
     } catch (const Error& e) {
       fail("node ", ni, " (", op_info(n->op).name, ") with the given input shapes: ", e.what());
     }
-    for (size_t k = 0; k < n->outputs.size(); ++k) cg.values[size_t(n->outputs[k])].type = std::move(types[k]);
+    for (size_t k = 0; k < n->outputs.size(); ++k) {
+      const int v = n->outputs[k];
+      const TensorType& t = types[k];
+      // Each output's size, before the next node's inference multiplies it unchecked (a
+      // graph from a file may size a value by any expression of the inputs' sizes): no
+      // machine holds a value past 2^48 bytes, so that is an OutOfMemory now.
+      uint64_t bytes;
+      for (const SymInt& d : t.shape)
+        ZENITH_CHECK(d.is_const() && d.value() >= 0, "node ", ni, " (", op_info(n->op).name, ") gives %",
+                     g.value_name(v), " a symbolic or negative size with these input sizes");
+      if (!bounded_nbytes(t, uint64_t(1) << 48, &bytes))
+        fail_alloc("zenith runtime: out of memory allocating value %", g.value_name(v),
+                   ": past 2^48 bytes with these input sizes");
+      // A value the graph states static is planned by that statement: it must be what
+      // its node computes from these inputs.
+      ZENITH_CHECK(!static_dims_[size_t(v)] || t.static_dims() == *static_dims_[size_t(v)], "node ", ni, " (",
+                   op_info(n->op).name, "): %", g.value_name(v), " is stated as ",
+                   dims_str(*static_dims_[size_t(v)]), " but is ", dims_str(t.static_dims()),
+                   " with these input sizes");
+      cg.values[size_t(v)].type = std::move(types[k]);
+    }
   }
   for (size_t i = 0; i < dynamic_values_.size(); ++i) {
-    const TensorType& t = cg.values[size_t(dynamic_values_[i])].type;
-    const auto& dims = t.shape;
-    // No machine holds a value past 2^48 bytes: an OutOfMemory now, before any size is
-    // multiplied unchecked (a graph from a file may size a value by any expression of
-    // the inputs' sizes). A value no node writes, left by a pass, keeps its symbolic type.
-    uint64_t bytes;
-    if (t.is_static() && !bounded_nbytes(t, uint64_t(1) << 48, &bytes))
-      fail_alloc("zenith runtime: out of memory allocating value %", g.value_name(dynamic_values_[i]),
-                 ": past 2^48 bytes with these input sizes");
+    // (a value no node writes, left by a pass, keeps its symbolic type: never read)
+    const auto& dims = cg.values[size_t(dynamic_values_[i])].type.shape;
     plan->shapes[i].resize(dims.size());
     for (size_t d = 0; d < dims.size(); ++d) plan->shapes[i][d] = dims[d].value();
   }

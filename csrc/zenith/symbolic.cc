@@ -162,11 +162,25 @@ struct Parser {
     }
   }
   SymExprPtr unary() {
+    ws();
+    if (i + 1 < s.size() && s[i] == '-' && std::isdigit((unsigned char)s[i + 1])) return number();  // (int64's lowest too)
     if (eat("-")) {
       Nest n(*this);
       return node(SymExpr::kNeg, unary());
     }
     return atom();
+  }
+  // Digits, with a '-' before them if there is one: one constant.
+  SymExprPtr number() {
+    size_t j = i + (s[i] == '-');
+    while (j < s.size() && std::isdigit((unsigned char)s[j])) ++j;
+    auto e = std::make_shared<SymExpr>();
+    e->kind = SymExpr::kConst;
+    errno = 0;
+    e->value = std::strtoll(s.c_str() + i, nullptr, 10);
+    if (errno == ERANGE) error("number out of range");
+    i = j;
+    return e;
   }
   SymExprPtr atom() {
     ws();
@@ -176,17 +190,7 @@ struct Parser {
       if (!eat(")")) error("expected ')'");
       return e;
     }
-    if (i < s.size() && std::isdigit((unsigned char)s[i])) {
-      size_t j = i;
-      while (j < s.size() && std::isdigit((unsigned char)s[j])) ++j;
-      auto e = std::make_shared<SymExpr>();
-      e->kind = SymExpr::kConst;
-      errno = 0;
-      e->value = std::strtoll(s.c_str() + i, nullptr, 10);
-      if (errno == ERANGE) error("number out of range");
-      i = j;
-      return e;
-    }
+    if (i < s.size() && std::isdigit((unsigned char)s[i])) return number();
     if (i < s.size() && (std::isalpha((unsigned char)s[i]) || s[i] == '_')) {
       size_t j = i;
       while (j < s.size() && (std::isalnum((unsigned char)s[j]) || s[j] == '_')) ++j;

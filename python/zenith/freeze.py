@@ -71,8 +71,9 @@ def _leaf_key(x):
 
 
 def _linear(x, w, b=None):
-    """aten.linear as its own CompositeImplicitAutograd form computes it: addmm with the
-    bias for 2-D inputs and contiguous 3-D ones (flattened to rows), else matmul (+ bias)."""
+    """aten.linear as functorch's linear_hack computes it (what aten_trace gives a static
+    capture): addmm with the bias for 2-D inputs and contiguous 3-D ones (flattened to
+    rows), else matmul (+ bias). The same values as aten.linear at every rank."""
     if b is not None and x.dim() == 2:
         return torch.addmm(b, x, w.t())
     if b is not None and x.dim() == 3 and x.is_contiguous():
@@ -95,12 +96,13 @@ def capture(model, args, kwargs, who, dynamic_shapes=None):
             if dynamic_shapes is not None:
                 # aten_trace's functionalize runs aten.linear through functorch's linear_hack,
                 # which reads the input's sizes as plain ints and so fixes a symbolic batch at
-                # the example's. linear decomposed first, as linear itself computes, keeps it.
+                # the example's. linear decomposed first, as linear_hack computes, keeps it.
                 ep = ep.run_decompositions({torch.ops.aten.linear.default: _linear})
     except Exception as e:
-        hint = ('torch.compile(model, backend="zenith") takes graph breaks instead' if dynamic_shapes is None else
-                "with dynamic_shapes, give examples whose symbolic dims are 2 or more (torch.export fixes sizes 0 "
-                "and 1) and see torch.export's message below")
+        hint = 'torch.compile(model, backend="zenith") takes graph breaks instead'
+        if dynamic_shapes is not None and "specialized" in str(e):
+            hint = ("with dynamic_shapes, give examples whose symbolic dims are 2 or more (torch.export fixes "
+                    "sizes 0 and 1), or see torch.export's message below")
         raise RuntimeError(f"{who}: torch.export could not capture the model ({type(e).__name__}: "
                            f"{str(e).strip().splitlines()[0] if str(e).strip() else ''}); {hint}") from e
     sig = ep.graph_signature

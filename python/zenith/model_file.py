@@ -120,6 +120,15 @@ def _out_spec(text):
         return None
 
 
+def _finite(bound):
+    """A range bound as an int, or None where torch's range has none (int_oo, whose
+    is_finite is True, or sympy's oo)."""
+    import sympy
+    from torch.utils._sympy.numbers import int_oo
+
+    return None if bound in (int_oo, -int_oo, sympy.oo, -sympy.oo) else int(bound)
+
+
 def _symbol_ranges(ep, placeholders, names):
     """The symbols that size the model's inputs, as the file's zenith.symbols JSON: each
     symbol's range from torch.export (max null: unbounded). An input dim sized by an
@@ -137,9 +146,9 @@ def _symbol_ranges(ep, placeholders, names):
                 raise RuntimeError(f"zenith.export: input {name} dim {d} is sized by an expression ({expr}); a model "
                                    "file's symbolic dims are one symbol each (give that dim its own Dim)")
             vr = ep.range_constraints.get(expr)
-            lo = int(vr.lower) if vr is not None and vr.lower.is_finite else 0
-            hi = int(vr.upper) if vr is not None and vr.upper.is_finite else None
-            ranges[str(expr)] = {"min": max(lo, 0), "max": hi}
+            lo = _finite(vr.lower) if vr is not None else None
+            hi = _finite(vr.upper) if vr is not None else None
+            ranges[str(expr)] = {"min": max(lo or 0, 0), "max": hi}
     return json.dumps(ranges, sort_keys=True)
 
 
@@ -182,7 +191,7 @@ def export(model, args, path, *, kwargs=None, dynamic_shapes=None, check=True, r
     torch_side = [x for kind, x in part.steps if kind == "torch"]
     if torch_side:  # scalar nodes an output needs: PyTorch would compute them per call
         raise RuntimeError(f"zenith.export: the graph's outputs need scalars computed in Python "
-                           f"({', '.join(str(n.target) for n in torch_side)}); model files hold static graphs")
+                           f"({', '.join(str(n.target) for n in torch_side)}); a model file holds tensor graphs only")
 
     placeholders = [n for n in nodes if n.op == "placeholder"]
     specs = ep.graph_signature.input_specs

@@ -1,6 +1,8 @@
-#include <set>
 // IR building, the verifier, the text form and shape inference.
 #include <gtest/gtest.h>
+
+#include <limits>
+#include <set>
 
 #include "zenith/error.h"
 #include "zenith/attrs.h"
@@ -47,6 +49,10 @@ TEST(Symbolic, LimitsOnTextFromFiles) {
   for (int k = 0; k < 2000; ++k) chain += "+s0";
   EXPECT_NE(error(chain).find("more than 1024 terms"), std::string::npos);
   EXPECT_NE(error("99999999999999999999").find("number out of range"), std::string::npos);
+  EXPECT_NE(error("-9223372036854775809").find("number out of range"), std::string::npos);
+  EXPECT_EQ(parse_symint("-9223372036854775808", &t).value(), std::numeric_limits<int64_t>::lowest());  // prints so
+  EXPECT_EQ(parse_symint("s0 + -3", &t).eval({5}), 2);
+  EXPECT_EQ(parse_symint("2 - -3 * s0", &t).eval({2}), 8);
   EXPECT_EQ(parse_symint(std::string(60, '(') + "s0" + std::string(60, ')'), &t).eval({7}), 7);
   // Arithmetic that leaves int64 is an error, not a wrapped size.
   EXPECT_NE(error("s0*s0*s0*s0*s0", {int64_t(1) << 16}).find("overflows int64"), std::string::npos);

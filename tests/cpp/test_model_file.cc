@@ -456,3 +456,22 @@ TEST(ModelFile, MutatedFilesLoadOrFailCleanly) {
   std::remove(good.c_str());
   std::remove(bad.c_str());
 }
+
+// The runtime plans a value by its stated type: a file whose stated size is not what
+// its op computes (a static size over a symbolic input) is refused at load, and an
+// Executable given such a graph directly refuses the call, before any kernel runs.
+TEST(ModelFile, StatedSizesMustBeWhatTheOpsCompute) {
+  const std::string path = temp_path("stated.zenith");
+  const std::string text = "graph(%x: f32[s0, 4]) {\n  %y: f32[65536, 4] = neg(%x)\n  return (%y)\n}\n";
+  write_safetensors(path, {}, {{"zenith.format", "1"}, {"zenith.inputs", "x"}, {"zenith.graph", text}});
+  EXPECT_NE(load_error(path).find("output %y has a type that disagrees with inference"), std::string::npos);
+  Executable exe(parse_graph(text));  // (verify's default: static dims only)
+  std::vector<float> x(12, 1.0f);
+  try {
+    exe.run({{x.data(), DType::f32, {3, 4}}}, {});
+    ADD_FAILURE() << "ran";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("%y is stated as [65536, 4] but is [3, 4]"), std::string::npos) << e.what();
+  }
+  std::remove(path.c_str());
+}

@@ -308,7 +308,7 @@ def test_symbolic_batch_cnn_keeps_the_blocked_layout_and_fusions(tmp_path):
                 close(loaded(x), model(x))
 
 
-def test_a_dim_sized_by_an_expression_is_refused(tmp_path):
+def test_derived_dims_examples_of_size_one_and_unbounded_dims(tmp_path):
     from torch.export import Dim
 
     class M(nn.Module):
@@ -324,3 +324,11 @@ def test_a_dim_sized_by_an_expression_is_refused(tmp_path):
     with pytest.raises(RuntimeError, match="give examples whose symbolic dims are 2 or more"):
         zenith.export(nn.Linear(4, 3).eval(), (torch.randn(1, 4),), tmp_path / "m.zenith",
                       dynamic_shapes=({0: Dim("batch")},))
+    # A Dim without a max: the file's range has none either, and a large batch runs.
+    linear = nn.Linear(4, 3).eval()
+    loaded = zenith.export(linear, (torch.randn(3, 4),), tmp_path / "m.zenith", dynamic_shapes=({0: Dim("batch")},))
+    (sym, (by, lo, hi)), = loaded.symbols.items()
+    assert (by, hi) == ("input dim 0", None) and lo in (0, 2), loaded.symbols
+    x = torch.randn(1000, 4)
+    with torch.no_grad():
+        close(loaded(x), linear(x))

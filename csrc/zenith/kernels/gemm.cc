@@ -335,6 +335,7 @@ void sgemm_skinny(int64_t M, int64_t N, int64_t K, float alpha, const float* a, 
   parallel_for(N, min_cols, [&](int64_t lo, int64_t hi) {
     small_m(M, hi - lo, K, alpha, a, a_rs, a_cs, b + lo * b_cs, b_rs, b_cs, c + lo, ldc, accumulate);
   });
+  a_rows.trim(size_t(1) << 20);  // (the copy is taken only on this path: split_k_rows reads B row-major)
 }
 
 // Where a B packed in advance keeps the panel of column panel P (over all of N) and the

@@ -758,13 +758,13 @@ def relu6(t):
 
 
 def test_blocked_layout_convs(monkeypatch):
-    """The blocked channel layout (forced on, ZENITH_NCHWC=1): a chain of ungrouped convs runs
+    """The blocked channel layout (on by default, any batch): a chain of ungrouped convs runs
     as conv2d_nchwc with blocked tensors between them, against eager: odd channel counts
     (not whole blocks), strides 1 and 2, padding 0 to 2, dilation 2, 1x1 / 3x3 / 5x3
     kernels, bias with and without batch-norm, a residual add, ReLU and SiLU, batches of 1
     and 3, and a conv with few input channels first (a stem: it reads the NCHW input and
     writes the blocked layout itself, so no to_nchwc remains)."""
-    monkeypatch.setenv("ZENITH_NCHWC", "1")
+    monkeypatch.delenv("ZENITH_NCHWC", raising=False)
     COVERED.update({"conv2d_nchwc", "to_nchwc", "from_nchwc"})
     tol = dict(rtol=1e-4, atol=1e-4)
 
