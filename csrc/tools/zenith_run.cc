@@ -117,20 +117,20 @@ int run(int argc, char** argv) {
     for (const auto& [name, n] : dims) used[name] = false;
     for (const auto& want : model.inputs()) {
       std::vector<int64_t> shape = want.shape;
-      int64_t numel = 1;
       for (size_t d = 0; d < shape.size(); ++d) {
-        if (shape[d] < 0) {  // symbolic: a symbol's size from --dim (an expression: an error)
-          auto it = dims.find(want.dims[d]);
-          if (it == dims.end())
-            fail("input ", want.name, " is ", want.type_str(), ": give --dim ", want.dims[d],
-                 "=N for --random (or inputs with --input)");
-          shape[d] = it->second;
-          used[it->first] = true;
-        }
-        if (shape[d] && numel > (int64_t(1) << 40) / shape[d]) fail("input ", want.name, " would be too large");
-        numel *= shape[d];
+        if (shape[d] >= 0) continue;  // symbolic: a symbol's size from --dim (an expression: an error)
+        auto it = dims.find(want.dims[d]);
+        if (it == dims.end())
+          fail("input ", want.name, " is ", want.type_str(), ": give --dim ", want.dims[d],
+               "=N for --random (or inputs with --input)");
+        shape[d] = it->second;
+        used[it->first] = true;
       }
-      made.emplace_back(size_t(numel) * dtype_size(want.dtype), 0);
+      uint64_t bytes;  // (at most 2^40 values)
+      if (!bounded_nbytes(want.dtype, shape, (uint64_t(1) << 40) * dtype_size(want.dtype), &bytes))
+        fail("input ", want.name, " would be too large");
+      const int64_t numel = int64_t(bytes / dtype_size(want.dtype));
+      made.emplace_back(size_t(bytes), 0);
       if (want.dtype == DType::f32) {
         float* p = reinterpret_cast<float*>(made.back().data());
         for (int64_t k = 0; k < numel; ++k) p[k] = u(gen);

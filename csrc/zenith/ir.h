@@ -71,6 +71,8 @@ struct TensorType {
 // *bytes; false if it is not (a type read from a file, checked before anything multiplies
 // its dims unchecked).
 bool bounded_nbytes(const TensorType& t, uint64_t limit, uint64_t* bytes);
+// The same for concrete dims (a runtime input's, a plan's).
+bool bounded_nbytes(DType dtype, const std::vector<int64_t>& dims, uint64_t limit, uint64_t* bytes);
 // "[3, 4]": dims as error messages print them.
 std::string dims_str(const std::vector<int64_t>& dims);
 

@@ -228,7 +228,7 @@ std::vector<OutTensor> Model::run(const std::vector<InTensor>& inputs) const {
              ") takes sizes ", sym.min, "..", sym.max >= 0 ? std::to_string(sym.max) : std::string(""));
     }
     uint64_t bytes;
-    if (!bounded_nbytes(TensorType{t.dtype, {t.shape.begin(), t.shape.end()}}, uint64_t(1) << 48, &bytes))
+    if (!bounded_nbytes(t.dtype, t.shape, uint64_t(1) << 48, &bytes))
       fail("model: input ", k, " (", want.name, ") is ", given(), ": past 2^48 bytes");
     if (!t.data && bytes) fail("model: input ", k, " (", want.name, ") has no data");
     all[user_at_[k]] = t;

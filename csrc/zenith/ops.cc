@@ -1334,14 +1334,28 @@ std::vector<int64_t> TensorType::static_dims() const {
   return dims;
 }
 
-bool bounded_nbytes(const TensorType& t, uint64_t limit, uint64_t* bytes) {
-  uint64_t n = dtype_size(t.dtype);
-  for (const SymInt& d : t.shape) {
-    if (!d.is_const() || d.value() < 0 || (d.value() && n > limit / uint64_t(d.value()))) return false;
-    n *= uint64_t(d.value());
+namespace {
+// bounded_nbytes over dims that are each a size, or -1 for one that is not (symbolic).
+template <class Dims, class Size>
+bool bounded_bytes(DType dtype, const Dims& dims, Size size, uint64_t limit, uint64_t* bytes) {
+  uint64_t n = dtype_size(dtype);
+  for (const auto& dim : dims) {
+    const int64_t d = size(dim);
+    if (d < 0 || (d && n > limit / uint64_t(d))) return false;
+    n *= uint64_t(d);
   }
   *bytes = n;
   return true;
+}
+}  // namespace
+
+bool bounded_nbytes(const TensorType& t, uint64_t limit, uint64_t* bytes) {
+  return bounded_bytes(t.dtype, t.shape, [](const SymInt& d) { return d.is_const() ? d.value() : int64_t(-1); },
+                       limit, bytes);
+}
+
+bool bounded_nbytes(DType dtype, const std::vector<int64_t>& dims, uint64_t limit, uint64_t* bytes) {
+  return bounded_bytes(dtype, dims, [](int64_t d) { return d; }, limit, bytes);
 }
 
 std::string dims_str(const std::vector<int64_t>& dims) {

@@ -348,8 +348,7 @@ MemoryPlan Executable::memory_plan_for(const std::vector<int64_t>& bind, const P
       for (size_t v = 0; v < g.values.size(); ++v) {
         for (const SymInt& d : g.values[v].type.shape) at_top[v].push_back(std::max<int64_t>(0, d.eval(bucket)));
         uint64_t bytes;  // (sized by an expression, a value may outgrow memory at the bucket's top only)
-        ZENITH_CHECK(bounded_nbytes(TensorType{g.type(int(v)).dtype, {at_top[v].begin(), at_top[v].end()}},
-                                    uint64_t(1) << 48, &bytes),
+        ZENITH_CHECK(bounded_nbytes(g.type(int(v)).dtype, at_top[v], uint64_t(1) << 48, &bytes),
                      "too large at the bucket's top");
       }
     } catch (const Error&) {  // (or an expression overflows there): plan these sizes exactly
