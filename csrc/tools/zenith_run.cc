@@ -3,7 +3,7 @@
 //   zenith-run MODEL [--input IN.safetensors] [--output OUT.safetensors] [--random]
 //              [--dim SYMBOL=N ...] [--threads T] [--iterations N] [--warmup W]
 //
-// --threads defaults to the CPUs this process may run on.
+// --threads defaults to OpenMP's count: OMP_NUM_THREADS, else the CPUs this process may run on.
 // Without --input or --random it prints the model's inputs and outputs. Inputs come from a
 // safetensors file by the model's input names (--random: floats uniform in [-1, 1), integers
 // and booleans zero, a fixed seed; a model with symbolic dims takes each symbol's size from
@@ -19,8 +19,6 @@
 #include <random>
 #include <string>
 #include <vector>
-
-#include <sched.h>
 
 #include "zenith/error.h"
 #include "zenith/model_file.h"
@@ -79,11 +77,7 @@ int run(int argc, char** argv) {
   if (model_path.empty()) usage("no model file given");
   if (!in_path.empty() && random) usage("--input and --random exclude each other");
   if (!dims.empty() && !random) usage("--dim sizes --random's inputs");
-  if (!threads) {  // the CPUs this process may run on, as OpenMP and PyTorch default to
-    cpu_set_t set;
-    threads = sched_getaffinity(0, sizeof set, &set) == 0 ? std::max(1, CPU_COUNT(&set)) : 1;
-  }
-  set_num_threads(threads);
+  if (threads) set_num_threads(threads);  // (else the runtime's default, OpenMP's count)
 
   const Model model(model_path);
   if (in_path.empty() && !random) {

@@ -1,5 +1,7 @@
 #include "zenith/threadpool.h"
 
+#include "zenith/error.h"
+
 #include <algorithm>
 #include <atomic>
 #include <exception>
@@ -11,16 +13,27 @@
 
 namespace zenith {
 namespace {
-std::atomic<int> g_threads{1};
+std::atomic<int> g_threads{0};  // 0: not set, OpenMP's own count
 }
 
-void set_num_threads(int n) { g_threads = std::max(1, n); }
-int num_threads() { return g_threads; }
+void set_num_threads(int n) {
+  ZENITH_CHECK(n >= 0, "set_num_threads: takes a thread count >= 1 (or 0: OpenMP's count), got ", n);
+  g_threads = n;
+}
+int num_threads() {
+  const int n = g_threads.load(std::memory_order_relaxed);
+  if (n > 0) return n;
+#if defined(_OPENMP)
+  return std::max(1, omp_get_max_threads());
+#else
+  return 1;
+#endif
+}
 
 void parallel_for(int64_t n, int64_t min_chunk, const std::function<void(int64_t, int64_t)>& fn) {
   if (n <= 0) return;
   int64_t per = std::max<int64_t>(min_chunk, 1);
-  int64_t chunks = std::min<int64_t>(g_threads, (n + per - 1) / per);
+  int64_t chunks = std::min<int64_t>(num_threads(), (n + per - 1) / per);
 #if defined(_OPENMP)
   if (chunks <= 1 || omp_in_parallel()) {
     fn(0, n);

@@ -3,14 +3,18 @@
 // share one team of worker threads instead of competing for the cores: when eager
 // ops and Zenith graphs alternate (fallbacks, benchmarks), PyTorch's threads that
 // are still spinning after an op are the very threads Zenith's next loop runs on.
-// The Python layer sizes it from torch.get_num_threads().
+// Until set_num_threads is called, the count is OpenMP's: OMP_NUM_THREADS, else the CPUs
+// this process may run on (and, in a process with PyTorch, torch.set_num_threads's, which
+// sets OpenMP's). The Python layer sets it from torch.get_num_threads() at each call.
 #pragma once
 #include <cstdint>
 #include <functional>
 
 namespace zenith {
 
-void set_num_threads(int n);  // n >= 1; 1 runs everything on the calling thread
+// For the whole process. n >= 1 (1 runs everything on the calling thread); 0 returns to
+// the default above. Negative: zenith::Error.
+void set_num_threads(int n);
 int num_threads();
 
 // Runs fn(begin, end) over [0, n) split into contiguous chunks, one per thread,

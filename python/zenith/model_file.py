@@ -292,6 +292,7 @@ class LoadedModel:
                     isinstance(want, int) and got != want for got, want in zip(t.shape, shape)):
                 raise RuntimeError(f"zenith.load: input {name} is {t.dtype}{list(t.shape)}, the model takes "
                                    f"{dtype}[{', '.join(map(str, shape))}]")
+        _C.set_num_threads(torch.get_num_threads())  # one thread budget shared with PyTorch
         outs = self._model.run([t.detach().contiguous() for t in tensors])
         if self._out_spec is None or self._out_spec.num_leaves != len(outs):
             return outs[0] if len(outs) == 1 else tuple(outs)

@@ -22,6 +22,10 @@
 #include "zenith/threadpool.h"
 #include "test_util.h"
 
+#if defined(_OPENMP)
+#include <omp.h>
+#endif
+
 using namespace zenith;
 
 namespace {
@@ -334,6 +338,28 @@ TEST(Runtime, BucketedMemoryPlansHoldForGrowingAndShrinkingSizes) {
       EXPECT_NEAR(f(out[1])[i], 2 * e * e, 1e-5) << "rows " << rows << " at " << i;
     }
   }
+}
+
+// A C++ program that never sets a count runs on OpenMP's (OMP_NUM_THREADS, else the CPUs it
+// may use; torch.set_num_threads sets the same), following it until set_num_threads is called;
+// 0 returns to it.
+TEST(Threads, DefaultIsOpenMPsCountUntilSet) {
+  set_num_threads(0);
+#if defined(_OPENMP)
+  const int omp = omp_get_max_threads();
+  EXPECT_EQ(num_threads(), omp);
+  omp_set_num_threads(3);
+  EXPECT_EQ(num_threads(), 3);
+  set_num_threads(2);
+  EXPECT_EQ(num_threads(), 2);  // set: OpenMP's count no longer matters
+  set_num_threads(0);
+  EXPECT_EQ(num_threads(), 3);
+  omp_set_num_threads(omp);
+#else
+  EXPECT_EQ(num_threads(), 1);  // (the TSan build has no OpenMP: every loop runs inline)
+#endif
+  EXPECT_THROW(set_num_threads(-1), Error);
+  set_num_threads(1);
 }
 
 TEST(Runtime, ConcurrentCallsAgree) {

@@ -37,6 +37,26 @@ def test_the_binary_links_no_python():
     assert "python" not in libs.lower(), libs
 
 
+def test_loaded_models_and_the_binary_take_the_thread_count_users_set(tmp_path):
+    """zenith.load's calls run on torch.get_num_threads() threads from the first call of a
+    fresh process (they ran on one until something compiled had run); zenith-run, and any
+    C++ program, on OpenMP's count unless told (OMP_NUM_THREADS, else the CPUs it may use)."""
+    path = tmp_path / "linear.zenith"
+    zenith.export(nn.Linear(8, 4).eval(), (torch.randn(3, 8),), path)
+    prog = ("import sys, torch, zenith; m = zenith.load(sys.argv[1]); torch.set_num_threads(int(sys.argv[2])); "
+            "m(torch.randn(3, 8)); print(zenith._C.num_threads()); "
+            "zenith._C.set_num_threads(5); m(torch.randn(3, 8)); print(zenith._C.num_threads())")  # (as a compiled call sets it)
+    for n in (1, 2, 3):
+        r = subprocess.run([sys.executable, "-c", prog, str(path), str(n)], capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0 and r.stdout.split()[-2:] == [str(n)] * 2, r.stdout + r.stderr
+    for env, want in (({"OMP_NUM_THREADS": "3"}, 3), ({"OMP_NUM_THREADS": "1"}, 1)):
+        r = subprocess.run([str(RUN_BINARY), str(path), "--random", "--iterations", "1"], capture_output=True,
+                           text=True, env=env, timeout=300)
+        assert r.returncode == 0 and f"on {want} thread(s)" in r.stdout, r.stdout + r.stderr
+    r = run_binary(path, "--random", "--iterations", "1", "--threads", "2")
+    assert r.returncode == 0 and "on 2 thread(s)" in r.stdout, r.stdout + r.stderr
+
+
 def test_resnet_file_runs_in_python_and_in_the_binary(tmp_path):
     torch.manual_seed(0)
     model = torchvision.models.resnet18(num_classes=10).eval()
