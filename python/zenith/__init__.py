@@ -4,8 +4,13 @@
     model = torch.compile(model, backend="zenith")   # or zenith.compile(model)
     model = zenith.freeze(model.eval())               # inference, weights bound once, no Dynamo
     zenith.export(model.eval(), (x,), "m.zenith")     # one file the C++ runtime runs without Python
+
+C++ programs link the runtime from this package: CMake's find_package(zenith) with
+-DCMAKE_PREFIX_PATH=$(python -c "import zenith; print(zenith.cmake_prefix_path)") (docs/cpp.md).
 """
 from __future__ import annotations
+
+import os as _os
 
 from zenith import _C  # noqa: F401  (the native core; fails loudly if the build is missing)
 from zenith import logs as _logs
@@ -19,6 +24,8 @@ from zenith.quant import load_gguf, load_quantized, quantize, save_quantized
 __all__ = ["compile", "freeze", "explain", "stats", "reset_stats", "empty_cache", "profile", "Report", "make_backend",
            "zenith_backend", "quantize", "load_gguf", "save_quantized", "load_quantized", "export", "load"]
 __version__ = "0.1.0"
+# The C++ package installed with this one (lib/libzenith.a, include/zenith/, lib/cmake/zenith/).
+cmake_prefix_path = _os.path.dirname(_os.path.abspath(__file__))
 
 
 def _register():
