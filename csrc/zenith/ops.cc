@@ -1102,6 +1102,14 @@ Types infer_arange(const Graph&, const Node& n) {
   return {t};
 }
 
+Types infer_sym_value(const Graph&, const Node& n) {
+  TensorType t;
+  t.dtype = dtype_attr(n);
+  ZENITH_CHECK(t.dtype == DType::i64 || t.dtype == DType::i32 || t.dtype == DType::f32, "sym_value: makes i64, i32 "
+               "or f32, not ", dtype_name(t.dtype));
+  return {t};  // shape {}: one value
+}
+
 // Table glue: every op names its inference function here, once.
 #define INFER_neg unary_numeric
 #define INFER_abs unary_numeric
@@ -1196,6 +1204,7 @@ Types infer_arange(const Graph&, const Node& n) {
 #define INFER_constant infer_constant
 #define INFER_full infer_constant
 #define INFER_arange infer_arange
+#define INFER_sym_value infer_sym_value
 
 // u8 is quantized weight storage: the quantized ops read it (and conv2d and conv2d_nchwc
 // as their weight: int8 filters; an int8 conv2d_nchwc also its codes in and out, and

@@ -144,8 +144,14 @@ class Lowering:
         return outs[0] if len(outs) == 1 else tuple(outs)
 
     def scalar(self, value, dtype):
-        if isinstance(value, (torch.SymInt, torch.SymFloat)):
-            raise Unsupported("symbolic scalar operand")
+        if isinstance(value, torch.SymInt) and not value.node.expr.is_number:
+            # a size used as a number (positions past a cache's length: arange(n) + past):
+            # its value per call, from the shapes that bind its symbols
+            return self.cast(self.emit("sym_value", [], value=[sym_str(value)], dtype=DTYPE_CODES["i64"]), dtype)
+        if isinstance(value, torch.SymInt):
+            value = int(value.node.expr)
+        if isinstance(value, torch.SymFloat):
+            raise Unsupported("symbolic float operand")
         if isinstance(value, float) and dtype in ("i64", "i32", "b8") and value != int(value):
             raise Unsupported("float scalar with an integer tensor")
         return self.g.add_scalar(float(value), dtype)
@@ -164,8 +170,10 @@ class Lowering:
     def operand(self, a, dtype):
         """A tensor or Python scalar argument as a value of `dtype`."""
         if isinstance(a, torch.fx.Node):
+            if isinstance(meta(a), (int, torch.SymInt)):  # a scalar node (sym_size): its value
+                return self.scalar(meta(a), dtype)
             return self.cast(self.val(a), dtype)
-        if isinstance(a, (bool, int, float)):
+        if isinstance(a, (bool, int, float, torch.SymInt)):
             return self.scalar(a, dtype)
         raise Unsupported(f"operand of type {type(a).__name__}")
 

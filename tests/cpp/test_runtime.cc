@@ -187,6 +187,42 @@ TEST(Runtime, SymbolicShapesPlanPerSignature) {
   EXPECT_EQ(exe.num_plans(), 3u);
 }
 
+// sym_value: a size used as a number (an HF decoder's positions, arange(new) + past), its
+// value per plan from the shape that binds the symbol, in each dtype it makes.
+TEST(Runtime, SymValueIsTheSizeOfThisCall) {
+  Executable exe(parse_graph(R"(graph(%p: f32[1, s0, 2], %x: i64[s1]) {
+  %a: i64[s1] = arange() {dtype=[3], size=[s1], start=f[0], step=f[1]}
+  %t: i64[] = sym_value() {value=[s0], dtype=[3]}
+  %pos: i64[s1] = add(%a, %t)
+  %u: i32[] = sym_value() {value=[((s0*3)+s1)], dtype=[4]}
+  %v: f32[] = sym_value() {value=[s0], dtype=[0]}
+  return (%pos, %u, %v)
+})"));
+  for (auto [past, n] : {std::pair<int64_t, int64_t>{0, 4}, {7, 1}, {1, 1}, {50, 3}}) {
+    std::vector<float> p(size_t(past * 2) + 1);
+    std::vector<int64_t> x(static_cast<size_t>(n));
+    auto out = exe.run({{p.data(), DType::f32, {1, past, 2}}, {x.data(), DType::i64, {n}}}, {});
+    ASSERT_EQ(out[0].shape, std::vector<int64_t>{n});
+    for (int64_t i = 0; i < n; ++i) EXPECT_EQ(static_cast<const int64_t*>(out[0].data)[i], past + i);
+    EXPECT_TRUE(out[1].shape.empty());
+    EXPECT_EQ(*static_cast<const int32_t*>(out[1].data), int32_t(past * 3 + n));
+    EXPECT_EQ(*static_cast<const float*>(out[2].data), float(past));
+  }
+  // Only i64, i32 and f32; a value past i32 is an error, not a wrapped number.
+  EXPECT_THROW(parse_graph(R"(graph(%p: f32[s0]) {
+  %t: b8[] = sym_value() {value=[s0], dtype=[5]}
+  return (%t)
+})"), Error);
+  Executable narrow(parse_graph(R"(graph(%p: f32[s0]) {
+  %t: i32[] = sym_value() {value=[(s0*1073741824)], dtype=[4]}
+  return (%t)
+})"));
+  float one = 0;
+  EXPECT_EQ(*static_cast<const int32_t*>(narrow.run({{&one, DType::f32, {1}}}, {})[0].data), 1 << 30);
+  std::vector<float> two(2);
+  EXPECT_THROW(narrow.run({{two.data(), DType::f32, {2}}}, {}), Error);
+}
+
 TEST(Runtime, SymbolFromIntegerInput) {
   Executable exe(parse_graph(R"(graph(%x: i64[3]) {
   %a: i64[s1] = arange() {dtype=[3], size=[s1], start=f[0], step=f[1]}

@@ -376,6 +376,20 @@ void run_tril(const KernelCtx& c) {
 
 void run_full(const KernelCtx& c) { fill_value(c.out[0].data, c.out[0].dtype, c.out[0].numel(), c.a<attrs::full>().value); }
 
+void run_sym_value(const KernelCtx& c) {
+  const int64_t v = c.a<attrs::sym_value>().value;  // the plan's value of the symbolic expression
+  TensorRef& o = c.out[0];
+  switch (o.dtype) {
+    case DType::i64: *o.as<int64_t>() = v; break;
+    case DType::i32:
+      ZENITH_CHECK(v >= std::numeric_limits<int32_t>::min() && v <= std::numeric_limits<int32_t>::max(), "sym_value: ", v, " does not fit in i32");
+      *o.as<int32_t>() = int32_t(v);
+      break;
+    case DType::f32: *o.as<float>() = float(v); break;
+    default: fail("sym_value: no kernel for dtype ", dtype_name(o.dtype));
+  }
+}
+
 void run_arange(const KernelCtx& c) {
   TensorRef& o = c.out[0];
   double start = c.a<attrs::arange>().start, step = c.a<attrs::arange>().step;

@@ -662,6 +662,29 @@ def test_sources():
     check(lambda t: torch.arange(0.0, 1.0, 0.25) + t[:, :1], [x], covers=["arange"])
 
 
+def test_sym_value_uses_sizes_as_numbers():
+    """A size used as a number (an HF decoder's positions: arange(new) + past) is sym_value,
+    evaluated per call from the shapes: traced symbolically, run at other sizes, exact."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from zenith.importer import decomposition_table
+    from zenith.partition import CompiledGraph
+
+    COVERED.add("sym_value")
+
+    def f(x, p):
+        return x * 2 + torch.arange(x.shape[0]) + p.shape[1], (x.shape[0] * p.shape[1]) - x.float(), x < p.shape[1]
+
+    gm = make_fx(f, tracing_mode="symbolic", decomposition_table=decomposition_table())(torch.arange(5), make((2, 7), f32))
+    cg = CompiledGraph(gm, {"passes": True, "verify": True})
+    assert cg.report.nodes_native == cg.report.nodes_total, cg.report.fallback_ops
+    assert cg.report.zenith_ops.get("sym_value", 0) >= 2, cg.report.zenith_ops
+    for n, m in [(5, 7), (3, 2), (9, 11), (1, 1), (0, 4)]:
+        x, p = torch.arange(n) - 2, make((2, m), f32)
+        for got, want in zip(cg([x, p]), f(x, p)):
+            assert got.dtype == want.dtype and torch.equal(got, want), (n, m, got, want)
+
+
 def test_constants_fold_when_passes_run():
     COVERED.add("constant")
     cg = check(lambda t: t * (torch.arange(4) * 2 + 1), [make((3, 4), f32)], passes=True)
