@@ -21,22 +21,9 @@
 
 #include <zenith/zenith.h>
 
-namespace {
+#include "token_ids.h"
 
-std::vector<int64_t> parse_ids(const std::string& text) {
-  std::vector<int64_t> ids;
-  size_t at = 0;
-  while (at <= text.size()) {
-    const size_t comma = std::min(text.find(',', at), text.size());
-    const std::string one = text.substr(at, comma - at);
-    char* end = nullptr;
-    const long long v = std::strtoll(one.c_str(), &end, 10);
-    if (one.empty() || *end) throw std::runtime_error("token ids are whole numbers separated by commas, got " + text);
-    ids.push_back(v);
-    at = comma + 1;
-  }
-  return ids;
-}
+namespace {
 
 std::vector<float> embed(const zenith::Model& model, const std::vector<int64_t>& ids) {
   const int64_t n = int64_t(ids.size());
@@ -80,7 +67,7 @@ int main(int argc, char** argv) {
   try {
     const zenith::Model model(argv[1]);  // loads, passes and compiles the graph for this CPU
     for (int k = 2; k < argc; ++k) {
-      const std::vector<float> e = embed(model, parse_ids(argv[k]));
+      const std::vector<float> e = embed(model, parse_token_ids(argv[k]));
       for (size_t c = 0; c < e.size(); ++c) std::printf(c ? " %.8g" : "%.8g", double(e[c]));
       std::printf("\n");
     }

