@@ -117,7 +117,7 @@ class Executable {
   Device device_;
   uint64_t serial_;  // names this executable in profile events
   std::vector<int> symbol_inputs_;  // symbol index per integer input
-  mutable std::mutex mu_;            // guards plans_, last_plan_, free_contexts_, scratch_values_, slices_
+  mutable std::mutex mu_;            // guards plans_, last_plan_, last_built_, free_contexts_, scratch_values_, slices_
   // build_plan's working copy of the graph's values, kept for the next new signature.
   mutable std::vector<Value> scratch_values_;
   // Memory plans of a graph with symbols, per bucket of symbol values (memory_plan_for).
@@ -135,6 +135,9 @@ class Executable {
   mutable std::shared_ptr<const std::vector<BatchSlice>> slices_;
   mutable std::map<std::vector<int64_t>, std::shared_ptr<const Plan>> plans_;
   mutable std::shared_ptr<const Plan> last_plan_;
+  // The last plan built for a graph with symbols: build_plan takes its NodePlans where a
+  // node's operands are the same (a decode step's projections, one token each call).
+  mutable std::shared_ptr<const Plan> last_built_;
   mutable std::vector<std::unique_ptr<Context>> free_contexts_;
   // One context a call takes without a lock when no other call holds it (the
   // single-threaded case); concurrent calls draw from free_contexts_.
