@@ -139,10 +139,11 @@ def export_decoder(model, path, *, max_length=None, metadata=None, check=True, r
     return loaded
 
 
-def greedy(loaded, prompt_ids, max_new_tokens):
+def greedy(loaded, prompt_ids, max_new_tokens, stop_at_eos=True):
     """Greedy generation from a file export_decoder wrote (a LoadedModel): the token ids
-    after `prompt_ids` (a list), stopping at an end-of-sequence id, at max_new_tokens or
-    at the file's max_length. What examples/cpp/generate.cc does, in Python."""
+    after `prompt_ids` (a list), stopping at an end-of-sequence id (unless stop_at_eos is
+    False), at max_new_tokens or at the file's max_length. What examples/cpp/generate.cc
+    does, in Python."""
     meta = loaded.metadata
     eos = {int(t) for t in meta.get("zenith.decoder.eos", "").split(",") if t}
     limit = int(meta["zenith.decoder.max_length"])
@@ -154,7 +155,7 @@ def greedy(loaded, prompt_ids, max_new_tokens):
         token = int(logits[0, -1].argmax())
         out.append(token)
         ids.append(token)
-        if token in eos:
+        if stop_at_eos and token in eos:
             break
         step = torch.tensor([[token]])
     return out

@@ -32,7 +32,7 @@ def quantize(model, scheme, **options):
     return zenith.quantize(model, scheme, **extra, **options)
 
 
-ALL_FRAMEWORKS = ("eager", "inductor", "zenith", "zenith-frozen", "onnxruntime", "openvino", "llamacpp")
+ALL_FRAMEWORKS = ("eager", "inductor", "zenith", "zenith-frozen", "zenith-file", "onnxruntime", "openvino", "llamacpp")
 # nncf: OpenVINO's INT8 (openvino:int8-static) quantizes with it.
 PEER_PACKAGES = {"onnxruntime": "onnxruntime", "openvino": "openvino", "llamacpp": "llama_cpp", "nncf": "nncf"}
 PEER_PIP = {"onnxruntime": "onnxruntime onnx onnxscript", "openvino": "openvino", "llamacpp": "llama-cpp-python",
@@ -41,7 +41,8 @@ PEER_SCOPE = {"onnxruntime": "it runs the single-call inference workloads: bert-
               "openvino": "it runs the single-call inference workloads: bert-base, minilm, resnet50",
               "llamacpp": "it runs GGUF models: gemma3-270m-decode",
               "zenith-frozen": "zenith.freeze runs the single-call inference workloads: bert-base, minilm, "
-                               "resnet50, mobilenet-v2, small-mlp"}
+                               "resnet50, mobilenet-v2, small-mlp",
+              "zenith-file": "zenith.export_decoder's file runs GGUF models: gemma3-270m-decode"}
 
 
 def peer_status(fw, supported=()):

@@ -10,6 +10,7 @@ import time
 
 import torch
 
+import zenith
 from zenith.bench import peers
 from zenith.bench.contestants import compiled, peer_status, quant_variants
 from zenith.bench.runner import failed, run_interleaved, run_probe, say
@@ -298,14 +299,36 @@ def gemma3_contestants(cfg, model, gguf):
     zen, variants = quant_variants(cfg, model, gguf)
     names = []
     for fw in cfg.frameworks:
-        names += zen if fw == "zenith" else ["llamacpp:q4_k_m"] if fw == "llamacpp" else [fw]
+        names += (zen if fw == "zenith" else ["llamacpp:q4_k_m"] if fw == "llamacpp" else
+                  ["zenith-file:gguf"] if fw == "zenith-file" else [fw])
     return names, variants
+
+
+def zenith_file_generate_fn(gguf, prompt_ids, new_tokens):
+    """The GGUF's model (zenith.load_gguf, its quantized blocks kept) written by
+    zenith.export_decoder to one file and run by the C++ runtime a step at a time
+    (zenith.decoder.greedy: what examples/cpp/generate.cc does, the loop in Python; end of
+    sequence not a stop, as for the other contestants). Exported at the first call."""
+    state = {}
+
+    def fn(n=new_tokens):
+        if "file" not in state:
+            from zenith.decoder import greedy
+
+            model, _ = zenith.load_gguf(gguf)
+            path = os.path.join(_cache_dir(), "gemma3-270m-decoder.zenith")
+            os.makedirs(_cache_dir(), exist_ok=True)
+            state["file"], state["greedy"] = zenith.export_decoder(model, path), greedy
+        return torch.tensor([list(prompt_ids) + state["greedy"](state["file"], prompt_ids, n, stop_at_eos=False)])
+
+    return fn
 
 
 def gemma3_decode(cfg):
     """Gemma 3 270M (real weights from the GGUF) greedy decode: eager and Inductor run
     the fp32 de-quantized model; Zenith runs it once per `--quant` scheme ('gguf': the
-    file's own Q8_0/Q5_0/Q4_K/Q6_K blocks); llama.cpp runs the Q4_K_M GGUF itself. Token
+    file's own Q8_0/Q5_0/Q4_K/Q6_K blocks), and 'zenith-file:gguf' the same blocks from
+    zenith.export_decoder's file; llama.cpp runs the Q4_K_M GGUF itself. Token
     agreement is against eager fp32, so it shows what each quantized arithmetic changes."""
     torch.set_num_threads(cfg.threads)
     model, tok, load_s, how = load_gemma3()
@@ -313,7 +336,8 @@ def gemma3_decode(cfg):
     gguf = gemma3_gguf_path()
     names, variants = gemma3_contestants(cfg, model, gguf)
     w = decode(cfg, "gemma3-270m-decode", {"model": "Gemma 3 270M", "dtype": "fp32 unless named (zenith:<scheme>, llamacpp:q4_k_m)"},
-               model, ids, {"llamacpp:q4_k_m": lambda p, n, th: peers.llamacpp_generate_fn(gguf, p, n, th)},
+               model, ids, {"llamacpp:q4_k_m": lambda p, n, th: peers.llamacpp_generate_fn(gguf, p, n, th),
+                            "zenith-file:gguf": lambda p, n, th: zenith_file_generate_fn(gguf, p, n)},
                extra_params={"weights": how, "prompt_text": GEMMA_PROMPT, "quant": list(cfg.quant)},
                contestants=names, variants=variants)
     w["model_load_s"] = load_s
