@@ -32,7 +32,8 @@ nb::list run_and_wrap(const Executable& exe, const std::vector<InTensor>& ins, c
 }  // namespace
 
 void init_runtime(nb::module_& m) {
-  m.def("set_num_threads", &set_num_threads, "Size of Zenith's kernel thread pool.");
+  m.def("set_num_threads", &set_num_threads,
+        "Size of Zenith's kernel thread pool (0: OpenMP's count, the default; negative: an error).");
   m.def("num_threads", &num_threads);
   m.def("sgemm_isa", &sgemm_isa, "The SGEMM micro-kernel chosen for this CPU.");
   m.def("buffer_cache_bytes", &buffer_cache_bytes, "Bytes of freed output buffers kept for reuse.");

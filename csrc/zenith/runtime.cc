@@ -549,6 +549,7 @@ std::shared_ptr<const Plan> Executable::build_plan(std::vector<int64_t> key, con
       np->out_step.assign(n.outputs.size(), 0);
       for (size_t k = 0; k < n.outputs.size(); ++k) np->out_step[k] = pass(np->outs[k], n.outputs[k]);
     }
+    test_hooks::node_plans_prepared.fetch_add(1, std::memory_order_relaxed);
     try {
       np->op = prepare_node(n, np->ins, np->outs);
     } catch (const Error& e) {
@@ -580,6 +581,7 @@ std::shared_ptr<const Plan> Executable::build_plan(std::vector<int64_t> key, con
 
 namespace test_hooks {
 void (*bind_packed_before_lock)() = nullptr;
+std::atomic<uint64_t> node_plans_prepared{0};
 }
 
 std::vector<int> Executable::packable_inputs() const {

@@ -1,11 +1,11 @@
 #include "zenith/threadpool.h"
 
-#include "zenith/error.h"
-
 #include <algorithm>
 #include <atomic>
 #include <exception>
 #include <mutex>
+
+#include "zenith/error.h"
 
 #if defined(_OPENMP)
 #include <omp.h>

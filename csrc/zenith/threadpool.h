@@ -3,9 +3,10 @@
 // share one team of worker threads instead of competing for the cores: when eager
 // ops and Zenith graphs alternate (fallbacks, benchmarks), PyTorch's threads that
 // are still spinning after an op are the very threads Zenith's next loop runs on.
-// Until set_num_threads is called, the count is OpenMP's: OMP_NUM_THREADS, else the CPUs
-// this process may run on (and, in a process with PyTorch, torch.set_num_threads's, which
-// sets OpenMP's). The Python layer sets it from torch.get_num_threads() at each call.
+// Until set_num_threads is called, the count is OpenMP's for the calling thread
+// (omp_get_max_threads): OMP_NUM_THREADS, else the CPUs this process may run on, or what
+// omp_set_num_threads (torch.set_num_threads calls it) set on that thread. The Python
+// layer sets it from torch.get_num_threads() at each call.
 #pragma once
 #include <cstdint>
 #include <functional>

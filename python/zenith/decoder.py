@@ -71,22 +71,33 @@ def export_decoder(model, path, *, max_length=None, metadata=None, check=True, r
     lengths: the prompt and every later step run from the one file, up to `max_length`
     tokens in all (default: the most the model allows, see below). The file notes
     "zenith.decoder.max_length", "zenith.decoder.eos" (the end-of-sequence ids,
-    comma-separated) and "zenith.decoder.layers". Models with sliding-window attention
-    (Gemma 3) hold at most their window less 4 tokens (508 of 512). Returns the
+    comma-separated) and "zenith.decoder.layers". The file bounds each length on its own
+    (new <= max_length, past < max_length); keeping past + new <= max_length is the
+    calling program's part, as greedy and examples/cpp/generate.cc do: past it, a
+    sliding-window model's answers are wrong without an error. Models with sliding-window
+    attention (Gemma 3) hold at most their window less 4 tokens (508 of 512). Returns the
     LoadedModel, checked against eager (check=True) as zenith.export checks (rtol, atol),
     or, for a model with quantized layers, by its next token and each output's cosine
-    distance to eager's (at most 1e-2; see below)."""
+    distance to eager's (at most 1e-2; see below); None with check=False."""
+    from zenith.freeze import _check_eval
+
     if not isinstance(model, torch.nn.Module) or getattr(model, "config", None) is None:
         raise TypeError(f"zenith.export_decoder: takes a transformers causal LM, got {type(model).__name__}")
+    _check_eval(model)
+    floats = {p.dtype for p in model.parameters() if p.is_floating_point()}
+    if floats - {torch.float32}:
+        raise TypeError(f"zenith.export_decoder: takes float32 models (or zenith-quantized ones), got "
+                        f"{', '.join(sorted(str(d) for d in floats))} parameters")
     cfg = _text_config(model)
     for attr in ("num_hidden_layers", "vocab_size"):
         if not hasattr(cfg, attr):
             raise TypeError(f"zenith.export_decoder: takes a transformers causal LM; its config has no {attr}")
     most, why = _longest(cfg)
     max_length = most if max_length is None else int(max_length)
-    if not 2 <= max_length <= most:
-        raise ValueError(f"zenith.export_decoder: max_length {max_length} is outside 2..{most} ({why})")
-    step = DecoderStep(model).eval()
+    if not 5 <= max_length <= most:  # (the example below holds 5 tokens)
+        raise ValueError(f"zenith.export_decoder: max_length {max_length} is outside 5..{most} ({why})")
+    step = DecoderStep(model)
+    step.training = False  # (the wrapper only: the model's own modes are the user's, checked above)
     heads = getattr(cfg, "num_key_value_heads", None) or cfg.num_attention_heads
     head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
     # The example: 2 new tokens after a past of 3 (torch.export fixes sizes 0 and 1 of a
@@ -107,7 +118,7 @@ def export_decoder(model, path, *, max_length=None, metadata=None, check=True, r
     notes = {"zenith.decoder.max_length": str(max_length), "zenith.decoder.eos": ",".join(map(str, eos)),
              "zenith.decoder.layers": str(step.layers)}
     shapes = {"input_ids": {1: new_len}, "past": tuple({2: past_len} for _ in past)}
-    if not any(type(m).__module__ == "zenith.quant.modules" for m in model.modules()):
+    if not check or not any(type(m).__module__ == "zenith.quant.modules" for m in model.modules()):
         return export(step, (ids, *past), path, metadata=metadata, check=check, rtol=rtol, atol=atol, _notes=notes,
                       dynamic_shapes=shapes)
     # Quantized layers quantize their input rows to int8 codes, and a code one rounding
@@ -117,10 +128,9 @@ def export_decoder(model, path, *, max_length=None, metadata=None, check=True, r
     # have to be that loose; what generation needs is checked instead: the same next
     # token, and each output as a whole within 1e-2 of eager's in cosine distance.
     export(step, (ids, *past), path, metadata=metadata, check=False, _notes=notes, dynamic_shapes=shapes)
-    loaded = load(path)
-    if not check:
-        return loaded
+    loaded = None
     try:
+        loaded = load(path)
         with torch.no_grad():
             ref = step(ids, *past)
         got = loaded(ids, *past)
@@ -145,9 +155,14 @@ def greedy(loaded, prompt_ids, max_new_tokens, stop_at_eos=True):
     False), at max_new_tokens or at the file's max_length. What examples/cpp/generate.cc
     does, in Python."""
     meta = loaded.metadata
+    if "zenith.decoder.max_length" not in meta:
+        raise ValueError("zenith.decoder.greedy: the file has no zenith.decoder.max_length (export_decoder writes them)")
     eos = {int(t) for t in meta.get("zenith.decoder.eos", "").split(",") if t}
     limit = int(meta["zenith.decoder.max_length"])
-    past = [torch.zeros([0 if isinstance(d, str) else d for d in shape]) for _, _, shape in loaded.inputs[1:]]
+    if not 1 <= len(prompt_ids) <= limit:
+        raise ValueError(f"zenith.decoder.greedy: the prompt has {len(prompt_ids)} tokens; the file holds 1 to {limit}")
+    past = [torch.zeros([0 if isinstance(d, str) else d for d in shape], dtype=dtype)
+            for _, dtype, shape in loaded.inputs[1:]]
     ids, out = list(prompt_ids), []
     step = torch.tensor([ids])
     while len(out) < max_new_tokens and len(ids) <= limit:  # (a call holds len(ids) tokens)

@@ -226,31 +226,42 @@ TEST(Runtime, SymValueIsTheSizeOfThisCall) {
 // A new signature reuses the last plan's NodePlan of a node whose operand shapes and
 // symbolic attributes are unchanged: the nodes that see only s0 when only s1 moves. A
 // node whose inputs are the same but whose attribute moves (the slice's end, sym_value's
-// value) must be prepared anew; every call against a reference, in a varied order.
+// value) must be prepared anew. Every call against a reference, in a varied order, with
+// the weight read as given and packed (a constant input: packed copies bound per NodePlan).
 TEST(Runtime, NodesWhoseOperandsStayKeepTheirPlans) {
-  Executable exe(parse_graph(R"(graph(%x: f32[s0, 4], %p: f32[s1], %w: f32[8, 4]) {
+  const char* text = R"(graph(%x: f32[s0, 4], %p: f32[s1], %w: f32[8, 4]) {
   %h: f32[s0, 8] = matmul(%x, %w) {trans_b=[1]}
   %a: f32[s0, 8] = relu(%h)
   %c: f32[s1, 4] = slice(%w) {dim=[0], start=[0], end=[s1], out_size=[s1]}
   %t: f32[] = sym_value() {value=[s1], dtype=[0]}
   %d: f32[s1, 4] = add(%c, %t)
   return (%a, %d)
-})"));
+})";
   std::vector<float> w(32);
   for (size_t i = 0; i < w.size(); ++i) w[i] = float(i % 7) - 3.0f;
-  for (auto [n, m] : {std::pair<int64_t, int64_t>{2, 3}, {2, 5}, {2, 1}, {3, 1}, {3, 8}, {2, 3}, {1, 0}}) {
-    std::vector<float> x(size_t(n * 4)), p(size_t(m) + 1);
-    for (size_t i = 0; i < x.size(); ++i) x[i] = float(i) * 0.5f - float(n);
-    auto out = exe.run({{x.data(), DType::f32, {n, 4}}, {p.data(), DType::f32, {m}}, {w.data(), DType::f32, {8, 4}}}, {});
-    ASSERT_EQ(out[0].shape, (std::vector<int64_t>{n, 8}));
-    ASSERT_EQ(out[1].shape, (std::vector<int64_t>{m, 4}));
-    for (int64_t i = 0; i < n; ++i)
-      for (int64_t j = 0; j < 8; ++j) {
-        float dot = 0;
-        for (int64_t k = 0; k < 4; ++k) dot += x[size_t(i * 4 + k)] * w[size_t(j * 4 + k)];
-        EXPECT_FLOAT_EQ(f(out[0])[i * 8 + j], std::max(dot, 0.0f)) << n << " " << m;
-      }
-    for (int64_t i = 0; i < m * 4; ++i) EXPECT_EQ(f(out[1])[i], w[size_t(i)] + float(m)) << n << " " << m;
+  for (bool constant : {false, true}) {
+    Executable exe(parse_graph(text));
+    if (constant) exe.set_constant_inputs({2});
+    // (s0, s1) per call, and how many of the 5 nodes that call prepares: all at first, those
+    // of the symbol that moved, none for a signature seen before, all when both move.
+    const std::vector<std::array<int64_t, 3>> calls = {{2, 3, 5}, {2, 5, 3}, {2, 1, 3}, {3, 1, 2},
+                                                       {3, 8, 3}, {2, 3, 0}, {1, 0, 5}};
+    for (const auto& [n, m, prepared] : calls) {
+      std::vector<float> x(size_t(n * 4)), p(size_t(m) + 1);
+      for (size_t i = 0; i < x.size(); ++i) x[i] = float(i) * 0.5f - float(n);
+      const uint64_t before = test_hooks::node_plans_prepared.load();
+      auto out = exe.run({{x.data(), DType::f32, {n, 4}}, {p.data(), DType::f32, {m}}, {w.data(), DType::f32, {8, 4}}}, {});
+      EXPECT_EQ(test_hooks::node_plans_prepared.load() - before, uint64_t(prepared)) << n << " " << m;
+      ASSERT_EQ(out[0].shape, (std::vector<int64_t>{n, 8}));
+      ASSERT_EQ(out[1].shape, (std::vector<int64_t>{m, 4}));
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t j = 0; j < 8; ++j) {
+          float dot = 0;
+          for (int64_t k = 0; k < 4; ++k) dot += x[size_t(i * 4 + k)] * w[size_t(j * 4 + k)];
+          EXPECT_FLOAT_EQ(f(out[0])[i * 8 + j], std::max(dot, 0.0f)) << n << " " << m;
+        }
+      for (int64_t i = 0; i < m * 4; ++i) EXPECT_EQ(f(out[1])[i], w[size_t(i)] + float(m)) << n << " " << m;
+    }
   }
 }
 

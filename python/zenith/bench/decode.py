@@ -319,6 +319,10 @@ def zenith_file_generate_fn(gguf, prompt_ids, new_tokens):
             path = os.path.join(_cache_dir(), "gemma3-270m-decoder.zenith")
             os.makedirs(_cache_dir(), exist_ok=True)
             state["file"], state["greedy"] = zenith.export_decoder(model, path), greedy
+            limit = int(state["file"].metadata["zenith.decoder.max_length"])
+            if len(prompt_ids) + new_tokens - 1 > limit:
+                raise ValueError(f"zenith-file: {len(prompt_ids)} prompt and {new_tokens} new tokens do not fit the "
+                                 f"file's {limit}")
         return torch.tensor([list(prompt_ids) + state["greedy"](state["file"], prompt_ids, n, stop_at_eos=False)])
 
     return fn

@@ -35,8 +35,8 @@ def reference_linear(x, w, bias, format):
 
 def sync_threads():
     """Zenith's kernel threads follow torch.get_num_threads(), as in a compiled call: the
-    eager ops and calibration otherwise run on whatever the last compiled call set (one
-    thread in a process that has compiled nothing)."""
+    eager ops and calibration otherwise run on whatever the last compiled call set (or,
+    in a process that has compiled nothing, OpenMP's count for the calling thread)."""
     _C.set_num_threads(torch.get_num_threads())
 
 
