@@ -144,12 +144,11 @@ class Lowering:
         return outs[0] if len(outs) == 1 else tuple(outs)
 
     def scalar(self, value, dtype):
-        if isinstance(value, torch.SymInt) and not value.node.expr.is_number:
-            # a size used as a number (positions past a cache's length: arange(n) + past):
-            # its value per call, from the shapes that bind its symbols
-            return self.cast(self.emit("sym_value", [], value=[sym_str(value)], dtype=DTYPE_CODES["i64"]), dtype)
         if isinstance(value, torch.SymInt):
-            value = int(value.node.expr)
+            value = sym_str(value)
+            if isinstance(value, str):  # a size used as a number (positions past a cache's length:
+                # arange(n) + past): its value per call, from the shapes that bind its symbols
+                return self.cast(self.emit("sym_value", [], value=[value], dtype=DTYPE_CODES["i64"]), dtype)
         if isinstance(value, torch.SymFloat):
             raise Unsupported("symbolic float operand")
         if isinstance(value, float) and dtype in ("i64", "i32", "b8") and value != int(value):
